@@ -1,0 +1,1 @@
+"""The shared NMT core every trial trains: data, model, attention family, training, decoding, BLEU."""

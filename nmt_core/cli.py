@@ -1,0 +1,164 @@
+"""`nmt train | translate | evaluate | data`: one configuration, without Ray or MLflow."""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+import torch
+
+from nmt_core import checkpoint
+from nmt_core.config import ConfigError, build_config, load_config, parse_overrides
+from nmt_core.corpora import REGISTRY, CorpusError, load_corpus
+from nmt_core.data import Example, Vocab, tokenize
+from nmt_core.decode import translate
+from nmt_core.evaluate import corpus_bleu, trace_table, write_traces
+from nmt_core.train import TrainingDiverged, resolve_device, train
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, parse_overrides(args.set))
+    out = Path(args.out)
+    resume = checkpoint.load(out / checkpoint.LAST) if (out / checkpoint.LAST).exists() else None
+    if resume:
+        _log(f"resuming from {out / checkpoint.LAST} after epoch {resume['epoch']}")
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "metrics.jsonl", "a", encoding="utf-8") as metrics:
+        def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
+            checkpoint.save_epoch(out, state, is_best)
+            metrics.write(json.dumps(report) + "\n")
+            metrics.flush()
+
+        result = train(cfg, on_epoch_end, resume, log=_log)
+    for name, test in result.tests.items():
+        (out / "translations").mkdir(exist_ok=True)
+        (out / "translations" / f"{name}.txt").write_text("\n".join(test.hypotheses) + "\n", encoding="utf-8")
+    (out / "final.json").write_text(json.dumps(result.final, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result.final))
+    return 0
+
+
+def _read_sources(lines: list[str], loaded: checkpoint.LoadedModel) -> list[Example]:
+    return [Example(loaded.src_vocab.encode(tokenize(line, loaded.config.data)), []) for line in lines]
+
+
+def _translate_lines(lines: list[str], loaded: checkpoint.LoadedModel, beam: int):
+    """Translate non-empty lines; empty lines stay empty (and get no trace rows)."""
+    device = resolve_device(loaded.config.train.device)
+    model = loaded.model.to(device)
+    examples = _read_sources(lines, loaded)
+    keep = [i for i, e in enumerate(examples) if e.src]
+    decoded = translate(model, [examples[i] for i in keep], loaded.config.decode, beam,
+                        loaded.config.train.batch_size, device)
+    hypotheses = [""] * len(lines)
+    for i, translation in zip(keep, decoded):
+        hypotheses[i] = " ".join(loaded.tgt_vocab.decode(translation.tokens))
+    return hypotheses, keep, decoded
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    loaded = checkpoint.load_for_inference(args.checkpoint)
+    lines = sys.stdin.read().splitlines()
+    hypotheses, _, _ = _translate_lines(lines, loaded, args.beam or loaded.config.decode.beam_size)
+    sys.stdout.write("".join(h + "\n" for h in hypotheses))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    loaded = checkpoint.load_for_inference(args.checkpoint)
+    sources = Path(args.src).read_text(encoding="utf-8").splitlines()
+    references = Path(args.ref).read_text(encoding="utf-8").splitlines()
+    if len(sources) != len(references):
+        raise CorpusError(f"{args.src}: {len(sources)} lines but {args.ref} has {len(references)}")
+    hypotheses, keep, decoded = _translate_lines(sources, loaded, args.beam or loaded.config.decode.beam_size)
+    data_cfg, decode_cfg = loaded.config.data, loaded.config.decode
+    refs = [" ".join(tokenize(r, data_cfg)) for r in references]
+    print(corpus_bleu(hypotheses, refs, decode_cfg.bleu_tokenize, args.lowercase or decode_cfg.bleu_lowercase))
+    if args.traces:
+        words = [loaded.tgt_vocab.decode(t.tokens) for t in decoded]
+        table = trace_table(decoded, words)
+        write_traces(table, args.traces)
+        _log(f"traces: {table.num_rows} target tokens -> {args.traces}")
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    cfg = build_config({"data": {"corpus": args.name, "src": args.src, "tgt": args.tgt}}).data
+    corpus = load_corpus(cfg.corpus, cfg.src, cfg.tgt, cfg.cache_dir)
+    if args.action == "prepare":
+        print(f"{corpus.name}: prepared, {sum(len(p) for p in corpus.splits.values()):,} pairs")
+        return 0
+    total = sum(len(p) for p in corpus.splits.values())
+    print(f"{corpus.name} ({corpus.src_lang}-{corpus.tgt_lang}): {total:,} pairs; licence: {corpus.licence or 'see source'}")
+    train_tokens = [(tokenize(s, cfg), tokenize(t, cfg)) for s, t in corpus.splits["train"]]
+    vocabs = [Vocab.build([pair[side] for pair in train_tokens], size, cfg.min_freq)
+              for side, size in ((0, cfg.src_vocab), (1, cfg.tgt_vocab))]
+    for split, pairs in corpus.splits.items():
+        toks = train_tokens if split == "train" else [(tokenize(s, cfg), tokenize(t, cfg)) for s, t in pairs]
+        parts = []
+        for side, vocab in enumerate(vocabs):
+            lengths = [len(pair[side]) for pair in toks]
+            tokens = [w for pair in toks for w in pair[side]]
+            covered = sum(w in vocab.index for w in tokens) / max(len(tokens), 1)
+            parts.append(f"{(corpus.src_lang, corpus.tgt_lang)[side]} mean {sum(lengths) / max(len(lengths), 1):.1f} "
+                         f"max {max(lengths, default=0)} words, vocab coverage {100 * covered:.1f}%")
+        print(f"  {split:>8}: {len(pairs):>7,} pairs | " + " | ".join(parts))
+    print(f"  vocabularies (top {cfg.src_vocab:,}/{cfg.tgt_vocab:,} training words): "
+          f"{len(vocabs[0]) - 4:,} / {len(vocabs[1]) - 4:,}")
+    rng = random.Random(args.seed)
+    for src, tgt in rng.sample(corpus.splits["train"], min(args.samples, len(corpus.splits["train"]))):
+        print(f"  | {src}\n  | {tgt}\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nmt", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("train", help="train one configuration; resumes if --out holds last.pt")
+    p.add_argument("config", help="trial config YAML (sections data, model, attention, train, decode)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a dotted key")
+    p.add_argument("--out", default="runs/nmt", help="output folder: last.pt, best.pt, metrics.jsonl (default %(default)s)")
+    p.set_defaults(func=cmd_train)
+    p = sub.add_parser("translate", help="translate stdin line by line to stdout")
+    p.add_argument("--checkpoint", required=True, help="a training output folder or a .pt file")
+    p.add_argument("--beam", type=int, default=0, help="beam size (default: the config's decode.beam_size)")
+    p.set_defaults(func=cmd_translate)
+    p = sub.add_parser("evaluate", help="BLEU (with its sacrebleu signature) and optional per-token traces")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--src", required=True)
+    p.add_argument("--ref", required=True)
+    p.add_argument("--beam", type=int, default=0)
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (as the SACT paper's 29.12)")
+    p.add_argument("--traces", help="write per-token traces (tau, gate, attention) to this Parquet file")
+    p.set_defaults(func=cmd_evaluate)
+    p = sub.add_parser("data", help="prepare a corpus into the cache, or print its statistics")
+    p.add_argument("action", choices=["prepare", "info"])
+    p.add_argument("name", help=f"synthetic, {', '.join(REGISTRY)}, or a folder")
+    p.add_argument("--src", default="en", help="source language of a folder corpus")
+    p.add_argument("--tgt", default="vi", help="target language of a folder corpus")
+    p.add_argument("--samples", type=int, default=3, help="random training pairs to print")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_data)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, CorpusError, FileNotFoundError) as err:
+        print(f"nmt: error: {err}", file=sys.stderr)
+        return 2
+    except TrainingDiverged as err:
+        print(f"nmt: training diverged: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""Typed trial configuration: one nested dict (data, model, attention, train, decode) validated once.
+
+Every part of the project addresses options by dotted keys (`attention.lambda`), so validation errors
+name the dotted key, the source file and what is allowed: users fix YAML, not Python tracebacks.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """Bad user input; the message is one line naming the file, the dotted key and what is allowed."""
+
+    def __init__(self, key: str, message: str, source: str = "<config>"):
+        self.key, self.source = key, source
+        super().__init__(f"{source}: {key}: {message}")
+
+
+@dataclass
+class DataConfig:
+    corpus: str = "synthetic"
+    src: str = "src"
+    tgt: str = "tgt"
+    tokenizer: str = "word"  # word: split punctuation off words; space: text is already tokenised
+    lowercase: bool = False
+    max_len: int = 50  # training pairs longer than this (tokens, either side) are dropped
+    src_vocab: int = 17700
+    tgt_vocab: int = 7000
+    min_freq: int = 1
+    train_subset: int = 0  # keep only the first N training pairs (0 = all): quick sweeps on a real corpus
+    eval_subset: int = 0  # keep only the first N dev/test pairs (0 = all)
+    cache_dir: str = ""  # where prepared corpora live; "" = $NMT_DATA_DIR or ~/.cache/nmt_sweeper
+
+
+@dataclass
+class ModelConfig:
+    cell: str = "lstm"
+    emb_size: int = 512
+    hidden_size: int = 512
+    encoder_layers: int = 1
+    decoder_layers: int = 1
+    dropout: float = 0.4
+    input_feeding: bool = True
+    tie_embeddings: bool = False
+
+
+@dataclass
+class AttentionConfig:
+    score: str = "general"
+    temperature: str = "none"
+    tau: float = 1.0
+    lambda_: float = 4.0  # `lambda` in YAML and dotted keys (a Python keyword)
+    sentinel: bool = False
+    coverage: bool = False
+    coverage_weight: float = 0.0
+
+
+@dataclass
+class TrainConfig:
+    lr: float = 3.0e-4
+    batch_size: int = 64
+    token_budget: int = 0  # > 0: batches hold at most this many source+target tokens (with padding)
+    clip_norm: float = 10.0
+    epochs: int = 12
+    seed: int = 1
+    label_smoothing: float = 0.0
+    lr_decay: float = 1.0  # < 1: multiply lr by this when dev BLEU stops improving
+    lr_patience: int = 1
+    early_stopping: int = 0  # > 0: stop after this many epochs without a better dev BLEU
+    max_steps_per_epoch: int = 0  # > 0: cap updates per epoch (smoke runs, benchmarks)
+    device: str = "auto"
+    amp: bool = False  # bf16 autocast on CUDA
+
+
+@dataclass
+class DecodeConfig:
+    beam_size: int = 10
+    dev_beam_size: int = 1  # dev BLEU every epoch: greedy by default, it is the cheap signal
+    length_penalty: float = 1.0  # score / length**alpha
+    max_len_ratio: float = 2.0
+    max_len_offset: int = 10
+    bleu_tokenize: str = "13a"
+    bleu_lowercase: bool = False
+
+
+@dataclass
+class TrialConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {f.name: {_yaml_key(k): v for k, v in dataclasses.asdict(getattr(self, f.name)).items()}
+                for f in dataclasses.fields(self)}
+
+    def flat(self) -> dict[str, Any]:
+        return flatten(self.to_dict())
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "data.tokenizer": ("word", "space"),
+    "model.cell": ("lstm", "gru"),
+    "attention.score": ("dot", "general", "concat", "scaled_dot", "key_value"),
+    "attention.temperature": ("none", "fixed", "sact"),
+    "train.device": ("auto", "cpu", "cuda"),
+    "decode.bleu_tokenize": ("13a", "none", "intl", "char"),
+}
+
+_SECTION_TYPES = {"data": DataConfig, "model": ModelConfig, "attention": AttentionConfig,
+                  "train": TrainConfig, "decode": DecodeConfig}
+
+
+def _yaml_key(name: str) -> str:
+    return name.rstrip("_")
+
+
+def section_keys(section: str) -> dict[str, dataclasses.Field]:
+    return {_yaml_key(f.name): f for f in dataclasses.fields(_SECTION_TYPES[section])}
+
+
+def all_keys() -> list[str]:
+    """Every dotted key a trial config accepts."""
+    return [f"{s}.{k}" for s in _SECTION_TYPES for k in section_keys(s)]
+
+
+def flatten(nested: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in nested.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
+def set_dotted(nested: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    node = nested
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(dotted, f"'{part}' is a value, not a section")
+    node[leaf] = value
+
+
+def parse_overrides(pairs: list[str], source: str = "--set") -> list[tuple[str, Any]]:
+    """`KEY=VALUE` strings from the command line; values are parsed as YAML scalars (1e-3, true, none)."""
+    parsed = []
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(pair or "''", "expected KEY=VALUE with a dotted key", source)
+        parsed.append((key.strip(), yaml.safe_load(raw) if raw.strip() else ""))
+    return parsed
+
+
+def _coerce(key: str, value: Any, typ: Any, source: str) -> Any:
+    typ = {"str": str, "int": int, "float": float, "bool": bool}.get(typ, typ)
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(key, f"expected true or false, got {value!r}", source)
+    if typ is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ConfigError(key, f"expected an integer, got {value!r}", source)
+    if typ is float:
+        if isinstance(value, str):  # PyYAML reads 1e-3 (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(key, f"expected a number, got {value!r}", source)
+    if value is None and key in CHOICES:  # YAML reads a bare `none` as null
+        value = "none"
+    if not isinstance(value, str):
+        raise ConfigError(key, f"expected a string, got {value!r}", source)
+    return value
+
+
+def _check_ranges(cfg: TrialConfig, source: str) -> None:
+    def require(ok: bool, key: str, allowed: str, value: Any) -> None:
+        if not ok:
+            raise ConfigError(key, f"must be {allowed} (got {value!r})", source)
+
+    for key, allowed in CHOICES.items():
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), section_keys(section)[name].name)
+        require(value in allowed, key, "one of " + ", ".join(allowed), value)
+    a, m, t, d = cfg.attention, cfg.model, cfg.train, cfg.decode
+    require(a.lambda_ > 1, "attention.lambda", "> 1 (tau_t lies in (1/lambda, lambda))", a.lambda_)
+    require(a.tau > 0, "attention.tau", "> 0", a.tau)
+    require(a.coverage_weight >= 0, "attention.coverage_weight", ">= 0", a.coverage_weight)
+    require(not (a.coverage_weight > 0 and not a.coverage), "attention.coverage_weight",
+            "0 unless attention.coverage is true", a.coverage_weight)
+    require(0 <= m.dropout < 1, "model.dropout", "in [0, 1)", m.dropout)
+    for key in ("emb_size", "hidden_size", "encoder_layers", "decoder_layers"):
+        require(getattr(m, key) >= 1, f"model.{key}", ">= 1", getattr(m, key))
+    require(m.hidden_size % 2 == 0, "model.hidden_size",
+            "even (each encoder direction has hidden_size / 2 units)", m.hidden_size)
+    require(not m.tie_embeddings or m.emb_size == m.hidden_size, "model.tie_embeddings",
+            "false unless model.emb_size == model.hidden_size", m.tie_embeddings)
+    require(t.lr > 0, "train.lr", "> 0", t.lr)
+    require(t.batch_size >= 1, "train.batch_size", ">= 1", t.batch_size)
+    require(t.token_budget >= 0, "train.token_budget", ">= 0 (0 = off)", t.token_budget)
+    require(t.clip_norm > 0, "train.clip_norm", "> 0", t.clip_norm)
+    require(t.epochs >= 1, "train.epochs", ">= 1", t.epochs)
+    require(0 <= t.label_smoothing < 1, "train.label_smoothing", "in [0, 1)", t.label_smoothing)
+    require(0 < t.lr_decay <= 1, "train.lr_decay", "in (0, 1]", t.lr_decay)
+    require(t.early_stopping >= 0, "train.early_stopping", ">= 0 (0 = off)", t.early_stopping)
+    require(t.max_steps_per_epoch >= 0, "train.max_steps_per_epoch", ">= 0 (0 = all)", t.max_steps_per_epoch)
+    require(d.beam_size >= 1, "decode.beam_size", ">= 1", d.beam_size)
+    require(d.dev_beam_size >= 1, "decode.dev_beam_size", ">= 1", d.dev_beam_size)
+    require(d.max_len_ratio > 0, "decode.max_len_ratio", "> 0", d.max_len_ratio)
+    dc = cfg.data
+    require(dc.max_len >= 1, "data.max_len", ">= 1", dc.max_len)
+    require(dc.src_vocab >= 1, "data.src_vocab", ">= 1", dc.src_vocab)
+    require(dc.tgt_vocab >= 1, "data.tgt_vocab", ">= 1", dc.tgt_vocab)
+    require(dc.train_subset >= 0, "data.train_subset", ">= 0 (0 = all)", dc.train_subset)
+    require(dc.eval_subset >= 0, "data.eval_subset", ">= 0 (0 = all)", dc.eval_subset)
+
+
+def build_config(raw: Mapping[str, Any] | None, overrides: list[tuple[str, Any]] = (),
+                 source: str = "<config>") -> TrialConfig:
+    """Validate a nested dict (plus dotted overrides) into a TrialConfig, or raise ConfigError."""
+    nested = copy.deepcopy(dict(raw or {}))
+    for key, value in overrides:
+        set_dotted(nested, key, value)
+    sections = {}
+    for section, values in nested.items():
+        if section not in _SECTION_TYPES:
+            raise ConfigError(str(section), "unknown section; allowed: " + ", ".join(_SECTION_TYPES), source)
+        if not isinstance(values, Mapping):
+            raise ConfigError(section, "expected a mapping of options", source)
+        fields = section_keys(section)
+        kwargs = {}
+        for key, value in values.items():
+            dotted = f"{section}.{key}"
+            if key not in fields:
+                raise ConfigError(dotted, "unknown key; allowed: " + ", ".join(fields), source)
+            kwargs[fields[key].name] = _coerce(dotted, value, fields[key].type, source)
+        sections[section] = _SECTION_TYPES[section](**kwargs)
+    cfg = TrialConfig(**sections)
+    _check_ranges(cfg, source)
+    return cfg
+
+
+def load_config(path: str, overrides: list[tuple[str, Any]] = ()) -> TrialConfig:
+    """Read a trial config YAML file; errors name the file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = yaml.safe_load(handle) or {}
+    except OSError as err:
+        raise ConfigError("(file)", f"cannot read: {err.strerror}", path) from None
+    except yaml.YAMLError as err:
+        raise ConfigError("(file)", f"not valid YAML: {str(err).splitlines()[0]}", path) from None
+    if not isinstance(raw, Mapping):
+        raise ConfigError("(file)", "expected a mapping with sections " + ", ".join(_SECTION_TYPES), path)
+    return build_config(raw, overrides, source=path)

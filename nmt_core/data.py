@@ -1,0 +1,166 @@
+"""Tokenising, vocabularies and length-bucketed batches for one trial."""
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from nmt_core.config import DataConfig
+from nmt_core.corpora import Corpus, CorpusError, load_corpus
+from nmt_core.model import BOS, EOS, PAD, UNK
+
+SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
+_WORD = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
+
+
+def tokenize(text: str, cfg: DataConfig) -> list[str]:
+    """`space`: the text is already tokenised (IWSLT); `word`: split punctuation off words."""
+    text = text.lower() if cfg.lowercase else text
+    return text.split() if cfg.tokenizer == "space" else _WORD.findall(text)
+
+
+class Vocab:
+    """The K most frequent words (ties broken alphabetically, so vocabularies are reproducible)."""
+
+    def __init__(self, words: list[str]):
+        self.words = list(words)
+        self.index = {w: i for i, w in enumerate(self.words)}
+
+    @classmethod
+    def build(cls, sentences: list[list[str]], size: int, min_freq: int = 1) -> "Vocab":
+        counts = Counter(token for sentence in sentences for token in sentence)
+        ranked = sorted((w for w, c in counts.items() if c >= min_freq), key=lambda w: (-counts[w], w))
+        return cls(SPECIALS + ranked[:size])
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def encode(self, tokens: list[str]) -> list[int]:
+        return [self.index.get(t, UNK) for t in tokens]
+
+    def decode(self, ids: list[int]) -> list[str]:
+        out = []
+        for i in ids:
+            if i == EOS:
+                break
+            if i not in (PAD, BOS):
+                out.append(self.words[i])
+        return out
+
+
+@dataclass
+class Example:
+    src: list[int]
+    tgt: list[int]  # without <s> and </s>
+
+
+@dataclass
+class Batch:
+    src: Tensor  # (B, S)
+    src_lengths: Tensor  # (B,) on the CPU, for packing
+    tgt_in: Tensor  # (B, T): <s> y_1 .. y_n
+    tgt_out: Tensor  # (B, T): y_1 .. y_n </s>
+    index: list[int]  # positions of these examples in their split
+    n_tokens: int  # real target tokens (</s> included)
+
+    def to(self, device: torch.device) -> "Batch":
+        return Batch(self.src.to(device, non_blocking=True), self.src_lengths,
+                     self.tgt_in.to(device, non_blocking=True), self.tgt_out.to(device, non_blocking=True),
+                     self.index, self.n_tokens)
+
+
+def collate(examples: list[Example], index: list[int]) -> Batch:
+    batch = len(examples)
+    src_len = max(len(e.src) for e in examples)
+    tgt_len = max(len(e.tgt) for e in examples) + 1
+    src = torch.full((batch, src_len), PAD, dtype=torch.long)
+    tgt_in = torch.full((batch, tgt_len), PAD, dtype=torch.long)
+    tgt_out = torch.full((batch, tgt_len), PAD, dtype=torch.long)
+    for row, e in enumerate(examples):
+        src[row, :len(e.src)] = torch.tensor(e.src)
+        tgt_in[row, :len(e.tgt) + 1] = torch.tensor([BOS] + e.tgt)
+        tgt_out[row, :len(e.tgt) + 1] = torch.tensor(e.tgt + [EOS])
+    lengths = torch.tensor([len(e.src) for e in examples])
+    return Batch(src, lengths, tgt_in, tgt_out, index, sum(len(e.tgt) + 1 for e in examples))
+
+
+def make_batches(examples: list[Example], batch_size: int, token_budget: int = 0,
+                 shuffle_seed: int | None = None) -> list[Batch]:
+    """Batches of similar source length; the same seed gives the same batches.
+
+    With a seed, examples are shuffled, sorted by length inside pools of 50 batches and the batches
+    shuffled; without one (evaluation) the order is by length and stable.
+    """
+    order = list(range(len(examples)))
+    rng = random.Random(shuffle_seed)
+    if shuffle_seed is not None:
+        rng.shuffle(order)
+    pool = batch_size * 50
+    order = [i for start in range(0, len(order), pool)
+             for i in sorted(order[start:start + pool], key=lambda i: (len(examples[i].src), len(examples[i].tgt)))]
+    groups, group, widest = [], [], 0
+    for i in order:
+        width = len(examples[i].src) + len(examples[i].tgt) + 1
+        too_many_tokens = token_budget and max(widest, width) * (len(group) + 1) > token_budget
+        if group and (len(group) == batch_size or too_many_tokens):
+            groups.append(group)
+            group, widest = [], 0
+        group.append(i)
+        widest = max(widest, width)
+    if group:
+        groups.append(group)
+    if shuffle_seed is not None:
+        rng.shuffle(groups)
+    return [collate([examples[i] for i in g], g) for g in groups]
+
+
+@dataclass
+class TrialData:
+    corpus: Corpus
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    splits: dict[str, list[Example]]  # ids, after the length filter on train
+    references: dict[str, list[str]]  # tokenised reference text of every dev/test sentence
+
+    @property
+    def test_sets(self) -> list[str]:
+        return self.corpus.test_sets
+
+
+def encode_split(pairs: list[tuple[list[str], list[str]]], src_vocab: Vocab, tgt_vocab: Vocab) -> list[Example]:
+    return [Example(src_vocab.encode(s), tgt_vocab.encode(t)) for s, t in pairs]
+
+
+def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None) -> TrialData:
+    """Tokenise a corpus, drop empty and over-long training pairs, build (or reuse) the vocabularies."""
+    corpus = load_corpus(cfg.corpus, cfg.src, cfg.tgt, cfg.cache_dir)
+    tokenized = {}
+    for split, pairs in corpus.splits.items():
+        if split == "train" and cfg.train_subset:
+            pairs = pairs[:cfg.train_subset]
+        if split != "train" and cfg.eval_subset:
+            pairs = pairs[:cfg.eval_subset]
+        toks = [(tokenize(s, cfg), tokenize(t, cfg)) for s, t in pairs]
+        toks = [(s, t) for s, t in toks if s and t]  # empty lines are removed pairwise
+        if split == "train":
+            toks = [(s, t) for s, t in toks if len(s) <= cfg.max_len and len(t) <= cfg.max_len]
+        if not toks:
+            raise CorpusError(f"{cfg.corpus}: split {split!r} has no sentence pairs left "
+                              f"(after removing empty lines and pairs longer than data.max_len={cfg.max_len})")
+        tokenized[split] = toks
+    if vocabs is None:
+        src_vocab = Vocab.build([s for s, _ in tokenized["train"]], cfg.src_vocab, cfg.min_freq)
+        tgt_vocab = Vocab.build([t for _, t in tokenized["train"]], cfg.tgt_vocab, cfg.min_freq)
+        for side, vocab in (("source", src_vocab), ("target", tgt_vocab)):
+            if len(vocab) == len(SPECIALS):
+                raise CorpusError(f"{cfg.corpus}: the {side} vocabulary is empty "
+                                  f"(no training word occurs data.min_freq={cfg.min_freq} times)")
+    else:
+        src_vocab, tgt_vocab = vocabs
+    splits = {split: encode_split(toks, src_vocab, tgt_vocab) for split, toks in tokenized.items()}
+    references = {split: [" ".join(t) for _, t in toks] for split, toks in tokenized.items() if split != "train"}
+    return TrialData(corpus, src_vocab, tgt_vocab, splits, references)

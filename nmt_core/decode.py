@@ -1,0 +1,170 @@
+"""Greedy and batched beam search that keep the attention trace of every output token.
+
+Both run the whole batch at once on the device: no Python loop over sentences or beams, and the only
+host-device sync inside the step loop is an early-exit check every few steps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+from torch import Tensor
+
+from nmt_core.config import DecodeConfig
+from nmt_core.data import Batch, Example, make_batches
+from nmt_core.model import BOS, EOS, PAD, Seq2Seq
+
+EXIT_CHECK_EVERY = 4  # steps between the (syncing) "is every sentence finished?" checks
+
+
+@dataclass
+class Translation:
+    tokens: list[int]  # without </s>
+    score: float  # sum of log-probabilities (beam: divided by length ** length_penalty)
+    weights: Tensor  # (len(tokens), source length) attention weights on the CPU
+    tau: list[float] | None  # tau_t per output token; None when temperature is `none`
+    gate: list[float] | None  # sentinel gate beta_t per output token; None without the sentinel
+
+
+def max_length(batch: Batch, cfg: DecodeConfig) -> int:
+    return int(batch.src_lengths.max().item() * cfg.max_len_ratio) + cfg.max_len_offset
+
+
+@dataclass
+class TraceBuffer:
+    """Per-row output tokens and attention traces, preallocated for max_len steps."""
+
+    tokens: Tensor  # (rows, max_len)
+    weights: Tensor  # (rows, max_len, S)
+    tau: Tensor  # (rows, max_len), NaN where absent
+    gate: Tensor  # (rows, max_len), NaN where absent
+
+    @classmethod
+    def empty(cls, rows: int, max_len: int, src_len: int, like: Tensor) -> "TraceBuffer":
+        return cls(torch.full((rows, max_len), PAD, dtype=torch.long, device=like.device),
+                   like.new_zeros(rows, max_len, src_len), like.new_full((rows, max_len), float("nan")),
+                   like.new_full((rows, max_len), float("nan")))
+
+    def select(self, index: Tensor) -> "TraceBuffer":
+        return TraceBuffer(*(getattr(self, f.name).index_select(0, index) for f in fields(self)))
+
+    def where(self, mask: Tensor, other: "TraceBuffer") -> "TraceBuffer":
+        """Rows from `other` where mask (rows,) is true, else from self."""
+        def pick(mine: Tensor, theirs: Tensor) -> Tensor:
+            return torch.where(mask.view(-1, *[1] * (mine.dim() - 1)), theirs, mine)
+        return TraceBuffer(*(pick(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)))
+
+    def write(self, t: int, tokens: Tensor, out, rows: Tensor | None = None) -> None:
+        """Column t gets tokens and the step's attention output (taken at `rows` when given)."""
+        pick = (lambda x: x) if rows is None else (lambda x: x.index_select(0, rows))
+        self.tokens[:, t] = tokens
+        self.weights[:, t] = pick(out.weights).float()
+        if out.tau is not None:
+            self.tau[:, t] = pick(out.tau).float()
+        if out.gate is not None:
+            self.gate[:, t] = pick(out.gate).float()
+
+    def translations(self, scores: Tensor, src_lengths: Tensor, has_tau: bool, has_gate: bool) -> list[Translation]:
+        tokens, weights, tau, gate = (x.cpu() for x in (self.tokens, self.weights, self.tau, self.gate))
+        result = []
+        for row, (seq, score) in enumerate(zip(tokens.tolist(), scores.cpu().tolist())):
+            n = seq.index(EOS) if EOS in seq else len(seq)
+            result.append(Translation(seq[:n], score, weights[row, :n, :int(src_lengths[row])],
+                                      tau[row, :n].tolist() if has_tau else None,
+                                      gate[row, :n].tolist() if has_gate else None))
+        return result
+
+
+@torch.no_grad()
+def greedy(model: Seq2Seq, batch: Batch, cfg: DecodeConfig) -> list[Translation]:
+    memory, state = model.encode(batch.src, batch.src_lengths)
+    rows, steps = batch.src.size(0), max_length(batch, cfg)
+    y = torch.full((rows,), BOS, dtype=torch.long, device=batch.src.device)
+    finished = torch.zeros(rows, dtype=torch.bool, device=y.device)
+    scores = torch.zeros(rows, device=y.device)
+    buffer = TraceBuffer.empty(rows, steps, batch.src.size(1), memory.values.float())
+    has_tau = has_gate = False
+    for t in range(steps):
+        logits, state, out = model.decoder.step(y, state, memory)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        y = log_probs.argmax(dim=-1).masked_fill(finished, PAD)
+        scores = scores + log_probs.gather(1, y.unsqueeze(1)).squeeze(1).masked_fill(finished, 0.0)
+        buffer.write(t, y, out)
+        has_tau, has_gate = out.tau is not None, out.gate is not None
+        finished = finished | (y == EOS)
+        if t % EXIT_CHECK_EVERY == EXIT_CHECK_EVERY - 1 and bool(finished.all()):
+            break
+    return buffer.translations(scores, batch.src_lengths, has_tau, has_gate)
+
+
+@torch.no_grad()
+def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int) -> list[Translation]:
+    """Batched beam search (B sentences x K beams as B*K rows), length-normalised finished hypotheses.
+
+    As in fairseq: each step takes the top 2K candidates; an </s> among the top K finishes a
+    hypothesis, the best K others stay alive; a sentence is done once K hypotheses have finished.
+    With K = 1 this is exactly greedy search.
+    """
+    k = beam_size
+    n_sent, device = batch.src.size(0), batch.src.device
+    memory, state = model.encode(batch.src, batch.src_lengths)
+    expand = torch.arange(n_sent, device=device).repeat_interleave(k)
+    memory, state = memory.select(expand), state.select(expand)
+    steps = max_length(batch, cfg)
+    alive = TraceBuffer.empty(n_sent * k, steps, batch.src.size(1), memory.values.float())
+    best = TraceBuffer.empty(n_sent, steps, batch.src.size(1), memory.values.float())
+    best_score = torch.full((n_sent,), float("-inf"), device=device)
+    n_finished = torch.zeros(n_sent, dtype=torch.long, device=device)
+    scores = torch.zeros(n_sent, k, device=device)
+    scores[:, 1:] = float("-inf")  # at the start only the first beam is real
+    y = torch.full((n_sent * k,), BOS, dtype=torch.long, device=device)
+    first_row = torch.arange(n_sent, device=device) * k
+    has_tau = has_gate = False
+    for t in range(steps):
+        logits, state, out = model.decoder.step(y, state, memory)
+        has_tau, has_gate = out.tau is not None, out.gate is not None
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        vocab = log_probs.size(-1)
+        candidates = (scores.unsqueeze(-1) + log_probs.view(n_sent, k, vocab)).view(n_sent, -1)
+        top_scores, top_index = candidates.topk(2 * k, dim=-1)
+        top_beam, top_token = top_index // vocab, top_index % vocab
+        # hypotheses that end here: </s> among the top K, for sentences not yet done
+        done = n_finished >= k
+        ends = (top_token[:, :k] == EOS) & ~done.unsqueeze(-1)
+        normalised = (top_scores[:, :k] / (t + 1) ** cfg.length_penalty).masked_fill(~ends, float("-inf"))
+        new_best, which = normalised.max(dim=-1)
+        improve = new_best > best_score
+        source_rows = first_row + top_beam[:, :k].gather(1, which.unsqueeze(-1)).squeeze(-1)
+        ended = alive.select(source_rows)
+        ended.write(t, torch.full_like(source_rows, EOS), out, rows=source_rows)
+        best = best.where(improve, ended)
+        best_score = torch.where(improve, new_best, best_score)
+        n_finished = n_finished + ends.sum(dim=-1)
+        # the best K candidates that do not end stay alive
+        keep_scores, keep = top_scores.masked_fill(top_token == EOS, float("-inf")).topk(k, dim=-1)
+        rows = (first_row.unsqueeze(-1) + top_beam.gather(1, keep)).view(-1)
+        y = top_token.gather(1, keep).view(-1)
+        scores = keep_scores
+        state = state.select(rows)
+        alive = alive.select(rows)
+        alive.write(t, y, out, rows=rows)
+        if t % EXIT_CHECK_EVERY == EXIT_CHECK_EVERY - 1 and bool((n_finished >= k).all()):
+            break
+    # a sentence with no finished hypothesis by max length keeps its best live beam
+    unfinished = torch.isinf(best_score)
+    best = best.where(unfinished, alive.select(first_row))
+    best_score = torch.where(unfinished, scores[:, 0] / steps ** cfg.length_penalty, best_score)
+    return best.translations(best_score, batch.src_lengths, has_tau, has_gate)
+
+
+def translate(model: Seq2Seq, examples: list[Example], cfg: DecodeConfig, beam_size: int,
+              batch_size: int, device: torch.device) -> list[Translation]:
+    """Translate examples (in their order) with greedy search for beam 1, else beam search."""
+    model.eval()
+    results: list[Translation | None] = [None] * len(examples)
+    for batch in make_batches(examples, batch_size):
+        batch = batch.to(device)
+        decoded = greedy(model, batch, cfg) if beam_size == 1 else beam_search(model, batch, cfg, beam_size)
+        for i, translation in zip(batch.index, decoded):
+            results[i] = translation
+    return results

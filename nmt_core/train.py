@@ -1,0 +1,224 @@
+"""The training loop. It knows nothing of Ray or MLflow: it reports and checkpoints through a callback.
+
+Resume is exact: the state handed to the callback holds the model, optimiser, RNG states and counters,
+and the batches of epoch k depend only on (seed, k), so a run stopped after epoch k and resumed
+reproduces the losses of an uninterrupted run.
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import Tensor, nn
+
+from nmt_core.attention import coverage_penalty
+from nmt_core.config import TrialConfig
+from nmt_core.data import Batch, TrialData, Vocab, load_trial_data, make_batches
+from nmt_core.decode import Translation, translate
+from nmt_core.evaluate import corpus_bleu
+from nmt_core.model import PAD, Seq2Seq
+
+# (report, state, is_best): called after every epoch; `state` is what `train(resume=...)` takes back
+EpochCallback = Callable[[dict[str, float], dict[str, Any], bool], None]
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite: the trial failed, the sweep goes on."""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("train.device: cuda was asked for but no CUDA device is visible")
+    return torch.device(name)
+
+
+def build_model(cfg: TrialConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
+    return Seq2Seq(cfg.model, cfg.attention, src_vocab, tgt_vocab)
+
+
+def autocast(cfg: TrialConfig, device: torch.device):
+    if cfg.train.amp and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return nullcontext()
+
+
+def batch_loss(model: Seq2Seq, batch: Batch, cfg: TrialConfig) -> tuple[Tensor, Tensor]:
+    """Mean loss per target token (+ the coverage regulariser), and the teacher-forced tau/gate trace."""
+    logits, trace = model(batch.src, batch.src_lengths, batch.tgt_in)
+    loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=PAD,
+                                       reduction="sum", label_smoothing=cfg.train.label_smoothing)
+    if cfg.attention.coverage_weight > 0:
+        loss = loss + cfg.attention.coverage_weight * coverage_penalty(
+            trace.weights, batch.src != PAD, batch.tgt_out != PAD)
+    return loss / batch.n_tokens, trace
+
+
+@dataclass
+class DevPass:
+    loss: float
+    tau: tuple[float, float] | None  # mean, std over dev target tokens
+    sentinel_mean: float | None
+
+
+@torch.no_grad()
+def dev_pass(model: Seq2Seq, batches: list[Batch], cfg: TrialConfig, device: torch.device) -> DevPass:
+    """Teacher-forced dev loss (without label smoothing) and the temperature/gate statistics."""
+    model.eval()
+    totals = torch.zeros(5, device=device)  # loss sum, tokens, tau sum, tau^2 sum, gate sum
+    for batch in batches:
+        batch = batch.to(device)
+        with autocast(cfg, device):
+            logits, trace = model(batch.src, batch.src_lengths, batch.tgt_in)
+        mask = (batch.tgt_out != PAD).float()
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(),
+                                           ignore_index=PAD, reduction="sum")
+        tau = trace.tau.float() * mask if trace.tau is not None else mask.new_zeros(())
+        gate = trace.gate.float() * mask if trace.gate is not None else mask.new_zeros(())
+        totals += torch.stack([loss, mask.sum(), tau.sum(), (tau ** 2).sum(), gate.sum()])
+    loss_sum, tokens, tau_sum, tau_sq, gate_sum = totals.tolist()
+    tau = None
+    if cfg.attention.temperature != "none":
+        mean = tau_sum / tokens
+        tau = (mean, math.sqrt(max(tau_sq / tokens - mean ** 2, 0.0)))
+    return DevPass(loss_sum / tokens, tau, gate_sum / tokens if cfg.attention.sentinel else None)
+
+
+@dataclass
+class SetResult:
+    bleu: float
+    signature: str
+    hypotheses: list[str]
+    translations: list[Translation]
+
+
+def evaluate_split(model: Seq2Seq, data: TrialData, split: str, cfg: TrialConfig, device: torch.device,
+                   beam_size: int) -> SetResult:
+    translations = translate(model, data.splits[split], cfg.decode, beam_size, cfg.train.batch_size, device)
+    hypotheses = [" ".join(data.tgt_vocab.decode(t.tokens)) for t in translations]
+    bleu = corpus_bleu(hypotheses, data.references[split], cfg.decode.bleu_tokenize, cfg.decode.bleu_lowercase)
+    return SetResult(bleu.score, bleu.signature, hypotheses, translations)
+
+
+@dataclass
+class TrainResult:
+    model: Seq2Seq
+    data: TrialData
+    history: list[dict[str, float]]
+    final: dict[str, float]  # bleu_test_<set>, bleu_test_avg, n_params, best_epoch
+    tests: dict[str, SetResult] = field(default_factory=dict)
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {"torch": torch.get_rng_state(), "python": list(random.getstate()[1])}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate((3, tuple(state["python"]), None))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _cpu_copy(obj: Any) -> Any:
+    """A CPU snapshot of nested state: later in-place updates (Adam's moments) must not leak into it."""
+    if isinstance(obj, Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: _cpu_copy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_cpu_copy(v) for v in obj)
+    return obj
+
+
+def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: dict[str, Any] | None = None,
+          log: Callable[[str], None] = print, data: TrialData | None = None) -> TrainResult:
+    """Train one configuration; `resume` is a state an earlier run handed to `on_epoch_end`."""
+    device = resolve_device(cfg.train.device)
+    vocabs = (Vocab(resume["vocab"]["src"]), Vocab(resume["vocab"]["tgt"])) if resume else None
+    data = data or load_trial_data(cfg.data, vocabs)
+    torch.manual_seed(cfg.train.seed)
+    random.seed(cfg.train.seed)
+    model = build_model(cfg, len(data.src_vocab), len(data.tgt_vocab)).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, betas=(0.9, 0.999), eps=1e-8)
+    progress = {"epoch": 0, "best_bleu": -1.0, "best_epoch": 0, "bad_epochs": 0, "history": []}
+    best_weights = _cpu_copy(model.state_dict())
+    if resume:
+        model.load_state_dict(resume["model"])
+        optimizer.load_state_dict(resume["optimizer"])
+        best_weights = resume["best_model"]
+        progress = {k: resume[k] for k in progress}
+        _set_rng_state(resume["rng"])
+    dev_batches = make_batches(data.splits["dev"], cfg.train.batch_size)
+    n_params = model.n_params()
+    log(f"model: {n_params:,} parameters on {device}; {len(data.splits['train']):,} training pairs, "
+        f"vocab {len(data.src_vocab):,}/{len(data.tgt_vocab):,}")
+
+    for epoch in range(progress["epoch"] + 1, cfg.train.epochs + 1):
+        model.train()
+        batches = make_batches(data.splits["train"], cfg.train.batch_size, cfg.train.token_budget,
+                               shuffle_seed=cfg.train.seed * 100_003 + epoch)
+        if cfg.train.max_steps_per_epoch:
+            batches = batches[:cfg.train.max_steps_per_epoch]
+        loss_sum, tokens = torch.zeros((), device=device), 0
+        start = time.perf_counter()
+        for batch in batches:
+            batch = batch.to(device)
+            with autocast(cfg, device):
+                loss, _ = batch_loss(model, batch, cfg)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip_norm)
+            optimizer.step()
+            loss_sum += loss.detach() * batch.n_tokens
+            tokens += batch.n_tokens
+        train_loss = loss_sum.item() / tokens  # the one host-device sync of the epoch
+        train_time = time.perf_counter() - start
+        if not math.isfinite(train_loss):
+            raise TrainingDiverged(f"epoch {epoch}: training loss is {train_loss}")
+        dev = dev_pass(model, dev_batches, cfg, device)
+        bleu_dev = evaluate_split(model, data, "dev", cfg, device, cfg.decode.dev_beam_size).bleu
+        report = {"epoch": epoch, "train_loss": train_loss, "dev_loss": dev.loss,
+                  "dev_ppl": math.exp(min(dev.loss, 50.0)), "bleu_dev": bleu_dev,
+                  "tokens_per_s": tokens / train_time, "epoch_time_s": time.perf_counter() - start}
+        if dev.tau is not None:
+            report["tau_mean"], report["tau_std"] = dev.tau
+        if dev.sentinel_mean is not None:
+            report["sentinel_mean"] = dev.sentinel_mean
+        is_best = bleu_dev > progress["best_bleu"]
+        if is_best:
+            progress.update(best_bleu=bleu_dev, best_epoch=epoch, bad_epochs=0)
+            best_weights = _cpu_copy(model.state_dict())
+        else:
+            progress["bad_epochs"] += 1
+            if cfg.train.lr_decay < 1 and progress["bad_epochs"] % cfg.train.lr_patience == 0:
+                for group in optimizer.param_groups:
+                    group["lr"] *= cfg.train.lr_decay
+        progress["epoch"] = epoch
+        progress["history"].append(report)
+        log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in report.items()))
+        if on_epoch_end:
+            state = {**progress, "history": list(progress["history"]), "model": _cpu_copy(model.state_dict()), "optimizer": _cpu_copy(optimizer.state_dict()),
+                     "best_model": best_weights, "rng": _rng_state(), "config": cfg.to_dict(),
+                     "vocab": {"src": data.src_vocab.words, "tgt": data.tgt_vocab.words}}
+            on_epoch_end(report, state, is_best)
+        if cfg.train.early_stopping and progress["bad_epochs"] >= cfg.train.early_stopping:
+            log(f"early stopping: no better dev BLEU for {progress['bad_epochs']} epochs")
+            break
+
+    model.load_state_dict(best_weights)
+    tests = {name: evaluate_split(model, data, name, cfg, device, cfg.decode.beam_size) for name in data.test_sets}
+    final = {f"bleu_test_{name}": result.bleu for name, result in tests.items()}
+    final["bleu_test_avg"] = sum(final.values()) / len(final)
+    final.update(n_params=n_params, best_epoch=progress["best_epoch"])
+    log(" ".join(f"{k}={v:.2f}" for k, v in final.items()) + f"  ({next(iter(tests.values())).signature})")
+    return TrainResult(model, data, progress["history"], final, tests)

@@ -1,0 +1,47 @@
+import pytest
+
+from nmt_core.config import ConfigError, build_config, load_config, parse_overrides
+
+
+@pytest.mark.parametrize("raw, key, allowed", [
+    ({"attention": {"lambda": 1.0}}, "attention.lambda", "> 1"),
+    ({"attention": {"lambda": 0.5}}, "attention.lambda", "> 1"),
+    ({"attention": {"tau": 0}}, "attention.tau", "> 0"),
+    ({"attention": {"tau": -1.0}}, "attention.tau", "> 0"),
+    ({"attention": {"score": "cosine"}}, "attention.score", "dot, general, concat, scaled_dot, key_value"),
+    ({"attention": {"temperature": "hot"}}, "attention.temperature", "none, fixed, sact"),
+    ({"model": {"cell": "rnn"}}, "model.cell", "lstm, gru"),
+    ({"model": {"dropout": 1.0}}, "model.dropout", "[0, 1)"),
+    ({"model": {"hidden_size": 15}}, "model.hidden_size", "even"),
+    ({"attention": {"sentinal": True}}, "attention.sentinal", "sentinel"),
+    ({"trian": {}}, "trian", "data, model, attention, train, decode"),
+    ({"train": {"epochs": "ten"}}, "train.epochs", "integer"),
+    ({"attention": {"sentinel": "yes"}}, "attention.sentinel", "true or false"),
+])
+def test_bad_values_name_the_key_and_what_is_allowed(raw, key, allowed):
+    with pytest.raises(ConfigError) as err:
+        build_config(raw, source="space.yaml")
+    message = str(err.value)
+    assert message.startswith(f"space.yaml: {key}: ")
+    assert allowed in message
+    assert "\n" not in message
+
+
+def test_yaml_none_means_the_temperature_none():
+    assert build_config({"attention": {"temperature": None}}).attention.temperature == "none"
+
+
+def test_dotted_overrides_and_flat_keys(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("attention: {temperature: sact}\n")
+    cfg = load_config(str(path), parse_overrides(["attention.lambda=6", "train.lr=1e-3", "model.cell=gru"]))
+    flat = cfg.flat()
+    assert flat["attention.lambda"] == 6.0 and flat["train.lr"] == 1e-3 and flat["model.cell"] == "gru"
+    assert flat["attention.temperature"] == "sact"
+
+
+def test_unreadable_yaml_names_the_file(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("model: [unclosed\n")
+    with pytest.raises(ConfigError, match="broken.yaml"):
+        load_config(str(path))

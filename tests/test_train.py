@@ -1,0 +1,100 @@
+"""Training end to end on the generated corpus: learning, exact resume, decoding and traces."""
+import math
+
+import pytest
+import torch
+
+from nmt_core.data import make_batches
+from nmt_core.decode import beam_search, greedy
+from nmt_core.evaluate import corpus_bleu, trace_table
+from nmt_core.train import TrainingDiverged, train
+from tests.conftest import tiny_config
+
+SMALL = {"model": {"emb_size": 32, "hidden_size": 64}, "train": {"epochs": 2, "batch_size": 32, "lr": 5e-3},
+         "data": {"train_subset": 1500, "eval_subset": 100}}
+
+
+def _cfg(attention=None, **sections):
+    """SMALL, with some keys of some sections replaced."""
+    merged = {name: {**SMALL.get(name, {}), **sections.get(name, {})} for name in {*SMALL, *sections}}
+    return tiny_config(**merged, attention=attention or {})
+
+
+def _quiet(_):
+    pass
+
+
+@pytest.mark.parametrize("attention", [{}, {"temperature": "fixed", "tau": 1.2},
+                                       {"temperature": "sact"}, {"sentinel": True}])
+def test_training_beats_copying_the_source(attention):
+    result = train(_cfg(attention), log=_quiet)
+    data = result.data
+    copy_bleu = corpus_bleu([" ".join(data.src_vocab.decode(e.src)) for e in data.splits["test"]],
+                            data.references["test"]).score
+    assert result.final["bleu_test_test"] > copy_bleu + 30
+    report = result.history[-1]
+    assert set(report) >= {"epoch", "train_loss", "dev_loss", "dev_ppl", "bleu_dev", "tokens_per_s", "epoch_time_s"}
+    assert ("tau_mean" in report) == ("temperature" in attention)
+    assert ("sentinel_mean" in report) == ("sentinel" in attention)
+    assert result.history[1]["train_loss"] < result.history[0]["train_loss"]
+
+
+def test_resume_after_an_epoch_gives_the_same_losses_as_an_uninterrupted_run():
+    cfg = _cfg({"temperature": "sact"}, model={"dropout": 0.3}, train={"epochs": 3})
+    states = []
+    full = train(cfg, on_epoch_end=lambda report, state, best: states.append(state), log=_quiet)
+    saved = states[0]
+    torch.save(saved, "/tmp/nmt_resume_state.pt")
+    restored = torch.load("/tmp/nmt_resume_state.pt", weights_only=True)  # what a real checkpoint goes through
+    resumed = train(cfg, resume=restored, log=_quiet)
+    for a, b in zip(full.history, resumed.history):
+        assert a["train_loss"] == b["train_loss"] and a["dev_loss"] == b["dev_loss"]
+    assert len(resumed.history) == 3
+    assert resumed.final["bleu_test_test"] == full.final["bleu_test_test"]
+
+
+def test_a_diverging_run_raises():
+    cfg = _cfg(train={"lr": float("inf"), "epochs": 1})  # the first update turns weights into inf/NaN
+    with pytest.raises(TrainingDiverged):
+        train(cfg, log=_quiet)
+
+
+TRACED = {"temperature": "sact", "sentinel": True, "lambda": 3.0}
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return train(_cfg(TRACED), log=_quiet)
+
+
+def test_beam_one_is_exactly_greedy(trained):
+    model, data = trained.model.eval(), trained.data
+    for batch in make_batches(data.splits["dev"], 16)[:4]:
+        cfg = _cfg(TRACED).decode
+        for g, b in zip(greedy(model, batch, cfg), beam_search(model, batch, cfg, 1)):
+            assert g.tokens == b.tokens
+            assert torch.equal(g.weights, b.weights)
+            assert g.tau == b.tau and g.gate == b.gate
+
+
+def test_beam_search_finds_at_least_the_greedy_model_score(trained):
+    model, data = trained.model.eval(), trained.data
+    cfg = _cfg(TRACED).decode
+    cfg.length_penalty = 0.0  # raw log-probabilities: a wider beam can only find better ones
+    for batch in make_batches(data.splits["dev"], 16)[:3]:
+        for g, b in zip(greedy(model, batch, cfg), beam_search(model, batch, cfg, 5)):
+            assert b.score >= g.score - 1e-4
+
+
+def test_traces_have_one_row_per_target_token_and_sact_bounds(trained):
+    result = trained.tests["test"]
+    words = [trained.data.tgt_vocab.decode(t.tokens) for t in result.translations]
+    table = trace_table(result.translations, words)
+    assert table.num_rows == sum(len(w) for w in words)
+    tau = table.column("tau").to_pylist()
+    assert all(1 / 3.0 < t < 3.0 for t in tau)
+    gates = table.column("sentinel").to_pylist()
+    assert all(0 < g < 1 for g in gates)
+    row = table.slice(0, 1).to_pylist()[0]
+    assert math.isclose(sum(row["weights"]) + row["sentinel"], 1.0, abs_tol=1e-4)
+    assert row["argmax_src"] == max(range(len(row["weights"])), key=row["weights"].__getitem__)
