@@ -108,6 +108,7 @@ def evaluate_split(model: Seq2Seq, data: TrialData, split: str, cfg: TrialConfig
 
 @dataclass
 class TrainResult:
+    config: TrialConfig
     model: Seq2Seq
     data: TrialData
     history: list[dict[str, float]]
@@ -220,5 +221,6 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
     final = {f"bleu_test_{name}": result.bleu for name, result in tests.items()}
     final["bleu_test_avg"] = sum(final.values()) / len(final)
     final.update(n_params=n_params, best_epoch=progress["best_epoch"])
-    log(" ".join(f"{k}={v:.2f}" for k, v in final.items()) + f"  ({next(iter(tests.values())).signature})")
-    return TrainResult(model, data, progress["history"], final, tests)
+    log(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items())
+        + f"  ({next(iter(tests.values())).signature})")
+    return TrainResult(cfg, model, data, progress["history"], final, tests)

@@ -1,0 +1,1 @@
+"""The sweep service: YAML search spaces as Ray Tune experiments, tracked in MLflow, summarised for papers."""

@@ -1,0 +1,65 @@
+"""Figures of the papers: temperature heatmaps (SACT Fig. 2), attention heatmaps, the fixed-tau curve (Fig. 1)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def temperature_heatmap(sentences: list[tuple[list[str], list[float]]], path: Path, lam: float) -> None:
+    """One row per sentence, one cell per target word, coloured by tau_t on its full range (1/lambda, lambda).
+
+    Dark = low temperature = sharp attention (SACT Figure 2); each cell also prints its value.
+    """
+    width = max(len(words) for words, _ in sentences)
+    fig, axes = plt.subplots(len(sentences), 1, figsize=(max(6, 0.8 * width), 1.5 * len(sentences) + 0.5),
+                             squeeze=False, gridspec_kw={"hspace": 1.2})
+    norm = matplotlib.colors.LogNorm(vmin=1 / lam, vmax=lam)  # tau = lambda^beta: beta is linear in log tau
+    for ax, (words, taus) in zip(axes[:, 0], sentences):
+        image = ax.imshow(np.array([taus]), cmap="gray", aspect="auto", norm=norm)
+        for x, tau in enumerate(taus):
+            ax.text(x, 0, f"{tau:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if tau < 1 else "black")
+        ax.set_xticks(range(len(words)), words, rotation=45, ha="right", fontsize=8)
+        ax.set_yticks([])
+    fig.colorbar(image, ax=axes[:, 0].tolist(), label="temperature tau_t")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def attention_heatmap(source: list[str], target: list[str], weights: np.ndarray, path: Path,
+                      gate: list[float] | None = None, title: str = "") -> None:
+    """Target x source attention weights; the sentinel gate (if any) as an extra last column."""
+    matrix, columns = weights, list(source)
+    if gate is not None:
+        matrix, columns = np.column_stack([weights, gate]), columns + ["<sentinel>"]
+    fig, ax = plt.subplots(figsize=(max(4, 0.45 * len(columns) + 1.5), max(3, 0.4 * len(target) + 1)))
+    image = ax.imshow(matrix, cmap="Blues", vmin=0, vmax=1, aspect="auto")
+    ax.set_xticks(range(len(columns)), columns, rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(len(target)), target, fontsize=8)
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(image, ax=ax)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def fixed_tau_curve(points: list[tuple[float, float, float]], sact: tuple[float, float] | None, paths: list[Path],
+                    ylabel: str = "test BLEU") -> None:
+    """BLEU (mean, std) against a fixed temperature, with SACT as a horizontal line (SACT Figure 1)."""
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    taus, means, stds = zip(*sorted(points))
+    ax.errorbar(taus, means, yerr=stds, marker="o", capsize=3, label="fixed tau")
+    if sact is not None:
+        ax.axhline(sact[0], color="tab:red", linestyle="--", label="SACT")
+        ax.axhspan(sact[0] - sact[1], sact[0] + sact[1], color="tab:red", alpha=0.1)
+    ax.set_xlabel("temperature tau")
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    fig.tight_layout()
+    for path in paths:
+        fig.savefig(path, dpi=120)
+    plt.close(fig)

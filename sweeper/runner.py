@@ -1,0 +1,194 @@
+"""Build the Tuner (search algorithm, scheduler, resources, failures), run it, resume it, write results."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import ray
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler
+from ray.tune.search import ConcurrencyLimiter
+
+from nmt_core.corpora import default_cache_dir, load_corpus
+from sweeper.space import SpecError, SweepSpec, optuna_space, plan_trials, trial_config
+from sweeper.tracking import MlflowTrackingCallback, SweepTracker, check_reachable, resolve_uri, runs_link
+from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial, trial_params
+
+STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
+RESULTS_FILE = "results.parquet"
+DEFAULT_TRACKING = "sqlite:///mlflow.db"
+
+
+def resolved_base(spec: SweepSpec) -> dict[str, Any]:
+    """Trials run in their own working folders: make every path in the base config absolute."""
+    base = copy.deepcopy(spec.base)
+    data = base.setdefault("data", {})
+    corpus = Path(str(data.get("corpus", "synthetic"))).expanduser()
+    if corpus.is_dir():
+        data["corpus"] = str(corpus.resolve())
+    data["cache_dir"] = str(Path(data.get("cache_dir") or default_cache_dir()).expanduser().resolve())
+    return base
+
+
+def init_ray(address: str | None) -> None:
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address)
+    else:
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
+
+
+def check_gpus(spec: SweepSpec) -> None:
+    if spec.gpu > 0:
+        available = ray.cluster_resources().get("GPU", 0)
+        if available < spec.gpu:
+            raise SpecError("resources.gpu", f"{spec.gpu:g} GPU per trial asked for, but the Ray cluster has "
+                            f"{available:g} GPUs; set resources.gpu: 0 or run on a cluster with GPUs", spec.source)
+
+
+def build_trainable(base: dict[str, Any], cpu: float, gpu: float):
+    context = SweepContext(base=base, cpus_per_trial=cpu)
+    return tune.with_resources(tune.with_parameters(run_trial, context=context), {"cpu": cpu, "gpu": gpu})
+
+
+def build_tune_config(spec: SweepSpec) -> tuple[tune.TuneConfig, dict[str, Any]]:
+    scheduler = None
+    if spec.scheduler.type == "asha":
+        # max_t beyond the last epoch: ASHA must never stop a trial at its last epoch, before its test BLEU
+        scheduler = ASHAScheduler(time_attr="epoch", max_t=spec.epochs + 1,
+                                  grace_period=spec.scheduler.grace_period,
+                                  reduction_factor=spec.scheduler.reduction_factor)
+    if spec.search.algorithm == "optuna":
+        from optuna.samplers import TPESampler
+        from ray.tune.search.optuna import OptunaSearch
+
+        searcher = OptunaSearch(space=optuna_space(spec), metric=spec.metric, mode=spec.mode,
+                                sampler=TPESampler(seed=spec.search.seed))
+        config = tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler,
+                                 search_alg=ConcurrencyLimiter(searcher, max_concurrent=spec.search.max_concurrent),
+                                 num_samples=spec.search.num_samples)
+        return config, {}
+    plans = plan_trials(spec)
+    config = tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler, num_samples=1,
+                             max_concurrent_trials=spec.search.max_concurrent)
+    return config, {"trial": tune.grid_search([asdict(p) for p in plans])}
+
+
+def run_sweep(spec: SweepSpec, storage: str, tracking_uri: str | None, address: str | None) -> int:
+    storage_dir = Path(storage).expanduser().resolve()
+    uri = resolve_uri(tracking_uri or spec.tracking_uri or DEFAULT_TRACKING)
+    check_reachable(uri)
+    base = resolved_base(spec)
+    trial_config(base, {}, 1)  # the resolved base still validates
+    init_ray(address)
+    check_gpus(spec)
+    data = base["data"]
+    load_corpus(data.get("corpus", "synthetic"), data.get("src", ""), data.get("tgt", ""), data["cache_dir"])
+    tune_config, param_space = build_tune_config(spec)
+    n_trials = len(param_space["trial"]["grid_search"]) if param_space else spec.search.num_samples
+    tracker = SweepTracker(uri, spec.name)
+    parent_id = tracker.start_sweep(spec.text, {"source": spec.source, "trials": n_trials,
+                                                "algorithm": spec.search.algorithm, "scheduler": spec.scheduler.type,
+                                                "storage": storage_dir / spec.name})
+    callback = MlflowTrackingCallback(uri, spec.name, parent_id, base)
+    experiment_dir = storage_dir / spec.name
+    experiment_dir.mkdir(parents=True, exist_ok=True)
+    (experiment_dir / STATE_FILE).write_text(json.dumps({
+        "name": spec.name, "source": spec.source, "tracking_uri": uri, "parent_run_id": parent_id,
+        "experiment_id": tracker.experiment_id, "base": base, "cpu": spec.cpu, "gpu": spec.gpu,
+        "metric": spec.metric, "mode": spec.mode}, indent=2))
+    print(f"sweep {spec.name}: {n_trials} trials ({spec.search.algorithm}, {spec.scheduler.type}), "
+          f"{spec.cpu:g} CPU / {spec.gpu:g} GPU each; storage {experiment_dir}; tracking {uri}", flush=True)
+    tuner = tune.Tuner(build_trainable(base, spec.cpu, spec.gpu), param_space=param_space, tune_config=tune_config,
+                       run_config=tune.RunConfig(
+                           name=spec.name, storage_path=str(storage_dir), callbacks=[callback], verbose=1,
+                           failure_config=tune.FailureConfig(max_failures=spec.max_retries),
+                           checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
+    return finish(tuner.fit(), experiment_dir, tracker, parent_id, base, spec.metric, spec.mode)
+
+
+def resume_sweep(name: str, storage: str, address: str | None) -> int:
+    experiment_dir = Path(storage).expanduser().resolve() / name
+    state_file = experiment_dir / STATE_FILE
+    if not state_file.exists() or not tune.Tuner.can_restore(str(experiment_dir)):
+        raise SpecError("NAME", f"no sweep named {name!r} to resume under {experiment_dir.parent} "
+                        "(pass the --storage the sweep ran with)", "sweeper resume")
+    state = json.loads(state_file.read_text())
+    check_reachable(state["tracking_uri"])
+    init_ray(address)
+    tuner = tune.Tuner.restore(str(experiment_dir), trainable=build_trainable(state["base"], state["cpu"], state["gpu"]),
+                               resume_unfinished=True, resume_errored=True)
+    tracker = SweepTracker(state["tracking_uri"], state["name"])
+    print(f"resuming sweep {name} from {experiment_dir}; finished trials are kept, not re-run", flush=True)
+    return finish(tuner.fit(), experiment_dir, tracker, state["parent_run_id"], state["base"],
+                  state["metric"], state["mode"])
+
+
+def result_rows(grid, tracker: SweepTracker, parent_id: str, base: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per trial: status, variant, the flattened config, best dev BLEU, test BLEU, cost, run id."""
+    rows = []
+    for result in grid:
+        config = result.config or {}
+        trial_id = (result.metrics or {}).get("trial_id") or Path(result.path).name
+        history = result.metrics_dataframe
+        epochs = history[history[FINAL] != 1] if history is not None and FINAL in history else history
+        last = result.metrics or {}
+        params, variant = describe_trial(config, base)
+        finished = bool(last.get(FINAL))
+        row: dict[str, Any] = {
+            "trial_id": trial_id,
+            "status": "ERROR" if result.error else "TERMINATED" if finished else "STOPPED",
+            "variant": variant,
+            "seed": trial_params(config, int(base.get("train", {}).get("seed", 1)))[1],
+            **params,
+            "epochs": int(epochs["epoch"].max()) if epochs is not None and len(epochs) else 0,
+        }
+        for key in ("bleu_dev", "epoch_time_s", "tokens_per_s", "tau_mean", "sentinel_mean"):
+            if epochs is not None and key in epochs and len(epochs):
+                row[key] = float(epochs[key].max() if key == "bleu_dev" else epochs[key].mean())
+        row.update({k: v for k, v in last.items() if finished and k.startswith(("bleu_test_", "n_params"))})
+        row["restores"] = int(last.get("restores", 0))
+        row["error"] = str(result.error).splitlines()[0][:300] if result.error else None
+        row["mlflow_run_id"] = tracker.find_trial_run(parent_id, trial_id)
+        rows.append(row)
+    return rows
+
+
+def write_results(rows: list[dict[str, Any]], path: Path) -> None:
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    table = pa.table({c: [row.get(c) for row in rows] for c in columns}) if rows else pa.table({})
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def print_best(rows: list[dict[str, Any]], metric: str, mode: str, limit: int = 10) -> None:
+    ranked = sorted((r for r in rows if r.get(metric) is not None), key=lambda r: r[metric], reverse=mode == "max")
+    print(f"\n{'variant':<32} {'seed':>4} {'status':<10} {metric:>9} {'test avg':>9} {'params':>10}")
+    for row in ranked[:limit]:
+        test = row.get("bleu_test_avg")
+        print(f"{row['variant']:<32} {row['seed']:>4} {row['status']:<10} {row[metric]:>9.2f} "
+              f"{'' if test is None else f'{test:.2f}':>9} {row.get('n_params') or '':>10}")
+
+
+def finish(grid, experiment_dir: Path, tracker: SweepTracker, parent_id: str, base: dict[str, Any],
+           metric: str, mode: str) -> int:
+    rows = result_rows(grid, tracker, parent_id, base)
+    write_results(rows, experiment_dir / RESULTS_FILE)
+    tracker.client.log_artifact(parent_id, str(experiment_dir / RESULTS_FILE))
+    ok = sum(r["status"] == "TERMINATED" for r in rows)
+    tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
+    print_best(rows, metric, mode)
+    print(f"\n{ok}/{len(rows)} trials finished, {sum(r['status'] == 'ERROR' for r in rows)} failed; "
+          f"results: {experiment_dir / RESULTS_FILE}")
+    print(f"MLflow runs: {runs_link(tracker.uri, tracker.experiment_id)}")
+    return 0 if ok else 1
+

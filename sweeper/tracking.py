@@ -1,0 +1,214 @@
+"""MLflow: one experiment per sweep name, a parent run per `sweeper run`, a child run per trial.
+
+The driver is the only writer, through `MlflowTrackingCallback` (a Tune callback): SQLite stays safe,
+and a retried or resumed trial finds its own run by its trial id and skips epochs it already logged.
+A tracking server that drops out mid-sweep costs retries with backoff, never a trial.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import requests
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+from ray.tune import Callback
+
+from nmt_core.config import ConfigError
+
+from sweeper.trainable import ARTIFACTS, FINAL, describe_trial
+
+log = logging.getLogger("sweeper.tracking")
+T = TypeVar("T")
+
+ROLE, TRIAL_ID, VARIANT = "sweeper.role", "sweeper.trial_id", "sweeper.variant"
+INCOMPLETE = "sweeper.tracking_incomplete"
+EPOCH_KEYS = ("train_loss", "dev_loss", "dev_ppl", "bleu_dev", "tokens_per_s", "epoch_time_s", "tau_mean",
+              "tau_std", "sentinel_mean")
+FINAL_PREFIXES = ("bleu_test_", "n_params", "best_epoch", "bleu_dev_final_beam")
+
+# fail over in seconds, not minutes (MLflow's own defaults retry 7 times with a growing backoff)
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
+
+
+class TrackingError(ConfigError):
+    """The tracking store cannot be used; raised before any trial starts (exit code 2, like bad input)."""
+
+    def __init__(self, message: str, source: str = "--tracking-uri"):
+        super().__init__("tracking.uri", message, source)
+
+
+def resolve_uri(uri: str, workdir: Path | None = None) -> str:
+    """Absolute SQLite paths: trials and resumes run in other working folders."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str(((workdir or Path.cwd()) / uri.removeprefix("sqlite:///")).resolve())
+    return uri
+
+
+def check_reachable(uri: str) -> None:
+    if uri.startswith(("http://", "https://")):
+        try:
+            requests.get(uri.rstrip("/") + "/health", timeout=5).raise_for_status()
+        except requests.RequestException as err:
+            raise TrackingError(f"tracking server {uri} is not reachable ({type(err).__name__}); start it "
+                                "(`mlflow server --host 127.0.0.1 --port 5000`) or pass --tracking-uri") from None
+    elif uri.startswith("sqlite:///"):
+        folder = Path(uri.removeprefix("sqlite:///")).parent
+        if not folder.is_dir():
+            raise TrackingError(f"tracking store {uri}: folder {folder} does not exist")
+
+
+def runs_link(uri: str, experiment_id: str) -> str:
+    """Where to look: MLflow 3's UI otherwise opens an experiment on its GenAI overview page."""
+    if uri.startswith(("http://", "https://")):
+        return f"{uri.rstrip('/')}/#/experiments/{experiment_id}/runs"
+    return (f"mlflow ui --backend-store-uri {uri}   then open "
+            f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs")
+
+
+def _retry(call: Callable[[], T], what: str, attempts: int = 4) -> T:
+    for attempt in range(attempts):
+        try:
+            return call()
+        except Exception as err:  # the server's or the network's: retry, the trial must not die of it
+            if attempt == attempts - 1:
+                raise
+            wait = 2 ** attempt
+            log.warning("MLflow: %s failed (%s); retrying in %ss", what, err, wait)
+            time.sleep(wait)
+    raise AssertionError("unreachable")
+
+
+class SweepTracker:
+    """Thin layer over MlflowClient with the project's names and the retry policy."""
+
+    def __init__(self, uri: str, experiment: str):
+        self.uri, self.experiment = uri, experiment
+        self.client = MlflowClient(uri)
+        found = _retry(lambda: self.client.get_experiment_by_name(experiment), "get experiment")
+        self.experiment_id = found.experiment_id if found else _retry(
+            lambda: self.client.create_experiment(experiment), "create experiment")
+
+    def start_sweep(self, space_yaml: str, plan: dict[str, Any]) -> str:
+        run = self.client.create_run(self.experiment_id, run_name=f"{self.experiment}-sweep",
+                                     tags={ROLE: "sweep", **{f"sweeper.plan.{k}": str(v) for k, v in plan.items()}})
+        self.client.log_text(run.info.run_id, space_yaml, "space.yaml")
+        self.client.log_batch(run.info.run_id, params=[Param(f"plan.{k}", str(v)[:500]) for k, v in plan.items()])
+        return run.info.run_id
+
+    def find_trial_run(self, parent_id: str, trial_id: str) -> str | None:
+        runs = self.client.search_runs(
+            [self.experiment_id], max_results=1,
+            filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' and tags.`{TRIAL_ID}` = '{trial_id}'")
+        return runs[0].info.run_id if runs else None
+
+    def trial_run(self, parent_id: str, trial_id: str, variant: str, params: dict[str, Any]) -> str:
+        """The trial's run: found by its trial id when it exists (retry, resume), else created."""
+        run_id = self.find_trial_run(parent_id, trial_id)
+        if run_id is None:
+            run = self.client.create_run(self.experiment_id, run_name=f"{variant}-{trial_id}",
+                                         tags={"mlflow.parentRunId": parent_id, ROLE: "trial",
+                                               TRIAL_ID: trial_id, VARIANT: variant})
+            run_id = run.info.run_id
+            self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
+        return run_id
+
+    def logged_steps(self, run_id: str) -> int:
+        """The last epoch already logged (0 if none): a resumed trial does not log it twice."""
+        history = self.client.get_metric_history(run_id, "bleu_dev")
+        return max((m.step for m in history), default=0)
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int) -> None:
+        now = int(time.time() * 1000)
+        self.client.log_batch(run_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
+
+
+class MlflowTrackingCallback(Callback):
+    """Mirrors Tune's trials into MLflow child runs of one parent run."""
+
+    def __init__(self, uri: str, experiment: str, parent_id: str, base: dict[str, Any]):
+        self.uri, self.experiment, self.parent_id = uri, experiment, parent_id
+        self.base = base  # the sweep's base trial config: a trial's params are the whole config
+        self._tracker: SweepTracker | None = None
+        self._runs: dict[str, str] = {}
+        self._last_step: dict[str, int] = {}
+        self._incomplete: set[str] = set()
+
+    def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
+        state = self.__dict__.copy()
+        state.update(_tracker=None, _runs={}, _last_step={}, _incomplete=set())
+        return state
+
+    @property
+    def tracker(self) -> SweepTracker:
+        if self._tracker is None:
+            self._tracker = SweepTracker(self.uri, self.experiment)
+        return self._tracker
+
+    def run_ids(self) -> dict[str, str]:
+        return dict(self._runs)
+
+    def _safely(self, trial_id: str, what: str, call: Callable[[], T]) -> T | None:
+        try:
+            return _retry(call, what)
+        except Exception as err:
+            log.error("MLflow: giving up on %s for trial %s (%s); its run is marked incomplete", what, trial_id, err)
+            self._incomplete.add(trial_id)
+            return None
+
+    def _run(self, trial) -> str | None:
+        if trial.trial_id not in self._runs:
+            params, variant = describe_trial(trial.config, self.base)
+            run_id = self._safely(trial.trial_id, "open run",
+                                  lambda: self.tracker.trial_run(self.parent_id, trial.trial_id, variant, params))
+            if run_id is None:
+                return None
+            self._runs[trial.trial_id] = run_id
+            self._last_step[trial.trial_id] = self._safely(trial.trial_id, "read history",
+                                                           lambda: self.tracker.logged_steps(run_id)) or 0
+        return self._runs[trial.trial_id]
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self._run(trial)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        run_id = self._run(trial)
+        if run_id is None:
+            return
+        step = int(result.get("epoch", 0))
+        if result.get(FINAL):
+            metrics = {k: v for k, v in result.items() if k.startswith(FINAL_PREFIXES)}
+            self._safely(trial.trial_id, "log final metrics", lambda: self.tracker.log_metrics(run_id, metrics, step))
+            return
+        if step <= self._last_step.get(trial.trial_id, 0):
+            return  # already logged before a retry or a resume
+        metrics = {k: result[k] for k in EPOCH_KEYS if k in result}
+        self._safely(trial.trial_id, f"log epoch {step}", lambda: self.tracker.log_metrics(run_id, metrics, step))
+        self._last_step[trial.trial_id] = step
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        run_id = self._run(trial)
+        if run_id is None:
+            return
+        client = self.tracker.client
+        artifacts = Path(trial.checkpoint.path) / ARTIFACTS if trial.checkpoint else None
+        if artifacts is not None and artifacts.is_dir():
+            self._safely(trial.trial_id, "upload artifacts", lambda: client.log_artifacts(run_id, str(artifacts)))
+        status = "FINISHED" if (trial.last_result or {}).get(FINAL) else "KILLED"  # KILLED: stopped early (ASHA)
+        self._finish(trial.trial_id, run_id, status)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        run_id = self._run(trial)
+        if run_id is not None:
+            error = str(getattr(trial, "error_file", "") or "")
+            self._safely(trial.trial_id, "tag error", lambda: self.tracker.client.set_tag(run_id, "sweeper.error_file", error))
+            self._finish(trial.trial_id, run_id, "FAILED")
+
+    def _finish(self, trial_id: str, run_id: str, status: str) -> None:
+        if trial_id in self._incomplete:
+            self._safely(trial_id, "tag incomplete", lambda: self.tracker.client.set_tag(run_id, INCOMPLETE, "true"))
+        self._safely(trial_id, "end run", lambda: self.tracker.client.set_terminated(run_id, status))

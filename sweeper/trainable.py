@@ -1,0 +1,82 @@
+"""nmt_core's training as a Ray Tune function trainable: report and checkpoint every epoch, restore on retry.
+
+Trials never talk to MLflow: they hand metrics and artifact files to Tune, and the driver's tracking
+callback is the only writer (SQLite breaks under concurrent writers; one writer also makes retries
+idempotent).
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from ray import tune
+
+from nmt_core import checkpoint
+from nmt_core.train import evaluate_split, train
+from sweeper.artifacts import write_trial_artifacts
+from sweeper.space import trial_config, variant_label
+
+ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking callback uploads
+FINAL = "final"  # the key that marks the last report of a trial (test BLEU, n_params)
+
+
+@dataclass
+class SweepContext:
+    """What every trial needs besides its own parameters (handed over once through the object store)."""
+
+    base: dict[str, Any]  # the trial config every trial starts from, paths already absolute
+    cpus_per_trial: float
+
+
+def trial_params(config: dict[str, Any], base_seed: int) -> tuple[dict[str, Any], int]:
+    """grid/random put a planned trial under `trial`; Optuna suggests flat dotted keys."""
+    if "trial" in config:
+        return dict(config["trial"]["params"]), int(config["trial"]["seed"])
+    return {k: v for k, v in config.items() if "." in k}, base_seed
+
+
+def describe_trial(config: dict[str, Any], base: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The whole flattened trial config (what MLflow shows as params) and the variant label."""
+    params, seed = trial_params(config, int(base.get("train", {}).get("seed", 1)))
+    cfg = trial_config(base, params, seed)
+    return cfg.flat(), variant_label(cfg)
+
+
+def run_trial(config: dict[str, Any], context: SweepContext) -> None:
+    torch.set_num_threads(max(1, int(context.cpus_per_trial)))
+    base_seed = int(context.base.get("train", {}).get("seed", 1))
+    params, seed = trial_params(config, base_seed)
+    cfg = trial_config(context.base, params, seed)
+    resume, restores = None, 0
+    saved = tune.get_checkpoint()
+    if saved:
+        with saved.as_directory() as folder:
+            resume = checkpoint.load(Path(folder) / checkpoint.LAST)
+            restores = int(resume.get("restores", 0)) + 1
+        print(f"restored from the checkpoint of epoch {resume['epoch']} (restore #{restores})", file=sys.stderr)
+
+    latest = {"state": resume}
+
+    def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
+        latest["state"] = {**state, "restores": restores}
+        with tempfile.TemporaryDirectory() as folder:
+            checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
+            tune.report({**report, "restores": restores}, checkpoint=tune.Checkpoint.from_directory(folder))
+
+    result = train(cfg, on_epoch_end, resume, log=lambda line: print(line, file=sys.stderr))
+    device = next(result.model.parameters()).device
+    sets = {"dev": evaluate_split(result.model, result.data, "dev", cfg, device, cfg.decode.beam_size), **result.tests}
+    last_epoch = result.history[-1]["epoch"] if result.history else 0
+    best = next((r for r in result.history if r["epoch"] == result.final["best_epoch"]), {})
+    with tempfile.TemporaryDirectory() as folder:
+        write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS)
+        if latest["state"] is not None:  # a restore after this point finds the trained model, not nothing
+            checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
+        # the best epoch's report (schedulers and searchers read the objective from the last result)
+        tune.report({**best, **result.final, "epoch": last_epoch, "bleu_dev_final_beam": sets["dev"].bleu,
+                     "bleu_signature": sets["dev"].signature, "restores": restores, FINAL: 1},
+                    checkpoint=tune.Checkpoint.from_directory(folder))
