@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial, tr
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
 RESULTS_FILE = "results.parquet"
 DEFAULT_TRACKING = "sqlite:///mlflow.db"
+TRIAL_DIR = re.compile(r"^run_trial_([0-9a-f]+_\d{5})_")
 
 
 def resolved_base(spec: SweepSpec) -> dict[str, Any]:
@@ -104,7 +106,7 @@ def run_sweep(spec: SweepSpec, storage: str, tracking_uri: str | None, address: 
     (experiment_dir / STATE_FILE).write_text(json.dumps({
         "name": spec.name, "source": spec.source, "tracking_uri": uri, "parent_run_id": parent_id,
         "experiment_id": tracker.experiment_id, "base": base, "cpu": spec.cpu, "gpu": spec.gpu,
-        "metric": spec.metric, "mode": spec.mode}, indent=2))
+        "metric": spec.metric, "mode": spec.mode, "trials": n_trials}, indent=2))
     print(f"sweep {spec.name}: {n_trials} trials ({spec.search.algorithm}, {spec.scheduler.type}), "
           f"{spec.cpu:g} CPU / {spec.gpu:g} GPU each; storage {experiment_dir}; tracking {uri}", flush=True)
     tuner = tune.Tuner(build_trainable(base, spec.cpu, spec.gpu), param_space=param_space, tune_config=tune_config,
@@ -112,7 +114,7 @@ def run_sweep(spec: SweepSpec, storage: str, tracking_uri: str | None, address: 
                            name=spec.name, storage_path=str(storage_dir), callbacks=[callback], verbose=1,
                            failure_config=tune.FailureConfig(max_failures=spec.max_retries),
                            checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
-    return finish(tuner.fit(), experiment_dir, tracker, parent_id, base, spec.metric, spec.mode)
+    return finish(tuner.fit(), callback, experiment_dir, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
 
 
 def resume_sweep(name: str, storage: str, address: str | None) -> int:
@@ -128,16 +130,34 @@ def resume_sweep(name: str, storage: str, address: str | None) -> int:
                                resume_unfinished=True, resume_errored=True)
     tracker = SweepTracker(state["tracking_uri"], state["name"])
     print(f"resuming sweep {name} from {experiment_dir}; finished trials are kept, not re-run", flush=True)
-    return finish(tuner.fit(), experiment_dir, tracker, state["parent_run_id"], state["base"],
-                  state["metric"], state["mode"])
+    # the tracking callback comes back from Tune's saved experiment state, with the parent run id in it
+    [callback] = [c for c in tuner._local_tuner.get_run_config().callbacks if isinstance(c, MlflowTrackingCallback)]
+    return finish(tuner.fit(), callback, experiment_dir, tracker, state["parent_run_id"], state["base"],
+                  state["metric"], state["mode"], state["trials"])
 
 
-def result_rows(grid, tracker: SweepTracker, parent_id: str, base: dict[str, Any]) -> list[dict[str, Any]]:
+def trial_id_of(trial_dir: Path) -> str:
+    """Tune's trial folders read run_trial_<trial id>_<index>_<params>_<date>."""
+    match = TRIAL_DIR.match(trial_dir.name)
+    return match.group(1) if match else trial_dir.name
+
+
+def trial_status(outcome: str | None, finished: bool) -> str:
+    """TERMINATED (trained and tested), STOPPED (early, by the scheduler), ERROR, or UNFINISHED (interrupted)."""
+    if outcome == "error":
+        return "ERROR"
+    if outcome == "complete":
+        return "TERMINATED" if finished else "STOPPED"
+    return "UNFINISHED"
+
+
+def result_rows(grid, outcomes: dict[str, str], tracker: SweepTracker, parent_id: str,
+                base: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per trial: status, variant, the flattened config, best dev BLEU, test BLEU, cost, run id."""
     rows = []
     for result in grid:
         config = result.config or {}
-        trial_id = (result.metrics or {}).get("trial_id") or Path(result.path).name
+        trial_id = (result.metrics or {}).get("trial_id") or trial_id_of(Path(result.path))
         history = result.metrics_dataframe
         epochs = history[history[FINAL] != 1] if history is not None and FINAL in history else history
         last = result.metrics or {}
@@ -145,7 +165,7 @@ def result_rows(grid, tracker: SweepTracker, parent_id: str, base: dict[str, Any
         finished = bool(last.get(FINAL))
         row: dict[str, Any] = {
             "trial_id": trial_id,
-            "status": "ERROR" if result.error else "TERMINATED" if finished else "STOPPED",
+            "status": trial_status(outcomes.get(trial_id, "error" if result.error else None), finished),
             "variant": variant,
             "seed": trial_params(config, int(base.get("train", {}).get("seed", 1)))[1],
             **params,
@@ -179,16 +199,24 @@ def print_best(rows: list[dict[str, Any]], metric: str, mode: str, limit: int = 
               f"{'' if test is None else f'{test:.2f}':>9} {row.get('n_params') or '':>10}")
 
 
-def finish(grid, experiment_dir: Path, tracker: SweepTracker, parent_id: str, base: dict[str, Any],
-           metric: str, mode: str) -> int:
-    rows = result_rows(grid, tracker, parent_id, base)
+def finish(grid, callback: MlflowTrackingCallback, experiment_dir: Path, tracker: SweepTracker, parent_id: str,
+           base: dict[str, Any], metric: str, mode: str, planned: int) -> int:
+    """results.parquet, the best trials, the MLflow link; exit 0 (some trial finished), 1 (none), 130 (interrupted)."""
+    rows = result_rows(grid, callback.outcomes, tracker, parent_id, base)
     write_results(rows, experiment_dir / RESULTS_FILE)
     tracker.client.log_artifact(parent_id, str(experiment_dir / RESULTS_FILE))
-    ok = sum(r["status"] == "TERMINATED" for r in rows)
-    tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
+    count = {s: sum(r["status"] == s for r in rows) for s in ("TERMINATED", "STOPPED", "ERROR", "UNFINISHED")}
     print_best(rows, metric, mode)
-    print(f"\n{ok}/{len(rows)} trials finished, {sum(r['status'] == 'ERROR' for r in rows)} failed; "
-          f"results: {experiment_dir / RESULTS_FILE}")
+    print(f"\n{count['TERMINATED']}/{len(rows)} trials finished, {count['STOPPED']} stopped early, "
+          f"{count['ERROR']} failed; results: {experiment_dir / RESULTS_FILE}")
     print(f"MLflow runs: {runs_link(tracker.uri, tracker.experiment_id)}")
+    not_started = max(planned - len(rows), 0)  # Tune creates trials lazily: an interrupt leaves some unborn
+    if count["UNFINISHED"] or not_started:
+        tracker.client.set_terminated(parent_id, "KILLED")
+        print(f"interrupted with {count['UNFINISHED'] + not_started} of {planned} trials unfinished; continue with: "
+              f"sweeper resume {experiment_dir.name} --storage {experiment_dir.parent}")
+        return 130
+    ok = count["TERMINATED"] + count["STOPPED"]
+    tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
     return 0 if ok else 1
 

@@ -179,24 +179,31 @@ def _parameter(key: str, raw: Any, base: dict, source: str) -> Parameter:
     return Parameter(key, kind, values, {k: v if isinstance(v, list) else [v] for k, v in condition.items()})
 
 
-def _check_conditions(parameters: list[Parameter], source: str) -> None:
-    """`if` may only name earlier choice/grid parameters, with values they can take."""
-    seen: dict[str, Parameter] = {}
+def _order_by_conditions(parameters: list[Parameter], source: str) -> list[Parameter]:
+    """Check every `if` (it names a choice/grid parameter, with values it can take) and order parameters
+    so that each comes after those its condition reads (YAML order does not matter)."""
+    by_key = {p.key: p for p in parameters}
     for p in parameters:
         for key, allowed in p.condition.items():
             where = f"parameters.{p.key}.if.{key}"
-            if key not in seen:
-                raise SpecError(where, "must name a parameter listed above this one", source)
-            parent = seen[key]
-            if parent.kind not in ("choice", "grid"):
-                raise SpecError(where, "must name a choice or grid parameter", source)
+            parent = by_key.get(key)
+            if parent is None or parent.kind not in ("choice", "grid"):
+                raise SpecError(where, "must name a choice or grid parameter of this space", source)
             allowed = ["none" if v is None else v for v in allowed]
             p.condition[key] = allowed
             bad = [v for v in allowed if v not in parent.values]
             if bad:
                 raise SpecError(where, f"{bad[0]!r} is not a value of {key}; allowed: "
                                 + ", ".join(map(str, parent.values)), source)
-        seen[p.key] = p
+    ordered: list[Parameter] = []
+    pending = list(parameters)
+    while pending:
+        ready = [p for p in pending if all(k in {o.key for o in ordered} for k in p.condition)]
+        if not ready:
+            raise SpecError(f"parameters.{pending[0].key}.if", "conditions form a cycle", source)
+        ordered.extend(ready)
+        pending = [p for p in pending if p not in ready]
+    return ordered
 
 
 def parse_spec(text: str, source: str) -> SweepSpec:
@@ -221,7 +228,7 @@ def parse_spec(text: str, source: str) -> SweepSpec:
         from_top_level_data = key.startswith("data.") and key.split(".", 1)[1] in data
         raise SpecError(key if from_top_level_data else f"base.{key}", message, source) from None
     parameters = [_parameter(k, v, base, source) for k, v in _mapping(raw.get("parameters"), "parameters", source).items()]
-    _check_conditions(parameters, source)
+    parameters = _order_by_conditions(parameters, source)
 
     search = SearchSpec(**_fields(_mapping(raw.get("search"), "search", source), "search",
                                   {"algorithm": str, "num_samples": int, "max_concurrent": int, "seed": int,

@@ -137,10 +137,11 @@ class MlflowTrackingCallback(Callback):
         self._runs: dict[str, str] = {}
         self._last_step: dict[str, int] = {}
         self._incomplete: set[str] = set()
+        self.outcomes: dict[str, str] = {}  # trial id -> "complete" | "error"; kept in Tune's experiment state
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
-        state.update(_tracker=None, _runs={}, _last_step={}, _incomplete=set())
+        state.update(_tracker=None, _runs={}, _last_step={}, _incomplete=set(), outcomes={})
         return state
 
     @property
@@ -191,6 +192,7 @@ class MlflowTrackingCallback(Callback):
         self._last_step[trial.trial_id] = step
 
     def on_trial_complete(self, iteration, trials, trial, **info):
+        self.outcomes[trial.trial_id] = "complete"
         run_id = self._run(trial)
         if run_id is None:
             return
@@ -202,11 +204,18 @@ class MlflowTrackingCallback(Callback):
         self._finish(trial.trial_id, run_id, status)
 
     def on_trial_error(self, iteration, trials, trial, **info):
+        self.outcomes[trial.trial_id] = "error"
         run_id = self._run(trial)
         if run_id is not None:
             error = str(getattr(trial, "error_file", "") or "")
             self._safely(trial.trial_id, "tag error", lambda: self.tracker.client.set_tag(run_id, "sweeper.error_file", error))
             self._finish(trial.trial_id, run_id, "FAILED")
+
+    def get_state(self) -> dict[str, Any]:
+        return {"outcomes": dict(self.outcomes)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.outcomes = dict(state.get("outcomes", {}))
 
     def _finish(self, trial_id: str, run_id: str, status: str) -> None:
         if trial_id in self._incomplete:

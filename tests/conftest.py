@@ -25,3 +25,12 @@ def tiny_config(**sections) -> TrialConfig:
 @pytest.fixture(autouse=True)
 def _single_thread():
     torch.set_num_threads(1)  # tiny models: threads cost more than they give, and results stay stable
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory):
+    from tests.servers import MlflowServer
+
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow"))
+    yield server
+    server.stop()

@@ -1,0 +1,133 @@
+"""Sweep YAML validation and plans: every bad input is one line naming file, key and what is allowed."""
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from sweeper.cli import main as sweeper_main
+from sweeper.space import SpecError, load_spec, optuna_space, parse_spec, plan_trials
+
+SPACES = sorted(Path(__file__).parent.parent.joinpath("search_spaces").glob("*.yaml"))
+
+MINIMAL = {
+    "name": "t",
+    "data": {"corpus": "synthetic"},
+    "base": {"model": {"emb_size": 16, "hidden_size": 16}, "train": {"epochs": 1}},
+    "parameters": {
+        "attention.temperature": {"grid": ["none", "fixed", "sact"]},
+        "attention.tau": {"grid": [0.8, 0.9, 1.0, 1.1, 1.2], "if": {"attention.temperature": "fixed"}},
+        "attention.lambda": {"uniform": [2, 10], "if": {"attention.temperature": "sact"}},
+    },
+}
+
+
+def spec_of(**changes):
+    raw = yaml.safe_load(yaml.safe_dump(MINIMAL))
+    for dotted, value in changes.items():
+        *path, leaf = dotted.split("/")
+        node = raw
+        for part in path:
+            node = node.setdefault(part, {})
+        if value is None:
+            node.pop(leaf)
+        else:
+            node[leaf] = value
+    return parse_spec(yaml.safe_dump(raw), "space.yaml")
+
+
+@pytest.mark.parametrize("space", SPACES, ids=[p.name for p in SPACES])
+def test_every_shipped_space_validates(space, capsys):
+    assert sweeper_main(["validate", str(space)]) == 0
+    assert "plan:" in capsys.readouterr().out
+
+
+def test_grid_with_conditionals_counts_seven_not_fifteen():
+    plans = plan_trials(spec_of())
+    assert len(plans) == 7
+    labels = sorted(p.variant.split("+")[1] for p in plans)
+    assert labels[:1] == ["none"] and sum(v.startswith("tau") for v in labels) == 5
+    assert sum(v.startswith("sact") for v in labels) == 1
+    for plan in plans:
+        temperature = plan.params["attention.temperature"]
+        assert ("attention.tau" in plan.params) == (temperature == "fixed")
+        assert ("attention.lambda" in plan.params) == (temperature == "sact")
+        if temperature == "sact":
+            assert 2 <= plan.params["attention.lambda"] <= 10
+
+
+def test_random_search_samples_and_repeats_give_distinct_recorded_seeds():
+    spec = spec_of(**{"search": {"algorithm": "random", "num_samples": 3, "repeats": 2, "seed": 7}})
+    plans = plan_trials(spec)
+    assert len(plans) == 7 * 3 * 2
+    assert {p.seed for p in plans} == {1, 2}
+    again = plan_trials(spec)
+    assert [p.params for p in plans] == [p.params for p in again]  # the searcher is seeded
+    lambdas = [p.params["attention.lambda"] for p in plans if "attention.lambda" in p.params]
+    assert len(set(lambdas)) == 3  # three draws, each run with two seeds
+
+
+def test_optuna_define_by_run_suggests_conditionals_only_when_active():
+    spec = spec_of(**{"search": {"algorithm": "optuna", "num_samples": 30}})
+    define = optuna_space(spec)
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
+    study.optimize(lambda trial: define(trial) or 0.0, n_trials=30)
+    assert len(study.trials) == 30
+    for trial in study.trials:
+        temperature = trial.params["attention.temperature"]
+        assert ("attention.tau" in trial.params) == (temperature == "fixed")
+        assert ("attention.lambda" in trial.params) == (temperature == "sact")
+
+
+@pytest.mark.parametrize("changes, key, allowed", [
+    ({"parameters/attention.lambda": {"uniform": [0.5, 10]}}, "parameters.attention.lambda.uniform", "> 1"),
+    ({"parameters/attention.tau": {"grid": [0.0, 1.0]}}, "parameters.attention.tau.grid", "> 0"),
+    ({"parameters/model.dropout": {"choice": [0.3, 1.0]}}, "parameters.model.dropout.choice", "[0, 1)"),
+    ({"parameters/model.dropout": {"choice": []}}, "parameters.model.dropout.choice", "non-empty list"),
+    ({"parameters/attention.score": {"choice": ["dot", "cosine"]}}, "parameters.attention.score.choice",
+     "dot, general, concat, scaled_dot, key_value"),
+    ({"parameters/attention.heat": {"choice": [1]}}, "parameters.attention.heat", "trial-config key"),
+    ({"parameters/train.lr": {"normal": [0, 1]}}, "parameters.train.lr", "choice, grid, uniform, loguniform, int"),
+    ({"parameters/train.lr": {"loguniform": [0, 1]}}, "parameters.train.lr.loguniform", "low > 0"),
+    ({"parameters/attention.tau": {"grid": [0.9], "if": {"attention.temperature": "hot"}}},
+     "parameters.attention.tau.if.attention.temperature", "none, fixed, sact"),
+    ({"base/attention": {"lambda": 1}}, "base.attention.lambda", "> 1"),
+    ({"base/model": {"cell": "transformer"}}, "base.model.cell", "lstm, gru"),
+    ({"data/corpus": 3}, "data.corpus", "string"),
+    ({"search": {"algorithm": "bayes"}}, "search.algorithm", "grid, random, optuna"),
+    ({"search": {"algorithm": "optuna", "repeats": 3}}, "search.repeats", "must be 1"),
+    ({"search": {"num_samples": 0}}, "search.num_samples", ">= 1"),
+    ({"scheduler": {"type": "hyperband"}}, "scheduler.type", "fifo, asha"),
+    ({"objective": {"metric": "accuracy"}}, "objective.metric", "bleu_dev"),
+    ({"resources": {"gpu": -1}}, "resources.gpu", "fraction"),
+    ({"resources": {"tpu": 1}}, "resources.tpu", "cpu, gpu"),
+    ({"name": "my sweep!"}, "name", "[A-Za-z0-9._-]+"),
+    ({"scheduler_type": "asha"}, "scheduler_type", "name, description, data, base, parameters"),
+])
+def test_invalid_input_is_one_line_naming_file_key_and_allowed(changes, key, allowed):
+    with pytest.raises(SpecError) as err:
+        spec_of(**changes)
+    message = str(err.value)
+    assert message.startswith(f"space.yaml: {key}: "), message
+    assert allowed in message and "\n" not in message
+
+
+def test_cli_validate_and_run_exit_2_on_bad_input_and_write_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**MINIMAL, "parameters": {"attention.lambda": {"choice": [1]}}}))
+    for command in (["validate", str(bad)], ["run", str(bad), "--storage", str(tmp_path / "sweeps")]):
+        assert sweeper_main(command) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"sweeper: error: {bad}: parameters.attention.lambda.choice: value 1: must be > 1 " \
+                      "(tau_t lies in (1/lambda, lambda)) (got 1.0)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]  # no storage, no mlflow.db
+
+
+def test_set_overrides_reach_the_yaml(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(MINIMAL))
+    spec = load_spec(str(path), [("base.train.epochs", 4), ("search.repeats", 2)])
+    assert spec.epochs == 4 and spec.search.repeats == 2
+    with pytest.raises(SpecError, match="--set: bogus.key: unknown key"):
+        load_spec(str(path), [("bogus.key", 1)])

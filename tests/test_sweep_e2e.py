@@ -1,0 +1,184 @@
+"""`sweeper run | resume` end to end: a local Ray, a real MLflow server over HTTP, real Parquet."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+pytestmark = pytest.mark.slow
+
+SPACE = {
+    "name": "tiny",
+    "data": {"corpus": "synthetic", "train_subset": 600, "eval_subset": 40},
+    "base": {"model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
+             "train": {"lr": 5e-3, "batch_size": 32, "epochs": 2}, "decode": {"beam_size": 2}},
+    "parameters": {"attention.temperature": {"grid": ["none", "sact"]},
+                   "attention.sentinel": {"grid": [False, True], "if": {"attention.temperature": "sact"}}},
+    "search": {"max_concurrent": 1},
+}
+
+
+def write_space(folder: Path, **changes) -> Path:
+    space = yaml.safe_load(yaml.safe_dump(SPACE))
+    for key, value in changes.items():
+        section, _, leaf = key.partition(".")
+        if leaf:
+            space.setdefault(section, {})[leaf] = value
+        else:
+            space[section] = value
+    path = folder / "space.yaml"
+    path.write_text(yaml.safe_dump(space))
+    return path
+
+
+def sweeper(*args, cwd: Path, background=False):
+    command = [sys.executable, "-m", "sweeper.cli", *args]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    if background:
+        return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def child_runs(client: MlflowClient, name: str):
+    experiment = client.get_experiment_by_name(name)
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("sweeper.role") == "sweep"]
+    children = [r for r in runs if r.data.tags.get("sweeper.role") == "trial"]
+    return parents, children
+
+
+def epoch_steps(client: MlflowClient, run_id: str) -> list[int]:
+    return sorted(m.step for m in client.get_metric_history(run_id, "bleu_dev"))
+
+
+def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
+    space = write_space(tmp_path, name="e2e-tracking")
+    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri,
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"{mlflow_server.uri}/#/experiments/" in done.stdout
+
+    results = pq.read_table(tmp_path / "sweeps" / "e2e-tracking" / "results.parquet").to_pylist()
+    assert len(results) == 3 and {r["status"] for r in results} == {"TERMINATED"}
+    assert sorted(r["variant"] for r in results) == ["general+none", "general+sact4", "general+sact4+sentinel"]
+    assert all(r["bleu_dev"] > 0 and r["bleu_test_test"] > 0 and r["n_params"] > 0 for r in results)
+
+    client = MlflowClient(mlflow_server.uri)
+    parents, children = child_runs(client, "e2e-tracking")
+    assert len(parents) == 1 and len(children) == 3
+    parent = parents[0]
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"space.yaml", "results.parquet"}
+    by_run = {r["mlflow_run_id"]: r for r in results}
+    for child in children:
+        assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert child.info.status == "FINISHED"
+        row = by_run[child.info.run_id]
+        assert child.data.tags["sweeper.variant"] == row["variant"]
+        assert child.data.tags["sweeper.trial_id"] == row["trial_id"]
+        assert child.data.params["attention.temperature"] == row["attention.temperature"]
+        assert len(child.data.params) > 40  # the whole flattened trial config
+        assert epoch_steps(client, child.info.run_id) == [1, 2]
+        assert child.data.metrics["bleu_test_test"] == pytest.approx(row["bleu_test_test"])
+        local = Path(client.download_artifacts(child.info.run_id, "", str(tmp_path / child.info.run_id)))
+        traces = pq.read_table(local / "traces" / "test.parquet")
+        assert traces.num_rows > 0 and "weights" in traces.column_names
+        plots = sorted(p.name for p in (local / "plots").glob("*.png"))
+        assert "attention_dev0.png" in plots
+        assert ("temperature_heatmap.png" in plots) == (row["attention.temperature"] == "sact")
+        assert all((local / "plots" / p).stat().st_size > 1000 for p in plots)
+        assert (local / "translations" / "test.txt").read_text().strip()
+
+
+def _wait_until(condition, timeout=300, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise TimeoutError(what)
+
+
+def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, mlflow_server):
+    space = write_space(tmp_path, name="e2e-resume", **{"base": {**SPACE["base"], "train": {
+        **SPACE["base"]["train"], "epochs": 3}}})
+    storage = tmp_path / "sweeps"
+    driver = sweeper("run", str(space), "--storage", str(storage), "--tracking-uri", mlflow_server.uri,
+                     cwd=tmp_path, background=True)
+    client = MlflowClient(mlflow_server.uri)
+
+    def one_trial_finished():
+        experiment = client.get_experiment_by_name("e2e-resume")
+        return experiment and any(r.info.status == "FINISHED" and r.data.tags.get("sweeper.role") == "trial"
+                                  for r in client.search_runs([experiment.experiment_id]))
+
+    _wait_until(one_trial_finished, what="a first finished trial")
+    os.killpg(driver.pid, signal.SIGINT)  # Ctrl+C on the driver
+    output, _ = driver.communicate(timeout=120)
+    assert driver.returncode == 130, output[-3000:]
+    assert "sweeper resume e2e-resume --storage" in output
+    finished_dirs = {p: len((p / "result.json").read_text().splitlines())
+                     for p in (storage / "e2e-resume").glob("run_trial_*") if (p / "result.json").exists()
+                     and '"final": 1' in (p / "result.json").read_text()}
+    assert 1 <= len(finished_dirs) < 3, "interrupted after the first trial, before the last"
+    interrupted = pq.read_table(storage / "e2e-resume" / "results.parquet").to_pylist()
+    assert "UNFINISHED" in {r["status"] for r in interrupted}, output[-3000:]
+
+    done = sweeper("resume", "e2e-resume", "--storage", str(storage), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for folder, lines in finished_dirs.items():  # finished trials were not run again
+        assert len((folder / "result.json").read_text().splitlines()) == lines
+    results = pq.read_table(storage / "e2e-resume" / "results.parquet").to_pylist()
+    assert len(results) == 3 and {r["status"] for r in results} == {"TERMINATED"}
+    parents, children = child_runs(client, "e2e-resume")
+    assert len(parents) == 1 and len(children) == 3  # still one child run per trial
+    for child in children:
+        assert epoch_steps(client, child.info.run_id) == [1, 2, 3]
+
+
+def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlflow_server):
+    space = write_space(tmp_path, name="e2e-kill", parameters={"attention.temperature": {"grid": ["sact"]}},
+                        data={"corpus": "synthetic", "train_subset": 3000, "eval_subset": 40},
+                        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": 5}})
+    storage = tmp_path / "sweeps"
+    driver = sweeper("run", str(space), "--storage", str(storage), "--tracking-uri", mlflow_server.uri,
+                     cwd=tmp_path, background=True)
+    _wait_until(lambda: list((storage / "e2e-kill").glob("run_trial_*/checkpoint_000000")), what="a first checkpoint")
+    trial_processes = [line.split()[0] for line in subprocess.run(["ps", "-eo", "pid,args"], capture_output=True,
+                                                                   text=True).stdout.splitlines()
+                       if "ray::" in line and ("run_trial" in line or "ImplicitFunc" in line)]
+    assert trial_processes, "the trial's worker process is running"
+    for pid in trial_processes:
+        os.kill(int(pid), signal.SIGKILL)
+    output, _ = driver.communicate(timeout=400)
+    assert driver.returncode == 0, output[-4000:]
+    [row] = pq.read_table(storage / "e2e-kill" / "results.parquet").to_pylist()
+    assert row["status"] == "TERMINATED" and row["restores"] >= 1 and row["epochs"] == 5
+    client = MlflowClient(mlflow_server.uri)
+    _, [child] = child_runs(client, "e2e-kill")
+    assert epoch_steps(client, child.info.run_id) == [1, 2, 3, 4, 5]  # no epoch logged twice
+
+
+def test_unreachable_tracking_server_is_a_clear_error_before_anything_starts(tmp_path):
+    space = write_space(tmp_path)
+    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", "http://127.0.0.1:9",
+                   cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("sweeper: error: --tracking-uri: tracking.uri: tracking server "
+                                          "http://127.0.0.1:9 is not reachable")
+    assert not (tmp_path / "sweeps").exists()
+
+
+def test_a_gpu_request_on_a_cluster_without_gpus_is_an_error(tmp_path):
+    space = write_space(tmp_path, resources={"cpu": 1, "gpu": 0.5})
+    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "resources.gpu: 0.5 GPU per trial asked for, but the Ray cluster has 0 GPUs" in done.stderr
