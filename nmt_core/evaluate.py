@@ -28,8 +28,11 @@ class BleuResult:
 
 
 def bleu_metric(tokenize: str = "13a", lowercase: bool = False) -> BLEU:
-    """`tokenize="none"` on tokenised text is what multi-bleu.perl computes (the SACT paper's number)."""
-    return BLEU(tokenize=tokenize, lowercase=lowercase)
+    """`tokenize="none"` on tokenised text is what multi-bleu.perl computes (the SACT paper's number).
+
+    force=True: we score our own tokenised output on purpose, so sacrebleu's detokenisation warning is noise.
+    """
+    return BLEU(tokenize=tokenize, lowercase=lowercase, force=True)
 
 
 def corpus_bleu(hypotheses: list[str], references: list[str], tokenize: str = "13a",

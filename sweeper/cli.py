@@ -55,6 +55,32 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return resume_sweep(args.name, args.storage, args.address)
 
 
+def cmd_summarize(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from sweeper.runner import DEFAULT_TRACKING, STATE_FILE
+    from sweeper.summary import SummaryError, render_markdown, summarize
+    from sweeper.tracking import check_reachable, resolve_uri
+
+    experiment_dir = Path(args.storage).expanduser().resolve() / args.name
+    state_file = experiment_dir / STATE_FILE
+    uri = args.tracking_uri or (json.loads(state_file.read_text())["tracking_uri"] if state_file.exists()
+                                else DEFAULT_TRACKING)
+    uri = resolve_uri(uri)
+    check_reachable(uri)
+    out = Path(args.out) if args.out else experiment_dir / "summary"
+    try:
+        summary = summarize(args.name, uri, out, [args.format])
+    except SummaryError as err:
+        print(f"sweeper: {err}", file=sys.stderr)
+        return 1
+    print(render_markdown(summary))
+    print(f"written to {out}/ (summary.md{', bleu_table.csv' if args.format == 'csv' else ''}"
+          f"{', bleu_table.tex' if args.format == 'latex' else ''}, figures) and logged to the sweep's MLflow run")
+    return 0
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("space", help="sweep YAML (see search_spaces/)")
     p.add_argument("--name", help="sweep name (default: the YAML's name); the MLflow experiment and Ray run name")
@@ -80,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", default="./sweeps")
     p.add_argument("--address")
     p.set_defaults(func=cmd_resume)
+    p = sub.add_parser("summarize", help="the papers' tables and figures from a finished sweep (read from MLflow)")
+    p.add_argument("name")
+    p.add_argument("--tracking-uri", help="default: the one the sweep ran with (from --storage), else sqlite:///mlflow.db")
+    p.add_argument("--storage", default="./sweeps")
+    p.add_argument("--format", choices=["md", "csv", "latex"], default="md",
+                   help="summary.md is always written; csv or latex adds the BLEU table in that format")
+    p.add_argument("--out", help="output folder (default: STORAGE/NAME/summary)")
+    p.set_defaults(func=cmd_summarize)
     return parser
 
 

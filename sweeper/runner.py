@@ -218,5 +218,18 @@ def finish(grid, callback: MlflowTrackingCallback, experiment_dir: Path, tracker
         return 130
     ok = count["TERMINATED"] + count["STOPPED"]
     tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
+    if count["TERMINATED"]:
+        write_summary(experiment_dir, tracker)
     return 0 if ok else 1
+
+
+def write_summary(experiment_dir: Path, tracker: SweepTracker) -> None:
+    """The papers' tables at the end of a run; a summary problem never fails a finished sweep."""
+    from sweeper.summary import render_markdown, summarize
+
+    try:
+        summary = summarize(experiment_dir.name, tracker.uri, experiment_dir / "summary", ["md"])
+        print("\n" + render_markdown(summary) + f"summary: {experiment_dir / 'summary' / 'summary.md'}")
+    except Exception as err:  # noqa: BLE001 - reported, the sweep itself succeeded
+        print(f"summary skipped: {err} (run `sweeper summarize {experiment_dir.name}` to retry)")
 

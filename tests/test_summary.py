@@ -1,0 +1,134 @@
+"""The summary tables from a tracking store of hand-made runs: every number is known in advance."""
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+from mlflow.entities import Metric, Param
+from mlflow.tracking import MlflowClient
+
+from nmt_core.config import build_config
+from nmt_core.data import load_trial_data
+from nmt_core.decode import Translation
+from nmt_core.evaluate import trace_table, write_traces
+from sweeper.cli import main as sweeper_main
+from sweeper.summary import mean_std, render_csv, render_latex, render_markdown, summarize
+
+DATA = {"corpus": "synthetic", "eval_subset": 30}
+
+
+def _params(**attention) -> dict[str, str]:
+    cfg = build_config({"data": DATA, "attention": attention})
+    return {k: str(v) for k, v in cfg.flat().items()}
+
+
+def _degrade(sentence: str) -> str:
+    words = sentence.split()
+    return " ".join(words[:-2] + ["wrong"])  # drop the verb-final words: a clearly worse system
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("store")
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("hand", artifact_location=str(folder / "artifacts"))
+    parent = client.create_run(experiment, tags={"sweeper.role": "sweep"}).info.run_id
+    client.log_text(parent, yaml.safe_dump({"name": "hand"}), "space.yaml")
+    refs = load_trial_data(build_config({"data": DATA}).data).references["test"]
+
+    def trial(variant, attention, seed, bleu, translations, time_per_epoch, trace=None):
+        params = _params(**attention)
+        params["train.seed"] = str(seed)
+        run = client.create_run(experiment, tags={"mlflow.parentRunId": parent, "sweeper.role": "trial",
+                                                  "sweeper.trial_id": f"{variant}-{seed}", "sweeper.variant": variant})
+        run_id = run.info.run_id
+        client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()],
+                         metrics=[Metric("bleu_test_test", bleu, 0, 2), Metric("bleu_test_avg", bleu, 0, 2),
+                                  Metric("n_params", 1_500_000, 0, 2),
+                                  *(Metric("epoch_time_s", t, 0, i + 1) for i, t in enumerate(time_per_epoch))])
+        client.log_text(run_id, "\n".join(translations) + "\n", "translations/test.txt")
+        if trace is not None:
+            (folder / run_id).mkdir()
+            for name in ("dev", "test"):
+                write_traces(trace, str(folder / run_id / f"{name}.parquet"))
+            client.log_artifacts(run_id, str(folder / run_id), "traces")
+        client.set_terminated(run_id, "FINISHED")
+
+    bad = [_degrade(r) for r in refs]
+    trial("general+none", {}, 1, 20.0, bad, [2.0, 4.0])
+    trial("general+none", {}, 2, 22.0, bad, [3.0, 3.0])
+    words = [["le", "NOUN1", "VERB2", "ga"], ["la", "NOUN3", "ga"]]
+    sact_trace = trace_table([Translation([5, 6, 7, 8], 0.0, torch.full((4, 3), 1 / 3), [0.5, 2.0, 0.6, 3.0], None),
+                              Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.5), [0.4, 2.5, 3.5], None)], words)
+    trial("general+sact4", {"temperature": "sact"}, 1, 25.0, refs, [5.0], sact_trace)
+    trial("general+sact4", {"temperature": "sact"}, 2, 27.0, refs, [5.0], sact_trace)
+    trial("general+tau0.8", {"temperature": "fixed", "tau": 0.8}, 1, 21.0, bad, [2.0])
+    trial("general+tau1.2", {"temperature": "fixed", "tau": 1.2}, 1, 23.5, bad, [2.0])
+    gated = trace_table([Translation([5, 6, 7, 8], 0.0, torch.full((4, 3), 0.05), None, [0.95, 0.1, 0.92, 0.97]),
+                         Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.02), None, [0.91, 0.2, 0.99])], words)
+    trial("general+none+sentinel", {"sentinel": True}, 1, 24.0, refs, [6.0], gated)
+    unfinished = client.create_run(experiment, tags={"mlflow.parentRunId": parent, "sweeper.role": "trial"})
+    client.log_batch(unfinished.info.run_id, metrics=[Metric("bleu_dev", 1.0, 0, 1)])  # still running: left out
+    return uri, folder
+
+
+def test_bleu_table_numbers(store, tmp_path):
+    uri, _ = store
+    summary = summarize("hand", uri, tmp_path / "out", ["md"], resamples=200)
+    rows = {row.label: row for row in summary.rows}
+    assert list(rows) == ["general+none", "general+none+sentinel", "general+sact4", "general+tau0.8", "general+tau1.2"]
+    base, sact = rows["general+none"], rows["general+sact4"]
+    assert base.is_baseline and base.delta is None
+    assert base.average == pytest.approx((21.0, 2 ** 0.5)) and base.tests["test"] == pytest.approx((21.0, 2 ** 0.5))
+    assert base.epoch_time_s == pytest.approx(3.0) and base.n_params == 1_500_000
+    assert sact.average == pytest.approx((26.0, 2 ** 0.5)) and sact.delta == pytest.approx(5.0)
+    assert sact.mark == "**" and sact.p_value < 0.01  # perfect translations against degraded ones
+    assert rows["general+none+sentinel"].delta == pytest.approx(3.0) and rows["general+none+sentinel"].mark == "**"
+    tau08 = rows["general+tau0.8"]
+    assert tau08.delta == pytest.approx(0.0) and tau08.p_value == 1.0 and tau08.mark == ""  # same translations
+    markdown = render_markdown(summary)
+    assert "| general+sact4 | 2 | 26.00 ± 1.41 | 26.00 ± 1.41 | 1.50M | 5.0 | +5.00** |" in markdown
+    assert "| general+none | 2 | 21.00 ± 1.41 | 21.00 ± 1.41 | 1.50M | 3.0 | baseline |" in markdown
+    assert "| general+tau1.2 | 1 | 23.50 | 23.50 | 1.50M | 2.0 | +2.50 |" in markdown
+    assert "general+sact4,2,26.0000,1.4142,26.0000,1.4142,1500000,5.000,5.0000," in render_csv(summary)
+    latex = render_latex(summary)
+    assert r"\toprule" in latex and r"26.00 $\pm$ 1.41" in latex and r"general{+}sact4" in latex
+
+
+def test_figures_and_word_tables(store, tmp_path):
+    uri, _ = store
+    out = tmp_path / "out"
+    summarize("hand", uri, out, ["csv", "latex"], resamples=50)
+    for name in ("summary.md", "bleu_table.csv", "bleu_table.tex", "fixed_tau_curve.png", "fixed_tau_curve.svg",
+                 "temperature_heatmap.png"):
+        assert (out / name).stat().st_size > 200, name
+    text = (out / "summary.md").read_text()
+    # gates >= 0.9: le (0.95), VERB2 (0.92), ga (0.97, 0.99), la (0.91)
+    assert "| ga | 2 |" in text and "| le | 1 |" in text and "| la | 1 |" in text and "NOUN1" not in text.split("Li & Zhu")[1]
+    assert "## Function vs content words" in text
+
+
+def test_summary_is_logged_to_the_parent_run(store, tmp_path):
+    uri, _ = store
+    client = MlflowClient(uri)
+    summarize("hand", uri, tmp_path / "out", ["md"], resamples=50)
+    experiment = client.get_experiment_by_name("hand")
+    [parent] = client.search_runs([experiment.experiment_id], filter_string="tags.`sweeper.role` = 'sweep'")
+    assert "summary/summary.md" in {a.path for a in client.list_artifacts(parent.info.run_id, "summary")}
+
+
+def test_clear_messages_for_missing_sweeps_and_baselines(store, tmp_path, capsys):
+    uri, folder = store
+    assert sweeper_main(["summarize", "nope", "--tracking-uri", uri, "--out", str(tmp_path)]) == 1
+    assert "no sweep named 'nope'" in capsys.readouterr().err
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("empty", artifact_location=str(folder / "empty"))
+    client.create_run(experiment, tags={"sweeper.role": "sweep"})
+    assert sweeper_main(["summarize", "empty", "--tracking-uri", uri, "--out", str(tmp_path)]) == 1
+    assert "no finished trial" in capsys.readouterr().err
+
+
+def test_mean_and_sample_std():
+    assert mean_std([1.0]) == (1.0, 0.0)
+    assert mean_std([20.0, 22.0, 24.0]) == pytest.approx((22.0, 2.0))
