@@ -55,6 +55,16 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return resume_sweep(args.name, args.storage, args.address)
 
 
+def cmd_submit(args: argparse.Namespace) -> int:
+    from sweeper.space import load_spec
+    from sweeper.submit import submit
+
+    spec = load_spec(args.space, parse_overrides(args.set, "--set"))
+    if args.name:
+        spec.name = args.name
+    return submit(spec, args.address, args.storage, args.tracking_uri, args.wait, ship_code=not args.no_code)
+
+
 def cmd_summarize(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
@@ -101,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a sweep on a local Ray (or --address) and track it in MLflow")
     add_run_options(p)
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("submit", help="run a sweep on a Ray cluster as a Ray Job")
+    add_run_options(p)
+    p.set_defaults(storage="~/sweeps")
+    p.add_argument("--wait", action="store_true", help="stream the job's log and exit with its result")
+    p.add_argument("--no-code", action="store_true",
+                   help="use the nmt-sweeper installed on the cluster instead of shipping this checkout's code")
+    p.set_defaults(func=cmd_submit)
     p = sub.add_parser("resume", help="finish an interrupted sweep", description=RESUME_HELP)
     p.add_argument("name")
     p.add_argument("--storage", default="./sweeps")

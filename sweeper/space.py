@@ -287,13 +287,16 @@ def load_spec(path: str, overrides: list[tuple[str, Any]] = ()) -> SweepSpec:
         if not isinstance(raw, dict):
             raise SpecError("(file)", "expected a mapping", path)
         for key, value in overrides:
-            if key.split(".")[0] not in TOP_LEVEL:
+            section, _, rest = key.partition(".")
+            if section not in TOP_LEVEL:
                 raise SpecError(key, "unknown key; --set takes dotted YAML keys such as base.train.epochs", "--set")
-            set_dotted(raw, key, value)
-        text = text.rstrip() + "\n# --set " + " ".join(f"{k}={v}" for k, v in overrides) + "\n"
-        spec = parse_spec(yaml.safe_dump(raw, sort_keys=False), path)
-        spec.text = text
-        return spec
+            if section == "parameters" and rest:  # parameter names have dots of their own
+                raw.setdefault("parameters", {})[rest] = value
+            else:
+                set_dotted(raw, key, value)
+        merged = (f"# {path} with --set " + " ".join(f"{k}={v}" for k, v in overrides) + "\n"
+                  + yaml.safe_dump(raw, sort_keys=False))
+        return parse_spec(merged, path)  # the merged YAML is what runs, what MLflow shows and what a job gets
     return parse_spec(text, path)
 
 

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import os
+import signal
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,3 +56,44 @@ class MlflowServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
         self.log.close()
+
+
+class RayHead:
+    """`ray start --head --block` on 127.0.0.1 with token authentication on, as a cluster's head runs."""
+
+    def __init__(self, folder: Path, token: str, num_cpus: int = 2):
+        self.token = token
+        self.dashboard = f"http://127.0.0.1:{free_port()}"
+        ray = Path(sys.executable).with_name("ray")
+        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token,
+                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        self.env.pop("RAY_ADDRESS", None)
+        self.log = open(folder / "ray-head.log", "w")
+        self.temp_dir = tempfile.mkdtemp(prefix="rayh", dir="/tmp")  # short: Unix socket paths max 107 bytes
+        self.process = subprocess.Popen(
+            [str(ray), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(free_port()),
+             "--dashboard-host", "127.0.0.1", "--dashboard-port", self.dashboard.rsplit(":", 1)[1],
+             "--ray-client-server-port", str(free_port()), "--min-worker-port", "0", "--max-worker-port", "0",
+             "--num-cpus", str(num_cpus), "--disable-usage-stats", "--temp-dir", self.temp_dir],
+            stdout=self.log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        headers = {"Authorization": f"Bearer {token}"}
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"ray head exited with {self.process.returncode}; see {folder / 'ray-head.log'}")
+            try:
+                if requests.get(self.dashboard + "/api/jobs/", headers=headers, timeout=2).ok:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(1)
+        raise TimeoutError("the Ray dashboard did not answer")
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.log.close()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)

@@ -131,3 +131,12 @@ def test_set_overrides_reach_the_yaml(tmp_path):
     assert spec.epochs == 4 and spec.search.repeats == 2
     with pytest.raises(SpecError, match="--set: bogus.key: unknown key"):
         load_spec(str(path), [("bogus.key", 1)])
+
+
+def test_set_can_replace_a_parameter_and_the_merged_yaml_is_what_runs(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(MINIMAL))
+    spec = load_spec(str(path), [("parameters.attention.tau", {"grid": [1.2]}), ("data.train_subset", 50)])
+    assert len(plan_trials(spec)) == 3
+    rerun = parse_spec(spec.text, "again.yaml")  # what MLflow logs and a Ray job receives
+    assert len(plan_trials(rerun)) == 3 and rerun.base["data"]["train_subset"] == 50

@@ -1,0 +1,96 @@
+"""`sweeper submit`: run `sweeper run` on a Ray cluster as a Ray Job (Job Submission SDK).
+
+The job carries the space YAML in its working dir and, unless told otherwise, this checkout's
+`nmt_core` and `sweeper` as py_modules, so the cluster runs the code you have here; the cluster's
+Python environment provides torch, ray, mlflow (deploy/ installs them on every node). Ray's token
+authentication works as Ray's own CLI does: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nmt_core
+import sweeper
+from nmt_core.config import ConfigError
+from sweeper.space import SweepSpec
+from sweeper.tracking import check_reachable, resolve_uri
+
+POLL_S = 1.0
+
+
+class SubmitError(ConfigError):
+    """The cluster cannot take the job: one line, exit code 2."""
+
+    def __init__(self, message: str, key: str = "--address"):
+        super().__init__(key, message, "sweeper submit")
+
+
+def connect(address: str):
+    from ray.exceptions import AuthenticationError
+    from ray.job_submission import JobSubmissionClient
+
+    try:
+        client = JobSubmissionClient(address)
+        client.list_jobs()  # the first authenticated call: a wrong token fails here, not after the upload
+        return client
+    except AuthenticationError as err:
+        reason = "no token was found" if "Missing" in str(err) else "the token was refused"
+        raise SubmitError(f"{address}: the Ray cluster wants token authentication and {reason}; set "
+                          "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token) to the cluster's token") from None
+    except (ConnectionError, OSError) as err:
+        raise SubmitError(f"{address}: no Ray dashboard answers there ({type(err).__name__}); pass the head's "
+                          "dashboard address, e.g. http://HEAD:8265") from None
+
+
+def entrypoint(spec: SweepSpec, storage: str, tracking_uri: str) -> str:
+    args = ["python", "-m", "sweeper.cli", "run", "space.yaml", "--name", spec.name,
+            "--storage", storage, "--tracking-uri", tracking_uri]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def submit(spec: SweepSpec, address: str, storage: str, tracking_uri: str | None, wait: bool,
+           ship_code: bool = True) -> int:
+    uri = tracking_uri or spec.tracking_uri or ""
+    if not uri.startswith(("http://", "https://", "sqlite:////")):
+        raise SubmitError("a job's working folder is deleted when it ends: give an MLflow server the cluster "
+                          "reaches (http://...) or an absolute sqlite:////path on the head", "--tracking-uri")
+    uri = resolve_uri(uri)
+    if uri.startswith("http"):
+        check_reachable(uri)
+    client = connect(address)
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "space.yaml").write_text(spec.text, encoding="utf-8")
+        runtime_env = {"working_dir": folder, "env_vars": {"MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}}
+        if ship_code:
+            runtime_env["py_modules"] = [str(Path(nmt_core.__file__).parent), str(Path(sweeper.__file__).parent)]
+        job_id = client.submit_job(entrypoint=entrypoint(spec, storage, uri), runtime_env=runtime_env,
+                                   metadata={"sweep": spec.name, "tracking_uri": uri})
+    print(f"submitted sweep {spec.name!r} as Ray job {job_id} to {address}")
+    print(f"follow it: ray job logs --address {address} --follow {job_id}   (status: ray job status {job_id})")
+    if not wait:
+        return 0
+    return follow(client, job_id)
+
+
+def follow(client, job_id: str) -> int:
+    """Stream the job's log and return its driver's exit code (0 done, 1 no trial finished, 2 bad input)."""
+    printed = 0
+    while True:
+        status = client.get_job_status(job_id)
+        logs = client.get_job_logs(job_id)
+        sys.stdout.write(logs[printed:])
+        sys.stdout.flush()
+        printed = len(logs)
+        if status.is_terminal():
+            break
+        time.sleep(POLL_S)
+    info = client.get_job_info(job_id)
+    print(f"Ray job {job_id}: {status}")
+    if info.driver_exit_code is not None:
+        return int(info.driver_exit_code)
+    return 0 if str(status) == "SUCCEEDED" else 1
+
