@@ -61,6 +61,14 @@ def batch_loss(model: Seq2Seq, batch: Batch, cfg: TrialConfig) -> tuple[Tensor, 
     return loss / batch.n_tokens, trace
 
 
+def optimizer_step(optimizer: torch.optim.Optimizer, loss: Tensor, parameters, clip_norm: float) -> None:
+    """Backward, clip the gradient norm (the paper's 10), update."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    nn.utils.clip_grad_norm_(parameters, clip_norm)
+    optimizer.step()
+
+
 @dataclass
 class DevPass:
     loss: float
@@ -204,10 +212,7 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
             batch = batch.to(device)
             with autocast(cfg, device):
                 loss, _ = batch_loss(model, batch, cfg)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip_norm)
-            optimizer.step()
+            optimizer_step(optimizer, loss, model.parameters(), cfg.train.clip_norm)
             loss_sum += loss.detach() * batch.n_tokens
             tokens += batch.n_tokens
         train_loss = loss_sum.item() / tokens  # the one host-device sync of the epoch

@@ -174,7 +174,8 @@ def result_rows(grid, outcomes: dict[str, str], tracker: SweepTracker, parent_id
         for key in ("bleu_dev", "epoch_time_s", "tokens_per_s", "tau_mean", "sentinel_mean"):
             if epochs is not None and key in epochs and len(epochs):
                 row[key] = float(epochs[key].max() if key == "bleu_dev" else epochs[key].mean())
-        row.update({k: v for k, v in last.items() if finished and k.startswith(("bleu_test_", "n_params"))})
+        row.update({k: v for k, v in last.items()
+                    if finished and k.startswith(("bleu_test_", "n_params", "aer_", "gold_attention_"))})
         row["restores"] = int(last.get("restores", 0))
         row["error"] = str(result.error).splitlines()[0][:300] if result.error else None
         row["mlflow_run_id"] = tracker.find_trial_run(parent_id, trial_id)

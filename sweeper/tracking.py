@@ -28,7 +28,7 @@ ROLE, TRIAL_ID, VARIANT = "sweeper.role", "sweeper.trial_id", "sweeper.variant"
 INCOMPLETE = "sweeper.tracking_incomplete"
 EPOCH_KEYS = ("train_loss", "dev_loss", "dev_ppl", "bleu_dev", "tokens_per_s", "epoch_time_s", "tau_mean",
               "tau_std", "sentinel_mean")
-FINAL_PREFIXES = ("bleu_test_", "n_params", "best_epoch", "bleu_dev_final_beam")
+FINAL_PREFIXES = ("bleu_test_", "n_params", "best_epoch", "bleu_dev_final_beam", "aer_", "gold_attention_")
 
 # fail over in seconds, not minutes (MLflow's own defaults retry 7 times with a growing backoff)
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -122,6 +122,9 @@ class SweepTracker:
         history = self.client.get_metric_history(run_id, "bleu_dev")
         return max((m.step for m in history), default=0)
 
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int) -> None:
         now = int(time.time() * 1000)
         self.client.log_batch(run_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
@@ -183,7 +186,10 @@ class MlflowTrackingCallback(Callback):
         step = int(result.get("epoch", 0))
         if result.get(FINAL):
             metrics = {k: v for k, v in result.items() if k.startswith(FINAL_PREFIXES)}
+            tags = {"sweeper.bleu_signature": str(result.get("bleu_signature", "")),
+                    "sweeper.restores": str(result.get("restores", 0))}
             self._safely(trial.trial_id, "log final metrics", lambda: self.tracker.log_metrics(run_id, metrics, step))
+            self._safely(trial.trial_id, "tag final", lambda: self.tracker.set_tags(run_id, tags))
             return
         if step <= self._last_step.get(trial.trial_id, 0):
             return  # already logged before a retry or a resume

@@ -8,7 +8,7 @@ from nmt_core.config import DecodeConfig
 from nmt_core.data import Example, make_batches
 from nmt_core.decode import translate
 from nmt_core.model import Seq2Seq
-from nmt_core.train import batch_loss
+from nmt_core.train import batch_loss, optimizer_step
 from tests.conftest import tiny_config
 
 
@@ -40,10 +40,7 @@ def test_small_model_memorises_fifty_pairs(attention):
         model.train()
         for batch in make_batches(examples, 10, shuffle_seed=epoch):
             loss, _ = batch_loss(model, batch, cfg)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-            optimizer.step()
+            optimizer_step(optimizer, loss, model.parameters(), 5.0)
         if loss.item() < 0.01:
             break
     decoded = translate(model, examples, DecodeConfig(), 1, 25, torch.device("cpu"))

@@ -1,0 +1,210 @@
+"""Training tokens/s and decoding sentences/s at the SACT paper's En-Vi size, per attention variant.
+
+    python benchmarks/throughput.py [--device cpu|cuda|all] [--steps N] [--json OUT]
+
+Emb 512, hidden 512, vocabularies 17.7K / 7K, batch 64, sentence lengths like IWSLT'15 En-Vi (mean ~20
+source words), synthetic token ids. joeynmt 2.3's recurrent model with the same sizes (bi-LSTM encoder,
+LSTM decoder, Luong attention, input feeding) is timed in the same process when it is installed
+(benchmarks/install_joeynmt.sh), and every variant's training speed is given as a ratio to it.
+Not a test: tests/test_benchmarks.py only runs it for a few steps so it cannot rot.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from nmt_core.config import build_config
+from nmt_core.data import Example, collate
+from nmt_core.decode import beam_search, greedy
+from nmt_core.model import PAD, Seq2Seq
+from nmt_core.train import autocast, batch_loss, optimizer_step
+
+VARIANTS = {
+    "none": {},
+    "fixed": {"temperature": "fixed", "tau": 0.9},
+    "sact": {"temperature": "sact", "lambda": 4.0},
+    "sentinel": {"sentinel": True},
+    "concat": {"score": "concat"},
+}
+SIZES = {  # emb, hidden, source vocab, target vocab, batch
+    "paper": (512, 512, 17700, 7000, 64),
+    "tiny": (16, 16, 50, 40, 8),  # the smoke test's
+}
+
+
+def synthetic_batches(n: int, batch: int, src_vocab: int, tgt_vocab: int, seed: int = 0):
+    """Lengths drawn like IWSLT'15 En-Vi: source ~ N(20, 9) in [3, 50], target ~1.2x source."""
+    rng = random.Random(seed)
+    batches = []
+    for _ in range(n):
+        examples = []
+        for _ in range(batch):
+            src_len = min(50, max(3, int(rng.gauss(20, 9))))
+            tgt_len = min(60, max(3, int(src_len * rng.uniform(1.0, 1.4))))
+            examples.append(Example([rng.randrange(4, src_vocab) for _ in range(src_len)],
+                                    [rng.randrange(4, tgt_vocab) for _ in range(tgt_len)]))
+        batches.append(collate(examples, list(range(batch))))
+    return batches
+
+
+def timed(step: Callable[[object], int], batches: list, steps: int, device: torch.device, warmup: int = 2) -> float:
+    """Units (tokens or sentences) per second over `steps` calls after `warmup` calls."""
+    for batch in batches[:warmup]:
+        step(batch)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start, units = time.perf_counter(), 0
+    for i in range(steps):
+        units += step(batches[i % len(batches)])
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return units / (time.perf_counter() - start)
+
+
+def train_step_fn(model: nn.Module, cfg, device: torch.device) -> Callable:
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-4)
+
+    def step(batch) -> int:
+        batch = batch.to(device)
+        with autocast(cfg, device):
+            loss, _ = batch_loss(model, batch, cfg)
+        optimizer_step(optimizer, loss, model.parameters(), 10.0)
+        return batch.n_tokens
+    return step
+
+
+def decode_fn(model: nn.Module, cfg, device: torch.device, beam: int) -> Callable:
+    def step(batch) -> int:
+        batch = batch.to(device)
+        with torch.no_grad(), autocast(cfg, device):
+            (greedy(model, batch, cfg.decode) if beam == 1 else beam_search(model, batch, cfg.decode, beam))
+        return batch.src.size(0)
+    return step
+
+
+def load_joeynmt():
+    folder = Path(__file__).parent / ".joeynmt"
+    if folder.is_dir():
+        sys.path.insert(0, str(folder))
+    try:
+        from joeynmt.decoders import RecurrentDecoder
+        from joeynmt.embeddings import Embeddings
+        from joeynmt.encoders import RecurrentEncoder
+    except ImportError:
+        return None
+    return RecurrentEncoder, RecurrentDecoder, Embeddings
+
+
+def joeynmt_train_fn(parts, size, device: torch.device, amp: bool) -> Callable:
+    """joeynmt 2.3's recurrent model, same sizes: bi-LSTM (H/2 per direction), LSTM decoder, Luong, input feeding."""
+    RecurrentEncoder, RecurrentDecoder, Embeddings = parts
+    emb, hidden, src_vocab, tgt_vocab, _ = size
+    src_embed = Embeddings(embedding_dim=emb, vocab_size=src_vocab, padding_idx=PAD)
+    trg_embed = Embeddings(embedding_dim=emb, vocab_size=tgt_vocab, padding_idx=PAD)
+    encoder = RecurrentEncoder(rnn_type="lstm", hidden_size=hidden // 2, emb_size=emb, bidirectional=True,
+                               dropout=0.4, emb_dropout=0.4)
+    decoder = RecurrentDecoder(rnn_type="lstm", emb_size=emb, hidden_size=hidden, encoder=encoder, attention="luong",
+                               vocab_size=tgt_vocab, dropout=0.4, emb_dropout=0.4, hidden_dropout=0.4,
+                               init_hidden="bridge", input_feeding=True)
+    modules = nn.ModuleList([src_embed, trg_embed, encoder, decoder]).to(device)
+    optimizer = torch.optim.Adam(modules.parameters(), lr=3e-4)
+    use_amp = amp and device.type == "cuda"
+
+    def step(batch) -> int:
+        order = batch.src_lengths.argsort(descending=True)  # joeynmt's encoder packs sorted batches
+        src, tgt_in, tgt_out = (t[order].to(device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
+        lengths = batch.src_lengths[order].to(device)
+        src_mask = (src != PAD).unsqueeze(1)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
+            encoder_output, encoder_hidden = encoder(src_embed(src), lengths, src_mask)
+            outputs, _, _, _ = decoder(trg_embed=trg_embed(tgt_in), encoder_output=encoder_output,
+                                       encoder_hidden=encoder_hidden, src_mask=src_mask,
+                                       unroll_steps=tgt_in.size(1), trg_mask=(tgt_in != PAD).unsqueeze(1))
+            loss = nn.functional.cross_entropy(outputs.flatten(0, 1).float(), tgt_out.flatten(),
+                                               ignore_index=PAD, reduction="sum") / batch.n_tokens
+        optimizer_step(optimizer, loss, modules.parameters(), 10.0)
+        return batch.n_tokens
+    return step
+
+
+def run(device: torch.device, size_name: str, steps: int, decode_batches: int, variants: list[str],
+        input_feeding: bool, amp: bool, log=print) -> dict:
+    size = SIZES[size_name]
+    emb, hidden, src_vocab, tgt_vocab, batch = size
+    batches = synthetic_batches(max(steps, 4), batch, src_vocab, tgt_vocab)
+    results = {"device": str(device), "size": size_name, "steps": steps, "input_feeding": input_feeding,
+               "amp": amp, "variants": {}}
+    joey = load_joeynmt()
+    if joey is not None:
+        torch.manual_seed(0)
+        results["joeynmt_tokens_per_s"] = timed(joeynmt_train_fn(joey, size, device, amp), batches, steps, device)
+        log(f"  joeynmt 2.3: {results['joeynmt_tokens_per_s']:.0f} train tok/s")
+    for name in variants:
+        cfg = build_config({"model": {"emb_size": emb, "hidden_size": hidden, "dropout": 0.4,
+                                      "input_feeding": input_feeding},
+                            "attention": VARIANTS[name], "train": {"amp": amp}, "decode": {"max_len_ratio": 1.5}})
+        torch.manual_seed(0)
+        model = Seq2Seq(cfg.model, cfg.attention, src_vocab, tgt_vocab).to(device)
+        row = {"n_params": model.n_params(),
+               "train_tokens_per_s": timed(train_step_fn(model.train(), cfg, device), batches, steps, device)}
+        model.eval()
+        for beam, key in ((1, "greedy_sentences_per_s"), (10, "beam10_sentences_per_s")):
+            row[key] = timed(decode_fn(model, cfg, device, beam), batches, decode_batches, device, warmup=1)
+        if "joeynmt_tokens_per_s" in results:
+            row["ratio_to_joeynmt"] = row["train_tokens_per_s"] / results["joeynmt_tokens_per_s"]
+        results["variants"][name] = row
+        log(f"  {name}: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+    return results
+
+
+def table(results: dict) -> str:
+    lines = [f"device {results['device']}, size {results['size']}, {results['steps']} steps, "
+             f"input feeding {results['input_feeding']}, amp {results['amp']}"
+             + (f", joeynmt 2.3: {results['joeynmt_tokens_per_s']:.0f} train tok/s" if "joeynmt_tokens_per_s" in results
+                else ", joeynmt not installed (benchmarks/install_joeynmt.sh)"),
+             "| variant | params | train tok/s | vs joeynmt | greedy sent/s | beam-10 sent/s |", "|---|---|---|---|---|---|"]
+    for name, row in results["variants"].items():
+        ratio = f"{row['ratio_to_joeynmt']:.2f}x" if "ratio_to_joeynmt" in row else "-"
+        lines.append(f"| {name} | {row['n_params'] / 1e6:.1f}M | {row['train_tokens_per_s']:.0f} | {ratio} | "
+                     f"{row['greedy_sentences_per_s']:.1f} | {row['beam10_sentences_per_s']:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
+    parser.add_argument("--size", choices=list(SIZES), default="paper")
+    parser.add_argument("--steps", type=int, default=10, help="timed training steps per variant")
+    parser.add_argument("--decode-batches", type=int, default=2, help="timed decoding batches per variant and beam")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--no-input-feeding", action="store_true", help="one cuDNN call for the decoder RNN")
+    parser.add_argument("--amp", action="store_true", help="bf16 autocast (CUDA only)")
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args(argv)
+    devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
+    devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
+    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+          f"{torch.get_num_threads()} threads" + (f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""))
+    all_results = []
+    for device in devices:
+        print(f"{device}:")
+        results = run(torch.device(device), args.size, args.steps, args.decode_batches, args.variants,
+                      not args.no_input_feeding, args.amp)
+        all_results.append(results)
+        print(table(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(all_results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

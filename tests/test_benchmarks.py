@@ -1,0 +1,25 @@
+"""The throughput benchmark runs end to end (tiny sizes, a few steps) so it cannot rot; it is not a timing test."""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+
+import throughput  # noqa: E402
+
+
+def test_throughput_benchmark_smoke(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert throughput.main(["--size", "tiny", "--steps", "2", "--decode-batches", "1", "--device", "cpu",
+                            "--json", str(out)]) == 0
+    [results] = json.loads(out.read_text())
+    assert set(results["variants"]) == {"none", "fixed", "sact", "sentinel", "concat"}
+    for row in results["variants"].values():
+        assert row["train_tokens_per_s"] > 0 and row["greedy_sentences_per_s"] > 0 and row["beam10_sentences_per_s"] > 0
+    assert "| sact |" in capsys.readouterr().out
+
+
+def test_no_input_feeding_path_runs():
+    results = throughput.run(throughput.torch.device("cpu"), "tiny", 1, 1, ["sact"], input_feeding=False, amp=False,
+                             log=lambda _: None)
+    assert results["variants"]["sact"]["train_tokens_per_s"] > 0
