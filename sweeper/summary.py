@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import statistics
 import tempfile
 from collections import Counter
@@ -25,6 +26,8 @@ from nmt_core.data import load_trial_data
 from nmt_core.evaluate import paired_bootstrap
 from sweeper import plots
 from sweeper.tracking import ROLE, TRIAL_ID, VARIANT
+
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per file is noise here
 
 SEED_KEY = "train.seed"
 FREQUENT_WORDS = 50  # the target's most frequent words stand for function words (no stop-word lists yet)

@@ -70,7 +70,11 @@ def runs_link(uri: str, experiment_id: str) -> str:
             f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs")
 
 
-def _retry(call: Callable[[], T], what: str, attempts: int = 4) -> T:
+RETRY_ATTEMPTS = 4  # with waits of 1, 2, 4 s between them
+
+
+def _retry(call: Callable[[], T], what: str, attempts: int | None = None) -> T:
+    attempts = attempts or RETRY_ATTEMPTS
     for attempt in range(attempts):
         try:
             return call()
