@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from nmt_core.config import TrialConfig, build_config
-from nmt_core.data import Vocab
+from nmt_core.data import Segmenter, Vocab
 from nmt_core.model import Seq2Seq
 
 LAST, BEST = "last.pt", "best.pt"
@@ -35,7 +35,7 @@ def save_epoch(directory: Path, state: dict[str, Any], is_best: bool) -> None:
     save(state, directory / LAST)
     if is_best:
         save({"model": state["model"], "config": state["config"], "vocab": state["vocab"],
-              "epoch": state["epoch"]}, directory / BEST)
+              "subword": state.get("subword", {}), "epoch": state["epoch"]}, directory / BEST)
 
 
 @dataclass
@@ -44,6 +44,8 @@ class LoadedModel:
     model: Seq2Seq
     src_vocab: Vocab
     tgt_vocab: Vocab
+    src_segmenter: Segmenter
+    tgt_segmenter: Segmenter
 
 
 def load_for_inference(directory: str | Path) -> LoadedModel:
@@ -57,4 +59,6 @@ def load_for_inference(directory: str | Path) -> LoadedModel:
     src_vocab, tgt_vocab = Vocab(state["vocab"]["src"]), Vocab(state["vocab"]["tgt"])
     model = Seq2Seq(cfg.model, cfg.attention, len(src_vocab), len(tgt_vocab))
     model.load_state_dict(state["model"])
-    return LoadedModel(cfg, model.eval(), src_vocab, tgt_vocab)
+    subword = state.get("subword", {})
+    return LoadedModel(cfg, model.eval(), src_vocab, tgt_vocab, Segmenter(cfg.data, subword.get("src")),
+                       Segmenter(cfg.data, subword.get("tgt")))

@@ -45,7 +45,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _read_sources(lines: list[str], loaded: checkpoint.LoadedModel) -> list[Example]:
-    return [Example(loaded.src_vocab.encode(tokenize(line, loaded.config.data)), []) for line in lines]
+    return [Example(loaded.src_vocab.encode(loaded.src_segmenter.tokenize(line)), []) for line in lines]
 
 
 def _translate_lines(lines: list[str], loaded: checkpoint.LoadedModel, beam: int):
@@ -58,7 +58,7 @@ def _translate_lines(lines: list[str], loaded: checkpoint.LoadedModel, beam: int
                         loaded.config.train.batch_size, device)
     hypotheses = [""] * len(lines)
     for i, translation in zip(keep, decoded):
-        hypotheses[i] = " ".join(loaded.tgt_vocab.decode(translation.tokens))
+        hypotheses[i] = loaded.tgt_segmenter.detokenize(loaded.tgt_vocab.decode(translation.tokens))
     return hypotheses, keep, decoded
 
 
@@ -77,13 +77,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if len(sources) != len(references):
         raise CorpusError(f"{args.src}: {len(sources)} lines but {args.ref} has {len(references)}")
     hypotheses, keep, decoded = _translate_lines(sources, loaded, args.beam or loaded.config.decode.beam_size)
-    data_cfg, decode_cfg = loaded.config.data, loaded.config.decode
-    refs = [" ".join(tokenize(r, data_cfg)) for r in references]
+    decode_cfg = loaded.config.decode
+    refs = [loaded.tgt_segmenter.detokenize(loaded.tgt_segmenter.tokenize(r)) for r in references]
     print(corpus_bleu(hypotheses, refs, decode_cfg.bleu_tokenize, args.lowercase or decode_cfg.bleu_lowercase))
     if args.align:
         gold = [parse_links(line) for line in Path(args.align).read_text(encoding="utf-8").splitlines()]
-        examples = [Example(loaded.src_vocab.encode(tokenize(s, data_cfg)), loaded.tgt_vocab.encode(r.split()))
-                    for s, r in zip(sources, refs)]
+        examples = [Example(loaded.src_vocab.encode(loaded.src_segmenter.tokenize(s)),
+                            loaded.tgt_vocab.encode(loaded.tgt_segmenter.tokenize(r))) for s, r in zip(sources, references)]
         keep = [i for i, e in enumerate(examples) if e.src and e.tgt]
         weights = teacher_forced_weights(loaded.model, [examples[i] for i in keep], loaded.config,
                                          next(loaded.model.parameters()).device)

@@ -26,7 +26,8 @@ class DataConfig:
     corpus: str = "synthetic"
     src: str = "src"
     tgt: str = "tgt"
-    tokenizer: str = "word"  # word: split punctuation off words; space: text is already tokenised
+    tokenizer: str = "word"  # word: split punctuation off words; space: already tokenised; sentencepiece: subwords
+    subword_vocab: int = 8000  # sentencepiece: pieces per side (a unigram model trained on the training split)
     lowercase: bool = False
     max_len: int = 50  # training pairs longer than this (tokens, either side) are dropped
     src_vocab: int = 17700
@@ -105,7 +106,7 @@ class TrialConfig:
 
 
 CHOICES: dict[str, tuple[str, ...]] = {
-    "data.tokenizer": ("word", "space"),
+    "data.tokenizer": ("word", "space", "sentencepiece"),
     "model.cell": ("lstm", "gru"),
     "attention.score": ("dot", "general", "concat", "scaled_dot", "key_value"),
     "attention.temperature": ("none", "fixed", "sact"),
@@ -226,6 +227,7 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
     require(d.max_len_ratio > 0, "decode.max_len_ratio", "> 0", d.max_len_ratio)
     dc = cfg.data
     require(dc.max_len >= 1, "data.max_len", ">= 1", dc.max_len)
+    require(dc.subword_vocab >= 8, "data.subword_vocab", ">= 8", dc.subword_vocab)
     require(dc.src_vocab >= 1, "data.src_vocab", ">= 1", dc.src_vocab)
     require(dc.tgt_vocab >= 1, "data.tgt_vocab", ">= 1", dc.tgt_vocab)
     require(dc.train_subset >= 0, "data.train_subset", ">= 0 (0 = all)", dc.train_subset)

@@ -1,6 +1,7 @@
 """Tokenising, vocabularies and length-bucketed batches for one trial."""
 from __future__ import annotations
 
+import io
 import random
 import re
 from collections import Counter
@@ -21,6 +22,46 @@ def tokenize(text: str, cfg: DataConfig) -> list[str]:
     """`space`: the text is already tokenised (IWSLT); `word`: split punctuation off words."""
     text = text.lower() if cfg.lowercase else text
     return text.split() if cfg.tokenizer == "space" else _WORD.findall(text)
+
+
+class Segmenter:
+    """Text <-> tokens for one side: words (`word`, `space`) or SentencePiece pieces (`sentencepiece`).
+
+    BLEU is always computed on `detokenize`d text: words joined by spaces, or pieces decoded back to text.
+    """
+
+    def __init__(self, cfg: DataConfig, model: bytes | None = None):
+        self.cfg, self.model = cfg, model
+        self._processor = None
+        if cfg.tokenizer == "sentencepiece":
+            import sentencepiece
+
+            if model is None:
+                raise ValueError("a sentencepiece segmenter needs its trained model")
+            self._processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+
+    @classmethod
+    def train(cls, cfg: DataConfig, texts: list[str]) -> "Segmenter":
+        """Words need no training; SentencePiece learns a unigram model of data.subword_vocab pieces."""
+        if cfg.tokenizer != "sentencepiece":
+            return cls(cfg)
+        import sentencepiece
+
+        model = io.BytesIO()
+        lines = [t.lower() if cfg.lowercase else t for t in texts]
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines), model_writer=model, vocab_size=cfg.subword_vocab, model_type="unigram",
+            character_coverage=1.0, hard_vocab_limit=False, num_threads=1, minloglevel=2,
+            unk_id=UNK, pad_id=PAD, bos_id=BOS, eos_id=EOS)
+        return cls(cfg, model.getvalue())
+
+    def tokenize(self, text: str) -> list[str]:
+        if self._processor is None:
+            return tokenize(text, self.cfg)
+        return self._processor.encode(text.lower() if self.cfg.lowercase else text, out_type=str)
+
+    def detokenize(self, tokens: list[str]) -> str:
+        return " ".join(tokens) if self._processor is None else self._processor.decode_pieces(tokens)
 
 
 class Vocab:
@@ -123,8 +164,10 @@ class TrialData:
     corpus: Corpus
     src_vocab: Vocab
     tgt_vocab: Vocab
+    src_segmenter: Segmenter
+    tgt_segmenter: Segmenter
     splits: dict[str, list[Example]]  # ids, after the length filter on train
-    references: dict[str, list[str]]  # tokenised reference text of every dev/test sentence
+    references: dict[str, list[str]]  # detokenised reference text of every dev/test sentence (what BLEU reads)
     alignments: dict[str, list[list[tuple[int, int]]]]  # gold links of dev/test pairs, where the corpus has them
 
     @property
@@ -136,16 +179,23 @@ def encode_split(pairs: list[tuple[list[str], list[str]]], src_vocab: Vocab, tgt
     return [Example(src_vocab.encode(s), tgt_vocab.encode(t)) for s, t in pairs]
 
 
-def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None) -> TrialData:
-    """Tokenise a corpus, drop empty and over-long training pairs, build (or reuse) the vocabularies."""
+def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
+                    subword_models: tuple[bytes | None, bytes | None] | None = None) -> TrialData:
+    """Tokenise a corpus, drop empty and over-long training pairs, build (or reuse) segmenters and vocabularies."""
     corpus = load_corpus(cfg.corpus, cfg.src, cfg.tgt, cfg.cache_dir)
+    if subword_models is None:
+        train_pairs = corpus.splits["train"][:cfg.train_subset or None]
+        src_seg = Segmenter.train(cfg, [s for s, _ in train_pairs])
+        tgt_seg = Segmenter.train(cfg, [t for _, t in train_pairs])
+    else:
+        src_seg, tgt_seg = (Segmenter(cfg, model) for model in subword_models)
     # gold links index the corpus' own tokens: usable only when we split exactly as the corpus does
     gold = corpus.alignments if corpus.alignments and cfg.tokenizer == "space" else {}
     tokenized, alignments = {}, {}
     for split, pairs in corpus.splits.items():
         links = gold.get(split) or [None] * len(pairs)
         limit = cfg.train_subset if split == "train" else cfg.eval_subset
-        rows = [(tokenize(s, cfg), tokenize(t, cfg), a) for (s, t), a in zip(pairs, links)][:limit or None]
+        rows = [(src_seg.tokenize(s), tgt_seg.tokenize(t), a) for (s, t), a in zip(pairs, links)][:limit or None]
         rows = [(s, t, a) for s, t, a in rows if s and t]  # empty lines are removed pairwise
         if split == "train":
             rows = [(s, t, a) for s, t, a in rows if len(s) <= cfg.max_len and len(t) <= cfg.max_len]
@@ -166,5 +216,6 @@ def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None) 
     else:
         src_vocab, tgt_vocab = vocabs
     splits = {split: encode_split(toks, src_vocab, tgt_vocab) for split, toks in tokenized.items()}
-    references = {split: [" ".join(t) for _, t in toks] for split, toks in tokenized.items() if split != "train"}
-    return TrialData(corpus, src_vocab, tgt_vocab, splits, references, alignments)
+    references = {split: [tgt_seg.detokenize(t) for _, t in toks] for split, toks in tokenized.items()
+                  if split != "train"}
+    return TrialData(corpus, src_vocab, tgt_vocab, src_seg, tgt_seg, splits, references, alignments)

@@ -110,7 +110,7 @@ class SetResult:
 def evaluate_split(model: Seq2Seq, data: TrialData, split: str, cfg: TrialConfig, device: torch.device,
                    beam_size: int) -> SetResult:
     translations = translate(model, data.splits[split], cfg.decode, beam_size, cfg.train.batch_size, device)
-    hypotheses = [" ".join(data.tgt_vocab.decode(t.tokens)) for t in translations]
+    hypotheses = [data.tgt_segmenter.detokenize(data.tgt_vocab.decode(t.tokens)) for t in translations]
     bleu = corpus_bleu(hypotheses, data.references[split], cfg.decode.bleu_tokenize, cfg.decode.bleu_lowercase)
     return SetResult(bleu.score, bleu.signature, hypotheses, translations)
 
@@ -166,6 +166,12 @@ def _set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def subword_models(state: dict[str, Any]) -> tuple[bytes | None, bytes | None]:
+    """The SentencePiece models a checkpoint carries (None for word tokenisers)."""
+    models = state.get("subword", {})
+    return models.get("src"), models.get("tgt")
+
+
 def _cpu_copy(obj: Any) -> Any:
     """A CPU snapshot of nested state: later in-place updates (Adam's moments) must not leak into it."""
     if isinstance(obj, Tensor):
@@ -182,7 +188,7 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
     """Train one configuration; `resume` is a state an earlier run handed to `on_epoch_end`."""
     device = resolve_device(cfg.train.device)
     vocabs = (Vocab(resume["vocab"]["src"]), Vocab(resume["vocab"]["tgt"])) if resume else None
-    data = data or load_trial_data(cfg.data, vocabs)
+    data = data or load_trial_data(cfg.data, vocabs, subword_models(resume) if resume else None)
     torch.manual_seed(cfg.train.seed)
     random.seed(cfg.train.seed)
     model = build_model(cfg, len(data.src_vocab), len(data.tgt_vocab)).to(device)
@@ -243,7 +249,9 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
         if on_epoch_end:
             state = {**progress, "history": list(progress["history"]), "model": _cpu_copy(model.state_dict()), "optimizer": _cpu_copy(optimizer.state_dict()),
                      "best_model": best_weights, "rng": _rng_state(), "config": cfg.to_dict(),
-                     "vocab": {"src": data.src_vocab.words, "tgt": data.tgt_vocab.words}}
+                     "vocab": {"src": data.src_vocab.words, "tgt": data.tgt_vocab.words},
+                     "subword": {side: seg.model for side, seg in (("src", data.src_segmenter), ("tgt", data.tgt_segmenter))
+                                 if seg.model is not None}}
             on_epoch_end(report, state, is_best)
         if cfg.train.early_stopping and progress["bad_epochs"] >= cfg.train.early_stopping:
             log(f"early stopping: no better dev BLEU for {progress['bad_epochs']} epochs")

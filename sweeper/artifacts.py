@@ -16,13 +16,13 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
     for sub in ("traces", "translations", "plots"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     for name, evaluation in sets.items():
-        words = [h.split() for h in evaluation.hypotheses]
+        words = [data.tgt_vocab.decode(t.tokens) for t in evaluation.translations]  # one per trace row
         write_traces(trace_table(evaluation.translations, words), str(out / "traces" / f"{name}.parquet"))
         (out / "translations" / f"{name}.txt").write_text("\n".join(evaluation.hypotheses) + "\n", encoding="utf-8")
     dev = sets["dev"]
     shown = range(min(N_PLOTTED, len(dev.translations)))
     if cfg.attention.temperature == "sact":  # a fixed temperature would paint one flat colour
-        plots.temperature_heatmap([(dev.hypotheses[i].split(), dev.translations[i].tau) for i in shown
+        plots.temperature_heatmap([(data.tgt_vocab.decode(dev.translations[i].tokens), dev.translations[i].tau) for i in shown
                                    if dev.translations[i].tokens], out / "plots" / "temperature_heatmap.png",
                                   cfg.attention.lambda_)
     for i in shown:
@@ -30,5 +30,5 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
         if not translation.tokens:
             continue
         source = data.src_vocab.decode(data.splits["dev"][i].src)
-        plots.attention_heatmap(source, dev.hypotheses[i].split(), translation.weights.numpy(),
+        plots.attention_heatmap(source, data.tgt_vocab.decode(translation.tokens), translation.weights.numpy(),
                                 out / "plots" / f"attention_dev{i}.png", translation.gate, title=f"dev sentence {i}")

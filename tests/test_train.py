@@ -98,3 +98,18 @@ def test_traces_have_one_row_per_target_token_and_sact_bounds(trained):
     row = table.slice(0, 1).to_pylist()[0]
     assert math.isclose(sum(row["weights"]) + row["sentinel"], 1.0, abs_tol=1e-4)
     assert row["argmax_src"] == max(range(len(row["weights"])), key=row["weights"].__getitem__)
+
+
+def test_sentencepiece_subwords_train_resume_and_score_on_detokenised_text(tmp_path):
+    cfg = _cfg(data={"tokenizer": "sentencepiece", "subword_vocab": 40}, train={"epochs": 2})
+    states = []
+    full = train(cfg, on_epoch_end=lambda report, state, best: states.append(state), log=_quiet)
+    data = full.data
+    assert data.tgt_segmenter.model is not None and states[0]["subword"]["tgt"] == data.tgt_segmenter.model
+    pieces = data.tgt_segmenter.tokenize("la NOUN3 le NOUN5 VERB2 ga")
+    assert any(p.startswith("▁") for p in pieces) and data.tgt_segmenter.detokenize(pieces) == "la NOUN3 le NOUN5 VERB2 ga"
+    assert data.references["test"][0] == data.corpus.splits["test"][0][1]  # BLEU reads text, not pieces
+    assert full.final["bleu_test_test"] > 20
+    torch.save(states[0], tmp_path / "state.pt")
+    resumed = train(cfg, resume=torch.load(tmp_path / "state.pt", weights_only=True), log=_quiet)
+    assert resumed.history[1]["train_loss"] == full.history[1]["train_loss"]
