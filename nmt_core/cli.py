@@ -7,7 +7,6 @@ import random
 import sys
 from pathlib import Path
 
-import torch
 
 from nmt_core import checkpoint
 from nmt_core.config import ConfigError, build_config, load_config, parse_overrides
