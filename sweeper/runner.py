@@ -24,6 +24,7 @@ from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial, tr
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
 RESULTS_FILE = "results.parquet"
 DEFAULT_TRACKING = "sqlite:///mlflow.db"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TRIAL_DIR = re.compile(r"^run_trial_([0-9a-f]+_\d{5})_")
 
 
@@ -136,6 +137,12 @@ def resume_sweep(name: str, storage: str, address: str | None) -> int:
                   state["metric"], state["mode"], state["trials"])
 
 
+def error_summary(error: BaseException) -> str:
+    """The exception line of a trial's error (Ray's first lines only name the actor)."""
+    lines = [ANSI.sub("", line).strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1][:300] if lines else type(error).__name__
+
+
 def trial_id_of(trial_dir: Path) -> str:
     """Tune's trial folders read run_trial_<trial id>_<index>_<params>_<date>."""
     match = TRIAL_DIR.match(trial_dir.name)
@@ -177,7 +184,7 @@ def result_rows(grid, outcomes: dict[str, str], tracker: SweepTracker, parent_id
         row.update({k: v for k, v in last.items()
                     if finished and k.startswith(("bleu_test_", "n_params", "aer_", "gold_attention_"))})
         row["restores"] = int(last.get("restores", 0))
-        row["error"] = str(result.error).splitlines()[0][:300] if result.error else None
+        row["error"] = error_summary(result.error) if result.error else None
         row["mlflow_run_id"] = tracker.find_trial_run(parent_id, trial_id)
         rows.append(row)
     return rows
