@@ -82,11 +82,13 @@ def train_step_fn(model: nn.Module, cfg, device: torch.device) -> Callable:
     return step
 
 
-def decode_fn(model: nn.Module, cfg, device: torch.device, beam: int) -> Callable:
+def decode_fn(model: nn.Module, cfg, device: torch.device, beam: int, produced: list[int]) -> Callable:
+    """Sentences per call; `produced` collects output tokens (an untrained model stops at random lengths)."""
     def step(batch) -> int:
         batch = batch.to(device)
         with torch.no_grad(), autocast(cfg, device):
-            (greedy(model, batch, cfg.decode) if beam == 1 else beam_search(model, batch, cfg.decode, beam))
+            out = greedy(model, batch, cfg.decode) if beam == 1 else beam_search(model, batch, cfg.decode, beam)
+        produced.append(sum(len(t.tokens) + 1 for t in out))
         return batch.src.size(0)
     return step
 
@@ -157,8 +159,12 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
         row = {"n_params": model.n_params(),
                "train_tokens_per_s": timed(train_step_fn(model.train(), cfg, device), batches, steps, device)}
         model.eval()
-        for beam, key in ((1, "greedy_sentences_per_s"), (10, "beam10_sentences_per_s")):
-            row[key] = timed(decode_fn(model, cfg, device, beam), batches, decode_batches, device, warmup=1)
+        for beam, key in ((1, "greedy"), (10, "beam10")):
+            produced: list[int] = []
+            row[f"{key}_sentences_per_s"] = timed(decode_fn(model, cfg, device, beam, produced), batches,
+                                                  decode_batches, device, warmup=1)
+            timed_tokens = sum(produced[1:])  # the warm-up call is not timed
+            row[f"{key}_tokens_per_sentence"] = timed_tokens / (decode_batches * batch)
         if "joeynmt_tokens_per_s" in results:
             row["ratio_to_joeynmt"] = row["train_tokens_per_s"] / results["joeynmt_tokens_per_s"]
         results["variants"][name] = row
@@ -171,11 +177,13 @@ def table(results: dict) -> str:
              f"input feeding {results['input_feeding']}, amp {results['amp']}"
              + (f", joeynmt 2.3: {results['joeynmt_tokens_per_s']:.0f} train tok/s" if "joeynmt_tokens_per_s" in results
                 else ", joeynmt not installed (benchmarks/install_joeynmt.sh)"),
-             "| variant | params | train tok/s | vs joeynmt | greedy sent/s | beam-10 sent/s |", "|---|---|---|---|---|---|"]
+             "| variant | params | train tok/s | vs joeynmt | greedy sent/s (out len) | beam-10 sent/s (out len) |",
+             "|---|---|---|---|---|---|"]
     for name, row in results["variants"].items():
         ratio = f"{row['ratio_to_joeynmt']:.2f}x" if "ratio_to_joeynmt" in row else "-"
         lines.append(f"| {name} | {row['n_params'] / 1e6:.1f}M | {row['train_tokens_per_s']:.0f} | {ratio} | "
-                     f"{row['greedy_sentences_per_s']:.1f} | {row['beam10_sentences_per_s']:.1f} |")
+                     f"{row['greedy_sentences_per_s']:.1f} ({row['greedy_tokens_per_sentence']:.0f}) | "
+                     f"{row['beam10_sentences_per_s']:.1f} ({row['beam10_tokens_per_sentence']:.0f}) |")
     return "\n".join(lines)
 
 
