@@ -130,10 +130,3 @@ def attention_alignment(weights: list[np.ndarray], gold: list[list[tuple[int, in
 def write_traces(table: pa.Table, path: str) -> None:
     pq.write_table(table, path)
 
-
-def trace_stats(values: list[float]) -> tuple[float, float]:
-    """Mean and population std, NaN-free (the report's tau_mean / tau_std)."""
-    if not values:
-        return math.nan, math.nan
-    arr = np.asarray(values, dtype=np.float64)
-    return float(arr.mean()), float(arr.std())

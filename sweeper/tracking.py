@@ -157,9 +157,6 @@ class MlflowTrackingCallback(Callback):
             self._tracker = SweepTracker(self.uri, self.experiment)
         return self._tracker
 
-    def run_ids(self) -> dict[str, str]:
-        return dict(self._runs)
-
     def _safely(self, trial_id: str, what: str, call: Callable[[], T]) -> T | None:
         try:
             return _retry(call, what)
