@@ -16,12 +16,13 @@ import torch
 from ray import tune
 
 from nmt_core import checkpoint
-from nmt_core.train import evaluate_split, train
+from nmt_core.train import TrainingDiverged, evaluate_split, train
 from sweeper.artifacts import write_trial_artifacts
 from sweeper.space import trial_config, variant_label
 
 ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking callback uploads
 FINAL = "final"  # the key that marks the last report of a trial (test BLEU, n_params)
+DIVERGED = "diverged.txt"  # left in the trial folder by a trial whose loss became NaN
 
 
 @dataclass
@@ -67,7 +68,16 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
             tune.report({**report, "restores": restores}, checkpoint=tune.Checkpoint.from_directory(folder))
 
-    result = train(cfg, on_epoch_end, resume, log=lambda line: print(line, file=sys.stderr))
+    # training is deterministic: a trial that diverged would diverge again from its checkpoint, so a retry
+    # on the same node stops at once (best effort: a retry on another node does not see the marker)
+    diverged = Path(tune.get_context().get_trial_dir()) / DIVERGED
+    if diverged.exists():
+        raise TrainingDiverged(f"{diverged.read_text()} (not retried: it would diverge again)")
+    try:
+        result = train(cfg, on_epoch_end, resume, log=lambda line: print(line, file=sys.stderr))
+    except TrainingDiverged as err:
+        diverged.write_text(str(err))
+        raise
     device = next(result.model.parameters()).device
     sets = {"dev": evaluate_split(result.model, result.data, "dev", cfg, device, cfg.decode.beam_size), **result.tests}
     last_epoch = result.history[-1]["epoch"] if result.history else 0
