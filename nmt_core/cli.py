@@ -7,7 +7,6 @@ import random
 import sys
 from pathlib import Path
 
-
 from nmt_core import checkpoint
 from nmt_core.config import ConfigError, build_config, load_config, parse_overrides
 from nmt_core.corpora import REGISTRY, CorpusError, load_corpus

@@ -19,7 +19,7 @@ from ray.tune.search import ConcurrencyLimiter
 from nmt_core.corpora import default_cache_dir, load_corpus
 from sweeper.space import SpecError, SweepSpec, optuna_space, plan_trials, trial_config
 from sweeper.tracking import MlflowTrackingCallback, SweepTracker, check_reachable, resolve_uri, runs_link
-from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial, trial_params
+from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
 
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
 RESULTS_FILE = "results.parquet"
@@ -174,7 +174,7 @@ def result_rows(grid, outcomes: dict[str, str], tracker: SweepTracker, parent_id
             "trial_id": trial_id,
             "status": trial_status(outcomes.get(trial_id, "error" if result.error else None), finished),
             "variant": variant,
-            "seed": trial_params(config, int(base.get("train", {}).get("seed", 1)))[1],
+            "seed": params["train.seed"],
             **params,
             "epochs": int(epochs["epoch"].max()) if epochs is not None and len(epochs) else 0,
         }

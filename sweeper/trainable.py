@@ -33,24 +33,23 @@ class SweepContext:
     cpus_per_trial: float
 
 
-def trial_params(config: dict[str, Any], base_seed: int) -> tuple[dict[str, Any], int]:
+def trial_params(config: dict[str, Any], base: dict[str, Any]) -> tuple[dict[str, Any], int]:
     """grid/random put a planned trial under `trial`; Optuna suggests flat dotted keys."""
     if "trial" in config:
         return dict(config["trial"]["params"]), int(config["trial"]["seed"])
-    return {k: v for k, v in config.items() if "." in k}, base_seed
+    return {k: v for k, v in config.items() if "." in k}, int(base.get("train", {}).get("seed", 1))
 
 
 def describe_trial(config: dict[str, Any], base: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """The whole flattened trial config (what MLflow shows as params) and the variant label."""
-    params, seed = trial_params(config, int(base.get("train", {}).get("seed", 1)))
+    params, seed = trial_params(config, base)
     cfg = trial_config(base, params, seed)
     return cfg.flat(), variant_label(cfg)
 
 
 def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     torch.set_num_threads(max(1, int(context.cpus_per_trial)))
-    base_seed = int(context.base.get("train", {}).get("seed", 1))
-    params, seed = trial_params(config, base_seed)
+    params, seed = trial_params(config, context.base)
     cfg = trial_config(context.base, params, seed)
     resume, restores = None, 0
     saved = tune.get_checkpoint()
