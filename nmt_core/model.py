@@ -117,8 +117,8 @@ class Decoder(nn.Module):
         readouts, steps = [], []
         if self.cfg.input_feeding:  # the RNN input depends on h~_{t-1}: step by step
             rnn, feed, attention = state.rnn, state.feed, state.attention
-            for t in range(tgt_in.size(1)):
-                x = torch.cat([emb[:, t], feed], dim=-1)
+            for emb_t in emb.unbind(1):  # unbind: one gradient copy for all steps, not one zero-filled (B, T, E) per step
+                x = torch.cat([emb_t, feed], dim=-1)
                 s, rnn = self.rnn(x.unsqueeze(1), rnn)
                 feed, out, attention = self.attend(s.squeeze(1), x, memory, attention)
                 readouts.append(feed)
@@ -126,8 +126,8 @@ class Decoder(nn.Module):
         else:  # the whole target through the RNN in one (cuDNN) call; only attention steps in Python
             s_all, _ = self.rnn(emb, state.rnn)
             attention = state.attention
-            for t in range(tgt_in.size(1)):
-                h_tilde, out, attention = self.attend(s_all[:, t], emb[:, t], memory, attention)
+            for s_t, emb_t in zip(s_all.unbind(1), emb.unbind(1)):
+                h_tilde, out, attention = self.attend(s_t, emb_t, memory, attention)
                 readouts.append(h_tilde)
                 steps.append(out)
         return self.output(torch.stack(readouts, dim=1)), DecoderTrace.stack(steps)

@@ -8,7 +8,7 @@ from nmt_core.config import DecodeConfig
 from nmt_core.data import Example, make_batches
 from nmt_core.decode import translate
 from nmt_core.model import Seq2Seq
-from nmt_core.train import batch_loss, optimizer_step
+from nmt_core.train import batch_loss, build_optimizer, optimizer_step
 from tests.conftest import tiny_config
 
 
@@ -34,7 +34,7 @@ def test_small_model_memorises_fifty_pairs(attention):
                       train={"lr": 1e-2, "batch_size": 10})
     torch.manual_seed(0)
     model = Seq2Seq(cfg.model, cfg.attention, 40, 30)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
+    optimizer = build_optimizer(model, cfg)
     examples = _pairs()
     for epoch in range(150):
         model.train()
