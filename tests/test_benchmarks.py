@@ -16,6 +16,7 @@ def test_throughput_benchmark_smoke(tmp_path, capsys):
     assert set(results["variants"]) == {"none", "fixed", "sact", "sentinel", "concat"}
     for row in results["variants"].values():
         assert row["train_tokens_per_s"] > 0 and row["greedy_sentences_per_s"] > 0 and row["beam10_sentences_per_s"] > 0
+        assert row["greedy_tokens_per_sentence"] > 10 and row["beam10_tokens_per_sentence"] > 10  # </s> banned
     assert "| sact |" in capsys.readouterr().out
 
 
