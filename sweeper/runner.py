@@ -6,6 +6,7 @@ import json
 import os
 import re
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
 from ray import tune
+from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search import ConcurrencyLimiter
 
@@ -25,7 +27,7 @@ STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not ke
 RESULTS_FILE = "results.parquet"
 DEFAULT_TRACKING = "sqlite:///mlflow.db"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-TRIAL_DIR = re.compile(r"^run_trial_([0-9a-f]+_\d{5})_")
+TRIAL_DIR = re.compile(r"^([0-9a-f]+_\d{5})_")
 
 
 def resolved_base(spec: SweepSpec) -> dict[str, Any]:
@@ -62,8 +64,16 @@ def build_trainable(base: dict[str, Any], cpu: float, gpu: float):
     return tune.with_resources(tune.with_parameters(run_trial, context=context), {"cpu": cpu, "gpu": gpu})
 
 
-def build_tune_config(spec: SweepSpec) -> tuple[tune.TuneConfig, dict[str, Any]]:
+def trial_folder_name(trial: Trial, base: dict[str, Any]) -> str:
+    """`<trial id>_<variant>_seed<N>`, e.g. `f4bd1_00003_general+sact4_seed1`: Ray's default names the folder
+    after the whole config, cut off at a fixed length, so the variant is often lost."""
+    params, variant = describe_trial(trial.config, base)
+    return f"{trial.trial_id}_{variant}_seed{params['train.seed']}"
+
+
+def build_tune_config(spec: SweepSpec, base: dict[str, Any]) -> tuple[tune.TuneConfig, dict[str, Any]]:
     scheduler = None
+    folder_name = partial(trial_folder_name, base=base)
     if spec.scheduler.type == "asha":
         # max_t beyond the last epoch: ASHA must never stop a trial at its last epoch, before its test BLEU
         scheduler = ASHAScheduler(time_attr="epoch", max_t=spec.epochs + 1,
@@ -77,11 +87,11 @@ def build_tune_config(spec: SweepSpec) -> tuple[tune.TuneConfig, dict[str, Any]]
                                 sampler=TPESampler(seed=spec.search.seed))
         config = tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler,
                                  search_alg=ConcurrencyLimiter(searcher, max_concurrent=spec.search.max_concurrent),
-                                 num_samples=spec.search.num_samples)
+                                 num_samples=spec.search.num_samples, trial_dirname_creator=folder_name)
         return config, {}
     plans = plan_trials(spec)
     config = tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler, num_samples=1,
-                             max_concurrent_trials=spec.search.max_concurrent)
+                             max_concurrent_trials=spec.search.max_concurrent, trial_dirname_creator=folder_name)
     return config, {"trial": tune.grid_search([asdict(p) for p in plans])}
 
 
@@ -95,7 +105,7 @@ def run_sweep(spec: SweepSpec, storage: str, tracking_uri: str | None, address: 
     check_gpus(spec)
     data = base["data"]
     load_corpus(data.get("corpus", "synthetic"), data.get("src", ""), data.get("tgt", ""), data["cache_dir"])
-    tune_config, param_space = build_tune_config(spec)
+    tune_config, param_space = build_tune_config(spec, base)
     n_trials = len(param_space["trial"]["grid_search"]) if param_space else spec.search.num_samples
     tracker = SweepTracker(uri, spec.name)
     parent_id = tracker.start_sweep(spec.text, {"source": spec.source, "trials": n_trials,
@@ -144,7 +154,7 @@ def error_summary(error: BaseException) -> str:
 
 
 def trial_id_of(trial_dir: Path) -> str:
-    """Tune's trial folders read run_trial_<trial id>_<index>_<params>_<date>."""
+    """Trial folders read <trial id>_<variant>_seed<N> (`trial_folder_name`)."""
     match = TRIAL_DIR.match(trial_dir.name)
     return match.group(1) if match else trial_dir.name
 

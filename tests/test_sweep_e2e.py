@@ -71,6 +71,8 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
     assert len(results) == 3 and {r["status"] for r in results} == {"TERMINATED"}
     assert sorted(r["variant"] for r in results) == ["general+none", "general+sact4", "general+sact4+sentinel"]
     assert all(r["bleu_dev"] > 0 and r["bleu_test_test"] > 0 and r["n_params"] > 0 for r in results)
+    folders = sorted(p.name for p in (tmp_path / "sweeps" / "e2e-tracking").glob("*_seed*"))
+    assert folders == sorted(f"{r['trial_id']}_{r['variant']}_seed1" for r in results)  # browsable trial folders
 
     client = MlflowClient(mlflow_server.uri)
     parents, children = child_runs(client, "e2e-tracking")
@@ -126,7 +128,7 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, m
     assert driver.returncode == 130, output[-3000:]
     assert "sweeper resume e2e-resume --storage" in output
     finished_dirs = {p: len((p / "result.json").read_text().splitlines())
-                     for p in (storage / "e2e-resume").glob("run_trial_*") if (p / "result.json").exists()
+                     for p in (storage / "e2e-resume").glob("*_seed*") if (p / "result.json").exists()
                      and '"final": 1' in (p / "result.json").read_text()}
     assert 1 <= len(finished_dirs) < 3, "interrupted after the first trial, before the last"
     interrupted = pq.read_table(storage / "e2e-resume" / "results.parquet").to_pylist()
@@ -151,7 +153,7 @@ def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlfl
     storage = tmp_path / "sweeps"
     driver = sweeper("run", str(space), "--storage", str(storage), "--tracking-uri", mlflow_server.uri,
                      cwd=tmp_path, background=True)
-    _wait_until(lambda: list((storage / "e2e-kill").glob("run_trial_*/checkpoint_000000")), what="a first checkpoint")
+    _wait_until(lambda: list((storage / "e2e-kill").glob("*_seed*/checkpoint_000000")), what="a first checkpoint")
     trial_processes = [line.split()[0] for line in subprocess.run(["ps", "-eo", "pid,args"], capture_output=True,
                                                                    text=True).stdout.splitlines()
                        if "ray::" in line and ("run_trial" in line or "ImplicitFunc" in line)]
