@@ -81,7 +81,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     check_reachable(uri)
     out = Path(args.out) if args.out else experiment_dir / "summary"
     try:
-        summary = summarize(args.name, uri, out, [args.format])
+        summary = summarize(args.name, uri, out, [args.format], run_id=args.run_id)
     except SummaryError as err:
         print(f"sweeper: {err}", file=sys.stderr)
         return 1
@@ -130,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["md", "csv", "latex"], default="md",
                    help="summary.md is always written; csv or latex adds the BLEU table in that format")
     p.add_argument("--out", help="output folder (default: STORAGE/NAME/summary)")
+    p.add_argument("--run-id", help="the sweep's MLflow parent run (default: the newest sweep of that name)")
     p.set_defaults(func=cmd_summarize)
     return parser
 

@@ -84,15 +84,21 @@ def mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def find_parent(client: MlflowClient, name: str) -> tuple[str, str]:
+def find_parent(client: MlflowClient, name: str, run_id: str | None = None) -> tuple[str, str]:
+    """The sweep's parent run: `run_id` when given (an older sweep of the same name), else the newest."""
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         raise SummaryError(f"no sweep named {name!r} in this tracking store (check --tracking-uri)")
     parents = client.search_runs([experiment.experiment_id], filter_string=f"tags.`{ROLE}` = 'sweep'",
-                                 order_by=["attributes.start_time DESC"], max_results=1)
+                                 order_by=["attributes.start_time DESC"], max_results=1000)
     if not parents:
         raise SummaryError(f"sweep {name!r} has no sweep run in this tracking store")
-    return experiment.experiment_id, parents[0].info.run_id
+    if run_id is None:
+        return experiment.experiment_id, parents[0].info.run_id
+    if run_id not in {p.info.run_id for p in parents}:
+        raise SummaryError(f"--run-id {run_id} is not a sweep run of {name!r}; its sweep runs, newest first: "
+                           + ", ".join(p.info.run_id for p in parents[:5]))
+    return experiment.experiment_id, run_id
 
 
 def load_records(client: MlflowClient, experiment_id: str, parent_id: str) -> list[TrialRecord]:
@@ -258,10 +264,11 @@ def trial_config_of(record: TrialRecord):
     return build_config(nested)
 
 
-def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resamples: int = 1000) -> Summary:
+def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resamples: int = 1000,
+              run_id: str | None = None) -> Summary:
     """Write summary.md (+ csv / tex), figures, and log them to the sweep's parent run."""
     client = MlflowClient(tracking_uri)
-    experiment_id, parent_id = find_parent(client, name)
+    experiment_id, parent_id = find_parent(client, name, run_id)
     records = load_records(client, experiment_id, parent_id)
     if not records:
         raise SummaryError(f"sweep {name!r} has no finished trial with test BLEU yet (see `sweeper resume`)")

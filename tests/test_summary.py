@@ -129,6 +129,25 @@ def test_clear_messages_for_missing_sweeps_and_baselines(store, tmp_path, capsys
     assert "no finished trial" in capsys.readouterr().err
 
 
+def test_run_id_picks_an_older_sweep_of_the_same_name(store, tmp_path, capsys):
+    uri, _ = store
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("hand")
+    [first] = client.search_runs([experiment.experiment_id], filter_string="tags.`sweeper.role` = 'sweep'")
+    rerun = client.create_run(experiment.experiment_id, tags={"sweeper.role": "sweep"}).info.run_id  # no trials yet
+    try:
+        assert sweeper_main(["summarize", "hand", "--tracking-uri", uri, "--out", str(tmp_path / "a")]) == 1
+        assert "no finished trial" in capsys.readouterr().err  # the newest sweep is the default
+        assert sweeper_main(["summarize", "hand", "--tracking-uri", uri, "--out", str(tmp_path / "b"),
+                             "--run-id", first.info.run_id]) == 0
+        assert "general+sact4" in (tmp_path / "b" / "summary.md").read_text()
+        assert sweeper_main(["summarize", "hand", "--tracking-uri", uri, "--run-id", "abc123"]) == 1
+        assert f"--run-id abc123 is not a sweep run of 'hand'; its sweep runs, newest first: {rerun}" \
+            in capsys.readouterr().err
+    finally:
+        client.delete_run(rerun)
+
+
 def test_mean_and_sample_std():
     assert mean_std([1.0]) == (1.0, 0.0)
     assert mean_std([20.0, 22.0, 24.0]) == pytest.approx((22.0, 2.0))
