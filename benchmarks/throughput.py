@@ -26,7 +26,7 @@ from nmt_core.config import build_config
 from nmt_core.data import Example, collate
 from nmt_core.decode import beam_search, greedy
 from nmt_core.model import EOS, PAD, Seq2Seq
-from nmt_core.train import autocast, batch_loss, build_optimizer, optimizer_step
+from nmt_core.train import autocast, batch_loss, build_optimizer, optimizer_step, use_tensor_cores
 
 VARIANTS = {
     "none": {},
@@ -150,6 +150,7 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
         input_feeding: bool, amp: bool, rounds: int = 1, log=print) -> dict:
     """Training speed is timed in `rounds` rounds that interleave all contenders (joeynmt and every variant),
     so drift on a shared machine hits them alike; the table gives each one's best round, the JSON every round."""
+    use_tensor_cores(device)  # process-wide, so joeynmt gets TF32 too: the ratio compares the models' code
     size = SIZES[size_name]
     batch = size[4]
     batches = synthetic_batches(max(steps, 4), batch, size[2], size[3])

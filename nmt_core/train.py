@@ -40,6 +40,12 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def use_tensor_cores(device: torch.device) -> None:
+    """fp32 matrix products on TF32 tensor cores (10-bit mantissa, as nanoGPT does); nothing changes on a CPU."""
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high")
+
+
 def build_model(cfg: TrialConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
     return Seq2Seq(cfg.model, cfg.attention, src_vocab, tgt_vocab)
 
@@ -192,6 +198,7 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
           log: Callable[[str], None] = print, data: TrialData | None = None) -> TrainResult:
     """Train one configuration; `resume` is a state an earlier run handed to `on_epoch_end`."""
     device = resolve_device(cfg.train.device)
+    use_tensor_cores(device)
     vocabs = (Vocab(resume["vocab"]["src"]), Vocab(resume["vocab"]["tgt"])) if resume else None
     data = data or load_trial_data(cfg.data, vocabs, subword_models(resume) if resume else None)
     torch.manual_seed(cfg.train.seed)
