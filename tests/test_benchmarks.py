@@ -1,4 +1,4 @@
-"""The throughput benchmark runs end to end (tiny sizes, a few steps) so it cannot rot; it is not a timing test."""
+"""The benchmarks run end to end (tiny sizes, a few steps) so they cannot rot; they are not timing tests."""
 import json
 import sys
 from pathlib import Path
@@ -24,3 +24,13 @@ def test_no_input_feeding_path_runs():
     results = throughput.run(throughput.torch.device("cpu"), "tiny", 1, 1, ["sact"], input_feeding=False, amp=False,
                              log=lambda _: None)
     assert results["variants"]["sact"]["train_tokens_per_s"] > 0
+
+
+def test_packing_benchmark_smoke(tmp_path):
+    import packing
+
+    out = tmp_path / "packing.json"
+    assert packing.main(["--device", "cpu", "--size", "tiny", "--trials", "2", "--seconds", "1",
+                         "--json", str(out)]) == 0
+    [row] = json.loads(out.read_text())["rows"]
+    assert row["trials"] == 2 and len(row["per_trial"]) == 2 and all(rate > 0 for rate in row["per_trial"])
