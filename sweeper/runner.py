@@ -64,6 +64,11 @@ def build_trainable(base: dict[str, Any], cpu: float, gpu: float):
     return tune.with_resources(tune.with_parameters(run_trial, context=context), {"cpu": cpu, "gpu": gpu})
 
 
+def trial_name(trial: Trial, base: dict[str, Any]) -> str:
+    """`<variant>-<trial id>` in Tune's progress table, the same name as the trial's MLflow run."""
+    return f"{describe_trial(trial.config, base)[1]}-{trial.trial_id}"
+
+
 def trial_folder_name(trial: Trial, base: dict[str, Any]) -> str:
     """`<trial id>_<variant>_seed<N>`, e.g. `f4bd1_00003_general+sact4_seed1`: Ray's default names the folder
     after the whole config, cut off at a fixed length, so the variant is often lost."""
@@ -73,7 +78,8 @@ def trial_folder_name(trial: Trial, base: dict[str, Any]) -> str:
 
 def build_tune_config(spec: SweepSpec, base: dict[str, Any]) -> tuple[tune.TuneConfig, dict[str, Any]]:
     scheduler = None
-    folder_name = partial(trial_folder_name, base=base)
+    names = {"trial_name_creator": partial(trial_name, base=base),
+             "trial_dirname_creator": partial(trial_folder_name, base=base)}
     if spec.scheduler.type == "asha":
         # max_t beyond the last epoch: ASHA must never stop a trial at its last epoch, before its test BLEU
         scheduler = ASHAScheduler(time_attr="epoch", max_t=spec.epochs + 1,
@@ -87,11 +93,11 @@ def build_tune_config(spec: SweepSpec, base: dict[str, Any]) -> tuple[tune.TuneC
                                 sampler=TPESampler(seed=spec.search.seed))
         config = tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler,
                                  search_alg=ConcurrencyLimiter(searcher, max_concurrent=spec.search.max_concurrent),
-                                 num_samples=spec.search.num_samples, trial_dirname_creator=folder_name)
+                                 num_samples=spec.search.num_samples, **names)
         return config, {}
     plans = plan_trials(spec)
     config = tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler, num_samples=1,
-                             max_concurrent_trials=spec.search.max_concurrent, trial_dirname_creator=folder_name)
+                             max_concurrent_trials=spec.search.max_concurrent, **names)
     return config, {"trial": tune.grid_search([asdict(p) for p in plans])}
 
 

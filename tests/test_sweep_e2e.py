@@ -73,6 +73,7 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
     assert all(r["bleu_dev"] > 0 and r["bleu_test_test"] > 0 and r["n_params"] > 0 for r in results)
     folders = sorted(p.name for p in (tmp_path / "sweeps" / "e2e-tracking").glob("*_seed*"))
     assert folders == sorted(f"{r['trial_id']}_{r['variant']}_seed1" for r in results)  # browsable trial folders
+    assert all(f"{r['variant']}-{r['trial_id']}" in done.stdout for r in results)  # Tune's table: MLflow's run names
 
     client = MlflowClient(mlflow_server.uri)
     parents, children = child_runs(client, "e2e-tracking")
