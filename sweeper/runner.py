@@ -19,7 +19,7 @@ from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search import ConcurrencyLimiter
 
 from nmt_core.corpora import default_cache_dir, load_corpus
-from sweeper.space import SpecError, SweepSpec, optuna_space, plan_trials, trial_config
+from sweeper.space import OptunaSpace, SpecError, SweepSpec, plan_trials, trial_config
 from sweeper.tracking import MlflowTrackingCallback, SweepTracker, check_reachable, resolve_uri, runs_link
 from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
 
@@ -27,7 +27,7 @@ STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not ke
 RESULTS_FILE = "results.parquet"
 DEFAULT_TRACKING = "sqlite:///mlflow.db"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-TRIAL_DIR = re.compile(r"^([0-9a-f]+_\d{5})_")
+TRIAL_DIR = re.compile(r"^([0-9a-f]+(?:_\d{5})?)_")  # grid/random ids read 8f3a1_00004, Optuna's 8287bf51
 
 
 def resolved_base(spec: SweepSpec) -> dict[str, Any]:
@@ -89,7 +89,7 @@ def build_tune_config(spec: SweepSpec, base: dict[str, Any]) -> tuple[tune.TuneC
         from optuna.samplers import TPESampler
         from ray.tune.search.optuna import OptunaSearch
 
-        searcher = OptunaSearch(space=optuna_space(spec), metric=spec.metric, mode=spec.mode,
+        searcher = OptunaSearch(space=OptunaSpace(spec.parameters), metric=spec.metric, mode=spec.mode,
                                 sampler=TPESampler(seed=spec.search.seed))
         config = tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler,
                                  search_alg=ConcurrencyLimiter(searcher, max_concurrent=spec.search.max_concurrent),

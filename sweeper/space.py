@@ -330,11 +330,18 @@ def plan_trials(spec: SweepSpec) -> list[TrialPlan]:
     return plans
 
 
-def optuna_space(spec: SweepSpec):
-    """A define-by-run function for OptunaSearch: conditional parameters are only suggested when active."""
-    def define(trial) -> None:
+@dataclass
+class OptunaSpace:
+    """A define-by-run space for OptunaSearch: conditional parameters are only suggested when active.
+
+    A class, not a closure: Tune pickles the searcher (and this space with it) at every experiment checkpoint.
+    """
+
+    parameters: list[Parameter]
+
+    def __call__(self, trial) -> None:
         assignment: dict[str, Any] = {}
-        for p in spec.parameters:
+        for p in self.parameters:
             if not p.active(assignment):
                 continue
             if p.kind in ("choice", "grid"):
@@ -343,7 +350,6 @@ def optuna_space(spec: SweepSpec):
                 assignment[p.key] = trial.suggest_int(p.key, *p.values)
             else:
                 assignment[p.key] = trial.suggest_float(p.key, *p.values, log=p.kind == "loguniform")
-    return define
 
 
 def count_grid(spec: SweepSpec) -> int:

@@ -1,12 +1,14 @@
 """Sweep YAML validation and plans: every bad input is one line naming file, key and what is allowed."""
 from pathlib import Path
 
+import pickle
+
 import optuna
 import pytest
 import yaml
 
 from sweeper.cli import main as sweeper_main
-from sweeper.space import SpecError, load_spec, optuna_space, parse_spec, plan_trials
+from sweeper.space import OptunaSpace, SpecError, load_spec, parse_spec, plan_trials
 
 SPACES = sorted(Path(__file__).parent.parent.joinpath("search_spaces").glob("*.yaml"))
 
@@ -69,7 +71,7 @@ def test_random_search_samples_and_repeats_give_distinct_recorded_seeds():
 
 def test_optuna_define_by_run_suggests_conditionals_only_when_active():
     spec = spec_of(**{"search": {"algorithm": "optuna", "num_samples": 30}})
-    define = optuna_space(spec)
+    define = pickle.loads(pickle.dumps(OptunaSpace(spec.parameters)))  # Tune pickles it with the searcher
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
     study.optimize(lambda trial: define(trial) or 0.0, n_trials=30)
     assert len(study.trials) == 30

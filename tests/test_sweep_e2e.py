@@ -199,3 +199,30 @@ def test_a_diverging_trial_fails_alone_and_the_sweep_goes_on(tmp_path):
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     _, children = child_runs(client, "e2e-diverge")
     assert sorted(c.info.status for c in children) == ["FAILED", "FINISHED"]
+
+
+def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path):
+    space = write_space(tmp_path, name="e2e-optuna",
+                        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": 4}},
+                        parameters={"train.lr": {"loguniform": [1e-5, 1e-2]},
+                                    "attention.temperature": {"choice": ["none", "sact"]},
+                                    "attention.lambda": {"uniform": [2, 8], "if": {"attention.temperature": "sact"}}},
+                        search={"algorithm": "optuna", "num_samples": 6, "max_concurrent": 2, "seed": 0},
+                        scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2})
+    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = pq.read_table(tmp_path / "sweeps" / "e2e-optuna" / "results.parquet").to_pylist()
+    assert len(rows) == 6 and {r["status"] for r in rows} <= {"TERMINATED", "STOPPED"}
+    assert any(r["status"] == "STOPPED" and r["epochs"] < 4 for r in rows)  # ASHA stopped someone at a rung
+    assert len({r["train.lr"] for r in rows}) == 6  # TPE suggested the values
+    for r in rows:  # lambda is suggested only where SACT is on; otherwise the base value stays
+        assert r["variant"] == ("general+none" if r["attention.temperature"] == "none"
+                                else f"general+sact{r['attention.lambda']:g}")
+        assert (tmp_path / "sweeps" / "e2e-optuna" / f"{r['trial_id']}_{r['variant']}_seed1").is_dir()
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    _, children = child_runs(client, "e2e-optuna")
+    status = {c.info.run_id: c.info.status for c in children}
+    assert len(children) == 6
+    for r in rows:  # a trial ASHA stopped is a KILLED run with the epochs it trained
+        assert status[r["mlflow_run_id"]] == {"TERMINATED": "FINISHED", "STOPPED": "KILLED"}[r["status"]]
+        assert epoch_steps(client, r["mlflow_run_id"]) == list(range(1, r["epochs"] + 1))
