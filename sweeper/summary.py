@@ -132,6 +132,28 @@ def choose_baseline(rows: list[VariantRow], row: VariantRow, criteria: dict[str,
     return max(candidates, key=lambda c: sum(mine.get(k) == v for k, v in c.records[0].group))
 
 
+def _short(value: str | None) -> str:
+    try:
+        return f"{float(value):.3g}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def distinguish(rows: list[VariantRow]) -> None:
+    """Rows that share a variant label (random and Optuna sweeps vary more than attention) get the settings
+    that tell them apart appended, e.g. `general+none (train.lr=0.00125)`."""
+    by_label: dict[str, list[VariantRow]] = {}
+    for row in rows:
+        by_label.setdefault(row.label, []).append(row)
+    for same in by_label.values():
+        if len(same) < 2:
+            continue
+        settings = [dict(row.records[0].group) for row in same]
+        differing = sorted(k for k in set().union(*settings) if len({s.get(k) for s in settings}) > 1)
+        for row, setting in zip(same, settings):
+            row.label += " (" + ", ".join(f"{k}={_short(setting.get(k))}" for k in differing) + ")"
+
+
 def pooled_translations(records: list[TrialRecord], translations: dict[str, dict[str, list[str]]],
                         test_sets: list[str]) -> dict[str, list[str]]:
     """Seed -> hypotheses of every test set, concatenated (the bootstrap unit is a test sentence)."""
@@ -155,6 +177,7 @@ def build_summary(records: list[TrialRecord], translations: dict[str, dict[str, 
         times = [r.epoch_time_s for r in members if r.epoch_time_s is not None]
         rows.append(VariantRow(members[0].variant, members, tests, mean_std([r.metrics["bleu_test_avg"] for r in members]),
                                int(members[0].metrics.get("n_params", 0)), statistics.fmean(times) if times else None))
+    distinguish(rows)
     rows.sort(key=lambda r: (not _matches(r.records[0], criteria), r.label))
     summary = Summary(rows, test_sets)
     if not any(_matches(r.records[0], criteria) for r in rows):

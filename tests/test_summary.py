@@ -12,7 +12,8 @@ from nmt_core.data import load_trial_data
 from nmt_core.decode import Translation
 from nmt_core.evaluate import trace_table, write_traces
 from sweeper.cli import main as sweeper_main
-from sweeper.summary import mean_std, render_csv, render_latex, render_markdown, summarize
+from sweeper.summary import (TrialRecord, build_summary, mean_std, render_csv, render_latex, render_markdown,
+                             summarize)
 
 DATA = {"corpus": "synthetic", "eval_subset": 30}
 
@@ -146,6 +147,17 @@ def test_run_id_picks_an_older_sweep_of_the_same_name(store, tmp_path, capsys):
             in capsys.readouterr().err
     finally:
         client.delete_run(rerun)
+
+
+def test_rows_with_the_same_variant_label_are_told_apart_by_their_settings():
+    def record(run_id, lr, bleu):
+        params = {**_params(), "train.lr": str(lr)}
+        return TrialRecord(run_id, run_id, "general+none", params, {"bleu_test_test": bleu, "bleu_test_avg": bleu}, None)
+
+    summary = build_summary([record("a", 0.0012520653814999472, 20.0), record("b", 0.006, 21.0),
+                             record("c", 0.006, 23.0)], {}, {"test": []})
+    assert [row.label for row in summary.rows] == ["general+none (train.lr=0.00125)", "general+none (train.lr=0.006)"]
+    assert [len(row.records) for row in summary.rows] == [1, 2]  # seeds of one setting still pool
 
 
 def test_mean_and_sample_std():
