@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--size", choices=list(SIZES), default="small")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    parser.add_argument("--amp", action="store_true", help="bf16 autocast (CUDA only)")
+    parser.add_argument("--amp", action="store_true", help="bf16 autocast")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():

