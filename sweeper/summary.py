@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import yaml
 from mlflow.tracking import MlflowClient
 
-from nmt_core.config import build_config, set_dotted
+from nmt_core.config import ConfigError, build_config, set_dotted
 from nmt_core.data import load_trial_data
 from nmt_core.evaluate import paired_bootstrap
 from sweeper import plots
@@ -88,7 +88,9 @@ def find_parent(client: MlflowClient, name: str, run_id: str | None = None) -> t
     """The sweep's parent run: `run_id` when given (an older sweep of the same name), else the newest."""
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
-        raise SummaryError(f"no sweep named {name!r} in this tracking store (check --tracking-uri)")
+        known = sorted(e.name for e in client.search_experiments() if e.name != "Default")
+        raise ConfigError("NAME", f"no sweep named {name!r} in {client.tracking_uri} (check --tracking-uri); "
+                          f"sweeps there: {', '.join(known) or 'none'}", "sweeper summarize")
     parents = client.search_runs([experiment.experiment_id], filter_string=f"tags.`{ROLE}` = 'sweep'",
                                  order_by=["attributes.start_time DESC"], max_results=1000)
     if not parents:
@@ -96,8 +98,8 @@ def find_parent(client: MlflowClient, name: str, run_id: str | None = None) -> t
     if run_id is None:
         return experiment.experiment_id, parents[0].info.run_id
     if run_id not in {p.info.run_id for p in parents}:
-        raise SummaryError(f"--run-id {run_id} is not a sweep run of {name!r}; its sweep runs, newest first: "
-                           + ", ".join(p.info.run_id for p in parents[:5]))
+        raise ConfigError("--run-id", f"{run_id} is not a sweep run of {name!r}; its sweep runs, newest first: "
+                          + ", ".join(p.info.run_id for p in parents[:5]), "sweeper summarize")
     return experiment.experiment_id, run_id
 
 

@@ -121,8 +121,10 @@ def test_summary_is_logged_to_the_parent_run(store, tmp_path):
 
 def test_clear_messages_for_missing_sweeps_and_baselines(store, tmp_path, capsys):
     uri, folder = store
-    assert sweeper_main(["summarize", "nope", "--tracking-uri", uri, "--out", str(tmp_path)]) == 1
-    assert "no sweep named 'nope'" in capsys.readouterr().err
+    assert sweeper_main(["summarize", "nope", "--tracking-uri", uri, "--out", str(tmp_path)]) == 2  # bad input
+    err = capsys.readouterr().err
+    assert err.startswith("sweeper: error: sweeper summarize: NAME: no sweep named 'nope' in sqlite:")
+    assert "sweeps there: hand" in err and err.count("\n") == 1
     client = MlflowClient(uri)
     experiment = client.create_experiment("empty", artifact_location=str(folder / "empty"))
     client.create_run(experiment, tags={"sweeper.role": "sweep"})
@@ -142,8 +144,8 @@ def test_run_id_picks_an_older_sweep_of_the_same_name(store, tmp_path, capsys):
         assert sweeper_main(["summarize", "hand", "--tracking-uri", uri, "--out", str(tmp_path / "b"),
                              "--run-id", first.info.run_id]) == 0
         assert "general+sact4" in (tmp_path / "b" / "summary.md").read_text()
-        assert sweeper_main(["summarize", "hand", "--tracking-uri", uri, "--run-id", "abc123"]) == 1
-        assert f"--run-id abc123 is not a sweep run of 'hand'; its sweep runs, newest first: {rerun}" \
+        assert sweeper_main(["summarize", "hand", "--tracking-uri", uri, "--run-id", "abc123"]) == 2
+        assert f"--run-id: abc123 is not a sweep run of 'hand'; its sweep runs, newest first: {rerun}" \
             in capsys.readouterr().err
     finally:
         client.delete_run(rerun)
