@@ -120,6 +120,11 @@ def run_sweep(spec: SweepSpec, storage: str, tracking_uri: str | None, address: 
     callback = MlflowTrackingCallback(uri, spec.name, parent_id, base)
     experiment_dir = storage_dir / spec.name
     experiment_dir.mkdir(parents=True, exist_ok=True)
+    if (experiment_dir / STATE_FILE).exists():
+        earlier = json.loads((experiment_dir / STATE_FILE).read_text())
+        print(f"note: {experiment_dir} holds an earlier sweep {spec.name!r}: its trial folders stay, results.parquet "
+              f"will describe this run, and `sweeper summarize {spec.name} --run-id {earlier['parent_run_id']}` still "
+              "summarises the earlier one", flush=True)
     (experiment_dir / STATE_FILE).write_text(json.dumps({
         "name": spec.name, "source": spec.source, "tracking_uri": uri, "parent_run_id": parent_id,
         "experiment_id": tracker.experiment_id, "base": base, "cpu": spec.cpu, "gpu": spec.gpu,
