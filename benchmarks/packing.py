@@ -20,10 +20,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from throughput import SIZES, synthetic_batches, train_step_fn  # noqa: E402
+from throughput import SIZES, build_variant, synchronize, synthetic_batches, train_step_fn  # noqa: E402
 
-from nmt_core.config import build_config  # noqa: E402
-from nmt_core.model import Seq2Seq  # noqa: E402
 from nmt_core.train import use_tensor_cores  # noqa: E402
 
 SIZES = {**SIZES, "small": (256, 256, 8000, 8000, 64)}
@@ -34,11 +32,9 @@ def trial(device_name: str, size_name: str, amp: bool, seconds: float, threads: 
     torch.set_num_threads(threads)
     device = torch.device(device_name)
     use_tensor_cores(device)
-    emb, hidden, src_vocab, tgt_vocab, batch = SIZES[size_name]
-    cfg = build_config({"model": {"emb_size": emb, "hidden_size": hidden}, "attention": {"temperature": "sact"},
-                        "train": {"amp": amp}})
-    model = Seq2Seq(cfg.model, cfg.attention, src_vocab, tgt_vocab).to(device).train()
-    step = train_step_fn(model, cfg, device)
+    _, _, src_vocab, tgt_vocab, batch = SIZES[size_name]
+    model, cfg = build_variant("sact", SIZES[size_name], device, input_feeding=True, amp=amp)
+    step = train_step_fn(model.train(), cfg, device)
     batches = synthetic_batches(16, batch, src_vocab, tgt_vocab)
     for b in batches[:2]:
         step(b)
@@ -50,11 +46,6 @@ def trial(device_name: str, size_name: str, amp: bool, seconds: float, threads: 
         i += 1
     synchronize(device)
     rates.put(tokens / (time.perf_counter() - began))
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def packed(k: int, device: str, size: str, amp: bool, seconds: float) -> list[float]:

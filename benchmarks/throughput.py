@@ -56,17 +56,21 @@ def synthetic_batches(n: int, batch: int, src_vocab: int, tgt_vocab: int, seed: 
     return batches
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work, so that a timer reads what the GPU did, not what was launched."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def timed(step: Callable[[object], int], batches: list, steps: int, device: torch.device, warmup: int = 2) -> float:
     """Units (tokens or sentences) per second over `steps` calls after `warmup` calls."""
     for batch in batches[:warmup]:
         step(batch)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    synchronize(device)
     start, units = time.perf_counter(), 0
     for i in range(steps):
         units += step(batches[i % len(batches)])
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    synchronize(device)
     return units / (time.perf_counter() - start)
 
 
