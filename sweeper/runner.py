@@ -248,16 +248,16 @@ def finish(grid, callback: MlflowTrackingCallback, experiment_dir: Path, tracker
     ok = count["TERMINATED"] + count["STOPPED"]
     tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
     if count["TERMINATED"]:
-        write_summary(experiment_dir, tracker)
+        write_summary(experiment_dir, tracker, parent_id)
     return 0 if ok else 1
 
 
-def write_summary(experiment_dir: Path, tracker: SweepTracker) -> None:
+def write_summary(experiment_dir: Path, tracker: SweepTracker, parent_id: str) -> None:
     """The papers' tables at the end of a run; a summary problem never fails a finished sweep."""
     from sweeper.summary import render_markdown, summarize
 
     try:
-        summary = summarize(experiment_dir.name, tracker.uri, experiment_dir / "summary", ["md"])
+        summary = summarize(experiment_dir.name, tracker.uri, experiment_dir / "summary", ["md"], run_id=parent_id)
         print("\n" + render_markdown(summary) + f"summary: {experiment_dir / 'summary' / 'summary.md'}")
     except Exception as err:  # noqa: BLE001 - reported, the sweep itself succeeded
         print(f"summary skipped: {err} (run `sweeper summarize {experiment_dir.name}` to retry)")
