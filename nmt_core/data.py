@@ -16,18 +16,63 @@ from nmt_core.model import BOS, EOS, PAD, UNK
 
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
 _WORD = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
+JOINER = "￭"  # marks a side of a punctuation token that had no space (OpenNMT's joiner): detokenising is exact
+
+
+def word_tokens(text: str) -> list[str]:
+    """Words and punctuation, without joiners: the tokens multi-bleu-style BLEU counts."""
+    return _WORD.findall(text)
+
+
+def joined_word_tokens(text: str) -> list[str]:
+    """`word` tokenisation that can be undone: punctuation attached to its neighbour carries JOINER on that side.
+
+    "¿Dónde está?" -> ["¿￭", "Dónde", "está", "￭?"]; words themselves never carry a joiner unless two
+    words touch without punctuation between them (rare), so a content word keeps one vocabulary entry.
+    """
+    tokens: list[str] = []
+    previous_end, previous_is_word = -1, True
+    for match in _WORD.finditer(text.replace(JOINER, "")):
+        token, is_word = match.group(), match.group()[0].isalnum() or match.group()[0] == "_"
+        if match.start() == previous_end:
+            if not is_word or previous_is_word:
+                token = JOINER + token
+            else:
+                tokens[-1] += JOINER
+        tokens.append(token)
+        previous_end, previous_is_word = match.end(), is_word
+    return tokens
+
+
+def detokenize_joined(tokens: list[str]) -> str:
+    """The inverse of `joined_word_tokens` (up to runs of whitespace)."""
+    out: list[str] = []
+    glue_next = True
+    for token in tokens:
+        core = token.strip(JOINER) or token
+        if out and not glue_next and not token.startswith(JOINER):
+            out.append(" ")
+        out.append(core)
+        glue_next = token.endswith(JOINER) and len(token) > 1
+    return "".join(out)
+
+
+def surface(token: str) -> str:
+    """A token as a reader sees it (traces, plots, tables): without its joiners."""
+    return token.strip(JOINER) or token
 
 
 def tokenize(text: str, cfg: DataConfig) -> list[str]:
-    """`space`: the text is already tokenised (IWSLT); `word`: split punctuation off words."""
+    """`space`: the text is already tokenised (IWSLT); `word`: split punctuation off words, reversibly."""
     text = text.lower() if cfg.lowercase else text
-    return text.split() if cfg.tokenizer == "space" else _WORD.findall(text)
+    return text.split() if cfg.tokenizer == "space" else joined_word_tokens(text)
 
 
 class Segmenter:
     """Text <-> tokens for one side: words (`word`, `space`) or SentencePiece pieces (`sentencepiece`).
 
-    BLEU is always computed on `detokenize`d text: words joined by spaces, or pieces decoded back to text.
+    BLEU is always computed on `detokenize`d text against the raw reference: `word` tokens are joined back
+    exactly (joiners), `space` tokens by spaces (the text was tokenised to begin with), pieces are decoded.
     """
 
     def __init__(self, cfg: DataConfig, model: bytes | None = None):
@@ -61,7 +106,13 @@ class Segmenter:
         return self._processor.encode(text.lower() if self.cfg.lowercase else text, out_type=str)
 
     def detokenize(self, tokens: list[str]) -> str:
-        return " ".join(tokens) if self._processor is None else self._processor.decode_pieces(tokens)
+        if self._processor is not None:
+            return self._processor.decode_pieces(tokens)
+        return " ".join(tokens) if self.cfg.tokenizer == "space" else detokenize_joined(tokens)
+
+    def paper_tokens(self, text: str) -> str:
+        """Detokenised text as multi-bleu.perl sees it: space-separated words (what the SACT paper scored)."""
+        return " ".join(text.split() if self.cfg.tokenizer == "space" else word_tokens(text))
 
 
 class Vocab:
@@ -167,7 +218,7 @@ class TrialData:
     src_segmenter: Segmenter
     tgt_segmenter: Segmenter
     splits: dict[str, list[Example]]  # ids, after the length filter on train
-    references: dict[str, list[str]]  # detokenised reference text of every dev/test sentence (what BLEU reads)
+    references: dict[str, list[str]]  # the corpus' raw target text of every dev/test pair kept (what BLEU reads)
     alignments: dict[str, list[list[tuple[int, int]]]]  # gold links of dev/test pairs, where the corpus has them
 
     @property
@@ -191,17 +242,20 @@ def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
         src_seg, tgt_seg = (Segmenter(cfg, model) for model in subword_models)
     # gold links index the corpus' own tokens: usable only when we split exactly as the corpus does
     gold = corpus.alignments if corpus.alignments and cfg.tokenizer == "space" else {}
-    tokenized, alignments = {}, {}
+    tokenized, alignments, references = {}, {}, {}
     for split, pairs in corpus.splits.items():
         links = gold.get(split) or [None] * len(pairs)
         limit = cfg.train_subset if split == "train" else cfg.eval_subset
-        rows = [(src_seg.tokenize(s), tgt_seg.tokenize(t), a) for (s, t), a in zip(pairs, links)][:limit or None]
-        rows = [(s, t, a) for s, t, a in rows if s and t]  # empty lines are removed pairwise
+        rows = [(src_seg.tokenize(s), tgt_seg.tokenize(t), a, t)
+                for (s, t), a in list(zip(pairs, links))[:limit or None]]
+        rows = [row for row in rows if row[0] and row[1]]  # empty lines are removed pairwise
         if split == "train":
-            rows = [(s, t, a) for s, t, a in rows if len(s) <= cfg.max_len and len(t) <= cfg.max_len]
-        toks = [(s, t) for s, t, _ in rows]
-        if split != "train" and split in gold:
-            alignments[split] = [a for _, _, a in rows]
+            rows = [row for row in rows if len(row[0]) <= cfg.max_len and len(row[1]) <= cfg.max_len]
+        toks = [(s, t) for s, t, _, _ in rows]
+        if split != "train":
+            references[split] = [raw for _, _, _, raw in rows]
+            if split in gold:
+                alignments[split] = [a for _, _, a, _ in rows]
         if not toks:
             raise CorpusError(f"{cfg.corpus}: split {split!r} has no sentence pairs left "
                               f"(after removing empty lines and pairs longer than data.max_len={cfg.max_len})")
@@ -216,6 +270,4 @@ def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
     else:
         src_vocab, tgt_vocab = vocabs
     splits = {split: encode_split(toks, src_vocab, tgt_vocab) for split, toks in tokenized.items()}
-    references = {split: [tgt_seg.detokenize(t) for _, t in toks] for split, toks in tokenized.items()
-                  if split != "train"}
     return TrialData(corpus, src_vocab, tgt_vocab, src_seg, tgt_seg, splits, references, alignments)

@@ -2,7 +2,7 @@ import pytest
 
 from nmt_core.config import build_config
 from nmt_core.corpora import CorpusError, load_corpus
-from nmt_core.data import Example, Vocab, load_trial_data, make_batches, tokenize
+from nmt_core.data import Example, Segmenter, Vocab, load_trial_data, make_batches, tokenize, word_tokens
 from nmt_core.model import EOS, PAD
 
 
@@ -75,9 +75,19 @@ def test_vocabulary_keeps_the_k_most_frequent_words():
 
 def test_word_tokenizer_splits_punctuation_and_keeps_contractions():
     cfg = build_config({}).data
-    assert tokenize("Don't go, Tom!", cfg) == ["Don't", "go", ",", "Tom", "!"]
+    assert tokenize("Don't go, Tom!", cfg) == ["Don't", "go", "￭,", "Tom", "￭!"]
+    assert tokenize("¿Dónde está?", cfg) == ["¿￭", "Dónde", "está", "￭?"]  # words keep one vocabulary entry
     assert tokenize("already tokenised , text", build_config({"data": {"tokenizer": "space"}}).data) == \
         ["already", "tokenised", ",", "text"]
+
+
+@pytest.mark.parametrize("text", ["Don't go, Tom!", "¿Dónde está? «Aquí», dijo.", "well-known (really) 3.5 km...",
+                                  "Tom's dog — it's 10:30.", "a  b\tc", "", "..."])
+def test_word_detokenizer_restores_the_text_exactly(text):
+    cfg = build_config({}).data
+    segmenter = Segmenter(cfg)
+    assert segmenter.detokenize(segmenter.tokenize(text)) == " ".join(text.split())
+    assert segmenter.paper_tokens(text) == " ".join(word_tokens(text))
 
 
 def _examples(n=300):
