@@ -28,11 +28,11 @@ class BleuResult:
 
 
 def bleu_metric(tokenize: str = "13a", lowercase: bool = False) -> BLEU:
-    """`tokenize="none"` on tokenised text is what multi-bleu.perl computes (the SACT paper's number).
+    """sacrebleu's BLEU; `tokenize="none"` with lowercase on word-tokenised text is multi-bleu.perl's number.
 
-    force=True: we score our own tokenised output on purpose, so sacrebleu's detokenisation warning is noise.
+    Only then is sacrebleu's "you forgot to detokenize" check silenced (force): that text is tokenised on purpose.
     """
-    return BLEU(tokenize=tokenize, lowercase=lowercase, force=True)
+    return BLEU(tokenize=tokenize, lowercase=lowercase, force=tokenize == "none")
 
 
 def corpus_bleu(hypotheses: list[str], references: list[str], tokenize: str = "13a",
@@ -43,36 +43,67 @@ def corpus_bleu(hypotheses: list[str], references: list[str], tokenize: str = "1
 
 
 def _sentence_stats(metric: BLEU, hypotheses: list[str], references: list[str]) -> np.ndarray:
-    """(N, 2 + 2 * 4) per-sentence sufficient statistics: hyp len, ref len, matches and totals per order."""
-    return np.array(metric._extract_corpus_statistics(hypotheses, [references]), dtype=np.int64)
+    """(N, 2 + 2 * 4) per-sentence sufficient statistics: hyp len, ref len, matches and totals per order.
+
+    float32, as sacrebleu's paired bootstrap keeps them, so resampled scores match `sacrebleu --paired-bs`.
+    """
+    return np.array(metric._extract_corpus_statistics(hypotheses, [references]), dtype="float32")
 
 
 def _bleu_from_stats(metric: BLEU, stats: np.ndarray) -> np.ndarray:
     """BLEU of each row of summed statistics, scored by sacrebleu itself (same smoothing)."""
-    return np.array([metric._compute_score_from_stats(row.tolist()).score for row in stats])
+    return np.array([metric._compute_score_from_stats(list(row)).score for row in stats])
 
 
-@dataclass
-class BootstrapResult:
-    delta: float  # BLEU(system) - BLEU(baseline) on the full set
-    p_value: float  # share of resamples where the system is not better than the baseline
+class PairedBootstrap:
+    """Two-sided paired bootstrap over test sentences (Koehn 2004), as `sacrebleu --paired-bs` computes it.
 
-    @property
-    def mark(self) -> str:
-        return "**" if self.p_value < 0.01 else "*" if self.p_value < 0.05 else ""
+    Every system is resampled on the same sentence indices (one draw of `resamples` x N per test set, from
+    numpy's default_rng(seed) as sacrebleu draws them). A system with several seeds is scored in each
+    resample as the mean of its seeds' BLEU: seeds are never pooled as extra sentences. With several test
+    sets each set is resampled on its own and a resample's score is the mean over sets (the table's `avg`).
+    p = (#{|d_b| - mean_b |d_b| > |d|} + 1) / (resamples + 1), d_b the resampled and d the real difference
+    of mean BLEU; with one seed and one test set this is exactly sacrebleu's p-value, except for equal
+    scores (d = 0), where sacrebleu reports 1 / (resamples + 1) and we report 1: no difference, no evidence.
+    """
+
+    def __init__(self, references: dict[str, list[str]], resamples: int = 1000, seed: int = 12345,
+                 tokenize: str = "13a", lowercase: bool = False):
+        self.metric = bleu_metric(tokenize, lowercase)
+        self.references, self.resamples = references, resamples
+        rng = np.random.default_rng(seed)
+        self.indices = {name: rng.choice(len(refs), size=(resamples, len(refs)), replace=True)
+                        for name, refs in references.items()}
+
+    def scores(self, system: list[dict[str, list[str]]]) -> tuple[float, np.ndarray]:
+        """One system's (full-set BLEU, resampled BLEU (resamples,)), each the mean over seeds and test sets.
+
+        `system` holds one {test set: hypotheses} per seed.
+        """
+        full, resampled = [], []
+        for name, refs in self.references.items():
+            for hypotheses in system:
+                stats = _sentence_stats(self.metric, hypotheses[name], refs)
+                full.append(self.metric._compute_score_from_stats(list(stats.sum(0))).score)
+                resampled.append(_bleu_from_stats(self.metric, stats[self.indices[name]].sum(axis=1)))
+        return float(np.mean(full)), np.mean(resampled, axis=0)
+
+    def p_value(self, baseline: tuple[float, np.ndarray], system: tuple[float, np.ndarray]) -> float:
+        real = abs(system[0] - baseline[0])
+        if real == 0:
+            return 1.0
+        sample = np.abs(system[1] - baseline[1])
+        return float(((sample - sample.mean() > real).sum() + 1) / (self.resamples + 1))
 
 
-def paired_bootstrap(baseline: list[str], system: list[str], references: list[str], resamples: int = 1000,
-                     seed: int = 12345, tokenize: str = "13a", lowercase: bool = False) -> BootstrapResult:
-    """Koehn (2004): resample test sentences with replacement, count how often the system does not win."""
-    metric = bleu_metric(tokenize, lowercase)
-    base_stats = _sentence_stats(metric, baseline, references)
-    sys_stats = _sentence_stats(metric, system, references)
-    sample = np.random.default_rng(seed).integers(0, len(references), size=(resamples, len(references)))
-    base_bleu = _bleu_from_stats(metric, base_stats[sample].sum(axis=1))
-    sys_bleu = _bleu_from_stats(metric, sys_stats[sample].sum(axis=1))
-    full = _bleu_from_stats(metric, np.stack([sys_stats.sum(0), base_stats.sum(0)]))
-    return BootstrapResult(float(full[0] - full[1]), float((sys_bleu <= base_bleu).mean()))
+def holm(p_values: list[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (family-wise error over all comparisons with the baseline)."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
 
 
 def trace_table(translations: list[Translation], target_words: list[list[str]]) -> pa.Table:

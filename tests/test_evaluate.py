@@ -1,3 +1,8 @@
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -5,7 +10,7 @@ import torch
 from sacrebleu.metrics import BLEU
 
 from nmt_core.decode import Translation
-from nmt_core.evaluate import corpus_bleu, paired_bootstrap, trace_table, write_traces
+from nmt_core.evaluate import PairedBootstrap, corpus_bleu, holm, trace_table, write_traces
 
 REFS = [f"the cat number {i} sat on the mat today" for i in range(60)]
 
@@ -17,20 +22,65 @@ def test_bleu_matches_sacrebleu_and_carries_its_signature():
     assert "tok:none" in result.signature and "case:lc" in result.signature
 
 
-def test_paired_bootstrap_marks_a_clearly_better_system():
-    baseline = [r.replace("sat on", "is near").replace("today", "") for r in REFS]
-    system = [r if i % 4 else r.replace("today", "") for i, r in enumerate(REFS)]
-    result = paired_bootstrap(baseline, system, REFS, resamples=300)
-    full = BLEU()
-    assert result.delta == pytest.approx(full.corpus_score(system, [REFS]).score
-                                         - full.corpus_score(baseline, [REFS]).score)
-    assert result.p_value < 0.01 and result.mark == "**"
+def _degrade(references: list[str], every: int, offset: int, old: str, new: str) -> list[str]:
+    return [r.replace(old, new) if i % every == offset else r for i, r in enumerate(references)]
 
 
-def test_paired_bootstrap_finds_no_difference_between_equal_systems():
-    hyps = [r.replace("cat", "dog") if i % 2 else r for i, r in enumerate(REFS)]
-    result = paired_bootstrap(hyps, hyps, REFS, resamples=200)
-    assert result.delta == 0 and result.p_value == 1.0 and result.mark == ""
+def _sacrebleu_paired_bs(tmp_path, baseline: list[str], system: list[str], references: list[str]) -> float:
+    """p-value of the real `sacrebleu --paired-bs` command line on the same files."""
+    for name, lines in (("ref", references), ("base", baseline), ("sys", system)):
+        (tmp_path / f"{name}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = subprocess.run([sys.executable, "-m", "sacrebleu", str(tmp_path / "ref.txt"), "-i", str(tmp_path / "base.txt"),
+                          str(tmp_path / "sys.txt"), "-m", "bleu", "--paired-bs", "--paired-bs-n", "1000", "-f", "json"],
+                         capture_output=True, text=True, check=True, env={**os.environ, "SACREBLEU_SEED": "12345"})
+    return json.loads(out.stdout)[1]["BLEU"]["p_value"]
+
+
+@pytest.mark.parametrize("better", [True, False])
+def test_paired_bootstrap_equals_sacrebleu_paired_bs_both_ways(tmp_path, better):
+    """Two-sided with the +1 correction: a worse system gets the same small p as a better one, not p = 1."""
+    baseline = _degrade(REFS, 7, 0, "sat on", "is near")
+    system = _degrade(REFS, 9, 1, "today", "") if better else _degrade(REFS, 4, 2, "cat number", "dog")
+    test = PairedBootstrap({"test": REFS}, resamples=1000)
+    base_scores, sys_scores = test.scores([{"test": baseline}]), test.scores([{"test": system}])
+    ours = test.p_value(base_scores, sys_scores)
+    assert ours == pytest.approx(_sacrebleu_paired_bs(tmp_path, baseline, system, REFS), abs=1e-12)
+    assert 1 / 1001 < ours < 0.5  # a p-value inside the range, not a floor both sides hit by accident
+    assert (sys_scores[0] > base_scores[0]) == better
+
+
+def test_equal_systems_are_not_different():
+    """sacrebleu --paired-bs says p = 1/201 here (its statistic is 0 > 0 never): we say p = 1."""
+    hyps = _degrade(REFS, 2, 1, "cat", "dog")
+    test = PairedBootstrap({"test": REFS}, resamples=200)
+    assert test.p_value(test.scores([{"test": hyps}]), test.scores([{"test": hyps}])) == 1.0
+
+
+def test_seeds_are_averaged_per_resample_not_pooled_as_sentences():
+    """Two seeds of one system: its score is the mean of the seeds' BLEU, on the same resampled sentences."""
+    good, bad = _degrade(REFS, 9, 1, "today", ""), _degrade(REFS, 2, 0, "sat on the mat", "")
+    test = PairedBootstrap({"test": REFS}, resamples=300)
+    full, resampled = test.scores([{"test": good}, {"test": bad}])
+    single = [test.scores([{"test": h}]) for h in (good, bad)]
+    assert full == pytest.approx((single[0][0] + single[1][0]) / 2)
+    assert np.allclose(resampled, (single[0][1] + single[1][1]) / 2)
+    pooled = BLEU().corpus_score(good + bad, [REFS + REFS]).score
+    assert abs(full - pooled) > 0.1  # what concatenating seeds as extra sentences would have reported
+
+
+def test_several_test_sets_are_resampled_separately_and_averaged():
+    other = [f"a dog called {i} runs in the park" for i in range(40)]
+    test = PairedBootstrap({"a": REFS, "b": other}, resamples=100)
+    hyps = {"a": _degrade(REFS, 3, 0, "mat", "rug"), "b": _degrade(other, 2, 0, "park", "garden")}
+    full, resampled = test.scores([hyps])
+    assert test.indices["a"].shape == (100, 60) and test.indices["b"].shape == (100, 40)
+    expected = np.mean([BLEU().corpus_score(hyps[s], [refs]).score for s, refs in (("a", REFS), ("b", other))])
+    assert full == pytest.approx(expected) and resampled.shape == (100,)
+
+
+def test_holm_adjusts_step_down_and_keeps_the_order():
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5]) == [0.5] and holm([0.4, 0.9]) == pytest.approx([0.8, 0.9])
 
 
 def test_trace_table_schema_and_parquet_round_trip(tmp_path):
