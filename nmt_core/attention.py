@@ -50,6 +50,7 @@ class AttentionOutput:
     weights: Tensor  # (B, S): weights on source positions (with the sentinel they sum to 1 - beta_t)
     tau: Tensor | None  # (B,): temperature tau_t; None when temperature is `none`
     gate: Tensor | None  # (B,): sentinel gate beta_t; None without the sentinel
+    scores: Tensor  # (B, S): raw scores e_t before temperature and masking (diagnostics: saturation)
 
 
 class Score(nn.Module):
@@ -131,7 +132,7 @@ class Attention(nn.Module):
         e = self.score(s, memory)  # (B, S)
         if self.cfg.coverage:
             e = e + self.coverage_w * state.coverage
-        mask = memory.mask
+        raw_scores, mask = e, memory.mask
         if self.cfg.sentinel:
             g = torch.sigmoid(self.gate_W_x(step_input) + self.gate_W_t(state.prev_query))  # eq. 7
             sentinel = g * torch.tanh(self.sentinel_W_s(s))  # eq. 8
@@ -154,7 +155,7 @@ class Attention(nn.Module):
             coverage=state.coverage + alpha if self.cfg.coverage else None,
             prev_query=s if self.cfg.sentinel else None,
         )
-        return AttentionOutput(context, alpha, tau, gate), next_state
+        return AttentionOutput(context, alpha, tau, gate, raw_scores), next_state
 
 
 def coverage_penalty(weights: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> Tensor:

@@ -10,10 +10,10 @@ from pathlib import Path
 from nmt_core import checkpoint
 from nmt_core.config import ConfigError, build_config, load_config, parse_overrides
 from nmt_core.corpora import REGISTRY, CorpusError, load_corpus
-from nmt_core.data import Example, Vocab, tokenize
+from nmt_core.data import Example, Vocab, surface, tokenize
 from nmt_core.decode import translate
 from nmt_core.evaluate import attention_alignment, corpus_bleu, trace_table, write_traces
-from nmt_core.train import TrainingDiverged, resolve_device, teacher_forced_weights, train
+from nmt_core.train import TrainingDiverged, bleu_options, resolve_device, teacher_forced_weights, train
 
 
 def _log(message: str) -> None:
@@ -75,9 +75,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if len(sources) != len(references):
         raise CorpusError(f"{args.src}: {len(sources)} lines but {args.ref} has {len(references)}")
     hypotheses, keep, decoded = _translate_lines(sources, loaded, args.beam or loaded.config.decode.beam_size)
-    decode_cfg = loaded.config.decode
-    refs = [loaded.tgt_segmenter.detokenize(loaded.tgt_segmenter.tokenize(r)) for r in references]
-    print(corpus_bleu(hypotheses, refs, decode_cfg.bleu_tokenize, args.lowercase or decode_cfg.bleu_lowercase))
+    options = bleu_options(loaded.config)  # against the raw reference text, as in training
+    words = loaded.tgt_segmenter.paper_tokens
+    print(corpus_bleu(hypotheses, references, options["tokenize"], args.lowercase or options["lowercase"]))
+    print("multi-bleu " + str(corpus_bleu([words(h) for h in hypotheses], [words(r) for r in references], "none", True)))
     if args.align:
         gold = [parse_links(line) for line in Path(args.align).read_text(encoding="utf-8").splitlines()]
         examples = [Example(loaded.src_vocab.encode(loaded.src_segmenter.tokenize(s)),
@@ -89,8 +90,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"attention as alignment (reference forced, argmax): AER {score.aer:.4f}, "
               f"attention mass on gold links {score.gold_mass:.4f}")
     if args.traces:
-        words = [loaded.tgt_vocab.decode(t.tokens) for t in decoded]
-        table = trace_table(decoded, words)
+        table = trace_table(decoded, [[surface(t) for t in loaded.tgt_vocab.decode(d.tokens)] for d in decoded])
         write_traces(table, args.traces)
         _log(f"traces: {table.num_rows} target tokens -> {args.traces}")
     return 0

@@ -54,11 +54,12 @@ class DecoderState:
 
 @dataclass
 class DecoderTrace:
-    """What attention did at every target step: weights (B, T, S), tau_t and sentinel gate (B, T)."""
+    """What attention did at every target step: weights and raw scores (B, T, S), tau_t and sentinel gate (B, T)."""
 
     weights: Tensor
     tau: Tensor | None
     gate: Tensor | None
+    scores: Tensor
 
     @staticmethod
     def stack(steps: list[AttentionOutput]) -> "DecoderTrace":
@@ -66,7 +67,7 @@ class DecoderTrace:
             values = [getattr(step, name) for step in steps]
             return None if values[0] is None else torch.stack(values, dim=1)
 
-        return DecoderTrace(along_time("weights"), along_time("tau"), along_time("gate"))
+        return DecoderTrace(along_time("weights"), along_time("tau"), along_time("gate"), along_time("scores"))
 
 
 class Decoder(nn.Module):

@@ -20,10 +20,12 @@ from torch import Tensor, nn
 from nmt_core.attention import coverage_penalty
 from nmt_core.config import TrialConfig
 from nmt_core.data import Batch, Example, TrialData, Vocab, load_trial_data, make_batches
+from nmt_core.diagnostics import AttentionDiagnostics
 from nmt_core.decode import Translation, translate
 from nmt_core.evaluate import attention_alignment, corpus_bleu
-from nmt_core.model import PAD, Seq2Seq
+from nmt_core.model import EOS, PAD, Seq2Seq
 
+PAPER_BLEU = "multibleu"  # `multibleu_test_<set>`: lowercased BLEU of word tokens, comparable with the papers
 # (report, state, is_best): called after every epoch; `state` is what `train(resume=...)` takes back
 EpochCallback = Callable[[dict[str, float], dict[str, Any], bool], None]
 
@@ -50,10 +52,15 @@ def build_model(cfg: TrialConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
     return Seq2Seq(cfg.model, cfg.attention, src_vocab, tgt_vocab)
 
 
+def native_bf16(device: torch.device) -> bool:
+    """CUDA, or a CPU whose oneDNN has native bf16 (AVX-512 BF16, AMX). Elsewhere bf16 is emulated (2.4x slower
+    on a Xeon without it) and oneDNN's LSTM refuses it outright."""
+    return device.type == "cuda" or torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
 def autocast(cfg: TrialConfig, device: torch.device):
-    """bf16 autocast when `train.amp`: on CUDA, and on CPUs with native bf16 (AVX-512 BF16, AMX), where it
-    trains ~1.35x faster (Zen 4, paper size); on older CPUs bf16 is emulated and slower."""
-    if cfg.train.amp:
+    """bf16 autocast when `train.amp` and the device has native bf16 (~1.35x faster on a Zen 4 CPU); else fp32."""
+    if cfg.train.amp and native_bf16(device):
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return nullcontext()
 
@@ -82,51 +89,52 @@ def optimizer_step(optimizer: torch.optim.Optimizer, loss: Tensor, parameters, c
     optimizer.step()
 
 
-@dataclass
-class DevPass:
-    loss: float
-    tau: tuple[float, float] | None  # mean, std over dev target tokens
-    sentinel_mean: float | None
-
-
 @torch.no_grad()
-def dev_pass(model: Seq2Seq, batches: list[Batch], cfg: TrialConfig, device: torch.device) -> DevPass:
-    """Teacher-forced dev loss (without label smoothing) and the temperature/gate statistics."""
+def dev_pass(model: Seq2Seq, batches: list[Batch], cfg: TrialConfig, device: torch.device) -> dict[str, float]:
+    """Teacher-forced dev loss (without label smoothing) and the attention diagnostics (tau, gate, saturation)."""
     model.eval()
-    totals = torch.zeros(5, device=device)  # loss sum, tokens, tau sum, tau^2 sum, gate sum
+    totals = torch.zeros(2, device=device)  # loss sum, tokens
+    diagnostics = AttentionDiagnostics(cfg.attention)
     for batch in batches:
         batch = batch.to(device)
         with autocast(cfg, device):
             logits, trace = model(batch.src, batch.src_lengths, batch.tgt_in)
-        mask = (batch.tgt_out != PAD).float()
+        mask = batch.tgt_out != PAD
         loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(),
                                            ignore_index=PAD, reduction="sum")
-        tau = trace.tau.float() * mask if trace.tau is not None else mask.new_zeros(())
-        gate = trace.gate.float() * mask if trace.gate is not None else mask.new_zeros(())
-        totals += torch.stack([loss, mask.sum(), tau.sum(), (tau ** 2).sum(), gate.sum()])
-    loss_sum, tokens, tau_sum, tau_sq, gate_sum = totals.tolist()
-    tau = None
-    if cfg.attention.temperature != "none":
-        mean = tau_sum / tokens
-        tau = (mean, math.sqrt(max(tau_sq / tokens - mean ** 2, 0.0)))
-    return DevPass(loss_sum / tokens, tau, gate_sum / tokens if cfg.attention.sentinel else None)
+        totals += torch.stack([loss, mask.sum()])
+        diagnostics.add(trace, batch.src != PAD, mask & (batch.tgt_out != EOS))  # words: </s> attends nowhere
+    loss_sum, tokens = totals.tolist()
+    return {"dev_loss": loss_sum / tokens, **diagnostics.report()}
+
+
+def bleu_options(cfg: TrialConfig) -> dict[str, Any]:
+    """sacrebleu's tokenizer and case for this trial: lowercased training data can only be scored lowercased,
+    and the signature then says `case:lc`."""
+    return {"tokenize": cfg.decode.bleu_tokenize, "lowercase": cfg.decode.bleu_lowercase or cfg.data.lowercase}
 
 
 @dataclass
 class SetResult:
     bleu: float
-    signature: str
+    signature: str  # sacrebleu's own signature of `bleu`
+    paper_bleu: float  # lowercased BLEU of word tokens, as multi-bleu.perl computes it (the SACT paper's number)
+    paper_signature: str
     hypotheses: list[str]
     translations: list[Translation]
 
 
 def evaluate_split(model: Seq2Seq, data: TrialData, split: str, cfg: TrialConfig, device: torch.device,
                    beam_size: int) -> SetResult:
+    """BLEU of the detokenised output against the corpus' raw reference text, and the paper-comparable BLEU."""
     with autocast(cfg, device):  # decoding in bf16 too: 1.7x faster greedy search on a bf16 CPU
         translations = translate(model, data.splits[split], cfg.decode, beam_size, cfg.train.batch_size, device)
     hypotheses = [data.tgt_segmenter.detokenize(data.tgt_vocab.decode(t.tokens)) for t in translations]
-    bleu = corpus_bleu(hypotheses, data.references[split], cfg.decode.bleu_tokenize, cfg.decode.bleu_lowercase)
-    return SetResult(bleu.score, bleu.signature, hypotheses, translations)
+    references = data.references[split]
+    bleu = corpus_bleu(hypotheses, references, **bleu_options(cfg))
+    words = data.tgt_segmenter.paper_tokens
+    paper = corpus_bleu([words(h) for h in hypotheses], [words(r) for r in references], "none", lowercase=True)
+    return SetResult(bleu.score, bleu.signature, paper.score, paper.signature, hypotheses, translations)
 
 
 @torch.no_grad()
@@ -218,6 +226,8 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
         _set_rng_state(resume["rng"])
     dev_batches = make_batches(data.splits["dev"], cfg.train.batch_size)
     n_params = model.n_params()
+    if cfg.train.amp and not native_bf16(device):
+        log("train.amp: this CPU has no native bf16 (AVX-512 BF16 or AMX): training in fp32 instead")
     log(f"model: {n_params:,} parameters on {device}; {len(data.splits['train']):,} training pairs, "
         f"vocab {len(data.src_vocab):,}/{len(data.tgt_vocab):,}")
 
@@ -242,13 +252,10 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
             raise TrainingDiverged(f"epoch {epoch}: training loss is {train_loss}")
         dev = dev_pass(model, dev_batches, cfg, device)
         bleu_dev = evaluate_split(model, data, "dev", cfg, device, cfg.decode.dev_beam_size).bleu
-        report = {"epoch": epoch, "train_loss": train_loss, "dev_loss": dev.loss,
-                  "dev_ppl": math.exp(min(dev.loss, 50.0)), "bleu_dev": bleu_dev,
-                  "tokens_per_s": tokens / train_time, "epoch_time_s": time.perf_counter() - start}
-        if dev.tau is not None:
-            report["tau_mean"], report["tau_std"] = dev.tau
-        if dev.sentinel_mean is not None:
-            report["sentinel_mean"] = dev.sentinel_mean
+        report = {"epoch": epoch, "train_loss": train_loss, "dev_loss": dev["dev_loss"],
+                  "dev_ppl": math.exp(min(dev["dev_loss"], 50.0)), "bleu_dev": bleu_dev,
+                  "tokens_per_s": tokens / train_time, "epoch_time_s": time.perf_counter() - start,
+                  **{k: v for k, v in dev.items() if k != "dev_loss"}}
         is_best = bleu_dev > progress["best_bleu"]
         if is_best:
             progress.update(best_bleu=bleu_dev, best_epoch=epoch, bad_epochs=0)
@@ -276,6 +283,8 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
     tests = {name: evaluate_split(model, data, name, cfg, device, cfg.decode.beam_size) for name in data.test_sets}
     final = {f"bleu_test_{name}": result.bleu for name, result in tests.items()}
     final["bleu_test_avg"] = sum(final.values()) / len(final)
+    paper = {f"{PAPER_BLEU}_test_{name}": result.paper_bleu for name, result in tests.items()}
+    final.update(paper, **{f"{PAPER_BLEU}_test_avg": sum(paper.values()) / len(paper)})
     final.update(alignment_metrics(model, data, cfg, device))
     final.update(n_params=n_params, best_epoch=progress["best_epoch"])
     log(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items())
