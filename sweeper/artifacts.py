@@ -1,8 +1,9 @@
-"""What a finished trial leaves for MLflow: traces Parquet, translations and plots of a few dev sentences."""
+"""What a finished trial leaves for MLflow: traces Parquet, translations, references and plots of a few dev sentences."""
 from __future__ import annotations
 
 from pathlib import Path
 
+from nmt_core.data import surface
 from nmt_core.evaluate import trace_table, write_traces
 from nmt_core.train import SetResult, TrainResult
 from sweeper import plots
@@ -11,24 +12,36 @@ N_PLOTTED = 4  # dev sentences shown in the heatmaps: the same ones in every tri
 
 
 def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: Path) -> None:
-    """out/traces/<set>.parquet, out/translations/<set>.txt, out/plots/*.png."""
+    """out/traces/<set>.parquet, out/translations/<set>.txt, out/references/<set>.txt, out/plots/*.png.
+
+    The references are the raw text BLEU was computed against: `sacrebleu references/test.txt <
+    translations/test.txt` with the logged signature's options gives the logged BLEU, and the summary's
+    significance test needs no corpus.
+    """
     data, cfg = result.data, result.config
-    for sub in ("traces", "translations", "plots"):
+    for sub in ("traces", "translations", "references", "plots"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     for name, evaluation in sets.items():
-        words = [data.tgt_vocab.decode(t.tokens) for t in evaluation.translations]  # one per trace row
+        words = [words_of(data.tgt_vocab.decode(t.tokens)) for t in evaluation.translations]  # one per trace row
         write_traces(trace_table(evaluation.translations, words), str(out / "traces" / f"{name}.parquet"))
         (out / "translations" / f"{name}.txt").write_text("\n".join(evaluation.hypotheses) + "\n", encoding="utf-8")
+        (out / "references" / f"{name}.txt").write_text("\n".join(data.references[name]) + "\n", encoding="utf-8")
     dev = sets["dev"]
     shown = range(min(N_PLOTTED, len(dev.translations)))
     if cfg.attention.temperature == "sact":  # a fixed temperature would paint one flat colour
-        plots.temperature_heatmap([(data.tgt_vocab.decode(dev.translations[i].tokens), dev.translations[i].tau) for i in shown
+        plots.temperature_heatmap([(words_of(data.tgt_vocab.decode(dev.translations[i].tokens)), dev.translations[i].tau)
+                                   for i in shown
                                    if dev.translations[i].tokens], out / "plots" / "temperature_heatmap.png",
                                   cfg.attention.lambda_)
     for i in shown:
         translation = dev.translations[i]
         if not translation.tokens:
             continue
-        source = data.src_vocab.decode(data.splits["dev"][i].src)
-        plots.attention_heatmap(source, data.tgt_vocab.decode(translation.tokens), translation.weights.numpy(),
+        source = words_of(data.src_vocab.decode(data.splits["dev"][i].src))
+        plots.attention_heatmap(source, words_of(data.tgt_vocab.decode(translation.tokens)), translation.weights.numpy(),
                                 out / "plots" / f"attention_dev{i}.png", translation.gate, title=f"dev sentence {i}")
+
+
+def words_of(tokens: list[str]) -> list[str]:
+    """Tokens as a reader sees them in traces and plots (joiners removed)."""
+    return [surface(t) for t in tokens]

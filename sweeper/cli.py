@@ -70,8 +70,12 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sweeper.runner import DEFAULT_TRACKING, STATE_FILE
+    from sweeper.space import SignificanceSpec
     from sweeper.summary import SummaryError, render_markdown, summarize
     from sweeper.tracking import check_reachable, resolve_uri
+
+    if args.resamples is not None:  # bad input is refused before anything is read or written
+        SignificanceSpec(resamples=args.resamples).check("sweeper summarize --resamples")
 
     experiment_dir = Path(args.storage).expanduser().resolve() / args.name
     state_file = experiment_dir / STATE_FILE
@@ -81,7 +85,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     check_reachable(uri)
     out = Path(args.out) if args.out else experiment_dir / "summary"
     try:
-        summary = summarize(args.name, uri, out, [args.format], run_id=args.run_id)
+        summary = summarize(args.name, uri, out, [args.format], args.resamples, run_id=args.run_id)
     except SummaryError as err:
         print(f"sweeper: {err}", file=sys.stderr)
         return 1
@@ -131,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="summary.md is always written; csv or latex adds the BLEU table in that format")
     p.add_argument("--out", help="output folder (default: STORAGE/NAME/summary)")
     p.add_argument("--run-id", help="the sweep's MLflow parent run (default: the newest sweep of that name)")
+    p.add_argument("--resamples", type=int, help="paired-bootstrap resamples, >= 100 (default: the space's "
+                   "significance.resamples, else 1000)")
     p.set_defaults(func=cmd_summarize)
     return parser
 

@@ -63,3 +63,23 @@ def fixed_tau_curve(points: list[tuple[float, float, float]], sact: tuple[float,
     for path in paths:
         fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path) -> None:
+    """Dev BLEU per epoch, one line per variant (mean over seeds, band = min..max): has training converged?"""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for label, seeds in variants:
+        epochs = min((len(curve) for curve in seeds), default=0)
+        if not epochs:
+            continue
+        values = np.array([curve[:epochs] for curve in seeds])
+        x = np.arange(1, epochs + 1)
+        line, = ax.plot(x, values.mean(0), marker="o", markersize=3, label=label)
+        ax.fill_between(x, values.min(0), values.max(0), color=line.get_color(), alpha=0.12)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("dev BLEU (greedy)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

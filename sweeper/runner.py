@@ -19,6 +19,8 @@ from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search import ConcurrencyLimiter
 
 from nmt_core.corpora import default_cache_dir, load_corpus
+from nmt_core.diagnostics import KEYS as DIAGNOSTICS
+from nmt_core.train import PAPER_BLEU
 from sweeper.space import OptunaSpace, SpecError, SweepSpec, plan_trials, trial_config
 from sweeper.tracking import MlflowTrackingCallback, SweepTracker, check_reachable, resolve_uri, runs_link
 from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
@@ -199,11 +201,15 @@ def result_rows(grid, outcomes: dict[str, str], tracker: SweepTracker, parent_id
             **params,
             "epochs": int(epochs["epoch"].max()) if epochs is not None and len(epochs) else 0,
         }
-        for key in ("bleu_dev", "epoch_time_s", "tokens_per_s", "tau_mean", "sentinel_mean"):
-            if epochs is not None and key in epochs and len(epochs):
-                row[key] = float(epochs[key].max() if key == "bleu_dev" else epochs[key].mean())
+        if epochs is not None and len(epochs):
+            best = epochs.loc[epochs["bleu_dev"].idxmax()]  # the epoch whose weights are tested
+            row["bleu_dev"] = float(best["bleu_dev"])
+            row["bleu_dev_by_epoch"] = [float(v) for v in epochs.sort_values("epoch")["bleu_dev"]]
+            row.update({k: float(epochs[k].mean()) for k in ("epoch_time_s", "tokens_per_s") if k in epochs})
+            row.update({k: float(best[k]) for k in DIAGNOSTICS if k in epochs and best[k] == best[k]})
         row.update({k: v for k, v in last.items()
-                    if finished and k.startswith(("bleu_test_", "n_params", "aer_", "gold_attention_"))})
+                    if finished and k.startswith(("bleu_test_", f"{PAPER_BLEU}_test_", "n_params", "aer_",
+                                                  "gold_attention_"))})
         row["restores"] = int(last.get("restores", 0))
         row["error"] = error_summary(result.error) if result.error else None
         row["mlflow_run_id"] = tracker.find_trial_run(parent_id, trial_id)

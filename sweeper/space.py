@@ -22,8 +22,10 @@ DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
 ALGORITHMS = ("grid", "random", "optuna")
 SCHEDULERS = ("fifo", "asha")
 TOP_LEVEL = ("name", "description", "data", "base", "parameters", "search", "objective", "scheduler",
-             "resources", "failure", "tracking", "baseline")
+             "resources", "failure", "tracking", "baseline", "significance")
 OBJECTIVE_METRICS = ("bleu_dev", "dev_loss", "dev_ppl", "train_loss")
+SIGNIFICANCE_METHODS = ("paired_bootstrap",)  # nmt_core.evaluate.PairedBootstrap
+MIN_RESAMPLES = 100
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
@@ -65,6 +67,23 @@ class SchedulerSpec:
 
 
 @dataclass
+class SignificanceSpec:
+    """How `sweeper summarize` tests each variant against the baseline."""
+
+    method: str = "paired_bootstrap"
+    resamples: int = 1000
+
+    def check(self, source: str) -> "SignificanceSpec":
+        if self.method not in SIGNIFICANCE_METHODS:
+            raise SpecError("significance.method", "must be one of " + ", ".join(SIGNIFICANCE_METHODS)
+                            + f" (got {self.method!r})", source)
+        if self.resamples < MIN_RESAMPLES:
+            raise SpecError("significance.resamples", f"must be >= {MIN_RESAMPLES} (got {self.resamples}): fewer "
+                            "resamples cannot resolve p < 0.01", source)
+        return self
+
+
+@dataclass
 class SweepSpec:
     name: str
     source: str
@@ -79,6 +98,7 @@ class SweepSpec:
     max_retries: int
     tracking_uri: str | None
     baseline: dict[str, Any]  # dotted key -> value naming the baseline variant for the summary
+    significance: "SignificanceSpec"
     text: str  # the YAML as written, logged to MLflow as space.yaml
 
     @property
@@ -272,8 +292,10 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     for key in baseline:
         if key not in all_keys():
             raise SpecError(f"baseline.{key}", "not a trial-config key", source)
+    significance = SignificanceSpec(**_fields(_mapping(raw.get("significance"), "significance", source), "significance",
+                                              {"method": str, "resamples": int}, source)).check(source)
     return SweepSpec(name, source, base, parameters, search, metric, mode, scheduler, cpu, gpu,
-                     failure.get("max_retries", 2), tracking.get("uri"), baseline, text)
+                     failure.get("max_retries", 2), tracking.get("uri"), baseline, significance, text)
 
 
 def load_spec(path: str, overrides: list[tuple[str, Any]] = ()) -> SweepSpec:

@@ -1,7 +1,10 @@
 """The papers' tables and figures from a finished sweep, read back from MLflow (never from trial memory).
 
+- Findings first: mechanisms that degenerated (saturated attention, tau at a bound, a collapsed gate), dev
+  curves still rising, SACT lambdas without a fixed-tau control (sweeper.findings).
 - BLEU table (SACT Tables 1-2, Li & Zhu Table 1): a row per variant (seeds grouped), mean +- sample std,
-  #params, time per epoch, delta to the baseline with a paired-bootstrap mark (* p < 0.05, ** p < 0.01).
+  the paper-comparable multi-bleu, #params, time per epoch, delta to the baseline with a two-sided
+  seed-averaged paired bootstrap, Holm-corrected (** / * better, †† / † worse), and what the sweep shows.
 - Fixed-tau curve (SACT Figure 1), temperature heatmaps (Figure 2), sentinel words (Li & Zhu Table 2),
   and mean tau / gate for frequent (function) versus other (content) target words.
 """
@@ -21,17 +24,21 @@ import pyarrow.parquet as pq
 import yaml
 from mlflow.tracking import MlflowClient
 
+from nmt_core import diagnostics
 from nmt_core.config import ConfigError, build_config, set_dotted
-from nmt_core.data import load_trial_data
-from nmt_core.evaluate import paired_bootstrap
-from sweeper import plots
-from sweeper.tracking import ROLE, TRIAL_ID, VARIANT
+from nmt_core.evaluate import PairedBootstrap, holm
+from nmt_core.train import PAPER_BLEU, bleu_options
+from sweeper import findings, plots
+from sweeper.space import SignificanceSpec
+from sweeper.tracking import ROLE, SIGNATURE_TAGS, TRIAL_ID, VARIANT
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per file is noise here
 
 SEED_KEY = "train.seed"
 FREQUENT_WORDS = 50  # the target's most frequent words stand for function words (no stop-word lists yet)
 SENTINEL_THRESHOLD = 0.9  # Li & Zhu Table 2
+CURVES = ("bleu_dev", "epoch_time_s", *diagnostics.KEYS)  # per-epoch histories the findings read
+BETTER, WORSE = ("**", "*"), ("††", "†")  # p < 0.01, p < 0.05 after Holm's correction
 
 
 class SummaryError(ValueError):
@@ -45,7 +52,13 @@ class TrialRecord:
     variant: str
     params: dict[str, str]
     metrics: dict[str, float]
-    epoch_time_s: float | None
+    curves: dict[str, list[float]]  # per-epoch dev history (CURVES), in epoch order
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def epoch_time_s(self) -> float | None:
+        times = self.curves.get("epoch_time_s")
+        return statistics.fmean(times) if times else None
 
     @property
     def group(self) -> tuple:
@@ -63,12 +76,18 @@ class VariantRow:
     records: list[TrialRecord]
     tests: dict[str, tuple[float, float]]  # set -> (mean, std) over seeds
     average: tuple[float, float]
+    paper_average: tuple[float, float] | None  # multi-bleu (lowercased word-token BLEU), mean and std
     n_params: int
     epoch_time_s: float | None
     delta: float | None = None
     mark: str = ""
-    p_value: float | None = None
+    p_value: float | None = None  # the paired bootstrap's, before correction
+    p_adjusted: float | None = None  # Holm-corrected over all comparisons of the table
     is_baseline: bool = False
+
+    @property
+    def seeds(self) -> int:
+        return len(self.records)
 
 
 @dataclass
@@ -76,7 +95,10 @@ class Summary:
     rows: list[VariantRow]
     test_sets: list[str]
     notes: list[str] = field(default_factory=list)
-    signature: str = ""
+    warnings: list[str] = field(default_factory=list)  # degenerate mechanisms, unconverged curves, missing controls
+    method: str = ""  # the significance test as the footer names it
+    signatures: dict[str, str] = field(default_factory=dict)  # metric name -> sacrebleu signature
+    conclusion: str = ""  # what the sweep shows and what it cannot
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -111,10 +133,13 @@ def load_records(client: MlflowClient, experiment_id: str, parent_id: str) -> li
     for run in runs:
         if run.info.status != "FINISHED" or "bleu_test_avg" not in run.data.metrics:
             continue
-        times = [m.value for m in client.get_metric_history(run.info.run_id, "epoch_time_s")]
+        curves = {}
+        for key in CURVES:
+            if key in run.data.metrics:
+                history = sorted(client.get_metric_history(run.info.run_id, key), key=lambda m: m.step)
+                curves[key] = [m.value for m in history if m.step > 0]
         records.append(TrialRecord(run.info.run_id, run.data.tags.get(TRIAL_ID, ""), run.data.tags.get(VARIANT, "?"),
-                                   dict(run.data.params), dict(run.data.metrics),
-                                   statistics.fmean(times) if times else None))
+                                   dict(run.data.params), dict(run.data.metrics), curves, dict(run.data.tags)))
     return records
 
 
@@ -156,18 +181,48 @@ def distinguish(rows: list[VariantRow]) -> None:
             row.label += " (" + ", ".join(f"{k}={_short(setting.get(k))}" for k in differing) + ")"
 
 
-def pooled_translations(records: list[TrialRecord], translations: dict[str, dict[str, list[str]]],
-                        test_sets: list[str]) -> dict[str, list[str]]:
-    """Seed -> hypotheses of every test set, concatenated (the bootstrap unit is a test sentence)."""
-    return {r.params.get(SEED_KEY, "?"): [h for s in test_sets for h in translations[r.run_id][s]] for r in records}
+def significance_mark(delta: float, p: float) -> str:
+    marks = BETTER if delta > 0 else WORSE
+    return marks[0] if p < 0.01 else marks[1] if p < 0.05 else ""
+
+
+def test_significance(rows: list[VariantRow], criteria: dict[str, Any], test: PairedBootstrap,
+                      translations: dict[str, dict[str, list[str]]]) -> list[VariantRow]:
+    """Each row against its baseline on the same resampled sentences; p-values Holm-corrected over the table."""
+    scores: dict[int, tuple[float, Any]] = {}
+
+    def of(row: VariantRow) -> tuple[float, Any]:  # each baseline is scored once, however many rows use it
+        if id(row) not in scores:
+            scores[id(row)] = test.scores([translations[r.run_id] for r in row.records])
+        return scores[id(row)]
+
+    compared = []
+    for row in rows:
+        base = choose_baseline(rows, row, criteria)
+        row.is_baseline = base is row
+        if row.is_baseline or base is None:
+            continue
+        row.delta = row.average[0] - base.average[0]
+        row.p_value = test.p_value(of(base), of(row))
+        compared.append(row)
+    for row, adjusted in zip(compared, holm([row.p_value for row in compared])):
+        row.p_adjusted, row.mark = adjusted, significance_mark(row.delta, adjusted)
+    return compared
+
+
+def seeds_phrase(rows: list[VariantRow]) -> str:
+    counts = sorted({row.seeds for row in rows})
+    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return f"{n} seed{'s' if counts[-1] > 1 else ''}"
 
 
 def build_summary(records: list[TrialRecord], translations: dict[str, dict[str, list[str]]],
                   references: dict[str, list[str]], baseline: dict[str, Any] | None = None,
-                  bleu_options: dict[str, Any] | None = None, resamples: int = 1000) -> Summary:
+                  bleu: dict[str, Any] | None = None, significance: SignificanceSpec | None = None) -> Summary:
     """The BLEU table; `translations[run_id][set]` and `references[set]` feed the paired bootstrap."""
     if not records:
         raise SummaryError("no finished trial with test BLEU in this sweep yet")
+    significance = significance or SignificanceSpec()
     criteria = {k: str(v) for k, v in (baseline or DEFAULT_BASELINE).items()}
     test_sets = records[0].test_sets
     groups: dict[tuple, list[TrialRecord]] = {}
@@ -176,58 +231,97 @@ def build_summary(records: list[TrialRecord], translations: dict[str, dict[str, 
     rows = []
     for members in groups.values():
         tests = {s: mean_std([r.metrics[f"bleu_test_{s}"] for r in members]) for s in test_sets}
+        paper = [r.metrics[f"{PAPER_BLEU}_test_avg"] for r in members if f"{PAPER_BLEU}_test_avg" in r.metrics]
         times = [r.epoch_time_s for r in members if r.epoch_time_s is not None]
         rows.append(VariantRow(members[0].variant, members, tests, mean_std([r.metrics["bleu_test_avg"] for r in members]),
+                               mean_std(paper) if len(paper) == len(members) else None,
                                int(members[0].metrics.get("n_params", 0)), statistics.fmean(times) if times else None))
     distinguish(rows)
     rows.sort(key=lambda r: (not _matches(r.records[0], criteria), r.label))
     summary = Summary(rows, test_sets)
+    summary.signatures = {name: records[0].tags[tag] for name, tag in
+                          (("BLEU", SIGNATURE_TAGS["bleu_signature"]), ("multi-bleu", SIGNATURE_TAGS[f"{PAPER_BLEU}_signature"]))
+                          if records[0].tags.get(tag)}
     if not any(_matches(r.records[0], criteria) for r in rows):
         summary.notes.append("no baseline variant (" + ", ".join(f"{k}={v}" for k, v in criteria.items())
                              + ") in this sweep: deltas are left out")
         return summary
-    all_refs = [ref for s in test_sets for ref in references[s]]
-    for row in rows:
-        base = choose_baseline(rows, row, criteria)
-        row.is_baseline = base is row
-        if row.is_baseline or base is None:
-            continue
-        row.delta = row.average[0] - base.average[0]
-        system = pooled_translations(row.records, translations, test_sets)
-        reference = pooled_translations(base.records, translations, test_sets)
-        seeds = [seed for seed in system if seed in reference] or list(system)[:1]  # seed-matched pairs
-        system_hyps, baseline_hyps = [], []
-        for seed in seeds:
-            system_hyps += system[seed]
-            baseline_hyps += reference.get(seed, next(iter(reference.values())))
-        result = paired_bootstrap(baseline_hyps, system_hyps, all_refs * len(seeds), resamples=resamples,
-                                  **(bleu_options or {}))
-        row.p_value, row.mark = result.p_value, result.mark
+    test = PairedBootstrap(references, significance.resamples, **(bleu or {}))
+    compared = test_significance(rows, criteria, test, translations)
+    summary.method = (f"two-sided paired bootstrap over test sentences (sacrebleu --paired-bs semantics, +1 "
+                      f"correction; each test set resampled on its own), {significance.resamples} resamples, each "
+                      f"system's BLEU averaged over its seeds in every resample ({seeds_phrase(rows)} per row; seeds "
+                      f"are never pooled as sentences), Holm-corrected over {len(compared)} comparison"
+                      f"{'s' if len(compared) != 1 else ''}: {BETTER[0]} p < 0.01, {BETTER[1]} p < 0.05 better than "
+                      f"the baseline, {WORSE[0]} p < 0.01, {WORSE[1]} p < 0.05 worse")
+    base = next(r for r in rows if r.is_baseline)
+    summary.conclusion = findings.what_it_shows(
+        [r.label for r in compared if r.mark in BETTER], [r.label for r in compared if r.mark in WORSE],
+        [r.label for r in compared if not r.mark], base.label, seeds_phrase(rows),
+        sum(len(refs) for refs in references.values()), len(compared), [])
     return summary
 
 
+def add_findings(summary: Summary) -> None:
+    """Warnings from the dev diagnostics of every row, and the caveats they add to the conclusion."""
+    histories = [history_of(row) for row in summary.rows]
+    degenerate = [line for h in histories for line in findings.degenerate(h)]
+    rising = [line for line in map(findings.still_rising, histories) if line]
+    summary.warnings = degenerate + rising + findings.missing_controls(histories)
+    caveats = []
+    if rising:
+        caveats.append(f"Training stopped while dev BLEU was still rising for {len(rising)} of {len(histories)} "
+                       "variants (see the warnings and the dev curves): the ranking may not hold at convergence.")
+    else:
+        caveats.append("Every variant's dev BLEU changed by less than 2% in its last epoch (dev curves below).")
+    if degenerate:
+        caveats.append("The variants flagged above did not work as their papers intend: their rows measure the "
+                       "degenerate behaviour, not the method.")
+    if summary.conclusion:
+        summary.conclusion += "\n".join(caveats) + "\n"
+
+
+def history_of(row: VariantRow) -> findings.VariantHistory:
+    params = row.records[0].params
+    number = lambda key: float(params[key]) if key in params else None  # noqa: E731
+    curves = {key: [r.curves.get(key, []) for r in row.records] for key in CURVES}
+    return findings.VariantHistory(row.label, params.get("attention.temperature", "none"), number("attention.lambda"),
+                                   number("attention.tau"), params.get("attention.sentinel") == "True", curves)
+
+
 def _cells(row: VariantRow, test_sets: list[str], plus_minus: str) -> list[str]:
-    def fmt(mean_and_std: tuple[float, float]) -> str:
+    def fmt(mean_and_std: tuple[float, float] | None) -> str:
+        if mean_and_std is None:
+            return ""
         mean, std = mean_and_std
-        return f"{mean:.2f}" if len(row.records) == 1 else f"{mean:.2f} {plus_minus} {std:.2f}"
+        return f"{mean:.2f}" if row.seeds == 1 else f"{mean:.2f} {plus_minus} {std:.2f}"
 
     delta = "baseline" if row.is_baseline else "" if row.delta is None else f"{row.delta:+.2f}{row.mark}"
     time = "" if row.epoch_time_s is None else f"{row.epoch_time_s:.1f}"
-    return [row.label, str(len(row.records)), *(fmt(row.tests[s]) for s in test_sets), fmt(row.average),
-            f"{row.n_params / 1e6:.2f}M", time, delta]
+    p = "" if row.p_adjusted is None else f"{row.p_adjusted:.3f}"
+    return [row.label, str(row.seeds), *(fmt(row.tests[s]) for s in test_sets), fmt(row.average),
+            fmt(row.paper_average), f"{row.n_params / 1e6:.2f}M", time, delta, p]
 
 
 def table_header(test_sets: list[str]) -> list[str]:
-    return ["variant", "runs", *test_sets, "avg", "#params", "s/epoch", "delta avg"]
+    return ["variant", "seeds", *test_sets, "avg", "multi-bleu avg", "#params", "s/epoch", "delta avg", "p (Holm)"]
 
 
 def render_markdown(summary: Summary) -> str:
+    lines = []
+    if summary.warnings:
+        lines += ["**Warnings: read these before the table.**", ""]
+        lines += [f"- **{warning}**" for warning in summary.warnings] + [""]
     header = table_header(summary.test_sets)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_cells(row, summary.test_sets, "±")) + " |" for row in summary.rows]
     lines.append("")
-    lines.append("BLEU mean ± sample std over seeds; delta: paired bootstrap over test sentences "
-                 "(1000 resamples, * p < 0.05, ** p < 0.01)." + (f" Signature: {summary.signature}" if summary.signature else ""))
+    lines.append("BLEU: sacrebleu on the detokenised output against the raw reference text, mean ± sample std over "
+                 "seeds" + (f" (`{summary.signatures['BLEU']}`)" if "BLEU" in summary.signatures else "") + ". "
+                 "multi-bleu: lowercased BLEU of word tokens, as multi-bleu.perl computes the papers' numbers"
+                 + (f" (`{summary.signatures['multi-bleu']}`)" if "multi-bleu" in summary.signatures else "") + ".")
+    if summary.method:
+        lines.append(f"delta avg: {summary.method}.")
     lines += [f"Note: {note}" for note in summary.notes]
     return "\n".join(lines) + "\n"
 
@@ -235,19 +329,22 @@ def render_markdown(summary: Summary) -> str:
 def render_csv(summary: Summary) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["variant", "runs", *[f"{s}_{x}" for s in summary.test_sets for x in ("mean", "std")],
-                     "avg_mean", "avg_std", "n_params", "epoch_time_s", "delta_avg", "p_value"])
+    writer.writerow(["variant", "seeds", *[f"{s}_{x}" for s in summary.test_sets for x in ("mean", "std")],
+                     "avg_mean", "avg_std", "multibleu_avg_mean", "multibleu_avg_std", "n_params", "epoch_time_s",
+                     "delta_avg", "mark", "p_value", "p_holm"])
     for row in summary.rows:
-        writer.writerow([row.label, len(row.records), *[f"{v:.4f}" for s in summary.test_sets for v in row.tests[s]],
-                         f"{row.average[0]:.4f}", f"{row.average[1]:.4f}", row.n_params,
-                         "" if row.epoch_time_s is None else f"{row.epoch_time_s:.3f}",
-                         "" if row.delta is None else f"{row.delta:.4f}", "" if row.p_value is None else row.p_value])
+        paper = row.paper_average or ("", "")
+        writer.writerow([row.label, row.seeds, *[f"{v:.4f}" for s in summary.test_sets for v in row.tests[s]],
+                         f"{row.average[0]:.4f}", f"{row.average[1]:.4f}", *(f"{v:.4f}" if v != "" else v for v in paper),
+                         row.n_params, "" if row.epoch_time_s is None else f"{row.epoch_time_s:.3f}",
+                         "" if row.delta is None else f"{row.delta:.4f}", row.mark,
+                         "" if row.p_value is None else row.p_value, "" if row.p_adjusted is None else row.p_adjusted])
     return out.getvalue()
 
 
 def render_latex(summary: Summary) -> str:
     header = table_header(summary.test_sets)
-    escape = str.maketrans({"_": r"\_", "+": r"{+}", "#": r"\#", "%": r"\%"})
+    escape = str.maketrans({"_": r"\_", "+": r"{+}", "#": r"\#", "%": r"\%", "†": r"$^\dagger$"})
     lines = [r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}", r"\toprule",
              " & ".join(h.translate(escape) for h in header) + r" \\", r"\midrule"]
     for row in summary.rows:
@@ -289,9 +386,13 @@ def trial_config_of(record: TrialRecord):
     return build_config(nested)
 
 
-def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resamples: int = 1000,
+def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resamples: int | None = None,
               run_id: str | None = None) -> Summary:
-    """Write summary.md (+ csv / tex), figures, and log them to the sweep's parent run."""
+    """Write summary.md (+ csv / tex), figures, and log them to the sweep's parent run.
+
+    Everything comes from MLflow: the trials' metrics and histories, their translations and the references
+    they were scored against; no corpus is read.
+    """
     client = MlflowClient(tracking_uri)
     experiment_id, parent_id = find_parent(client, name, run_id)
     records = load_records(client, experiment_id, parent_id)
@@ -304,22 +405,22 @@ def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resam
             space = yaml.safe_load(Path(client.download_artifacts(parent_id, "space.yaml", tmp)).read_text()) or {}
         except Exception:  # an older sweep without space.yaml: default baseline
             space = {}
-        cfg = trial_config_of(records[0])
-        data = load_trial_data(cfg.data)
+        significance = SignificanceSpec(**space.get("significance", {}))
+        if resamples is not None:
+            significance = SignificanceSpec(significance.method, resamples).check("sweeper summarize --resamples")
         test_sets = records[0].test_sets
-        translations = {}
-        for record in records:
-            translations[record.run_id] = {}
-            for s in test_sets:
-                path = client.download_artifacts(record.run_id, f"translations/{s}.txt", str(tmp_path / record.run_id))
-                translations[record.run_id][s] = Path(path).read_text(encoding="utf-8").splitlines()
-        bleu_options = {"tokenize": cfg.decode.bleu_tokenize, "lowercase": cfg.decode.bleu_lowercase}
-        summary = build_summary(records, translations, {s: data.references[s] for s in test_sets},
-                                space.get("baseline"), bleu_options, resamples)
-        summary.signature = f"tok:{cfg.decode.bleu_tokenize}|case:{'lc' if cfg.decode.bleu_lowercase else 'mixed'}"
+        references = {s: _artifact_lines(client, records[0].run_id, f"references/{s}.txt", tmp_path / "refs")
+                      for s in test_sets}
+        translations = {r.run_id: {s: _artifact_lines(client, r.run_id, f"translations/{s}.txt", tmp_path / r.run_id)
+                                   for s in test_sets} for r in records}
+        summary = build_summary(records, translations, references, space.get("baseline"),
+                                bleu_options(trial_config_of(records[0])), significance)
+        add_findings(summary)
         out.mkdir(parents=True, exist_ok=True)
         sections = [f"# Sweep `{name}`\n", f"MLflow parent run `{parent_id}` ({parent.info.status}); "
                     f"{len(records)} finished trials.\n", "## BLEU\n", render_markdown(summary)]
+        if summary.conclusion:
+            sections.append("## What this sweep shows, and what it cannot\n\n" + summary.conclusion)
         sections += _figures(client, summary, out, tmp_path)
         (out / "summary.md").write_text("\n".join(sections), encoding="utf-8")
         if "csv" in formats:
@@ -330,17 +431,33 @@ def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resam
     return summary
 
 
+def _artifact_lines(client: MlflowClient, run_id: str, path: str, folder: Path) -> list[str]:
+    try:
+        local = client.download_artifacts(run_id, path, str(folder))
+    except Exception as err:  # noqa: BLE001 - MLflow raises several types for a missing artifact
+        raise SummaryError(f"run {run_id} has no {path} ({type(err).__name__}): it was made by an older version; "
+                           "re-run the sweep") from None
+    return Path(local).read_text(encoding="utf-8").splitlines()
+
+
 def _figures(client: MlflowClient, summary: Summary, out: Path, tmp: Path) -> list[str]:
     """Fixed-tau curve, temperature heatmap, sentinel words and function/content tau, where the sweep has them."""
-    sections = []
+    plots.dev_curves([(row.label, [r.curves.get("bleu_dev", []) for r in row.records]) for row in summary.rows],
+                     out / "dev_bleu_curves.png")
+    sections = ["## Dev BLEU by epoch (mean over seeds; convergence)\n\n![dev curves](dev_bleu_curves.png)\n"]
     fixed = [r for r in summary.rows if r.records[0].params.get("attention.temperature") == "fixed"]
     sact = [r for r in summary.rows if r.records[0].params.get("attention.temperature") == "sact"]
     if fixed:
         best_sact = max(sact, key=lambda r: r.average[0]) if sact else None
-        plots.fixed_tau_curve([(float(r.records[0].params["attention.tau"]), *r.average) for r in fixed],
+        points = {float(r.records[0].params["attention.tau"]): r.average for r in fixed}
+        baseline = next((r for r in summary.rows if r.is_baseline), None)
+        if baseline is not None and baseline.records[0].params.get("attention.temperature") == "none":
+            points.setdefault(1.0, baseline.average)  # no temperature is tau = 1 exactly
+        plots.fixed_tau_curve([(tau, *average) for tau, average in points.items()],
                               best_sact.average if best_sact else None,
                               [out / "fixed_tau_curve.png", out / "fixed_tau_curve.svg"])
-        sections.append("## Fixed temperature vs SACT (SACT Figure 1)\n\n![fixed tau](fixed_tau_curve.png)\n")
+        sections.append("## Fixed temperature vs SACT (SACT Figure 1)\n\nThe baseline (no temperature) stands at "
+                        "tau = 1. Mean ± std over seeds.\n\n![fixed tau](fixed_tau_curve.png)\n")
     if sact:
         best = max((rec for r in sact for rec in r.records), key=lambda rec: rec.metrics["bleu_test_avg"])
         dev = read_trace(client, best.run_id, "dev", tmp / "trace")

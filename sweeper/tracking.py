@@ -18,6 +18,8 @@ from mlflow.tracking import MlflowClient
 from ray.tune import Callback
 
 from nmt_core.config import ConfigError
+from nmt_core.diagnostics import KEYS as DIAGNOSTICS
+from nmt_core.train import PAPER_BLEU
 
 from sweeper.trainable import ARTIFACTS, FINAL, describe_trial
 
@@ -26,9 +28,10 @@ T = TypeVar("T")
 
 ROLE, TRIAL_ID, VARIANT = "sweeper.role", "sweeper.trial_id", "sweeper.variant"
 INCOMPLETE = "sweeper.tracking_incomplete"
-EPOCH_KEYS = ("train_loss", "dev_loss", "dev_ppl", "bleu_dev", "tokens_per_s", "epoch_time_s", "tau_mean",
-              "tau_std", "sentinel_mean")
-FINAL_PREFIXES = ("bleu_test_", "n_params", "best_epoch", "bleu_dev_final_beam", "aer_", "gold_attention_")
+EPOCH_KEYS = ("train_loss", "dev_loss", "dev_ppl", "bleu_dev", "tokens_per_s", "epoch_time_s", *DIAGNOSTICS)
+FINAL_PREFIXES = ("bleu_test_", f"{PAPER_BLEU}_test_", "n_params", "best_epoch", "bleu_dev_final_beam", "aer_",
+                  "gold_attention_")
+SIGNATURE_TAGS = {"bleu_signature": "sweeper.bleu_signature", f"{PAPER_BLEU}_signature": f"sweeper.{PAPER_BLEU}_signature"}
 
 # fail over in seconds, not minutes (MLflow's own defaults retry 7 times with a growing backoff)
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -187,8 +190,8 @@ class MlflowTrackingCallback(Callback):
         step = int(result.get("epoch", 0))
         if result.get(FINAL):
             metrics = {k: v for k, v in result.items() if k.startswith(FINAL_PREFIXES)}
-            tags = {"sweeper.bleu_signature": str(result.get("bleu_signature", "")),
-                    "sweeper.restores": str(result.get("restores", 0))}
+            tags = {tag: str(result.get(key, "")) for key, tag in SIGNATURE_TAGS.items()}
+            tags["sweeper.restores"] = str(result.get("restores", 0))
             self._safely(trial.trial_id, "log final metrics", lambda: self.tracker.log_metrics(run_id, metrics, step))
             self._safely(trial.trial_id, "tag final", lambda: self.tracker.set_tags(run_id, tags))
             return

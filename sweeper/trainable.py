@@ -16,7 +16,7 @@ import torch
 from ray import tune
 
 from nmt_core import checkpoint
-from nmt_core.train import TrainingDiverged, evaluate_split, train
+from nmt_core.train import PAPER_BLEU, TrainingDiverged, evaluate_split, train
 from sweeper.artifacts import write_trial_artifacts
 from sweeper.space import trial_config, variant_label
 
@@ -87,5 +87,6 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
         # the best epoch's report (schedulers and searchers read the objective from the last result)
         tune.report({**best, **result.final, "epoch": last_epoch, "bleu_dev_final_beam": sets["dev"].bleu,
-                     "bleu_signature": sets["dev"].signature, "restores": restores, FINAL: 1},
+                     "bleu_signature": sets["dev"].signature, f"{PAPER_BLEU}_signature": sets["dev"].paper_signature,
+                     "restores": restores, FINAL: 1},
                     checkpoint=tune.Checkpoint.from_directory(folder))

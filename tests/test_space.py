@@ -44,6 +44,22 @@ def test_every_shipped_space_validates(space, capsys):
     assert "plan:" in capsys.readouterr().out
 
 
+GRID_SPACES = [p for p in SPACES if p.stem != "lambda_search"]  # Optuna learns from one seed per configuration
+
+
+@pytest.mark.parametrize("space", GRID_SPACES, ids=[p.name for p in GRID_SPACES])
+def test_shipped_comparisons_have_seeds_and_a_fixed_tau_control_for_every_sact_lambda(space):
+    """A `**` in their tables must survive a reviewer: several seeds, and scale told apart from adaptivity."""
+    configs = [plan.config(load_spec(str(space)).base) for plan in plan_trials(load_spec(str(space)))]
+    seeds: dict[str, set[int]] = {}
+    for cfg in configs:
+        seeds.setdefault(f"{cfg.attention.score}/{cfg.attention.temperature}/{cfg.attention.tau}/{cfg.attention.lambda_}"
+                         f"/{cfg.attention.sentinel}", set()).add(cfg.train.seed)
+    assert min(len(s) for s in seeds.values()) >= 2
+    lambdas = {c.attention.lambda_ for c in configs if c.attention.temperature == "sact"}
+    assert lambdas <= {c.attention.tau for c in configs if c.attention.temperature == "fixed"}
+
+
 def test_grid_with_conditionals_counts_seven_not_fifteen():
     plans = plan_trials(spec_of())
     assert len(plans) == 7
@@ -104,6 +120,11 @@ def test_optuna_define_by_run_suggests_conditionals_only_when_active():
     ({"resources": {"gpu": -1}}, "resources.gpu", "fraction"),
     ({"resources": {"tpu": 1}}, "resources.tpu", "cpu, gpu"),
     ({"name": "my sweep!"}, "name", "[A-Za-z0-9._-]+"),
+    ({"significance": {"method": "t_test"}}, "significance.method", "one of paired_bootstrap"),
+    ({"significance": {"resamples": 99}}, "significance.resamples", ">= 100"),
+    ({"significance": {"resamples": "many"}}, "significance.resamples", "expected int"),
+    ({"parameters/attention.tau": {"grid": [2, "lambda"], "if": {"attention.temperature": "fixed"}}},
+     "parameters.attention.tau.grid", "expected a number, got 'lambda'"),
     ({"scheduler_type": "asha"}, "scheduler_type", "name, description, data, base, parameters"),
 ])
 def test_invalid_input_is_one_line_naming_file_key_and_allowed(changes, key, allowed):

@@ -9,6 +9,7 @@ from mlflow.tracking import MlflowClient
 
 from nmt_core.config import build_config
 from nmt_core.data import load_trial_data
+from nmt_core.evaluate import corpus_bleu
 from nmt_core.decode import Translation
 from nmt_core.evaluate import trace_table, write_traces
 from sweeper.cli import main as sweeper_main
@@ -37,18 +38,23 @@ def store(tmp_path_factory):
     parent = client.create_run(experiment, tags={"sweeper.role": "sweep"}).info.run_id
     client.log_text(parent, yaml.safe_dump({"name": "hand"}), "space.yaml")
     refs = load_trial_data(build_config({"data": DATA}).data).references["test"]
+    signature = corpus_bleu(refs, refs).signature
 
-    def trial(variant, attention, seed, bleu, translations, time_per_epoch, trace=None):
+    def trial(variant, attention, seed, bleu, translations, time_per_epoch, trace=None, dev=None):
         params = _params(**attention)
         params["train.seed"] = str(seed)
         run = client.create_run(experiment, tags={"mlflow.parentRunId": parent, "sweeper.role": "trial",
-                                                  "sweeper.trial_id": f"{variant}-{seed}", "sweeper.variant": variant})
+                                                  "sweeper.trial_id": f"{variant}-{seed}", "sweeper.variant": variant,
+                                                  "sweeper.bleu_signature": signature})
         run_id = run.info.run_id
+        dev = {"bleu_dev": [bleu - 1.0, bleu - 0.9], "attn_saturated": [0.3, 0.4], **(dev or {})}
         client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()],
                          metrics=[Metric("bleu_test_test", bleu, 0, 2), Metric("bleu_test_avg", bleu, 0, 2),
-                                  Metric("n_params", 1_500_000, 0, 2),
-                                  *(Metric("epoch_time_s", t, 0, i + 1) for i, t in enumerate(time_per_epoch))])
+                                  Metric("multibleu_test_avg", bleu + 1, 0, 2), Metric("n_params", 1_500_000, 0, 2),
+                                  *(Metric("epoch_time_s", t, 0, i + 1) for i, t in enumerate(time_per_epoch)),
+                                  *(Metric(k, v, 0, i + 1) for k, values in dev.items() for i, v in enumerate(values))])
         client.log_text(run_id, "\n".join(translations) + "\n", "translations/test.txt")
+        client.log_text(run_id, "\n".join(refs) + "\n", "references/test.txt")
         if trace is not None:
             (folder / run_id).mkdir()
             for name in ("dev", "test"):
@@ -57,18 +63,23 @@ def store(tmp_path_factory):
         client.set_terminated(run_id, "FINISHED")
 
     bad = [_degrade(r) for r in refs]
-    trial("general+none", {}, 1, 20.0, bad, [2.0, 4.0])
-    trial("general+none", {}, 2, 22.0, bad, [3.0, 3.0])
+    saturated = {"attn_saturated": [0.97, 1.0], "attn_score_range": [80.0, 95.0]}
+    trial("general+none", {}, 1, 20.0, bad, [2.0, 4.0], dev=saturated)
+    trial("general+none", {}, 2, 22.0, bad, [3.0, 3.0], dev=saturated)
     words = [["le", "NOUN1", "VERB2", "ga"], ["la", "NOUN3", "ga"]]
     sact_trace = trace_table([Translation([5, 6, 7, 8], 0.0, torch.full((4, 3), 1 / 3), [0.5, 2.0, 0.6, 3.0], None),
                               Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.5), [0.4, 2.5, 3.5], None)], words)
-    trial("general+sact4", {"temperature": "sact"}, 1, 25.0, refs, [5.0], sact_trace)
-    trial("general+sact4", {"temperature": "sact"}, 2, 27.0, refs, [5.0], sact_trace)
+    at_bound = {"tau_at_bound": [0.5, 0.97], "tau_p5": [1.0, 3.96], "tau_p50": [2.0, 4.0], "tau_p95": [3.9, 4.0],
+                "bleu_dev": [10.0, 20.0]}  # still rising steeply
+    trial("general+sact4", {"temperature": "sact"}, 1, 25.0, refs, [5.0], sact_trace, at_bound)
+    trial("general+sact4", {"temperature": "sact"}, 2, 27.0, refs, [5.0], sact_trace, at_bound)
     trial("general+tau0.8", {"temperature": "fixed", "tau": 0.8}, 1, 21.0, bad, [2.0])
     trial("general+tau1.2", {"temperature": "fixed", "tau": 1.2}, 1, 23.5, bad, [2.0])
+    trial("general+tau2", {"temperature": "fixed", "tau": 2.0}, 1, 9.0, [" ".join(r.split()[:2]) for r in refs], [2.0])
     gated = trace_table([Translation([5, 6, 7, 8], 0.0, torch.full((4, 3), 0.05), None, [0.95, 0.1, 0.92, 0.97]),
                          Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.02), None, [0.91, 0.2, 0.99])], words)
-    trial("general+none+sentinel", {"sentinel": True}, 1, 24.0, refs, [6.0], gated)
+    trial("general+none+sentinel", {"sentinel": True}, 1, 24.0, refs, [6.0], gated,
+          {"sentinel_collapsed": [0.99, 0.98], "sentinel_mean": [0.004, 0.003]})
     unfinished = client.create_run(experiment, tags={"mlflow.parentRunId": parent, "sweeper.role": "trial"})
     client.log_batch(unfinished.info.run_id, metrics=[Metric("bleu_dev", 1.0, 0, 1)])  # still running: left out
     return uri, folder
@@ -76,31 +87,58 @@ def store(tmp_path_factory):
 
 def test_bleu_table_numbers(store, tmp_path):
     uri, _ = store
-    summary = summarize("hand", uri, tmp_path / "out", ["md"], resamples=200)
+    summary = summarize("hand", uri, tmp_path / "out", ["md"], resamples=1000)
     rows = {row.label: row for row in summary.rows}
-    assert list(rows) == ["general+none", "general+none+sentinel", "general+sact4", "general+tau0.8", "general+tau1.2"]
+    assert list(rows) == ["general+none", "general+none+sentinel", "general+sact4", "general+tau0.8", "general+tau1.2",
+                          "general+tau2"]
     base, sact = rows["general+none"], rows["general+sact4"]
     assert base.is_baseline and base.delta is None
     assert base.average == pytest.approx((21.0, 2 ** 0.5)) and base.tests["test"] == pytest.approx((21.0, 2 ** 0.5))
     assert base.epoch_time_s == pytest.approx(3.0) and base.n_params == 1_500_000
     assert sact.average == pytest.approx((26.0, 2 ** 0.5)) and sact.delta == pytest.approx(5.0)
-    assert sact.mark == "**" and sact.p_value < 0.01  # perfect translations against degraded ones
+    # perfect translations against degraded ones: the floor p = 1/1001, times 5 comparisons (Holm's first step)
+    assert sact.p_value == pytest.approx(1 / 1001) and sact.p_adjusted == pytest.approx(5 / 1001) and sact.mark == "**"
     assert rows["general+none+sentinel"].delta == pytest.approx(3.0) and rows["general+none+sentinel"].mark == "**"
     tau08 = rows["general+tau0.8"]
     assert tau08.delta == pytest.approx(0.0) and tau08.p_value == 1.0 and tau08.mark == ""  # same translations
+    worse = rows["general+tau2"]
+    assert worse.delta == pytest.approx(-12.0) and worse.mark == "††"  # two-sided: a worse system is marked too
     markdown = render_markdown(summary)
-    assert "| general+sact4 | 2 | 26.00 ± 1.41 | 26.00 ± 1.41 | 1.50M | 5.0 | +5.00** |" in markdown
-    assert "| general+none | 2 | 21.00 ± 1.41 | 21.00 ± 1.41 | 1.50M | 3.0 | baseline |" in markdown
-    assert "| general+tau1.2 | 1 | 23.50 | 23.50 | 1.50M | 2.0 | +2.50 |" in markdown
-    assert "general+sact4,2,26.0000,1.4142,26.0000,1.4142,1500000,5.000,5.0000," in render_csv(summary)
+    assert "| general+sact4 | 2 | 26.00 ± 1.41 | 26.00 ± 1.41 | 27.00 ± 1.41 | 1.50M | 5.0 | +5.00** | 0.005 |" in markdown
+    assert "| general+none | 2 | 21.00 ± 1.41 | 21.00 ± 1.41 | 22.00 ± 1.41 | 1.50M | 3.0 | baseline |  |" in markdown
+    assert "| general+tau1.2 | 1 | 23.50 | 23.50 | 24.50 | 1.50M | 2.0 | +2.50 | 1.000 |" in markdown
+    assert "| general+tau2 | 1 | 9.00 | 9.00 | 10.00 | 1.50M | 2.0 | -12.00†† |" in markdown
+    assert ("two-sided paired bootstrap" in markdown and "1000 resamples" in markdown and "1-2 seeds per row" in markdown
+            and "Holm-corrected over 5 comparisons" in markdown and "nrefs:1|case:mixed|eff:no|tok:13a" in markdown)
+    assert "general+sact4,2,26.0000,1.4142,26.0000,1.4142,27.0000,1.4142,1500000,5.000,5.0000,**," in render_csv(summary)
     latex = render_latex(summary)
     assert r"\toprule" in latex and r"26.00 $\pm$ 1.41" in latex and r"general{+}sact4" in latex
+    assert r"-12.00$^\dagger$$^\dagger$" in latex
+
+
+def test_degenerate_mechanisms_are_stated_before_the_table(store, tmp_path):
+    uri, _ = store
+    summary = summarize("hand", uri, tmp_path / "out", ["md"], resamples=100)
+    text = (tmp_path / "out" / "summary.md").read_text()
+    warnings = text.split("| variant |")[0]
+    assert "`general+none`: attention saturated from epoch 1" in warnings and "97% of dev steps" in warnings
+    assert ("`general+sact4`: tau at its upper bound for 97% of dev tokens (p5 3.96, p95 4.00): SACT acts as a fixed "
+            "temperature 4 here") in warnings
+    assert "`general+none+sentinel`: sentinel gate collapsed: beta < 0.01 for 98% of dev tokens" in warnings
+    assert "`general+sact4`: dev BLEU still rising at the last epoch (+10.00 to 20.00 in epoch 2)" in warnings
+    assert "no fixed-temperature control at tau = 4 for SACT lambda 4" in warnings
+    assert sum("`general+tau1.2`" in w for w in summary.warnings) == 0  # a healthy, flat variant: nothing to say
+    shows = text.split("## What this sweep shows, and what it cannot")[1]
+    assert "significantly better: `general+none+sentinel`, `general+sact4`" in shows
+    assert "significantly worse: `general+tau2`" in shows and "no significant difference: `general+tau0.8`" in shows
+    assert "ranking may not hold at convergence" in shows and "degenerate behaviour, not the method" in shows
+    assert (tmp_path / "out" / "dev_bleu_curves.png").stat().st_size > 2000
 
 
 def test_figures_and_word_tables(store, tmp_path):
     uri, _ = store
     out = tmp_path / "out"
-    summarize("hand", uri, out, ["csv", "latex"], resamples=50)
+    summarize("hand", uri, out, ["csv", "latex"], resamples=100)
     for name in ("summary.md", "bleu_table.csv", "bleu_table.tex", "fixed_tau_curve.png", "fixed_tau_curve.svg",
                  "temperature_heatmap.png"):
         assert (out / name).stat().st_size > 200, name
@@ -113,7 +151,7 @@ def test_figures_and_word_tables(store, tmp_path):
 def test_summary_is_logged_to_the_parent_run(store, tmp_path):
     uri, _ = store
     client = MlflowClient(uri)
-    summarize("hand", uri, tmp_path / "out", ["md"], resamples=50)
+    summarize("hand", uri, tmp_path / "out", ["md"], resamples=100)
     experiment = client.get_experiment_by_name("hand")
     [parent] = client.search_runs([experiment.experiment_id], filter_string="tags.`sweeper.role` = 'sweep'")
     assert "summary/summary.md" in {a.path for a in client.list_artifacts(parent.info.run_id, "summary")}
@@ -125,6 +163,11 @@ def test_clear_messages_for_missing_sweeps_and_baselines(store, tmp_path, capsys
     err = capsys.readouterr().err
     assert err.startswith("sweeper: error: sweeper summarize: NAME: no sweep named 'nope' in sqlite:")
     assert "sweeps there: hand" in err and err.count("\n") == 1
+    assert sweeper_main(["summarize", "hand", "--tracking-uri", uri, "--out", str(tmp_path / "r"),
+                         "--resamples", "50"]) == 2
+    err = capsys.readouterr().err
+    assert "sweeper summarize --resamples: significance.resamples: must be >= 100 (got 50)" in err
+    assert err.count("\n") == 1 and not (tmp_path / "r").exists()
     client = MlflowClient(uri)
     experiment = client.create_experiment("empty", artifact_location=str(folder / "empty"))
     client.create_run(experiment, tags={"sweeper.role": "sweep"})
@@ -154,7 +197,7 @@ def test_run_id_picks_an_older_sweep_of_the_same_name(store, tmp_path, capsys):
 def test_rows_with_the_same_variant_label_are_told_apart_by_their_settings():
     def record(run_id, lr, bleu):
         params = {**_params(), "train.lr": str(lr)}
-        return TrialRecord(run_id, run_id, "general+none", params, {"bleu_test_test": bleu, "bleu_test_avg": bleu}, None)
+        return TrialRecord(run_id, run_id, "general+none", params, {"bleu_test_test": bleu, "bleu_test_avg": bleu}, {})
 
     summary = build_summary([record("a", 0.0012520653814999472, 20.0), record("b", 0.006, 21.0),
                              record("c", 0.006, 23.0)], {}, {"test": []})

@@ -10,8 +10,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import sacrebleu
 import yaml
 from mlflow.tracking import MlflowClient
+
+from nmt_core.corpora import load_corpus
+from nmt_core.data import word_tokens
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +65,7 @@ def epoch_steps(client: MlflowClient, run_id: str) -> list[int]:
 
 
 def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
-    space = write_space(tmp_path, name="e2e-tracking")
+    space = write_space(tmp_path, name="e2e-tracking", data={**SPACE["data"], "lowercase": True})
     done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri,
                    cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -71,6 +75,14 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
     assert len(results) == 3 and {r["status"] for r in results} == {"TERMINATED"}
     assert sorted(r["variant"] for r in results) == ["general+none", "general+sact4", "general+sact4+sentinel"]
     assert all(r["bleu_dev"] > 0 and r["bleu_test_test"] > 0 and r["n_params"] > 0 for r in results)
+    for row in results:  # the dev diagnostics of the best epoch, per trial
+        assert 0 <= row["attn_saturated"] <= 1 and row["attn_score_range"] > 0 and row["attn_entropy"] >= 0
+        sact = row["attention.temperature"] == "sact"
+        assert (row.get("tau_at_bound") is not None) == sact and (row.get("tau_p50") is not None) == sact
+        if sact:
+            assert 1 / 4 <= row["tau_p5"] <= row["tau_p50"] <= row["tau_p95"] <= 4 and 0 <= row["tau_at_bound"] <= 1
+        assert (row.get("sentinel_collapsed") is not None) == row["attention.sentinel"]
+        assert len(row["bleu_dev_by_epoch"]) == 2 and max(row["bleu_dev_by_epoch"]) == row["bleu_dev"]
     folders = sorted(p.name for p in (tmp_path / "sweeps" / "e2e-tracking").glob("*_seed*"))
     assert folders == sorted(f"{r['trial_id']}_{r['variant']}_seed1" for r in results)  # browsable trial folders
     assert all(f"{r['variant']}-{r['trial_id']}" in done.stdout for r in results)  # Tune's table: MLflow's run names
@@ -98,7 +110,22 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
         assert "attention_dev0.png" in plots
         assert ("temperature_heatmap.png" in plots) == (row["attention.temperature"] == "sact")
         assert all((local / "plots" / p).stat().st_size > 1000 for p in plots)
-        assert (local / "translations" / "test.txt").read_text().strip()
+        # BLEU recomputed by sacrebleu itself from the logged output and the corpus' raw reference text
+        hypotheses = (local / "translations" / "test.txt").read_text(encoding="utf-8").splitlines()
+        references = [tgt for _, tgt in load_corpus("synthetic", "src", "tgt", "").splits["test"][:40]]
+        assert (local / "references" / "test.txt").read_text(encoding="utf-8").splitlines() == references
+        lowercased = sacrebleu.BLEU(lowercase=True)  # data.lowercase: the signature must say so
+        assert lowercased.corpus_score(hypotheses, [references]).score == pytest.approx(
+            child.data.metrics["bleu_test_test"], abs=1e-9)
+        assert child.data.tags["sweeper.bleu_signature"] == str(lowercased.get_signature())
+        assert "case:lc" in child.data.tags["sweeper.bleu_signature"] and "tok:13a" in child.data.tags["sweeper.bleu_signature"]
+        words = sacrebleu.BLEU(tokenize="none", lowercase=True)  # multi-bleu: lowercased word tokens
+        assert words.corpus_score([" ".join(word_tokens(h)) for h in hypotheses],
+                                  [[" ".join(word_tokens(r)) for r in references]]).score == pytest.approx(
+            child.data.metrics["multibleu_test_test"], abs=1e-9)
+        assert child.data.tags["sweeper.multibleu_signature"] == str(words.get_signature())
+        assert [m.step for m in sorted(client.get_metric_history(child.info.run_id, "attn_saturated"),
+                                       key=lambda m: m.step)] == [1, 2]
 
 
 def _wait_until(condition, timeout=300, what="condition"):
