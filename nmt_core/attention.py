@@ -56,14 +56,16 @@ class AttentionOutput:
 class Score(nn.Module):
     """e_{t,i} for every source position at once; `keys` turns h into what `forward` compares against."""
 
-    def __init__(self, kind: str, hidden: int):
+    def __init__(self, kind: str, hidden: int, coverage: bool = False):
         super().__init__()
         self.kind, self.hidden = kind, hidden
+        if coverage:  # V in e = v^T tanh(W s + U h + V C) (concat only, checked by the config)
+            self.coverage_V = nn.Parameter(torch.empty(hidden).uniform_(-hidden ** -0.5, hidden ** -0.5))
         if kind in ("general", "scaled_dot"):
             self.W = nn.Linear(hidden, hidden, bias=False)
-        elif kind == "concat":
+        elif kind == "concat":  # v^T tanh(W_a [s; h]) = v^T tanh(W s + U h): no bias (Luong eq. 8, Bahdanau)
             self.W = nn.Linear(hidden, hidden, bias=False)  # W s
-            self.U = nn.Linear(hidden, hidden, bias=True)  # U h (with the bias of the tanh layer)
+            self.U = nn.Linear(hidden, hidden, bias=False)  # U h
             self.v = nn.Linear(hidden, 1, bias=False)
         elif kind == "key_value":
             self.W_kv = nn.Linear(hidden, 2 * hidden, bias=False)  # [k_i; v_i] = W_kv h_i
@@ -78,9 +80,13 @@ class Score(nn.Module):
             return Memory(values=value, keys=key, mask=mask)
         return Memory(values=h, keys=h, mask=mask)
 
-    def forward(self, s: Tensor, memory: Memory) -> Tensor:
-        if self.kind == "concat":  # e = v^T tanh(W s + U h)   (Bahdanau, "additive")
-            return self.v(torch.tanh(self.W(s).unsqueeze(1) + memory.keys)).squeeze(-1)
+    def forward(self, s: Tensor, memory: Memory, coverage: Tensor | None = None) -> Tensor:
+        """coverage (B, S): C_{t-1}, fed inside the additive score (Tu et al. 2016 eq. 6); None without it."""
+        if self.kind == "concat":  # e = v^T tanh(W s + U h [+ V C])   (Bahdanau, "additive")
+            hidden = self.W(s).unsqueeze(1) + memory.keys
+            if coverage is not None:
+                hidden = hidden + coverage.unsqueeze(-1) * self.coverage_V
+            return self.v(torch.tanh(hidden)).squeeze(-1)
         e = torch.bmm(memory.keys, s.unsqueeze(-1)).squeeze(-1)  # s^T h | s^T W h | s^T k
         if self.kind == "scaled_dot":  # s^T W h / sqrt(d)
             e = e / math.sqrt(self.hidden)
@@ -91,11 +97,10 @@ class Attention(nn.Module):
     def __init__(self, cfg: AttentionConfig, hidden: int, step_input_size: int):
         super().__init__()
         self.cfg = cfg
-        self.score = Score(cfg.score, hidden)
+        self.score = Score(cfg.score, hidden, cfg.coverage)
         if cfg.temperature == "sact":
             self.sact_W_c = nn.Linear(hidden, 1, bias=False)  # W_c c~_{t-1}
-            self.sact_U_s = nn.Linear(hidden, 1, bias=True)  # U_s s_t
-            self.register_buffer("log_lambda", torch.tensor(math.log(cfg.lambda_)), persistent=False)
+            self.sact_U_s = nn.Linear(hidden, 1, bias=cfg.sact_bias)  # U_s s_t (eq. 2 has no bias)
         if cfg.sentinel:
             self.gate_W_x = nn.Linear(step_input_size, hidden, bias=True)  # W_x x_i (x_i: the decoder's input)
             self.gate_W_t = nn.Linear(hidden, hidden, bias=False)  # W_t t_{i-1}
@@ -103,8 +108,6 @@ class Attention(nn.Module):
             self.slot_W = nn.Linear(hidden, hidden, bias=False)  # W_s s_i in eq. 10
             self.slot_U = nn.Linear(hidden, hidden, bias=True)  # U_a t_i in eq. 10
             self.slot_v = nn.Linear(hidden, 1, bias=False)  # W_h^T
-        if cfg.coverage:
-            self.coverage_w = nn.Parameter(torch.zeros(()))  # e_{t,i} += w * coverage_{t,i}
 
     def memory(self, h: Tensor, mask: Tensor) -> Memory:
         return self.score.memory(h, mask)
@@ -123,15 +126,13 @@ class Attention(nn.Module):
             return s.new_full(s.shape[:1], cfg.tau)
         if cfg.temperature == "sact":
             beta = torch.tanh(self.sact_W_c(state.prev_context) + self.sact_U_s(s)).squeeze(-1)  # eq. 2
-            return torch.exp(beta * self.log_lambda)  # tau_t = lambda^beta_t, eq. 1
+            return torch.exp(beta * math.log(cfg.lambda_))  # tau_t = lambda^beta_t, eq. 1
         return None
 
     def forward(self, s: Tensor, memory: Memory, state: AttentionState,
                 step_input: Tensor | None = None) -> tuple[AttentionOutput, AttentionState]:
         """One decoder step: s (B, H) the decoder output, step_input (B, *) its input (sentinel only)."""
-        e = self.score(s, memory)  # (B, S)
-        if self.cfg.coverage:
-            e = e + self.coverage_w * state.coverage
+        e = self.score(s, memory, state.coverage)  # (B, S)
         raw_scores, mask = e, memory.mask
         if self.cfg.sentinel:
             g = torch.sigmoid(self.gate_W_x(step_input) + self.gate_W_t(state.prev_query))  # eq. 7
@@ -143,16 +144,17 @@ class Attention(nn.Module):
         if tau is not None:
             e = e / tau.unsqueeze(-1)  # softmax(e / tau_t), eq. 4
         e = e.masked_fill(~mask, float("-inf"))  # padding never gets weight (after tau: no inf * 0 in backward)
-        alpha = torch.softmax(e.float(), dim=-1).to(memory.values.dtype)  # eq. 11 with the sentinel slot
+        precise = torch.promote_types(e.dtype, torch.float32)  # bf16 logits normalised in fp32, fp64 kept
+        alpha = torch.softmax(e.to(precise), dim=-1).to(memory.values.dtype)  # A eq. 11 with the sentinel slot
         gate = None
         if self.cfg.sentinel:
             alpha, gate = alpha[:, :-1], alpha[:, -1]  # beta_i = alpha^[J+1]; alpha^[:J] = (1 - beta) alpha
-        context = torch.bmm(alpha.unsqueeze(1), memory.values).squeeze(1)  # c_t = sum_i alpha_ti h_i, eq. 3
+        context = torch.bmm(alpha.unsqueeze(1), memory.values).squeeze(1)  # c~_t = sum_i alpha~_ti h_i, S eq. 3
         if self.cfg.sentinel:
-            context = context + gate.unsqueeze(-1) * sentinel  # c+ = beta s + (1 - beta) c, eq. 9
-        next_state = AttentionState(
+            context = context + gate.unsqueeze(-1) * sentinel  # c+ = beta s + (1 - beta) c, A eq. 9
+        next_state = AttentionState(  # with the sentinel, SACT's c~_{t-1} is c+_{t-1}: the context attention gave
             prev_context=context if self.cfg.temperature == "sact" else None,
-            coverage=state.coverage + alpha if self.cfg.coverage else None,
+            coverage=state.coverage + alpha if self.cfg.coverage else None,  # C_t = C_{t-1} + alpha_t (Tu eq. 7, no fertility)
             prev_query=s if self.cfg.sentinel else None,
         )
         return AttentionOutput(context, alpha, tau, gate, raw_scores), next_state

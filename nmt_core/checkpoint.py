@@ -17,6 +17,12 @@ from nmt_core.data import Segmenter, Vocab
 from nmt_core.model import Seq2Seq
 
 LAST, BEST = "last.pt", "best.pt"
+# 2: SACT eq. 2 without a bias (attention.sact_bias), `word` tokens with joiners. Older files are refused.
+FORMAT = 2
+
+
+class CheckpointError(ValueError):
+    """A checkpoint this version cannot use; the message is one line naming the file."""
 
 
 def save(obj: dict[str, Any], path: Path) -> None:
@@ -28,13 +34,18 @@ def save(obj: dict[str, Any], path: Path) -> None:
 
 
 def load(path: Path) -> dict[str, Any]:
-    return torch.load(path, map_location="cpu", weights_only=True)
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if state.get("format", 1) != FORMAT:
+        raise CheckpointError(f"{path}: checkpoint format {state.get('format', 1)} was written by an earlier version "
+                              f"(SACT eq. 2 had a bias, `word` tokens had no joiners); this version reads format "
+                              f"{FORMAT}: train again, or translate with the version that wrote it")
+    return state
 
 
 def save_epoch(directory: Path, state: dict[str, Any], is_best: bool) -> None:
     save(state, directory / LAST)
     if is_best:
-        save({"model": state["model"], "config": state["config"], "vocab": state["vocab"],
+        save({"format": FORMAT, "model": state["model"], "config": state["config"], "vocab": state["vocab"],
               "subword": state.get("subword", {}), "epoch": state["epoch"]}, directory / BEST)
 
 

@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, CorpusError, FileNotFoundError) as err:
+    except (ConfigError, CorpusError, FileNotFoundError, checkpoint.CheckpointError) as err:
         print(f"nmt: error: {err}", file=sys.stderr)
         return 2
     except TrainingDiverged as err:

@@ -56,6 +56,7 @@ class AttentionConfig:
     temperature: str = "none"
     tau: float = 1.0
     lambda_: float = 4.0  # `lambda` in YAML and dotted keys (a Python keyword)
+    sact_bias: bool = False  # SACT eq. 2 has none; a bias lets SACT learn one global temperature
     sentinel: bool = False
     coverage: bool = False
     coverage_weight: float = 0.0
@@ -204,6 +205,9 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
     require(a.lambda_ > 1, "attention.lambda", "> 1 (tau_t lies in (1/lambda, lambda))", a.lambda_)
     require(a.tau > 0, "attention.tau", "> 0", a.tau)
     require(a.coverage_weight >= 0, "attention.coverage_weight", ">= 0", a.coverage_weight)
+    require(not a.coverage or a.score == "concat", "attention.coverage",
+            "false unless attention.score is concat (Tu et al. feed coverage inside the additive score's tanh)",
+            a.coverage)
     require(not (a.coverage_weight > 0 and not a.coverage), "attention.coverage_weight",
             "0 unless attention.coverage is true", a.coverage_weight)
     require(0 <= m.dropout < 1, "model.dropout", "in [0, 1)", m.dropout)

@@ -18,10 +18,11 @@ import torch
 from torch import Tensor, nn
 
 from nmt_core.attention import coverage_penalty
+from nmt_core.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from nmt_core.config import TrialConfig
 from nmt_core.data import Batch, Example, TrialData, Vocab, load_trial_data, make_batches
-from nmt_core.diagnostics import AttentionDiagnostics
 from nmt_core.decode import Translation, translate
+from nmt_core.diagnostics import AttentionDiagnostics
 from nmt_core.evaluate import attention_alignment, corpus_bleu
 from nmt_core.model import EOS, PAD, Seq2Seq
 
@@ -269,7 +270,7 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
         progress["history"].append(report)
         log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in report.items()))
         if on_epoch_end:
-            state = {**progress, "history": list(progress["history"]), "model": _cpu_copy(model.state_dict()), "optimizer": _cpu_copy(optimizer.state_dict()),
+            state = {**progress, "format": CHECKPOINT_FORMAT, "history": list(progress["history"]), "model": _cpu_copy(model.state_dict()), "optimizer": _cpu_copy(optimizer.state_dict()),
                      "best_model": best_weights, "rng": _rng_state(), "config": cfg.to_dict(),
                      "vocab": {"src": data.src_vocab.words, "tgt": data.tgt_vocab.words},
                      "subword": {side: seg.model for side, seg in (("src", data.src_segmenter), ("tgt", data.tgt_segmenter))

@@ -298,7 +298,7 @@ def _cells(row: VariantRow, test_sets: list[str], plus_minus: str) -> list[str]:
 
     delta = "baseline" if row.is_baseline else "" if row.delta is None else f"{row.delta:+.2f}{row.mark}"
     time = "" if row.epoch_time_s is None else f"{row.epoch_time_s:.1f}"
-    p = "" if row.p_adjusted is None else f"{row.p_adjusted:.3f}"
+    p = "" if row.p_adjusted is None else f"{row.p_adjusted:.3g}"  # 0.0499 stays below 0.05
     return [row.label, str(row.seeds), *(fmt(row.tests[s]) for s in test_sets), fmt(row.average),
             fmt(row.paper_average), f"{row.n_params / 1e6:.2f}M", time, delta, p]
 

@@ -63,3 +63,16 @@ def test_bad_config_exits_2_with_one_line(tmp_path):
 def test_missing_checkpoint_exits_2(tmp_path):
     done = nmt("translate", "--checkpoint", str(tmp_path), stdin="x\n")
     assert done.returncode == 2 and "no checkpoint" in done.stderr
+
+
+def test_a_checkpoint_of_an_earlier_format_is_refused_in_one_line(tmp_path):
+    import torch
+
+    old = tmp_path / "best.pt"
+    torch.save({"model": {}, "config": {}, "vocab": {"src": [], "tgt": []}, "epoch": 1}, old)  # format 1: no key
+    for command in (["translate", "--checkpoint", str(old)],
+                    ["evaluate", "--checkpoint", str(old), "--src", str(old), "--ref", str(old)]):
+        done = nmt(*command, stdin="hello\n")
+        assert done.returncode == 2
+        assert done.stderr.startswith(f"nmt: error: {old}: checkpoint format 1 was written by an earlier version")
+        assert done.stderr.count("\n") == 1 and done.stdout == ""

@@ -7,6 +7,7 @@ from nmt_core.config import ConfigError, build_config, load_config, parse_overri
     ({"attention": {"lambda": 1.0}}, "attention.lambda", "> 1"),
     ({"attention": {"lambda": 0.5}}, "attention.lambda", "> 1"),
     ({"attention": {"tau": 0}}, "attention.tau", "> 0"),
+    ({"attention": {"coverage": True}}, "attention.coverage", "false unless attention.score is concat"),
     ({"attention": {"tau": -1.0}}, "attention.tau", "> 0"),
     ({"attention": {"score": "cosine"}}, "attention.score", "dot, general, concat, scaled_dot, key_value"),
     ({"attention": {"temperature": "hot"}}, "attention.temperature", "none, fixed, sact"),

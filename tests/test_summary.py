@@ -106,7 +106,7 @@ def test_bleu_table_numbers(store, tmp_path):
     markdown = render_markdown(summary)
     assert "| general+sact4 | 2 | 26.00 ± 1.41 | 26.00 ± 1.41 | 27.00 ± 1.41 | 1.50M | 5.0 | +5.00** | 0.005 |" in markdown
     assert "| general+none | 2 | 21.00 ± 1.41 | 21.00 ± 1.41 | 22.00 ± 1.41 | 1.50M | 3.0 | baseline |  |" in markdown
-    assert "| general+tau1.2 | 1 | 23.50 | 23.50 | 24.50 | 1.50M | 2.0 | +2.50 | 1.000 |" in markdown
+    assert "| general+tau1.2 | 1 | 23.50 | 23.50 | 24.50 | 1.50M | 2.0 | +2.50 | 1 |" in markdown
     assert "| general+tau2 | 1 | 9.00 | 9.00 | 10.00 | 1.50M | 2.0 | -12.00†† |" in markdown
     assert ("two-sided paired bootstrap" in markdown and "1000 resamples" in markdown and "1-2 seeds per row" in markdown
             and "Holm-corrected over 5 comparisons" in markdown and "nrefs:1|case:mixed|eff:no|tok:13a" in markdown)

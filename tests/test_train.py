@@ -116,7 +116,8 @@ def test_sentencepiece_subwords_train_resume_and_score_on_detokenised_text(tmp_p
 
 
 @pytest.mark.parametrize("attention, model", [
-    ({"score": "key_value", "temperature": "sact", "sentinel": True, "coverage": True, "coverage_weight": 0.5}, {}),
+    ({"score": "concat", "temperature": "sact", "sentinel": True, "coverage": True, "coverage_weight": 0.5}, {}),
+    ({"score": "key_value", "temperature": "sact", "sentinel": True}, {}),
     ({"score": "concat", "temperature": "fixed", "tau": 0.8}, {"input_feeding": False}),
     ({}, {"cell": "gru"}),
 ])
