@@ -1,29 +1,47 @@
-"""Attention = score x temperature x sentinel gate x coverage, each chosen independently.
+"""Attention as a pipeline of named parts: score -> temperature -> gate (sentinel) -> context.
 
-One interface for every variant (the shape Sockeye and joeynmt use): the encoder side is projected once
-per batch (`Attention.memory`), and each decoder step calls `forward(query, memory, state, step_input)`,
-which returns the context, the weights and the next `AttentionState`. A variant keeps what it needs from
-the previous step in that state, so the decoder never changes when a variant is added.
+Each variant is one small class registered under its config value (`attention.score: concat` ->
+`ConcatScore`), the way Sockeye registers its attention types. Adding a variant touches its class, its
+registry line, its config validation and its test; never the decoder or the other variants.
+
+One interface for every variant (Sockeye, joeynmt): the encoder side is projected once per batch
+(`Attention.memory`), and each decoder step calls `forward(query, memory, state, step_input)`, which
+returns the context, the weights and the next `AttentionState`. A part that needs something from the
+previous step (SACT's c~_{t-1}, the coverage vector, the sentinel's t_{i-1}) keeps it in that state
+under its own name.
 
 Notation: h_i encoder state i (size H, both directions concatenated), s_t decoder output at step t,
-e_{t,i} score, alpha_{t,i} weight, c_t context.
+e_{t,i} score, alpha_{t,i} weight, c_t context. Equations: Luong et al. 2015 (L), Vaswani et al. 2017 (V),
+SACT (Lin et al. 2018, S), Li & Zhu 2017 (A), Tu et al. 2016 (T).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
+from typing import Callable, TypeVar
 
 import torch
 from torch import Tensor, nn
 
 from nmt_core.config import AttentionConfig
 
+T = TypeVar("T", bound=type)
+SCORES: dict[str, type["Score"]] = {}
+TEMPERATURES: dict[str, type["Temperature"]] = {}
+
+
+def register(registry: dict[str, type], name: str) -> Callable[[T], T]:
+    def add(cls: T) -> T:
+        registry[name] = cls
+        return cls
+    return add
+
 
 @dataclass
 class Memory:
     """The encoder side of attention, computed once per batch."""
 
-    values: Tensor  # (B, S, H): what the context averages (h_i, or the value half for key_value)
+    values: Tensor  # (B, S, H): what the context averages (h_i)
     keys: Tensor  # (B, S, K): what the score compares against (projected once per batch)
     mask: Tensor  # (B, S) bool, True on real source tokens
 
@@ -33,15 +51,15 @@ class Memory:
 
 @dataclass
 class AttentionState:
-    """What a variant needs from the previous step; fields a variant does not use stay None."""
+    """What parts carry from step to step, under their names ("sact": c~_{t-1}, "coverage": C, "sentinel": t_{i-1})."""
 
-    prev_context: Tensor | None = None  # SACT: c~_{t-1}, (B, H); c~_0 = the decoder's initial state
-    coverage: Tensor | None = None  # sum_{k<t} alpha_k, (B, S)
-    prev_query: Tensor | None = None  # sentinel: t_{i-1}, the previous decoder output, (B, H)
+    parts: dict[str, Tensor]
+
+    def __getitem__(self, name: str) -> Tensor | None:
+        return self.parts.get(name)
 
     def select(self, index: Tensor) -> "AttentionState":
-        return replace(self, **{f.name: getattr(self, f.name).index_select(0, index)
-                                for f in fields(self) if getattr(self, f.name) is not None})
+        return AttentionState({name: value.index_select(0, index) for name, value in self.parts.items()})
 
 
 @dataclass
@@ -53,111 +71,243 @@ class AttentionOutput:
     scores: Tensor  # (B, S): raw scores e_t before temperature and masking (diagnostics: saturation)
 
 
-class Score(nn.Module):
-    """e_{t,i} for every source position at once; `keys` turns h into what `forward` compares against."""
+# ---- scores: e_{t,i} for every source position at once -------------------------------------------
 
-    def __init__(self, kind: str, hidden: int, coverage: bool = False):
+class Score(nn.Module):
+    """`memory` turns h into what `forward` compares s against; the base class compares s with h itself."""
+
+    def __init__(self, hidden: int, cfg: AttentionConfig):
         super().__init__()
-        self.kind, self.hidden = kind, hidden
-        if coverage:  # V in e = v^T tanh(W s + U h + V C) (concat only, checked by the config)
-            self.coverage_V = nn.Parameter(torch.empty(hidden).uniform_(-hidden ** -0.5, hidden ** -0.5))
-        if kind in ("general", "scaled_dot"):
-            self.W = nn.Linear(hidden, hidden, bias=False)
-        elif kind == "concat":  # v^T tanh(W_a [s; h]) = v^T tanh(W s + U h): no bias (Luong eq. 8, Bahdanau)
-            self.W = nn.Linear(hidden, hidden, bias=False)  # W s
-            self.U = nn.Linear(hidden, hidden, bias=False)  # U h
-            self.v = nn.Linear(hidden, 1, bias=False)
-        elif kind == "key_value":
-            self.W_kv = nn.Linear(hidden, 2 * hidden, bias=False)  # [k_i; v_i] = W_kv h_i
+        self.hidden = hidden
+        self.context_size = hidden  # the size of c_t (what the values have)
 
     def memory(self, h: Tensor, mask: Tensor) -> Memory:
-        if self.kind in ("general", "scaled_dot"):
-            return Memory(values=h, keys=self.W(h), mask=mask)
-        if self.kind == "concat":
-            return Memory(values=h, keys=self.U(h), mask=mask)
-        if self.kind == "key_value":
-            key, value = self.W_kv(h).chunk(2, dim=-1)
-            return Memory(values=value, keys=key, mask=mask)
-        return Memory(values=h, keys=h, mask=mask)
+        return Memory(values=h, keys=self.keys(h), mask=mask)
 
-    def forward(self, s: Tensor, memory: Memory, coverage: Tensor | None = None) -> Tensor:
-        """coverage (B, S): C_{t-1}, fed inside the additive score (Tu et al. 2016 eq. 6); None without it."""
-        if self.kind == "concat":  # e = v^T tanh(W s + U h [+ V C])   (Bahdanau, "additive")
-            hidden = self.W(s).unsqueeze(1) + memory.keys
-            if coverage is not None:
-                hidden = hidden + coverage.unsqueeze(-1) * self.coverage_V
-            return self.v(torch.tanh(hidden)).squeeze(-1)
-        e = torch.bmm(memory.keys, s.unsqueeze(-1)).squeeze(-1)  # s^T h | s^T W h | s^T k
-        if self.kind == "scaled_dot":  # s^T W h / sqrt(d)
-            e = e / math.sqrt(self.hidden)
-        return e
+    def keys(self, h: Tensor) -> Tensor:
+        return h
+
+    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
+        return torch.bmm(memory.keys, s.unsqueeze(-1)).squeeze(-1)
+
+    def encoder_projection(self) -> nn.Linear | None:
+        """U_a of an additive score (A eq. 6), which the sentinel's slot shares (A eq. 10); None elsewhere."""
+        return None
+
+
+@register(SCORES, "dot")
+class DotScore(Score):
+    """e = s^T h (L eq. 8)."""
+
+
+@register(SCORES, "general")
+class GeneralScore(Score):
+    """e = s^T W h (L eq. 8, "multiplicative"); W h is computed once per batch."""
+
+    def __init__(self, hidden: int, cfg: AttentionConfig):
+        super().__init__(hidden, cfg)
+        self.W = nn.Linear(hidden, hidden, bias=False)
+
+    def keys(self, h: Tensor) -> Tensor:
+        return self.W(h)
+
+
+@register(SCORES, "scaled_dot")
+class ScaledDotScore(GeneralScore):
+    """e = s^T W h / sqrt(d) (V; the course report's scaled dot product)."""
+
+    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
+        return super().forward(s, memory, state) / math.sqrt(self.hidden)
+
+
+@register(SCORES, "concat")
+class ConcatScore(Score):
+    """e = v^T tanh(W s + U h) (L eq. 8 "concat", Bahdanau "additive"; no bias), with coverage inside the tanh:
+    e = v^T tanh(W s + U h + V C_{t-1}) (T eq. 6)."""
+
+    def __init__(self, hidden: int, cfg: AttentionConfig):
+        super().__init__(hidden, cfg)
+        self.W = nn.Linear(hidden, hidden, bias=False)  # W s
+        self.U = nn.Linear(hidden, hidden, bias=False)  # U h
+        self.v = nn.Linear(hidden, 1, bias=False)
+        if cfg.coverage:
+            self.coverage_V = nn.Parameter(torch.empty(hidden).uniform_(-hidden ** -0.5, hidden ** -0.5))
+
+    def keys(self, h: Tensor) -> Tensor:
+        return self.U(h)
+
+    def encoder_projection(self) -> nn.Linear | None:
+        return self.U
+
+    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
+        hidden = self.W(s).unsqueeze(1) + memory.keys
+        if state["coverage"] is not None:
+            hidden = hidden + state["coverage"].unsqueeze(-1) * self.coverage_V
+        return self.v(torch.tanh(hidden)).squeeze(-1)
+
+
+@register(SCORES, "key_value")
+class KeyValueScore(Score):
+    """Daniluk et al. 2017 (the course report's key-value attention): each hidden state is split into a key
+    half and a value half, e = w^T tanh(W_Y k_j + W_h k_t) with k_t the key half of s_t, c = sum alpha v_j.
+
+    Each encoder direction's output is split (k_j = [->h_j[:H/4]; <-h_j[:H/4]], v_j the other quarters), so
+    both directions feed key and value; the context has H/2 units. W_Y k_j is computed once per batch.
+    """
+
+    def __init__(self, hidden: int, cfg: AttentionConfig):
+        super().__init__(hidden, cfg)
+        self.context_size = hidden // 2
+        self.W_Y = nn.Linear(hidden // 2, hidden // 2, bias=False)  # W^Y k_j
+        self.W_h = nn.Linear(hidden // 2, hidden // 2, bias=False)  # W^h k_t
+        self.w = nn.Linear(hidden // 2, 1, bias=False)
+
+    def memory(self, h: Tensor, mask: Tensor) -> Memory:
+        forward, backward = h.chunk(2, dim=-1)  # the encoder's two directions, H/2 each
+        (fk, fv), (bk, bv) = forward.chunk(2, dim=-1), backward.chunk(2, dim=-1)
+        return Memory(values=torch.cat([fv, bv], dim=-1), keys=self.W_Y(torch.cat([fk, bk], dim=-1)), mask=mask)
+
+    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
+        key = s[:, :self.hidden // 2]  # k_t: the key half of the decoder output
+        return self.w(torch.tanh(memory.keys + self.W_h(key).unsqueeze(1))).squeeze(-1)
+
+
+# ---- temperature: the softmax's divisor tau_t, and what it keeps from the last step -------------------
+
+class Temperature(nn.Module):
+    """What a temperature offers the pipeline: tau_t (None: a plain softmax) and what it keeps for the next step."""
+
+    def __init__(self, hidden: int, cfg: AttentionConfig, context_size: int):
+        super().__init__()
+        self.cfg, self.context_size = cfg, context_size
+
+    def initial_state(self, decoder_init: Tensor) -> dict[str, Tensor]:
+        return {}
+
+    def forward(self, s: Tensor, state: AttentionState) -> Tensor | None:
+        return None
+
+    def next_state(self, context: Tensor) -> dict[str, Tensor]:
+        return {}
+
+
+@register(TEMPERATURES, "none")
+class NoTemperature(Temperature):
+    """A plain softmax (tau = 1, reported as None)."""
+
+
+@register(TEMPERATURES, "fixed")
+class FixedTemperature(Temperature):
+    """softmax(e / tau) with a constant tau."""
+
+    def forward(self, s: Tensor, state: AttentionState) -> Tensor | None:
+        return s.new_full(s.shape[:1], self.cfg.tau)
+
+
+@register(TEMPERATURES, "sact")
+class SelfAdaptiveTemperature(Temperature):
+    """SACT: tau_t = lambda^beta_t (S eq. 1), beta_t = tanh(W_c c~_{t-1} + U_s s_t) (S eq. 2, no bias unless
+    `attention.sact_bias`), c~_0 = the decoder's initial state; tau_t lies in (1/lambda, lambda)."""
+
+    def __init__(self, hidden: int, cfg: AttentionConfig, context_size: int):
+        super().__init__(hidden, cfg, context_size)
+        self.W_c = nn.Linear(context_size, 1, bias=False)  # W_c c~_{t-1}
+        self.U_s = nn.Linear(hidden, 1, bias=cfg.sact_bias)  # U_s s_t
+
+    def initial_state(self, decoder_init: Tensor) -> dict[str, Tensor]:
+        # c~_0: the decoder's initial state (its last context_size units when the context is smaller: key_value)
+        return {"sact": decoder_init[:, decoder_init.size(-1) - self.context_size:]}
+
+    def forward(self, s: Tensor, state: AttentionState) -> Tensor | None:
+        beta = torch.tanh(self.W_c(state["sact"]) + self.U_s(s)).squeeze(-1)  # S eq. 2
+        return torch.exp(beta * math.log(self.cfg.lambda_))  # tau_t = lambda^beta_t, S eq. 1
+
+    def next_state(self, context: Tensor) -> dict[str, Tensor]:
+        # with the sentinel the context is c+: neither paper defines the combination; c~ is what attention gave
+        return {"sact": context}
+
+
+# ---- the sentinel: an extra softmax slot the decoder can attend to instead of the source ----------------
+
+class Sentinel(nn.Module):
+    """Li & Zhu's attention sentinel: a vector of what the decoder already knows, scored as one more softmax slot.
+
+    g = sigmoid(W_x x_i + W_t t_{i-1}) (A eq. 7); s_i = g * tanh(W_s t_i) for a GRU decoder (A eq. 8), and
+    s_i = g * tanh(m_i) from the LSTM's memory cell m_i (Lu et al. 2017, as A's footnote 2 directs); the slot's
+    score W_h^T tanh(W_s s_i + U_a t_i) (A eq. 10) shares W_s with eq. 8 (GRU) and U_a with the additive score
+    of eq. 6 (concat; other scores have no U_a, and the slot gets its own).
+    """
+
+    def __init__(self, hidden: int, step_input_size: int, decoder_cell: str, shared_U_a: nn.Linear | None):
+        super().__init__()
+        self.from_memory_cell = decoder_cell == "lstm"
+        self.W_x = nn.Linear(step_input_size, hidden, bias=False)  # W_x x_i (x_i: the decoder's input)
+        self.W_t = nn.Linear(hidden, hidden, bias=False)  # W_t t_{i-1}
+        self.W_s = nn.Linear(hidden, hidden, bias=False)  # W_s of eq. 8 and eq. 10 (LSTM: eq. 10's only)
+        self.U_a = shared_U_a if shared_U_a is not None else nn.Linear(hidden, hidden, bias=False)
+        self.W_h = nn.Linear(hidden, 1, bias=False)
+
+    def initial_state(self, decoder_init: Tensor) -> dict[str, Tensor]:
+        return {"sentinel": decoder_init}  # t_0
+
+    def forward(self, s: Tensor, x: Tensor, state: AttentionState, cell: Tensor | None) -> tuple[Tensor, Tensor]:
+        """The sentinel vector s_i and its slot's score (B, 1); `cell` is the LSTM's memory cell m_i."""
+        g = torch.sigmoid(self.W_x(x) + self.W_t(state["sentinel"]))  # A eq. 7
+        sentinel = g * torch.tanh(cell if self.from_memory_cell else self.W_s(s))  # A eq. 8 / Lu et al.
+        return sentinel, self.W_h(torch.tanh(self.W_s(sentinel) + self.U_a(s)))  # A eq. 10
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: AttentionConfig, hidden: int, step_input_size: int):
+    """The pipeline: score (+ coverage) -> temperature -> softmax over source words (+ sentinel slot) -> context."""
+
+    def __init__(self, cfg: AttentionConfig, hidden: int, step_input_size: int, decoder_cell: str = "lstm"):
         super().__init__()
         self.cfg = cfg
-        self.score = Score(cfg.score, hidden, cfg.coverage)
-        if cfg.temperature == "sact":
-            self.sact_W_c = nn.Linear(hidden, 1, bias=False)  # W_c c~_{t-1}
-            self.sact_U_s = nn.Linear(hidden, 1, bias=cfg.sact_bias)  # U_s s_t (eq. 2 has no bias)
-        if cfg.sentinel:
-            self.gate_W_x = nn.Linear(step_input_size, hidden, bias=True)  # W_x x_i (x_i: the decoder's input)
-            self.gate_W_t = nn.Linear(hidden, hidden, bias=False)  # W_t t_{i-1}
-            self.sentinel_W_s = nn.Linear(hidden, hidden, bias=False)  # W_s t_i
-            self.slot_W = nn.Linear(hidden, hidden, bias=False)  # W_s s_i in eq. 10
-            self.slot_U = nn.Linear(hidden, hidden, bias=True)  # U_a t_i in eq. 10
-            self.slot_v = nn.Linear(hidden, 1, bias=False)  # W_h^T
+        self.score = SCORES[cfg.score](hidden, cfg)
+        self.context_size = self.score.context_size
+        self.temperature = TEMPERATURES[cfg.temperature](hidden, cfg, self.context_size)
+        self.sentinel = (Sentinel(hidden, step_input_size, decoder_cell, self.score.encoder_projection())
+                         if cfg.sentinel else None)
+        self.needs_memory_cell = self.sentinel is not None and self.sentinel.from_memory_cell
 
     def memory(self, h: Tensor, mask: Tensor) -> Memory:
         return self.score.memory(h, mask)
 
     def initial_state(self, memory: Memory, decoder_init: Tensor) -> AttentionState:
-        batch, src_len = memory.mask.shape
-        return AttentionState(
-            prev_context=decoder_init if self.cfg.temperature == "sact" else None,
-            coverage=memory.keys.new_zeros(batch, src_len) if self.cfg.coverage else None,
-            prev_query=decoder_init if self.cfg.sentinel else None,
-        )
+        parts = self.temperature.initial_state(decoder_init)
+        if self.cfg.coverage:
+            parts["coverage"] = memory.keys.new_zeros(memory.mask.shape)  # C_0 = 0
+        if self.sentinel is not None:
+            parts.update(self.sentinel.initial_state(decoder_init))
+        return AttentionState(parts)
 
-    def temperature(self, s: Tensor, state: AttentionState) -> Tensor | None:
-        cfg = self.cfg
-        if cfg.temperature == "fixed":
-            return s.new_full(s.shape[:1], cfg.tau)
-        if cfg.temperature == "sact":
-            beta = torch.tanh(self.sact_W_c(state.prev_context) + self.sact_U_s(s)).squeeze(-1)  # eq. 2
-            return torch.exp(beta * math.log(cfg.lambda_))  # tau_t = lambda^beta_t, eq. 1
-        return None
-
-    def forward(self, s: Tensor, memory: Memory, state: AttentionState,
-                step_input: Tensor | None = None) -> tuple[AttentionOutput, AttentionState]:
-        """One decoder step: s (B, H) the decoder output, step_input (B, *) its input (sentinel only)."""
-        e = self.score(s, memory, state.coverage)  # (B, S)
-        raw_scores, mask = e, memory.mask
-        if self.cfg.sentinel:
-            g = torch.sigmoid(self.gate_W_x(step_input) + self.gate_W_t(state.prev_query))  # eq. 7
-            sentinel = g * torch.tanh(self.sentinel_W_s(s))  # eq. 8
-            slot = self.slot_v(torch.tanh(self.slot_W(sentinel) + self.slot_U(s)))  # eq. 10
-            e = torch.cat([e, slot], dim=-1)
-            mask = torch.cat([mask, mask.new_ones(mask.size(0), 1)], dim=-1)
+    def forward(self, s: Tensor, memory: Memory, state: AttentionState, step_input: Tensor | None = None,
+                cell: Tensor | None = None) -> tuple[AttentionOutput, AttentionState]:
+        """One decoder step: s (B, H) the decoder output; the sentinel also reads step_input (B, *), the
+        decoder's input, and (LSTM) cell (B, H), its memory cell."""
+        e = raw_scores = self.score(s, memory, state)  # e_t (B, S)
+        mask = memory.mask
+        if self.sentinel is not None:
+            sentinel, slot = self.sentinel(s, step_input, state, cell)
+            e, mask = torch.cat([e, slot], dim=-1), torch.cat([mask, mask.new_ones(mask.size(0), 1)], dim=-1)
         tau = self.temperature(s, state)
         if tau is not None:
-            e = e / tau.unsqueeze(-1)  # softmax(e / tau_t), eq. 4
+            e = e / tau.unsqueeze(-1)  # softmax(e / tau_t), S eq. 4
         e = e.masked_fill(~mask, float("-inf"))  # padding never gets weight (after tau: no inf * 0 in backward)
         precise = torch.promote_types(e.dtype, torch.float32)  # bf16 logits normalised in fp32, fp64 kept
         alpha = torch.softmax(e.to(precise), dim=-1).to(memory.values.dtype)  # A eq. 11 with the sentinel slot
         gate = None
-        if self.cfg.sentinel:
+        if self.sentinel is not None:
             alpha, gate = alpha[:, :-1], alpha[:, -1]  # beta_i = alpha^[J+1]; alpha^[:J] = (1 - beta) alpha
         context = torch.bmm(alpha.unsqueeze(1), memory.values).squeeze(1)  # c~_t = sum_i alpha~_ti h_i, S eq. 3
-        if self.cfg.sentinel:
+        if self.sentinel is not None:
             context = context + gate.unsqueeze(-1) * sentinel  # c+ = beta s + (1 - beta) c, A eq. 9
-        next_state = AttentionState(  # with the sentinel, SACT's c~_{t-1} is c+_{t-1}: the context attention gave
-            prev_context=context if self.cfg.temperature == "sact" else None,
-            coverage=state.coverage + alpha if self.cfg.coverage else None,  # C_t = C_{t-1} + alpha_t (Tu eq. 7, no fertility)
-            prev_query=s if self.cfg.sentinel else None,
-        )
-        return AttentionOutput(context, alpha, tau, gate, raw_scores), next_state
+        parts = self.temperature.next_state(context)
+        if self.cfg.coverage:
+            parts["coverage"] = state["coverage"] + alpha  # C_t = C_{t-1} + alpha_t (T eq. 7, no fertility)
+        if self.sentinel is not None:
+            parts["sentinel"] = s  # t_{i-1} of the next step
+        return AttentionOutput(context, alpha, tau, gate, raw_scores), AttentionState(parts)
 
 
 def coverage_penalty(weights: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> Tensor:

@@ -47,6 +47,7 @@ class ModelConfig:
     decoder_layers: int = 1
     dropout: float = 0.4
     input_feeding: bool = True
+    readout: str = "auto"  # luong: tanh(W_c [c; s]) (Luong eq. 5); sum: c + s (Li & Zhu eq. 12); auto: sum with the sentinel
     tie_embeddings: bool = False
 
 
@@ -109,6 +110,7 @@ class TrialConfig:
 CHOICES: dict[str, tuple[str, ...]] = {
     "data.tokenizer": ("word", "space", "sentencepiece"),
     "model.cell": ("lstm", "gru"),
+    "model.readout": ("auto", "luong", "sum"),
     "attention.score": ("dot", "general", "concat", "scaled_dot", "key_value"),
     "attention.temperature": ("none", "fixed", "sact"),
     "train.device": ("auto", "cpu", "cuda"),
@@ -215,6 +217,13 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
         require(getattr(m, key) >= 1, f"model.{key}", ">= 1", getattr(m, key))
     require(m.hidden_size % 2 == 0, "model.hidden_size",
             "even (each encoder direction has hidden_size / 2 units)", m.hidden_size)
+    require(a.score != "key_value" or not a.sentinel, "attention.sentinel",
+            "false with attention.score key_value (its context has hidden_size / 2 units; Li & Zhu mix the sentinel, "
+            "of hidden_size units, into it)", a.sentinel)
+    require(a.score != "key_value" or m.readout != "sum", "model.readout",
+            "luong or auto with attention.score key_value (c + s needs a context of hidden_size units)", m.readout)
+    require(a.score != "key_value" or m.hidden_size % 4 == 0, "model.hidden_size",
+            "a multiple of 4 with attention.score key_value (each direction splits into key and value)", m.hidden_size)
     require(not m.tie_embeddings or m.emb_size == m.hidden_size, "model.tie_embeddings",
             "false unless model.emb_size == model.hidden_size", m.tie_embeddings)
     require(t.lr > 0, "train.lr", "> 0", t.lr)

@@ -83,8 +83,10 @@ class Decoder(nn.Module):
         rnn = nn.LSTM if cfg.cell == "lstm" else nn.GRU
         self.rnn = rnn(self.input_size, hidden, cfg.decoder_layers, batch_first=True,
                        dropout=cfg.dropout if cfg.decoder_layers > 1 else 0.0)
-        self.attention = Attention(attention, hidden, self.input_size)
-        self.combine = nn.Linear(2 * hidden, hidden, bias=False)
+        self.attention = Attention(attention, hidden, self.input_size, cfg.cell)
+        self.readout = cfg.readout if cfg.readout != "auto" else "sum" if attention.sentinel else "luong"
+        if self.readout == "luong":
+            self.combine = nn.Linear(self.attention.context_size + hidden, hidden, bias=False)
         self.output = nn.Linear(hidden, vocab_size)
         if cfg.tie_embeddings:
             self.output.weight = self.embed.weight
@@ -96,11 +98,17 @@ class Decoder(nn.Module):
         rnn: RnnState = (hidden, torch.zeros_like(hidden)) if self.cfg.cell == "lstm" else hidden
         return DecoderState(rnn, torch.zeros_like(s_0), self.attention.initial_state(memory, s_0))
 
-    def attend(self, s: Tensor, x: Tensor, memory: Memory,
-               state: AttentionState) -> tuple[Tensor, AttentionOutput, AttentionState]:
-        out, state = self.attention(s, memory, state, x)  # c_t (S eq. 3-4, A eq. 7-11)
-        h_tilde = torch.tanh(self.combine(torch.cat([out.context, s], dim=-1)))  # h~_t = tanh(W_c[c_t; s_t]), L eq. 5
-        return self.dropout(h_tilde), out, state
+    def attend(self, s: Tensor, x: Tensor, memory: Memory, state: AttentionState,
+               rnn: RnnState) -> tuple[Tensor, AttentionOutput, AttentionState]:
+        cell = rnn[1][-1] if isinstance(rnn, tuple) else None  # m_t of the top LSTM layer (the sentinel's)
+        out, state = self.attention(s, memory, state, x, cell)  # c_t (S eq. 3-4, A eq. 7-11)
+        return self.dropout(self.read_out(out.context, s)), out, state
+
+    def read_out(self, context: Tensor, s: Tensor) -> Tensor:
+        """What the output layer reads: h~_t = tanh(W_c [c_t; s_t]) (L eq. 5), or c+_i + t_i (A eq. 12)."""
+        if self.readout == "sum":
+            return context + s
+        return torch.tanh(self.combine(torch.cat([context, s], dim=-1)))
 
     def step(self, y_prev: Tensor, state: DecoderState,
              memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
@@ -109,26 +117,26 @@ class Decoder(nn.Module):
         if self.cfg.input_feeding:
             x = torch.cat([x, state.feed], dim=-1)  # [y_{t-1}; h~_{t-1}]
         s, rnn = self.rnn(x.unsqueeze(1), state.rnn)  # s_t
-        h_tilde, out, attention = self.attend(s.squeeze(1), x, memory, state.attention)
+        h_tilde, out, attention = self.attend(s.squeeze(1), x, memory, state.attention, rnn)
         return self.output(h_tilde), DecoderState(rnn, h_tilde, attention), out  # p = softmax(W_s h~_t), L eq. 6
 
     def forward(self, tgt_in: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderTrace]:
         """Teacher forcing over tgt_in (B, T) -> logits (B, T, V) and the attention trace."""
         emb = self.dropout(self.embed(tgt_in))
         readouts, steps = [], []
-        if self.cfg.input_feeding:  # the RNN input depends on h~_{t-1}: step by step
+        if self.cfg.input_feeding or self.attention.needs_memory_cell:  # h~_{t-1} or m_t per step: step by step
             rnn, feed, attention = state.rnn, state.feed, state.attention
             for emb_t in emb.unbind(1):  # unbind: one gradient copy for all steps, not one zero-filled (B, T, E) per step
-                x = torch.cat([emb_t, feed], dim=-1)
+                x = torch.cat([emb_t, feed], dim=-1) if self.cfg.input_feeding else emb_t
                 s, rnn = self.rnn(x.unsqueeze(1), rnn)
-                feed, out, attention = self.attend(s.squeeze(1), x, memory, attention)
+                feed, out, attention = self.attend(s.squeeze(1), x, memory, attention, rnn)
                 readouts.append(feed)
                 steps.append(out)
         else:  # the whole target through the RNN in one (cuDNN) call; only attention steps in Python
             s_all, _ = self.rnn(emb, state.rnn)
             attention = state.attention
             for s_t, emb_t in zip(s_all.unbind(1), emb.unbind(1)):
-                h_tilde, out, attention = self.attend(s_t, emb_t, memory, attention)
+                h_tilde, out, attention = self.attend(s_t, emb_t, memory, attention, None)
                 readouts.append(h_tilde)
                 steps.append(out)
         return self.output(torch.stack(readouts, dim=1)), DecoderTrace.stack(steps)

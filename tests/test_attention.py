@@ -4,11 +4,19 @@ import itertools
 import pytest
 import torch
 
+from nmt_core.attention import SCORES, TEMPERATURES
+from nmt_core.config import CHOICES
 from nmt_core.model import PAD, Seq2Seq
 from tests.conftest import tiny_config
 
-SCORES = ["dot", "general", "concat", "scaled_dot", "key_value"]
-TEMPERATURES = ["none", "fixed", "sact"]
+SCORES_UNDER_TEST = ["dot", "general", "concat", "scaled_dot", "key_value"]
+TEMPERATURES_UNDER_TEST = ["none", "fixed", "sact"]
+
+
+def test_every_allowed_value_has_its_registered_class_and_no_other():
+    """The config's allowed values and the attention registries cannot drift apart."""
+    assert sorted(SCORES) == sorted(CHOICES["attention.score"]) == sorted(SCORES_UNDER_TEST)
+    assert sorted(TEMPERATURES) == sorted(CHOICES["attention.temperature"]) == sorted(TEMPERATURES_UNDER_TEST)
 
 
 def _batch(seed=0, batch=4, src_len=7, tgt_len=5):
@@ -28,9 +36,10 @@ def _model(**attention):
 
 
 COMBINATIONS = [(score, temperature, sentinel, coverage)
-                for score, temperature, sentinel, coverage in itertools.product(SCORES, TEMPERATURES, [False, True],
+                for score, temperature, sentinel, coverage in itertools.product(SCORES_UNDER_TEST, TEMPERATURES_UNDER_TEST, [False, True],
                                                                                 [False, True])
-                if score == "concat" or not coverage]  # coverage lives inside the additive score (Tu et al.)
+                if (score == "concat" or not coverage)  # coverage lives inside the additive score (Tu et al.)
+                and not (score == "key_value" and sentinel)]  # c+ would mix vectors of different sizes
 
 
 @pytest.mark.parametrize("score, temperature, sentinel, coverage", COMBINATIONS)
@@ -47,7 +56,7 @@ def test_every_combination_runs_and_every_parameter_learns(score, temperature, s
     assert (trace.gate is None) == (not sentinel)
 
 
-@pytest.mark.parametrize("score", SCORES)
+@pytest.mark.parametrize("score", SCORES_UNDER_TEST)
 def test_fixed_temperature_one_equals_plain_softmax(score):
     plain, fixed = _model(score=score), _model(score=score, temperature="fixed", tau=1.0)
     fixed.load_state_dict(plain.state_dict())
@@ -70,7 +79,7 @@ def test_sact_temperature_stays_in_its_bounds_and_varies(lam):
     model = _model(temperature="sact", **{"lambda": lam}).eval()
     src, lengths, tgt = _batch(batch=4, tgt_len=9)
     with torch.no_grad():  # larger weights spread beta_t over most of (-1, 1)
-        model.decoder.attention.sact_U_s.weight.mul_(3)
+        model.decoder.attention.temperature.U_s.weight.mul_(3)
     tau = model(src, lengths, tgt)[1].tau
     assert tau.shape == (4, 9)
     assert (tau > 1 / lam).all() and (tau < lam).all()
@@ -78,7 +87,7 @@ def test_sact_temperature_stays_in_its_bounds_and_varies(lam):
     assert tau.std(dim=1).min() > 0, "tau must vary across steps"
     assert tau.std(dim=0).min() > 0, "tau must vary across sentences"
     with torch.no_grad():  # saturated tanh: float32 reaches the closed bounds, never beyond
-        model.decoder.attention.sact_U_s.weight.mul_(100)
+        model.decoder.attention.temperature.U_s.weight.mul_(100)
     tau = model(src, lengths, tgt)[1].tau
     assert (tau >= (1 - 1e-6) / lam).all() and (tau <= lam * (1 + 1e-6)).all()
 
@@ -105,12 +114,15 @@ def test_keys_are_projected_once_per_batch_not_per_step():
     assert len(calls) == 1
 
 
+@pytest.mark.parametrize("score", SCORES_UNDER_TEST)
 @pytest.mark.parametrize("input_feeding", [True, False])
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_teacher_forcing_matches_step_by_step_decoding(cell, input_feeding):
-    """forward() over the whole target and step() one token at a time compute the same thing."""
-    cfg = tiny_config(model={"cell": cell, "input_feeding": input_feeding},
-                      attention={"score": "concat", "temperature": "sact", "sentinel": True, "coverage": True})
+def test_teacher_forcing_matches_step_by_step_decoding(cell, input_feeding, score):
+    """forward() over the whole target and step() one token at a time compute the same thing, for every score
+    with SACT and (where defined) the sentinel and coverage; LSTM + sentinel without input feeding takes the
+    step-by-step path because the sentinel reads the memory cell of every step."""
+    attention = {"score": score, "temperature": "sact", "sentinel": score != "key_value", "coverage": score == "concat"}
+    cfg = tiny_config(model={"cell": cell, "input_feeding": input_feeding}, attention=attention)
     torch.manual_seed(0)
     model = Seq2Seq(cfg.model, cfg.attention, 30, 20).eval()
     src, lengths, tgt = _batch()

@@ -14,14 +14,15 @@ import torch
 
 from nmt_core.attention import Attention, coverage_penalty
 from nmt_core.config import build_config
+from nmt_core.model import Seq2Seq
 
 H, S, X = 4, 3, 5  # hidden size, source length, decoder input size (sentinel's x_i)
 MASK = [[True, True, True], [True, True, False]]  # the second sentence has 2 real source words
 
 
-def _attention(**cfg) -> Attention:
+def _attention(cell: str = "gru", **cfg) -> Attention:
     torch.manual_seed(0)
-    module = Attention(build_config({"attention": cfg}).attention, H, X).double()
+    module = Attention(build_config({"attention": cfg}).attention, H, X, cell).double()
     with torch.no_grad():  # no parameter stays at a special value (zeros, ones) that could hide a term
         for parameter in module.parameters():
             parameter.normal_(0.0, 0.7)
@@ -65,6 +66,11 @@ def score_oracle(module: Attention, kind: str, s: list[float], h: list[list[floa
                  coverage: list[float] | None = None) -> list[float]:
     if kind == "dot":  # s^T h (Luong eq. 8)
         return [dot(s, hi) for hi in h]
+    if kind == "key_value":  # w^T tanh(W_Y k_j + W_h k_t) (Daniluk et al.), k: each direction's first half
+        W_Y, W_h, w = P(module, "score.W_Y.weight"), P(module, "score.W_h.weight"), P(module, "score.w.weight")[0]
+        query = mv(W_h, s[:H // 2])
+        keys = [hj[:H // 4] + hj[H // 2:3 * H // 4] for hj in h]
+        return [dot(w, [math.tanh(a + b) for a, b in zip(mv(W_Y, k), query)]) for k in keys]
     if kind in ("general", "scaled_dot"):  # s^T W h (Luong eq. 8), / sqrt(d) (Vaswani et al.)
         W = P(module, "score.W.weight")
         scale = math.sqrt(H) if kind == "scaled_dot" else 1.0
@@ -81,7 +87,12 @@ def score_oracle(module: Attention, kind: str, s: list[float], h: list[list[floa
     return out
 
 
-def _run(module: Attention, h, queries, init, x=None):
+def values_oracle(kind: str, h: list[list[float]]) -> list[list[float]]:
+    """What the context averages: h itself, or (key_value) each direction's second half."""
+    return [hj[H // 4:H // 2] + hj[3 * H // 4:] for hj in h] if kind == "key_value" else h
+
+
+def _run(module: Attention, h, queries, init, x=None):  # a GRU-style sentinel (no memory cell) at most
     memory = module.memory(h, torch.tensor(MASK))
     state = module.initial_state(memory, init)
     outputs = []
@@ -91,7 +102,7 @@ def _run(module: Attention, h, queries, init, x=None):
     return outputs
 
 
-@pytest.mark.parametrize("kind", ["dot", "general", "scaled_dot", "concat"])
+@pytest.mark.parametrize("kind", ["dot", "general", "scaled_dot", "concat", "key_value"])
 def test_scores_weights_and_context_match_the_formulas(kind):
     module = _attention(score=kind)
     h, queries, init, _ = _inputs()
@@ -102,7 +113,8 @@ def test_scores_weights_and_context_match_the_formulas(kind):
         real = [j for j in range(S) if MASK[b][j]]
         assert out.scores[b, real].tolist() == pytest.approx([e[j] for j in real], rel=1e-10, abs=1e-12)
         assert out.weights[b].tolist() == pytest.approx(alpha, rel=1e-10, abs=1e-12)
-        assert out.context[b].tolist() == pytest.approx(weighted_sum(alpha, h[b].tolist()), rel=1e-10, abs=1e-12)
+        values = values_oracle(kind, h[b].tolist())
+        assert out.context[b].tolist() == pytest.approx(weighted_sum(alpha, values), rel=1e-10, abs=1e-12)
 
 
 def test_fixed_temperature_divides_the_scores():
@@ -121,11 +133,11 @@ def test_sact_temperature_and_context_recurrence_over_three_steps(bias):
     c~_t = sum alpha~ h (eq. 3), alpha~ = softmax(e / tau_t) (eq. 4), c~_0 = the decoder's initial state."""
     lam = 3.0
     module = _attention(score="general", temperature="sact", **{"lambda": lam, "sact_bias": bias})
-    assert ("sact_U_s.bias" in dict(module.named_parameters())) == bias
+    assert ("temperature.U_s.bias" in dict(module.named_parameters())) == bias
     h, queries, init, _ = _inputs()
     outputs = _run(module, h, queries, init)
-    W_c, U_s = P(module, "sact_W_c.weight")[0], P(module, "sact_U_s.weight")[0]
-    b_s = P(module, "sact_U_s.bias")[0] if bias else 0.0
+    W_c, U_s = P(module, "temperature.W_c.weight")[0], P(module, "temperature.U_s.weight")[0]
+    b_s = P(module, "temperature.U_s.bias")[0] if bias else 0.0
     for b in range(2):
         previous = init[b].tolist()  # c~_0
         for t, (out, state) in enumerate(outputs):
@@ -137,7 +149,7 @@ def test_sact_temperature_and_context_recurrence_over_three_steps(bias):
             assert out.tau[b].item() == pytest.approx(tau, rel=1e-10)
             assert out.weights[b].tolist() == pytest.approx(alpha, rel=1e-10, abs=1e-12)
             assert out.context[b].tolist() == pytest.approx(context, rel=1e-10, abs=1e-12)
-            assert state.prev_context[b].tolist() == pytest.approx(context, rel=1e-10, abs=1e-12)
+            assert state["sact"][b].tolist() == pytest.approx(context, rel=1e-10, abs=1e-12)
             previous = context
 
 
@@ -152,7 +164,7 @@ def test_coverage_enters_the_additive_score_and_accumulates():
             alpha = softmax(score_oracle(module, "concat", queries[t][b].tolist(), h[b].tolist(), coverage), MASK[b])
             assert out.weights[b].tolist() == pytest.approx(alpha, rel=1e-10, abs=1e-12)
             coverage = [c + a for c, a in zip(coverage, alpha)]
-            assert state.coverage[b].tolist() == pytest.approx(coverage, rel=1e-10, abs=1e-12)
+            assert state["coverage"][b].tolist() == pytest.approx(coverage, rel=1e-10, abs=1e-12)
 
 
 def test_coverage_penalty_counts_real_words_only():
@@ -170,33 +182,59 @@ def test_coverage_penalty_counts_real_words_only():
     assert coverage_penalty(weights, src_mask, tgt_mask).item() == pytest.approx(expected, rel=1e-12)
 
 
-def test_sentinel_gate_slot_and_mixed_context():
-    """Li & Zhu: g = sigmoid(W_x x_i + W_t t_{i-1}) (eq. 7), s_i = g * tanh(W_s t_i) (eq. 8), the slot's score
-    appended to e (eq. 10), alpha^ = softmax over J + 1 (eq. 11), beta = alpha^[J+1], c+ = beta s + (1 - beta) c
-    (eq. 9). t_0 is the decoder's initial state. (eq. 10 with the module's own matrices: see README.)"""
-    module = _attention(score="dot", sentinel=True)
+@pytest.mark.parametrize("kind, cell", [("dot", "gru"), ("dot", "lstm"), ("concat", "gru")])
+def test_sentinel_gate_slot_and_mixed_context(kind, cell):
+    """Li & Zhu: g = sigmoid(W_x x_i + W_t t_{i-1}) (eq. 7); s_i = g * tanh(W_s t_i) (eq. 8, GRU) or
+    g * tanh(m_i) (LSTM memory cell, Lu et al.); slot W_h^T tanh(W_s s_i + U_a t_i) (eq. 10, W_s shared with
+    eq. 8, U_a with the additive score); alpha^ = softmax over J + 1 (eq. 11); beta = alpha^[J+1];
+    c+ = beta s + (1 - beta) c (eq. 9). t_0 is the decoder's initial state."""
+    module = _attention(cell, score=kind, sentinel=True)
+    assert (module.sentinel.U_a is getattr(module.score, "U", None)) == (kind == "concat")  # eq. 10 shares eq. 6's U_a
     h, queries, init, x = _inputs()
-    outputs = _run(module, h, queries[:2], init, x)
-    W_x, b_x, W_t = P(module, "gate_W_x.weight"), P(module, "gate_W_x.bias"), P(module, "gate_W_t.weight")
-    W_s = P(module, "sentinel_W_s.weight")
-    slot_W, slot_U, slot_b, slot_v = (P(module, "slot_W.weight"), P(module, "slot_U.weight"),
-                                      P(module, "slot_U.bias"), P(module, "slot_v.weight")[0])
-    for b in range(2):
-        previous = init[b].tolist()  # t_{i-1}
-        for t, (out, _) in enumerate(outputs):
+    cells = [torch.randn(2, H, dtype=torch.float64, generator=torch.Generator().manual_seed(9 + t)) for t in range(2)]
+    memory = module.memory(h, torch.tensor(MASK))
+    state = module.initial_state(memory, init)
+    W_x, W_t, W_s = P(module, "sentinel.W_x.weight"), P(module, "sentinel.W_t.weight"), P(module, "sentinel.W_s.weight")
+    U_a = P(module, "score.U.weight") if kind == "concat" else P(module, "sentinel.U_a.weight")
+    W_h = P(module, "sentinel.W_h.weight")[0]
+    previous = init.tolist()  # t_{i-1}
+    for t in range(2):
+        out, state = module(queries[t], memory, state, x, cells[t] if cell == "lstm" else None)
+        for b in range(2):
             s = queries[t][b].tolist()
-            gx, gt = mv(W_x, x[b].tolist()), mv(W_t, previous)
-            g = [1 / (1 + math.exp(-(gx[k] + b_x[k] + gt[k]))) for k in range(H)]
-            sentinel = [g[k] * math.tanh(v) for k, v in enumerate(mv(W_s, s))]
-            a, u = mv(slot_W, sentinel), mv(slot_U, s)
-            slot = dot(slot_v, [math.tanh(a[k] + u[k] + slot_b[k]) for k in range(H)])
-            alpha = softmax(score_oracle(module, "dot", s, h[b].tolist()) + [slot], MASK[b] + [True])
+            gx, gt = mv(W_x, x[b].tolist()), mv(W_t, previous[b])
+            g = [1 / (1 + math.exp(-(gx[k] + gt[k]))) for k in range(H)]
+            inner = cells[t][b].tolist() if cell == "lstm" else mv(W_s, s)
+            sentinel = [g[k] * math.tanh(inner[k]) for k in range(H)]
+            a, u = mv(W_s, sentinel), mv(U_a, s)
+            slot = dot(W_h, [math.tanh(a[k] + u[k]) for k in range(H)])
+            alpha = softmax(score_oracle(module, kind, s, h[b].tolist()) + [slot], MASK[b] + [True])
             beta = alpha[-1]
             context = [beta * sentinel[k] + v for k, v in enumerate(weighted_sum(alpha[:-1], h[b].tolist()))]
             assert out.gate[b].item() == pytest.approx(beta, rel=1e-10)
             assert out.weights[b].tolist() == pytest.approx(alpha[:-1], rel=1e-10, abs=1e-12)
             assert out.context[b].tolist() == pytest.approx(context, rel=1e-10, abs=1e-12)
-            previous = s
+        previous = queries[t].tolist()
+
+
+@pytest.mark.parametrize("readout, sentinel", [("auto", True), ("auto", False), ("sum", False), ("luong", True)])
+def test_readout_is_eq_12_with_the_sentinel_and_luong_eq_5_otherwise(readout, sentinel):
+    """Li & Zhu eq. 12: p = softmax(W_p (c+ + t)); Luong eq. 5-6: p = softmax(W_s tanh(W_c [c; s]))."""
+    cfg = build_config({"model": {"emb_size": 4, "hidden_size": H, "dropout": 0.0, "readout": readout},
+                        "attention": {"sentinel": sentinel}})
+    torch.manual_seed(0)
+    decoder = Seq2Seq(cfg.model, cfg.attention, 10, 7).decoder.double()
+    g = torch.Generator().manual_seed(5)
+    context, s = torch.randn(2, H, generator=g, dtype=torch.float64), torch.randn(2, H, generator=g, dtype=torch.float64)
+    got = decoder.read_out(context, s)
+    uses_sum = readout == "sum" or (readout == "auto" and sentinel)
+    for b in range(2):
+        c, q = context[b].tolist(), s[b].tolist()
+        if uses_sum:
+            expected = [c[k] + q[k] for k in range(H)]
+        else:
+            expected = [math.tanh(v) for v in mv(P(decoder, "combine.weight"), c + q)]
+        assert got[b].tolist() == pytest.approx(expected, rel=1e-12)
 
 
 def test_sact_with_the_sentinel_reads_the_mixed_context_of_the_last_step():
@@ -206,7 +244,7 @@ def test_sact_with_the_sentinel_reads_the_mixed_context_of_the_last_step():
     module = _attention(score="dot", temperature="sact", sentinel=True, **{"lambda": lam})
     h, queries, init, x = _inputs()
     (first, _), (second, _) = _run(module, h, queries[:2], init, x)
-    W_c, U_s = P(module, "sact_W_c.weight")[0], P(module, "sact_U_s.weight")[0]
+    W_c, U_s = P(module, "temperature.W_c.weight")[0], P(module, "temperature.U_s.weight")[0]
     for b in range(2):
         beta = math.tanh(dot(W_c, first.context[b].tolist()) + dot(U_s, queries[1][b].tolist()))
         assert second.tau[b].item() == pytest.approx(lam ** beta, rel=1e-10)
