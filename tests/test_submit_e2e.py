@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 QUICKSTART = Path(__file__).parent.parent / "search_spaces" / "quickstart.yaml"
 SHORT = ["--set", "data.train_subset=400", "--set", "data.eval_subset=20", "--set", "base.train.epochs=1",
          "--set", "parameters.attention.tau={grid: [1.2]}", "--set", "parameters.attention.lambda={grid: [4]}",
-         "--set", "parameters.attention.sentinel={grid: [false]}"]
+         "--set", "search.repeats=1"]
 
 
 @pytest.fixture(scope="module")
