@@ -283,10 +283,10 @@ def add_findings(summary: Summary) -> None:
 
 def history_of(row: VariantRow) -> findings.VariantHistory:
     params = row.records[0].params
-    number = lambda key: float(params[key]) if key in params else None  # noqa: E731
+    lam, tau = (float(params[key]) if key in params else None for key in ("attention.lambda", "attention.tau"))
     curves = {key: [r.curves.get(key, []) for r in row.records] for key in CURVES}
-    return findings.VariantHistory(row.label, params.get("attention.temperature", "none"), number("attention.lambda"),
-                                   number("attention.tau"), params.get("attention.sentinel") == "True", curves)
+    return findings.VariantHistory(row.label, params.get("attention.temperature", "none"), lam, tau,
+                                   params.get("attention.sentinel") == "True", curves)
 
 
 def _cells(row: VariantRow, test_sets: list[str], plus_minus: str) -> list[str]:
