@@ -21,6 +21,7 @@ from nmt_core.config import ConfigError
 from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.train import PAPER_BLEU
 
+from sweeper.provenance import as_tags, code_version, package_versions
 from sweeper.trainable import ARTIFACTS, FINAL, describe_trial
 
 log = logging.getLogger("sweeper.tracking")
@@ -102,7 +103,8 @@ class SweepTracker:
 
     def start_sweep(self, space_yaml: str, plan: dict[str, Any]) -> str:
         run = self.client.create_run(self.experiment_id, run_name=f"{self.experiment}-sweep",
-                                     tags={ROLE: "sweep", **{f"sweeper.plan.{k}": str(v) for k, v in plan.items()}})
+                                     tags={ROLE: "sweep", **{f"sweeper.plan.{k}": str(v) for k, v in plan.items()},
+                                           "sweeper.code": code_version(), "sweeper.versions": package_versions()})
         self.client.log_text(run.info.run_id, space_yaml, "space.yaml")
         self.client.log_batch(run.info.run_id, params=[Param(f"plan.{k}", str(v)[:500]) for k, v in plan.items()])
         return run.info.run_id
@@ -188,6 +190,9 @@ class MlflowTrackingCallback(Callback):
         if run_id is None:
             return
         step = int(result.get("epoch", 0))
+        provenance = as_tags(result)  # code, versions, device and node of the process that trains the trial
+        if provenance:
+            self._safely(trial.trial_id, "tag provenance", lambda: self.tracker.set_tags(run_id, provenance))
         if result.get(FINAL):
             metrics = {k: v for k, v in result.items() if k.startswith(FINAL_PREFIXES)}
             tags = {tag: str(result.get(key, "")) for key, tag in SIGNATURE_TAGS.items()}

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ray
 import torch
 from ray import tune
 
 from nmt_core import checkpoint
-from nmt_core.train import PAPER_BLEU, TrainingDiverged, evaluate_split, train
+from nmt_core.train import PAPER_BLEU, TrainingDiverged, evaluate_split, resolve_device, train
 from sweeper.artifacts import write_trial_artifacts
+from sweeper.provenance import trial_provenance
 from sweeper.space import trial_config, variant_label
 
 ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking callback uploads
@@ -60,12 +62,15 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
         print(f"restored from the checkpoint of epoch {resume['epoch']} (restore #{restores})", file=sys.stderr)
 
     latest = {"state": resume}
+    # what trained this trial, reported with the first result of this process (the driver tags the run)
+    unsent = trial_provenance(resolve_device(cfg.train.device), ray.get_runtime_context().get_node_id())
 
     def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
         latest["state"] = {**state, "restores": restores}
         with tempfile.TemporaryDirectory() as folder:
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
-            tune.report({**report, "restores": restores}, checkpoint=tune.Checkpoint.from_directory(folder))
+            tune.report({**report, **unsent, "restores": restores}, checkpoint=tune.Checkpoint.from_directory(folder))
+        unsent.clear()
 
     # training is deterministic: a trial that diverged would diverge again from its checkpoint, so a retry
     # on the same node stops at once (best effort: a retry on another node does not see the marker)

@@ -92,6 +92,7 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
     assert len(parents) == 1 and len(children) == 3
     parent = parents[0]
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"space.yaml", "results.parquet"}
+    assert "mlflow " in parent.data.tags["sweeper.versions"] and parent.data.tags["sweeper.code"]
     by_run = {r["mlflow_run_id"]: r for r in results}
     for child in children:
         assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
@@ -99,6 +100,9 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
         row = by_run[child.info.run_id]
         assert child.data.tags["sweeper.variant"] == row["variant"]
         assert child.data.tags["sweeper.trial_id"] == row["trial_id"]
+        tags = child.data.tags  # provenance, from the process that trained the trial
+        assert tags["sweeper.code"].startswith(("git ", "nmt-sweeper ")) and "torch 2." in tags["sweeper.versions"]
+        assert tags["sweeper.device"].startswith("cpu: ") and "(ray node " in tags["sweeper.node"]
         assert child.data.params["attention.temperature"] == row["attention.temperature"]
         assert len(child.data.params) > 40  # the whole flattened trial config
         assert epoch_steps(client, child.info.run_id) == [1, 2]
