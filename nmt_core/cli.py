@@ -12,8 +12,8 @@ from nmt_core.config import ConfigError, build_config, load_config, parse_overri
 from nmt_core.corpora import REGISTRY, CorpusError, load_corpus
 from nmt_core.data import Example, Vocab, surface, tokenize
 from nmt_core.decode import translate
-from nmt_core.evaluate import attention_alignment, corpus_bleu, trace_table, write_traces
-from nmt_core.train import TrainingDiverged, bleu_options, resolve_device, teacher_forced_weights, train
+from nmt_core.evaluate import attention_alignment, trace_table, write_traces
+from nmt_core.train import TrainingDiverged, resolve_device, score_text, teacher_forced_weights, train
 
 
 def _log(message: str) -> None:
@@ -75,10 +75,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if len(sources) != len(references):
         raise CorpusError(f"{args.src}: {len(sources)} lines but {args.ref} has {len(references)}")
     hypotheses, keep, decoded = _translate_lines(sources, loaded, args.beam or loaded.config.decode.beam_size)
-    options = bleu_options(loaded.config)  # against the raw reference text, as in training
-    words = loaded.tgt_segmenter.paper_tokens
-    print(corpus_bleu(hypotheses, references, options["tokenize"], args.lowercase or options["lowercase"]))
-    print("multi-bleu " + str(corpus_bleu([words(h) for h in hypotheses], [words(r) for r in references], "none", True)))
+    bleu, paper = score_text(hypotheses, references, loaded.tgt_segmenter, loaded.config, args.lowercase)
+    print(f"{bleu}\nmulti-bleu {paper}")  # against the raw reference text, as in training
     if args.align:
         gold = [parse_links(line) for line in Path(args.align).read_text(encoding="utf-8").splitlines()]
         examples = [Example(loaded.src_vocab.encode(loaded.src_segmenter.tokenize(s)),
@@ -147,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--src", required=True)
     p.add_argument("--ref", required=True)
     p.add_argument("--beam", type=int, default=0)
-    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (as the SACT paper's 29.12)")
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (the papers' lowercased tokenised number is printed as multi-bleu)")
     p.add_argument("--traces", help="write per-token traces (tau, gate, attention) to this Parquet file")
     p.add_argument("--align", help="gold word alignments (Pharaoh `src-tgt` per line): report the AER of the "
                                    "attention argmax on the reference and the attention mass on gold links")

@@ -84,7 +84,7 @@ class PairedBootstrap:
         for name, refs in self.references.items():
             for hypotheses in system:
                 stats = _sentence_stats(self.metric, hypotheses[name], refs)
-                full.append(self.metric._compute_score_from_stats(list(stats.sum(0))).score)
+                full.append(_bleu_from_stats(self.metric, stats.sum(0, keepdims=True))[0])
                 resampled.append(_bleu_from_stats(self.metric, stats[self.indices[name]].sum(axis=1)))
         return float(np.mean(full)), np.mean(resampled, axis=0)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import re
 from dataclasses import asdict
@@ -206,7 +207,7 @@ def result_rows(grid, outcomes: dict[str, str], tracker: SweepTracker, parent_id
             row["bleu_dev"] = float(best["bleu_dev"])
             row["bleu_dev_by_epoch"] = [float(v) for v in epochs.sort_values("epoch")["bleu_dev"]]
             row.update({k: float(epochs[k].mean()) for k in ("epoch_time_s", "tokens_per_s") if k in epochs})
-            row.update({k: float(best[k]) for k in DIAGNOSTICS if k in epochs and best[k] == best[k]})
+            row.update({k: float(best[k]) for k in DIAGNOSTICS if k in epochs and not math.isnan(best[k])})
         row.update({k: v for k, v in last.items()
                     if finished and k.startswith(("bleu_test_", f"{PAPER_BLEU}_test_", "n_params", "aer_",
                                                   "gold_attention_"))})
