@@ -185,7 +185,16 @@ def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlfl
     storage = tmp_path / "sweeps"
     driver = sweeper("run", str(space), "--storage", str(storage), "--tracking-uri", mlflow_server.uri,
                      cwd=tmp_path, background=True)
-    _wait_until(lambda: list((storage / "e2e-kill").glob("*_seed*/checkpoint_000000")), what="a first checkpoint")
+    client = MlflowClient(mlflow_server.uri)
+
+    def second_epoch_logged() -> bool:
+        # the driver logs an epoch before it registers that epoch's checkpoint, so a checkpoint folder on disk
+        # or a logged first epoch can still be unknown to Tune; once epoch 2 is logged, epoch 1's is not
+        experiment = client.get_experiment_by_name("e2e-kill")
+        children = child_runs(client, "e2e-kill")[1] if experiment else []
+        return bool(children) and len(epoch_steps(client, children[0].info.run_id)) >= 2
+
+    _wait_until(second_epoch_logged, what="a second epoch in MLflow")
     trial_processes = [line.split()[0] for line in subprocess.run(["ps", "-eo", "pid,args"], capture_output=True,
                                                                    text=True).stdout.splitlines()
                        if "ray::" in line and ("run_trial" in line or "ImplicitFunc" in line)]
@@ -196,7 +205,6 @@ def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlfl
     assert driver.returncode == 0, output[-4000:]
     [row] = pq.read_table(storage / "e2e-kill" / "results.parquet").to_pylist()
     assert row["status"] == "TERMINATED" and row["restores"] >= 1 and row["epochs"] == 5
-    client = MlflowClient(mlflow_server.uri)
     _, [child] = child_runs(client, "e2e-kill")
     assert epoch_steps(client, child.info.run_id) == [1, 2, 3, 4, 5]  # no epoch logged twice
 
