@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -34,7 +34,15 @@ def save(obj: dict[str, Any], path: Path) -> None:
 
 
 def load(path: Path) -> dict[str, Any]:
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (FileNotFoundError, IsADirectoryError):
+        raise
+    except Exception as err:  # truncated, corrupt, or not a checkpoint at all: torch's errors run to 30 lines
+        reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"{path}: not a readable checkpoint ({reason}); is the file complete?") from None
+    if not isinstance(state, dict) or "model" not in state:
+        raise CheckpointError(f"{path}: not an nmt checkpoint (no model weights in it)")
     if state.get("format", 1) != FORMAT:
         raise CheckpointError(f"{path}: checkpoint format {state.get('format', 1)} was written by an earlier version "
                               f"(SACT eq. 2 had a bias, `word` tokens had no joiners); this version reads format "
@@ -59,17 +67,31 @@ class LoadedModel:
     tgt_segmenter: Segmenter
 
 
-def load_for_inference(directory: str | Path) -> LoadedModel:
-    """The best model in a training output folder (or a single .pt file), in eval mode, on the CPU."""
+def checkpoint_file(directory: str | Path) -> Path:
+    """best.pt in a training output folder, else last.pt (what a Ray Tune trial checkpoint holds), or the file."""
     path = Path(directory)
-    path = path / BEST if path.is_dir() else path
+    if path.is_dir():
+        path = next((path / name for name in (BEST, LAST) if (path / name).exists()), path / BEST)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no checkpoint here (train with `nmt train ... --out DIR` first)")
+    return path
+
+
+def load_for_inference(directory: str | Path, log: Callable[[str], None] = lambda line: None) -> LoadedModel:
+    """The best-dev model of a training output folder, a Ray trial checkpoint or a .pt file, in eval mode.
+
+    last.pt holds the last epoch's weights and, beside them, the best-dev ones behind the reported test BLEU:
+    those are the ones used, and `log` says so.
+    """
+    path = checkpoint_file(directory)
     state = load(path)
     cfg = build_config(state["config"], source=str(path))
     src_vocab, tgt_vocab = Vocab(state["vocab"]["src"]), Vocab(state["vocab"]["tgt"])
     model = Seq2Seq(cfg.model, cfg.attention, len(src_vocab), len(tgt_vocab))
-    model.load_state_dict(state["model"])
+    if "best_model" in state:
+        log(f"{path}: using the best-dev weights (epoch {state['best_epoch']}), not the last epoch's "
+            f"({state['epoch']})")
+    model.load_state_dict(state.get("best_model", state["model"]))
     subword = state.get("subword", {})
     return LoadedModel(cfg, model.eval(), src_vocab, tgt_vocab, Segmenter(cfg.data, subword.get("src")),
                        Segmenter(cfg.data, subword.get("tgt")))

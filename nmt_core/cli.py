@@ -4,27 +4,49 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 from pathlib import Path
 
 from nmt_core import checkpoint
-from nmt_core.config import ConfigError, build_config, load_config, parse_overrides
+from nmt_core.config import ConfigError, TrialConfig, build_config, flatten, load_config, parse_overrides
 from nmt_core.corpora import REGISTRY, CorpusError, load_corpus
 from nmt_core.data import Example, Vocab, surface, tokenize
-from nmt_core.decode import translate
+from nmt_core.inference import translate_lines
+from nmt_core.progress import ConsoleProgress
 from nmt_core.evaluate import attention_alignment, trace_table, write_traces
-from nmt_core.train import TrainingDiverged, resolve_device, score_text, teacher_forced_weights, train
+from nmt_core.train import TrainingDiverged, score_text, teacher_forced_weights, train
 
 
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+RESUMABLE_CHANGES = {"train.epochs", "train.device"}  # training longer, or elsewhere, is what resuming is for
+OUTPUTS = (checkpoint.LAST, checkpoint.BEST, "metrics.jsonl", "final.json", "translations")
+
+
+def changed_keys(saved: dict, cfg: TrialConfig) -> list[str]:
+    """`key (old -> new)` for every setting, other than RESUMABLE_CHANGES, that differs from the saved run's."""
+    before, after = flatten(build_config(saved).to_dict()), cfg.flat()
+    return [f"{k} ({before.get(k)!r} -> {after.get(k)!r})" for k in sorted(after)
+            if before.get(k) != after.get(k) and k not in RESUMABLE_CHANGES]
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, parse_overrides(args.set))
     out = Path(args.out)
     resume = checkpoint.load(out / checkpoint.LAST) if (out / checkpoint.LAST).exists() else None
+    if resume and args.restart:
+        for name in OUTPUTS:
+            shutil.rmtree(out / name) if (out / name).is_dir() else (out / name).unlink(missing_ok=True)
+        _log(f"--restart: removed the earlier run in {out}")
+        resume = None
     if resume:
+        changed = changed_keys(resume["config"], cfg)
+        if changed:
+            raise ConfigError("--out", f"{out} holds a run trained with other settings: {', '.join(changed)}; pass "
+                              "--restart to train from scratch there, or choose another --out", "nmt train")
         _log(f"resuming from {out / checkpoint.LAST} after epoch {resume['epoch']}")
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "metrics.jsonl", "a", encoding="utf-8") as metrics:
@@ -33,7 +55,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             metrics.write(json.dumps(report) + "\n")
             metrics.flush()
 
-        result = train(cfg, on_epoch_end, resume, log=_log)
+        result = train(cfg, on_epoch_end, resume, log=_log, step_progress=ConsoleProgress())
     for name, test in result.tests.items():
         (out / "translations").mkdir(exist_ok=True)
         (out / "translations" / f"{name}.txt").write_text("\n".join(test.hypotheses) + "\n", encoding="utf-8")
@@ -42,39 +64,30 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_sources(lines: list[str], loaded: checkpoint.LoadedModel) -> list[Example]:
-    return [Example(loaded.src_vocab.encode(loaded.src_segmenter.tokenize(line)), []) for line in lines]
+def load_model(args: argparse.Namespace) -> checkpoint.LoadedModel:
+    """--checkpoint (a folder or .pt file) or --model (an MLflow model URI)."""
+    if args.model:
+        from nmt_core.mlflow_model import download_model
 
-
-def _translate_lines(lines: list[str], loaded: checkpoint.LoadedModel, beam: int):
-    """Translate non-empty lines; empty lines stay empty (and get no trace rows)."""
-    device = resolve_device(loaded.config.train.device)
-    model = loaded.model.to(device)
-    examples = _read_sources(lines, loaded)
-    keep = [i for i, e in enumerate(examples) if e.src]
-    decoded = translate(model, [examples[i] for i in keep], loaded.config.decode, beam,
-                        loaded.config.train.batch_size, device)
-    hypotheses = [""] * len(lines)
-    for i, translation in zip(keep, decoded):
-        hypotheses[i] = loaded.tgt_segmenter.detokenize(loaded.tgt_vocab.decode(translation.tokens))
-    return hypotheses, keep, decoded
+        return checkpoint.load_for_inference(download_model(args.model, args.tracking_uri))
+    return checkpoint.load_for_inference(args.checkpoint, log=_log)
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    loaded = checkpoint.load_for_inference(args.checkpoint)
+    loaded = load_model(args)
     lines = sys.stdin.read().splitlines()
-    hypotheses, _, _ = _translate_lines(lines, loaded, args.beam or loaded.config.decode.beam_size)
+    hypotheses, _, _ = translate_lines(lines, loaded, args.beam or loaded.config.decode.beam_size)
     sys.stdout.write("".join(h + "\n" for h in hypotheses))
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    loaded = checkpoint.load_for_inference(args.checkpoint)
+    loaded = load_model(args)
     sources = Path(args.src).read_text(encoding="utf-8").splitlines()
     references = Path(args.ref).read_text(encoding="utf-8").splitlines()
     if len(sources) != len(references):
         raise CorpusError(f"{args.src}: {len(sources)} lines but {args.ref} has {len(references)}")
-    hypotheses, keep, decoded = _translate_lines(sources, loaded, args.beam or loaded.config.decode.beam_size)
+    hypotheses, keep, decoded = translate_lines(sources, loaded, args.beam or loaded.config.decode.beam_size)
     bleu, paper = score_text(hypotheses, references, loaded.tgt_segmenter, loaded.config, args.lowercase)
     print(f"{bleu}\nmulti-bleu {paper}")  # against the raw reference text, as in training
     if args.align:
@@ -128,20 +141,32 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--checkpoint", help="a training output folder, a Ray trial checkpoint folder or a .pt file "
+                                            "(the best-dev weights are used)")
+    which.add_argument("--model", help="an MLflow model: models:/<sweep>/<version>, models:/<sweep>@<alias> "
+                                       "or runs:/<run id>/model")
+    p.add_argument("--tracking-uri", help="the MLflow store --model is read from (default: $MLFLOW_TRACKING_URI, "
+                                          "else sqlite:///mlflow.db)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nmt", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("train", help="train one configuration; resumes if --out holds last.pt")
     p.add_argument("config", help="trial config YAML (sections data, model, attention, train, decode)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a dotted key")
-    p.add_argument("--out", default="runs/nmt", help="output folder: last.pt, best.pt, metrics.jsonl (default %(default)s)")
+    p.add_argument("--out", default="runs/nmt", help="output folder: last.pt, best.pt, metrics.jsonl (default "
+                   "%(default)s); a folder holding a run resumes it, if only train.epochs or train.device differ")
+    p.add_argument("--restart", action="store_true", help="remove the run in --out and train from scratch")
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("translate", help="translate stdin line by line to stdout")
-    p.add_argument("--checkpoint", required=True, help="a training output folder or a .pt file")
+    add_model_options(p)
     p.add_argument("--beam", type=int, default=0, help="beam size (default: the config's decode.beam_size)")
     p.set_defaults(func=cmd_translate)
     p = sub.add_parser("evaluate", help="BLEU (with its sacrebleu signature) and optional per-token traces")
-    p.add_argument("--checkpoint", required=True)
+    add_model_options(p)
     p.add_argument("--src", required=True)
     p.add_argument("--ref", required=True)
     p.add_argument("--beam", type=int, default=0)

@@ -106,6 +106,23 @@ class TrialConfig:
     def flat(self) -> dict[str, Any]:
         return flatten(self.to_dict())
 
+    def active(self) -> dict[str, Any]:
+        """The flat config without the settings this variant ignores (`attention.lambda` without SACT, ...):
+        MLflow's parameter views then compare what acted."""
+        flat = self.flat()
+        return {k: v for k, v in flat.items() if k not in INACTIVE_UNLESS or INACTIVE_UNLESS[k](flat)}
+
+
+# a setting that acts only when its predicate on the flat config holds
+INACTIVE_UNLESS: dict[str, Any] = {
+    "attention.tau": lambda c: c["attention.temperature"] == "fixed",
+    "attention.lambda": lambda c: c["attention.temperature"] == "sact",
+    "attention.sact_bias": lambda c: c["attention.temperature"] == "sact",
+    "attention.coverage_weight": lambda c: c["attention.coverage"],
+    "data.subword_vocab": lambda c: c["data.tokenizer"] == "sentencepiece",
+    "train.lr_patience": lambda c: c["train.lr_decay"] < 1,
+    "decode.length_penalty": lambda c: c["decode.beam_size"] > 1,
+}
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "data.tokenizer": ("word", "space", "sentencepiece"),
@@ -155,6 +172,16 @@ def set_dotted(nested: dict[str, Any], dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
+def scalar(text: str) -> Any:
+    """A YAML scalar as a user means it: PyYAML follows YAML 1.1, where `1e-05` (no dot) is a string."""
+    for number in (int, float):
+        try:
+            return number(text)
+        except ValueError:
+            pass
+    return yaml.safe_load(text) if text.strip() else ""
+
+
 def parse_overrides(pairs: list[str], source: str = "--set") -> list[tuple[str, Any]]:
     """`KEY=VALUE` strings from the command line; values are parsed as YAML scalars (1e-3, true, none)."""
     parsed = []
@@ -162,7 +189,7 @@ def parse_overrides(pairs: list[str], source: str = "--set") -> list[tuple[str, 
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise ConfigError(pair or "''", "expected KEY=VALUE with a dotted key", source)
-        parsed.append((key.strip(), yaml.safe_load(raw) if raw.strip() else ""))
+        parsed.append((key.strip(), scalar(raw)))
     return parsed
 
 

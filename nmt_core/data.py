@@ -219,6 +219,7 @@ class TrialData:
     tgt_segmenter: Segmenter
     splits: dict[str, list[Example]]  # ids, after the length filter on train
     references: dict[str, list[str]]  # the corpus' raw target text of every dev/test pair kept (what BLEU reads)
+    sources: dict[str, list[str]]  # their raw source text (shown beside the translations)
     alignments: dict[str, list[list[tuple[int, int]]]]  # gold links of dev/test pairs, where the corpus has them
 
     @property
@@ -242,18 +243,19 @@ def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
         src_seg, tgt_seg = (Segmenter(cfg, model) for model in subword_models)
     # gold links index the corpus' own tokens: usable only when we split exactly as the corpus does
     gold = corpus.alignments if corpus.alignments and cfg.tokenizer == "space" else {}
-    tokenized, alignments, references = {}, {}, {}
+    tokenized, alignments, references, sources = {}, {}, {}, {}
     for split, pairs in corpus.splits.items():
         links = gold.get(split) or [None] * len(pairs)
         limit = cfg.train_subset if split == "train" else cfg.eval_subset
-        rows = [(src_seg.tokenize(s), tgt_seg.tokenize(t), a, t)
+        rows = [(src_seg.tokenize(s), tgt_seg.tokenize(t), a, (s, t))
                 for (s, t), a in list(zip(pairs, links))[:limit or None]]
         rows = [row for row in rows if row[0] and row[1]]  # empty lines are removed pairwise
         if split == "train":
             rows = [row for row in rows if len(row[0]) <= cfg.max_len and len(row[1]) <= cfg.max_len]
         toks = [(s, t) for s, t, _, _ in rows]
         if split != "train":
-            references[split] = [raw for _, _, _, raw in rows]
+            sources[split] = [raw[0] for _, _, _, raw in rows]
+            references[split] = [raw[1] for _, _, _, raw in rows]
             if split in gold:
                 alignments[split] = [a for _, _, a, _ in rows]
         if not toks:
@@ -270,4 +272,4 @@ def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
     else:
         src_vocab, tgt_vocab = vocabs
     splits = {split: encode_split(toks, src_vocab, tgt_vocab) for split, toks in tokenized.items()}
-    return TrialData(corpus, src_vocab, tgt_vocab, src_seg, tgt_seg, splits, references, alignments)
+    return TrialData(corpus, src_vocab, tgt_vocab, src_seg, tgt_seg, splits, references, sources, alignments)

@@ -25,6 +25,7 @@ from nmt_core.decode import Translation, translate
 from nmt_core.diagnostics import AttentionDiagnostics
 from nmt_core.evaluate import BleuResult, attention_alignment, corpus_bleu
 from nmt_core.model import EOS, PAD, Seq2Seq
+from nmt_core.progress import EpochProgress
 
 PAPER_BLEU = "multibleu"  # `multibleu_test_<set>`: lowercased BLEU of word tokens, comparable with the papers
 # (report, state, is_best): called after every epoch; `state` is what `train(resume=...)` takes back
@@ -214,7 +215,8 @@ def _cpu_copy(obj: Any) -> Any:
 
 
 def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: dict[str, Any] | None = None,
-          log: Callable[[str], None] = print, data: TrialData | None = None) -> TrainResult:
+          log: Callable[[str], None] = print, data: TrialData | None = None,
+          step_progress: EpochProgress | None = None) -> TrainResult:
     """Train one configuration; `resume` is a state an earlier run handed to `on_epoch_end`."""
     device = resolve_device(cfg.train.device)
     use_tensor_cores(device)
@@ -229,6 +231,9 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
     if resume:
         model.load_state_dict(resume["model"])
         optimizer.load_state_dict(resume["optimizer"])
+        if resume["config"]["train"]["lr"] != cfg.train.lr:  # PBT explored a new rate; Adam's moments stay
+            for group in optimizer.param_groups:
+                group["lr"] = cfg.train.lr
         best_weights = resume["best_model"]
         progress = {k: resume[k] for k in progress}
         _set_rng_state(resume["rng"])
@@ -247,13 +252,19 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
             batches = batches[:cfg.train.max_steps_per_epoch]
         loss_sum, tokens = torch.zeros((), device=device), 0
         start = time.perf_counter()
-        for batch in batches:
+        if step_progress:
+            step_progress.start(epoch, cfg.train.epochs, len(batches))
+        for step, batch in enumerate(batches, 1):
             batch = batch.to(device)
             with autocast(cfg, device):
                 loss, _ = batch_loss(model, batch, cfg)
             optimizer_step(optimizer, loss, model.parameters(), cfg.train.clip_norm)
             loss_sum += loss.detach() * batch.n_tokens
             tokens += batch.n_tokens
+            if step_progress:
+                step_progress.step(step, tokens, lambda: loss_sum.item() / tokens)
+        if step_progress:
+            step_progress.end()
         train_loss = loss_sum.item() / tokens  # the one host-device sync of the epoch
         train_time = time.perf_counter() - start
         if not math.isfinite(train_loss):

@@ -12,7 +12,7 @@ N_PLOTTED = 4  # dev sentences shown in the heatmaps: the same ones in every tri
 
 
 def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: Path) -> None:
-    """out/traces/<set>.parquet, out/translations/<set>.txt, out/references/<set>.txt, out/plots/*.png.
+    """out/traces/<set>.parquet, out/translations/<set>.txt and .tsv, out/references/<set>.txt, out/plots/*.png.
 
     The references are the raw text BLEU was computed against: `sacrebleu references/test.txt <
     translations/test.txt` with the logged signature's options gives the logged BLEU, and the summary's
@@ -26,6 +26,8 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
         write_traces(trace_table(evaluation.translations, words), str(out / "traces" / f"{name}.parquet"))
         (out / "translations" / f"{name}.txt").write_text("\n".join(evaluation.hypotheses) + "\n", encoding="utf-8")
         (out / "references" / f"{name}.txt").write_text("\n".join(data.references[name]) + "\n", encoding="utf-8")
+        write_side_by_side(data.sources[name], data.references[name], evaluation.hypotheses,
+                           out / "translations" / f"{name}.tsv")
     dev = sets["dev"]
     shown = range(min(N_PLOTTED, len(dev.translations)))
     if cfg.attention.temperature == "sact":  # a fixed temperature would paint one flat colour
@@ -40,6 +42,17 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
         source = words_of(data.src_vocab.decode(data.splits["dev"][i].src))
         plots.attention_heatmap(source, words_of(data.tgt_vocab.decode(translation.tokens)), translation.weights.numpy(),
                                 out / "plots" / f"attention_dev{i}.png", translation.gate, title=f"dev sentence {i}")
+
+
+def write_side_by_side(sources: list[str], references: list[str], hypotheses: list[str], path: Path) -> None:
+    """source, reference and hypothesis per line, tab-separated with a header (MLflow shows .tsv as text;
+    a spreadsheet opens it as a table)."""
+    def cell(text: str) -> str:
+        return text.replace("\t", " ")
+
+    lines = ["source\treference\thypothesis"] + [f"{cell(s)}\t{cell(r)}\t{cell(h)}"
+                                                  for s, r, h in zip(sources, references, hypotheses)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def words_of(tokens: list[str]) -> list[str]:

@@ -83,6 +83,10 @@ def cmd_summarize(args: argparse.Namespace) -> int:
                                 else DEFAULT_TRACKING)
     uri = resolve_uri(uri)
     check_reachable(uri)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():  # never create one
+        raise ConfigError("NAME", f"no sweep named {args.name!r}: no {state_file} and no tracking store "
+                          f"{uri.removeprefix('sqlite:///')} (pass the --storage or --tracking-uri the sweep ran with)",
+                          "sweeper summarize")
     out = Path(args.out) if args.out else experiment_dir / "summary"
     try:
         summary = summarize(args.name, uri, out, [args.format], args.resamples, run_id=args.run_id)

@@ -26,7 +26,10 @@ def temperature_heatmap(sentences: list[tuple[list[str], list[float]]], path: Pa
                     color="white" if tau < 1 else "black")
         ax.set_xticks(range(len(words)), words, rotation=45, ha="right", fontsize=8)
         ax.set_yticks([])
-    fig.colorbar(image, ax=axes[:, 0].tolist(), label="temperature tau_t")
+    bar = fig.colorbar(image, ax=axes[:, 0].tolist(), label="temperature tau_t")
+    ticks = sorted({1 / lam, *(t for t in (0.5, 1.0, 2.0) if 1 / lam < t < lam), lam})
+    bar.set_ticks(ticks, labels=[f"{t:.2g}" for t in ticks])  # plain numbers, not a log axis' 10^x
+    bar.ax.minorticks_off()
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
@@ -83,3 +86,59 @@ def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path) -> Non
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def parallel_coordinates(axes_values: dict[str, list], objective: list[float], objective_name: str,
+                         path: Path) -> None:
+    """One line per trial through one axis per varying parameter, ending on the objective, coloured by it.
+
+    Numbers keep their scale (log when they span more than 10x), anything else gets one evenly spaced
+    position per value; missing values (a parameter inactive for that trial's variant) sit at `n/a`.
+    """
+    names = list(axes_values) + [objective_name]
+    columns, ticks = [], []
+    for name in axes_values:
+        position, labels = _axis(axes_values[name])
+        columns.append(position)
+        ticks.append(labels)
+    low, high = min(objective), max(objective)
+    span = (high - low) or 1.0
+    columns.append([(v - low) / span for v in objective])
+    ticks.append([(i / 4, f"{low + i / 4 * span:.2f}") for i in range(5)])
+    fig, ax = plt.subplots(figsize=(max(6, 1.9 * len(names)), 4.5))
+    colours = plt.get_cmap("viridis")
+    for i, value in enumerate(objective):
+        ax.plot(range(len(names)), [column[i] for column in columns], color=colours((value - low) / span),
+                alpha=0.8, linewidth=1.4)
+    for x, labels in enumerate(ticks):
+        ax.axvline(x, color="black", linewidth=0.8)
+        for y, label in labels:
+            ax.text(x + 0.03, y, label, fontsize=7, va="center")
+    ax.set_xticks(range(len(names)), names, rotation=15, fontsize=8)
+    ax.set_yticks([])
+    ax.set_ylim(-0.08, 1.08)
+    ax.set_xlim(-0.2, len(names) - 0.6)
+    for side in ("left", "right", "top"):
+        ax.spines[side].set_visible(False)
+    image = plt.cm.ScalarMappable(cmap=colours, norm=matplotlib.colors.Normalize(low, high))
+    fig.colorbar(image, ax=ax, label=objective_name, pad=0.01)
+    ax.set_title(f"{len(objective)} trials", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _axis(values: list) -> tuple[list[float], list[tuple[float, str]]]:
+    """Positions in [0, 1] and (position, label) ticks for one parameter's values."""
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if numbers and len(numbers) == len(values) and len(set(numbers)) > 2:
+        log = min(numbers) > 0 and max(numbers) / min(numbers) > 10
+        scale = (lambda v: float(np.log10(v))) if log else float
+        low, high = scale(min(numbers)), scale(max(numbers))
+        span = (high - low) or 1.0
+        marks = sorted(set(numbers))
+        shown = [marks[0], marks[len(marks) // 2], marks[-1]]
+        return [(scale(v) - low) / span for v in values], [((scale(v) - low) / span, f"{v:.3g}") for v in shown]
+    labels = sorted({"n/a" if v is None else str(v) for v in values})
+    where = {label: (i / (len(labels) - 1) if len(labels) > 1 else 0.5) for i, label in enumerate(labels)}
+    return [where["n/a" if v is None else str(v)] for v in values], [(y, label) for label, y in where.items()]

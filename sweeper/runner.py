@@ -5,6 +5,7 @@ import copy
 import json
 import math
 import os
+import random
 import re
 from dataclasses import asdict
 from functools import partial
@@ -16,16 +17,19 @@ import pyarrow.parquet as pq
 import ray
 from ray import tune
 from ray.tune.experiment import Trial
-from ray.tune.schedulers import ASHAScheduler
+from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler, PopulationBasedTraining
 from ray.tune.search import ConcurrencyLimiter
 
 from nmt_core.corpora import default_cache_dir, load_corpus
 from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.train import PAPER_BLEU
-from sweeper.space import OptunaSpace, SpecError, SweepSpec, plan_trials, trial_config
+from sweeper.progress import SweepProgress, open_board
+from sweeper.space import OptunaSpace, SpecError, SweepSpec, TrialPlan, plan_trials, trial_config
 from sweeper.tracking import MlflowTrackingCallback, SweepTracker, check_reachable, resolve_uri, runs_link
 from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
 
+# Tune warns about frequent experiment snapshots whenever trials are short; that is the expected case here
+os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
 RESULTS_FILE = "results.parquet"
 DEFAULT_TRACKING = "sqlite:///mlflow.db"
@@ -62,8 +66,8 @@ def check_gpus(spec: SweepSpec) -> None:
                             f"{available:g} GPUs; set resources.gpu: 0 or run on a cluster with GPUs", spec.source)
 
 
-def build_trainable(base: dict[str, Any], cpu: float, gpu: float):
-    context = SweepContext(base=base, cpus_per_trial=cpu)
+def build_trainable(base: dict[str, Any], cpu: float, gpu: float, sweep: str, mutable: list[str]):
+    context = SweepContext(base=base, cpus_per_trial=cpu, sweep=sweep, mutable=tuple(mutable))
     return tune.with_resources(tune.with_parameters(run_trial, context=context), {"cpu": cpu, "gpu": gpu})
 
 
@@ -75,8 +79,8 @@ def trial_name(trial: Trial, base: dict[str, Any]) -> str:
 def trial_folder_name(trial: Trial, base: dict[str, Any]) -> str:
     """`<trial id>_<variant>_seed<N>`, e.g. `f4bd1_00003_general+sact4_seed1`: Ray's default names the folder
     after the whole config, cut off at a fixed length, so the variant is often lost."""
-    params, variant = describe_trial(trial.config, base)
-    return f"{trial.trial_id}_{variant}_seed{params['train.seed']}"
+    cfg, variant = describe_trial(trial.config, base)
+    return f"{trial.trial_id}_{variant}_seed{cfg.train.seed}"
 
 
 def build_tune_config(spec: SweepSpec, base: dict[str, Any]) -> tuple[tune.TuneConfig, dict[str, Any]]:
@@ -88,6 +92,11 @@ def build_tune_config(spec: SweepSpec, base: dict[str, Any]) -> tuple[tune.TuneC
         scheduler = ASHAScheduler(time_attr="epoch", max_t=spec.epochs + 1,
                                   grace_period=spec.scheduler.grace_period,
                                   reduction_factor=spec.scheduler.reduction_factor)
+    elif spec.scheduler.type == "hyperband":
+        scheduler = HyperBandScheduler(time_attr="epoch", max_t=spec.epochs + 1,
+                                       reduction_factor=spec.scheduler.reduction_factor)
+    elif spec.scheduler.type == "pbt":
+        scheduler = pbt_scheduler(spec)
     if spec.search.algorithm == "optuna":
         from optuna.samplers import TPESampler
         from ray.tune.search.optuna import OptunaSearch
@@ -99,9 +108,56 @@ def build_tune_config(spec: SweepSpec, base: dict[str, Any]) -> tuple[tune.TuneC
                                  num_samples=spec.search.num_samples, **names)
         return config, {}
     plans = plan_trials(spec)
+    if spec.scheduler.type == "pbt":
+        plans = with_initial_values(plans, spec)
     config = tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler, num_samples=1,
                              max_concurrent_trials=spec.search.max_concurrent, **names)
     return config, {"trial": tune.grid_search([asdict(p) for p in plans])}
+
+
+def _domain(raw: list | dict):
+    """A mutation as PBT takes it: a list stays a list (PBT shifts to a neighbour), a range a Tune domain."""
+    if isinstance(raw, list):
+        return list(raw)
+    (kind, (low, high)), = raw.items()
+    return tune.loguniform(low, high) if kind == "loguniform" else tune.uniform(low, high)
+
+
+def pbt_scheduler(spec: SweepSpec) -> PopulationBasedTraining:
+    """PBT over the planned trials' params (config["trial"]["params"]); ranges are clamped after a perturbation
+    (PBT multiplies by 0.8 or 1.2, which can leave [low, high])."""
+    mutations = spec.scheduler.mutations
+
+    def clamp(config: dict[str, Any]) -> dict[str, Any]:
+        params = config["trial"]["params"]
+        for key, raw in mutations.items():
+            if isinstance(raw, dict):
+                low, high = next(iter(raw.values()))
+                params[key] = min(max(params[key], low), high)
+        return config
+
+    return PopulationBasedTraining(
+        time_attr="epoch", perturbation_interval=spec.scheduler.perturbation_interval,
+        quantile_fraction=spec.scheduler.quantile_fraction, custom_explore_fn=clamp,
+        hyperparam_mutations={"trial": {"params": {k: _domain(v) for k, v in mutations.items()}}})
+
+
+def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPlan]:
+    """Every PBT trial starts from its own draw of each mutated key that the grid does not set (seeded)."""
+    rng = random.Random(spec.search.seed)
+    out = []
+    for plan in plans:
+        params = dict(plan.params)
+        for key, raw in spec.scheduler.mutations.items():
+            if key not in params:
+                if isinstance(raw, list):
+                    params[key] = rng.choice(raw)
+                else:
+                    (kind, (low, high)), = raw.items()
+                    params[key] = (math.exp(rng.uniform(math.log(low), math.log(high))) if kind == "loguniform"
+                                   else rng.uniform(low, high))
+        out.append(TrialPlan(params, plan.seed, plan.variant))
+    return out
 
 
 def run_sweep(spec: SweepSpec, storage: str, tracking_uri: str | None, address: str | None) -> int:
@@ -131,14 +187,19 @@ def run_sweep(spec: SweepSpec, storage: str, tracking_uri: str | None, address: 
     (experiment_dir / STATE_FILE).write_text(json.dumps({
         "name": spec.name, "source": spec.source, "tracking_uri": uri, "parent_run_id": parent_id,
         "experiment_id": tracker.experiment_id, "base": base, "cpu": spec.cpu, "gpu": spec.gpu,
-        "metric": spec.metric, "mode": spec.mode, "trials": n_trials}, indent=2))
+        "metric": spec.metric, "mode": spec.mode, "trials": n_trials,
+        "mutable": list(spec.scheduler.mutations)}, indent=2))
     print(f"sweep {spec.name}: {n_trials} trials ({spec.search.algorithm}, {spec.scheduler.type}), "
           f"{spec.cpu:g} CPU / {spec.gpu:g} GPU each; storage {experiment_dir}; tracking {uri}", flush=True)
-    tuner = tune.Tuner(build_trainable(base, spec.cpu, spec.gpu), param_space=param_space, tune_config=tune_config,
-                       run_config=tune.RunConfig(
-                           name=spec.name, storage_path=str(storage_dir), callbacks=[callback], verbose=1,
+    board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
+    progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base))
+    tuner = tune.Tuner(build_trainable(base, spec.cpu, spec.gpu, spec.name, list(spec.scheduler.mutations)), param_space=param_space,
+                       tune_config=tune_config,
+                       run_config=tune.RunConfig(  # verbose 0: our progress lines instead of Tune's tables
+                           name=spec.name, storage_path=str(storage_dir), callbacks=[callback, progress], verbose=0,
                            failure_config=tune.FailureConfig(max_failures=spec.max_retries),
-                           checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
+                           # PBT copies other trials' checkpoints: keep enough of them
+                           checkpoint_config=tune.CheckpointConfig(num_to_keep=4 if spec.scheduler.type == "pbt" else 2)))
     return finish(tuner.fit(), callback, experiment_dir, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
 
 
@@ -151,7 +212,9 @@ def resume_sweep(name: str, storage: str, address: str | None) -> int:
     state = json.loads(state_file.read_text())
     check_reachable(state["tracking_uri"])
     init_ray(address)
-    tuner = tune.Tuner.restore(str(experiment_dir), trainable=build_trainable(state["base"], state["cpu"], state["gpu"]),
+    board = open_board(name)  # noqa: F841 - held while the sweep runs
+    tuner = tune.Tuner.restore(str(experiment_dir), trainable=build_trainable(state["base"], state["cpu"], state["gpu"],
+                                                                              name, state.get("mutable", [])),
                                resume_unfinished=True, resume_errored=True)
     tracker = SweepTracker(state["tracking_uri"], state["name"])
     print(f"resuming sweep {name} from {experiment_dir}; finished trials are kept, not re-run", flush=True)
@@ -192,7 +255,8 @@ def result_rows(grid, outcomes: dict[str, str], tracker: SweepTracker, parent_id
         history = result.metrics_dataframe
         epochs = history[history[FINAL] != 1] if history is not None and FINAL in history else history
         last = result.metrics or {}
-        params, variant = describe_trial(config, base)
+        cfg, variant = describe_trial(config, base)
+        params = cfg.flat()
         finished = bool(last.get(FINAL))
         row: dict[str, Any] = {
             "trial_id": trial_id,
@@ -226,13 +290,45 @@ def write_results(rows: list[dict[str, Any]], path: Path) -> None:
     os.replace(tmp, path)
 
 
-def print_best(rows: list[dict[str, Any]], metric: str, mode: str, limit: int = 10) -> None:
+def print_best(rows: list[dict[str, Any]], metric: str, mode: str, limit: int = 20) -> None:
     ranked = sorted((r for r in rows if r.get(metric) is not None), key=lambda r: r[metric], reverse=mode == "max")
     print(f"\n{'variant':<32} {'seed':>4} {'status':<10} {metric:>9} {'test avg':>9} {'params':>10}")
     for row in ranked[:limit]:
         test = row.get("bleu_test_avg")
         print(f"{row['variant']:<32} {row['seed']:>4} {row['status']:<10} {row[metric]:>9.2f} "
               f"{'' if test is None else f'{test:.2f}':>9} {row.get('n_params') or '':>10}")
+    left_out = len(rows) - min(len(ranked), limit)
+    if left_out:
+        print(f"({left_out} more trial{'s' if left_out > 1 else ''} not shown: "
+              f"{len(ranked) - min(len(ranked), limit)} ranked lower, {len(rows) - len(ranked)} without {metric}; "
+              "all are in results.parquet)")
+
+
+def best_row(rows: list[dict[str, Any]], metric: str, mode: str) -> dict[str, Any] | None:
+    """The finished trial with the best objective: the one registered as the sweep's model."""
+    done = [r for r in rows if r["status"] == "TERMINATED" and r.get(metric) is not None and r.get("mlflow_run_id")]
+    return (max if mode == "max" else min)(done, key=lambda r: r[metric]) if done else None
+
+
+def register_best(tracker: SweepTracker, parent_id: str, rows: list[dict[str, Any]], metric: str, mode: str) -> None:
+    """The best trial's metrics on the parent run, and its model in the registry (alias `best`)."""
+    best = best_row(rows, metric, mode)
+    if best is None:
+        return
+    metrics = {k: v for k, v in best.items() if k.startswith(("bleu_", f"{PAPER_BLEU}_test_", "aer_"))
+               and isinstance(v, (int, float))}
+    tracker.log_metrics(parent_id, metrics, step=0)
+    tracker.set_tags(parent_id, {"sweeper.best_run_id": best["mlflow_run_id"], "sweeper.best_variant": best["variant"]})
+    description = (f"Best trial of sweep {tracker.experiment} by {mode} {metric} = {best[metric]:.2f}: trial "
+                   f"{best['trial_id']}, variant {best['variant']}, seed {best['seed']}, test BLEU avg "
+                   f"{best.get('bleu_test_avg', float('nan')):.2f} (run {best['mlflow_run_id']}). Best-dev weights.")
+    try:
+        version = tracker.register_best(best["mlflow_run_id"], description)
+        print(f"model: registered as models:/{tracker.experiment}/{version} (alias @best); translate with "
+              f"`nmt translate --model models:/{tracker.experiment}@best --tracking-uri {tracker.uri}`")
+    except Exception as err:  # noqa: BLE001 - a store without a registry must not fail a finished sweep
+        print(f"model: not registered ({type(err).__name__}: {str(err).splitlines()[0][:160]}); the best trial's "
+              f"model is at runs:/{best['mlflow_run_id']}/model")
 
 
 def finish(grid, callback: MlflowTrackingCallback, experiment_dir: Path, tracker: SweepTracker, parent_id: str,
@@ -245,7 +341,8 @@ def finish(grid, callback: MlflowTrackingCallback, experiment_dir: Path, tracker
     print_best(rows, metric, mode)
     print(f"\n{count['TERMINATED']}/{len(rows)} trials finished, {count['STOPPED']} stopped early, "
           f"{count['ERROR']} failed; results: {experiment_dir / RESULTS_FILE}")
-    print(f"MLflow runs: {runs_link(tracker.uri, tracker.experiment_id)}")
+    register_best(tracker, parent_id, rows, metric, mode)
+    print(f"MLflow runs: {runs_link(tracker.uri, tracker.experiment_id, metric, mode)}")
     not_started = max(planned - len(rows), 0)  # Tune creates trials lazily: an interrupt leaves some unborn
     if count["UNFINISHED"] or not_started:
         tracker.client.set_terminated(parent_id, "KILLED")

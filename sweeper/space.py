@@ -20,7 +20,7 @@ from nmt_core.config import ConfigError, TrialConfig, all_keys, build_config, se
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
 ALGORITHMS = ("grid", "random", "optuna")
-SCHEDULERS = ("fifo", "asha")
+SCHEDULERS = ("fifo", "asha", "hyperband", "pbt")
 TOP_LEVEL = ("name", "description", "data", "base", "parameters", "search", "objective", "scheduler",
              "resources", "failure", "tracking", "baseline", "significance")
 OBJECTIVE_METRICS = ("bleu_dev", "dev_loss", "dev_ppl", "train_loss")
@@ -62,8 +62,15 @@ class SearchSpec:
 @dataclass
 class SchedulerSpec:
     type: str = "fifo"
-    grace_period: int = 1
-    reduction_factor: int = 2
+    grace_period: int = 1  # asha: epochs before the first stop
+    reduction_factor: int = 2  # asha, hyperband
+    perturbation_interval: int = 2  # pbt: epochs between exploit/explore decisions
+    quantile_fraction: float = 0.25  # pbt: the bottom share copies the top share
+    mutations: dict[str, Any] = field(default_factory=dict)  # pbt: key -> [values] or {uniform|loguniform: [lo, hi]}
+
+
+# what PBT may change while a trial trains: read afresh every step, or (lr) set on the optimiser at restore
+PBT_MUTABLE = ("train.lr", "train.label_smoothing", "train.clip_norm", "attention.coverage_weight")
 
 
 @dataclass
@@ -226,6 +233,45 @@ def _order_by_conditions(parameters: list[Parameter], source: str) -> list[Param
     return ordered
 
 
+def _check_pbt(scheduler: SchedulerSpec, search: SearchSpec, base: dict, source: str) -> None:
+    """PBT's mutations: numeric keys it may change mid-training, each a list of numbers or a [low, high] range."""
+    if scheduler.type != "pbt":
+        if scheduler.mutations:
+            raise SpecError("scheduler.mutations", f"only with scheduler.type pbt (got {scheduler.type})", source)
+        return
+    if not scheduler.mutations:
+        raise SpecError("scheduler.mutations", "pbt needs at least one mutation, e.g. {train.lr: {loguniform: "
+                        "[1.0e-4, 1.0e-2]}}; allowed keys: " + ", ".join(PBT_MUTABLE), source)
+    if search.algorithm == "optuna":
+        raise SpecError("scheduler.type", "pbt explores by itself: use search.algorithm grid or random", source)
+    if scheduler.perturbation_interval < 1 or not 0 < scheduler.quantile_fraction <= 0.5:
+        raise SpecError("scheduler", "perturbation_interval must be >= 1 and quantile_fraction in (0, 0.5]", source)
+    for key, raw in scheduler.mutations.items():
+        where = f"scheduler.mutations.{key}"
+        if key not in PBT_MUTABLE:
+            raise SpecError(where, "PBT can change only " + ", ".join(PBT_MUTABLE) + " while a trial trains", source)
+        values = raw if isinstance(raw, list) else next(iter(raw.values()), None) if isinstance(raw, Mapping) else None
+        if isinstance(raw, Mapping) and (len(raw) != 1 or next(iter(raw)) not in ("uniform", "loguniform")):
+            raise SpecError(where, f"expected a list of numbers or {{uniform|loguniform: [low, high]}}, got {raw!r}",
+                            source)
+        numbers = isinstance(values, list) and values and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        if not numbers:
+            raise SpecError(where, f"mutations must be numbers: expected a list of numbers or {{uniform|loguniform: "
+                            f"[low, high]}}, got {raw!r}", source)
+        if isinstance(raw, Mapping) and (len(values) != 2 or not 0 <= values[0] < values[1]
+                                         or (values[0] <= 0 and "loguniform" in raw)):
+            raise SpecError(where, f"expected [low, high] with 0 <= low < high (low > 0 on a log scale), got {values}",
+                            source)
+        for value in values:
+            nested = copy.deepcopy(base)
+            set_dotted(nested, key, value)
+            try:
+                build_config(nested)
+            except ConfigError as err:
+                raise SpecError(where, f"value {value!r}: {str(err).split(': ', 2)[-1]}", source) from None
+
+
 def parse_spec(text: str, source: str) -> SweepSpec:
     try:
         raw = yaml.safe_load(text)
@@ -271,11 +317,14 @@ def parse_spec(text: str, source: str) -> SweepSpec:
         raise SpecError("objective.mode", f"must be one of max, min (got {mode!r})", source)
 
     scheduler = SchedulerSpec(**_fields(_mapping(raw.get("scheduler"), "scheduler", source), "scheduler",
-                                        {"type": str, "grace_period": int, "reduction_factor": int}, source))
+                                        {"type": str, "grace_period": int, "reduction_factor": int,
+                                         "perturbation_interval": int, "quantile_fraction": float,
+                                         "mutations": dict}, source))
     if scheduler.type not in SCHEDULERS:
         raise SpecError("scheduler.type", "must be one of " + ", ".join(SCHEDULERS) + f" (got {scheduler.type!r})", source)
     if scheduler.grace_period < 1 or scheduler.reduction_factor < 2:
         raise SpecError("scheduler", "grace_period must be >= 1 and reduction_factor >= 2", source)
+    _check_pbt(scheduler, search, base, source)
 
     resources = _fields(_mapping(raw.get("resources"), "resources", source), "resources",
                         {"cpu": float, "gpu": float}, source)

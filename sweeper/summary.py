@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import statistics
 import tempfile
@@ -25,12 +26,13 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from nmt_core import diagnostics
-from nmt_core.config import ConfigError, build_config, set_dotted
+from nmt_core.config import ConfigError, build_config, scalar, set_dotted
 from nmt_core.evaluate import PairedBootstrap, holm
 from nmt_core.train import PAPER_BLEU, bleu_options
-from sweeper import findings, plots
+from sweeper import findings, importance, plots
 from sweeper.space import SignificanceSpec
-from sweeper.tracking import ROLE, SIGNATURE_TAGS, TRIAL_ID, VARIANT
+from sweeper.tracking import EXPLOITS, NOTE, PBT_EVENTS, ROLE, SIGNATURE_TAGS, TRIAL_ID, VARIANT
+from sweeper.trainable import SETTING_PREFIX
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per file is noise here
 
@@ -125,22 +127,42 @@ def find_parent(client: MlflowClient, name: str, run_id: str | None = None) -> t
     return experiment.experiment_id, run_id
 
 
-def load_records(client: MlflowClient, experiment_id: str, parent_id: str) -> list[TrialRecord]:
-    """The finished trials of one `sweeper run` (the newest, unless a parent run id is given)."""
+def load_records(client: MlflowClient, experiment_id: str, parent_id: str,
+                 objective: str = "bleu_dev") -> tuple[list[TrialRecord], Counter]:
+    """The finished trials of one `sweeper run`, and how many trials were left out, by why."""
     runs = client.search_runs([experiment_id], max_results=5000,
                               filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' and tags.`{ROLE}` = 'trial'")
-    records = []
+    records, left_out = [], Counter()
     for run in runs:
         if run.info.status != "FINISHED" or "bleu_test_avg" not in run.data.metrics:
+            left_out[LEFT_OUT.get(run.info.status, "unfinished")] += 1
             continue
         curves = {}
-        for key in CURVES:
+        for key in dict.fromkeys((*CURVES, objective)):
             if key in run.data.metrics:
-                history = sorted(client.get_metric_history(run.info.run_id, key), key=lambda m: m.step)
-                curves[key] = [m.value for m in history if m.step > 0]
+                latest = by_epoch(client, run.info.run_id, key)
+                curves[key] = [latest[step] for step in sorted(latest)]
         records.append(TrialRecord(run.info.run_id, run.data.tags.get(TRIAL_ID, ""), run.data.tags.get(VARIANT, "?"),
                                    dict(run.data.params), dict(run.data.metrics), curves, dict(run.data.tags)))
-    return records
+    return records, left_out
+
+
+def by_epoch(client: MlflowClient, run_id: str, key: str) -> dict[int, float]:
+    """A metric's value per epoch; an epoch trained again (after a PBT exploit) is logged again, and its
+    latest value counts."""
+    history = sorted(client.get_metric_history(run_id, key), key=lambda m: (m.step, m.timestamp))
+    return {m.step: m.value for m in history if m.step > 0}
+
+
+LEFT_OUT = {"FAILED": "failed", "KILLED": "stopped early by the scheduler (no test BLEU)"}
+
+
+def objective_of(record: TrialRecord, metric: str, mode: str) -> float | None:
+    """The trial's objective as the search saw it: the best epoch's value of `metric`."""
+    curve = record.curves.get(metric)
+    if curve:
+        return max(curve) if mode == "max" else min(curve)
+    return record.metrics.get(metric)
 
 
 def _matches(record: TrialRecord, criteria: dict[str, Any]) -> bool:
@@ -382,7 +404,9 @@ def sentinel_words(table, threshold: float = SENTINEL_THRESHOLD, top: int = 15) 
 def trial_config_of(record: TrialRecord):
     nested: dict[str, Any] = {}
     for key, value in record.params.items():
-        set_dotted(nested, key, yaml.safe_load(value) if value != "" else "")
+        if "." not in key:  # `variant`, logged beside the config
+            continue
+        set_dotted(nested, key, scalar(value))
     return build_config(nested)
 
 
@@ -395,9 +419,6 @@ def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resam
     """
     client = MlflowClient(tracking_uri)
     experiment_id, parent_id = find_parent(client, name, run_id)
-    records = load_records(client, experiment_id, parent_id)
-    if not records:
-        raise SummaryError(f"sweep {name!r} has no finished trial with test BLEU yet (see `sweeper resume`)")
     parent = client.get_run(parent_id)
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
@@ -405,6 +426,10 @@ def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resam
             space = yaml.safe_load(Path(client.download_artifacts(parent_id, "space.yaml", tmp)).read_text()) or {}
         except Exception:  # an older sweep without space.yaml: default baseline
             space = {}
+        objective = {"metric": "bleu_dev", "mode": "max", **(space.get("objective") or {})}
+        records, left_out = load_records(client, experiment_id, parent_id, objective["metric"])
+        if not records:
+            raise SummaryError(f"sweep {name!r} has no finished trial with test BLEU yet (see `sweeper resume`)")
         significance = SignificanceSpec(**space.get("significance", {}))
         if resamples is not None:
             significance = SignificanceSpec(significance.method, resamples).check("sweeper summarize --resamples")
@@ -417,18 +442,75 @@ def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resam
                                 bleu_options(trial_config_of(records[0])), significance)
         add_findings(summary)
         out.mkdir(parents=True, exist_ok=True)
+        if left_out:
+            summary.notes.append(f"{sum(left_out.values())} trial(s) left out of every table and figure: "
+                                 + ", ".join(f"{n} {why}" for why, n in left_out.items()))
         sections = [f"# Sweep `{name}`\n", f"MLflow parent run `{parent_id}` ({parent.info.status}); "
                     f"{len(records)} finished trials.\n", "## BLEU\n", render_markdown(summary)]
         if summary.conclusion:
             sections.append("## What this sweep shows, and what it cannot\n\n" + summary.conclusion)
         sections += _figures(client, summary, out, tmp_path)
+        sections += _importance(records, objective["metric"], objective["mode"], out)
+        sections += _pbt_schedules(client, records, tmp_path)
         (out / "summary.md").write_text("\n".join(sections), encoding="utf-8")
         if "csv" in formats:
             (out / "bleu_table.csv").write_text(render_csv(summary), encoding="utf-8")
         if "latex" in formats:
             (out / "bleu_table.tex").write_text(render_latex(summary), encoding="utf-8")
     client.log_artifacts(parent_id, str(out), "summary")
+    client.set_tag(parent_id, NOTE, f"# Sweep `{name}`\n\n" + render_markdown(summary)
+                   + (f"\n{summary.conclusion}" if summary.conclusion else "")
+                   + "\nFigures and the full summary: artifacts, summary/summary.md")
     return summary
+
+
+def _pbt_schedules(client: MlflowClient, records: list[TrialRecord], tmp: Path) -> list[str]:
+    """Each PBT trial's settings epoch by epoch, and where it copied another trial's weights."""
+    rows = []
+    for record in sorted(records, key=lambda r: r.trial_id):
+        keys = sorted(k for k in record.metrics if k.startswith(SETTING_PREFIX))
+        if not keys:
+            continue
+        events = {}
+        if record.tags.get(EXPLOITS):
+            local = client.download_artifacts(record.run_id, PBT_EVENTS, str(tmp / record.run_id))
+            events = {int(e["epoch"]) + 1: e for e in json.loads(Path(local).read_text())}
+        histories = [by_epoch(client, record.run_id, key) for key in keys]
+        spans: list[list] = []  # [first epoch, last epoch, settings]
+        for epoch in sorted(histories[0]):
+            values = tuple(h.get(epoch) for h in histories)
+            if spans and spans[-1][2] == values and epoch not in events:
+                spans[-1][1] = epoch
+            else:
+                spans.append([epoch, epoch, values])
+        cells = []
+        for first, last, values in spans:
+            setting = ", ".join(f"{k.removeprefix(SETTING_PREFIX)}={v:.3g}" for k, v in zip(keys, values))
+            copied = f" (weights of trial {events[first]['copied_from']} at epoch {first - 1})" if first in events else ""
+            cells.append(f"epochs {first}-{last}: {setting}{copied}")
+        rows.append(f"| {record.variant}-{record.trial_id} | {record.tags.get(EXPLOITS, '0')} | "
+                    + "<br>".join(cells) + " |")
+    if not rows:
+        return []
+    return ["## PBT schedules\n\nThe settings each trial trained with, epoch by epoch; an exploit copies a better "
+            "trial's weights and perturbs its settings.\n\n| trial | exploits | schedule |\n|---|---|---|\n"
+            + "\n".join(rows) + "\n"]
+
+
+def _importance(records: list[TrialRecord], metric: str, mode: str, out: Path) -> list[str]:
+    """Parameter importance and parallel coordinates over every finished trial (seeds separately)."""
+    points, varying = importance.trial_points([(f"{r.variant}-{r.trial_id}", r.params, objective_of(r, metric, mode))
+                                               for r in records])
+    result = importance.parameter_importance(points, varying, metric, mode)
+    sections = ["## Parameter importance\n\n" + importance.render(result)]
+    drawn = [p for p in points if p.objective is not None]
+    if varying and drawn:
+        plots.parallel_coordinates({k: [p.params[k] for p in drawn] for k in varying},
+                                   [p.objective for p in drawn], f"best {metric}", out / "parallel_coordinates.png")
+        missing = len(points) - len(drawn)
+        sections.append(f"## Parallel coordinates ({len(drawn)} trials{f', {missing} without {metric}' if missing else ''})"
+                        "\n\n![parallel coordinates](parallel_coordinates.png)\n")
+    return sections
 
 
 def _artifact_lines(client: MlflowClient, run_id: str, path: str, folder: Path) -> list[str]:

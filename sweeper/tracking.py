@@ -6,6 +6,7 @@ A tracking server that drops out mid-sweep costs retries with backoff, never a t
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -22,12 +23,14 @@ from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.train import PAPER_BLEU
 
 from sweeper.provenance import as_tags, code_version, package_versions
-from sweeper.trainable import ARTIFACTS, FINAL, describe_trial
+from sweeper.trainable import ARTIFACTS, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX, describe_trial
 
 log = logging.getLogger("sweeper.tracking")
 T = TypeVar("T")
 
 ROLE, TRIAL_ID, VARIANT = "sweeper.role", "sweeper.trial_id", "sweeper.variant"
+NOTE = "mlflow.note.content"
+PBT_EVENTS, EXPLOITS = "pbt_events.json", "sweeper.pbt_exploits"  # what MLflow's UI shows as an experiment's or a run's description
 INCOMPLETE = "sweeper.tracking_incomplete"
 EPOCH_KEYS = ("train_loss", "dev_loss", "dev_ppl", "bleu_dev", "tokens_per_s", "epoch_time_s", *DIAGNOSTICS)
 FINAL_PREFIXES = ("bleu_test_", f"{PAPER_BLEU}_test_", "n_params", "best_epoch", "bleu_dev_final_beam", "aer_",
@@ -66,12 +69,14 @@ def check_reachable(uri: str) -> None:
             raise TrackingError(f"tracking store {uri}: folder {folder} does not exist")
 
 
-def runs_link(uri: str, experiment_id: str) -> str:
-    """Where to look: MLflow 3's UI otherwise opens an experiment on its GenAI overview page."""
+def runs_link(uri: str, experiment_id: str, metric: str, mode: str) -> str:
+    """The runs table in the Model training view, best trial first: MLflow 3's UI otherwise opens an
+    experiment on its GenAI overview page, where child runs are labelled "Evaluations"."""
+    page = (f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning&orderByKey=metrics.%60{metric}%60"
+            f"&orderByAsc={'true' if mode == 'min' else 'false'}")
     if uri.startswith(("http://", "https://")):
-        return f"{uri.rstrip('/')}/#/experiments/{experiment_id}/runs"
-    return (f"mlflow ui --backend-store-uri {uri}   then open "
-            f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs")
+        return uri.rstrip("/") + page
+    return f"mlflow ui --backend-store-uri {uri}   then open http://127.0.0.1:5000{page}"
 
 
 RETRY_ATTEMPTS = 4  # with waits of 1, 2, 4 s between them
@@ -102,9 +107,14 @@ class SweepTracker:
             lambda: self.client.create_experiment(experiment), "create experiment")
 
     def start_sweep(self, space_yaml: str, plan: dict[str, Any]) -> str:
+        about = (f"Sweep `{self.experiment}` ({plan.get('source', '?')}): {plan.get('trials', '?')} trials, "
+                 f"{plan.get('algorithm', '?')} search, {plan.get('scheduler', '?')} scheduling. The parent run (role "
+                 "`sweep`) carries the summary and the best trial's metrics; each child run is one trial.")
+        self.client.set_experiment_tag(self.experiment_id, NOTE, about)
         run = self.client.create_run(self.experiment_id, run_name=f"{self.experiment}-sweep",
                                      tags={ROLE: "sweep", **{f"sweeper.plan.{k}": str(v) for k, v in plan.items()},
-                                           "sweeper.code": code_version(), "sweeper.versions": package_versions()})
+                                           "sweeper.code": code_version(), "sweeper.versions": package_versions(),
+                                           NOTE: about + "\n\nThe summary appears here when the sweep ends."})
         self.client.log_text(run.info.run_id, space_yaml, "space.yaml")
         self.client.log_batch(run.info.run_id, params=[Param(f"plan.{k}", str(v)[:500]) for k, v in plan.items()])
         return run.info.run_id
@@ -119,12 +129,29 @@ class SweepTracker:
         """The trial's run: found by its trial id when it exists (retry, resume), else created."""
         run_id = self.find_trial_run(parent_id, trial_id)
         if run_id is None:
+            note = (f"Trial {trial_id} of sweep `{self.experiment}`: variant `{variant}`, seed "
+                    f"{params.get('train.seed')}. Params are the settings active for this variant. Artifacts: "
+                    "model/ (MLflow model of the best-dev weights), translations/*.tsv (source, reference, "
+                    "hypothesis), traces/, plots/.")
             run = self.client.create_run(self.experiment_id, run_name=f"{variant}-{trial_id}",
                                          tags={"mlflow.parentRunId": parent_id, ROLE: "trial",
-                                               TRIAL_ID: trial_id, VARIANT: variant})
+                                               TRIAL_ID: trial_id, VARIANT: variant, NOTE: note})
             run_id = run.info.run_id
             self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
         return run_id
+
+    def register_best(self, run_id: str, description: str) -> str:
+        """Register a trial's model under the sweep's name, alias `best`; returns the version."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_registered_model(self.experiment)
+        except MlflowException:
+            self.client.create_registered_model(self.experiment, description=f"Best models of sweep {self.experiment}")
+        source = self.client.get_run(run_id).info.artifact_uri.rstrip("/") + "/" + MODEL
+        version = self.client.create_model_version(self.experiment, source, run_id, description=description)
+        self.client.set_registered_model_alias(self.experiment, "best", version.version)
+        return version.version
 
     def logged_steps(self, run_id: str) -> int:
         """The last epoch already logged (0 if none): a resumed trial does not log it twice."""
@@ -149,11 +176,12 @@ class MlflowTrackingCallback(Callback):
         self._runs: dict[str, str] = {}
         self._last_step: dict[str, int] = {}
         self._incomplete: set[str] = set()
+        self._exploits: dict[str, list[dict[str, Any]]] = {}  # trial id -> its PBT exploits, in order
         self.outcomes: dict[str, str] = {}  # trial id -> "complete" | "error"; kept in Tune's experiment state
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
-        state.update(_tracker=None, _runs={}, _last_step={}, _incomplete=set(), outcomes={})
+        state.update(_tracker=None, _runs={}, _last_step={}, _incomplete=set(), outcomes={}, _exploits={})
         return state
 
     @property
@@ -172,7 +200,8 @@ class MlflowTrackingCallback(Callback):
 
     def _run(self, trial) -> str | None:
         if trial.trial_id not in self._runs:
-            params, variant = describe_trial(trial.config, self.base)
+            cfg, variant = describe_trial(trial.config, self.base)
+            params = {**cfg.active(), "variant": variant}
             run_id = self._safely(trial.trial_id, "open run",
                                   lambda: self.tracker.trial_run(self.parent_id, trial.trial_id, variant, params))
             if run_id is None:
@@ -200,11 +229,25 @@ class MlflowTrackingCallback(Callback):
             self._safely(trial.trial_id, "log final metrics", lambda: self.tracker.log_metrics(run_id, metrics, step))
             self._safely(trial.trial_id, "tag final", lambda: self.tracker.set_tags(run_id, tags))
             return
+        if result.get(PBT_EVENT):
+            event = json.loads(result[PBT_EVENT])
+            self._record_exploit(trial.trial_id, run_id, event)
+            # the trial went back to the donor's epoch: the epochs after it are trained (and logged) again
+            self._last_step[trial.trial_id] = min(self._last_step.get(trial.trial_id, 0), int(event["epoch"]))
         if step <= self._last_step.get(trial.trial_id, 0):
             return  # already logged before a retry or a resume
         metrics = {k: result[k] for k in EPOCH_KEYS if k in result}
+        metrics.update({k: v for k, v in result.items() if k.startswith(SETTING_PREFIX)})  # PBT's values in force
         self._safely(trial.trial_id, f"log epoch {step}", lambda: self.tracker.log_metrics(run_id, metrics, step))
         self._last_step[trial.trial_id] = step
+
+    def _record_exploit(self, trial_id: str, run_id: str, event: dict[str, Any]) -> None:
+        """PBT exploits as events: MLflow params are immutable (ray#20473), so the run keeps its initial values
+        as params, `setting.<key>` metrics per epoch, and every exploit in pbt_events.json plus a count tag."""
+        events = self._exploits.setdefault(trial_id, [])
+        events.append(event)
+        self._safely(trial_id, "log exploit", lambda: self.tracker.client.log_dict(run_id, events, PBT_EVENTS))
+        self._safely(trial_id, "tag exploit", lambda: self.tracker.set_tags(run_id, {EXPLOITS: str(len(events))}))
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.outcomes[trial.trial_id] = "complete"

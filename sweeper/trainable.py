@@ -6,6 +6,7 @@ idempotent).
 """
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -17,13 +18,18 @@ import torch
 from ray import tune
 
 from nmt_core import checkpoint
+from nmt_core.config import TrialConfig
 from nmt_core.train import PAPER_BLEU, TrainingDiverged, evaluate_split, resolve_device, train
 from sweeper.artifacts import write_trial_artifacts
+from sweeper.progress import TrialProgress
 from sweeper.provenance import trial_provenance
 from sweeper.space import trial_config, variant_label
 
 ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking callback uploads
-FINAL = "final"  # the key that marks the last report of a trial (test BLEU, n_params)
+MODEL = "model"  # the MLflow model's folder among the artifacts: runs:/<id>/model
+FINAL = "final"
+PBT_EVENT = "pbt_event"  # JSON of an exploit: the epoch, the trial copied from, the settings explored
+SETTING_PREFIX = "setting."  # the key that marks the last report of a trial (test BLEU, n_params)
 DIVERGED = "diverged.txt"  # left in the trial folder by a trial whose loss became NaN
 
 
@@ -33,6 +39,8 @@ class SweepContext:
 
     base: dict[str, Any]  # the trial config every trial starts from, paths already absolute
     cpus_per_trial: float
+    sweep: str = ""  # the sweep's name: trials find its progress board by it
+    mutable: tuple[str, ...] = ()  # PBT's mutated keys, reported every epoch as `setting.<key>`
 
 
 def trial_params(config: dict[str, Any], base: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -42,34 +50,44 @@ def trial_params(config: dict[str, Any], base: dict[str, Any]) -> tuple[dict[str
     return {k: v for k, v in config.items() if "." in k}, int(base.get("train", {}).get("seed", 1))
 
 
-def describe_trial(config: dict[str, Any], base: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """The whole flattened trial config (what MLflow shows as params) and the variant label."""
+def describe_trial(config: dict[str, Any], base: dict[str, Any]) -> tuple[TrialConfig, str]:
+    """The whole trial config and the variant label."""
     params, seed = trial_params(config, base)
     cfg = trial_config(base, params, seed)
-    return cfg.flat(), variant_label(cfg)
+    return cfg, variant_label(cfg)
 
 
 def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     torch.set_num_threads(max(1, int(context.cpus_per_trial)))
     params, seed = trial_params(config, context.base)
     cfg = trial_config(context.base, params, seed)
+    trial_id = tune.get_context().get_trial_id()
     resume, restores = None, 0
+    # what trained this trial, reported with the first result of this process (the driver tags the run)
+    unsent = trial_provenance(resolve_device(cfg.train.device), ray.get_runtime_context().get_node_id())
     saved = tune.get_checkpoint()
     if saved:
         with saved.as_directory() as folder:
             resume = checkpoint.load(Path(folder) / checkpoint.LAST)
+        donor = resume.get("trial_id", trial_id)
+        if donor != trial_id:  # PBT exploit: another trial's weights, this trial's new (explored) settings
+            unsent[PBT_EVENT] = json.dumps({"epoch": resume["epoch"], "copied_from": donor,
+                                            "settings": {k: cfg.flat()[k] for k in context.mutable}})
+            print(f"PBT: continuing from trial {donor}'s checkpoint of epoch {resume['epoch']} with "
+                  f"{json.loads(unsent[PBT_EVENT])['settings']}", file=sys.stderr)
+        else:
             restores = int(resume.get("restores", 0)) + 1
-        print(f"restored from the checkpoint of epoch {resume['epoch']} (restore #{restores})", file=sys.stderr)
+            print(f"restored from the checkpoint of epoch {resume['epoch']} (restore #{restores})", file=sys.stderr)
 
     latest = {"state": resume}
-    # what trained this trial, reported with the first result of this process (the driver tags the run)
-    unsent = trial_provenance(resolve_device(cfg.train.device), ray.get_runtime_context().get_node_id())
+    in_force = {f"{SETTING_PREFIX}{k}": cfg.flat()[k] for k in context.mutable}  # PBT: the values this epoch used
 
     def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
-        latest["state"] = {**state, "restores": restores}
+        latest["state"] = {**state, "restores": restores, "trial_id": trial_id}
         with tempfile.TemporaryDirectory() as folder:
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
-            tune.report({**report, **unsent, "restores": restores}, checkpoint=tune.Checkpoint.from_directory(folder))
+            tune.report({**report, **in_force, **unsent, "restores": restores},
+                        checkpoint=tune.Checkpoint.from_directory(folder))
         unsent.clear()
 
     # training is deterministic: a trial that diverged would diverge again from its checkpoint, so a retry
@@ -78,7 +96,8 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     if diverged.exists():
         raise TrainingDiverged(f"{diverged.read_text()} (not retried: it would diverge again)")
     try:
-        result = train(cfg, on_epoch_end, resume, log=lambda line: print(line, file=sys.stderr))
+        result = train(cfg, on_epoch_end, resume, log=lambda line: print(line, file=sys.stderr),
+                       step_progress=TrialProgress(context.sweep, trial_id))
     except TrainingDiverged as err:
         diverged.write_text(str(err))
         raise
@@ -89,7 +108,10 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     with tempfile.TemporaryDirectory() as folder:
         write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS)
         if latest["state"] is not None:  # a restore after this point finds the trained model, not nothing
+            from nmt_core.mlflow_model import save_model
+
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
+            save_model(latest["state"], Path(folder) / ARTIFACTS / MODEL)
         # the best epoch's report (schedulers and searchers read the objective from the last result)
         tune.report({**best, **result.final, "epoch": last_epoch, "bleu_dev_final_beam": sets["dev"].bleu,
                      "bleu_signature": sets["dev"].signature, f"{PAPER_BLEU}_signature": sets["dev"].paper_signature,

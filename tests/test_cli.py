@@ -76,3 +76,77 @@ def test_a_checkpoint_of_an_earlier_format_is_refused_in_one_line(tmp_path):
         assert done.returncode == 2
         assert done.stderr.startswith(f"nmt: error: {old}: checkpoint format 1 was written by an earlier version")
         assert done.stderr.count("\n") == 1 and done.stdout == ""
+
+
+def trained(tmp_path, epochs: int = 1):
+    config = tmp_path / "trial.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    out = tmp_path / "run"
+    done = nmt("train", str(config), "--out", str(out), "--set", f"train.epochs={epochs}")
+    assert done.returncode == 0, done.stderr
+    return config, out
+
+
+def test_a_changed_config_is_refused_on_resume_and_restart_starts_over(tmp_path):
+    config, out = trained(tmp_path)
+    final = (out / "final.json").read_text()
+    for change, named in ((["--set", "train.lr=0.001"], "train.lr (0.005 -> 0.001)"),
+                          (["--set", "model.hidden_size=32"], "model.hidden_size (64 -> 32)")):
+        done = nmt("train", str(config), "--out", str(out), "--set", "train.epochs=1", *change)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"nmt: error: nmt train: --out: {out} holds a run trained with other settings: "
+                                      f"{named}"), done.stderr
+        assert "--restart" in done.stderr and done.stderr.count("\n") == 1
+        assert (out / "final.json").read_text() == final  # nothing rewritten
+    done = nmt("train", str(config), "--out", str(out), "--set", "train.epochs=1", "--set", "train.lr=0.001", "--restart")
+    assert done.returncode == 0, done.stderr
+    assert "--restart: removed" in done.stderr and "resuming" not in done.stderr
+    assert [json.loads(line)["epoch"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1]
+
+
+def test_a_corrupt_or_truncated_checkpoint_is_one_line_naming_the_file(tmp_path):
+    _, out = trained(tmp_path)
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes((out / "best.pt").read_bytes()[:2000])
+    junk = tmp_path / "junk.pt"
+    junk.write_text("not a checkpoint")
+    for path in (broken, junk):
+        for command in (["translate", "--checkpoint", str(path)],
+                        ["evaluate", "--checkpoint", str(path), "--src", str(path), "--ref", str(path)]):
+            done = nmt(*command, stdin="hello\n")
+            assert done.returncode == 2
+            assert done.stderr.startswith(f"nmt: error: {path}: not a readable checkpoint"), done.stderr
+            assert done.stderr.count("\n") == 1 and done.stdout == ""
+
+
+def test_a_ray_trial_checkpoint_translates_with_its_best_dev_weights_and_says_so(tmp_path):
+    import torch
+
+    _, out = trained(tmp_path, epochs=2)
+    ray_checkpoint = tmp_path / "checkpoint_000001"
+    ray_checkpoint.mkdir()
+    (ray_checkpoint / "last.pt").write_bytes((out / "last.pt").read_bytes())  # what a Tune trial keeps
+    state = torch.load(out / "last.pt", weights_only=True)
+    done = nmt("translate", "--checkpoint", str(ray_checkpoint), "--beam", "1", stdin="noun3 verb2 noun5\n")
+    assert done.returncode == 0, done.stderr
+    assert (f"{ray_checkpoint / 'last.pt'}: using the best-dev weights (epoch {state['best_epoch']}), not the last "
+            f"epoch's ({state['epoch']})") in done.stderr
+    best = nmt("translate", "--checkpoint", str(out / "best.pt"), "--beam", "1", stdin="noun3 verb2 noun5\n")
+    assert done.stdout == best.stdout
+
+
+def test_a_model_uri_that_does_not_exist_is_one_line(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(store).search_experiments()  # an empty store with a registry
+    for uri, why in (("models:/nothing/1", "Registered Model with name=nothing not found"),
+                     ("runs:/0123456789abcdef/model", "Run with id=0123456789abcdef not found"),
+                     ("file:///tmp/model", "expected models:/<name>/<version>")):
+        done = nmt("translate", "--model", uri, "--tracking-uri", store, stdin="x\n")
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"nmt: error: --model {uri}: {why}"), done.stderr
+        assert done.stderr.count("\n") == 1
+    missing = tmp_path / "elsewhere" / "mlflow.db"
+    done = nmt("translate", "--model", "models:/x/1", "--tracking-uri", f"sqlite:///{missing}", stdin="x\n")
+    assert done.returncode == 2 and "no tracking store there" in done.stderr and not missing.parent.exists()

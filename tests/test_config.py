@@ -50,3 +50,13 @@ def test_unreadable_yaml_names_the_file(tmp_path):
     path.write_text("model: [unclosed\n")
     with pytest.raises(ConfigError, match="broken.yaml"):
         load_config(str(path))
+
+
+def test_active_settings_leave_out_what_the_variant_ignores():
+    sact = build_config({"attention": {"temperature": "sact"}}).active()
+    assert "attention.lambda" in sact and "attention.tau" not in sact and "attention.coverage_weight" not in sact
+    fixed = build_config({"attention": {"temperature": "fixed", "tau": 2.0}, "train": {"lr_decay": 0.5}}).active()
+    assert fixed["attention.tau"] == 2.0 and "attention.lambda" not in fixed and "train.lr_patience" in fixed
+    assert set(build_config({}).flat()) - set(build_config({}).active()) == {
+        "attention.tau", "attention.lambda", "attention.sact_bias", "attention.coverage_weight",
+        "data.subword_vocab", "train.lr_patience"}

@@ -1,7 +1,9 @@
 """`sweeper run | resume` end to end: a local Ray, a real MLflow server over HTTP, real Parquet."""
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,9 +45,9 @@ def write_space(folder: Path, **changes) -> Path:
     return path
 
 
-def sweeper(*args, cwd: Path, background=False):
+def sweeper(*args, cwd: Path, background=False, env: dict[str, str] | None = None):
     command = [sys.executable, "-m", "sweeper.cli", *args]
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **(env or {})}
     if background:
         return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)
@@ -103,8 +105,11 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
         tags = child.data.tags  # provenance, from the process that trained the trial
         assert tags["sweeper.code"].startswith(("git ", "nmt-sweeper ")) and "torch 2." in tags["sweeper.versions"]
         assert tags["sweeper.device"].startswith("cpu: ") and "(ray node " in tags["sweeper.node"]
-        assert child.data.params["attention.temperature"] == row["attention.temperature"]
-        assert len(child.data.params) > 40  # the whole flattened trial config
+        params = child.data.params  # the settings active for the variant, and the variant
+        assert params["attention.temperature"] == row["attention.temperature"] and params["variant"] == row["variant"]
+        assert ("attention.lambda" in params) == (row["attention.temperature"] == "sact")
+        assert "attention.tau" not in params and "model.hidden_size" in params and len(params) > 35
+        assert child.data.tags["mlflow.note.content"].startswith(f"Trial {row['trial_id']} of sweep `e2e-tracking`")
         assert epoch_steps(client, child.info.run_id) == [1, 2]
         assert child.data.metrics["bleu_test_test"] == pytest.approx(row["bleu_test_test"])
         local = Path(client.download_artifacts(child.info.run_id, "", str(tmp_path / child.info.run_id)))
@@ -130,6 +135,36 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
         assert child.data.tags["sweeper.multibleu_signature"] == str(words.get_signature())
         assert [m.step for m in sorted(client.get_metric_history(child.info.run_id, "attn_saturated"),
                                        key=lambda m: m.step)] == [1, 2]
+        side_by_side = (local / "translations" / "test.tsv").read_text(encoding="utf-8").splitlines()
+        assert side_by_side[0] == "source\treference\thypothesis" and len(side_by_side) == 41
+        assert [line.split("\t")[1:] for line in side_by_side[1:]] == [[r, h] for r, h in zip(references, hypotheses)]
+        assert (local / "model" / "MLmodel").exists()
+    assert_registered_best_model_translates(client, mlflow_server.uri, parent, results, tmp_path)
+    assert client.get_experiment(parent.info.experiment_id).tags["mlflow.note.content"].startswith("Sweep `e2e-tracking`")
+    summary = (tmp_path / "sweeps" / "e2e-tracking" / "summary" / "summary.md").read_text()
+    assert "## Parameter importance" in summary and "too few trials to tell" in summary
+    assert (tmp_path / "sweeps" / "e2e-tracking" / "summary" / "parallel_coordinates.png").stat().st_size > 5000
+    note = client.get_run(parent.info.run_id).data.tags["mlflow.note.content"]  # the run page's description
+    assert "| variant | seeds |" in note and "general+sact4+sentinel" in note
+
+
+def assert_registered_best_model_translates(client, uri, parent, results, tmp_path):
+    """The best trial (by dev BLEU) is registered under the sweep's name and translates from the registry."""
+    best = max(results, key=lambda r: r["bleu_dev"])
+    version = client.get_model_version_by_alias("e2e-tracking", "best")
+    assert version.run_id == best["mlflow_run_id"] and "bleu_dev" in version.description
+    parent_metrics = client.get_run(parent.info.run_id).data.metrics  # the best trial's numbers on the parent
+    assert parent_metrics["bleu_test_avg"] == pytest.approx(best["bleu_test_avg"])
+    expected = None
+    for model_uri in ("models:/e2e-tracking@best", f"models:/e2e-tracking/{version.version}",
+                      f"runs:/{best['mlflow_run_id']}/model"):
+        done = subprocess.run([sys.executable, "-m", "nmt_core.cli", "translate", "--model", model_uri,
+                               "--tracking-uri", uri, "--beam", "2"], input="noun3 verb2 noun5\nadj1 noun4\n",
+                              capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert len(done.stdout.splitlines()) == 2 and done.stdout.split()[-1] == "ga"
+        expected = expected or done.stdout
+        assert done.stdout == expected  # one model, whichever way it is named
 
 
 def _wait_until(condition, timeout=300, what="condition"):
@@ -265,3 +300,39 @@ def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path):
     for r in rows:  # a trial ASHA stopped is a KILLED run with the epochs it trained
         assert status[r["mlflow_run_id"]] == {"TERMINATED": "FINISHED", "STOPPED": "KILLED"}[r["status"]]
         assert epoch_steps(client, r["mlflow_run_id"]) == list(range(1, r["epochs"] + 1))
+
+
+def test_pbt_records_exploits_without_breaking_mlflow_and_the_console_shows_progress(tmp_path, mlflow_server):
+    space = write_space(tmp_path, name="e2e-pbt", resources={"cpu": 0.5},
+                        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": 4}},
+                        parameters={"train.lr": {"grid": [1e-5, 2e-5, 5e-3, 8e-3]}},  # two trials cannot learn
+                        scheduler={"type": "pbt", "perturbation_interval": 1,
+                                   "mutations": {"train.lr": {"loguniform": [1e-5, 1e-2]}}},
+                        search={"max_concurrent": 4})
+    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri,
+                   cwd=tmp_path, env={"SWEEPER_PROGRESS_EVERY_S": "2"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "4/4 trials finished" in done.stdout
+    assert re.search(r"sweep e2e-pbt: \d+ done, 0 failed, \d+ running, \d+ pending; elapsed", done.stdout)
+    assert re.search(r"    general\+none-\w+: (epoch \d/4, \d+% of it|starting)", done.stdout)
+
+    client = MlflowClient(mlflow_server.uri)
+    _, children = child_runs(client, "e2e-pbt")
+    assert len(children) == 4 and all(c.info.status == "FINISHED" for c in children)
+    exploited = [c for c in children if int(c.data.tags.get("sweeper.pbt_exploits", 0)) >= 1]
+    assert exploited, "at least one exploit recorded"
+    trial_ids = {c.data.tags["sweeper.trial_id"] for c in children}
+    for child in exploited:
+        local = client.download_artifacts(child.info.run_id, "pbt_events.json", str(tmp_path / child.info.run_id))
+        events = json.loads(Path(local).read_text())
+        assert len(events) == int(child.data.tags["sweeper.pbt_exploits"])
+        for event in events:
+            assert event["copied_from"] in trial_ids and event["copied_from"] != child.data.tags["sweeper.trial_id"]
+            assert 1e-5 <= event["settings"]["train.lr"] <= 1e-2
+        history = client.get_metric_history(child.info.run_id, "setting.train.lr")  # the values in force
+        latest = {m.step: m.value for m in sorted(history, key=lambda m: (m.step, m.timestamp))}
+        assert min(latest) == 1 and max(latest) == 4  # an exploit may skip epochs: the donor was further on
+        assert latest[events[-1]["epoch"] + 1] == pytest.approx(events[-1]["settings"]["train.lr"])
+        assert child.data.params["train.lr"] in {"1e-05", "2e-05", "0.005", "0.008"}  # initial values, unchanged
+    summary = (tmp_path / "sweeps" / "e2e-pbt" / "summary" / "summary.md").read_text()
+    assert "## PBT schedules" in summary and "(weights of trial " in summary

@@ -45,8 +45,11 @@ def test_a_retried_trial_reuses_its_run_and_skips_logged_epochs(tmp_path):
 
 
 @pytest.mark.parametrize("uri, expected", [
-    ("http://mlflow:5000", "http://mlflow:5000/#/experiments/7/runs"),
-    ("sqlite:////data/m.db", "mlflow ui --backend-store-uri sqlite:////data/m.db"),
+    ("http://mlflow:5000", "http://mlflow:5000/#/experiments/7/runs?workflowType=machine_learning"),
+    ("sqlite:////data/m.db", "mlflow ui --backend-store-uri sqlite:////data/m.db   then open "
+                             "http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning"),
 ])
-def test_runs_link_opens_the_runs_table(uri, expected):
-    assert runs_link(uri, "7").startswith(expected)
+def test_runs_link_opens_the_runs_table_sorted_by_the_objective(uri, expected):
+    link = runs_link(uri, "7", "bleu_dev", "max")
+    assert link.startswith(expected) and link.endswith("&orderByKey=metrics.%60bleu_dev%60&orderByAsc=false")
+    assert runs_link(uri, "7", "dev_loss", "min").endswith("&orderByKey=metrics.%60dev_loss%60&orderByAsc=true")

@@ -1,0 +1,24 @@
+"""Raw source lines in, detokenised translations out: what `nmt translate`, `nmt evaluate` and the MLflow model share."""
+from __future__ import annotations
+
+from nmt_core.checkpoint import LoadedModel
+from nmt_core.data import Example
+from nmt_core.decode import Translation, translate
+from nmt_core.train import resolve_device
+
+
+def translate_lines(lines: list[str], loaded: LoadedModel, beam: int) -> tuple[list[str], list[int], list[Translation]]:
+    """Translate non-empty lines; empty lines stay empty (and get no trace rows).
+
+    Returns the hypotheses (one per line), the indices of the non-empty lines and their decoder outputs.
+    """
+    device = resolve_device(loaded.config.train.device)
+    model = loaded.model.to(device)
+    examples = [Example(loaded.src_vocab.encode(loaded.src_segmenter.tokenize(line)), []) for line in lines]
+    keep = [i for i, e in enumerate(examples) if e.src]
+    decoded = translate(model, [examples[i] for i in keep], loaded.config.decode, beam,
+                        loaded.config.train.batch_size, device)
+    hypotheses = [""] * len(lines)
+    for i, translation in zip(keep, decoded):
+        hypotheses[i] = loaded.tgt_segmenter.detokenize(loaded.tgt_vocab.decode(translation.tokens))
+    return hypotheses, keep, decoded
