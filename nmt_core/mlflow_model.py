@@ -1,42 +1,47 @@
 """A trained model as an MLflow model: a pyfunc that translates, logged by every finished trial.
 
-Why pyfunc: `mlflow.pyfunc.load_model("models:/<sweep>/<version>").predict(["a sentence"])` then works in
-any Python with this package, and `nmt translate --model models:/...` reads the same folder. The folder
-holds one file besides MLflow's: best.pt, the best-dev weights with their config, vocabularies and
-subword models (everything translation needs).
+Why pyfunc: `mlflow.pyfunc.load_model("models:/<sweep>@best").predict(["a sentence"])` then works in any
+Python with this package, and `nmt translate --model models:/...` reads the same folder. The folder is
+written by hand (an MLmodel file naming this module as the pyfunc's `loader_module`, and best.pt): MLflow's
+own `save_model` costs a trial 2-3 s of imports and pickles a class, for three small files.
 """
 from __future__ import annotations
 
-import logging
 import os
+import platform
 import tempfile
-import warnings
+import uuid
+from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import mlflow.pyfunc
-from mlflow.exceptions import MlflowException
+import yaml
 
 from nmt_core import checkpoint
 
-os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a bar per copied file is noise
-CHECKPOINT_ARTIFACT = "checkpoint"  # the key (and file stem) of best.pt inside the MLflow model
 DEFAULT_TRACKING = "sqlite:///mlflow.db"  # the sweeper's default store, in the working folder
+REQUIREMENTS = ("nmt-sweeper", "torch", "sacrebleu", "mlflow")
 
 
-class Translator(mlflow.pyfunc.PythonModel):
-    """predict(list of source lines, or a DataFrame whose first column holds them) -> list of translations."""
+class Translator:
+    """What `mlflow.pyfunc.load_model` returns the predictions of: source lines in, translations out."""
 
-    def load_context(self, context) -> None:
-        self.loaded = checkpoint.load_for_inference(context.artifacts[CHECKPOINT_ARTIFACT])
+    def __init__(self, path: str):
+        self.loaded = checkpoint.load_for_inference(path)
 
-    def predict(self, context, model_input: list[str], params: dict[str, Any] | None = None) -> list[str]:
+    def predict(self, model_input: Any, params: dict[str, Any] | None = None) -> list[str]:
+        """A list of source lines, or a DataFrame whose first column holds them; beam: the config's
+        decode.beam_size (MLflow passes no params to a model without a signature)."""
         from nmt_core.inference import translate_lines
 
         lines = list(model_input.iloc[:, 0]) if hasattr(model_input, "iloc") else list(model_input)
-        beam = int((params or {}).get("beam_size", self.loaded.config.decode.beam_size))
-        return translate_lines([str(line) for line in lines], self.loaded, beam)[0]
+        return translate_lines([str(line) for line in lines], self.loaded, self.loaded.config.decode.beam_size)[0]
+
+
+def _load_pyfunc(data_path: str) -> Translator:
+    """MLflow's pyfunc loader protocol (`loader_module`): `data_path` is the model's best.pt."""
+    return Translator(data_path)
 
 
 def best_model_state(state: dict[str, Any]) -> dict[str, Any]:
@@ -46,18 +51,25 @@ def best_model_state(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def save_model(state: dict[str, Any], out: Path) -> None:
-    """Write the MLflow model folder `out` from a training state (last.pt's contents)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        best = Path(tmp) / checkpoint.BEST
-        checkpoint.save(best_model_state(state), best)
-        # pinned requirements instead of MLflow's inference, which imports the model in a subprocess (seconds);
-        # MLflow's advice to log models from code instead of a pickled object does not apply to a stateless class
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
-            mlflow.pyfunc.save_model(str(out), python_model=Translator(), artifacts={CHECKPOINT_ARTIFACT: str(best)},
-                                     pip_requirements=[f"{name}=={metadata.version(name)}"
-                                                       for name in ("nmt-sweeper", "torch", "sacrebleu", "mlflow")])
+    """Write the MLflow model folder `out` (MLmodel, best.pt, requirements.txt) from a training state."""
+    out.mkdir(parents=True, exist_ok=True)
+    checkpoint.save(best_model_state(state), out / checkpoint.BEST)
+    versions = {name: metadata.version(name) for name in REQUIREMENTS}
+    mlmodel = {
+        "artifact_path": "model",
+        "flavors": {"python_function": {"loader_module": __name__, "data": checkpoint.BEST,
+                                        "python_version": platform.python_version(),
+                                        "env": {"virtualenv": "python_env.yaml"}}},
+        "mlflow_version": versions["mlflow"],
+        "model_uuid": uuid.uuid4().hex,
+        "utc_time_created": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f"),
+    }
+    (out / "MLmodel").write_text(yaml.safe_dump(mlmodel, sort_keys=False), encoding="utf-8")
+    requirements = [f"{name}=={version}" for name, version in versions.items()]
+    (out / "requirements.txt").write_text("\n".join(requirements) + "\n", encoding="utf-8")
+    (out / "python_env.yaml").write_text(yaml.safe_dump({"python": platform.python_version(),
+                                                         "build_dependencies": ["pip"],
+                                                         "dependencies": ["-r requirements.txt"]}), encoding="utf-8")
 
 
 def download_model(uri: str, tracking_uri: str | None) -> Path:
@@ -71,6 +83,13 @@ def download_model(uri: str, tracking_uri: str | None) -> Path:
     if store.startswith("sqlite:///") and not Path(store.removeprefix("sqlite:///")).exists():
         raise ModelUriError(uri, store, "no tracking store there (pass --tracking-uri, or run from the folder "
                             "holding mlflow.db)")
+    if uri.startswith("models:/") and (store.startswith("file:") or "://" not in store):
+        raise ModelUriError(uri, store, "a file store has no model registry in MLflow 3; models are registered in a "
+                            "database store (sqlite:///mlflow.db) or an MLflow server; runs:/<id>/model still works")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a bar per file is noise
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
     mlflow.set_tracking_uri(store)
     mlflow.set_registry_uri(store)  # models:/ URIs resolve through the registry, which does not follow the tracking URI
     try:

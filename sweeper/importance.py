@@ -33,9 +33,11 @@ class Importance:
 
 
 def trial_points(runs: list[tuple[str, dict[str, str], float | None]]) -> tuple[list[TrialPoint], list[str]]:
-    """(label, MLflow params, objective) per trial -> points over the parameters that take more than one value."""
+    """(label, MLflow params, objective) per trial -> points over the parameters that take more than one value
+    (None where a parameter is inactive for a trial's variant)."""
     keys = sorted({k for _, params, _ in runs for k in params if "." in k})
-    varying = [k for k in keys if len({params.get(k) for _, params, _ in runs}) > 1]
+    # a setting only some variants have (attention.lambda with SACT) varies only if it takes several values
+    varying = [k for k in keys if len({params[k] for _, params, _ in runs if k in params}) > 1]
     return [TrialPoint(label, {k: scalar(params[k]) if k in params else None for k in varying}, objective)
             for label, params, objective in runs], varying
 

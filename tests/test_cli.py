@@ -150,3 +150,23 @@ def test_a_model_uri_that_does_not_exist_is_one_line(tmp_path):
     missing = tmp_path / "elsewhere" / "mlflow.db"
     done = nmt("translate", "--model", "models:/x/1", "--tracking-uri", f"sqlite:///{missing}", stdin="x\n")
     assert done.returncode == 2 and "no tracking store there" in done.stderr and not missing.parent.exists()
+
+
+def test_a_file_store_has_no_registry_and_says_so(tmp_path):
+    done = nmt("translate", "--model", "models:/x/1", "--tracking-uri", f"file://{tmp_path / 'mlruns'}", stdin="x\n")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "a file store has no model registry in MLflow 3" in done.stderr and not (tmp_path / "mlruns").exists()
+
+
+def test_the_mlflow_model_loads_with_mlflow_pyfunc_and_translates_like_nmt_translate(tmp_path):
+    import mlflow.pyfunc
+    import torch
+
+    from nmt_core.mlflow_model import save_model
+
+    _, out = trained(tmp_path, epochs=2)
+    save_model(torch.load(out / "last.pt", weights_only=True), tmp_path / "model")
+    model = mlflow.pyfunc.load_model(str(tmp_path / "model"))
+    predicted = model.predict(["noun3 verb2 noun5", "adj1 noun4 verb1 noun2"])  # the config's beam, as below
+    done = nmt("translate", "--checkpoint", str(out), stdin="noun3 verb2 noun5\nadj1 noun4 verb1 noun2\n")
+    assert predicted == done.stdout.splitlines() and predicted[0].endswith("ga")

@@ -1,6 +1,9 @@
 """The summary tables from a tracking store of hand-made runs: every number is known in advance."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 import yaml
@@ -208,3 +211,24 @@ def test_rows_with_the_same_variant_label_are_told_apart_by_their_settings():
 def test_mean_and_sample_std():
     assert mean_std([1.0]) == (1.0, 0.0)
     assert mean_std([20.0, 22.0, 24.0]) == pytest.approx((22.0, 2.0))
+
+
+def test_an_unknown_sweep_in_an_empty_folder_creates_no_store(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "sweeper.cli", "summarize", "nope"], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (f"sweeper: error: sweeper summarize: NAME: no sweep named 'nope': no "
+                           f"{tmp_path / 'sweeps' / 'nope' / 'sweeper.json'} and no tracking store "
+                           f"{tmp_path / 'mlflow.db'} (pass the --storage or --tracking-uri the sweep ran with)\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_parent_run_description_holds_the_table_and_the_warnings(store, tmp_path):
+    uri, _ = store
+    client = MlflowClient(uri)
+    summary = summarize("hand", uri, tmp_path / "out", ["md"], resamples=100)
+    experiment = client.get_experiment_by_name("hand")
+    [parent] = client.search_runs([experiment.experiment_id], filter_string="tags.`sweeper.role` = 'sweep'")
+    note = parent.data.tags["mlflow.note.content"]
+    assert note.startswith("# Sweep `hand`") and "| variant | seeds |" in note
+    assert all(warning in note for warning in summary.warnings)
