@@ -6,6 +6,8 @@ BLEU numbers from different sweeps are comparable.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -212,9 +214,7 @@ def prepare_iwslt15(cache_dir: Path) -> Corpus:
         except OSError as err:
             raise CorpusError(f"could not download {base + name} ({err}); on a machine with a network, fetch the "
                               f"six files {', '.join(IWSLT15_FILES)} into {folder}") from None
-        tmp = target.with_suffix(target.suffix + ".tmp")
-        tmp.write_bytes(body)
-        os.replace(tmp, target)
+        write_atomically(target, body)
     corpus = read_folder(folder, "en", "vi")
     corpus.name, corpus.licence = "iwslt15-en-vi", "IWSLT 2015 (TED talks), Stanford NMT release"
     return corpus
@@ -243,10 +243,36 @@ def write_cache(corpus: Corpus, path: Path) -> None:
     metadata = {"name": corpus.name, "src_lang": corpus.src_lang, "tgt_lang": corpus.tgt_lang,
                 "licence": corpus.licence}
     table = pa.table(columns).replace_schema_metadata(metadata)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    write_atomically(path, sink.getvalue().to_pybytes())
+
+
+def write_atomically(path: Path, body: bytes) -> None:
+    """A temporary file of this process's own, then a rename: a half-written file never looks finished,
+    and processes writing the same file at once never write into each other's."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)  # a half-written cache never looks finished
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(body)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def exclusive(lock: Path):
+    """One process at a time (trials of a sweep on a fresh node prepare the same corpus at once); the
+    others wait, then find the cache ready."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def read_cache(path: Path) -> Corpus:
@@ -305,5 +331,7 @@ def load_corpus(name: str, src: str = "", tgt: str = "", cache_dir: str | Path =
     cache = Path(cache_dir) if cache_dir else default_cache_dir()
     path = cache / f"{name}.parquet"
     if not path.exists():
-        write_cache(prepare_registry(name, cache), path)
+        with exclusive(cache / f".{name}.lock"):
+            if not path.exists():  # another process may have prepared it while this one waited
+                write_cache(prepare_registry(name, cache), path)
     return read_cache(path)

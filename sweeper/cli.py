@@ -57,9 +57,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from sweeper.space import load_spec
+    from sweeper.storage import check_storage
     from sweeper.submit import submit
 
     spec = load_spec(args.space, parse_overrides(args.set, "--set"))
+    check_storage(args.storage, "sweeper submit")  # a path on the cluster: checked here, resolved there
     if args.name:
         spec.name = args.name
     return submit(spec, args.address, args.storage, args.tracking_uri, args.wait, ship_code=not args.no_code)
@@ -71,13 +73,14 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
     from sweeper.runner import DEFAULT_TRACKING, STATE_FILE
     from sweeper.space import SignificanceSpec
+    from sweeper.storage import storage_folder
     from sweeper.summary import SummaryError, render_markdown, summarize
     from sweeper.tracking import check_reachable, resolve_uri
 
     if args.resamples is not None:  # bad input is refused before anything is read or written
         SignificanceSpec(resamples=args.resamples).check("sweeper summarize --resamples")
 
-    experiment_dir = Path(args.storage).expanduser().resolve() / args.name
+    experiment_dir = storage_folder(args.storage, "sweeper summarize") / args.name
     state_file = experiment_dir / STATE_FILE
     uri = args.tracking_uri or (json.loads(state_file.read_text())["tracking_uri"] if state_file.exists()
                                 else DEFAULT_TRACKING)

@@ -25,6 +25,7 @@ from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.train import PAPER_BLEU
 from sweeper.progress import SweepProgress, open_board
 from sweeper.space import OptunaSpace, SpecError, SweepSpec, TrialPlan, plan_trials, trial_config
+from sweeper.storage import storage_folder
 from sweeper.tracking import MlflowTrackingCallback, SweepTracker, check_reachable, resolve_uri, runs_link
 from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
 
@@ -161,7 +162,7 @@ def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPl
 
 
 def run_sweep(spec: SweepSpec, storage: str, tracking_uri: str | None, address: str | None) -> int:
-    storage_dir = Path(storage).expanduser().resolve()
+    storage_dir = storage_folder(storage, "sweeper run")
     uri = resolve_uri(tracking_uri or spec.tracking_uri or DEFAULT_TRACKING)
     check_reachable(uri)
     base = resolved_base(spec)
@@ -204,7 +205,7 @@ def run_sweep(spec: SweepSpec, storage: str, tracking_uri: str | None, address: 
 
 
 def resume_sweep(name: str, storage: str, address: str | None) -> int:
-    experiment_dir = Path(storage).expanduser().resolve() / name
+    experiment_dir = storage_folder(storage, "sweeper resume") / name
     state_file = experiment_dir / STATE_FILE
     if not state_file.exists() or not tune.Tuner.can_restore(str(experiment_dir)):
         raise SpecError("NAME", f"no sweep named {name!r} to resume under {experiment_dir.parent} "

@@ -63,10 +63,27 @@ def check_reachable(uri: str) -> None:
         except requests.RequestException as err:
             raise TrackingError(f"tracking server {uri} is not reachable ({type(err).__name__}); start it "
                                 "(`mlflow server --host 127.0.0.1 --port 5000`) or pass --tracking-uri") from None
+        check_credentials(uri)
     elif uri.startswith("sqlite:///"):
         folder = Path(uri.removeprefix("sqlite:///")).parent
         if not folder.is_dir():
             raise TrackingError(f"tracking store {uri}: folder {folder} does not exist")
+
+
+def check_credentials(uri: str) -> None:
+    """/health answers everyone; the API of a server with basic auth answers 401 or 403 without the right
+    MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        MlflowClient(uri).search_experiments(max_results=1)
+    except MlflowException as err:
+        status = next((code for code in ("401", "403") if code in str(err)), None)
+        if status is None:
+            raise
+        who = os.environ.get("MLFLOW_TRACKING_USERNAME")
+        raise TrackingError(f"tracking server {uri} refused {f'user {who!r}' if who else 'a request without credentials'}"
+                            f" (HTTP {status}); set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD") from None
 
 
 def runs_link(uri: str, experiment_id: str, metric: str, mode: str) -> str:

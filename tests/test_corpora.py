@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
 from nmt_core.config import build_config
-from nmt_core.corpora import load_corpus
+from nmt_core.corpora import IWSLT15_FILES, load_corpus
 from nmt_core.data import load_trial_data
 from nmt_core.train import train
 
@@ -78,16 +82,50 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def test_iwslt15_is_downloaded_once_into_the_cache(tmp_path, monkeypatch):
-    """A server on 127.0.0.1 serves small files in the Stanford release layout."""
-    site = tmp_path / "site"
-    site.mkdir()
+class _Slow(_Quiet):
+    """Every file takes 0.3 s, so that processes preparing the corpus at once overlap; requests are counted."""
+    requests: list[str] = []
+
+    def do_GET(self):
+        _Slow.requests.append(self.path)
+        time.sleep(0.3)
+        super().do_GET()
+
+
+def stanford_site(folder, handler=_Quiet) -> http.server.ThreadingHTTPServer:
+    """A server on 127.0.0.1 that serves small files in the Stanford release layout."""
+    folder.mkdir()
     for split, n in (("train", 20), ("tst2012", 4), ("tst2013", 5)):
-        (site / f"{split}.en").write_text("".join(f"Thank you so much , Chris {i} .\n" for i in range(n)))
-        (site / f"{split}.vi").write_text("".join(f"Cảm ơn rất nhiều , Chris {i} .\n" for i in range(n)))
-    handler = functools.partial(_Quiet, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        (folder / f"{split}.en").write_text("".join(f"Thank you so much , Chris {i} .\n" for i in range(n)))
+        (folder / f"{split}.vi").write_text("".join(f"Cảm ơn rất nhiều , Chris {i} .\n" for i in range(n)))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(folder)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_three_processes_preparing_one_corpus_at_once_leave_one_clean_cache(tmp_path):
+    server = stanford_site(tmp_path / "site", _Slow)
+    _Slow.requests.clear()
+    cache = tmp_path / "cache"
+    script = ("import sys; from nmt_core.corpora import load_corpus; c = load_corpus('iwslt15-en-vi', cache_dir=sys.argv[1]);"
+              " print({k: len(v) for k, v in c.splits.items()}, c.splits['tst2013'][4])")
+    env = {**os.environ, "NMT_IWSLT15_URL": f"http://127.0.0.1:{server.server_port}/"}
+    try:
+        racers = [subprocess.Popen([sys.executable, "-c", script, str(cache)], env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        outputs = [racer.communicate(timeout=120) for racer in racers]
+    finally:
+        server.shutdown()
+    assert all(racer.returncode == 0 for racer in racers), [err for _, err in outputs]
+    assert len({out for out, _ in outputs}) == 1 and "'train': 20" in outputs[0][0]
+    assert sorted(_Slow.requests) == sorted(f"/{name}" for name in IWSLT15_FILES)  # fetched once, not three times
+    assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == ["iwslt15-en-vi",
+                                                                                     "iwslt15-en-vi.parquet"]
+    assert not list(cache.rglob("*.tmp"))
+
+
+def test_iwslt15_is_downloaded_once_into_the_cache(tmp_path, monkeypatch):
+    server = stanford_site(tmp_path / "site")
     monkeypatch.setenv("NMT_IWSLT15_URL", f"http://127.0.0.1:{server.server_port}/")
     try:
         cfg = build_config({"data": {"corpus": "iwslt15-en-vi", "tokenizer": "space", "cache_dir": str(tmp_path / "c")}})

@@ -1,11 +1,15 @@
 """The tracking callback survives a tracking server that is gone: trials go on, runs are marked incomplete."""
+import http.server
+import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from mlflow.tracking import MlflowClient
 
 from sweeper import tracking
-from sweeper.tracking import MlflowTrackingCallback, SweepTracker, resolve_uri, runs_link
+from sweeper.storage import storage_folder
+from sweeper.tracking import MlflowTrackingCallback, SweepTracker, TrackingError, check_reachable, resolve_uri, runs_link
 
 BASE = {"data": {"corpus": "synthetic"}, "model": {"emb_size": 8, "hidden_size": 8}}
 TRIAL = SimpleNamespace(trial_id="abc_00000", config={"trial": {"params": {"attention.temperature": "sact"},
@@ -53,3 +57,63 @@ def test_runs_link_opens_the_runs_table_sorted_by_the_objective(uri, expected):
     link = runs_link(uri, "7", "bleu_dev", "max")
     assert link.startswith(expected) and link.endswith("&orderByKey=metrics.%60bleu_dev%60&orderByAsc=false")
     assert runs_link(uri, "7", "dev_loss", "min").endswith("&orderByKey=metrics.%60dev_loss%60&orderByAsc=true")
+
+
+class _BasicAuthOnly(http.server.BaseHTTPRequestHandler):
+    """Answers like MLflow's basic-auth app: /health to anyone, 401 on the API without credentials."""
+
+    def do_GET(self):
+        if self.path == "/health":
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"OK")
+            return
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="mlflow"')
+        self.end_headers()
+        self.wfile.write(b"You are not authenticated.")
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+def test_refused_credentials_are_one_line_exit_2_before_anything_starts(tmp_path, monkeypatch):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _BasicAuthOnly)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.server_port}"
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    try:
+        with pytest.raises(TrackingError) as err:
+            check_reachable(uri)
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ada")
+        with pytest.raises(TrackingError) as as_ada:
+            check_reachable(uri)
+    finally:
+        server.shutdown()
+    assert str(err.value) == (f"--tracking-uri: tracking.uri: tracking server {uri} refused a request without "
+                              "credentials (HTTP 401); set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
+    assert f"refused user 'ada' (HTTP 401)" in str(as_ada.value)
+
+
+@pytest.mark.parametrize("storage", ["s3://bucket/sweeps", "gs://bucket/sweeps", "hdfs://nn/sweeps"])
+def test_object_storage_is_refused_in_one_line_not_made_a_local_folder(tmp_path, monkeypatch, storage):
+    from sweeper.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "space.yaml").write_text("name: s\ndata: {corpus: synthetic}\n")
+    for command in (["run", "space.yaml", "--storage", storage], ["summarize", "s", "--storage", storage],
+                    ["resume", "s", "--storage", storage]):
+        assert main(command) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["space.yaml"]
+    assert storage_folder("file:///tmp/sweeps", "x") == Path("/tmp/sweeps")
+
+
+def test_object_storage_message(capsys):
+    from sweeper.cli import main
+
+    assert main(["summarize", "s", "--storage", "s3://bucket/sweeps"]) == 2
+    assert capsys.readouterr().err == ("sweeper: error: sweeper summarize: --storage: s3://bucket/sweeps: s3:// "
+                                       "storage is not supported yet; use a folder that every node sees (a local "
+                                       "folder on one machine, a ReadWriteMany volume or NFS on a cluster)\n")
