@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import tempfile
 import uuid
 from datetime import datetime, timezone
@@ -92,10 +93,11 @@ def download_model(uri: str, tracking_uri: str | None) -> Path:
 
     mlflow.set_tracking_uri(store)
     mlflow.set_registry_uri(store)  # models:/ URIs resolve through the registry, which does not follow the tracking URI
+    destination = tempfile.mkdtemp(prefix="nmt-model-")
     try:
-        folder = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=store,
-                                                          dst_path=tempfile.mkdtemp(prefix="nmt-model-")))
+        folder = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=store, dst_path=destination))
     except MlflowException as err:
+        shutil.rmtree(destination, ignore_errors=True)  # nothing left behind by a failed download
         raise ModelUriError(uri, store, err.message.strip().splitlines()[0][:200]) from None
     found = list(folder.rglob(checkpoint.BEST))
     if not found:

@@ -34,3 +34,14 @@ def test_packing_benchmark_smoke(tmp_path):
                          "--json", str(out)]) == 0
     [row] = json.loads(out.read_text())["rows"]
     assert row["trials"] == 2 and len(row["per_trial"]) == 2 and all(rate > 0 for rate in row["per_trial"])
+
+
+def test_profile_breakdown_smoke(capsys):
+    import profile_step
+
+    assert profile_step.main(["--size", "tiny", "--steps", "2", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| matrix products |" in out and "| Python and dispatch overhead |" in out
+    assert profile_step.bucket_of("aten::addmm") == "matrix products"
+    assert profile_step.bucket_of("autograd::engine::evaluate_function: AddmmBackward0").startswith("autograd engine")
+    assert profile_step.bucket_of("aten::_log_softmax") == "softmax and cross-entropy"
