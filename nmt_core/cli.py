@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 from nmt_core import checkpoint
-from nmt_core.config import ConfigError, TrialConfig, build_config, flatten, load_config, parse_overrides
+from nmt_core.config import ConfigError, TrialConfig, build_config, load_config, parse_overrides
 from nmt_core.corpora import REGISTRY, CorpusError, load_corpus
 from nmt_core.data import Example, Vocab, surface, tokenize
+from nmt_core.evaluate import attention_alignment, trace_table, write_traces
 from nmt_core.inference import translate_lines
 from nmt_core.progress import ConsoleProgress
-from nmt_core.evaluate import attention_alignment, trace_table, write_traces
 from nmt_core.train import TrainingDiverged, score_text, teacher_forced_weights, train
 
 
@@ -28,7 +28,7 @@ OUTPUTS = (checkpoint.LAST, checkpoint.BEST, "metrics.jsonl", "final.json", "tra
 
 def changed_keys(saved: dict, cfg: TrialConfig) -> list[str]:
     """`key (old -> new)` for every setting, other than RESUMABLE_CHANGES, that differs from the saved run's."""
-    before, after = flatten(build_config(saved).to_dict()), cfg.flat()
+    before, after = build_config(saved).flat(), cfg.flat()
     return [f"{k} ({before.get(k)!r} -> {after.get(k)!r})" for k in sorted(after)
             if before.get(k) != after.get(k) and k not in RESUMABLE_CHANGES]
 
@@ -39,7 +39,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     resume = checkpoint.load(out / checkpoint.LAST) if (out / checkpoint.LAST).exists() else None
     if resume and args.restart:
         for name in OUTPUTS:
-            shutil.rmtree(out / name) if (out / name).is_dir() else (out / name).unlink(missing_ok=True)
+            if (out / name).is_dir():
+                shutil.rmtree(out / name)
+            else:
+                (out / name).unlink(missing_ok=True)
         _log(f"--restart: removed the earlier run in {out}")
         resume = None
     if resume:

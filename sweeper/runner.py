@@ -22,9 +22,10 @@ from ray.tune.search import ConcurrencyLimiter
 
 from nmt_core.corpora import default_cache_dir, load_corpus
 from nmt_core.diagnostics import KEYS as DIAGNOSTICS
+from nmt_core.mlflow_model import DEFAULT_TRACKING
 from nmt_core.train import PAPER_BLEU
 from sweeper.progress import SweepProgress, open_board
-from sweeper.space import OptunaSpace, SpecError, SweepSpec, TrialPlan, plan_trials, trial_config
+from sweeper.space import OptunaSpace, SpecError, SweepSpec, TrialPlan, mutation_range, plan_trials, trial_config
 from sweeper.storage import storage_folder
 from sweeper.tracking import MlflowTrackingCallback, SweepTracker, check_reachable, resolve_uri, runs_link
 from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
@@ -33,7 +34,6 @@ from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
 RESULTS_FILE = "results.parquet"
-DEFAULT_TRACKING = "sqlite:///mlflow.db"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TRIAL_DIR = re.compile(r"^([0-9a-f]+(?:_\d{5})?)_")  # grid/random ids read 8f3a1_00004, Optuna's 8287bf51
 
@@ -118,9 +118,9 @@ def build_tune_config(spec: SweepSpec, base: dict[str, Any]) -> tuple[tune.TuneC
 
 def _domain(raw: list | dict):
     """A mutation as PBT takes it: a list stays a list (PBT shifts to a neighbour), a range a Tune domain."""
-    if isinstance(raw, list):
+    if (found := mutation_range(raw)) is None:
         return list(raw)
-    (kind, (low, high)), = raw.items()
+    kind, low, high = found
     return tune.loguniform(low, high) if kind == "loguniform" else tune.uniform(low, high)
 
 
@@ -132,8 +132,8 @@ def pbt_scheduler(spec: SweepSpec) -> PopulationBasedTraining:
     def clamp(config: dict[str, Any]) -> dict[str, Any]:
         params = config["trial"]["params"]
         for key, raw in mutations.items():
-            if isinstance(raw, dict):
-                low, high = next(iter(raw.values()))
+            if (found := mutation_range(raw)) is not None:
+                _, low, high = found
                 params[key] = min(max(params[key], low), high)
         return config
 
@@ -150,13 +150,14 @@ def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPl
     for plan in plans:
         params = dict(plan.params)
         for key, raw in spec.scheduler.mutations.items():
-            if key not in params:
-                if isinstance(raw, list):
-                    params[key] = rng.choice(raw)
-                else:
-                    (kind, (low, high)), = raw.items()
-                    params[key] = (math.exp(rng.uniform(math.log(low), math.log(high))) if kind == "loguniform"
-                                   else rng.uniform(low, high))
+            if key in params:
+                continue
+            if (found := mutation_range(raw)) is None:
+                params[key] = rng.choice(raw)
+            else:
+                kind, low, high = found
+                params[key] = (math.exp(rng.uniform(math.log(low), math.log(high))) if kind == "loguniform"
+                               else rng.uniform(low, high))
         out.append(TrialPlan(params, plan.seed, plan.variant))
     return out
 
@@ -194,13 +195,14 @@ def run_sweep(spec: SweepSpec, storage: str, tracking_uri: str | None, address: 
           f"{spec.cpu:g} CPU / {spec.gpu:g} GPU each; storage {experiment_dir}; tracking {uri}", flush=True)
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
     progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base))
-    tuner = tune.Tuner(build_trainable(base, spec.cpu, spec.gpu, spec.name, list(spec.scheduler.mutations)), param_space=param_space,
-                       tune_config=tune_config,
+    trainable = build_trainable(base, spec.cpu, spec.gpu, spec.name, list(spec.scheduler.mutations))
+    tuner = tune.Tuner(trainable, param_space=param_space, tune_config=tune_config,
                        run_config=tune.RunConfig(  # verbose 0: our progress lines instead of Tune's tables
                            name=spec.name, storage_path=str(storage_dir), callbacks=[callback, progress], verbose=0,
                            failure_config=tune.FailureConfig(max_failures=spec.max_retries),
                            # PBT copies other trials' checkpoints: keep enough of them
-                           checkpoint_config=tune.CheckpointConfig(num_to_keep=4 if spec.scheduler.type == "pbt" else 2)))
+                           checkpoint_config=tune.CheckpointConfig(
+                               num_to_keep=4 if spec.scheduler.type == "pbt" else 2)))
     return finish(tuner.fit(), callback, experiment_dir, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
 
 
@@ -293,16 +295,16 @@ def write_results(rows: list[dict[str, Any]], path: Path) -> None:
 
 def print_best(rows: list[dict[str, Any]], metric: str, mode: str, limit: int = 20) -> None:
     ranked = sorted((r for r in rows if r.get(metric) is not None), key=lambda r: r[metric], reverse=mode == "max")
+    shown = ranked[:limit]
     print(f"\n{'variant':<32} {'seed':>4} {'status':<10} {metric:>9} {'test avg':>9} {'params':>10}")
-    for row in ranked[:limit]:
+    for row in shown:
         test = row.get("bleu_test_avg")
         print(f"{row['variant']:<32} {row['seed']:>4} {row['status']:<10} {row[metric]:>9.2f} "
               f"{'' if test is None else f'{test:.2f}':>9} {row.get('n_params') or '':>10}")
-    left_out = len(rows) - min(len(ranked), limit)
+    left_out = len(rows) - len(shown)
     if left_out:
-        print(f"({left_out} more trial{'s' if left_out > 1 else ''} not shown: "
-              f"{len(ranked) - min(len(ranked), limit)} ranked lower, {len(rows) - len(ranked)} without {metric}; "
-              "all are in results.parquet)")
+        print(f"({left_out} more trial{'s' if left_out > 1 else ''} not shown: {len(ranked) - len(shown)} ranked "
+              f"lower, {len(rows) - len(ranked)} without {metric}; all are in results.parquet)")
 
 
 def best_row(rows: list[dict[str, Any]], metric: str, mode: str) -> dict[str, Any] | None:

@@ -233,6 +233,14 @@ def _order_by_conditions(parameters: list[Parameter], source: str) -> list[Param
     return ordered
 
 
+def mutation_range(raw: list | Mapping) -> tuple[str, float, float] | None:
+    """A checked mutation's (uniform|loguniform, low, high), or None for a list of values."""
+    if isinstance(raw, list):
+        return None
+    (kind, (low, high)), = raw.items()
+    return kind, low, high
+
+
 def _check_pbt(scheduler: SchedulerSpec, search: SearchSpec, base: dict, source: str) -> None:
     """PBT's mutations: numeric keys it may change mid-training, each a list of numbers or a [low, high] range."""
     if scheduler.type != "pbt":

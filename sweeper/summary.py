@@ -486,7 +486,8 @@ def _pbt_schedules(client: MlflowClient, records: list[TrialRecord], tmp: Path) 
         cells = []
         for first, last, values in spans:
             setting = ", ".join(f"{k.removeprefix(SETTING_PREFIX)}={v:.3g}" for k, v in zip(keys, values))
-            copied = f" (weights of trial {events[first]['copied_from']} at epoch {first - 1})" if first in events else ""
+            event = events.get(first)
+            copied = f" (weights of trial {event['copied_from']} at epoch {event['epoch']})" if event else ""
             cells.append(f"epochs {first}-{last}: {setting}{copied}")
         rows.append(f"| {record.variant}-{record.trial_id} | {record.tags.get(EXPLOITS, '0')} | "
                     + "<br>".join(cells) + " |")

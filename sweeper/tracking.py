@@ -29,8 +29,8 @@ log = logging.getLogger("sweeper.tracking")
 T = TypeVar("T")
 
 ROLE, TRIAL_ID, VARIANT = "sweeper.role", "sweeper.trial_id", "sweeper.variant"
-NOTE = "mlflow.note.content"
-PBT_EVENTS, EXPLOITS = "pbt_events.json", "sweeper.pbt_exploits"  # what MLflow's UI shows as an experiment's or a run's description
+NOTE = "mlflow.note.content"  # what MLflow's UI shows as an experiment's or a run's description
+PBT_EVENTS, EXPLOITS = "pbt_events.json", "sweeper.pbt_exploits"  # a trial's PBT exploits: artifact, count tag
 INCOMPLETE = "sweeper.tracking_incomplete"
 EPOCH_KEYS = ("train_loss", "dev_loss", "dev_ppl", "bleu_dev", "tokens_per_s", "epoch_time_s", *DIAGNOSTICS)
 FINAL_PREFIXES = ("bleu_test_", f"{PAPER_BLEU}_test_", "n_params", "best_epoch", "bleu_dev_final_beam", "aer_",

@@ -19,6 +19,7 @@ from ray import tune
 
 from nmt_core import checkpoint
 from nmt_core.config import TrialConfig
+from nmt_core.mlflow_model import save_model
 from nmt_core.train import PAPER_BLEU, TrainingDiverged, evaluate_split, resolve_device, train
 from sweeper.artifacts import write_trial_artifacts
 from sweeper.progress import TrialProgress
@@ -27,9 +28,9 @@ from sweeper.space import trial_config, variant_label
 
 ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking callback uploads
 MODEL = "model"  # the MLflow model's folder among the artifacts: runs:/<id>/model
-FINAL = "final"
+FINAL = "final"  # the key that marks the last report of a trial (test BLEU, n_params)
 PBT_EVENT = "pbt_event"  # JSON of an exploit: the epoch, the trial copied from, the settings explored
-SETTING_PREFIX = "setting."  # the key that marks the last report of a trial (test BLEU, n_params)
+SETTING_PREFIX = "setting."  # `setting.<key>`: the value of a PBT-mutated key in force during an epoch
 DIVERGED = "diverged.txt"  # left in the trial folder by a trial whose loss became NaN
 
 
@@ -62,6 +63,7 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     params, seed = trial_params(config, context.base)
     cfg = trial_config(context.base, params, seed)
     trial_id = tune.get_context().get_trial_id()
+    settings = {k: v for k, v in cfg.flat().items() if k in context.mutable}  # PBT: the values in force now
     resume, restores = None, 0
     # what trained this trial, reported with the first result of this process (the driver tags the run)
     unsent = trial_provenance(resolve_device(cfg.train.device), ray.get_runtime_context().get_node_id())
@@ -71,16 +73,15 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
             resume = checkpoint.load(Path(folder) / checkpoint.LAST)
         donor = resume.get("trial_id", trial_id)
         if donor != trial_id:  # PBT exploit: another trial's weights, this trial's new (explored) settings
-            unsent[PBT_EVENT] = json.dumps({"epoch": resume["epoch"], "copied_from": donor,
-                                            "settings": {k: cfg.flat()[k] for k in context.mutable}})
-            print(f"PBT: continuing from trial {donor}'s checkpoint of epoch {resume['epoch']} with "
-                  f"{json.loads(unsent[PBT_EVENT])['settings']}", file=sys.stderr)
+            unsent[PBT_EVENT] = json.dumps({"epoch": resume["epoch"], "copied_from": donor, "settings": settings})
+            print(f"PBT: continuing from trial {donor}'s checkpoint of epoch {resume['epoch']} with {settings}",
+                  file=sys.stderr)
         else:
             restores = int(resume.get("restores", 0)) + 1
             print(f"restored from the checkpoint of epoch {resume['epoch']} (restore #{restores})", file=sys.stderr)
 
     latest = {"state": resume}
-    in_force = {f"{SETTING_PREFIX}{k}": cfg.flat()[k] for k in context.mutable}  # PBT: the values this epoch used
+    in_force = {f"{SETTING_PREFIX}{k}": v for k, v in settings.items()}
 
     def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
         latest["state"] = {**state, "restores": restores, "trial_id": trial_id}
@@ -108,8 +109,6 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     with tempfile.TemporaryDirectory() as folder:
         write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS)
         if latest["state"] is not None:  # a restore after this point finds the trained model, not nothing
-            from nmt_core.mlflow_model import save_model
-
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
             save_model(latest["state"], Path(folder) / ARTIFACTS / MODEL)
         # the best epoch's report (schedulers and searchers read the objective from the last result)
