@@ -26,14 +26,23 @@ from nmt_core.config import build_config
 from nmt_core.data import Example, collate
 from nmt_core.decode import beam_search, greedy
 from nmt_core.model import EOS, PAD, Seq2Seq
-from nmt_core.train import autocast, batch_loss, build_optimizer, optimizer_step, use_tensor_cores
+from nmt_core.train import autocast, batch_loss, build_optimizer, optimizer_step, symmetric_loss, use_tensor_cores
 
-VARIANTS = {
+VARIANTS = {  # config sections over the defaults (general score, Luong placement)
     "none": {},
-    "fixed": {"temperature": "fixed", "tau": 0.9},
-    "sact": {"temperature": "sact", "lambda": 4.0},
-    "sentinel": {"sentinel": True},
-    "concat": {"score": "concat"},
+    "fixed": {"attention": {"temperature": "fixed", "tau": 0.9}},
+    "sact": {"attention": {"temperature": "sact", "lambda": 4.0}},
+    "sentinel": {"attention": {"sentinel": True}},
+    "concat": {"attention": {"score": "concat"}},
+    "bahdanau": {"attention": {"placement": "bahdanau"}},
+    "cgru": {"attention": {"placement": "cgru"}},
+    "pos_log": {"attention": {"position_bias": "log"}},
+    "pos_gaussian": {"attention": {"position_bias": "gaussian"}},
+    "fertility": {"attention": {"score": "concat", "coverage": True, "coverage_weight": 0.1, "fertility": True}},
+    "guided": {"train": {"guided_alignment": 0.5}},
+    "intra_temporal": {"attention": {"intra_temporal": True}},
+    "self_attention": {"attention": {"self_attention": "both"}},
+    "symmetry": {"train": {"symmetry_weight": 1.0}},  # two models: exempt from the 0.7x bar
 }
 SIZES = {  # emb, hidden, source vocab, target vocab, batch
     "paper": (512, 512, 17700, 7000, 64),
@@ -50,8 +59,9 @@ def synthetic_batches(n: int, batch: int, src_vocab: int, tgt_vocab: int, seed: 
         for _ in range(batch):
             src_len = min(50, max(3, int(rng.gauss(20, 9))))
             tgt_len = min(60, max(3, int(src_len * rng.uniform(1.0, 1.4))))
+            links = [(round(i * src_len / tgt_len), i) for i in range(tgt_len)]  # a diagonal, for guided alignment
             examples.append(Example([rng.randrange(4, src_vocab) for _ in range(src_len)],
-                                    [rng.randrange(4, tgt_vocab) for _ in range(tgt_len)]))
+                                    [rng.randrange(4, tgt_vocab) for _ in range(tgt_len)], links))
         batches.append(collate(examples, list(range(batch))))
     return batches
 
@@ -74,14 +84,21 @@ def timed(step: Callable[[object], int], batches: list, steps: int, device: torc
     return units / (time.perf_counter() - start)
 
 
-def train_step_fn(model: nn.Module, cfg, device: torch.device) -> Callable:
-    optimizer = build_optimizer(model, cfg)
+def train_step_fn(model: Seq2Seq, cfg, device: torch.device) -> Callable:
+    """One training step as nmt_core.train takes it (with bilingual symmetry: both directions, one optimiser)."""
+    reverse = None
+    if cfg.train.symmetry_weight > 0:
+        torch.manual_seed(1)
+        reverse = Seq2Seq(cfg.model, cfg.attention, model.decoder.output.out_features,
+                          model.encoder.embed.num_embeddings).to(device).train()
+    trained = nn.ModuleList([model] if reverse is None else [model, reverse])
+    optimizer = build_optimizer(trained, cfg)
 
     def step(batch) -> int:
         batch = batch.to(device)
         with autocast(cfg, device):
-            loss, _ = batch_loss(model, batch, cfg)
-        optimizer_step(optimizer, loss, model.parameters(), 10.0)
+            loss = batch_loss(model, batch, cfg)[0] if reverse is None else symmetric_loss(model, reverse, batch, cfg)
+        optimizer_step(optimizer, loss, trained.parameters(), 10.0)
         return batch.n_tokens
     return step
 
@@ -143,8 +160,10 @@ def joeynmt_train_fn(parts, size, device: torch.device, amp: bool) -> Callable:
 
 def build_variant(name: str, size: tuple, device: torch.device, input_feeding: bool, amp: bool):
     emb, hidden, src_vocab, tgt_vocab, _ = size
+    variant = VARIANTS[name]
     cfg = build_config({"model": {"emb_size": emb, "hidden_size": hidden, "dropout": 0.4, "input_feeding": input_feeding},
-                        "attention": VARIANTS[name], "train": {"amp": amp}, "decode": {"max_len_ratio": 1.2}})
+                        "attention": variant.get("attention", {}), "train": {"amp": amp, **variant.get("train", {})},
+                        "decode": {"max_len_ratio": 1.2}})
     torch.manual_seed(0)
     return Seq2Seq(cfg.model, cfg.attention, src_vocab, tgt_vocab).to(device), cfg
 
@@ -196,11 +215,13 @@ def table(results: dict) -> str:
              + (f", joeynmt 2.3: {results['joeynmt_tokens_per_s']:.0f} train tok/s" if "joeynmt_tokens_per_s" in results
                 else ", joeynmt not installed (benchmarks/install_joeynmt.sh)"),
              "decoding: </s> banned, so every sentence runs to 1.2 x its batch's longest source (out len)",
-             "| variant | params | train tok/s | vs joeynmt | greedy sent/s (out len) | beam-10 sent/s (out len) |",
-             "|---|---|---|---|---|---|"]
+             "| variant | params | train tok/s | vs none | vs joeynmt | greedy sent/s (out len) | beam-10 sent/s (out len) |",
+             "|---|---|---|---|---|---|---|"]
+    baseline = results["variants"].get("none", {}).get("train_tokens_per_s")
     for name, row in results["variants"].items():
         ratio = f"{row['ratio_to_joeynmt']:.2f}x" if "ratio_to_joeynmt" in row else "-"
-        lines.append(f"| {name} | {row['n_params'] / 1e6:.1f}M | {row['train_tokens_per_s']:.0f} | {ratio} | "
+        to_none = f"{row['train_tokens_per_s'] / baseline:.2f}x" if baseline else "-"
+        lines.append(f"| {name} | {row['n_params'] / 1e6:.1f}M | {row['train_tokens_per_s']:.0f} | {to_none} | {ratio} | "
                      f"{row['greedy_sentences_per_s']:.1f} ({row['greedy_tokens_per_sentence']:.0f}) | "
                      f"{row['beam10_sentences_per_s']:.1f} ({row['beam10_tokens_per_sentence']:.0f}) |")
     return "\n".join(lines)

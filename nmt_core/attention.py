@@ -12,7 +12,9 @@ under its own name.
 
 Notation: h_i encoder state i (size H, both directions concatenated), s_t decoder output at step t,
 e_{t,i} score, alpha_{t,i} weight, c_t context. Equations: Luong et al. 2015 (L), Vaswani et al. 2017 (V),
-SACT (Lin et al. 2018, S), Li & Zhu 2017 (A), Tu et al. 2016 (T).
+SACT (Lin et al. 2018, S), Li & Zhu 2017 (A), Tu et al. 2016 (T), Cohn et al. 2016 (C), Paulus et al. 2017 (P),
+Yang et al. 2018 (Y, the slides' Gaussian bias G), the lecture on attention variants (lecture 003) and the
+course report (report 004).
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ from nmt_core.config import AttentionConfig
 T = TypeVar("T", bound=type)
 SCORES: dict[str, type["Score"]] = {}
 TEMPERATURES: dict[str, type["Temperature"]] = {}
+POSITION_BIASES: dict[str, type["PositionBias"]] = {}
+FERTILITY_MAX = 2.0  # N in f_j = N sigmoid(W_j h_j): a source word covers at most two target words (Tu et al.)
 
 
 def register(registry: dict[str, type], name: str) -> Callable[[T], T]:
@@ -79,7 +83,12 @@ class Score(nn.Module):
     def __init__(self, hidden: int, cfg: AttentionConfig):
         super().__init__()
         self.hidden = hidden
-        self.context_size = hidden  # the size of c_t (what the values have)
+        self.context_size = self.context_size_of(hidden)
+
+    @staticmethod
+    def context_size_of(hidden: int) -> int:
+        """The size of c_t (what the values have)."""
+        return hidden
 
     def memory(self, h: Tensor, mask: Tensor) -> Memory:
         return Memory(values=h, keys=self.keys(h), mask=mask)
@@ -89,6 +98,10 @@ class Score(nn.Module):
 
     def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
         return torch.bmm(memory.keys, s.unsqueeze(-1)).squeeze(-1)
+
+    def takes_position_inside(self) -> bool:
+        """Whether Cohn et al.'s position features go inside this score's tanh (C eq. 3) or are added to it."""
+        return False
 
     def encoder_projection(self) -> nn.Linear | None:
         """U_a of an additive score (A eq. 6), which the sentinel's slot shares (A eq. 10); None elsewhere."""
@@ -123,7 +136,7 @@ class ScaledDotScore(GeneralScore):
 @register(SCORES, "concat")
 class ConcatScore(Score):
     """e = v^T tanh(W s + U h) (L eq. 8 "concat", Bahdanau "additive"; no bias), with coverage inside the tanh:
-    e = v^T tanh(W s + U h + V C_{t-1}) (T eq. 6)."""
+    e = v^T tanh(W s + U h + V C_{t-1}) (T eq. 6), and so are the log position features: + W_p psi (C eq. 3)."""
 
     def __init__(self, hidden: int, cfg: AttentionConfig):
         super().__init__(hidden, cfg)
@@ -139,10 +152,15 @@ class ConcatScore(Score):
     def encoder_projection(self) -> nn.Linear | None:
         return self.U
 
-    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
+    def takes_position_inside(self) -> bool:
+        return True
+
+    def forward(self, s: Tensor, memory: Memory, state: AttentionState, inside: Tensor | None = None) -> Tensor:
         hidden = self.W(s).unsqueeze(1) + memory.keys
         if state["coverage"] is not None:
             hidden = hidden + state["coverage"].unsqueeze(-1) * self.coverage_V
+        if inside is not None:
+            hidden = hidden + inside
         return self.v(torch.tanh(hidden)).squeeze(-1)
 
 
@@ -157,10 +175,13 @@ class KeyValueScore(Score):
 
     def __init__(self, hidden: int, cfg: AttentionConfig):
         super().__init__(hidden, cfg)
-        self.context_size = hidden // 2
         self.W_Y = nn.Linear(hidden // 2, hidden // 2, bias=False)  # W^Y k_j
         self.W_h = nn.Linear(hidden // 2, hidden // 2, bias=False)  # W^h k_t
         self.w = nn.Linear(hidden // 2, 1, bias=False)
+
+    @staticmethod
+    def context_size_of(hidden: int) -> int:
+        return hidden // 2
 
     def memory(self, h: Tensor, mask: Tensor) -> Memory:
         forward, backward = h.chunk(2, dim=-1)  # the encoder's two directions, H/2 each
@@ -257,8 +278,110 @@ class Sentinel(nn.Module):
         return sentinel, self.W_h(torch.tanh(self.W_s(sentinel) + self.U_a(s)))  # A eq. 10
 
 
+# ---- position bias: what the scores get from where j lies in the source and i in the target ------------
+
+class PositionBias(nn.Module):
+    """A term from positions: added to e_t (B, S), or (`inside`: the score has a tanh to put it in) returned for
+    the additive score's tanh (B, S, H)."""
+
+    def __init__(self, hidden: int, inside: bool):
+        super().__init__()
+        self.inside = inside
+
+    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
+        """(bias added to the scores, term for inside the score's tanh); None where there is none."""
+        return None, None
+
+
+@register(POSITION_BIASES, "none")
+class NoPositionBias(PositionBias):
+    """Attention sees no positions."""
+
+
+@register(POSITION_BIASES, "log")
+class LogPositionBias(PositionBias):
+    """Cohn et al. 2016: psi(j, i, I) = [log(1 + j), log(1 + i), log(1 + I)] (source position j, target position i,
+    source length I, counted from 1) enters the additive score inside its tanh, + W_p psi (C eq. 3). A score
+    without a tanh (dot, general, scaled dot, key-value) gets the same features through one of its own:
+    e + v_p^T tanh(W_p psi). The target position i is counted in the state ("position")."""
+
+    def __init__(self, hidden: int, inside: bool):
+        super().__init__(hidden, inside)
+        self.W_p = nn.Linear(3, hidden, bias=False)
+        if not inside:
+            self.v_p = nn.Linear(hidden, 1, bias=False)
+
+    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
+        mask = memory.mask
+        j = torch.arange(1, mask.size(1) + 1, device=mask.device, dtype=s.dtype).expand(mask.shape)
+        i = state["position"].to(s.dtype).unsqueeze(-1).expand(mask.shape)
+        length = mask.sum(-1, keepdim=True).to(s.dtype).expand(mask.shape)
+        hidden = self.W_p(torch.log1p(torch.stack([j, i, length], dim=-1)))  # W_p psi(j, i, I)
+        return (None, hidden) if self.inside else (self.v_p(torch.tanh(hidden)).squeeze(-1), None)
+
+
+@register(POSITION_BIASES, "gaussian")
+class GaussianPositionBias(PositionBias):
+    """The slides' locality bias (001; Yang et al. 2018): logits + G, G_ij = -(j - P_i)^2 / (2 sigma_i^2), with the
+    centre P_i = I sigmoid(v_p^T tanh(W_p s_i)) and the window D_i = I sigmoid(v_d^T tanh(W_p s_i)), sigma_i = D_i / 2
+    (Y eqs. 8-10), I the source length, j = 0 .. I - 1."""
+
+    def __init__(self, hidden: int, inside: bool):
+        super().__init__(hidden, inside)
+        self.W_p = nn.Linear(hidden, hidden, bias=False)
+        self.v_p = nn.Linear(hidden, 1, bias=False)
+        self.v_d = nn.Linear(hidden, 1, bias=False)
+
+    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
+        length = memory.mask.sum(-1, keepdim=True).to(s.dtype)  # I
+        hidden = torch.tanh(self.W_p(s))
+        centre = length * torch.sigmoid(self.v_p(hidden))  # P_i (B, 1)
+        sigma = (length * torch.sigmoid(self.v_d(hidden)) / 2).clamp_min(1e-3)  # D_i / 2; bf16 sigmoid can reach 0
+        j = torch.arange(memory.mask.size(1), device=s.device, dtype=s.dtype)
+        return -(j - centre) ** 2 / (2 * sigma ** 2), None  # G_i
+
+
+def intra_temporal(z: Tensor, past: Tensor) -> tuple[Tensor, Tensor]:
+    """Paulus et al. 2017 eq. 3 in log space: e'_ti = exp(e_ti) / sum_{j<t} exp(e_ji), e'_1i = exp(e_1i).
+
+    z (B, S) this step's logits, past (B, S) log sum_{j<t} exp(z_ji) (-inf before the first step); returns
+    log e'_t (normalised by the softmax, P eq. 4) and the running sum including this step.
+    """
+    return torch.where(torch.isneginf(past), z, z - past), torch.logaddexp(past, z)
+
+
+class Fertility(nn.Module):
+    """f_j = N sigmoid(W_j h_j) (lecture 003; Tu et al. 2016 eq. 11 with N = 2): how many target words h_j covers."""
+
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.W_j = nn.Linear(hidden, 1, bias=False)
+
+    def forward(self, h: Tensor) -> Tensor:
+        return FERTILITY_MAX * torch.sigmoid(self.W_j(h)).squeeze(-1)
+
+
+class SelfAttention(nn.Module):
+    """One head of scaled dot-product attention over a set of states (report 004, V eq. 1):
+    softmax((W^Q q)(W^K k)^T / sqrt(H)) applied to the states themselves (the report projects no values)."""
+
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.W_Q = nn.Linear(hidden, hidden, bias=False)
+        self.W_K = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, queries: Tensor, states: Tensor, keys: Tensor, mask: Tensor | None = None) -> Tensor:
+        """queries (B, Q, H) over states and their keys W^K states (B, K, H), mask (B, K) -> contexts (B, Q, H)."""
+        e = torch.bmm(self.W_Q(queries), keys.transpose(1, 2)) / math.sqrt(queries.size(-1))
+        if mask is not None:
+            e = e.masked_fill(~mask.unsqueeze(1), float("-inf"))
+        precise = torch.promote_types(e.dtype, torch.float32)  # bf16 logits normalised in fp32, fp64 kept
+        return torch.bmm(torch.softmax(e.to(precise), dim=-1).to(states.dtype), states)
+
+
 class Attention(nn.Module):
-    """The pipeline: score (+ coverage) -> temperature -> softmax over source words (+ sentinel slot) -> context."""
+    """The pipeline: score (+ coverage, position) -> temperature -> intra-temporal -> softmax over source words
+    (+ sentinel slot) -> context."""
 
     def __init__(self, cfg: AttentionConfig, hidden: int, step_input_size: int, decoder_cell: str = "lstm"):
         super().__init__()
@@ -266,8 +389,10 @@ class Attention(nn.Module):
         self.score = SCORES[cfg.score](hidden, cfg)
         self.context_size = self.score.context_size
         self.temperature = TEMPERATURES[cfg.temperature](hidden, cfg, self.context_size)
+        self.position = POSITION_BIASES[cfg.position_bias](hidden, self.score.takes_position_inside())
         self.sentinel = (Sentinel(hidden, step_input_size, decoder_cell, self.score.encoder_projection())
                          if cfg.sentinel else None)
+        self.fertility = Fertility(hidden) if cfg.fertility else None
         self.needs_memory_cell = self.sentinel is not None and self.sentinel.from_memory_cell
 
     def memory(self, h: Tensor, mask: Tensor) -> Memory:
@@ -279,20 +404,32 @@ class Attention(nn.Module):
             parts["coverage"] = memory.keys.new_zeros(memory.mask.shape)  # C_0 = 0
         if self.sentinel is not None:
             parts.update(self.sentinel.initial_state(decoder_init))
+        if self.cfg.position_bias == "log":
+            parts["position"] = memory.mask.new_ones(memory.mask.size(0), dtype=torch.long)  # i = 1
+        if self.cfg.intra_temporal:
+            parts["intra_temporal"] = memory.keys.new_full(memory.mask.shape, float("-inf"))  # no past step
         return AttentionState(parts)
 
     def forward(self, s: Tensor, memory: Memory, state: AttentionState, step_input: Tensor | None = None,
                 cell: Tensor | None = None) -> tuple[AttentionOutput, AttentionState]:
-        """One decoder step: s (B, H) the decoder output; the sentinel also reads step_input (B, *), the
-        decoder's input, and (LSTM) cell (B, H), its memory cell."""
-        e = raw_scores = self.score(s, memory, state)  # e_t (B, S)
+        """One decoder step: s (B, H) the query (the decoder's state where the placement attends from); the
+        sentinel also reads step_input (B, *), the decoder's input, and (LSTM) cell (B, H), its memory cell."""
+        bias, inside = self.position(s, memory, state)
+        e = raw_scores = self.score(s, memory, state, inside) if inside is not None else self.score(s, memory, state)
+        if bias is not None:
+            e = e + bias  # v_p^T tanh(W_p psi) (C) or G (Y)
         mask = memory.mask
-        if self.sentinel is not None:
-            sentinel, slot = self.sentinel(s, step_input, state, cell)
-            e, mask = torch.cat([e, slot], dim=-1), torch.cat([mask, mask.new_ones(mask.size(0), 1)], dim=-1)
+        parts: dict[str, Tensor] = {}
         tau = self.temperature(s, state)
         if tau is not None:
             e = e / tau.unsqueeze(-1)  # softmax(e / tau_t), S eq. 4
+        if self.cfg.intra_temporal:
+            e, parts["intra_temporal"] = intra_temporal(e, state["intra_temporal"])  # P eq. 3
+        if self.sentinel is not None:
+            sentinel, slot = self.sentinel(s, step_input, state, cell)
+            if tau is not None:
+                slot = slot / tau.unsqueeze(-1)
+            e, mask = torch.cat([e, slot], dim=-1), torch.cat([mask, mask.new_ones(mask.size(0), 1)], dim=-1)
         e = e.masked_fill(~mask, float("-inf"))  # padding never gets weight (after tau: no inf * 0 in backward)
         precise = torch.promote_types(e.dtype, torch.float32)  # bf16 logits normalised in fp32, fp64 kept
         alpha = torch.softmax(e.to(precise), dim=-1).to(memory.values.dtype)  # A eq. 11 with the sentinel slot
@@ -302,18 +439,22 @@ class Attention(nn.Module):
         context = torch.bmm(alpha.unsqueeze(1), memory.values).squeeze(1)  # c~_t = sum_i alpha~_ti h_i, S eq. 3
         if self.sentinel is not None:
             context = context + gate.unsqueeze(-1) * sentinel  # c+ = beta s + (1 - beta) c, A eq. 9
-        parts = self.temperature.next_state(context)
+        parts.update(self.temperature.next_state(context))
         if self.cfg.coverage:
-            parts["coverage"] = state["coverage"] + alpha  # C_t = C_{t-1} + alpha_t (T eq. 7, no fertility)
+            parts["coverage"] = state["coverage"] + alpha  # C_t = C_{t-1} + alpha_t (T eq. 7)
         if self.sentinel is not None:
             parts["sentinel"] = s  # t_{i-1} of the next step
+        if self.cfg.position_bias == "log":
+            parts["position"] = state["position"] + 1
         return AttentionOutput(context, alpha, tau, gate, raw_scores), AttentionState(parts)
 
 
-def coverage_penalty(weights: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> Tensor:
-    """sum_j (1 - sum_i alpha_ij)^2 over real source positions j, summed over the batch.
+def coverage_penalty(weights: Tensor, src_mask: Tensor, tgt_mask: Tensor, fertility: Tensor | None = None) -> Tensor:
+    """sum_j (f_j - sum_i alpha_ij)^2 over real source positions j (f_j = 1 without fertility), summed over the
+    batch (lecture 003).
 
-    weights (B, T, S); the sum over target steps i counts real target tokens only.
+    weights (B, T, S), fertility (B, S); the sum over target steps i counts real target tokens only.
     """
     attended = (weights * tgt_mask.unsqueeze(-1).to(weights.dtype)).sum(dim=1)  # (B, S)
-    return ((1.0 - attended) ** 2 * src_mask.to(weights.dtype)).sum()
+    target = 1.0 if fertility is None else fertility
+    return ((target - attended) ** 2 * src_mask.to(weights.dtype)).sum()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.util
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -61,6 +62,11 @@ class AttentionConfig:
     sentinel: bool = False
     coverage: bool = False
     coverage_weight: float = 0.0
+    fertility: bool = False  # coverage towards f_j = N sigmoid(W_j h_j) instead of 1 (lecture 003)
+    placement: str = "luong"  # luong: attend from s_t; bahdanau: from s_{t-1}, context into the RNN; cgru: dl4mt
+    position_bias: str = "none"  # log: Cohn et al. 2016 log(1 + i) features; gaussian: a learned window (slides 001)
+    intra_temporal: bool = False  # Paulus et al. 2017: scores divided by their past exponentiated scores
+    self_attention: str = "none"  # encoder, decoder or both (course report 004)
 
 
 @dataclass
@@ -78,6 +84,8 @@ class TrainConfig:
     max_steps_per_epoch: int = 0  # > 0: cap updates per epoch (smoke runs, benchmarks)
     device: str = "auto"
     amp: bool = False  # bf16 autocast (CUDA; a CPU with AVX-512 BF16 or AMX)
+    guided_alignment: float = 0.0  # weight of H(A, alpha) against word alignments (gold, else eflomal's)
+    symmetry_weight: float = 0.0  # > 0: train t->s jointly, with this weight on the trace bonus (Cohn et al. 2016)
 
 
 @dataclass
@@ -119,6 +127,7 @@ INACTIVE_UNLESS: dict[str, Any] = {
     "attention.lambda": lambda c: c["attention.temperature"] == "sact",
     "attention.sact_bias": lambda c: c["attention.temperature"] == "sact",
     "attention.coverage_weight": lambda c: c["attention.coverage"],
+    "model.input_feeding": lambda c: c["attention.placement"] == "luong",  # the others feed c_t instead
     "data.subword_vocab": lambda c: c["data.tokenizer"] == "sentencepiece",
     "train.lr_patience": lambda c: c["train.lr_decay"] < 1,
     "decode.length_penalty": lambda c: c["decode.beam_size"] > 1,
@@ -130,9 +139,15 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.readout": ("auto", "luong", "sum"),
     "attention.score": ("dot", "general", "concat", "scaled_dot", "key_value"),
     "attention.temperature": ("none", "fixed", "sact"),
+    "attention.placement": ("luong", "bahdanau", "cgru"),
+    "attention.position_bias": ("none", "log", "gaussian"),
+    "attention.self_attention": ("none", "encoder", "decoder", "both"),
     "train.device": ("auto", "cpu", "cuda"),
     "decode.bleu_tokenize": ("13a", "none", "intl", "char"),
 }
+
+GOLD_ALIGNED = ("bible-grc-en",)  # corpora that ship manual word alignments (they index `space` tokens)
+INSTALL_EFLOMAL = "pip install 'nmt-sweeper[align]' (or: pip install eflomal)"
 
 _SECTION_TYPES = {"data": DataConfig, "model": ModelConfig, "attention": AttentionConfig,
                   "train": TrainConfig, "decode": DecodeConfig}
@@ -239,6 +254,20 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
             a.coverage)
     require(not (a.coverage_weight > 0 and not a.coverage), "attention.coverage_weight",
             "0 unless attention.coverage is true", a.coverage_weight)
+    require(not a.fertility or a.coverage, "attention.fertility",
+            "false unless attention.coverage is true (fertility is what coverage is drawn towards)", a.fertility)
+    require(a.placement == "luong" or not a.sentinel, "attention.sentinel",
+            f"false with attention.placement {a.placement} (Li & Zhu's sentinel mixes in the state after the RNN step, "
+            "t_i, which that placement attends before)", a.sentinel)
+    require(a.placement != "cgru" or m.decoder_layers == 1, "model.decoder_layers",
+            "1 with attention.placement cgru (its two transitions are the decoder's layers)", m.decoder_layers)
+    require(t.guided_alignment >= 0, "train.guided_alignment", ">= 0 (0 = off)", t.guided_alignment)
+    require(t.symmetry_weight >= 0, "train.symmetry_weight", ">= 0 (0 = off)", t.symmetry_weight)
+    gold = cfg.data.corpus in GOLD_ALIGNED and cfg.data.tokenizer == "space"
+    require(t.guided_alignment == 0 or gold or importlib.util.find_spec("eflomal") is not None,
+            "train.guided_alignment", f"0 here (corpus {cfg.data.corpus!r} with tokenizer {cfg.data.tokenizer!r} has no "
+            f"gold word alignments and eflomal, which would compute them, is not installed: {INSTALL_EFLOMAL})",
+            t.guided_alignment)
     require(0 <= m.dropout < 1, "model.dropout", "in [0, 1)", m.dropout)
     for key in ("emb_size", "hidden_size", "encoder_layers", "decoder_layers"):
         require(getattr(m, key) >= 1, f"model.{key}", ">= 1", getattr(m, key))

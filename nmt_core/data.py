@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from nmt_core.alignment import alignment_matrix, eflomal_links
 from nmt_core.config import DataConfig
 from nmt_core.corpora import Corpus, CorpusError, load_corpus
 from nmt_core.model import BOS, EOS, PAD, UNK
@@ -148,6 +149,7 @@ class Vocab:
 class Example:
     src: list[int]
     tgt: list[int]  # without <s> and </s>
+    links: list[tuple[int, int]] | None = None  # (source, target) word alignments, for guided alignment
 
 
 @dataclass
@@ -158,11 +160,13 @@ class Batch:
     tgt_out: Tensor  # (B, T): y_1 .. y_n </s>
     index: list[int]  # positions of these examples in their split
     n_tokens: int  # real target tokens (</s> included)
+    alignment: Tensor | None = None  # (B, T, S) A_ij of guided alignment, when every example has links
 
     def to(self, device: torch.device) -> "Batch":
+        alignment = None if self.alignment is None else self.alignment.to(device, non_blocking=True)
         return Batch(self.src.to(device, non_blocking=True), self.src_lengths,
                      self.tgt_in.to(device, non_blocking=True), self.tgt_out.to(device, non_blocking=True),
-                     self.index, self.n_tokens)
+                     self.index, self.n_tokens, alignment)
 
 
 def collate(examples: list[Example], index: list[int]) -> Batch:
@@ -177,7 +181,9 @@ def collate(examples: list[Example], index: list[int]) -> Batch:
         tgt_in[row, :len(e.tgt) + 1] = torch.tensor([BOS] + e.tgt)
         tgt_out[row, :len(e.tgt) + 1] = torch.tensor(e.tgt + [EOS])
     lengths = torch.tensor([len(e.src) for e in examples])
-    return Batch(src, lengths, tgt_in, tgt_out, index, sum(len(e.tgt) + 1 for e in examples))
+    links = [e.links for e in examples]
+    alignment = None if any(l is None for l in links) else alignment_matrix(links, src_len, tgt_len)
+    return Batch(src, lengths, tgt_in, tgt_out, index, sum(len(e.tgt) + 1 for e in examples), alignment)
 
 
 def make_batches(examples: list[Example], batch_size: int, token_budget: int = 0,
@@ -227,13 +233,19 @@ class TrialData:
         return self.corpus.test_sets
 
 
-def encode_split(pairs: list[tuple[list[str], list[str]]], src_vocab: Vocab, tgt_vocab: Vocab) -> list[Example]:
-    return [Example(src_vocab.encode(s), tgt_vocab.encode(t)) for s, t in pairs]
+def encode_split(pairs: list[tuple[list[str], list[str]]], src_vocab: Vocab, tgt_vocab: Vocab,
+                 links: list[list[tuple[int, int]]] | None = None) -> list[Example]:
+    return [Example(src_vocab.encode(s), tgt_vocab.encode(t), links[i] if links else None)
+            for i, (s, t) in enumerate(pairs)]
 
 
 def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
-                    subword_models: tuple[bytes | None, bytes | None] | None = None) -> TrialData:
-    """Tokenise a corpus, drop empty and over-long training pairs, build (or reuse) segmenters and vocabularies."""
+                    subword_models: tuple[bytes | None, bytes | None] | None = None,
+                    training_links: bool = False) -> TrialData:
+    """Tokenise a corpus, drop empty and over-long training pairs, build (or reuse) segmenters and vocabularies.
+
+    `training_links`: training examples carry word alignments (guided alignment): the corpus's gold links when
+    they index these tokens, else eflomal's (nmt_core.alignment)."""
     corpus = load_corpus(cfg.corpus, cfg.src, cfg.tgt, cfg.cache_dir)
     if subword_models is None:
         train_pairs = corpus.splits["train"][:cfg.train_subset or None]
@@ -244,6 +256,7 @@ def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
     # gold links index the corpus' own tokens: usable only when we split exactly as the corpus does
     gold = corpus.alignments if corpus.alignments and cfg.tokenizer == "space" else {}
     tokenized, alignments, references, sources = {}, {}, {}, {}
+    train_links: list[list[tuple[int, int]]] | None = None
     for split, pairs in corpus.splits.items():
         links = gold.get(split) or [None] * len(pairs)
         limit = cfg.train_subset if split == "train" else cfg.eval_subset
@@ -253,6 +266,8 @@ def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
         if split == "train":
             rows = [row for row in rows if len(row[0]) <= cfg.max_len and len(row[1]) <= cfg.max_len]
         toks = [(s, t) for s, t, _, _ in rows]
+        if split == "train" and training_links:
+            train_links = [a for _, _, a, _ in rows] if split in gold else eflomal_links(toks, cfg.cache_dir)
         if split != "train":
             sources[split] = [raw[0] for _, _, _, raw in rows]
             references[split] = [raw[1] for _, _, _, raw in rows]
@@ -271,5 +286,6 @@ def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
                                   f"(no training word occurs data.min_freq={cfg.min_freq} times)")
     else:
         src_vocab, tgt_vocab = vocabs
-    splits = {split: encode_split(toks, src_vocab, tgt_vocab) for split, toks in tokenized.items()}
+    splits = {split: encode_split(toks, src_vocab, tgt_vocab, train_links if split == "train" else None)
+              for split, toks in tokenized.items()}
     return TrialData(corpus, src_vocab, tgt_vocab, src_seg, tgt_seg, splits, references, sources, alignments)

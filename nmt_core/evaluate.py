@@ -55,37 +55,35 @@ def _bleu_from_stats(metric: BLEU, stats: np.ndarray) -> np.ndarray:
     return np.array([metric._compute_score_from_stats(list(row)).score for row in stats])
 
 
-class PairedBootstrap:
-    """Two-sided paired bootstrap over test sentences (Koehn 2004), as `sacrebleu --paired-bs` computes it.
+class SentenceBootstrap:
+    """Two-sided paired bootstrap over test sentences (Koehn 2004) of any corpus-level score computed from summed
+    per-sentence statistics (BLEU's n-gram counts, AER's link counts).
 
     Every system is resampled on the same sentence indices (one draw of `resamples` x N per test set, from
     numpy's default_rng(seed) as sacrebleu draws them). A system with several seeds is scored in each
-    resample as the mean of its seeds' BLEU: seeds are never pooled as extra sentences. With several test
+    resample as the mean of its seeds' scores: seeds are never pooled as extra sentences. With several test
     sets each set is resampled on its own and a resample's score is the mean over sets (the table's `avg`).
     p = (#{|d_b| - mean_b |d_b| > |d|} + 1) / (resamples + 1), d_b the resampled and d the real difference
-    of mean BLEU; with one seed and one test set this is exactly sacrebleu's p-value, except for equal
+    of mean scores; with one seed and one test set this is exactly sacrebleu's p-value, except for equal
     scores (d = 0), where sacrebleu reports 1 / (resamples + 1) and we report 1: no difference, no evidence.
     """
 
-    def __init__(self, references: dict[str, list[str]], resamples: int = 1000, seed: int = 12345,
-                 tokenize: str = "13a", lowercase: bool = False):
-        self.metric = bleu_metric(tokenize, lowercase)
-        self.references, self.resamples = references, resamples
+    def __init__(self, sizes: dict[str, int], resamples: int = 1000, seed: int = 12345):
+        self.resamples = resamples
         rng = np.random.default_rng(seed)
-        self.indices = {name: rng.choice(len(refs), size=(resamples, len(refs)), replace=True)
-                        for name, refs in references.items()}
+        self.indices = {name: rng.choice(n, size=(resamples, n), replace=True) for name, n in sizes.items()}
 
-    def scores(self, system: list[dict[str, list[str]]]) -> tuple[float, np.ndarray]:
-        """One system's (full-set BLEU, resampled BLEU (resamples,)), each the mean over seeds and test sets.
+    def score(self, stats: np.ndarray) -> np.ndarray:
+        """The corpus score of each row of summed statistics (R, k) -> (R,)."""
+        raise NotImplementedError
 
-        `system` holds one {test set: hypotheses} per seed.
-        """
+    def scores_of_stats(self, system: list[dict[str, np.ndarray]]) -> tuple[float, np.ndarray]:
+        """One system's (full-set score, resampled scores (resamples,)) from {test set: (N, k) statistics} per seed."""
         full, resampled = [], []
-        for name, refs in self.references.items():
-            for hypotheses in system:
-                stats = _sentence_stats(self.metric, hypotheses[name], refs)
-                full.append(_bleu_from_stats(self.metric, stats.sum(0, keepdims=True))[0])
-                resampled.append(_bleu_from_stats(self.metric, stats[self.indices[name]].sum(axis=1)))
+        for name, indices in self.indices.items():
+            for stats in (seed[name] for seed in system):
+                full.append(self.score(stats.sum(0, keepdims=True))[0])
+                resampled.append(self.score(stats[indices].sum(axis=1)))
         return float(np.mean(full)), np.mean(resampled, axis=0)
 
     def p_value(self, baseline: tuple[float, np.ndarray], system: tuple[float, np.ndarray]) -> float:
@@ -94,6 +92,38 @@ class PairedBootstrap:
             return 1.0
         sample = np.abs(system[1] - baseline[1])
         return float(((sample - sample.mean() > real).sum() + 1) / (self.resamples + 1))
+
+
+class PairedBootstrap(SentenceBootstrap):
+    """BLEU's paired bootstrap, as `sacrebleu --paired-bs` computes it (see SentenceBootstrap)."""
+
+    def __init__(self, references: dict[str, list[str]], resamples: int = 1000, seed: int = 12345,
+                 tokenize: str = "13a", lowercase: bool = False):
+        super().__init__({name: len(refs) for name, refs in references.items()}, resamples, seed)
+        self.metric, self.references = bleu_metric(tokenize, lowercase), references
+
+    def score(self, stats: np.ndarray) -> np.ndarray:
+        return _bleu_from_stats(self.metric, stats)
+
+    def scores(self, system: list[dict[str, list[str]]]) -> tuple[float, np.ndarray]:
+        """`system` holds one {test set: hypotheses} per seed."""
+        return self.scores_of_stats([{name: _sentence_stats(self.metric, hypotheses[name], refs)
+                                      for name, refs in self.references.items()} for hypotheses in system])
+
+
+class AlignmentBootstrap(SentenceBootstrap):
+    """The paired bootstrap of AER (`metric="aer"`) or gold-attention mass (`"gold_attention"`), from each
+    sentence's ALIGNMENT_STATS."""
+
+    def __init__(self, sizes: dict[str, int], metric: str, resamples: int = 1000, seed: int = 12345):
+        super().__init__(sizes, resamples, seed)
+        self.metric = metric
+
+    def score(self, stats: np.ndarray) -> np.ndarray:
+        predicted, gold, both, mass, targets = stats.T
+        if self.metric == "aer":  # 1 - (|A & S| + |A & P|) / (|A| + |S|) with P = S
+            return 1.0 - 2.0 * both / np.maximum(predicted + gold, 1)
+        return mass / np.maximum(targets, 1)
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -125,10 +155,14 @@ def trace_table(translations: list[Translation], target_words: list[list[str]]) 
     return pa.table(columns, schema=TRACE_SCHEMA)
 
 
+ALIGNMENT_STATS = ("predicted", "gold", "both", "gold_mass", "aligned_targets")  # per sentence, summable
+
+
 @dataclass
 class AlignmentScore:
     aer: float  # alignment error rate of the attention argmax (Och & Ney 2003; sure = possible = gold)
     gold_mass: float  # mean attention weight on gold-linked source words, over target words that have links
+    per_sentence: np.ndarray  # (N, len(ALIGNMENT_STATS)): what the paired bootstrap resamples
 
 
 def alignment_error_rate(predicted: set[tuple[int, int]], sure: set[tuple[int, int]],
@@ -143,19 +177,26 @@ def alignment_error_rate(predicted: set[tuple[int, int]], sure: set[tuple[int, i
 def attention_alignment(weights: list[np.ndarray], gold: list[list[tuple[int, int]]]) -> AlignmentScore:
     """weights[i] (target words, source words) of sentence i against its gold (src, tgt) links.
 
-    AER is computed over the whole set (links pooled over sentences), as alignment toolkits report it.
+    AER is computed over the whole set (links pooled over sentences), as alignment toolkits report it; a
+    sentence without gold links counts nothing.
     """
     predicted_all, gold_all, masses = set(), set(), []
+    rows = np.zeros((len(weights), len(ALIGNMENT_STATS)))
     for sent, (matrix, links) in enumerate(zip(weights, gold)):
         if not links:
             continue
-        predicted_all |= {(sent, int(matrix[t].argmax()), t) for t in range(matrix.shape[0])}
-        gold_all |= {(sent, s, t) for s, t in links}
+        predicted = {(sent, int(matrix[t].argmax()), t) for t in range(matrix.shape[0])}
+        linked = {(sent, s, t) for s, t in links}
+        predicted_all |= predicted
+        gold_all |= linked
         by_target: dict[int, list[int]] = {}
         for s, t in links:
             by_target.setdefault(t, []).append(s)
-        masses += [float(matrix[t, sources].sum()) for t, sources in by_target.items() if t < matrix.shape[0]]
-    return AlignmentScore(alignment_error_rate(predicted_all, gold_all), float(np.mean(masses)) if masses else math.nan)
+        sentence = [float(matrix[t, sources].sum()) for t, sources in by_target.items() if t < matrix.shape[0]]
+        masses += sentence
+        rows[sent] = (len(predicted), len(linked), len(predicted & linked), sum(sentence), len(sentence))
+    return AlignmentScore(alignment_error_rate(predicted_all, gold_all), float(np.mean(masses)) if masses else math.nan,
+                          rows)
 
 
 def write_traces(table: pa.Table, path: str) -> None:

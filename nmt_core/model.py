@@ -1,6 +1,8 @@
 """The encoder-decoder every trial trains (Luong et al. 2015 with input feeding, plus the attention family).
 
-Equation numbers: Luong et al. 2015 (L), SACT (Lin et al. 2018, S), Li & Zhu 2017 (A, adaptive attention).
+Equation numbers: Luong et al. 2015 (L), SACT (Lin et al. 2018, S), Li & Zhu 2017 (A, adaptive attention),
+Bahdanau et al. 2015 (B), the lecture on attention variants (lecture 003: dl4mt's conditional GRU) and the
+course report (report 004: self-attention over encoder and decoder states).
 Sizes: the encoder's two directions have H/2 units each and are concatenated, so h_i, s_t, c_t and the
 sentinel all have size H: dot attention, SACT's c~_0 (the decoder's initial state) and the sentinel's
 c+ = beta s + (1 - beta) c need no extra projections.
@@ -13,7 +15,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt_core.attention import Attention, AttentionOutput, AttentionState, Memory
+from nmt_core.attention import SCORES, Attention, AttentionOutput, AttentionState, Memory, SelfAttention
 from nmt_core.config import AttentionConfig, ModelConfig
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -21,13 +23,15 @@ RnnState = Tensor | tuple[Tensor, Tensor]
 
 
 class Encoder(nn.Module):
-    """Embeddings -> bidirectional LSTM over packed sequences (cuDNN on GPU); h_i = [h->_i; h<-_i]."""
+    """Embeddings -> bidirectional LSTM over packed sequences (cuDNN on GPU); h_i = [h->_i; h<-_i], and with
+    self-attention h_i + sum_k a_ik h_k (report 004; the residual keeps h_i's own word for attention to align)."""
 
-    def __init__(self, vocab_size: int, cfg: ModelConfig):
+    def __init__(self, vocab_size: int, cfg: ModelConfig, self_attention: bool = False):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, cfg.emb_size, padding_idx=PAD)
         self.rnn = nn.LSTM(cfg.emb_size, cfg.hidden_size // 2, cfg.encoder_layers, batch_first=True,
                            bidirectional=True, dropout=cfg.dropout if cfg.encoder_layers > 1 else 0.0)
+        self.self_attention = SelfAttention(cfg.hidden_size) if self_attention else None
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor]:
@@ -36,7 +40,10 @@ class Encoder(nn.Module):
         packed = pack_padded_sequence(x, src_lengths, batch_first=True, enforce_sorted=False)
         out, (h_n, _) = self.rnn(packed)
         h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
-        return self.dropout(h), torch.cat([h_n[-2], h_n[-1]], dim=-1)
+        h = self.dropout(h)
+        if self.self_attention is not None:
+            h = h + self.self_attention(h, h, self.self_attention.W_K(h), src != PAD)
+        return h, torch.cat([h_n[-2], h_n[-1]], dim=-1)
 
 
 @dataclass
@@ -44,22 +51,26 @@ class DecoderState:
     rnn: RnnState  # (layers, B, H), a pair for the LSTM
     feed: Tensor  # h~_{t-1}, fed back as input (input feeding); zeros at t = 0
     attention: AttentionState
+    past: tuple[Tensor, Tensor] | None = None  # s_0..s_{t-1} and their keys (B, t, H): decoder self-attention
 
     def select(self, index: Tensor) -> "DecoderState":
         """Reorder along the batch (beam search)."""
         rnn = (tuple(part.index_select(1, index) for part in self.rnn) if isinstance(self.rnn, tuple)
                else self.rnn.index_select(1, index))
-        return DecoderState(rnn, self.feed.index_select(0, index), self.attention.select(index))
+        past = None if self.past is None else tuple(part.index_select(0, index) for part in self.past)
+        return DecoderState(rnn, self.feed.index_select(0, index), self.attention.select(index), past)
 
 
 @dataclass
 class DecoderTrace:
-    """What attention did at every target step: weights and raw scores (B, T, S), tau_t and sentinel gate (B, T)."""
+    """What attention did at every target step: weights and raw scores (B, T, S), tau_t and sentinel gate (B, T);
+    and the fertility f_j of every source word (B, S) where attention has one."""
 
     weights: Tensor
     tau: Tensor | None
     gate: Tensor | None
     scores: Tensor
+    fertility: Tensor | None = None
 
     @staticmethod
     def stack(steps: list[AttentionOutput]) -> "DecoderTrace":
@@ -70,73 +81,108 @@ class DecoderTrace:
         return DecoderTrace(along_time("weights"), along_time("tau"), along_time("gate"), along_time("scores"))
 
 
+def top_layer(rnn: RnnState) -> Tensor:
+    """The top layer's output state s (B, H) of an RNN state."""
+    return (rnn[0] if isinstance(rnn, tuple) else rnn)[-1]
+
+
 class Decoder(nn.Module):
-    """LSTM or GRU decoder with attention, input feeding and the attentional readout h~_t."""
+    """LSTM or GRU decoder with attention where `attention.placement` puts it, and the attentional readout h~_t.
+
+    luong (L sec. 3): s_t = RNN([y_{t-1}; h~_{t-1}], s_{t-1}) with input feeding, then c_t = ATT(C, s_t).
+    bahdanau (B sec. 3.1): c_t = ATT(C, s_{t-1}), then s_t = RNN([y_{t-1}; c_t], s_{t-1}).
+    cgru (lecture 003, dl4mt): s'_t = RNN_1(y_{t-1}, s_{t-1}); c_t = ATT(C, s'_t); s_t = RNN_2(c_t, s'_t).
+    Every placement reads out h~_t = tanh(W_c [c_t; s_t]) (L eq. 5), so they differ only where attention sits.
+    """
 
     def __init__(self, vocab_size: int, cfg: ModelConfig, attention: AttentionConfig):
         super().__init__()
         hidden = cfg.hidden_size
-        self.cfg = cfg
-        self.input_size = cfg.emb_size + (hidden if cfg.input_feeding else 0)
+        self.cfg, self.placement = cfg, attention.placement
+        self.input_feeding = cfg.input_feeding and self.placement == "luong"
         self.embed = nn.Embedding(vocab_size, cfg.emb_size, padding_idx=PAD)
         self.bridge = nn.Linear(hidden, hidden)
         rnn = nn.LSTM if cfg.cell == "lstm" else nn.GRU
-        self.rnn = rnn(self.input_size, hidden, cfg.decoder_layers, batch_first=True,
+        luong_input = cfg.emb_size + (hidden if self.input_feeding else 0)
+        context = SCORES[attention.score].context_size_of(hidden)
+        rnn_input = {"luong": luong_input, "bahdanau": cfg.emb_size + context, "cgru": cfg.emb_size}[self.placement]
+        self.rnn = rnn(rnn_input, hidden, cfg.decoder_layers, batch_first=True,
                        dropout=cfg.dropout if cfg.decoder_layers > 1 else 0.0)
-        self.attention = Attention(attention, hidden, self.input_size, cfg.cell)
+        self.attention = Attention(attention, hidden, luong_input, cfg.cell)
+        if self.placement == "cgru":
+            self.rnn2 = rnn(context, hidden, batch_first=True)  # RNN_2(c_t, s'_t)
+        self.self_attention = SelfAttention(hidden) if attention.self_attention in ("decoder", "both") else None
         self.readout = cfg.readout if cfg.readout != "auto" else "sum" if attention.sentinel else "luong"
         if self.readout == "luong":
-            self.combine = nn.Linear(self.attention.context_size + hidden, hidden, bias=False)
+            self.combine = nn.Linear(context + hidden * (2 if self.self_attention else 1), hidden, bias=False)
         self.output = nn.Linear(hidden, vocab_size)
         if cfg.tie_embeddings:
             self.output.weight = self.embed.weight
         self.dropout = nn.Dropout(cfg.dropout)
+        # all s_t in one (cuDNN) call when no step's RNN input depends on the step before
+        self.whole_sequence_rnn = (self.placement == "luong" and not self.input_feeding
+                                   and not self.attention.needs_memory_cell)
 
     def initial_state(self, encoder_final: Tensor, memory: Memory) -> DecoderState:
         s_0 = torch.tanh(self.bridge(encoder_final))  # s_0 = tanh(W_b [h->_n; h<-_1])
         hidden = s_0.unsqueeze(0).repeat(self.cfg.decoder_layers, 1, 1)
         rnn: RnnState = (hidden, torch.zeros_like(hidden)) if self.cfg.cell == "lstm" else hidden
-        return DecoderState(rnn, torch.zeros_like(s_0), self.attention.initial_state(memory, s_0))
+        past = None
+        if self.self_attention is not None:
+            past = (s_0.unsqueeze(1), self.self_attention.W_K(s_0).unsqueeze(1))  # s_0 and its key
+        return DecoderState(rnn, torch.zeros_like(s_0), self.attention.initial_state(memory, s_0), past)
 
-    def attend(self, s: Tensor, x: Tensor, memory: Memory, state: AttentionState,
-               rnn: RnnState) -> tuple[Tensor, AttentionOutput, AttentionState]:
-        cell = rnn[1][-1] if isinstance(rnn, tuple) else None  # m_t of the top LSTM layer (the sentinel's)
-        out, state = self.attention(s, memory, state, x, cell)  # c_t (S eq. 3-4, A eq. 7-11)
-        return self.dropout(self.read_out(out.context, s)), out, state
+    def read_out(self, context: Tensor, s: Tensor,
+                 past: tuple[Tensor, Tensor] | None) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
+        """What the output layer reads: h~_t = tanh(W_c [c_t; s_t]) (L eq. 5), or c+_i + t_i (A eq. 12); with
+        decoder self-attention d_t = sum_{k<t} a_tk s_k joins them (report 004: [c_t; d_t; s_t], or c + d + s)."""
+        parts = [context, s]
+        if past is not None:
+            states, keys = past
+            d = self.self_attention(s.unsqueeze(1), states, keys).squeeze(1)  # d_t over s_0..s_{t-1}
+            parts.insert(1, d)
+            past = (torch.cat([states, s.unsqueeze(1)], 1), torch.cat([keys, self.self_attention.W_K(s).unsqueeze(1)], 1))
+        h_tilde = sum(parts) if self.readout == "sum" else torch.tanh(self.combine(torch.cat(parts, dim=-1)))
+        return self.dropout(h_tilde), past
 
-    def read_out(self, context: Tensor, s: Tensor) -> Tensor:
-        """What the output layer reads: h~_t = tanh(W_c [c_t; s_t]) (L eq. 5), or c+_i + t_i (A eq. 12)."""
-        if self.readout == "sum":
-            return context + s
-        return torch.tanh(self.combine(torch.cat([context, s], dim=-1)))
+    def transition(self, emb: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
+        """One target step from the embedded y_{t-1} (B, E): the readout h~_t, the next state, what attention did."""
+        if self.placement == "luong":
+            x = torch.cat([emb, state.feed], dim=-1) if self.input_feeding else emb  # [y_{t-1}; h~_{t-1}]
+            s, rnn = self.rnn(x.unsqueeze(1), state.rnn)  # s_t
+            cell = rnn[1][-1] if isinstance(rnn, tuple) else None  # m_t of the top LSTM layer (the sentinel's)
+            out, attention = self.attention(s.squeeze(1), memory, state.attention, x, cell)  # c_t = ATT(C, s_t)
+        elif self.placement == "bahdanau":
+            out, attention = self.attention(top_layer(state.rnn), memory, state.attention)  # c_t = ATT(C, s_{t-1})
+            s, rnn = self.rnn(torch.cat([emb, out.context], dim=-1).unsqueeze(1), state.rnn)  # RNN([y; c_t], s_{t-1})
+        else:
+            s_prime, rnn_prime = self.rnn(emb.unsqueeze(1), state.rnn)  # s'_t = RNN_1(y_{t-1}, s_{t-1})
+            out, attention = self.attention(s_prime.squeeze(1), memory, state.attention)  # c_t = ATT(C, s'_t)
+            s, rnn = self.rnn2(out.context.unsqueeze(1), rnn_prime)  # s_t = RNN_2(c_t, s'_t)
+        h_tilde, past = self.read_out(out.context, s.squeeze(1), state.past)
+        return h_tilde, DecoderState(rnn, h_tilde, attention, past), out
 
     def step(self, y_prev: Tensor, state: DecoderState,
              memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
         """One step of decoding: y_prev (B,) ids -> logits (B, V)."""
-        x = self.dropout(self.embed(y_prev))
-        if self.cfg.input_feeding:
-            x = torch.cat([x, state.feed], dim=-1)  # [y_{t-1}; h~_{t-1}]
-        s, rnn = self.rnn(x.unsqueeze(1), state.rnn)  # s_t
-        h_tilde, out, attention = self.attend(s.squeeze(1), x, memory, state.attention, rnn)
-        return self.output(h_tilde), DecoderState(rnn, h_tilde, attention), out  # p = softmax(W_s h~_t), L eq. 6
+        h_tilde, state, out = self.transition(self.dropout(self.embed(y_prev)), state, memory)
+        return self.output(h_tilde), state, out  # p = softmax(W_s h~_t), L eq. 6
 
     def forward(self, tgt_in: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderTrace]:
         """Teacher forcing over tgt_in (B, T) -> logits (B, T, V) and the attention trace."""
         emb = self.dropout(self.embed(tgt_in))
         readouts, steps = [], []
-        if self.cfg.input_feeding or self.attention.needs_memory_cell:  # h~_{t-1} or m_t per step: step by step
-            rnn, feed, attention = state.rnn, state.feed, state.attention
-            for emb_t in emb.unbind(1):  # unbind: one gradient copy for all steps, not one zero-filled (B, T, E) per step
-                x = torch.cat([emb_t, feed], dim=-1) if self.cfg.input_feeding else emb_t
-                s, rnn = self.rnn(x.unsqueeze(1), rnn)
-                feed, out, attention = self.attend(s.squeeze(1), x, memory, attention, rnn)
-                readouts.append(feed)
-                steps.append(out)
-        else:  # the whole target through the RNN in one (cuDNN) call; only attention steps in Python
+        if self.whole_sequence_rnn:  # the whole target through the RNN in one call; only attention steps in Python
             s_all, _ = self.rnn(emb, state.rnn)
-            attention = state.attention
+            attention, past = state.attention, state.past
             for s_t, emb_t in zip(s_all.unbind(1), emb.unbind(1)):
-                h_tilde, out, attention = self.attend(s_t, emb_t, memory, attention, None)
+                out, attention = self.attention(s_t, memory, attention, emb_t)
+                h_tilde, past = self.read_out(out.context, s_t, past)
+                readouts.append(h_tilde)
+                steps.append(out)
+        else:  # unbind: one gradient copy for all steps, not one zero-filled (B, T, E) per step
+            for emb_t in emb.unbind(1):
+                h_tilde, state, out = self.transition(emb_t, state, memory)
                 readouts.append(h_tilde)
                 steps.append(out)
         return self.output(torch.stack(readouts, dim=1)), DecoderTrace.stack(steps)
@@ -145,7 +191,7 @@ class Decoder(nn.Module):
 class Seq2Seq(nn.Module):
     def __init__(self, model: ModelConfig, attention: AttentionConfig, src_vocab: int, tgt_vocab: int):
         super().__init__()
-        self.encoder = Encoder(src_vocab, model)
+        self.encoder = Encoder(src_vocab, model, attention.self_attention in ("encoder", "both"))
         self.decoder = Decoder(tgt_vocab, model, attention)
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> tuple[Memory, DecoderState]:
@@ -155,7 +201,11 @@ class Seq2Seq(nn.Module):
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> tuple[Tensor, DecoderTrace]:
         memory, state = self.encode(src, src_lengths)
-        return self.decoder(tgt_in, state, memory)
+        logits, trace = self.decoder(tgt_in, state, memory)
+        fertility = self.decoder.attention.fertility
+        if fertility is not None:
+            trace.fertility = fertility(memory.values)  # f_j from h_j
+        return logits, trace
 
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -17,15 +17,17 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from nmt_core.alignment import guided_alignment_loss
 from nmt_core.attention import coverage_penalty
 from nmt_core.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from nmt_core.config import TrialConfig
 from nmt_core.data import Batch, Example, Segmenter, TrialData, Vocab, load_trial_data, make_batches
 from nmt_core.decode import Translation, translate
 from nmt_core.diagnostics import AttentionDiagnostics
-from nmt_core.evaluate import BleuResult, attention_alignment, corpus_bleu
-from nmt_core.model import EOS, PAD, Seq2Seq
+from nmt_core.evaluate import AlignmentScore, BleuResult, attention_alignment, corpus_bleu
+from nmt_core.model import EOS, PAD, DecoderTrace, Seq2Seq
 from nmt_core.progress import EpochProgress
+from nmt_core.symmetry import reverse_batch, reversed_data, trace_bonus
 
 PAPER_BLEU = "multibleu"  # `multibleu_test_<set>`: lowercased BLEU of word tokens, comparable with the papers
 # (report, state, is_best): called after every epoch; `state` is what `train(resume=...)` takes back
@@ -67,15 +69,29 @@ def autocast(cfg: TrialConfig, device: torch.device):
     return nullcontext()
 
 
-def batch_loss(model: Seq2Seq, batch: Batch, cfg: TrialConfig) -> tuple[Tensor, Tensor]:
-    """Mean loss per target token (+ the coverage regulariser), and the teacher-forced tau/gate trace."""
+def batch_loss(model: Seq2Seq, batch: Batch, cfg: TrialConfig) -> tuple[Tensor, DecoderTrace]:
+    """Mean loss per target token (+ the coverage regulariser, per token; + guided alignment's H(A, alpha), per
+    sentence), and the teacher-forced attention trace."""
     logits, trace = model(batch.src, batch.src_lengths, batch.tgt_in)
     loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=PAD,
                                        reduction="sum", label_smoothing=cfg.train.label_smoothing)
     if cfg.attention.coverage_weight > 0:
         loss = loss + cfg.attention.coverage_weight * coverage_penalty(
-            trace.weights, batch.src != PAD, batch.tgt_out != PAD)
-    return loss / batch.n_tokens, trace
+            trace.weights, batch.src != PAD, batch.tgt_out != PAD, trace.fertility)
+    loss = loss / batch.n_tokens
+    if cfg.train.guided_alignment > 0 and batch.alignment is not None:
+        tgt_words = (batch.tgt_out != PAD).sum(-1) - 1
+        loss = loss + cfg.train.guided_alignment * guided_alignment_loss(trace.weights, batch.alignment, tgt_words)
+    return loss, trace
+
+
+def symmetric_loss(model: Seq2Seq, reverse: Seq2Seq, batch: Batch, cfg: TrialConfig) -> Tensor:
+    """Both directions' losses minus the weighted trace bonus per target token (Cohn et al. 2016: the joint
+    objective log p(t|s) + log p(s|t) + gamma B)."""
+    loss, trace = batch_loss(model, batch, cfg)
+    reverse_loss, reverse_trace = batch_loss(reverse, reverse_batch(batch), cfg)
+    bonus = trace_bonus(trace.weights, reverse_trace.weights, batch) / batch.n_tokens
+    return loss + reverse_loss - cfg.train.symmetry_weight * bonus
 
 
 def build_optimizer(model: nn.Module, cfg: TrialConfig) -> torch.optim.Optimizer:
@@ -162,15 +178,10 @@ def teacher_forced_weights(model: Seq2Seq, examples: list[Example], cfg: TrialCo
     return weights
 
 
-def alignment_metrics(model: Seq2Seq, data: TrialData, cfg: TrialConfig, device: torch.device) -> dict[str, float]:
-    """`aer_<set>` and `gold_attention_<set>` for every test set with gold word alignments."""
-    out = {}
-    for name in data.test_sets:
-        if name in data.alignments:
-            score = attention_alignment(teacher_forced_weights(model, data.splits[name], cfg, device),
-                                        data.alignments[name])
-            out[f"aer_{name}"], out[f"gold_attention_{name}"] = score.aer, score.gold_mass
-    return out
+def alignment_scores(model: Seq2Seq, data: TrialData, cfg: TrialConfig, device: torch.device) -> dict[str, AlignmentScore]:
+    """Attention against the gold word alignments of every test set that has them."""
+    return {name: attention_alignment(teacher_forced_weights(model, data.splits[name], cfg, device), data.alignments[name])
+            for name in data.test_sets if name in data.alignments}
 
 
 @dataclass
@@ -181,6 +192,7 @@ class TrainResult:
     history: list[dict[str, float]]
     final: dict[str, float]  # bleu_test_<set>, bleu_test_avg, n_params, best_epoch
     tests: dict[str, SetResult] = field(default_factory=dict)
+    alignments: dict[str, AlignmentScore] = field(default_factory=dict)  # test sets with gold word alignments
 
 
 def _rng_state() -> dict[str, Any]:
@@ -221,15 +233,24 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
     device = resolve_device(cfg.train.device)
     use_tensor_cores(device)
     vocabs = (Vocab(resume["vocab"]["src"]), Vocab(resume["vocab"]["tgt"])) if resume else None
-    data = data or load_trial_data(cfg.data, vocabs, subword_models(resume) if resume else None)
+    data = data or load_trial_data(cfg.data, vocabs, subword_models(resume) if resume else None,
+                                   training_links=cfg.train.guided_alignment > 0)
     torch.manual_seed(cfg.train.seed)
     random.seed(cfg.train.seed)
     model = build_model(cfg, len(data.src_vocab), len(data.tgt_vocab)).to(device)
-    optimizer = build_optimizer(model, cfg)
+    # bilingual symmetry trains t->s beside s->t, with one optimiser; best weights are chosen by s->t's dev BLEU
+    reverse = (build_model(cfg, len(data.tgt_vocab), len(data.src_vocab)).to(device)
+               if cfg.train.symmetry_weight > 0 else None)
+    trained = nn.ModuleList([model] if reverse is None else [model, reverse])
+    optimizer = build_optimizer(trained, cfg)
     progress = {"epoch": 0, "best_bleu": -1.0, "best_epoch": 0, "bad_epochs": 0, "history": []}
     best_weights = _cpu_copy(model.state_dict())
+    best_reverse = None if reverse is None else _cpu_copy(reverse.state_dict())
     if resume:
         model.load_state_dict(resume["model"])
+        if reverse is not None:
+            reverse.load_state_dict(resume["reverse_model"])
+            best_reverse = resume["best_reverse_model"]
         optimizer.load_state_dict(resume["optimizer"])
         if resume["config"]["train"]["lr"] != cfg.train.lr:  # PBT explored a new rate; Adam's moments stay
             for group in optimizer.param_groups:
@@ -245,7 +266,7 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
         f"vocab {len(data.src_vocab):,}/{len(data.tgt_vocab):,}")
 
     for epoch in range(progress["epoch"] + 1, cfg.train.epochs + 1):
-        model.train()
+        trained.train()
         batches = make_batches(data.splits["train"], cfg.train.batch_size, cfg.train.token_budget,
                                shuffle_seed=cfg.train.seed * 100_003 + epoch)
         if cfg.train.max_steps_per_epoch:
@@ -257,8 +278,8 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
         for step, batch in enumerate(batches, 1):
             batch = batch.to(device)
             with autocast(cfg, device):
-                loss, _ = batch_loss(model, batch, cfg)
-            optimizer_step(optimizer, loss, model.parameters(), cfg.train.clip_norm)
+                loss = batch_loss(model, batch, cfg)[0] if reverse is None else symmetric_loss(model, reverse, batch, cfg)
+            optimizer_step(optimizer, loss, trained.parameters(), cfg.train.clip_norm)
             loss_sum += loss.detach() * batch.n_tokens
             tokens += batch.n_tokens
             if step_progress:
@@ -279,6 +300,7 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
         if is_best:
             progress.update(best_bleu=bleu_dev, best_epoch=epoch, bad_epochs=0)
             best_weights = _cpu_copy(model.state_dict())
+            best_reverse = None if reverse is None else _cpu_copy(reverse.state_dict())
         else:
             progress["bad_epochs"] += 1
             if cfg.train.lr_decay < 1 and progress["bad_epochs"] % cfg.train.lr_patience == 0:
@@ -293,6 +315,8 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
                      "vocab": {"src": data.src_vocab.words, "tgt": data.tgt_vocab.words},
                      "subword": {side: seg.model for side, seg in (("src", data.src_segmenter), ("tgt", data.tgt_segmenter))
                                  if seg.model is not None}}
+            if reverse is not None:
+                state.update(reverse_model=_cpu_copy(reverse.state_dict()), best_reverse_model=best_reverse)
             on_epoch_end(report, state, is_best)
         if cfg.train.early_stopping and progress["bad_epochs"] >= cfg.train.early_stopping:
             log(f"early stopping: no better dev BLEU for {progress['bad_epochs']} epochs")
@@ -304,8 +328,15 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
     final["bleu_test_avg"] = sum(final.values()) / len(final)
     paper = {f"{PAPER_BLEU}_test_{name}": result.paper_bleu for name, result in tests.items()}
     final.update(paper, **{f"{PAPER_BLEU}_test_avg": sum(paper.values()) / len(paper)})
-    final.update(alignment_metrics(model, data, cfg, device))
+    alignments = alignment_scores(model, data, cfg, device)
+    for name, score in alignments.items():
+        final[f"aer_{name}"], final[f"gold_attention_{name}"] = score.aer, score.gold_mass
+    if reverse is not None:  # t->s gets its own BLEU, against the source texts
+        reverse.load_state_dict(best_reverse)
+        back = reversed_data(data)
+        final.update({f"reverse_bleu_test_{name}": evaluate_split(reverse, back, name, cfg, device,
+                                                                   cfg.decode.beam_size).bleu for name in data.test_sets})
     final.update(n_params=n_params, best_epoch=progress["best_epoch"])
     log(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items())
         + f"  ({next(iter(tests.values())).signature})")
-    return TrainResult(cfg, model, data, progress["history"], final, tests)
+    return TrainResult(cfg, model, data, progress["history"], final, tests, alignments)

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from nmt_core.data import surface
-from nmt_core.evaluate import trace_table, write_traces
+from nmt_core.evaluate import ALIGNMENT_STATS, trace_table, write_traces
 from nmt_core.train import SetResult, TrainResult
 from sweeper import plots
 
@@ -12,7 +14,8 @@ N_PLOTTED = 4  # dev sentences shown in the heatmaps: the same ones in every tri
 
 
 def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: Path) -> None:
-    """out/traces/<set>.parquet, out/translations/<set>.txt and .tsv, out/references/<set>.txt, out/plots/*.png.
+    """out/traces/<set>.parquet, out/translations/<set>.txt and .tsv, out/references/<set>.txt, out/plots/*.png,
+    and out/alignment/<set>.tsv (per-sentence link counts for AER's significance test) where gold links exist.
 
     The references are the raw text BLEU was computed against: `sacrebleu references/test.txt <
     translations/test.txt` with the logged signature's options gives the logged BLEU, and the summary's
@@ -28,6 +31,8 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
         (out / "references" / f"{name}.txt").write_text("\n".join(data.references[name]) + "\n", encoding="utf-8")
         write_side_by_side(data.sources[name], data.references[name], evaluation.hypotheses,
                            out / "translations" / f"{name}.tsv")
+    for name, score in result.alignments.items():
+        write_alignment_stats(score.per_sentence, out / "alignment" / f"{name}.tsv")
     dev = sets["dev"]
     shown = range(min(N_PLOTTED, len(dev.translations)))
     if cfg.attention.temperature == "sact":  # a fixed temperature would paint one flat colour
@@ -53,6 +58,15 @@ def write_side_by_side(sources: list[str], references: list[str], hypotheses: li
     lines = ["source\treference\thypothesis"] + [f"{cell(s)}\t{cell(r)}\t{cell(h)}"
                                                   for s, r, h in zip(sources, references, hypotheses)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def write_alignment_stats(stats: np.ndarray, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savetxt(path, stats, fmt="%.6g", delimiter="\t", header="\t".join(ALIGNMENT_STATS), comments="")
+
+
+def read_alignment_stats(path: Path) -> np.ndarray:
+    return np.loadtxt(path, delimiter="\t", skiprows=1, ndmin=2)
 
 
 def words_of(tokens: list[str]) -> list[str]:

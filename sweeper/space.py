@@ -134,10 +134,14 @@ def trial_config(base: Mapping[str, Any], params: Mapping[str, Any], seed: int) 
 
 
 def variant_label(cfg: TrialConfig) -> str:
-    """A short human label: score + temperature (+ tau) (+ sentinel) (+ coverage), e.g. `general+sact`."""
-    a = cfg.attention
+    """A short human label: score + temperature (+ tau) (+ sentinel) (+ coverage), then whatever else departs from
+    the defaults (placement, position bias, ...), e.g. `general+sact4`, `concat+none+coverage+fertility+bahdanau`."""
+    a, t = cfg.attention, cfg.train
     temperature = {"none": "none", "fixed": f"tau{a.tau:g}", "sact": f"sact{a.lambda_:g}"}[a.temperature]
-    parts = [a.score, temperature] + ["sentinel"] * a.sentinel + ["coverage"] * a.coverage
+    parts = [a.score, temperature] + ["sentinel"] * a.sentinel + ["coverage"] * a.coverage + ["fertility"] * a.fertility
+    parts += [a.placement] * (a.placement != "luong") + [f"pos-{a.position_bias}"] * (a.position_bias != "none")
+    parts += ["intra"] * a.intra_temporal + [f"self-{a.self_attention}"] * (a.self_attention != "none")
+    parts += [f"guided{t.guided_alignment:g}"] * (t.guided_alignment > 0) + [f"sym{t.symmetry_weight:g}"] * (t.symmetry_weight > 0)
     return "+".join(parts)
 
 

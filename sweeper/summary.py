@@ -27,9 +27,10 @@ from mlflow.tracking import MlflowClient
 
 from nmt_core import diagnostics
 from nmt_core.config import ConfigError, build_config, scalar, set_dotted
-from nmt_core.evaluate import PairedBootstrap, holm
+from nmt_core.evaluate import AlignmentBootstrap, PairedBootstrap, holm
 from nmt_core.train import PAPER_BLEU, bleu_options
 from sweeper import findings, importance, plots
+from sweeper.artifacts import read_alignment_stats
 from sweeper.space import SignificanceSpec
 from sweeper.tracking import EXPLOITS, NOTE, PBT_EVENTS, ROLE, SIGNATURE_TAGS, TRIAL_ID, VARIANT
 from sweeper.trainable import SETTING_PREFIX
@@ -376,6 +377,57 @@ def render_latex(summary: Summary) -> str:
     return "\n".join(lines) + "\n"
 
 
+ALIGNMENT_METRICS = (("aer", "AER", False), ("gold_attention", "gold attention", True))  # (key, label, higher is better)
+
+
+def alignment_sets(records: list[TrialRecord]) -> list[str]:
+    """Test sets on which every trial scored its attention against gold word alignments."""
+    return sorted(k.removeprefix("aer_") for k in records[0].metrics
+                  if k.startswith("aer_") and all(k in r.metrics for r in records))
+
+
+def render_alignment(summary: Summary, criteria: dict[str, Any], stats: dict[str, dict[str, Any]],
+                     significance: SignificanceSpec) -> str:
+    """AER and gold-attention mass per variant beside its BLEU, mean +- std over seeds, each delta tested as BLEU is
+    (seed-averaged paired bootstrap over the same test sentences, Holm-corrected over the table's comparisons)."""
+    sets = alignment_sets([r for row in summary.rows for r in row.records])
+    sizes = {name: len(stats[summary.rows[0].records[0].run_id][name]) for name in sets}
+    cells: dict[int, list[str]] = {id(row): [] for row in summary.rows}
+    for key, _, higher in ALIGNMENT_METRICS:
+        test = AlignmentBootstrap(sizes, key, significance.resamples)
+        value = {id(row): mean_std([statistics.fmean(r.metrics[f"{key}_{s}"] for s in sets) for r in row.records])
+                 for row in summary.rows}
+        compared = []
+        for row in summary.rows:
+            base = choose_baseline(summary.rows, row, criteria)
+            if base is not None and base is not row:
+                p = test.p_value(test.scores_of_stats([stats[r.run_id] for r in base.records]),
+                                 test.scores_of_stats([stats[r.run_id] for r in row.records]))
+                compared.append((row, value[id(row)][0] - value[id(base)][0], p))
+        adjusted = dict(zip((id(row) for row, _, _ in compared), holm([p for _, _, p in compared])))
+        deltas = {id(row): delta for row, delta, _ in compared}
+        for row in summary.rows:
+            mean, std = value[id(row)]
+            cells[id(row)].append(f"{mean:.3f}" if row.seeds == 1 else f"{mean:.3f} ± {std:.3f}")
+            if id(row) in deltas:
+                delta, p = deltas[id(row)], adjusted[id(row)]
+                cells[id(row)] += [f"{delta:+.3f}{significance_mark(delta if higher else -delta, p)}", f"{p:.3g}"]
+            else:
+                cells[id(row)] += ["baseline" if row.is_baseline else "", ""]
+    header = ["variant", "seeds", "BLEU avg", "AER", "delta AER", "p (Holm)", "gold attention", "delta gold", "p (Holm)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in summary.rows:
+        bleu = f"{row.average[0]:.2f}" if row.seeds == 1 else f"{row.average[0]:.2f} ± {row.average[1]:.2f}"
+        lines.append("| " + " | ".join([row.label, str(row.seeds), bleu, *cells[id(row)]]) + " |")
+    lines += ["", f"Attention against the gold word alignments of {', '.join(sets)} ({sum(sizes.values())} sentences), "
+              "with the reference forced through the decoder. AER: alignment error rate of each target word's most "
+              "attended source word (Och & Ney 2003, gold links as sure and possible; lower is better). Gold attention: "
+              "the mean attention weight on a target word's gold-linked source words (higher is better). Deltas and "
+              f"p as for BLEU ({significance.resamples} resamples over sentences, seeds averaged, Holm-corrected per "
+              f"column): {BETTER[0]} / {BETTER[1]} better, {WORSE[0]} / {WORSE[1]} worse at p < 0.01 / 0.05."]
+    return "\n".join(lines) + "\n"
+
+
 def read_trace(client: MlflowClient, run_id: str, name: str, folder: Path):
     local = client.download_artifacts(run_id, f"traces/{name}.parquet", str(folder))
     return pq.read_table(local)
@@ -447,6 +499,12 @@ def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resam
                                  + ", ".join(f"{n} {why}" for why, n in left_out.items()))
         sections = [f"# Sweep `{name}`\n", f"MLflow parent run `{parent_id}` ({parent.info.status}); "
                     f"{len(records)} finished trials.\n", "## BLEU\n", render_markdown(summary)]
+        if alignment_sets(records) and any(row.is_baseline for row in summary.rows):
+            stats = {r.run_id: {s: read_alignment_stats(Path(client.download_artifacts(
+                r.run_id, f"alignment/{s}.tsv", str(tmp_path / r.run_id)))) for s in alignment_sets(records)}
+                for r in records}
+            criteria = {k: str(v) for k, v in (space.get("baseline") or DEFAULT_BASELINE).items()}
+            sections += ["## Attention and word alignment\n", render_alignment(summary, criteria, stats, significance)]
         if summary.conclusion:
             sections.append("## What this sweep shows, and what it cannot\n\n" + summary.conclusion)
         sections += _figures(client, summary, out, tmp_path)

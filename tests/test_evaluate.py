@@ -110,3 +110,19 @@ def test_alignment_error_rate_on_a_hand_made_alignment():
     score = attention_alignment([weights], [[(0, 0), (2, 1), (1, 2)]])
     assert score.aer == pytest.approx(1 - 4 / 6)  # predicted {(0,0),(2,1),(2,2)}: 2 of 3 right
     assert score.gold_mass == pytest.approx((0.8 + 0.7 + 0.3) / 3)
+
+
+def test_alignment_bootstrap_scores_the_pooled_aer_and_gold_mass():
+    """Summed per-sentence link counts give exactly the pooled AER and gold mass of attention_alignment, so the
+    bootstrap resamples what the table reports."""
+    from nmt_core.evaluate import AlignmentBootstrap, attention_alignment
+
+    rng = np.random.default_rng(0)
+    weights = [rng.dirichlet(np.ones(4), size=3) for _ in range(5)]
+    gold = [[(0, 0), (1, 1), (3, 2)], [], [(2, 0), (2, 1)], [(0, 0)], [(1, 2), (3, 2)]]
+    score = attention_alignment(weights, gold)
+    sizes = {"test": 5}
+    aer = AlignmentBootstrap(sizes, "aer", resamples=50).scores_of_stats([{"test": score.per_sentence}])
+    mass = AlignmentBootstrap(sizes, "gold_attention", resamples=50).scores_of_stats([{"test": score.per_sentence}])
+    assert aer[0] == pytest.approx(score.aer) and mass[0] == pytest.approx(score.gold_mass)
+    assert aer[1].shape == (50,) and 0 <= aer[1].min() <= aer[1].max() <= 1

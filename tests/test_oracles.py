@@ -226,7 +226,7 @@ def test_readout_is_eq_12_with_the_sentinel_and_luong_eq_5_otherwise(readout, se
     decoder = Seq2Seq(cfg.model, cfg.attention, 10, 7).decoder.double()
     g = torch.Generator().manual_seed(5)
     context, s = torch.randn(2, H, generator=g, dtype=torch.float64), torch.randn(2, H, generator=g, dtype=torch.float64)
-    got = decoder.read_out(context, s)
+    got, _ = decoder.read_out(context, s, None)
     uses_sum = readout == "sum" or (readout == "auto" and sentinel)
     for b in range(2):
         c, q = context[b].tolist(), s[b].tolist()
