@@ -20,6 +20,7 @@ from sweeper.space import SweepSpec
 from sweeper.tracking import check_reachable, resolve_uri
 
 POLL_S = 1.0
+AGENT_WAIT_S = 60.0  # how long a fresh head may take to accept jobs
 
 
 class SubmitError(ConfigError):
@@ -67,13 +68,26 @@ def submit(spec: SweepSpec, address: str, storage: str, tracking_uri: str | None
         runtime_env = {"working_dir": folder, "env_vars": {"MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}}
         if ship_code:
             runtime_env["py_modules"] = [str(Path(nmt_core.__file__).parent), str(Path(sweeper.__file__).parent)]
-        job_id = client.submit_job(entrypoint=entrypoint(spec, storage, uri), runtime_env=runtime_env,
-                                   metadata={"sweep": spec.name, "tracking_uri": uri})
+        job_id = submit_when_an_agent_is_up(client, entrypoint=entrypoint(spec, storage, uri),
+                                            runtime_env=runtime_env, metadata={"sweep": spec.name, "tracking_uri": uri})
     print(f"submitted sweep {spec.name!r} as Ray job {job_id} to {address}")
     print(f"follow it: ray job logs --address {address} --follow {job_id}   (status: ray job status {job_id})")
     if not wait:
         return 0
     return follow(client, job_id)
+
+
+def submit_when_an_agent_is_up(client, **job) -> str:
+    """Submit, waiting up to AGENT_WAIT_S while the cluster answers "No available agent": a head that has just
+    started (or an autoscaled one) takes a while to bring up the agent that accepts jobs."""
+    deadline = time.monotonic() + AGENT_WAIT_S
+    while True:
+        try:
+            return client.submit_job(**job)
+        except RuntimeError as err:
+            if "No available agent" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(POLL_S)
 
 
 def follow(client, job_id: str) -> int:
