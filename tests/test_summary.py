@@ -232,3 +232,31 @@ def test_the_parent_run_description_holds_the_table_and_the_warnings(store, tmp_
     note = parent.data.tags["mlflow.note.content"]
     assert note.startswith("# Sweep `hand`") and "| variant | seeds |" in note
     assert all(warning in note for warning in summary.warnings)
+
+
+def test_alignment_table_tests_aer_and_gold_mass_as_bleu_is_tested():
+    """Per-sentence link counts decide the table: AER 1 - 2|A & S| / (|A| + |S|) and gold mass, with a delta to
+    the baseline marked better (**) in the direction that is better for each (lower AER, higher mass)."""
+    import numpy as np
+
+    from sweeper.space import SignificanceSpec
+    from sweeper.summary import render_alignment
+
+    refs = {"test": ["a b c d", "e f g h", "i j k l", "m n o p"]}
+
+    def record(variant, guided, seed, both, mass):
+        metrics = {"bleu_test_test": 10.0, "bleu_test_avg": 10.0, "aer_test": 1 - 2 * both / 8, "gold_attention_test": mass / 4}
+        params = {"train.guided_alignment": guided, "attention.temperature": "none", "attention.sentinel": "False",
+                  "train.seed": str(seed)}
+        stats = {"test": np.tile([4, 4, both, mass, 4], (4, 1)).astype(float)}
+        return TrialRecord(f"{variant}{seed}", f"{variant}-{seed}", variant, params, metrics, {}), stats
+
+    made = [record("plain", "0.0", 1, 1, 2), record("plain", "0.0", 2, 1, 2),
+            record("guided", "0.5", 1, 3, 3), record("guided", "0.5", 2, 3, 3)]
+    records = [r for r, _ in made]
+    summary = build_summary(records, {r.run_id: refs for r in records}, refs, {"train.guided_alignment": "0.0"})
+    table = render_alignment(summary, {"train.guided_alignment": "0.0"}, {r.run_id: s for r, s in made},
+                             SignificanceSpec(resamples=200))
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    assert "| 0.750 ± 0.000 | baseline |  | 0.500 ± 0.000 | baseline |" in rows["plain"]
+    assert "| 0.250 ± 0.000 | -0.500** | 0.00498 | 0.750 ± 0.000 | +0.250** | 0.00498 |" in rows["guided"]  # p = 1 / 201
