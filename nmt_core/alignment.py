@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from nmt_core.corpora import default_cache_dir, exclusive, write_atomically
+from nmt_core.corpora import cache_root, exclusive, write_atomically
 
 Links = list[tuple[int, int]]  # (source index, target index) pairs of one sentence
 
@@ -24,7 +24,7 @@ Links = list[tuple[int, int]]  # (source index, target index) pairs of one sente
 def eflomal_links(pairs: list[tuple[list[str], list[str]]], cache_dir: str) -> list[Links]:
     """eflomal's forward links for tokenised pairs, computed once per distinct set of pairs and cached."""
     body = "\n".join(" ".join(s) + "\t" + " ".join(t) for s, t in pairs).encode()
-    cache = (Path(cache_dir) if cache_dir else default_cache_dir()) / "alignments"
+    cache = cache_root(cache_dir) / "alignments"
     path = cache / f"eflomal-{hashlib.sha256(body).hexdigest()[:24]}.json.gz"
     with exclusive(cache / f".{path.name}.lock"):
         if not path.exists():
@@ -48,10 +48,9 @@ def alignment_matrix(links: list[Links], src_len: int, tgt_len: int) -> Tensor:
     "if multiple source words align to the same target word, normalise so that sum_j A_ij = 1"); zero rows for
     unaligned target words and </s>."""
     matrix = torch.zeros(len(links), tgt_len, src_len)
-    for row, sentence in enumerate(links):
-        for src, tgt in sentence:
-            if src < src_len and tgt < tgt_len:
-                matrix[row, tgt, src] = 1.0
+    index = torch.tensor([(row, tgt, src) for row, sentence in enumerate(links) for src, tgt in sentence
+                          if src < src_len and tgt < tgt_len], dtype=torch.long).reshape(-1, 3)
+    matrix[index[:, 0], index[:, 1], index[:, 2]] = 1.0  # one indexed write per batch, not one per link
     return matrix / matrix.sum(-1, keepdim=True).clamp_min(1.0)
 
 

@@ -288,9 +288,15 @@ class PositionBias(nn.Module):
         super().__init__()
         self.inside = inside
 
+    def initial_state(self, memory: Memory) -> dict[str, Tensor]:
+        return {}
+
     def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
         """(bias added to the scores, term for inside the score's tanh); None where there is none."""
         return None, None
+
+    def next_state(self, state: AttentionState) -> dict[str, Tensor]:
+        return {}
 
 
 @register(POSITION_BIASES, "none")
@@ -303,7 +309,8 @@ class LogPositionBias(PositionBias):
     """Cohn et al. 2016: psi(j, i, I) = [log(1 + j), log(1 + i), log(1 + I)] (source position j, target position i,
     source length I, counted from 1) enters the additive score inside its tanh, + W_p psi (C eq. 3). A score
     without a tanh (dot, general, scaled dot, key-value) gets the same features through one of its own:
-    e + v_p^T tanh(W_p psi). The target position i is counted in the state ("position")."""
+    e + v_p^T tanh(W_p psi). W_p psi is linear, so its source part W_p [log(1 + j); 0; log(1 + I)] is computed once
+    per batch ("position_source"); each step adds the target column times log(1 + i), i counted in "position"."""
 
     def __init__(self, hidden: int, inside: bool):
         super().__init__(hidden, inside)
@@ -311,13 +318,23 @@ class LogPositionBias(PositionBias):
         if not inside:
             self.v_p = nn.Linear(hidden, 1, bias=False)
 
-    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
+    def initial_state(self, memory: Memory) -> dict[str, Tensor]:
         mask = memory.mask
-        j = torch.arange(1, mask.size(1) + 1, device=mask.device, dtype=s.dtype).expand(mask.shape)
-        i = state["position"].to(s.dtype).unsqueeze(-1).expand(mask.shape)
-        length = mask.sum(-1, keepdim=True).to(s.dtype).expand(mask.shape)
-        hidden = self.W_p(torch.log1p(torch.stack([j, i, length], dim=-1)))  # W_p psi(j, i, I)
+        dtype = memory.keys.dtype
+        j = torch.arange(1, mask.size(1) + 1, device=mask.device, dtype=dtype).expand(mask.shape)
+        length = mask.sum(-1, keepdim=True).to(dtype).expand(mask.shape)
+        psi = torch.log1p(torch.stack([j, torch.zeros_like(j), length], dim=-1))  # psi(j, 0, I): no target part
+        return {"position": mask.new_ones(mask.size(0), dtype=torch.long),  # i = 1
+                "position_source": self.W_p(psi)}
+
+    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
+        i = torch.log1p(state["position"].to(s.dtype))  # log(1 + i)
+        target = i[:, None, None] * self.W_p.weight[:, 1]  # the target column of W_p times log(1 + i)
+        hidden = state["position_source"] + target  # W_p psi(j, i, I)
         return (None, hidden) if self.inside else (self.v_p(torch.tanh(hidden)).squeeze(-1), None)
+
+    def next_state(self, state: AttentionState) -> dict[str, Tensor]:
+        return {"position": state["position"] + 1, "position_source": state["position_source"]}
 
 
 @register(POSITION_BIASES, "gaussian")
@@ -404,8 +421,7 @@ class Attention(nn.Module):
             parts["coverage"] = memory.keys.new_zeros(memory.mask.shape)  # C_0 = 0
         if self.sentinel is not None:
             parts.update(self.sentinel.initial_state(decoder_init))
-        if self.cfg.position_bias == "log":
-            parts["position"] = memory.mask.new_ones(memory.mask.size(0), dtype=torch.long)  # i = 1
+        parts.update(self.position.initial_state(memory))
         if self.cfg.intra_temporal:
             parts["intra_temporal"] = memory.keys.new_full(memory.mask.shape, float("-inf"))  # no past step
         return AttentionState(parts)
@@ -444,8 +460,7 @@ class Attention(nn.Module):
             parts["coverage"] = state["coverage"] + alpha  # C_t = C_{t-1} + alpha_t (T eq. 7)
         if self.sentinel is not None:
             parts["sentinel"] = s  # t_{i-1} of the next step
-        if self.cfg.position_bias == "log":
-            parts["position"] = state["position"] + 1
+        parts.update(self.position.next_state(state))
         return AttentionOutput(context, alpha, tau, gate, raw_scores), AttentionState(parts)
 
 

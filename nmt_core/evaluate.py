@@ -120,10 +120,7 @@ class AlignmentBootstrap(SentenceBootstrap):
         self.metric = metric
 
     def score(self, stats: np.ndarray) -> np.ndarray:
-        predicted, gold, both, mass, targets = stats.T
-        if self.metric == "aer":  # 1 - (|A & S| + |A & P|) / (|A| + |S|) with P = S
-            return 1.0 - 2.0 * both / np.maximum(predicted + gold, 1)
-        return mass / np.maximum(targets, 1)
+        return alignment_from_stats(stats)[0 if self.metric == "aer" else 1]
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -174,29 +171,36 @@ def alignment_error_rate(predicted: set[tuple[int, int]], sure: set[tuple[int, i
     return 1.0 - (len(predicted & sure) + len(predicted & possible)) / (len(predicted) + len(sure))
 
 
+def alignment_from_stats(stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(AER, gold mass) of each row of summed ALIGNMENT_STATS (R, 5): links pooled over the summed sentences.
+
+    AER = 1 - (|A & S| + |A & P|) / (|A| + |S|) with P = S (0 without any link, as alignment_error_rate); the
+    gold mass is NaN without any aligned target word.
+    """
+    predicted, gold, both, mass, targets = np.atleast_2d(stats).T
+    links = predicted + gold
+    aer = np.where(links > 0, 1.0 - 2.0 * both / np.where(links > 0, links, 1), 0.0)
+    return aer, np.where(targets > 0, mass / np.where(targets > 0, targets, 1), math.nan)
+
+
 def attention_alignment(weights: list[np.ndarray], gold: list[list[tuple[int, int]]]) -> AlignmentScore:
     """weights[i] (target words, source words) of sentence i against its gold (src, tgt) links.
 
     AER is computed over the whole set (links pooled over sentences), as alignment toolkits report it; a
     sentence without gold links counts nothing.
     """
-    predicted_all, gold_all, masses = set(), set(), []
     rows = np.zeros((len(weights), len(ALIGNMENT_STATS)))
     for sent, (matrix, links) in enumerate(zip(weights, gold)):
         if not links:
             continue
-        predicted = {(sent, int(matrix[t].argmax()), t) for t in range(matrix.shape[0])}
-        linked = {(sent, s, t) for s, t in links}
-        predicted_all |= predicted
-        gold_all |= linked
+        predicted = {(int(matrix[t].argmax()), t) for t in range(matrix.shape[0])}
         by_target: dict[int, list[int]] = {}
         for s, t in links:
             by_target.setdefault(t, []).append(s)
-        sentence = [float(matrix[t, sources].sum()) for t, sources in by_target.items() if t < matrix.shape[0]]
-        masses += sentence
-        rows[sent] = (len(predicted), len(linked), len(predicted & linked), sum(sentence), len(sentence))
-    return AlignmentScore(alignment_error_rate(predicted_all, gold_all), float(np.mean(masses)) if masses else math.nan,
-                          rows)
+        masses = [float(matrix[t, sources].sum()) for t, sources in by_target.items() if t < matrix.shape[0]]
+        rows[sent] = (len(predicted), len(set(links)), len(predicted & set(links)), sum(masses), len(masses))
+    aer, gold_mass = alignment_from_stats(rows.sum(0))
+    return AlignmentScore(float(aer[0]), float(gold_mass[0]), rows)
 
 
 def write_traces(table: pa.Table, path: str) -> None:

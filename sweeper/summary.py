@@ -19,15 +19,16 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+import numpy as np
 import pyarrow.parquet as pq
 import yaml
 from mlflow.tracking import MlflowClient
 
 from nmt_core import diagnostics
 from nmt_core.config import ConfigError, build_config, scalar, set_dotted
-from nmt_core.evaluate import AlignmentBootstrap, PairedBootstrap, holm
+from nmt_core.evaluate import AlignmentBootstrap, PairedBootstrap, SentenceBootstrap, holm
 from nmt_core.train import PAPER_BLEU, bleu_options
 from sweeper import findings, importance, plots
 from sweeper.artifacts import read_alignment_stats
@@ -102,6 +103,7 @@ class Summary:
     method: str = ""  # the significance test as the footer names it
     signatures: dict[str, str] = field(default_factory=dict)  # metric name -> sacrebleu signature
     conclusion: str = ""  # what the sweep shows and what it cannot
+    criteria: dict[str, str] = field(default_factory=dict)  # the settings that make a row a baseline
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -209,28 +211,37 @@ def significance_mark(delta: float, p: float) -> str:
     return marks[0] if p < 0.01 else marks[1] if p < 0.05 else ""
 
 
-def test_significance(rows: list[VariantRow], criteria: dict[str, Any], test: PairedBootstrap,
-                      translations: dict[str, dict[str, list[str]]]) -> list[VariantRow]:
-    """Each row against its baseline on the same resampled sentences; p-values Holm-corrected over the table."""
+def compare_with_baselines(rows: list[VariantRow], criteria: dict[str, Any], value: Callable[[VariantRow], float],
+                           test: SentenceBootstrap, scored: Callable[[VariantRow], tuple[float, Any]]
+                           ) -> list[tuple[VariantRow, float, float, float]]:
+    """(row, delta, p, Holm-adjusted p) of each row against its baseline on the same resampled sentences, the
+    adjustment over all of the table's comparisons; `value` is the row's table number, `scored` its bootstrap."""
     scores: dict[int, tuple[float, Any]] = {}
 
     def of(row: VariantRow) -> tuple[float, Any]:  # each baseline is scored once, however many rows use it
         if id(row) not in scores:
-            scores[id(row)] = test.scores([translations[r.run_id] for r in row.records])
+            scores[id(row)] = scored(row)
         return scores[id(row)]
 
     compared = []
     for row in rows:
         base = choose_baseline(rows, row, criteria)
-        row.is_baseline = base is row
-        if row.is_baseline or base is None:
-            continue
-        row.delta = row.average[0] - base.average[0]
-        row.p_value = test.p_value(of(base), of(row))
-        compared.append(row)
-    for row, adjusted in zip(compared, holm([row.p_value for row in compared])):
-        row.p_adjusted, row.mark = adjusted, significance_mark(row.delta, adjusted)
-    return compared
+        if base is not None and base is not row:
+            compared.append((row, value(row) - value(base), test.p_value(of(base), of(row))))
+    adjusted = holm([p for _, _, p in compared])
+    return [(row, delta, p, p_holm) for (row, delta, p), p_holm in zip(compared, adjusted)]
+
+
+def test_significance(rows: list[VariantRow], criteria: dict[str, Any], test: PairedBootstrap,
+                      translations: dict[str, dict[str, list[str]]]) -> list[VariantRow]:
+    """Each row's BLEU against its baseline's; the rows compared, with their delta, p and mark set."""
+    for row in rows:
+        row.is_baseline = choose_baseline(rows, row, criteria) is row
+    compared = compare_with_baselines(rows, criteria, lambda row: row.average[0], test,
+                                      lambda row: test.scores([translations[r.run_id] for r in row.records]))
+    for row, delta, p, adjusted in compared:
+        row.delta, row.p_value, row.p_adjusted, row.mark = delta, p, adjusted, significance_mark(delta, adjusted)
+    return [row for row, *_ in compared]
 
 
 def seeds_phrase(rows: list[VariantRow]) -> str:
@@ -261,7 +272,7 @@ def build_summary(records: list[TrialRecord], translations: dict[str, dict[str, 
                                int(members[0].metrics.get("n_params", 0)), statistics.fmean(times) if times else None))
     distinguish(rows)
     rows.sort(key=lambda r: (not _matches(r.records[0], criteria), r.label))
-    summary = Summary(rows, test_sets)
+    summary = Summary(rows, test_sets, criteria=criteria)
     summary.signatures = {name: records[0].tags[tag] for name, tag in
                           (("BLEU", SIGNATURE_TAGS["bleu_signature"]), ("multi-bleu", SIGNATURE_TAGS[f"{PAPER_BLEU}_signature"]))
                           if records[0].tags.get(tag)}
@@ -386,31 +397,25 @@ def alignment_sets(records: list[TrialRecord]) -> list[str]:
                   if k.startswith("aer_") and all(k in r.metrics for r in records))
 
 
-def render_alignment(summary: Summary, criteria: dict[str, Any], stats: dict[str, dict[str, Any]],
-                     significance: SignificanceSpec) -> str:
+def render_alignment(summary: Summary, stats: dict[str, dict[str, np.ndarray]], significance: SignificanceSpec) -> str:
     """AER and gold-attention mass per variant beside its BLEU, mean +- std over seeds, each delta tested as BLEU is
-    (seed-averaged paired bootstrap over the same test sentences, Holm-corrected over the table's comparisons)."""
-    sets = alignment_sets([r for row in summary.rows for r in row.records])
-    sizes = {name: len(stats[summary.rows[0].records[0].run_id][name]) for name in sets}
+    (seed-averaged paired bootstrap over the same test sentences, Holm-corrected over the table's comparisons).
+    `stats[run_id][set]`: each trial's per-sentence ALIGNMENT_STATS."""
+    sizes = {name: len(per_sentence) for name, per_sentence in next(iter(stats.values())).items()}
+    sets = sorted(sizes)
     cells: dict[int, list[str]] = {id(row): [] for row in summary.rows}
     for key, _, higher in ALIGNMENT_METRICS:
         test = AlignmentBootstrap(sizes, key, significance.resamples)
         value = {id(row): mean_std([statistics.fmean(r.metrics[f"{key}_{s}"] for s in sets) for r in row.records])
                  for row in summary.rows}
-        compared = []
-        for row in summary.rows:
-            base = choose_baseline(summary.rows, row, criteria)
-            if base is not None and base is not row:
-                p = test.p_value(test.scores_of_stats([stats[r.run_id] for r in base.records]),
-                                 test.scores_of_stats([stats[r.run_id] for r in row.records]))
-                compared.append((row, value[id(row)][0] - value[id(base)][0], p))
-        adjusted = dict(zip((id(row) for row, _, _ in compared), holm([p for _, _, p in compared])))
-        deltas = {id(row): delta for row, delta, _ in compared}
+        compared = compare_with_baselines(summary.rows, summary.criteria, lambda row: value[id(row)][0], test,
+                                          lambda row: test.scores_of_stats([stats[r.run_id] for r in row.records]))
+        tested = {id(row): (delta, p_holm) for row, delta, _, p_holm in compared}
         for row in summary.rows:
             mean, std = value[id(row)]
             cells[id(row)].append(f"{mean:.3f}" if row.seeds == 1 else f"{mean:.3f} ± {std:.3f}")
-            if id(row) in deltas:
-                delta, p = deltas[id(row)], adjusted[id(row)]
+            if id(row) in tested:
+                delta, p = tested[id(row)]
                 cells[id(row)] += [f"{delta:+.3f}{significance_mark(delta if higher else -delta, p)}", f"{p:.3g}"]
             else:
                 cells[id(row)] += ["baseline" if row.is_baseline else "", ""]
@@ -499,12 +504,11 @@ def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resam
                                  + ", ".join(f"{n} {why}" for why, n in left_out.items()))
         sections = [f"# Sweep `{name}`\n", f"MLflow parent run `{parent_id}` ({parent.info.status}); "
                     f"{len(records)} finished trials.\n", "## BLEU\n", render_markdown(summary)]
-        if alignment_sets(records) and any(row.is_baseline for row in summary.rows):
+        aligned = alignment_sets(records)
+        if aligned and any(row.is_baseline for row in summary.rows):
             stats = {r.run_id: {s: read_alignment_stats(Path(client.download_artifacts(
-                r.run_id, f"alignment/{s}.tsv", str(tmp_path / r.run_id)))) for s in alignment_sets(records)}
-                for r in records}
-            criteria = {k: str(v) for k, v in (space.get("baseline") or DEFAULT_BASELINE).items()}
-            sections += ["## Attention and word alignment\n", render_alignment(summary, criteria, stats, significance)]
+                r.run_id, f"alignment/{s}.tsv", str(tmp_path / r.run_id)))) for s in aligned} for r in records}
+            sections += ["## Attention and word alignment\n", render_alignment(summary, stats, significance)]
         if summary.conclusion:
             sections.append("## What this sweep shows, and what it cannot\n\n" + summary.conclusion)
         sections += _figures(client, summary, out, tmp_path)

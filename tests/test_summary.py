@@ -255,8 +255,7 @@ def test_alignment_table_tests_aer_and_gold_mass_as_bleu_is_tested():
             record("guided", "0.5", 1, 3, 3), record("guided", "0.5", 2, 3, 3)]
     records = [r for r, _ in made]
     summary = build_summary(records, {r.run_id: refs for r in records}, refs, {"train.guided_alignment": "0.0"})
-    table = render_alignment(summary, {"train.guided_alignment": "0.0"}, {r.run_id: s for r, s in made},
-                             SignificanceSpec(resamples=200))
+    table = render_alignment(summary, {r.run_id: s for r, s in made}, SignificanceSpec(resamples=200))
     rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
     assert "| 0.750 ± 0.000 | baseline |  | 0.500 ± 0.000 | baseline |" in rows["plain"]
     assert "| 0.250 ± 0.000 | -0.500** | 0.00498 | 0.750 ± 0.000 | +0.250** | 0.00498 |" in rows["guided"]  # p = 1 / 201
