@@ -149,17 +149,20 @@ class Decoder(nn.Module):
         """One target step from the embedded y_{t-1} (B, E): the readout h~_t, the next state, what attention did."""
         if self.placement == "luong":
             x = torch.cat([emb, state.feed], dim=-1) if self.input_feeding else emb  # [y_{t-1}; h~_{t-1}]
-            s, rnn = self.rnn(x.unsqueeze(1), state.rnn)  # s_t
+            s, rnn = self.rnn(x.unsqueeze(1), state.rnn)
+            s = s.squeeze(1)  # s_t, one view for attention and readout (one gradient sum, in one order)
             cell = rnn[1][-1] if isinstance(rnn, tuple) else None  # m_t of the top LSTM layer (the sentinel's)
-            out, attention = self.attention(s.squeeze(1), memory, state.attention, x, cell)  # c_t = ATT(C, s_t)
+            out, attention = self.attention(s, memory, state.attention, x, cell)  # c_t = ATT(C, s_t)
         elif self.placement == "bahdanau":
             out, attention = self.attention(top_layer(state.rnn), memory, state.attention)  # c_t = ATT(C, s_{t-1})
             s, rnn = self.rnn(torch.cat([emb, out.context], dim=-1).unsqueeze(1), state.rnn)  # RNN([y; c_t], s_{t-1})
+            s = s.squeeze(1)
         else:
             s_prime, rnn_prime = self.rnn(emb.unsqueeze(1), state.rnn)  # s'_t = RNN_1(y_{t-1}, s_{t-1})
             out, attention = self.attention(s_prime.squeeze(1), memory, state.attention)  # c_t = ATT(C, s'_t)
             s, rnn = self.rnn2(out.context.unsqueeze(1), rnn_prime)  # s_t = RNN_2(c_t, s'_t)
-        h_tilde, past = self.read_out(out.context, s.squeeze(1), state.past)
+            s = s.squeeze(1)
+        h_tilde, past = self.read_out(out.context, s, state.past)
         return h_tilde, DecoderState(rnn, h_tilde, attention, past), out
 
     def step(self, y_prev: Tensor, state: DecoderState,
