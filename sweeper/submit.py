@@ -20,7 +20,7 @@ from sweeper.space import SweepSpec
 from sweeper.tracking import check_reachable, resolve_uri
 
 POLL_S = 1.0
-AGENT_WAIT_S = 60.0  # how long a fresh head may take to accept jobs
+AGENT_WAIT_S = 180.0  # how long a fresh head may take to accept jobs (over 60 s on a loaded 2-core machine)
 
 
 class SubmitError(ConfigError):
