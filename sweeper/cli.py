@@ -57,11 +57,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from sweeper.space import load_spec
-    from sweeper.storage import check_storage
+    from sweeper.storage import open_storage
     from sweeper.submit import submit
 
     spec = load_spec(args.space, parse_overrides(args.set, "--set"))
-    check_storage(args.storage, "sweeper submit")  # a path on the cluster: checked here, resolved there
+    open_storage(args.storage, "sweeper submit")  # the scheme is checked here; the cluster opens it
     if args.name:
         spec.name = args.name
     return submit(spec, args.address, args.storage, args.tracking_uri, args.wait, ship_code=not args.no_code)
@@ -69,36 +69,41 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def cmd_summarize(args: argparse.Namespace) -> int:
     import json
+    import tempfile
     from pathlib import Path
 
-    from sweeper.runner import DEFAULT_TRACKING, STATE_FILE
+    from sweeper.runner import DEFAULT_TRACKING, STATE_FILE, SUMMARY_DIR
     from sweeper.space import SignificanceSpec
-    from sweeper.storage import storage_folder
+    from sweeper.storage import open_storage
     from sweeper.summary import SummaryError, render_markdown, summarize
     from sweeper.tracking import check_reachable, resolve_uri
 
     if args.resamples is not None:  # bad input is refused before anything is read or written
         SignificanceSpec(resamples=args.resamples).check("sweeper summarize --resamples")
 
-    experiment_dir = storage_folder(args.storage, "sweeper summarize") / args.name
-    state_file = experiment_dir / STATE_FILE
-    uri = args.tracking_uri or (json.loads(state_file.read_text())["tracking_uri"] if state_file.exists()
+    experiment = open_storage(args.storage, "sweeper summarize").below(args.name)
+    has_state = experiment.exists(STATE_FILE)
+    uri = args.tracking_uri or (json.loads(experiment.read_text(STATE_FILE))["tracking_uri"] if has_state
                                 else DEFAULT_TRACKING)
     uri = resolve_uri(uri)
     check_reachable(uri)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():  # never create one
-        raise ConfigError("NAME", f"no sweep named {args.name!r}: no {state_file} and no tracking store "
-                          f"{uri.removeprefix('sqlite:///')} (pass the --storage or --tracking-uri the sweep ran with)",
-                          "sweeper summarize")
-    out = Path(args.out) if args.out else experiment_dir / "summary"
-    try:
-        summary = summarize(args.name, uri, out, [args.format], args.resamples, run_id=args.run_id)
-    except SummaryError as err:
-        print(f"sweeper: {err}", file=sys.stderr)
-        return 1
+        raise ConfigError("NAME", f"no sweep named {args.name!r}: no {experiment.display(STATE_FILE)} and no tracking "
+                          f"store {uri.removeprefix('sqlite:///')} (pass the --storage or --tracking-uri the sweep ran "
+                          "with)", "sweeper summarize")
+    with tempfile.TemporaryDirectory() as staging:
+        out = Path(args.out) if args.out else Path(staging)  # by default into storage, beside results.parquet
+        try:
+            summary = summarize(args.name, uri, out, [args.format], args.resamples, run_id=args.run_id)
+        except SummaryError as err:
+            print(f"sweeper: {err}", file=sys.stderr)
+            return 1
+        if not args.out:
+            experiment.upload(out, SUMMARY_DIR)
     print(render_markdown(summary))
-    print(f"written to {out}/ (summary.md{', bleu_table.csv' if args.format == 'csv' else ''}"
-          f"{', bleu_table.tex' if args.format == 'latex' else ''}, figures) and logged to the sweep's MLflow run")
+    print(f"written to {args.out or experiment.display(SUMMARY_DIR)}/ (summary.md"
+          f"{', bleu_table.csv' if args.format == 'csv' else ''}{', bleu_table.tex' if args.format == 'latex' else ''}"
+          ", figures) and logged to the sweep's MLflow run")
     return 0
 
 

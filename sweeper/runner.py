@@ -7,6 +7,7 @@ import math
 import os
 import random
 import re
+import tempfile
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
@@ -26,7 +27,8 @@ from nmt_core.mlflow_model import DEFAULT_TRACKING
 from nmt_core.train import PAPER_BLEU
 from sweeper.progress import SweepProgress, open_board
 from sweeper.space import OptunaSpace, SpecError, SweepSpec, TrialPlan, mutation_range, plan_trials, trial_config
-from sweeper.storage import storage_folder
+from sweeper.backlog import BACKLOG_FILE
+from sweeper.storage import Storage, check_writable, open_storage
 from sweeper.tracking import MlflowTrackingCallback, SweepTracker, check_reachable, resolve_uri, runs_link
 from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
 
@@ -34,6 +36,8 @@ from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
 RESULTS_FILE = "results.parquet"
+SUMMARY_DIR = "summary"
+TRACKING_WAIT_S = 300.0  # at the end of a sweep, how long to wait for a tracking server that went away
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TRIAL_DIR = re.compile(r"^([0-9a-f]+(?:_\d{5})?)_")  # grid/random ids read 8f3a1_00004, Optuna's 8287bf51
 
@@ -162,10 +166,11 @@ def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPl
     return out
 
 
-def run_sweep(spec: SweepSpec, storage: str, tracking_uri: str | None, address: str | None) -> int:
-    storage_dir = storage_folder(storage, "sweeper run")
+def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, address: str | None) -> int:
+    storage = open_storage(storage_uri, "sweeper run")
     uri = resolve_uri(tracking_uri or spec.tracking_uri or DEFAULT_TRACKING)
     check_reachable(uri)
+    check_writable(storage, "sweeper run")
     base = resolved_base(spec)
     trial_config(base, {}, 1)  # the resolved base still validates
     init_ray(address)
@@ -177,53 +182,53 @@ def run_sweep(spec: SweepSpec, storage: str, tracking_uri: str | None, address: 
     tracker = SweepTracker(uri, spec.name)
     parent_id = tracker.start_sweep(spec.text, {"source": spec.source, "trials": n_trials,
                                                 "algorithm": spec.search.algorithm, "scheduler": spec.scheduler.type,
-                                                "storage": storage_dir / spec.name})
-    callback = MlflowTrackingCallback(uri, spec.name, parent_id, base)
-    experiment_dir = storage_dir / spec.name
-    experiment_dir.mkdir(parents=True, exist_ok=True)
-    if (experiment_dir / STATE_FILE).exists():
-        earlier = json.loads((experiment_dir / STATE_FILE).read_text())
-        print(f"note: {experiment_dir} holds an earlier sweep {spec.name!r}: its trial folders stay, results.parquet "
+                                                "storage": storage.display(spec.name)})
+    experiment = storage.below(spec.name)
+    callback = MlflowTrackingCallback(uri, spec.name, parent_id, base, experiment.uri)
+    if experiment.exists(STATE_FILE):
+        earlier = json.loads(experiment.read_text(STATE_FILE))
+        print(f"note: {experiment.uri} holds an earlier sweep {spec.name!r}: its trial folders stay, results.parquet "
               f"will describe this run, and `sweeper summarize {spec.name} --run-id {earlier['parent_run_id']}` still "
               "summarises the earlier one", flush=True)
-    (experiment_dir / STATE_FILE).write_text(json.dumps({
+    experiment.write_text(json.dumps({
         "name": spec.name, "source": spec.source, "tracking_uri": uri, "parent_run_id": parent_id,
         "experiment_id": tracker.experiment_id, "base": base, "cpu": spec.cpu, "gpu": spec.gpu,
         "metric": spec.metric, "mode": spec.mode, "trials": n_trials,
-        "mutable": list(spec.scheduler.mutations)}, indent=2))
+        "mutable": list(spec.scheduler.mutations)}, indent=2), STATE_FILE)
     print(f"sweep {spec.name}: {n_trials} trials ({spec.search.algorithm}, {spec.scheduler.type}), "
-          f"{spec.cpu:g} CPU / {spec.gpu:g} GPU each; storage {experiment_dir}; tracking {uri}", flush=True)
+          f"{spec.cpu:g} CPU / {spec.gpu:g} GPU each; storage {experiment.uri}; tracking {uri}", flush=True)
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
     progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base))
     trainable = build_trainable(base, spec.cpu, spec.gpu, spec.name, list(spec.scheduler.mutations))
     tuner = tune.Tuner(trainable, param_space=param_space, tune_config=tune_config,
                        run_config=tune.RunConfig(  # verbose 0: our progress lines instead of Tune's tables
-                           name=spec.name, storage_path=str(storage_dir), callbacks=[callback, progress], verbose=0,
+                           name=spec.name, storage_path=storage.root, storage_filesystem=storage.fs,
+                           callbacks=[callback, progress], verbose=0,
                            failure_config=tune.FailureConfig(max_failures=spec.max_retries),
                            # PBT copies other trials' checkpoints: keep enough of them
                            checkpoint_config=tune.CheckpointConfig(
                                num_to_keep=4 if spec.scheduler.type == "pbt" else 2)))
-    return finish(tuner.fit(), callback, experiment_dir, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
+    return finish(tuner.fit(), callback, experiment, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
 
 
-def resume_sweep(name: str, storage: str, address: str | None) -> int:
-    experiment_dir = storage_folder(storage, "sweeper resume") / name
-    state_file = experiment_dir / STATE_FILE
-    if not state_file.exists() or not tune.Tuner.can_restore(str(experiment_dir)):
-        raise SpecError("NAME", f"no sweep named {name!r} to resume under {experiment_dir.parent} "
+def resume_sweep(name: str, storage_uri: str, address: str | None) -> int:
+    storage = open_storage(storage_uri, "sweeper resume")
+    experiment = storage.below(name)
+    if not experiment.exists(STATE_FILE) or not tune.Tuner.can_restore(experiment.root, storage_filesystem=storage.fs):
+        raise SpecError("NAME", f"no sweep named {name!r} to resume under {storage.uri} "
                         "(pass the --storage the sweep ran with)", "sweeper resume")
-    state = json.loads(state_file.read_text())
+    state = json.loads(experiment.read_text(STATE_FILE))
     check_reachable(state["tracking_uri"])
     init_ray(address)
     board = open_board(name)  # noqa: F841 - held while the sweep runs
-    tuner = tune.Tuner.restore(str(experiment_dir), trainable=build_trainable(state["base"], state["cpu"], state["gpu"],
-                                                                              name, state.get("mutable", [])),
-                               resume_unfinished=True, resume_errored=True)
+    tuner = tune.Tuner.restore(experiment.root, trainable=build_trainable(state["base"], state["cpu"], state["gpu"],
+                                                                          name, state.get("mutable", [])),
+                               resume_unfinished=True, resume_errored=True, storage_filesystem=storage.fs)
     tracker = SweepTracker(state["tracking_uri"], state["name"])
-    print(f"resuming sweep {name} from {experiment_dir}; finished trials are kept, not re-run", flush=True)
+    print(f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run", flush=True)
     # the tracking callback comes back from Tune's saved experiment state, with the parent run id in it
     [callback] = [c for c in tuner._local_tuner.get_run_config().callbacks if isinstance(c, MlflowTrackingCallback)]
-    return finish(tuner.fit(), callback, experiment_dir, tracker, state["parent_run_id"], state["base"],
+    return finish(tuner.fit(), callback, experiment, tracker, state["parent_run_id"], state["base"],
                   state["metric"], state["mode"], state["trials"])
 
 
@@ -248,7 +253,7 @@ def trial_status(outcome: str | None, finished: bool) -> str:
     return "UNFINISHED"
 
 
-def result_rows(grid, outcomes: dict[str, str], tracker: SweepTracker, parent_id: str,
+def result_rows(grid, outcomes: dict[str, str], tracker: SweepTracker | None, parent_id: str,
                 base: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per trial: status, variant, the flattened config, best dev BLEU, test BLEU, cost, run id."""
     rows = []
@@ -280,17 +285,14 @@ def result_rows(grid, outcomes: dict[str, str], tracker: SweepTracker, parent_id
                                                   "gold_attention_"))})
         row["restores"] = int(last.get("restores", 0))
         row["error"] = error_summary(result.error) if result.error else None
-        row["mlflow_run_id"] = tracker.find_trial_run(parent_id, trial_id)
+        row["mlflow_run_id"] = tracker.find_trial_run(parent_id, trial_id) if tracker else None
         rows.append(row)
     return rows
 
 
-def write_results(rows: list[dict[str, Any]], path: Path) -> None:
+def results_table(rows: list[dict[str, Any]]) -> pa.Table:
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    table = pa.table({c: [row.get(c) for row in rows] for c in columns}) if rows else pa.table({})
-    tmp = path.with_suffix(".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    return pa.table({c: [row.get(c) for row in rows] for c in columns}) if rows else pa.table({})
 
 
 def print_best(rows: list[dict[str, Any]], metric: str, mode: str, limit: int = 20) -> None:
@@ -334,38 +336,58 @@ def register_best(tracker: SweepTracker, parent_id: str, rows: list[dict[str, An
               f"model is at runs:/{best['mlflow_run_id']}/model")
 
 
-def finish(grid, callback: MlflowTrackingCallback, experiment_dir: Path, tracker: SweepTracker, parent_id: str,
+def finish(grid, callback: MlflowTrackingCallback, experiment: Storage, tracker: SweepTracker, parent_id: str,
            base: dict[str, Any], metric: str, mode: str, planned: int) -> int:
-    """results.parquet, the best trials, the MLflow link; exit 0 (some trial finished), 1 (none), 130 (interrupted)."""
+    """results.parquet, the best trials, the MLflow link; exit 0 (some trial finished), 1 (none), 3 (tracking writes
+    wait in storage for `sweeper resume`), 130 (interrupted)."""
+    if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
+        experiment.write_parquet(results_table(result_rows(grid, callback.outcomes, None, parent_id, base)),
+                                 RESULTS_FILE)
+        print(f"\ntracking server {tracker.uri} did not answer for {TRACKING_WAIT_S:.0f} s: "
+              f"{len(callback.backlog)} tracking writes wait in {experiment.display(BACKLOG_FILE)}; once it "
+              f"answers, `sweeper resume {tracker.experiment} --storage {storage_of(experiment)}` sends them")
+        return 3
     rows = result_rows(grid, callback.outcomes, tracker, parent_id, base)
-    write_results(rows, experiment_dir / RESULTS_FILE)
-    tracker.client.log_artifact(parent_id, str(experiment_dir / RESULTS_FILE))
+    table = results_table(rows)
+    experiment.write_parquet(table, RESULTS_FILE)
+    with tempfile.TemporaryDirectory() as folder:
+        pq.write_table(table, Path(folder) / RESULTS_FILE)
+        tracker.client.log_artifact(parent_id, str(Path(folder) / RESULTS_FILE))
     count = {s: sum(r["status"] == s for r in rows) for s in ("TERMINATED", "STOPPED", "ERROR", "UNFINISHED")}
     print_best(rows, metric, mode)
     print(f"\n{count['TERMINATED']}/{len(rows)} trials finished, {count['STOPPED']} stopped early, "
-          f"{count['ERROR']} failed; results: {experiment_dir / RESULTS_FILE}")
+          f"{count['ERROR']} failed; results: {experiment.display(RESULTS_FILE)}")
     register_best(tracker, parent_id, rows, metric, mode)
     print(f"MLflow runs: {runs_link(tracker.uri, tracker.experiment_id, metric, mode)}")
     not_started = max(planned - len(rows), 0)  # Tune creates trials lazily: an interrupt leaves some unborn
     if count["UNFINISHED"] or not_started:
         tracker.client.set_terminated(parent_id, "KILLED")
         print(f"interrupted with {count['UNFINISHED'] + not_started} of {planned} trials unfinished; continue with: "
-              f"sweeper resume {experiment_dir.name} --storage {experiment_dir.parent}")
+              f"sweeper resume {tracker.experiment} --storage {storage_of(experiment)}")
         return 130
     ok = count["TERMINATED"] + count["STOPPED"]
     tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
     if count["TERMINATED"]:
-        write_summary(experiment_dir, tracker, parent_id)
+        write_summary(experiment, tracker, parent_id)
     return 0 if ok else 1
 
 
-def write_summary(experiment_dir: Path, tracker: SweepTracker, parent_id: str) -> None:
-    """The papers' tables at the end of a run; a summary problem never fails a finished sweep."""
+def storage_of(experiment: Storage) -> str:
+    """The --storage that holds an experiment folder (the `sweeper resume` hint)."""
+    base, _, query = experiment.uri.partition("?")
+    return base.rsplit("/", 1)[0] + (f"?{query}" if query else "")
+
+
+def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) -> None:
+    """The papers' tables at the end of a run, into storage beside results.parquet; a summary problem never fails a
+    finished sweep."""
     from sweeper.summary import render_markdown, summarize
 
     try:
-        summary = summarize(experiment_dir.name, tracker.uri, experiment_dir / "summary", ["md"], run_id=parent_id)
-        print("\n" + render_markdown(summary) + f"summary: {experiment_dir / 'summary' / 'summary.md'}")
+        with tempfile.TemporaryDirectory() as folder:
+            summary = summarize(tracker.experiment, tracker.uri, Path(folder), ["md"], run_id=parent_id)
+            experiment.upload(Path(folder), SUMMARY_DIR)
+        print("\n" + render_markdown(summary) + f"summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
     except Exception as err:  # noqa: BLE001 - reported, the sweep itself succeeded
-        print(f"summary skipped: {err} (run `sweeper summarize {experiment_dir.name}` to retry)")
+        print(f"summary skipped: {err} (run `sweeper summarize {tracker.experiment}` to retry)")
 

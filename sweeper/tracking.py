@@ -2,17 +2,19 @@
 
 The driver is the only writer, through `MlflowTrackingCallback` (a Tune callback): SQLite stays safe,
 and a retried or resumed trial finds its own run by its trial id and skips epochs it already logged.
-A tracking server that drops out mid-sweep costs retries with backoff, never a trial.
+A tracking server that drops out mid-sweep costs nothing: what it misses waits in storage and is replayed.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+import pyarrow.fs as pafs
 import requests
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
@@ -22,7 +24,9 @@ from nmt_core.config import ConfigError
 from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.train import PAPER_BLEU
 
+from sweeper.backlog import Backlog, Write
 from sweeper.provenance import as_tags, code_version, package_versions
+from sweeper.storage import open_storage
 from sweeper.trainable import ARTIFACTS, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX, describe_trial
 
 log = logging.getLogger("sweeper.tracking")
@@ -31,7 +35,6 @@ T = TypeVar("T")
 ROLE, TRIAL_ID, VARIANT = "sweeper.role", "sweeper.trial_id", "sweeper.variant"
 NOTE = "mlflow.note.content"  # what MLflow's UI shows as an experiment's or a run's description
 PBT_EVENTS, EXPLOITS = "pbt_events.json", "sweeper.pbt_exploits"  # a trial's PBT exploits: artifact, count tag
-INCOMPLETE = "sweeper.tracking_incomplete"
 EPOCH_KEYS = ("train_loss", "dev_loss", "dev_ppl", "bleu_dev", "tokens_per_s", "epoch_time_s", *DIAGNOSTICS)
 FINAL_PREFIXES = ("bleu_test_", f"{PAPER_BLEU}_test_", "n_params", "best_epoch", "bleu_dev_final_beam", "aer_",
                   "gold_attention_")
@@ -97,6 +100,7 @@ def runs_link(uri: str, experiment_id: str, metric: str, mode: str) -> str:
 
 
 RETRY_ATTEMPTS = 4  # with waits of 1, 2, 4 s between them
+RECONNECT_S = 10.0  # while writes wait in the backlog, how often the driver asks the server again
 
 
 def _retry(call: Callable[[], T], what: str, attempts: int | None = None) -> T:
@@ -178,27 +182,37 @@ class SweepTracker:
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
 
-    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int) -> None:
-        now = int(time.time() * 1000)
+    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int, timestamp: int | None = None) -> None:
+        """A fixed timestamp makes a replayed write the same row: the store keeps it once."""
+        now = timestamp or int(time.time() * 1000)
         self.client.log_batch(run_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
 
 
 class MlflowTrackingCallback(Callback):
-    """Mirrors Tune's trials into MLflow child runs of one parent run."""
+    """Mirrors Tune's trials into MLflow child runs of one parent run.
 
-    def __init__(self, uri: str, experiment: str, parent_id: str, base: dict[str, Any]):
+    Every write goes through `_write`: sent at once while the server answers, else queued in the sweep's
+    storage (`Backlog`) and replayed in order when it answers again, so a run is FINISHED only once all of its
+    epochs, tags and artifacts are in.
+    """
+
+    def __init__(self, uri: str, experiment: str, parent_id: str, base: dict[str, Any], storage_uri: str | None = None):
         self.uri, self.experiment, self.parent_id = uri, experiment, parent_id
         self.base = base  # the sweep's base trial config: a trial's params are the whole config
+        self.storage_uri = storage_uri  # the sweep's folder in storage: the backlog, the trials' artifacts
         self._tracker: SweepTracker | None = None
-        self._runs: dict[str, str] = {}
-        self._last_step: dict[str, int] = {}
-        self._incomplete: set[str] = set()
+        self._backlog: Backlog | None = None
+        self._last_try = 0.0
+        self._runs: dict[str, str] = {}  # trial id -> run id
+        self._server_step: dict[str, int] = {}  # trial id -> the last epoch the server holds
+        self._last_step: dict[str, int] = {}  # trial id -> the last epoch sent or queued
         self._exploits: dict[str, list[dict[str, Any]]] = {}  # trial id -> its PBT exploits, in order
         self.outcomes: dict[str, str] = {}  # trial id -> "complete" | "error"; kept in Tune's experiment state
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
-        state.update(_tracker=None, _runs={}, _last_step={}, _incomplete=set(), outcomes={}, _exploits={})
+        state.update(_tracker=None, _backlog=None, _last_try=0.0, _runs={}, _server_step={}, _last_step={},
+                     outcomes={}, _exploits={})
         return state
 
     @property
@@ -207,92 +221,153 @@ class MlflowTrackingCallback(Callback):
             self._tracker = SweepTracker(self.uri, self.experiment)
         return self._tracker
 
-    def _safely(self, trial_id: str, what: str, call: Callable[[], T]) -> T | None:
-        try:
-            return _retry(call, what)
-        except Exception as err:
-            log.error("MLflow: giving up on %s for trial %s (%s); its run is marked incomplete", what, trial_id, err)
-            self._incomplete.add(trial_id)
-            return None
+    @property
+    def backlog(self) -> Backlog:
+        if self._backlog is None:  # a resumed sweep's driver finds what the last one could not send
+            self._backlog = Backlog(open_storage(self.storage_uri, "--storage") if self.storage_uri else None)
+        return self._backlog
 
-    def _run(self, trial) -> str | None:
-        if trial.trial_id not in self._runs:
-            cfg, variant = describe_trial(trial.config, self.base)
-            params = {**cfg.active(), "variant": variant}
-            run_id = self._safely(trial.trial_id, "open run",
-                                  lambda: self.tracker.trial_run(self.parent_id, trial.trial_id, variant, params))
+    def _run_id(self, trial_id: str) -> str:
+        """The trial's run, opened by this driver or (before a resume) by an earlier one."""
+        if trial_id not in self._runs:
+            run_id = self.tracker.find_trial_run(self.parent_id, trial_id)
             if run_id is None:
-                return None
-            self._runs[trial.trial_id] = run_id
-            self._last_step[trial.trial_id] = self._safely(trial.trial_id, "read history",
-                                                           lambda: self.tracker.logged_steps(run_id)) or 0
-        return self._runs[trial.trial_id]
+                raise LookupError(f"no MLflow run for trial {trial_id} under parent run {self.parent_id}")
+            self._runs[trial_id], self._server_step[trial_id] = run_id, self.tracker.logged_steps(run_id)
+        return self._runs[trial_id]
+
+    def _write(self, write: Write) -> None:
+        """Send now, or queue behind what already waits (order is kept: an epoch never overtakes a run's end)."""
+        if len(self.backlog) and not self.reconnect():
+            self.backlog.append(write)
+            return
+        try:
+            _retry(lambda: self._send(write), f"{write['kind']} for trial {write['trial']}")
+        except Exception as err:  # noqa: BLE001 - the server's or the network's: trials never see it
+            log.warning("MLflow: %s does not answer (%s); tracking writes are kept in storage and sent when it "
+                        "answers again", self.uri, str(err).splitlines()[0][:200] if str(err) else type(err).__name__)
+            self._last_try = time.monotonic()
+            self.backlog.append(write)
+
+    def reconnect(self, now: bool = False) -> bool:
+        """Replay the backlog (at most every RECONNECT_S unless `now`); True when nothing waits any more."""
+        if not now and time.monotonic() - self._last_try < RECONNECT_S:
+            return False
+        self._last_try, waiting = time.monotonic(), len(self.backlog)
+        try:
+            self.backlog.replay(self._send)
+        except Exception:  # noqa: BLE001 - still down: try again later
+            return False
+        if waiting:
+            log.warning("MLflow: %s answers again; %d queued tracking writes sent", self.uri, waiting)
+        return True
+
+    def flush(self, wait_s: float) -> bool:
+        """At the end of a sweep: wait up to wait_s for the server to take the backlog."""
+        deadline = time.monotonic() + wait_s
+        while not self.reconnect(now=True):
+            if time.monotonic() > deadline:
+                return False
+            print(f"waiting for the tracking server {self.uri}: {len(self.backlog)} tracking writes to send",
+                  flush=True)
+            time.sleep(RECONNECT_S)
+        return True
+
+    def _send(self, write: Write) -> None:
+        trial_id, kind = write["trial"], write["kind"]
+        if kind == "open":
+            run_id = self.tracker.trial_run(self.parent_id, trial_id, write["variant"], write["params"])
+            self._runs[trial_id] = run_id
+            self._server_step[trial_id] = self.tracker.logged_steps(run_id)
+            return
+        run_id = self._run_id(trial_id)
+        if kind == "metrics":
+            if write["epoch"] and write["step"] <= self._server_step.get(trial_id, 0):
+                return  # already logged before a retry or a resume
+            self.tracker.log_metrics(run_id, write["metrics"], write["step"], write["timestamp"])
+            if write["epoch"]:
+                self._server_step[trial_id] = write["step"]
+        elif kind == "tags":
+            self.tracker.set_tags(run_id, write["tags"])
+        elif kind == "exploits":
+            self.tracker.client.log_dict(run_id, write["events"], PBT_EVENTS)
+            self.tracker.set_tags(run_id, {EXPLOITS: str(len(write["events"]))})
+            # the trial went back to the donor's epoch: the epochs after it are trained (and logged) again
+            self._server_step[trial_id] = min(self._server_step.get(trial_id, 0), write["rewind_to"])
+        elif kind == "artifacts":
+            self._upload(run_id, write["path"])
+        elif kind == "end":
+            self.tracker.client.set_terminated(run_id, write["status"])
+
+    def _upload(self, run_id: str, path: str) -> None:
+        """A checkpoint's artifacts folder, wherever the storage is (downloaded first from object storage)."""
+        storage = self.backlog.storage
+        fs = storage.fs if storage else pafs.LocalFileSystem()
+        if fs.get_file_info(path).type != pafs.FileType.Directory:
+            return
+        if isinstance(fs, pafs.LocalFileSystem):
+            self.tracker.client.log_artifacts(run_id, path)
+            return
+        with tempfile.TemporaryDirectory() as folder:
+            pafs.copy_files(path, folder, source_filesystem=fs, destination_filesystem=pafs.LocalFileSystem())
+            self.tracker.client.log_artifacts(run_id, folder)
+
+    def _open(self, trial) -> None:
+        if trial.trial_id not in self._last_step:
+            cfg, variant = describe_trial(trial.config, self.base)
+            self._last_step[trial.trial_id] = 0
+            self._write({"kind": "open", "trial": trial.trial_id, "variant": variant,
+                         "params": {**cfg.active(), "variant": variant}})
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self._run(trial)
+        self._open(trial)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        run_id = self._run(trial)
-        if run_id is None:
-            return
-        step = int(result.get("epoch", 0))
+        self._open(trial)
+        trial_id, step = trial.trial_id, int(result.get("epoch", 0))
+        now = int(time.time() * 1000)
         provenance = as_tags(result)  # code, versions, device and node of the process that trains the trial
         if provenance:
-            self._safely(trial.trial_id, "tag provenance", lambda: self.tracker.set_tags(run_id, provenance))
+            self._write({"kind": "tags", "trial": trial_id, "tags": provenance})
         if result.get(FINAL):
             metrics = {k: v for k, v in result.items() if k.startswith(FINAL_PREFIXES)}
             tags = {tag: str(result.get(key, "")) for key, tag in SIGNATURE_TAGS.items()}
             tags["sweeper.restores"] = str(result.get("restores", 0))
-            self._safely(trial.trial_id, "log final metrics", lambda: self.tracker.log_metrics(run_id, metrics, step))
-            self._safely(trial.trial_id, "tag final", lambda: self.tracker.set_tags(run_id, tags))
+            self._write({"kind": "metrics", "trial": trial_id, "metrics": metrics, "step": step, "timestamp": now,
+                         "epoch": False})
+            self._write({"kind": "tags", "trial": trial_id, "tags": tags})
             return
         if result.get(PBT_EVENT):
             event = json.loads(result[PBT_EVENT])
-            self._record_exploit(trial.trial_id, run_id, event)
-            # the trial went back to the donor's epoch: the epochs after it are trained (and logged) again
-            self._last_step[trial.trial_id] = min(self._last_step.get(trial.trial_id, 0), int(event["epoch"]))
-        if step <= self._last_step.get(trial.trial_id, 0):
-            return  # already logged before a retry or a resume
+            events = self._exploits.setdefault(trial_id, [])
+            events.append(event)
+            self._write({"kind": "exploits", "trial": trial_id, "events": list(events), "rewind_to": int(event["epoch"])})
+            self._last_step[trial_id] = min(self._last_step[trial_id], int(event["epoch"]))
+        if step <= self._last_step[trial_id]:
+            return  # Tune re-reported an epoch after a retry
         metrics = {k: result[k] for k in EPOCH_KEYS if k in result}
         metrics.update({k: v for k, v in result.items() if k.startswith(SETTING_PREFIX)})  # PBT's values in force
-        self._safely(trial.trial_id, f"log epoch {step}", lambda: self.tracker.log_metrics(run_id, metrics, step))
-        self._last_step[trial.trial_id] = step
-
-    def _record_exploit(self, trial_id: str, run_id: str, event: dict[str, Any]) -> None:
-        """PBT exploits as events: MLflow params are immutable (ray#20473), so the run keeps its initial values
-        as params, `setting.<key>` metrics per epoch, and every exploit in pbt_events.json plus a count tag."""
-        events = self._exploits.setdefault(trial_id, [])
-        events.append(event)
-        self._safely(trial_id, "log exploit", lambda: self.tracker.client.log_dict(run_id, events, PBT_EVENTS))
-        self._safely(trial_id, "tag exploit", lambda: self.tracker.set_tags(run_id, {EXPLOITS: str(len(events))}))
+        self._write({"kind": "metrics", "trial": trial_id, "metrics": metrics, "step": step, "timestamp": now,
+                     "epoch": True})
+        self._last_step[trial_id] = step
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.outcomes[trial.trial_id] = "complete"
-        run_id = self._run(trial)
-        if run_id is None:
-            return
-        client = self.tracker.client
-        artifacts = Path(trial.checkpoint.path) / ARTIFACTS if trial.checkpoint else None
-        if artifacts is not None and artifacts.is_dir():
-            self._safely(trial.trial_id, "upload artifacts", lambda: client.log_artifacts(run_id, str(artifacts)))
+        self._open(trial)
+        if trial.checkpoint:
+            self._write({"kind": "artifacts", "trial": trial.trial_id, "path": f"{trial.checkpoint.path}/{ARTIFACTS}"})
         status = "FINISHED" if (trial.last_result or {}).get(FINAL) else "KILLED"  # KILLED: stopped early (ASHA)
-        self._finish(trial.trial_id, run_id, status)
+        self._write({"kind": "end", "trial": trial.trial_id, "status": status})
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.outcomes[trial.trial_id] = "error"
-        run_id = self._run(trial)
-        if run_id is not None:
-            error = str(getattr(trial, "error_file", "") or "")
-            self._safely(trial.trial_id, "tag error", lambda: self.tracker.client.set_tag(run_id, "sweeper.error_file", error))
-            self._finish(trial.trial_id, run_id, "FAILED")
+        self._open(trial)
+        error = str(getattr(trial, "error_file", "") or "")
+        self._write({"kind": "tags", "trial": trial.trial_id, "tags": {"sweeper.error_file": error}})
+        self._write({"kind": "end", "trial": trial.trial_id, "status": "FAILED"})
 
     def get_state(self) -> dict[str, Any]:
         return {"outcomes": dict(self.outcomes)}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.outcomes = dict(state.get("outcomes", {}))
-
-    def _finish(self, trial_id: str, run_id: str, status: str) -> None:
-        if trial_id in self._incomplete:
-            self._safely(trial_id, "tag incomplete", lambda: self.tracker.client.set_tag(run_id, INCOMPLETE, "true"))
-        self._safely(trial_id, "end run", lambda: self.tracker.client.set_terminated(run_id, status))

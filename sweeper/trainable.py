@@ -25,6 +25,7 @@ from sweeper.artifacts import write_trial_artifacts
 from sweeper.progress import TrialProgress
 from sweeper.provenance import trial_provenance
 from sweeper.space import trial_config, variant_label
+from sweeper.storage import Storage
 
 ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking callback uploads
 MODEL = "model"  # the MLflow model's folder among the artifacts: runs:/<id>/model
@@ -92,15 +93,16 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
         unsent.clear()
 
     # training is deterministic: a trial that diverged would diverge again from its checkpoint, so a retry
-    # on the same node stops at once (best effort: a retry on another node does not see the marker)
-    diverged = Path(tune.get_context().get_trial_dir()) / DIVERGED
-    if diverged.exists():
-        raise TrainingDiverged(f"{diverged.read_text()} (not retried: it would diverge again)")
+    # stops at once, on whichever node it lands (the marker is in the sweep's storage)
+    storage = tune.get_context().get_storage()
+    trial_folder = Storage(storage.trial_fs_path, storage.storage_filesystem, storage.trial_fs_path)
+    if trial_folder.exists(DIVERGED):
+        raise TrainingDiverged(f"{trial_folder.read_text(DIVERGED)} (not retried: it would diverge again)")
     try:
         result = train(cfg, on_epoch_end, resume, log=lambda line: print(line, file=sys.stderr),
                        step_progress=TrialProgress(context.sweep, trial_id))
     except TrainingDiverged as err:
-        diverged.write_text(str(err))
+        trial_folder.write_text(str(err), DIVERGED)
         raise
     device = next(result.model.parameters()).device
     sets = {"dev": evaluate_split(result.model, result.data, "dev", cfg, device, cfg.decode.beam_size), **result.tests}
@@ -114,5 +116,5 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
         # the best epoch's report (schedulers and searchers read the objective from the last result)
         tune.report({**best, **result.final, "epoch": last_epoch, "bleu_dev_final_beam": sets["dev"].bleu,
                      "bleu_signature": sets["dev"].signature, f"{PAPER_BLEU}_signature": sets["dev"].paper_signature,
-                     "restores": restores, FINAL: 1},
+                     "restores": restores, **unsent, FINAL: 1},  # unsent: restored after the last epoch
                     checkpoint=tune.Checkpoint.from_directory(folder))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import shutil
 import socket
@@ -37,7 +38,7 @@ def wait_for(url: str, process: subprocess.Popen, timeout: float = 90.0) -> None
 class MlflowServer:
     """`mlflow server` with a SQLite backend and proxied artifacts, as deployments run it (with PostgreSQL)."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, artifacts: str | None = None, env: dict[str, str] | None = None):
         self.port = free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
         mlflow = Path(sys.executable).with_name("mlflow")
@@ -45,8 +46,9 @@ class MlflowServer:
         self.process = subprocess.Popen(
             [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
              "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
-             "--artifacts-destination", str(folder / "artifacts")],
-            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+             "--artifacts-destination", artifacts or str(folder / "artifacts")],
+            stdout=self.log, stderr=subprocess.STDOUT,
+            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **(env or {})})
         wait_for(self.uri + "/health", self.process)
 
     def stop(self) -> None:
@@ -96,4 +98,111 @@ class RayHead:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.log.close()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+class MotoS3:
+    """moto's S3 API server over HTTP on 127.0.0.1, as Ray's own tests run it, with one bucket.
+
+    Credentials are moto's fake ones, set in this process's environment so that every process the tests start
+    (Ray nodes, drivers, the MLflow server) inherits them.
+    """
+
+    ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_EC2_METADATA_DISABLED": "true"}
+
+    def __init__(self, folder: Path, bucket: str = "sweeps"):
+        os.environ.update(self.ENV)
+        self.port, self.bucket = free_port(), bucket
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log = open(folder / "moto.log", "w")
+        self.process = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1",
+                                         "-p", str(self.port)], stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(self.endpoint + "/moto-api/", self.process)
+        import boto3
+
+        boto3.client("s3", endpoint_url=self.endpoint).create_bucket(Bucket=bucket)
+
+    def uri(self, prefix: str) -> str:
+        """The `--storage` URI of a prefix in the bucket, with pyarrow's options for an S3-compatible store."""
+        return f"s3://{self.bucket}/{prefix}?endpoint_override=127.0.0.1:{self.port}&scheme=http"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=20)
+        self.log.close()
+
+
+class RayNode:
+    """One `ray start --block` process on 127.0.0.1 (a head, or a worker joining `head`), in its own process group,
+    so that killing the group kills the node as a lost machine would: its raylet and its workers."""
+
+    def __init__(self, folder: Path, name: str, num_cpus: int, env: dict[str, str], head: str | None = None,
+                 temp_dir: str | None = None):
+        ray = Path(sys.executable).with_name("ray")
+        self.address = head or f"127.0.0.1:{free_port()}"
+        ports = ["--node-manager-port", "--object-manager-port", "--metrics-export-port", "--runtime-env-agent-port",
+                 "--dashboard-agent-grpc-port", "--dashboard-agent-listen-port"]
+        command = [str(ray), "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", str(num_cpus),
+                   "--disable-usage-stats", "--min-worker-port", "0", "--max-worker-port", "0",
+                   *[x for port in ports for x in (port, str(free_port()))]]
+        if head is None:
+            command += ["--head", "--port", self.address.rsplit(":", 1)[1], "--include-dashboard", "false",
+                        "--ray-client-server-port", str(free_port()), "--temp-dir", temp_dir]
+        else:
+            command += ["--address", head]
+        self.log = open(folder / f"ray-{name}.log", "w")
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                                        start_new_session=True)
+
+    def node_id(self) -> str:
+        """The Ray node id of this node's raylet (what the trials' `sweeper.node` tags name)."""
+        listing = subprocess.run(["pgrep", "-a", "-g", str(self.process.pid)], capture_output=True, text=True).stdout
+        return re.search(r"raylet/raylet .*?--node_id=([0-9a-f]+)", listing).group(1)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        try:
+            os.killpg(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+
+class RayCluster:
+    """A head with 0 CPUs (it schedules, never trains) and worker nodes, each its own `ray start` process."""
+
+    def __init__(self, folder: Path, workers: int = 2, cpus_per_worker: int = 1, token: str = "multi-node-test"):
+        self.temp_dir = tempfile.mkdtemp(prefix="rayc", dir="/tmp")  # short: Unix socket paths max 107 bytes
+        # what every node and every driver of this cluster runs with (token authentication, as a cluster runs)
+        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token,
+                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        self.env.pop("RAY_ADDRESS", None)
+        self.head = RayNode(folder, "head", 0, self.env, temp_dir=self.temp_dir)
+        self.address = self.head.address
+        self.workers: list[RayNode] = []
+        self.wait_for_nodes(1, folder)
+        for i in range(workers):  # one at a time: two raylets starting at once on 2 cores can miss their deadline
+            self.workers.append(RayNode(folder, f"worker{i}", cpus_per_worker, self.env, head=self.address))
+            self.wait_for_nodes(2 + i, folder)
+
+    def wait_for_nodes(self, nodes: int, folder: Path, timeout: float = 120.0) -> None:
+        """Until `ray status` (asking the head's GCS) lists `nodes` alive nodes."""
+        ray = Path(sys.executable).with_name("ray")
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            status = subprocess.run([str(ray), "status", "--address", self.address], capture_output=True, text=True,
+                                    env=self.env)
+            active = status.stdout.partition("Active:")[2].partition("Pending:")[0]
+            if status.returncode == 0 and active.count(" node_") == nodes:
+                return
+            time.sleep(1)
+        raise TimeoutError(f"the Ray cluster did not reach {nodes} alive nodes; see {folder}/ray-*.log")
+
+    def stop(self) -> None:
+        for node in [*self.workers, self.head]:
+            node.kill(signal.SIGTERM)
+            node.log.close()
         shutil.rmtree(self.temp_dir, ignore_errors=True)

@@ -1,5 +1,6 @@
-"""The tracking callback survives a tracking server that is gone: trials go on, runs are marked incomplete."""
+"""The tracking callback survives a tracking server that is gone: trials go on, writes wait in storage, in order."""
 import http.server
+import json
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -8,7 +9,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from sweeper import tracking
-from sweeper.storage import storage_folder
+from sweeper.backlog import BACKLOG_FILE
+from sweeper.storage import open_storage
 from sweeper.tracking import MlflowTrackingCallback, SweepTracker, TrackingError, check_reachable, resolve_uri, runs_link
 
 BASE = {"data": {"corpus": "synthetic"}, "model": {"emb_size": 8, "hidden_size": 8}}
@@ -17,15 +19,55 @@ TRIAL = SimpleNamespace(trial_id="abc_00000", config={"trial": {"params": {"atte
                         checkpoint=None, last_result={})
 
 
-def test_an_unreachable_server_never_raises_into_tune(monkeypatch, caplog):
+def test_an_unreachable_server_never_raises_into_tune(monkeypatch, caplog, tmp_path):
     monkeypatch.setattr(tracking, "RETRY_ATTEMPTS", 2)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    callback = MlflowTrackingCallback("http://127.0.0.1:9", "gone", "parent", BASE)
+    callback = MlflowTrackingCallback("http://127.0.0.1:9", "gone", "parent", BASE, str(tmp_path))
     callback.on_trial_start(0, [], TRIAL)
     callback.on_trial_result(0, [], TRIAL, {"epoch": 1, "bleu_dev": 1.0})
     callback.on_trial_complete(0, [], TRIAL)
     assert callback.outcomes == {"abc_00000": "complete"}
-    assert "giving up on open run" in caplog.text
+    assert "does not answer" in caplog.text
+    kept = [json.loads(line) for line in (tmp_path / BACKLOG_FILE).read_text().splitlines()]
+    assert [(w["kind"], w.get("step")) for w in kept] == [("open", None), ("metrics", 1), ("end", None)]
+
+
+def test_writes_kept_during_an_outage_reach_the_server_in_order_exactly_once(tmp_path, monkeypatch):
+    """The server goes away after epoch 1 and comes back before the trial ends; a second driver (resume) replays
+    what the first one left in storage. The store sees every epoch once, and the end of the run last."""
+    monkeypatch.setattr(tracking, "RETRY_ATTEMPTS", 1)
+    monkeypatch.setattr(tracking, "RECONNECT_S", 0.0)
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    parent = SweepTracker(uri, "outage").start_sweep("name: outage\n", {"trials": 1})
+    down = {"now": False}
+    sent: list[str] = []
+
+    class Flaky(MlflowTrackingCallback):
+        def _send(self, write):
+            if down["now"]:
+                raise ConnectionError("server down")
+            super()._send(write)
+            sent.append(f"{write['kind']}{write.get('step', '')}")
+
+    first = Flaky(uri, "outage", parent, BASE, str(tmp_path / "sweep"))
+    first.on_trial_result(0, [], TRIAL, {"epoch": 1, "bleu_dev": 1.0})
+    down["now"] = True
+    first.on_trial_result(0, [], TRIAL, {"epoch": 2, "bleu_dev": 2.0})
+    first.on_trial_result(0, [], TRIAL, {"epoch": 3, "bleu_dev": 3.0})
+    assert len(first.backlog) == 2 and not first.flush(0)
+    # this driver dies with two epochs unsent; the next one finds them in storage
+    down["now"] = False
+    second = Flaky(uri, "outage", parent, BASE, str(tmp_path / "sweep"))
+    second.on_trial_result(0, [], TRIAL, {"epoch": 3, "bleu_dev": 3.0})  # re-reported from the checkpoint
+    second.on_trial_result(0, [], TRIAL, {"epoch": 4, "bleu_dev": 4.0})
+    second.on_trial_complete(0, [], TRIAL)
+    assert second.flush(0) and not (tmp_path / "sweep" / BACKLOG_FILE).exists()
+    assert sent == ["open", "metrics1", "metrics2", "metrics3", "open", "metrics3", "metrics4", "end"]
+    client = MlflowClient(uri)
+    [run] = client.search_runs([client.get_experiment_by_name("outage").experiment_id],
+                               filter_string="tags.`sweeper.role` = 'trial'")
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "bleu_dev")) == [1, 2, 3, 4]
+    assert run.info.status == "KILLED"  # ended without a final (test) result: stopped early
 
 
 def test_a_retried_trial_reuses_its_run_and_skips_logged_epochs(tmp_path):
@@ -97,8 +139,8 @@ def test_refused_credentials_are_one_line_exit_2_before_anything_starts(tmp_path
     assert f"refused user 'ada' (HTTP 401)" in str(as_ada.value)
 
 
-@pytest.mark.parametrize("storage", ["s3://bucket/sweeps", "gs://bucket/sweeps", "hdfs://nn/sweeps"])
-def test_object_storage_is_refused_in_one_line_not_made_a_local_folder(tmp_path, monkeypatch, storage):
+@pytest.mark.parametrize("storage", ["hdfs://nn/sweeps", "ftp://host/sweeps", "s3://bucket/sweeps?bogus=1"])
+def test_storage_ray_cannot_use_is_refused_in_one_line_not_made_a_local_folder(tmp_path, monkeypatch, storage):
     from sweeper.cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -107,13 +149,13 @@ def test_object_storage_is_refused_in_one_line_not_made_a_local_folder(tmp_path,
                     ["resume", "s", "--storage", storage]):
         assert main(command) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["space.yaml"]
-    assert storage_folder("file:///tmp/sweeps", "x") == Path("/tmp/sweeps")
+    assert open_storage("file:///tmp/sweeps", "x").root == "/tmp/sweeps"
 
 
-def test_object_storage_message(capsys):
+def test_unusable_storage_message(capsys):
     from sweeper.cli import main
 
-    assert main(["summarize", "s", "--storage", "s3://bucket/sweeps"]) == 2
-    assert capsys.readouterr().err == ("sweeper: error: sweeper summarize: --storage: s3://bucket/sweeps: s3:// "
-                                       "storage is not supported yet; use a folder that every node sees (a local "
-                                       "folder on one machine, a ReadWriteMany volume or NFS on a cluster)\n")
+    assert main(["summarize", "s", "--storage", "hdfs://nn/sweeps"]) == 2
+    assert capsys.readouterr().err == ("sweeper: error: sweeper summarize: --storage: hdfs://nn/sweeps: hdfs:// is "
+                                       "not a storage Ray Tune can use; use a folder every node sees (a ReadWriteMany "
+                                       "volume or NFS on a cluster), s3://bucket/prefix or gs://bucket/prefix\n")

@@ -1,0 +1,149 @@
+"""A sweep on a multi-node Ray cluster with object storage, as it runs (and fails) in production.
+
+All real, all on 127.0.0.1: a Ray head with 0 CPUs and two worker nodes, each its own `ray start`; moto's S3 API
+server as the storage; an `mlflow server` whose artifacts go to the same bucket.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+from mlflow.tracking import MlflowClient
+
+from sweeper.storage import open_storage
+from tests.servers import MlflowServer, MotoS3, RayCluster
+from tests.test_sweep_e2e import SPACE, child_runs, epoch_steps, sweeper, write_space
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    server = MotoS3(tmp_path_factory.mktemp("moto"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, s3):
+    nodes = RayCluster(tmp_path_factory.mktemp("ray"), workers=2, cpus_per_worker=1)
+    yield nodes
+    nodes.stop()
+
+
+@pytest.fixture(scope="module")
+def tracking(tmp_path_factory, s3):
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow-s3"), artifacts=f"s3://{s3.bucket}/mlflow-artifacts",
+                          env={"MLFLOW_S3_ENDPOINT_URL": s3.endpoint})
+    yield server
+    server.stop()
+
+
+def space_for(folder: Path, name: str, epochs: int) -> Path:
+    """Two trials, one CPU each (one per worker), epochs of a few seconds: long enough to be killed in."""
+    return write_space(folder, name=name, resources={"cpu": 1, "gpu": 0}, search={"max_concurrent": 2},
+                       data={**SPACE["data"], "train_subset": 3000},
+                       parameters={"attention.temperature": {"grid": ["none", "sact"]}},
+                       base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": epochs}})
+
+
+def wait_until(condition, timeout: float, what: str, driver=None):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if driver is not None and driver.poll() is not None:
+            raise AssertionError(f"the driver exited ({driver.returncode}) before {what}:\n{driver.stdout.read()[-3000:]}")
+        found = condition()
+        if found:
+            return found
+        time.sleep(1)
+    raise TimeoutError(what)
+
+
+def trial_runs(client: MlflowClient, name: str):
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        return []
+    return client.search_runs([experiment.experiment_id], filter_string="tags.`sweeper.role` = 'trial'")
+
+
+def check_everything_landed(s3: MotoS3, client: MlflowClient, name: str, epochs: int) -> list:
+    """results.parquet in the bucket, one FINISHED run per trial with every epoch once, artifacts in the bucket."""
+    results = open_storage(s3.uri("sweeps"), "test").below(name).read_parquet("results.parquet").to_pylist()
+    assert [r["status"] for r in results] == ["TERMINATED", "TERMINATED"]
+    parents, children = child_runs(client, name)
+    assert len(parents) == 1 and len(children) == 2
+    for child in children:
+        assert child.info.status == "FINISHED"
+        assert epoch_steps(client, child.info.run_id) == list(range(1, epochs + 1))
+        assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"model", "translations", "traces"}
+    assert {r["mlflow_run_id"] for r in results} == {c.info.run_id for c in children}
+    stored = boto3.client("s3", endpoint_url=s3.endpoint).list_objects_v2(Bucket=s3.bucket, Prefix="mlflow-artifacts/")
+    keys = [o["Key"] for o in stored.get("Contents", [])]
+    for child in children:
+        assert any(child.info.run_id in k and k.endswith("model/best.pt") for k in keys)
+    return children
+
+
+def test_a_lost_worker_node_costs_nothing(tmp_path, s3, cluster, tracking):
+    """Trials run on both workers; SIGKILL one of them (raylet and workers) in the middle of the sweep: its trial
+    restarts on the other node from its last checkpoint in the bucket, and MLflow gets each epoch once."""
+    client = MlflowClient(tracking.uri)
+    driver = sweeper("run", str(space_for(tmp_path, "nodeloss", epochs=5)), "--storage", s3.uri("sweeps"),
+                     "--tracking-uri", tracking.uri, "--address", cluster.address, cwd=tmp_path, background=True,
+                     env=cluster.env)
+
+    def both_training():
+        runs = trial_runs(client, "nodeloss")
+        nodes = {r.data.tags.get("sweeper.node") for r in runs if epoch_steps(client, r.info.run_id)}
+        return nodes if len(runs) == 2 and None not in nodes and len(nodes) == 2 else None
+
+    nodes = wait_until(both_training, 300, "both trials trained an epoch", driver)
+    victim = cluster.workers[1]
+    assert any(victim.node_id()[:12] in node for node in nodes), nodes  # one trial on each worker
+    victim.kill()
+    output, _ = driver.communicate(timeout=600)
+    assert driver.returncode == 0, output[-4000:]
+    children = check_everything_landed(s3, client, "nodeloss", epochs=5)
+    survivor = cluster.workers[0].node_id()[:12]
+    assert all(survivor in c.data.tags["sweeper.node"] for c in children)  # the lost trial finished there
+    assert sorted(int(c.data.tags["sweeper.restores"]) for c in children) == [0, 1]
+
+
+def test_a_killed_driver_is_resumed_from_another_folder(tmp_path, s3, cluster, tracking):
+    """SIGKILL the driver mid-sweep; `sweeper resume NAME --storage s3://...` from another working folder (nothing
+    local survives) finishes the sweep from the bucket's state and checkpoints."""
+    client = MlflowClient(tracking.uri)
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    driver = sweeper("run", str(space_for(first, "driverloss", epochs=3)), "--storage", s3.uri("sweeps"),
+                     "--tracking-uri", tracking.uri, "--address", cluster.address, cwd=first, background=True,
+                     env=cluster.env)
+    wait_until(lambda: any(epoch_steps(client, r.info.run_id) for r in trial_runs(client, "driverloss")), 300,
+               "a first epoch", driver)
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait(timeout=60)
+    done = sweeper("resume", "driverloss", "--storage", s3.uri("sweeps"), "--address", cluster.address, cwd=second,
+                   env=cluster.env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    check_everything_landed(s3, client, "driverloss", epochs=3)
+    summary = open_storage(s3.uri("sweeps"), "test").below("driverloss", "summary")
+    assert "BLEU" in summary.read_text("summary.md")
+    assert sorted(p.name for p in second.iterdir()) == []  # a resume keeps nothing on the machine it runs on
+
+
+def test_storage_that_cannot_be_used_is_one_line_exit_2_before_any_trial(tmp_path, s3, tracking):
+    space = space_for(tmp_path, "badstorage", epochs=1)
+    for storage, expected in [
+        (f"s3://missing/sweeps?endpoint_override=127.0.0.1:{s3.port}&scheme=http", "bucket 'missing' does not exist"),
+        ("s3://sweeps/x?endpoint_override=127.0.0.1:9&scheme=http", "cannot write there"),
+    ]:
+        done = sweeper("run", str(space), "--storage", storage, "--tracking-uri", tracking.uri, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr[-2000:]
+        [line] = done.stderr.strip().splitlines()
+        assert line.startswith(f"sweeper: error: sweeper run: --storage: {storage}: ") and expected in line, line
+    assert trial_runs(MlflowClient(tracking.uri), "badstorage") == []
