@@ -64,11 +64,30 @@ def init_ray(address: str | None) -> None:
 
 
 def check_gpus(spec: SweepSpec) -> None:
-    if spec.gpu > 0:
-        available = ray.cluster_resources().get("GPU", 0)
-        if available < spec.gpu:
-            raise SpecError("resources.gpu", f"{spec.gpu:g} GPU per trial asked for, but the Ray cluster has "
-                            f"{available:g} GPUs; set resources.gpu: 0 or run on a cluster with GPUs", spec.source)
+    """A cluster without GPUs now is fine if its autoscaler can add GPU nodes (a cold cluster scales from min 0)."""
+    if spec.gpu <= 0:
+        return
+    available = ray.cluster_resources().get("GPU", 0)
+    if available >= spec.gpu:
+        return
+    reachable = autoscaler_max_gpus()
+    if reachable >= spec.gpu:
+        print(f"the Ray cluster has {available:g} GPUs now; its autoscaler can add up to {reachable:g}: trials wait "
+              "for GPU nodes to start (often minutes)", flush=True)
+        return
+    raise SpecError("resources.gpu", f"{spec.gpu:g} GPU per trial asked for, but the Ray cluster has {available:g} "
+                    "GPUs and no autoscaler node type with GPUs; set resources.gpu: 0 or run on a cluster with GPUs",
+                    spec.source)
+
+
+def autoscaler_max_gpus() -> float:
+    """The GPUs the autoscaler's node types can reach (the cluster config it reports to the GCS; 0 if none)."""
+    from ray._private.state import state
+
+    try:
+        return float((state.get_max_resources_from_cluster_config() or {}).get("GPU", 0))
+    except Exception:  # noqa: BLE001 - a cluster without an autoscaler, or an older GCS: nothing to wait for
+        return 0.0
 
 
 def build_trainable(base: dict[str, Any], cpu: float, gpu: float, sweep: str, mutable: list[str]):

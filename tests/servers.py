@@ -43,20 +43,28 @@ class MlflowServer:
         self.uri = f"http://127.0.0.1:{self.port}"
         mlflow = Path(sys.executable).with_name("mlflow")
         self.log = open(folder / "mlflow-server.log", "w")
-        self.process = subprocess.Popen(
-            [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
-             "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
-             "--artifacts-destination", artifacts or str(folder / "artifacts")],
-            stdout=self.log, stderr=subprocess.STDOUT,
-            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **(env or {})})
+        self.command = [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
+                        "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
+                        "--artifacts-destination", artifacts or str(folder / "artifacts")]
+        self.env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **(env or {})}
+        self.start()
+
+    def start(self) -> None:
+        """In its own process group: `kill` takes the server and its workers down at once, as a crash would."""
+        self.process = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT, env=self.env,
+                                        start_new_session=True)
         wait_for(self.uri + "/health", self.process)
 
+    def kill(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
     def stop(self) -> None:
-        self.process.terminate()
+        os.killpg(self.process.pid, signal.SIGTERM)
         try:
             self.process.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.log.close()
 
 

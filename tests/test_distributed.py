@@ -14,11 +14,13 @@ import boto3
 import pytest
 from mlflow.tracking import MlflowClient
 
+from sweeper.backlog import BACKLOG_FILE
 from sweeper.storage import open_storage
 from tests.servers import MlflowServer, MotoS3, RayCluster
 from tests.test_sweep_e2e import SPACE, child_runs, epoch_steps, sweeper, write_space
 
 pytestmark = pytest.mark.slow
+ARTIFACTS = "mlflow-artifacts"  # the MLflow servers' artifact prefix in the bucket
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +39,7 @@ def cluster(tmp_path_factory, s3):
 
 @pytest.fixture(scope="module")
 def tracking(tmp_path_factory, s3):
-    server = MlflowServer(tmp_path_factory.mktemp("mlflow-s3"), artifacts=f"s3://{s3.bucket}/mlflow-artifacts",
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow-s3"), artifacts=f"s3://{s3.bucket}/{ARTIFACTS}",
                           env={"MLFLOW_S3_ENDPOINT_URL": s3.endpoint})
     yield server
     server.stop()
@@ -81,7 +83,7 @@ def check_everything_landed(s3: MotoS3, client: MlflowClient, name: str, epochs:
         assert epoch_steps(client, child.info.run_id) == list(range(1, epochs + 1))
         assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"model", "translations", "traces"}
     assert {r["mlflow_run_id"] for r in results} == {c.info.run_id for c in children}
-    stored = boto3.client("s3", endpoint_url=s3.endpoint).list_objects_v2(Bucket=s3.bucket, Prefix="mlflow-artifacts/")
+    stored = boto3.client("s3", endpoint_url=s3.endpoint).list_objects_v2(Bucket=s3.bucket, Prefix=f"{ARTIFACTS}/")
     keys = [o["Key"] for o in stored.get("Contents", [])]
     for child in children:
         assert any(child.info.run_id in k and k.endswith("model/best.pt") for k in keys)
@@ -132,8 +134,19 @@ def test_a_killed_driver_is_resumed_from_another_folder(tmp_path, s3, cluster, t
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     check_everything_landed(s3, client, "driverloss", epochs=3)
     summary = open_storage(s3.uri("sweeps"), "test").below("driverloss", "summary")
-    assert "BLEU" in summary.read_text("summary.md")
+    at_the_end = summary.read_text("summary.md")
+    assert "BLEU" in at_the_end
     assert sorted(p.name for p in second.iterdir()) == []  # a resume keeps nothing on the machine it runs on
+
+    # summarise from a machine that has only the storage and the tracking server: no corpus cache, no head paths
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    summary.delete("summary.md")
+    done = sweeper("summarize", "driverloss", "--storage", s3.uri("sweeps"), "--tracking-uri", tracking.uri,
+                   cwd=elsewhere, env={"NMT_DATA_DIR": str(elsewhere / "no-cache")})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert summary.read_text("summary.md") == at_the_end
+    assert sorted(p.name for p in elsewhere.iterdir()) == []
 
 
 def test_storage_that_cannot_be_used_is_one_line_exit_2_before_any_trial(tmp_path, s3, tracking):
@@ -147,3 +160,27 @@ def test_storage_that_cannot_be_used_is_one_line_exit_2_before_any_trial(tmp_pat
         [line] = done.stderr.strip().splitlines()
         assert line.startswith(f"sweeper: error: sweeper run: --storage: {storage}: ") and expected in line, line
     assert trial_runs(MlflowClient(tracking.uri), "badstorage") == []
+
+
+def test_a_tracking_outage_loses_nothing(tmp_path, s3):
+    """Kill the MLflow server (its whole process group) after the first epoch and start it again two minutes later:
+    the sweep goes on, and every epoch, tag, artifact and final result reaches the server once, in order."""
+    (tmp_path / "mlflow").mkdir()
+    server = MlflowServer(tmp_path / "mlflow", artifacts=f"s3://{s3.bucket}/{ARTIFACTS}",
+                          env={"MLFLOW_S3_ENDPOINT_URL": s3.endpoint})
+    client = MlflowClient(server.uri)
+    try:
+        driver = sweeper("run", str(space_for(tmp_path, "outage", epochs=4)), "--storage", s3.uri("sweeps"),
+                         "--tracking-uri", server.uri, cwd=tmp_path, background=True)
+        wait_until(lambda: any(epoch_steps(client, r.info.run_id) for r in trial_runs(client, "outage")), 300,
+                   "a first epoch", driver)
+        server.kill()
+        time.sleep(120)
+        server.start()
+        output, _ = driver.communicate(timeout=600)
+        assert driver.returncode == 0, output[-4000:]
+        assert "waiting for the tracking server" in output, output[-4000:]
+        check_everything_landed(s3, client, "outage", epochs=4)
+        assert not open_storage(s3.uri("sweeps"), "test").below("outage").exists(BACKLOG_FILE)
+    finally:
+        server.stop()

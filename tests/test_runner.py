@@ -1,4 +1,4 @@
-"""Runner helpers that need no Ray: trial ids read back from trial folders, statuses, error lines."""
+"""Runner helpers: trial ids read back from trial folders, statuses, error lines, the GPU check (on a local Ray)."""
 from pathlib import Path
 
 import pytest
@@ -41,3 +41,32 @@ def test_pbt_mutates_the_planned_params_and_gives_each_trial_an_initial_value():
     assert explored["trial"]["params"]["train.lr"] == 1e-2  # clamped back into its range after a * 1.2
     hyperband, _ = build_tune_config(spec_of(**{"scheduler": {"type": "hyperband"}}), spec.base)
     assert isinstance(hyperband.scheduler, HyperBandScheduler)
+
+
+def test_a_cold_autoscaling_cluster_waits_for_gpu_nodes_and_a_fixed_one_is_refused(tmp_path, capsys):
+    """The autoscaler reports its node types to the GCS (the cluster config Ray Data also reads): a cluster with 0
+    GPUs now whose node types have GPUs starts the sweep and says it waits; without such node types, exit-2 error."""
+    import ray
+    from ray._raylet import GCS_AUTOSCALER_CLUSTER_CONFIG_KEY, GCS_AUTOSCALER_STATE_NAMESPACE
+    from ray.core.generated.autoscaler_pb2 import ClusterConfig, NodeGroupConfig
+    from ray.experimental.internal_kv import _internal_kv_put
+
+    from sweeper.runner import check_gpus
+    from sweeper.space import SpecError, load_spec
+
+    space = tmp_path / "gpu.yaml"
+    space.write_text("name: gpu\ndata: {corpus: synthetic}\nresources: {cpu: 1, gpu: 0.5}\n")
+    spec = load_spec(str(space), {})
+    ray.init(num_cpus=1, num_gpus=0, include_dashboard=False, configure_logging=False)
+    try:
+        with pytest.raises(SpecError, match="has 0 GPUs and no autoscaler node type with GPUs"):
+            check_gpus(spec)
+        config = ClusterConfig(node_group_configs=[
+            NodeGroupConfig(name="head", resources={"CPU": 0}, min_count=1, max_count=1),
+            NodeGroupConfig(name="gpu-worker", resources={"CPU": 4, "GPU": 1}, min_count=0, max_count=4)])
+        _internal_kv_put(GCS_AUTOSCALER_CLUSTER_CONFIG_KEY, config.SerializeToString(),
+                         namespace=GCS_AUTOSCALER_STATE_NAMESPACE)
+        check_gpus(spec)
+        assert "has 0 GPUs now; its autoscaler can add up to 4: trials wait for GPU nodes" in capsys.readouterr().out
+    finally:
+        ray.shutdown()
