@@ -214,3 +214,37 @@ class RayCluster:
             node.kill(signal.SIGTERM)
             node.log.close()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+class Postgres:
+    """A PostgreSQL server from Debian's packages on 127.0.0.1, in a throwaway data folder, with one database.
+
+    PostgreSQL refuses to run as root, so as root it runs as the `postgres` user the package creates.
+    """
+
+    def __init__(self, folder: Path, user: str = "mlflow", password: str = "pg-secret", database: str = "mlflow"):
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+        if not found:
+            raise RuntimeError("PostgreSQL is not installed: apt-get install postgresql (.ci/run does)")
+        self.bin, self.port = found[-1].parent, free_port()
+        self.data = Path(tempfile.mkdtemp(prefix="pg", dir="/tmp"))
+        self.as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.as_owner:
+            shutil.chown(self.data, "postgres", "postgres")
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust")
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.data / "server.log"), "-w", "start", "-o",
+                  f"-h 127.0.0.1 -p {self.port} -k {self.data}")
+        self._sql(f"CREATE USER {user} WITH PASSWORD '{password}'")
+        self._sql(f"CREATE DATABASE {database} OWNER {user}")
+        self.uri = f"postgresql://{user}:{password}@127.0.0.1:{self.port}/{database}"
+
+    def _run(self, tool: str, *args: str) -> None:
+        subprocess.run([*self.as_owner, str(self.bin / tool), *args], check=True, capture_output=True, text=True)
+
+    def _sql(self, statement: str) -> None:
+        self._run("psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-c", statement)
+
+    def stop(self) -> None:
+        subprocess.run([*self.as_owner, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "stop"],
+                       capture_output=True)
+        shutil.rmtree(self.data, ignore_errors=True)
