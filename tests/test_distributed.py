@@ -21,6 +21,7 @@ from tests.test_sweep_e2e import SPACE, child_runs, epoch_steps, sweeper, write_
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = "mlflow-artifacts"  # the MLflow servers' artifact prefix in the bucket
+QUICKSTART = Path(__file__).parent.parent / "search_spaces" / "quickstart.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -72,12 +73,12 @@ def trial_runs(client: MlflowClient, name: str):
     return client.search_runs([experiment.experiment_id], filter_string="tags.`sweeper.role` = 'trial'")
 
 
-def check_everything_landed(s3: MotoS3, client: MlflowClient, name: str, epochs: int) -> list:
+def check_everything_landed(s3: MotoS3, client: MlflowClient, name: str, epochs: int, trials: int = 2) -> list:
     """results.parquet in the bucket, one FINISHED run per trial with every epoch once, artifacts in the bucket."""
     results = open_storage(s3.uri("sweeps"), "test").below(name).read_parquet("results.parquet").to_pylist()
-    assert [r["status"] for r in results] == ["TERMINATED", "TERMINATED"]
+    assert [r["status"] for r in results] == ["TERMINATED"] * trials
     parents, children = child_runs(client, name)
-    assert len(parents) == 1 and len(children) == 2
+    assert len(parents) == 1 and len(children) == trials
     for child in children:
         assert child.info.status == "FINISHED"
         assert epoch_steps(client, child.info.run_id) == list(range(1, epochs + 1))
@@ -91,28 +92,31 @@ def check_everything_landed(s3: MotoS3, client: MlflowClient, name: str, epochs:
 
 
 def test_a_lost_worker_node_costs_nothing(tmp_path, s3, cluster, tracking):
-    """Trials run on both workers; SIGKILL one of them (raylet and workers) in the middle of the sweep: its trial
-    restarts on the other node from its last checkpoint in the bucket, and MLflow gets each epoch once."""
+    """A shortened quickstart (the real Tatoeba corpus; 3 trials, 3 epochs) with trials on both workers; SIGKILL one
+    worker node (raylet and workers) in the middle of the sweep: its trial restarts on the other node from its last
+    checkpoint in the bucket, and MLflow gets each epoch once."""
     client = MlflowClient(tracking.uri)
-    driver = sweeper("run", str(space_for(tmp_path, "nodeloss", epochs=5)), "--storage", s3.uri("sweeps"),
+    shortened = ["--set", "search.repeats=1", "--set", "base.train.epochs=3", "--set", "base.train.early_stopping=0",
+                 "--set", "data.train_subset=2000", "--set", "data.eval_subset=200"]
+    driver = sweeper("run", str(QUICKSTART), "--name", "nodeloss", *shortened, "--storage", s3.uri("sweeps"),
                      "--tracking-uri", tracking.uri, "--address", cluster.address, cwd=tmp_path, background=True,
                      env=cluster.env)
 
     def both_training():
-        runs = trial_runs(client, "nodeloss")
-        nodes = {r.data.tags.get("sweeper.node") for r in runs if epoch_steps(client, r.info.run_id)}
-        return nodes if len(runs) == 2 and None not in nodes and len(nodes) == 2 else None
+        runs = [r for r in trial_runs(client, "nodeloss") if epoch_steps(client, r.info.run_id)]
+        nodes = {r.data.tags.get("sweeper.node") for r in runs}
+        return nodes if None not in nodes and len(nodes) == 2 else None
 
-    nodes = wait_until(both_training, 300, "both trials trained an epoch", driver)
+    nodes = wait_until(both_training, 300, "trials training on both workers", driver)
     victim = cluster.workers[1]
     assert any(victim.node_id()[:12] in node for node in nodes), nodes  # one trial on each worker
     victim.kill()
     output, _ = driver.communicate(timeout=600)
     assert driver.returncode == 0, output[-4000:]
-    children = check_everything_landed(s3, client, "nodeloss", epochs=5)
+    children = check_everything_landed(s3, client, "nodeloss", epochs=3, trials=3)
     survivor = cluster.workers[0].node_id()[:12]
     assert all(survivor in c.data.tags["sweeper.node"] for c in children)  # the lost trial finished there
-    assert sorted(int(c.data.tags["sweeper.restores"]) for c in children) == [0, 1]
+    assert sorted(int(c.data.tags["sweeper.restores"]) for c in children) == [0, 0, 1]
 
 
 def test_a_killed_driver_is_resumed_from_another_folder(tmp_path, s3, cluster, tracking):
