@@ -227,7 +227,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
                            # PBT copies other trials' checkpoints: keep enough of them
                            checkpoint_config=tune.CheckpointConfig(
                                num_to_keep=4 if spec.scheduler.type == "pbt" else 2)))
-    return finish(tuner.fit(), callback, experiment, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
+    return finish(tuner.fit(), callback, storage, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
 
 
 def resume_sweep(name: str, storage_uri: str, address: str | None) -> int:
@@ -247,7 +247,7 @@ def resume_sweep(name: str, storage_uri: str, address: str | None) -> int:
     print(f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run", flush=True)
     # the tracking callback comes back from Tune's saved experiment state, with the parent run id in it
     [callback] = [c for c in tuner._local_tuner.get_run_config().callbacks if isinstance(c, MlflowTrackingCallback)]
-    return finish(tuner.fit(), callback, experiment, tracker, state["parent_run_id"], state["base"],
+    return finish(tuner.fit(), callback, storage, tracker, state["parent_run_id"], state["base"],
                   state["metric"], state["mode"], state["trials"])
 
 
@@ -355,16 +355,17 @@ def register_best(tracker: SweepTracker, parent_id: str, rows: list[dict[str, An
               f"model is at runs:/{best['mlflow_run_id']}/model")
 
 
-def finish(grid, callback: MlflowTrackingCallback, experiment: Storage, tracker: SweepTracker, parent_id: str,
+def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: SweepTracker, parent_id: str,
            base: dict[str, Any], metric: str, mode: str, planned: int) -> int:
     """results.parquet, the best trials, the MLflow link; exit 0 (some trial finished), 1 (none), 3 (tracking writes
     wait in storage for `sweeper resume`), 130 (interrupted)."""
+    experiment = storage.below(tracker.experiment)
     if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
         experiment.write_parquet(results_table(result_rows(grid, callback.outcomes, None, parent_id, base)),
                                  RESULTS_FILE)
         print(f"\ntracking server {tracker.uri} did not answer for {TRACKING_WAIT_S:.0f} s: "
               f"{len(callback.backlog)} tracking writes wait in {experiment.display(BACKLOG_FILE)}; once it "
-              f"answers, `sweeper resume {tracker.experiment} --storage {storage_of(experiment)}` sends them")
+              f"answers, `sweeper resume {tracker.experiment} --storage {storage.uri}` sends them")
         return 3
     rows = result_rows(grid, callback.outcomes, tracker, parent_id, base)
     table = results_table(rows)
@@ -382,19 +383,13 @@ def finish(grid, callback: MlflowTrackingCallback, experiment: Storage, tracker:
     if count["UNFINISHED"] or not_started:
         tracker.client.set_terminated(parent_id, "KILLED")
         print(f"interrupted with {count['UNFINISHED'] + not_started} of {planned} trials unfinished; continue with: "
-              f"sweeper resume {tracker.experiment} --storage {storage_of(experiment)}")
+              f"sweeper resume {tracker.experiment} --storage {storage.uri}")
         return 130
     ok = count["TERMINATED"] + count["STOPPED"]
     tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
     if count["TERMINATED"]:
         write_summary(experiment, tracker, parent_id)
     return 0 if ok else 1
-
-
-def storage_of(experiment: Storage) -> str:
-    """The --storage that holds an experiment folder (the `sweeper resume` hint)."""
-    base, _, query = experiment.uri.partition("?")
-    return base.rsplit("/", 1)[0] + (f"?{query}" if query else "")
 
 
 def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) -> None:

@@ -21,8 +21,8 @@ from sweeper.space import SpecError
 
 SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 OBJECT_STORES = ("s3", "gs", "gcs")  # what pyarrow.fs (and so Ray) opens besides local folders
-CREDENTIALS = {"s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)",
-               "gs": "GOOGLE_APPLICATION_CREDENTIALS", "gcs": "GOOGLE_APPLICATION_CREDENTIALS"}
+CREDENTIALS = {"s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)",  # by pyarrow's type_name
+               "gcs": "GOOGLE_APPLICATION_CREDENTIALS"}
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,6 @@ def open_storage(storage: str, source: str) -> Storage:
 
 def check_writable(storage: Storage, source: str) -> None:
     """Before any trial starts: the endpoint answers, the bucket exists, the credentials may write."""
-    scheme = (SCHEME.match(storage.uri) or [None, "file"])[1].lower()
     bucket = storage.root.split("/", 1)[0]
     try:
         if not storage.is_local and storage.fs.get_file_info(bucket).type == pafs.FileType.NotFound:
@@ -125,7 +124,8 @@ def check_writable(storage: Storage, source: str) -> None:
         storage.write_bytes(b"", probe)
         storage.delete(probe)
     except OSError as err:
-        hint = f"; check the endpoint and {CREDENTIALS[scheme]}" if scheme in CREDENTIALS else ""
+        credentials = CREDENTIALS.get(storage.fs.type_name)
+        hint = f"; check the endpoint and {credentials}" if credentials else ""
         raise SpecError("--storage", f"{storage.uri}: cannot write there ({first_line(err)}){hint}", source) from None
 
 

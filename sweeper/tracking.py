@@ -233,8 +233,12 @@ class MlflowTrackingCallback(Callback):
             run_id = self.tracker.find_trial_run(self.parent_id, trial_id)
             if run_id is None:
                 raise LookupError(f"no MLflow run for trial {trial_id} under parent run {self.parent_id}")
-            self._runs[trial_id], self._server_step[trial_id] = run_id, self.tracker.logged_steps(run_id)
+            self._adopt(trial_id, run_id)
         return self._runs[trial_id]
+
+    def _adopt(self, trial_id: str, run_id: str) -> None:
+        """Remember a trial's run and the last epoch the server already holds for it."""
+        self._runs[trial_id], self._server_step[trial_id] = run_id, self.tracker.logged_steps(run_id)
 
     def _write(self, write: Write) -> None:
         """Send now, or queue behind what already waits (order is kept: an epoch never overtakes a run's end)."""
@@ -276,9 +280,7 @@ class MlflowTrackingCallback(Callback):
     def _send(self, write: Write) -> None:
         trial_id, kind = write["trial"], write["kind"]
         if kind == "open":
-            run_id = self.tracker.trial_run(self.parent_id, trial_id, write["variant"], write["params"])
-            self._runs[trial_id] = run_id
-            self._server_step[trial_id] = self.tracker.logged_steps(run_id)
+            self._adopt(trial_id, self.tracker.trial_run(self.parent_id, trial_id, write["variant"], write["params"]))
             return
         run_id = self._run_id(trial_id)
         if kind == "metrics":
