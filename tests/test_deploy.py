@@ -113,6 +113,8 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
     from tests.servers import Postgres, free_port, wait_for
     from tests.test_sweep_e2e import sweeper, write_space
 
+    if not any(Path("/usr/lib/postgresql").glob("*/bin/initdb")) and not os.environ.get("CI"):
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql); .ci/run installs it")
     postgres = Postgres(tmp_path)
     ini = (DEPLOY / "mlflow" / "basic_auth.ini.example").read_text()
     ini = ini.replace("sqlite:////authdb/basic_auth.db", f"sqlite:///{tmp_path / 'auth.db'}").replace(
