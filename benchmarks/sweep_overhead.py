@@ -5,8 +5,9 @@
 Ours: a grid of `--trials` one-epoch trials on the synthetic corpus (a tiny model), `--concurrent` at a time,
 tracked in a fresh SQLite MLflow store, with everything a trial does (evaluation, artifacts, the MLflow model,
 the summary). Bare Tune: the same number of function trials that report once with a small checkpoint, on the
-same resources. Our overhead per trial = (wall time - training time) / trials, where training time is the
-trials' own epoch time (results.parquet) divided by the concurrency.
+same resources, with Tune's default of a new worker process per trial and with reused ones (as ours). Our
+overhead per trial = (wall time - training time) / trials, where training time is the trials' own epoch time
+(results.parquet) divided by the concurrency.
 """
 from __future__ import annotations
 
@@ -50,20 +51,22 @@ def trainable(config):
         open(os.path.join(folder, "state.txt"), "w").write("x" * 1000)
         tune.report({"score": config["i"]}, checkpoint=tune.Checkpoint.from_directory(folder))
 
-trials, concurrent, storage = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+trials, concurrent, storage, reuse = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "reuse"
 ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
 start = time.perf_counter()
 tune.Tuner(tune.with_resources(trainable, {"cpu": 1}), param_space={"i": tune.grid_search(list(range(trials)))},
-           tune_config=tune.TuneConfig(max_concurrent_trials=concurrent),
+           tune_config=tune.TuneConfig(max_concurrent_trials=concurrent, reuse_actors=reuse),
            run_config=tune.RunConfig(storage_path=storage, verbose=0)).fit()
 print(time.perf_counter() - start)
 """
 
 
-def bare(trials: int, concurrent: int, folder: Path) -> float:
-    """Wall seconds of bare Ray Tune (Ray's start included, as in `sweeper run`)."""
+def bare(trials: int, concurrent: int, folder: Path, reuse: bool) -> float:
+    """Wall seconds of bare Ray Tune (Ray's start included, as in `sweeper run`), a new worker process per trial
+    (Tune's default) or reusing them (as `sweeper run` does)."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", BARE, str(trials), str(concurrent), str(folder / "bare")],
+    done = subprocess.run([sys.executable, "-c", BARE, str(trials), str(concurrent), str(folder / f"bare-{reuse}"),
+                           "reuse" if reuse else "new"],
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-2000:])
@@ -76,14 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrent", type=int, default=2)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        tune_wall = bare(args.trials, args.concurrent, Path(tmp))
+        walls = {reuse: bare(args.trials, args.concurrent, Path(tmp), reuse) for reuse in (False, True)}
         our_wall, training = ours(args.trials, args.concurrent, Path(tmp))
     ours_per_trial = (our_wall - training / args.concurrent) / args.trials
-    bare_per_trial = tune_wall / args.trials
     print(f"{args.trials} trials, {args.concurrent} at a time")
-    print(f"bare Ray Tune: {tune_wall:.1f} s wall, {bare_per_trial:.2f} s per trial")
-    print(f"sweeper run:   {our_wall:.1f} s wall, {training:.1f} s of training, {ours_per_trial:.2f} s per trial "
-          f"besides training ({ours_per_trial / bare_per_trial:.2f}x bare Tune's)")
+    for reuse, wall in walls.items():
+        print(f"bare Ray Tune, {'reused worker processes' if reuse else 'a new worker process per trial'}: "
+              f"{wall:.1f} s wall, {wall / args.trials:.2f} s per trial")
+    print(f"sweeper run (reused worker processes): {our_wall:.1f} s wall, {training:.1f} s of training, "
+          f"{ours_per_trial:.2f} s per trial besides training ({ours_per_trial / (walls[False] / args.trials):.2f}x "
+          f"and {ours_per_trial / (walls[True] / args.trials):.2f}x bare Tune's)")
     return 0
 
 

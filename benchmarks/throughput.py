@@ -28,8 +28,9 @@ from nmt_core.decode import beam_search, greedy
 from nmt_core.model import EOS, PAD, Seq2Seq
 from nmt_core.train import autocast, batch_loss, build_optimizer, optimizer_step, symmetric_loss, use_tensor_cores
 
-VARIANTS = {  # config sections over the defaults (general score, Luong placement)
+VARIANTS = {  # config sections over the defaults (general score, Luong placement, the fast path)
     "none": {},
+    "plain": {"model": {"fast_path": False}},  # the baseline on the plain path: what the fast path gains
     "fixed": {"attention": {"temperature": "fixed", "tau": 0.9}},
     "sact": {"attention": {"temperature": "sact", "lambda": 4.0}},
     "sentinel": {"attention": {"sentinel": True}},
@@ -161,7 +162,8 @@ def joeynmt_train_fn(parts, size, device: torch.device, amp: bool) -> Callable:
 def build_variant(name: str, size: tuple, device: torch.device, input_feeding: bool, amp: bool):
     emb, hidden, src_vocab, tgt_vocab, _ = size
     variant = VARIANTS[name]
-    cfg = build_config({"model": {"emb_size": emb, "hidden_size": hidden, "dropout": 0.4, "input_feeding": input_feeding},
+    cfg = build_config({"model": {"emb_size": emb, "hidden_size": hidden, "dropout": 0.4, "input_feeding": input_feeding,
+                                  **variant.get("model", {})},
                         "attention": variant.get("attention", {}), "train": {"amp": amp, **variant.get("train", {})},
                         "decode": {"max_len_ratio": 1.2}})
     torch.manual_seed(0)

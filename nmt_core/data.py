@@ -161,12 +161,17 @@ class Batch:
     index: list[int]  # positions of these examples in their split
     n_tokens: int  # real target tokens (</s> included)
     alignment: Tensor | None = None  # (B, T, S) A_ij of guided alignment, when every example has links
+    real: Tensor | None = None  # (n_tokens,) flat positions of the real tokens in tgt_out, found on the CPU
 
     def to(self, device: torch.device) -> "Batch":
-        alignment = None if self.alignment is None else self.alignment.to(device, non_blocking=True)
+        alignment, real = (None if t is None else t.to(device, non_blocking=True) for t in (self.alignment, self.real))
         return Batch(self.src.to(device, non_blocking=True), self.src_lengths,
                      self.tgt_in.to(device, non_blocking=True), self.tgt_out.to(device, non_blocking=True),
-                     self.index, self.n_tokens, alignment)
+                     self.index, self.n_tokens, alignment, real)
+
+    def real_positions(self) -> Tensor:
+        """Flat positions of the real target tokens; collate finds them on the CPU, so that a GPU never waits."""
+        return self.real if self.real is not None else (self.tgt_out.flatten() != PAD).nonzero().squeeze(1)
 
 
 def collate(examples: list[Example], index: list[int]) -> Batch:
@@ -183,7 +188,8 @@ def collate(examples: list[Example], index: list[int]) -> Batch:
     lengths = torch.tensor([len(e.src) for e in examples])
     links = [e.links for e in examples]
     alignment = None if any(l is None for l in links) else alignment_matrix(links, src_len, tgt_len)
-    return Batch(src, lengths, tgt_in, tgt_out, index, sum(len(e.tgt) + 1 for e in examples), alignment)
+    return Batch(src, lengths, tgt_in, tgt_out, index, sum(len(e.tgt) + 1 for e in examples), alignment,
+                 (tgt_out.flatten() != PAD).nonzero().squeeze(1))
 
 
 def make_batches(examples: list[Example], batch_size: int, token_budget: int = 0,

@@ -86,9 +86,10 @@ def greedy(model: Seq2Seq, batch: Batch, cfg: DecodeConfig) -> list[Translation]
     has_tau = has_gate = False
     for t in range(steps):
         logits, state, out = model.decoder.step(y, state, memory)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
-        y = log_probs.argmax(dim=-1).masked_fill(finished, PAD)
-        scores = scores + log_probs.gather(1, y.unsqueeze(1)).squeeze(1).masked_fill(finished, 0.0)
+        logits = logits.float()
+        best, y = logits.max(dim=-1)  # the argmax of log p is the argmax of the logits
+        y = y.masked_fill(finished, PAD)
+        scores = scores + (best - logits.logsumexp(dim=-1)).masked_fill(finished, 0.0)  # log p(y) = z_y - log sum exp z
         buffer.write(t, y, out)
         has_tau, has_gate = out.tau is not None, out.gate is not None
         finished = finished | (y == EOS)
@@ -123,9 +124,10 @@ def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int)
     for t in range(steps):
         logits, state, out = model.decoder.step(y, state, memory)
         has_tau, has_gate = out.tau is not None, out.gate is not None
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
-        vocab = log_probs.size(-1)
-        candidates = (scores.unsqueeze(-1) + log_probs.view(n_sent, k, vocab)).view(n_sent, -1)
+        logits = logits.float()
+        vocab = logits.size(-1)
+        # score + log p = score + z - log sum exp z, in place: one pass over the (B*K, V) logits, no new buffer
+        candidates = logits.sub_((logits.logsumexp(dim=-1) - scores.view(-1)).unsqueeze(-1)).view(n_sent, -1)
         top_scores, top_index = candidates.topk(2 * k, dim=-1)
         top_beam, top_token = top_index // vocab, top_index % vocab
         # hypotheses that end here: </s> among the top K, for sentences not yet done

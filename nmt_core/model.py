@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt_core.attention import SCORES, Attention, AttentionOutput, AttentionState, Memory, SelfAttention
@@ -86,6 +87,25 @@ def top_layer(rnn: RnnState) -> Tensor:
     return (rnn[0] if isinstance(rnn, tuple) else rnn)[-1]
 
 
+def rnn_step(rnn: nn.LSTM | nn.GRU, x: Tensor, state: RnnState) -> tuple[Tensor, RnnState]:
+    """rnn(x.unsqueeze(1), state) for one time step, through torch.lstm_cell / gru_cell on the module's own weights.
+
+    The same maths (the fast path): on a CPU, nn.LSTM called on a single step goes through oneDNN's sequence
+    kernel, whose forward and backward cost twice the step's matrix products at our sizes.
+    """
+    lstm = isinstance(rnn, nn.LSTM)
+    hidden, cells = [], []
+    for layer, weights in enumerate(rnn.all_weights):  # [W_ih, W_hh, b_ih, b_hh] of each layer
+        if lstm:
+            h, c = torch.lstm_cell(x, (state[0][layer], state[1][layer]), *weights)
+            cells.append(c)
+        else:
+            h = torch.gru_cell(x, state[layer], *weights)
+        hidden.append(h)
+        x = F.dropout(h, rnn.dropout, rnn.training) if layer < rnn.num_layers - 1 else h  # between layers, as nn.LSTM
+    return h, ((torch.stack(hidden), torch.stack(cells)) if lstm else torch.stack(hidden))
+
+
 class Decoder(nn.Module):
     """LSTM or GRU decoder with attention where `attention.placement` puts it, and the attentional readout h~_t.
 
@@ -98,7 +118,7 @@ class Decoder(nn.Module):
     def __init__(self, vocab_size: int, cfg: ModelConfig, attention: AttentionConfig):
         super().__init__()
         hidden = cfg.hidden_size
-        self.cfg, self.placement = cfg, attention.placement
+        self.cfg, self.placement, self.fast_path = cfg, attention.placement, cfg.fast_path
         self.input_feeding = cfg.input_feeding and self.placement == "luong"
         self.embed = nn.Embedding(vocab_size, cfg.emb_size, padding_idx=PAD)
         self.bridge = nn.Linear(hidden, hidden)
@@ -145,23 +165,27 @@ class Decoder(nn.Module):
         h_tilde = sum(parts) if self.readout == "sum" else torch.tanh(self.combine(torch.cat(parts, dim=-1)))
         return self.dropout(h_tilde), past
 
+    def recur(self, rnn: nn.LSTM | nn.GRU, x: Tensor, state: RnnState) -> tuple[Tensor, RnnState]:
+        """One step of one of the decoder's RNNs: s (B, H) and the next state."""
+        if self.fast_path:
+            return rnn_step(rnn, x, state)
+        s, state = rnn(x.unsqueeze(1), state)
+        return s.squeeze(1), state
+
     def transition(self, emb: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
         """One target step from the embedded y_{t-1} (B, E): the readout h~_t, the next state, what attention did."""
         if self.placement == "luong":
             x = torch.cat([emb, state.feed], dim=-1) if self.input_feeding else emb  # [y_{t-1}; h~_{t-1}]
-            s, rnn = self.rnn(x.unsqueeze(1), state.rnn)
-            s = s.squeeze(1)  # s_t, one view for attention and readout (one gradient sum, in one order)
+            s, rnn = self.recur(self.rnn, x, state.rnn)  # s_t
             cell = rnn[1][-1] if isinstance(rnn, tuple) else None  # m_t of the top LSTM layer (the sentinel's)
             out, attention = self.attention(s, memory, state.attention, x, cell)  # c_t = ATT(C, s_t)
         elif self.placement == "bahdanau":
             out, attention = self.attention(top_layer(state.rnn), memory, state.attention)  # c_t = ATT(C, s_{t-1})
-            s, rnn = self.rnn(torch.cat([emb, out.context], dim=-1).unsqueeze(1), state.rnn)  # RNN([y; c_t], s_{t-1})
-            s = s.squeeze(1)
+            s, rnn = self.recur(self.rnn, torch.cat([emb, out.context], dim=-1), state.rnn)  # RNN([y; c_t], s_{t-1})
         else:
-            s_prime, rnn_prime = self.rnn(emb.unsqueeze(1), state.rnn)  # s'_t = RNN_1(y_{t-1}, s_{t-1})
-            out, attention = self.attention(s_prime.squeeze(1), memory, state.attention)  # c_t = ATT(C, s'_t)
-            s, rnn = self.rnn2(out.context.unsqueeze(1), rnn_prime)  # s_t = RNN_2(c_t, s'_t)
-            s = s.squeeze(1)
+            s_prime, rnn_prime = self.recur(self.rnn, emb, state.rnn)  # s'_t = RNN_1(y_{t-1}, s_{t-1})
+            out, attention = self.attention(s_prime, memory, state.attention)  # c_t = ATT(C, s'_t)
+            s, rnn = self.recur(self.rnn2, out.context, rnn_prime)  # s_t = RNN_2(c_t, s'_t)
         h_tilde, past = self.read_out(out.context, s, state.past)
         return h_tilde, DecoderState(rnn, h_tilde, attention, past), out
 
@@ -171,8 +195,10 @@ class Decoder(nn.Module):
         h_tilde, state, out = self.transition(self.dropout(self.embed(y_prev)), state, memory)
         return self.output(h_tilde), state, out  # p = softmax(W_s h~_t), L eq. 6
 
-    def forward(self, tgt_in: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderTrace]:
-        """Teacher forcing over tgt_in (B, T) -> logits (B, T, V) and the attention trace."""
+    def forward(self, tgt_in: Tensor, state: DecoderState, memory: Memory,
+                positions: Tensor | None = None) -> tuple[Tensor, DecoderTrace]:
+        """Teacher forcing over tgt_in (B, T) -> logits (B, T, V), or (N, V) at N flat positions of (B, T) (the
+        loss needs no logits on padding), and the attention trace."""
         emb = self.dropout(self.embed(tgt_in))
         readouts, steps = [], []
         if self.whole_sequence_rnn:  # the whole target through the RNN in one call; only attention steps in Python
@@ -188,7 +214,10 @@ class Decoder(nn.Module):
                 h_tilde, state, out = self.transition(emb_t, state, memory)
                 readouts.append(h_tilde)
                 steps.append(out)
-        return self.output(torch.stack(readouts, dim=1)), DecoderTrace.stack(steps)
+        h_tilde = torch.stack(readouts, dim=1)
+        if positions is not None:
+            h_tilde = h_tilde.flatten(0, 1).index_select(0, positions)
+        return self.output(h_tilde), DecoderTrace.stack(steps)
 
 
 class Seq2Seq(nn.Module):
@@ -202,9 +231,11 @@ class Seq2Seq(nn.Module):
         memory = self.decoder.attention.memory(h, src != PAD)  # keys projected once per batch
         return memory, self.decoder.initial_state(final, memory)
 
-    def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> tuple[Tensor, DecoderTrace]:
+    def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
+                positions: Tensor | None = None) -> tuple[Tensor, DecoderTrace]:
+        """Logits (B, T, V), or (N, V) at N flat positions of tgt_in, and the attention trace."""
         memory, state = self.encode(src, src_lengths)
-        logits, trace = self.decoder(tgt_in, state, memory)
+        logits, trace = self.decoder(tgt_in, state, memory, positions)
         fertility = self.decoder.attention.fertility
         if fertility is not None:
             trace.fertility = fertility(memory.values)  # f_j from h_j

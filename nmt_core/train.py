@@ -25,6 +25,7 @@ from nmt_core.data import Batch, Example, Segmenter, TrialData, Vocab, load_tria
 from nmt_core.decode import Translation, translate
 from nmt_core.diagnostics import AttentionDiagnostics
 from nmt_core.evaluate import AlignmentScore, BleuResult, attention_alignment, corpus_bleu
+from nmt_core.loss import summed_cross_entropy
 from nmt_core.model import EOS, PAD, DecoderTrace, Seq2Seq
 from nmt_core.progress import EpochProgress
 from nmt_core.symmetry import reverse_batch, reversed_data, trace_bonus
@@ -69,12 +70,31 @@ def autocast(cfg: TrialConfig, device: torch.device):
     return nullcontext()
 
 
+def teacher_forced(model: Seq2Seq, batch: Batch, cfg: TrialConfig) -> tuple[Tensor, DecoderTrace, Tensor]:
+    """Logits (N, V) of the batch forced through its references, the trace, and the N target ids; on the fast path
+    only real target tokens get logits (padding is ignored by the loss anyway, and holds up to half the positions)."""
+    if not cfg.model.fast_path:
+        logits, trace = model(batch.src, batch.src_lengths, batch.tgt_in)
+        return logits.flatten(0, 1), trace, batch.tgt_out.flatten()
+    real = batch.real_positions()
+    logits, trace = model(batch.src, batch.src_lengths, batch.tgt_in, real)
+    return logits, trace, batch.tgt_out.flatten().index_select(0, real)
+
+
+def summed_token_loss(logits: Tensor, targets: Tensor, cfg: TrialConfig, label_smoothing: float = 0.0) -> Tensor:
+    """Cross-entropy summed over target tokens: fused on the fast path (no padding rows there), else PyTorch's."""
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 logits normalised in fp32
+    if cfg.model.fast_path:
+        return summed_cross_entropy(logits, targets, label_smoothing)
+    return nn.functional.cross_entropy(logits, targets, ignore_index=PAD, reduction="sum",
+                                       label_smoothing=label_smoothing)
+
+
 def batch_loss(model: Seq2Seq, batch: Batch, cfg: TrialConfig) -> tuple[Tensor, DecoderTrace]:
     """Mean loss per target token (+ the coverage regulariser, per token; + guided alignment's H(A, alpha), per
     sentence), and the teacher-forced attention trace."""
-    logits, trace = model(batch.src, batch.src_lengths, batch.tgt_in)
-    loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=PAD,
-                                       reduction="sum", label_smoothing=cfg.train.label_smoothing)
+    logits, trace, targets = teacher_forced(model, batch, cfg)
+    loss = summed_token_loss(logits, targets, cfg, cfg.train.label_smoothing)
     if cfg.attention.coverage_weight > 0:
         loss = loss + cfg.attention.coverage_weight * coverage_penalty(
             trace.weights, batch.src != PAD, batch.tgt_out != PAD, trace.fertility)
@@ -116,10 +136,9 @@ def dev_pass(model: Seq2Seq, batches: list[Batch], cfg: TrialConfig, device: tor
     for batch in batches:
         batch = batch.to(device)
         with autocast(cfg, device):
-            logits, trace = model(batch.src, batch.src_lengths, batch.tgt_in)
+            logits, trace, targets = teacher_forced(model, batch, cfg)
         mask = batch.tgt_out != PAD
-        loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(),
-                                           ignore_index=PAD, reduction="sum")
+        loss = summed_token_loss(logits, targets, cfg)
         totals += torch.stack([loss, mask.sum()])
         diagnostics.add(trace, batch.src != PAD, mask & (batch.tgt_out != EOS))  # words: </s> attends nowhere
     loss_sum, tokens = totals.tolist()

@@ -109,8 +109,10 @@ def trial_folder_name(trial: Trial, base: dict[str, Any]) -> str:
 
 def build_tune_config(spec: SweepSpec, base: dict[str, Any]) -> tuple[tune.TuneConfig, dict[str, Any]]:
     scheduler = None
+    # reuse_actors: a finished trial's worker process runs the next trial, so torch and the rest are imported once
+    # per worker, not once per trial (every trial seeds its own RNGs and sets its own thread count)
     names = {"trial_name_creator": partial(trial_name, base=base),
-             "trial_dirname_creator": partial(trial_folder_name, base=base)}
+             "trial_dirname_creator": partial(trial_folder_name, base=base), "reuse_actors": True}
     if spec.scheduler.type == "asha":
         # max_t beyond the last epoch: ASHA must never stop a trial at its last epoch, before its test BLEU
         scheduler = ASHAScheduler(time_attr="epoch", max_t=spec.epochs + 1,

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -191,9 +193,10 @@ class SweepTracker:
 class MlflowTrackingCallback(Callback):
     """Mirrors Tune's trials into MLflow child runs of one parent run.
 
-    Every write goes through `_write`: sent at once while the server answers, else queued in the sweep's
-    storage (`Backlog`) and replayed in order when it answers again, so a run is FINISHED only once all of its
-    epochs, tags and artifacts are in.
+    Every write goes through `_write`, which hands it to one sender thread, so Tune's scheduling loop never
+    waits on the server: the sender sends in order while the server answers, else queues in the sweep's storage
+    (`Backlog`) and replays in order when it answers again, so a run is FINISHED only once all of its epochs,
+    tags and artifacts are in.
     """
 
     def __init__(self, uri: str, experiment: str, parent_id: str, base: dict[str, Any], storage_uri: str | None = None):
@@ -207,12 +210,13 @@ class MlflowTrackingCallback(Callback):
         self._server_step: dict[str, int] = {}  # trial id -> the last epoch the server holds
         self._last_step: dict[str, int] = {}  # trial id -> the last epoch sent or queued
         self._exploits: dict[str, list[dict[str, Any]]] = {}  # trial id -> its PBT exploits, in order
+        self._outbox: queue.Queue[Write] | None = None  # writes the sender thread has not taken yet
         self.outcomes: dict[str, str] = {}  # trial id -> "complete" | "error"; kept in Tune's experiment state
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
         state.update(_tracker=None, _backlog=None, _last_try=0.0, _runs={}, _server_step={}, _last_step={},
-                     outcomes={}, _exploits={})
+                     outcomes={}, _exploits={}, _outbox=None)
         return state
 
     @property
@@ -241,6 +245,28 @@ class MlflowTrackingCallback(Callback):
         self._runs[trial_id], self._server_step[trial_id] = run_id, self.tracker.logged_steps(run_id)
 
     def _write(self, write: Write) -> None:
+        """Hand a write to the sender thread (started with the first one); it returns at once."""
+        if self._outbox is None:
+            self._outbox = queue.Queue()
+            threading.Thread(target=self._send_forever, name="sweeper-tracking", daemon=True).start()
+        self._outbox.put(write)
+
+    def drain(self) -> None:
+        """Wait until the sender thread has sent or queued in storage every write handed to it."""
+        if self._outbox is not None:
+            self._outbox.join()
+
+    def _send_forever(self) -> None:
+        while True:
+            write = self._outbox.get()
+            try:
+                self._deliver(write)
+            except Exception:  # noqa: BLE001 - the storage itself failed; the thread must live on
+                log.exception("MLflow: could not send or keep a %s write for trial %s", write["kind"], write["trial"])
+            finally:
+                self._outbox.task_done()
+
+    def _deliver(self, write: Write) -> None:
         """Send now, or queue behind what already waits (order is kept: an epoch never overtakes a run's end)."""
         if len(self.backlog) and not self.reconnect():
             self.backlog.append(write)
@@ -268,6 +294,7 @@ class MlflowTrackingCallback(Callback):
 
     def flush(self, wait_s: float) -> bool:
         """At the end of a sweep: wait up to wait_s for the server to take the backlog."""
+        self.drain()
         deadline = time.monotonic() + wait_s
         while not self.reconnect(now=True):
             if time.monotonic() > deadline:

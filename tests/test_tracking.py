@@ -26,6 +26,7 @@ def test_an_unreachable_server_never_raises_into_tune(monkeypatch, caplog, tmp_p
     callback.on_trial_start(0, [], TRIAL)
     callback.on_trial_result(0, [], TRIAL, {"epoch": 1, "bleu_dev": 1.0})
     callback.on_trial_complete(0, [], TRIAL)
+    callback.drain()
     assert callback.outcomes == {"abc_00000": "complete"}
     assert "does not answer" in caplog.text
     kept = [json.loads(line) for line in (tmp_path / BACKLOG_FILE).read_text().splitlines()]
@@ -51,9 +52,11 @@ def test_writes_kept_during_an_outage_reach_the_server_in_order_exactly_once(tmp
 
     first = Flaky(uri, "outage", parent, BASE, str(tmp_path / "sweep"))
     first.on_trial_result(0, [], TRIAL, {"epoch": 1, "bleu_dev": 1.0})
+    first.drain()
     down["now"] = True
     first.on_trial_result(0, [], TRIAL, {"epoch": 2, "bleu_dev": 2.0})
     first.on_trial_result(0, [], TRIAL, {"epoch": 3, "bleu_dev": 3.0})
+    first.drain()
     assert len(first.backlog) == 2 and not first.flush(0)
     # this driver dies with two epochs unsent; the next one finds them in storage
     down["now"] = False
@@ -77,10 +80,12 @@ def test_a_retried_trial_reuses_its_run_and_skips_logged_epochs(tmp_path):
     first = MlflowTrackingCallback(uri, "retry", parent, BASE)
     for epoch in (1, 2):
         first.on_trial_result(0, [], TRIAL, {"epoch": epoch, "bleu_dev": float(epoch)})
+    first.drain()
     # the driver dies; a new one (resume) replays epoch 2 from the checkpoint, then goes on
     second = MlflowTrackingCallback(uri, "retry", parent, BASE)
     for epoch in (2, 3):
         second.on_trial_result(0, [], TRIAL, {"epoch": epoch, "bleu_dev": float(epoch)})
+    second.drain()
     client = MlflowClient(uri)
     runs = client.search_runs([tracker.experiment_id], filter_string="tags.`sweeper.role` = 'trial'")
     assert len(runs) == 1
@@ -88,6 +93,27 @@ def test_a_retried_trial_reuses_its_run_and_skips_logged_epochs(tmp_path):
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "bleu_dev")) == [1, 2, 3]
     assert run.data.params["train.seed"] == "3" and run.data.params["attention.temperature"] == "sact"
     assert run.data.tags["sweeper.variant"] == "general+sact4"
+
+
+def test_a_slow_server_never_holds_up_tunes_scheduling_loop(tmp_path):
+    """Writes go out on the sender thread: the callback returns while the server still works, in order."""
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    parent = SweepTracker(uri, "slow").start_sweep("name: slow\n", {"trials": 1})
+    release, sent = threading.Event(), []
+
+    class Slow(MlflowTrackingCallback):
+        def _send(self, write):
+            release.wait(30)
+            super()._send(write)
+            sent.append(write["kind"])
+
+    callback = Slow(uri, "slow", parent, BASE)
+    callback.on_trial_start(0, [], TRIAL)
+    callback.on_trial_result(0, [], TRIAL, {"epoch": 1, "bleu_dev": 1.0})
+    callback.on_trial_complete(0, [], TRIAL)
+    assert sent == [] and callback.outcomes == {"abc_00000": "complete"}  # returned before the server answered
+    release.set()
+    assert callback.flush(0) and sent == ["open", "metrics", "end"]
 
 
 @pytest.mark.parametrize("uri, expected", [

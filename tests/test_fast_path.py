@@ -1,0 +1,122 @@
+"""The fast path (`model.fast_path`, on by default) computes the same model as the plain one: for every attention
+variant, the same loss, the same gradient for every parameter and the same greedy and beam translations, in
+float64 so that only summation order may differ; `model.fast_path: false` really runs the plain path."""
+import pytest
+import torch
+
+from nmt_core.data import Example, collate
+from nmt_core.decode import beam_search, greedy
+from nmt_core.model import Seq2Seq
+from nmt_core.train import batch_loss, symmetric_loss
+from tests.conftest import tiny_config
+from tests.test_attention import SCORES_UNDER_TEST, TEMPERATURES_UNDER_TEST
+from tests.test_attention_family import FAMILY
+
+SRC_VOCAB, TGT_VOCAB = 30, 20
+
+
+def _variants() -> dict[str, dict]:
+    """Every score x temperature x sentinel (Luong placement), every other member of the family, the other cells,
+    depths and losses: config sections over the tiny defaults."""
+    variants = {}
+    for score in SCORES_UNDER_TEST:
+        for temperature in TEMPERATURES_UNDER_TEST:
+            for sentinel in (False, True):
+                if sentinel and score == "key_value":
+                    continue  # refused by the config
+                variants[f"{score}-{temperature}{'-sentinel' if sentinel else ''}"] = {
+                    "attention": {"score": score, "temperature": temperature, "tau": 0.8, "sentinel": sentinel}}
+    for name, (attention, model) in FAMILY.items():
+        score = "concat" if name == "fertility" else "general"
+        variants[name] = {"attention": {**attention, "score": score}, "model": model}
+    variants.update({
+        "gru": {"model": {"cell": "gru"}},
+        "gru-sentinel-sact": {"model": {"cell": "gru"}, "attention": {"sentinel": True, "temperature": "sact"}},
+        "two-layers": {"model": {"decoder_layers": 2, "encoder_layers": 2}},
+        "bahdanau-gru-two-layers": {"model": {"cell": "gru", "decoder_layers": 2}, "attention": {"placement": "bahdanau"}},
+        "no-input-feeding": {"model": {"input_feeding": False}},
+        "no-input-feeding-sentinel": {"model": {"input_feeding": False}, "attention": {"sentinel": True}},
+        "coverage": {"attention": {"score": "concat", "coverage": True, "coverage_weight": 0.5}},
+        "guided": {"train": {"guided_alignment": 0.5}},
+        "symmetry": {"train": {"symmetry_weight": 1.0}},
+        "label-smoothing": {"train": {"label_smoothing": 0.1}},
+    })
+    return variants
+
+
+VARIANTS = _variants()
+
+
+def _batch():
+    """Sources and targets of different lengths, so that the targets have padding."""
+    g = torch.Generator().manual_seed(0)
+    examples = []
+    for src_len, tgt_len in ((7, 6), (3, 2), (5, 4), (1, 1)):
+        src = torch.randint(4, SRC_VOCAB, (src_len,), generator=g).tolist()
+        tgt = torch.randint(4, TGT_VOCAB, (tgt_len,), generator=g).tolist()
+        links = [(min(i, src_len - 1), i) for i in range(tgt_len)]
+        examples.append(Example(src, tgt, links))
+    return collate(examples, list(range(len(examples))))
+
+
+def _models(sections: dict, fast: bool):
+    cfg = tiny_config(**{**sections, "model": {**sections.get("model", {}), "fast_path": fast}})
+    torch.manual_seed(0)
+    model = Seq2Seq(cfg.model, cfg.attention, SRC_VOCAB, TGT_VOCAB).double()
+    reverse = None
+    if cfg.train.symmetry_weight > 0:
+        torch.manual_seed(1)
+        reverse = Seq2Seq(cfg.model, cfg.attention, TGT_VOCAB, SRC_VOCAB).double()
+    return cfg, model, reverse
+
+
+def _loss_and_grads(sections: dict, fast: bool):
+    cfg, model, reverse = _models(sections, fast)
+    batch = _batch()
+    loss = batch_loss(model, batch, cfg)[0] if reverse is None else symmetric_loss(model, reverse, batch, cfg)
+    modules = [model] if reverse is None else [model, reverse]
+    parameters = [(f"{i}.{name}", p) for i, m in enumerate(modules) for name, p in m.named_parameters()]
+    grads = torch.autograd.grad(loss, [p for _, p in parameters], allow_unused=True)
+    return loss, {name: g for (name, _), g in zip(parameters, grads)}
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_fast_path_gives_the_plain_paths_loss_and_gradients(name):
+    plain_loss, plain_grads = _loss_and_grads(VARIANTS[name], fast=False)
+    fast_loss, fast_grads = _loss_and_grads(VARIANTS[name], fast=True)
+    assert torch.allclose(fast_loss, plain_loss, rtol=1e-10, atol=1e-12), (fast_loss.item(), plain_loss.item())
+    assert fast_grads.keys() == plain_grads.keys()
+    for key, plain in plain_grads.items():
+        fast = fast_grads[key]
+        assert (plain is None) == (fast is None), key
+        if plain is not None:
+            assert torch.allclose(fast, plain, rtol=1e-8, atol=1e-12), (key, (fast - plain).abs().max().item())
+    assert any(g is not None and g.abs().sum() > 0 for g in fast_grads.values())
+
+
+@pytest.mark.parametrize("name", [n for n in VARIANTS if "train" not in VARIANTS[n]])
+def test_the_fast_path_decodes_the_same_translations(name):
+    batch = _batch()
+    decoded = {}
+    for fast in (False, True):
+        cfg, model, _ = _models(VARIANTS[name], fast)
+        model.eval()
+        decoded[fast] = [greedy(model, batch, cfg.decode), beam_search(model, batch, cfg.decode, 3)]
+    for plain, fast in zip(*decoded.values()):
+        for p, f in zip(plain, fast):
+            assert p.tokens == f.tokens
+            assert abs(p.score - f.score) < 1e-9
+            assert torch.allclose(p.weights, f.weights, atol=1e-9)
+
+
+def test_fast_path_false_runs_the_plain_path():
+    """With the switch off, the decoder's nn.LSTM module runs once per target step and the loss reads logits at
+    every position, padding included; with it on, the module is never called and padding gets no logits."""
+    batch = _batch()
+    for fast, rnn_calls, logit_rows in ((False, batch.tgt_in.size(1), batch.tgt_in.numel()), (True, 0, batch.n_tokens)):
+        cfg, model, _ = _models({}, fast)
+        calls, rows = [], []
+        model.decoder.rnn.register_forward_hook(lambda *args: calls.append(1))
+        model.decoder.output.register_forward_hook(lambda module, args, out: rows.append(out.shape[:-1].numel()))
+        batch_loss(model, batch, cfg)
+        assert (len(calls), rows) == (rnn_calls, [logit_rows])
