@@ -171,7 +171,12 @@ class Batch:
 
     def real_positions(self) -> Tensor:
         """Flat positions of the real target tokens; collate finds them on the CPU, so that a GPU never waits."""
-        return self.real if self.real is not None else (self.tgt_out.flatten() != PAD).nonzero().squeeze(1)
+        return self.real if self.real is not None else real_positions(self.tgt_out)
+
+
+def real_positions(tgt_out: Tensor) -> Tensor:
+    """(n_tokens,) flat positions of the non-padding tokens of tgt_out (B, T)."""
+    return (tgt_out.flatten() != PAD).nonzero().squeeze(1)
 
 
 def collate(examples: list[Example], index: list[int]) -> Batch:
@@ -189,7 +194,7 @@ def collate(examples: list[Example], index: list[int]) -> Batch:
     links = [e.links for e in examples]
     alignment = None if any(l is None for l in links) else alignment_matrix(links, src_len, tgt_len)
     return Batch(src, lengths, tgt_in, tgt_out, index, sum(len(e.tgt) + 1 for e in examples), alignment,
-                 (tgt_out.flatten() != PAD).nonzero().squeeze(1))
+                 real_positions(tgt_out))
 
 
 def make_batches(examples: list[Example], batch_size: int, token_budget: int = 0,

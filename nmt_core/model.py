@@ -118,7 +118,7 @@ class Decoder(nn.Module):
     def __init__(self, vocab_size: int, cfg: ModelConfig, attention: AttentionConfig):
         super().__init__()
         hidden = cfg.hidden_size
-        self.cfg, self.placement, self.fast_path = cfg, attention.placement, cfg.fast_path
+        self.cfg, self.placement = cfg, attention.placement
         self.input_feeding = cfg.input_feeding and self.placement == "luong"
         self.embed = nn.Embedding(vocab_size, cfg.emb_size, padding_idx=PAD)
         self.bridge = nn.Linear(hidden, hidden)
@@ -167,7 +167,7 @@ class Decoder(nn.Module):
 
     def recur(self, rnn: nn.LSTM | nn.GRU, x: Tensor, state: RnnState) -> tuple[Tensor, RnnState]:
         """One step of one of the decoder's RNNs: s (B, H) and the next state."""
-        if self.fast_path:
+        if self.cfg.fast_path:
             return rnn_step(rnn, x, state)
         s, state = rnn(x.unsqueeze(1), state)
         return s.squeeze(1), state

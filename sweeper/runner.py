@@ -111,8 +111,8 @@ def build_tune_config(spec: SweepSpec, base: dict[str, Any]) -> tuple[tune.TuneC
     scheduler = None
     # reuse_actors: a finished trial's worker process runs the next trial, so torch and the rest are imported once
     # per worker, not once per trial (every trial seeds its own RNGs and sets its own thread count)
-    names = {"trial_name_creator": partial(trial_name, base=base),
-             "trial_dirname_creator": partial(trial_folder_name, base=base), "reuse_actors": True}
+    every_search = {"trial_name_creator": partial(trial_name, base=base),
+                    "trial_dirname_creator": partial(trial_folder_name, base=base), "reuse_actors": True}
     if spec.scheduler.type == "asha":
         # max_t beyond the last epoch: ASHA must never stop a trial at its last epoch, before its test BLEU
         scheduler = ASHAScheduler(time_attr="epoch", max_t=spec.epochs + 1,
@@ -131,13 +131,13 @@ def build_tune_config(spec: SweepSpec, base: dict[str, Any]) -> tuple[tune.TuneC
                                 sampler=TPESampler(seed=spec.search.seed))
         config = tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler,
                                  search_alg=ConcurrencyLimiter(searcher, max_concurrent=spec.search.max_concurrent),
-                                 num_samples=spec.search.num_samples, **names)
+                                 num_samples=spec.search.num_samples, **every_search)
         return config, {}
     plans = plan_trials(spec)
     if spec.scheduler.type == "pbt":
         plans = with_initial_values(plans, spec)
     config = tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler, num_samples=1,
-                             max_concurrent_trials=spec.search.max_concurrent, **names)
+                             max_concurrent_trials=spec.search.max_concurrent, **every_search)
     return config, {"trial": tune.grid_search([asdict(p) for p in plans])}
 
 
