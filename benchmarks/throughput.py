@@ -1,6 +1,9 @@
 """Training tokens/s and decoding sentences/s at the SACT paper's En-Vi size, per attention variant.
 
     python benchmarks/throughput.py [--device cpu|cuda|all] [--steps N] [--rounds R] [--amp] [--json OUT]
+                                    [--variants V ...] [--decode-batches N]
+
+`--rounds 0` times decoding alone.
 
 Emb 512, hidden 512, vocabularies 17.7K / 7K, batch 64, sentence lengths like IWSLT'15 En-Vi (mean ~20
 source words), synthetic token ids. joeynmt 2.3's recurrent model with the same sizes (bi-LSTM encoder,
@@ -191,12 +194,13 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
         for name, step in contenders.items():
             rates[name].append(timed(step, batches, steps, device, warmup=2 if round_ == 0 else 0))
         log(f"  round {round_ + 1}: " + ", ".join(f"{name} {rates[name][-1]:.0f}" for name in contenders) + " train tok/s")
-    if joey is not None:
+    if joey is not None and rounds:
         results["joeynmt_tokens_per_s"] = max(rates["joeynmt"])
         results["joeynmt_rounds"] = rates["joeynmt"]
     for name, (model, cfg) in models.items():
-        row = {"n_params": model.n_params(), "train_tokens_per_s": max(rates[name]), "train_rounds": rates[name]}
-        if joey is not None:
+        row = {"n_params": model.n_params(), "train_tokens_per_s": max(rates[name], default=0.0),
+               "train_rounds": rates[name]}
+        if "joeynmt_tokens_per_s" in results:
             row["ratio_to_joeynmt"] = row["train_tokens_per_s"] / results["joeynmt_tokens_per_s"]
         model.eval()
         with torch.no_grad():  # untrained, it would stop after a token or two: ban </s> so that every batch
@@ -215,6 +219,7 @@ def table(results: dict) -> str:
              f"{results['steps']} steps, "
              f"input feeding {results['input_feeding']}, amp {results['amp']}"
              + (f", joeynmt 2.3: {results['joeynmt_tokens_per_s']:.0f} train tok/s" if "joeynmt_tokens_per_s" in results
+                else ", training not timed" if not results["rounds"]
                 else ", joeynmt not installed (benchmarks/install_joeynmt.sh)"),
              "decoding: </s> banned, so every sentence runs to 1.2 x its batch's longest source (out len)",
              "| variant | params | train tok/s | vs none | vs joeynmt | greedy sent/s (out len) | beam-10 sent/s (out len) |",
@@ -223,7 +228,8 @@ def table(results: dict) -> str:
     for name, row in results["variants"].items():
         ratio = f"{row['ratio_to_joeynmt']:.2f}x" if "ratio_to_joeynmt" in row else "-"
         to_none = f"{row['train_tokens_per_s'] / baseline:.2f}x" if baseline else "-"
-        lines.append(f"| {name} | {row['n_params'] / 1e6:.1f}M | {row['train_tokens_per_s']:.0f} | {to_none} | {ratio} | "
+        trained = f"{row['train_tokens_per_s']:.0f}" if row["train_rounds"] else "-"
+        lines.append(f"| {name} | {row['n_params'] / 1e6:.1f}M | {trained} | {to_none} | {ratio} | "
                      f"{row['greedy_sentences_per_s']:.1f} ({row['greedy_tokens_per_sentence']:.0f}) | "
                      f"{row['beam10_sentences_per_s']:.1f} ({row['beam10_tokens_per_sentence']:.0f}) |")
     return "\n".join(lines)
@@ -234,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
     parser.add_argument("--size", choices=list(SIZES), default="paper")
     parser.add_argument("--steps", type=int, default=10, help="timed training steps per variant")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (the best one counts)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved training rounds (the best one counts; 0: decoding only)")
     parser.add_argument("--decode-batches", type=int, default=2, help="timed decoding batches per variant and beam")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     parser.add_argument("--no-input-feeding", action="store_true", help="one cuDNN call for the decoder RNN")

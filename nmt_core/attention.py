@@ -43,14 +43,39 @@ def register(registry: dict[str, type], name: str) -> Callable[[T], T]:
 
 @dataclass
 class Memory:
-    """The encoder side of attention, computed once per batch."""
+    """The encoder side of attention, computed once per batch.
+
+    Beam search decodes R = B * k rows, k hypotheses per sentence; they share their sentence's values and keys
+    instead of k copies, so that a step reads each sentence's memory once (one small matrix product per sentence,
+    not k matrix-vector products over copies).
+    """
 
     values: Tensor  # (B, S, H): what the context averages (h_i)
     keys: Tensor  # (B, S, K): what the score compares against (projected once per batch)
-    mask: Tensor  # (B, S) bool, True on real source tokens
+    mask: Tensor  # (R, S) bool, True on real source tokens
+    rows_per_sentence: int = 1
 
-    def select(self, index: Tensor) -> "Memory":
-        return Memory(*(getattr(self, f.name).index_select(0, index) for f in fields(self)))
+    def for_hypotheses(self, k: int) -> "Memory":
+        """The memory of k consecutive rows per sentence (beam search's hypotheses)."""
+        return Memory(self.values, self.keys, self.mask.repeat_interleave(k, dim=0), k)
+
+    def by_sentence(self, rows: Tensor) -> Tensor:
+        """(R, *) -> (B, k, *)."""
+        return rows.view(-1, self.rows_per_sentence, *rows.shape[1:])
+
+    def match(self, query: Tensor) -> Tensor:
+        """k_i^T q for every row's query (R, K) and source position i -> (R, S)."""
+        if self.rows_per_sentence == 1:  # a matrix-vector product per row, rounded as training always has been
+            return torch.bmm(self.keys, query.unsqueeze(-1)).squeeze(-1)
+        return torch.bmm(self.by_sentence(query), self.keys.transpose(1, 2)).flatten(0, 1)  # (B, k, S) -> (R, S)
+
+    def plus_keys(self, projected: Tensor) -> Tensor:
+        """k_i + p for every row's p (R, K) and source position i -> (R, S, K): an additive score's tanh input."""
+        return (self.by_sentence(projected).unsqueeze(2) + self.keys.unsqueeze(1)).flatten(0, 1)
+
+    def average(self, weights: Tensor) -> Tensor:
+        """sum_i alpha_i h_i for every row's weights (R, S) -> (R, H)."""
+        return torch.bmm(self.by_sentence(weights), self.values).flatten(0, 1)
 
 
 @dataclass
@@ -97,7 +122,7 @@ class Score(nn.Module):
         return h
 
     def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
-        return torch.bmm(memory.keys, s.unsqueeze(-1)).squeeze(-1)
+        return memory.match(s)
 
     def takes_position_inside(self) -> bool:
         """Whether Cohn et al.'s position features go inside this score's tanh (C eq. 3) or are added to it."""
@@ -156,7 +181,7 @@ class ConcatScore(Score):
         return True
 
     def forward(self, s: Tensor, memory: Memory, state: AttentionState, inside: Tensor | None = None) -> Tensor:
-        hidden = self.W(s).unsqueeze(1) + memory.keys
+        hidden = memory.plus_keys(self.W(s))
         if state["coverage"] is not None:
             hidden = hidden + state["coverage"].unsqueeze(-1) * self.coverage_V
         if inside is not None:
@@ -190,7 +215,7 @@ class KeyValueScore(Score):
 
     def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
         key = s[:, :self.hidden // 2]  # k_t: the key half of the decoder output
-        return self.w(torch.tanh(memory.keys + self.W_h(key).unsqueeze(1))).squeeze(-1)
+        return self.w(torch.tanh(memory.plus_keys(self.W_h(key)))).squeeze(-1)
 
 
 # ---- temperature: the softmax's divisor tau_t, and what it keeps from the last step -------------------
@@ -452,7 +477,7 @@ class Attention(nn.Module):
         gate = None
         if self.sentinel is not None:
             alpha, gate = alpha[:, :-1], alpha[:, -1]  # beta_i = alpha^[J+1]; alpha^[:J] = (1 - beta) alpha
-        context = torch.bmm(alpha.unsqueeze(1), memory.values).squeeze(1)  # c~_t = sum_i alpha~_ti h_i, S eq. 3
+        context = memory.average(alpha)  # c~_t = sum_i alpha~_ti h_i, S eq. 3
         if self.sentinel is not None:
             context = context + gate.unsqueeze(-1) * sentinel  # c+ = beta s + (1 - beta) c, A eq. 9
         parts.update(self.temperature.next_state(context))

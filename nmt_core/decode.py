@@ -86,10 +86,9 @@ def greedy(model: Seq2Seq, batch: Batch, cfg: DecodeConfig) -> list[Translation]
     has_tau = has_gate = False
     for t in range(steps):
         logits, state, out = model.decoder.step(y, state, memory)
-        logits = logits.float()
-        best, y = logits.max(dim=-1)  # the argmax of log p is the argmax of the logits
+        best, y = logits.float().log_softmax(dim=-1).max(dim=-1)  # log p(y), y = argmax, as beam search scores
         y = y.masked_fill(finished, PAD)
-        scores = scores + (best - logits.logsumexp(dim=-1)).masked_fill(finished, 0.0)  # log p(y) = z_y - log sum exp z
+        scores = scores + best.masked_fill(finished, 0.0)
         buffer.write(t, y, out)
         has_tau, has_gate = out.tau is not None, out.gate is not None
         finished = finished | (y == EOS)
@@ -109,8 +108,7 @@ def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int)
     k = beam_size
     n_sent, device = batch.src.size(0), batch.src.device
     memory, state = model.encode(batch.src, batch.src_lengths)
-    expand = torch.arange(n_sent, device=device).repeat_interleave(k)
-    memory, state = memory.select(expand), state.select(expand)
+    memory, state = memory.for_hypotheses(k), state.select(torch.arange(n_sent, device=device).repeat_interleave(k))
     steps = max_length(batch, cfg)
     alive = TraceBuffer.empty(n_sent * k, steps, batch.src.size(1), memory.values.float())
     best = TraceBuffer.empty(n_sent, steps, batch.src.size(1), memory.values.float())
@@ -126,8 +124,7 @@ def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int)
         has_tau, has_gate = out.tau is not None, out.gate is not None
         logits = logits.float()
         vocab = logits.size(-1)
-        # score + log p = score + z - log sum exp z, in place: one pass over the (B*K, V) logits, no new buffer
-        candidates = logits.sub_((logits.logsumexp(dim=-1) - scores.view(-1)).unsqueeze(-1)).view(n_sent, -1)
+        candidates = logits.log_softmax(dim=-1).add_(scores.view(-1, 1)).view(n_sent, -1)  # score + log p, one fused pass
         top_scores, top_index = candidates.topk(2 * k, dim=-1)
         top_beam, top_token = top_index // vocab, top_index % vocab
         # hypotheses that end here: </s> among the top K, for sentences not yet done

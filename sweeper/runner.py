@@ -8,6 +8,7 @@ import os
 import random
 import re
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
+from mlflow.tracking import MlflowClient
 from ray import tune
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler, PopulationBasedTraining
@@ -194,13 +196,15 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     check_writable(storage, "sweeper run")
     base = resolved_base(spec)
     trial_config(base, {}, 1)  # the resolved base still validates
+    # MLflow opens its store (a new SQLite database takes about 2 s to set up) while Ray starts
+    opening = ThreadPoolExecutor(max_workers=1).submit(MlflowClient, uri)
     init_ray(address)
     check_gpus(spec)
     data = base["data"]
     load_corpus(data.get("corpus", "synthetic"), data.get("src", ""), data.get("tgt", ""), data["cache_dir"])
     tune_config, param_space = build_tune_config(spec, base)
     n_trials = len(param_space["trial"]["grid_search"]) if param_space else spec.search.num_samples
-    tracker = SweepTracker(uri, spec.name)
+    tracker = SweepTracker(uri, spec.name, opening.result())
     parent_id = tracker.start_sweep(spec.text, {"source": spec.source, "trials": n_trials,
                                                 "algorithm": spec.search.algorithm, "scheduler": spec.scheduler.type,
                                                 "storage": storage.display(spec.name)})

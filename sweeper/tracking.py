@@ -122,9 +122,9 @@ def _retry(call: Callable[[], T], what: str, attempts: int | None = None) -> T:
 class SweepTracker:
     """Thin layer over MlflowClient with the project's names and the retry policy."""
 
-    def __init__(self, uri: str, experiment: str):
+    def __init__(self, uri: str, experiment: str, client: MlflowClient | None = None):
         self.uri, self.experiment = uri, experiment
-        self.client = MlflowClient(uri)
+        self.client = client or MlflowClient(uri)
         found = _retry(lambda: self.client.get_experiment_by_name(experiment), "get experiment")
         self.experiment_id = found.experiment_id if found else _retry(
             lambda: self.client.create_experiment(experiment), "create experiment")

@@ -20,6 +20,14 @@ def test_throughput_benchmark_smoke(tmp_path, capsys):
     assert "| sact |" in capsys.readouterr().out
 
 
+def test_zero_rounds_times_decoding_alone(capsys):
+    assert throughput.main(["--size", "tiny", "--rounds", "0", "--decode-batches", "1", "--device", "cpu",
+                            "--variants", "none", "sact"]) == 0
+    out = capsys.readouterr().out
+    assert "training not timed" in out and "round 1" not in out
+    assert [line.split(" | ")[2] for line in out.splitlines() if line.startswith(("| none ", "| sact "))] == ["-", "-"]
+
+
 def test_no_input_feeding_path_runs():
     results = throughput.run(throughput.torch.device("cpu"), "tiny", 1, 1, ["sact"], input_feeding=False, amp=False,
                              log=lambda _: None)

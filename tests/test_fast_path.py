@@ -1,9 +1,11 @@
 """The fast path (`model.fast_path`, on by default) computes the same model as the plain one: for every attention
 variant, the same loss, the same gradient for every parameter and the same greedy and beam translations, in
-float64 so that only summation order may differ; `model.fast_path: false` really runs the plain path."""
+float64 so that only summation order may differ; `model.fast_path: false` really runs the plain path. Beam search's
+hypotheses share their sentence's encoder memory and attend exactly as copies of it would."""
 import pytest
 import torch
 
+from nmt_core.attention import Memory
 from nmt_core.data import Example, collate
 from nmt_core.decode import beam_search, greedy
 from nmt_core.model import Seq2Seq
@@ -107,6 +109,26 @@ def test_the_fast_path_decodes_the_same_translations(name):
             assert p.tokens == f.tokens
             assert abs(p.score - f.score) < 1e-9
             assert torch.allclose(p.weights, f.weights, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", [n for n in VARIANTS if "train" not in VARIANTS[n]])
+def test_hypotheses_sharing_their_sentences_memory_attend_as_copies_of_it_would(name):
+    cfg, model, _ = _models(VARIANTS[name], fast=True)
+    model.eval()
+    batch, k = _batch(), 3
+    memory, state = model.encode(batch.src, batch.src_lengths)
+    rows = torch.arange(batch.src.size(0)).repeat_interleave(k)
+    copies = Memory(memory.values[rows], memory.keys[rows], memory.mask[rows])
+    shared_state = copied_state = state.select(rows)
+    for step in range(3):  # every row its own previous word, so that the hypotheses of a sentence differ
+        y = torch.randint(4, TGT_VOCAB, (rows.numel(),), generator=torch.Generator().manual_seed(step))
+        shared_logits, shared_state, shared = model.decoder.step(y, shared_state, memory.for_hypotheses(k))
+        copied_logits, copied_state, copied = model.decoder.step(y, copied_state, copies)
+        assert torch.allclose(shared_logits, copied_logits, rtol=1e-10, atol=1e-12)
+        for part in ("context", "weights", "tau", "gate", "scores"):
+            a, b = getattr(shared, part), getattr(copied, part)
+            assert (a is None) == (b is None), part
+            assert a is None or torch.allclose(a, b, rtol=1e-10, atol=1e-12), part
 
 
 def test_fast_path_false_runs_the_plain_path():
