@@ -358,6 +358,12 @@ class MlflowTrackingCallback(Callback):
         provenance = as_tags(result)  # code, versions, device and node of the process that trains the trial
         if provenance:
             self._write({"kind": "tags", "trial": trial_id, "tags": provenance})
+        if result.get(PBT_EVENT):  # also on a final result: a donor that had trained every epoch leaves none
+            event = json.loads(result[PBT_EVENT])
+            events = self._exploits.setdefault(trial_id, [])
+            events.append(event)
+            self._write({"kind": "exploits", "trial": trial_id, "events": list(events), "rewind_to": int(event["epoch"])})
+            self._last_step[trial_id] = min(self._last_step[trial_id], int(event["epoch"]))
         if result.get(FINAL):
             metrics = {k: v for k, v in result.items() if k.startswith(FINAL_PREFIXES)}
             tags = {tag: str(result.get(key, "")) for key, tag in SIGNATURE_TAGS.items()}
@@ -366,12 +372,6 @@ class MlflowTrackingCallback(Callback):
                          "epoch": False})
             self._write({"kind": "tags", "trial": trial_id, "tags": tags})
             return
-        if result.get(PBT_EVENT):
-            event = json.loads(result[PBT_EVENT])
-            events = self._exploits.setdefault(trial_id, [])
-            events.append(event)
-            self._write({"kind": "exploits", "trial": trial_id, "events": list(events), "rewind_to": int(event["epoch"])})
-            self._last_step[trial_id] = min(self._last_step[trial_id], int(event["epoch"]))
         if step <= self._last_step[trial_id]:
             return  # Tune re-reported an epoch after a retry
         metrics = {k: result[k] for k in EPOCH_KEYS if k in result}

@@ -95,6 +95,27 @@ def test_a_retried_trial_reuses_its_run_and_skips_logged_epochs(tmp_path):
     assert run.data.tags["sweeper.variant"] == "general+sact4"
 
 
+def test_an_exploit_of_a_donor_that_trained_every_epoch_is_recorded(tmp_path):
+    """PBT can hand a trial the checkpoint of a donor at its last epoch: the trial's next report is its final one,
+    and it carries the exploit."""
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    tracker = SweepTracker(uri, "pbt")
+    parent = tracker.start_sweep("name: pbt\n", {"trials": 2})
+    callback = MlflowTrackingCallback(uri, "pbt", parent, BASE)
+    events = [{"epoch": 2, "copied_from": "abc_00001", "settings": {"train.lr": 0.0064}},
+              {"epoch": 4, "copied_from": "abc_00001", "settings": {"train.lr": 0.0051}}]
+    callback.on_trial_result(0, [], TRIAL, {"epoch": 1, "bleu_dev": 1.0})
+    callback.on_trial_result(0, [], TRIAL, {"epoch": 3, "bleu_dev": 3.0, "pbt_event": json.dumps(events[0])})
+    callback.on_trial_result(0, [], TRIAL, {"epoch": 4, "final": 1, "bleu_test_avg": 4.0,
+                                            "pbt_event": json.dumps(events[1])})
+    callback.drain()
+    client = MlflowClient(uri)
+    [run] = client.search_runs([tracker.experiment_id], filter_string="tags.`sweeper.role` = 'trial'")
+    assert run.data.tags["sweeper.pbt_exploits"] == "2" and run.data.metrics["bleu_test_avg"] == 4.0
+    local = client.download_artifacts(run.info.run_id, "pbt_events.json", str(tmp_path))
+    assert json.loads(Path(local).read_text()) == events
+
+
 def test_a_slow_server_never_holds_up_tunes_scheduling_loop(tmp_path):
     """Writes go out on the sender thread: the callback returns while the server still works, in order."""
     uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
