@@ -198,7 +198,7 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
         results["joeynmt_tokens_per_s"] = max(rates["joeynmt"])
         results["joeynmt_rounds"] = rates["joeynmt"]
     for name, (model, cfg) in models.items():
-        row = {"n_params": model.n_params(), "train_tokens_per_s": max(rates[name], default=0.0),
+        row = {"n_params": model.n_params(), "train_tokens_per_s": max(rates[name], default=None),
                "train_rounds": rates[name]}
         if "joeynmt_tokens_per_s" in results:
             row["ratio_to_joeynmt"] = row["train_tokens_per_s"] / results["joeynmt_tokens_per_s"]

@@ -19,7 +19,7 @@ course report (report 004).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 import torch

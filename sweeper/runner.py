@@ -197,7 +197,9 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     base = resolved_base(spec)
     trial_config(base, {}, 1)  # the resolved base still validates
     # MLflow opens its store (a new SQLite database takes about 2 s to set up) while Ray starts
-    opening = ThreadPoolExecutor(max_workers=1).submit(MlflowClient, uri)
+    pool = ThreadPoolExecutor(max_workers=1)
+    opening = pool.submit(MlflowClient, uri)
+    pool.shutdown(wait=False)  # its one thread ends with the store opened, not with the sweep
     init_ray(address)
     check_gpus(spec)
     data = base["data"]
