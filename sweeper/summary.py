@@ -307,7 +307,7 @@ def add_findings(summary: Summary) -> None:
         caveats.append(f"Training stopped while dev BLEU was still rising for {len(rising)} of {len(histories)} "
                        "variants (see the warnings and the dev curves): the ranking may not hold at convergence.")
     else:
-        caveats.append("Every variant's dev BLEU changed by less than 2% in its last epoch (dev curves below).")
+        caveats.append("No variant's dev BLEU rose by more than 2% in its last epoch (dev curves below).")
     if degenerate:
         caveats.append("The variants flagged above did not work as their papers intend: their rows measure the "
                        "degenerate behaviour, not the method.")
