@@ -13,7 +13,7 @@ from torch import Tensor
 from nmt_core.alignment import alignment_matrix, eflomal_links
 from nmt_core.config import DataConfig
 from nmt_core.corpora import Corpus, CorpusError, load_corpus
-from nmt_core.model import BOS, EOS, PAD, UNK
+from nmt_core.model import BOS, EOS, PAD, UNK, host_to_device
 
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
 _WORD = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
@@ -160,14 +160,16 @@ class Batch:
     tgt_out: Tensor  # (B, T): y_1 .. y_n </s>
     index: list[int]  # positions of these examples in their split
     n_tokens: int  # real target tokens (</s> included)
+    tgt_lengths: Tensor  # (B,) on the CPU: real tokens of each row of tgt_out (</s> included)
     alignment: Tensor | None = None  # (B, T, S) A_ij of guided alignment, when every example has links
     real: Tensor | None = None  # (n_tokens,) flat positions of the real tokens in tgt_out, found on the CPU
 
     def to(self, device: torch.device) -> "Batch":
-        alignment, real = (None if t is None else t.to(device, non_blocking=True) for t in (self.alignment, self.real))
-        return Batch(self.src.to(device, non_blocking=True), self.src_lengths,
-                     self.tgt_in.to(device, non_blocking=True), self.tgt_out.to(device, non_blocking=True),
-                     self.index, self.n_tokens, alignment, real)
+        """The batch on `device` (src_lengths and tgt_lengths stay on the CPU, where packing reads them)."""
+        src, tgt_in, tgt_out, alignment, real = (None if t is None else host_to_device(t, device) for t in
+                                                 (self.src, self.tgt_in, self.tgt_out, self.alignment, self.real))
+        return Batch(src, self.src_lengths, tgt_in, tgt_out, self.index, self.n_tokens, self.tgt_lengths, alignment,
+                     real)
 
     def real_positions(self) -> Tensor:
         """Flat positions of the real target tokens; collate finds them on the CPU, so that a GPU never waits."""
@@ -191,9 +193,10 @@ def collate(examples: list[Example], index: list[int]) -> Batch:
         tgt_in[row, :len(e.tgt) + 1] = torch.tensor([BOS] + e.tgt)
         tgt_out[row, :len(e.tgt) + 1] = torch.tensor(e.tgt + [EOS])
     lengths = torch.tensor([len(e.src) for e in examples])
+    tgt_lengths = torch.tensor([len(e.tgt) + 1 for e in examples])
     links = [e.links for e in examples]
     alignment = None if any(l is None for l in links) else alignment_matrix(links, src_len, tgt_len)
-    return Batch(src, lengths, tgt_in, tgt_out, index, sum(len(e.tgt) + 1 for e in examples), alignment,
+    return Batch(src, lengths, tgt_in, tgt_out, index, int(tgt_lengths.sum()), tgt_lengths, alignment,
                  real_positions(tgt_out))
 
 

@@ -5,13 +5,14 @@ host-device sync inside the step loop is an early-exit check every few steps.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from nmt_core.config import DecodeConfig
 from nmt_core.data import Batch, Example, make_batches
+from nmt_core.attention import AttentionOutput
 from nmt_core.model import BOS, EOS, PAD, Seq2Seq
 
 EXIT_CHECK_EVERY = 4  # steps between the (syncing) "is every sentence finished?" checks
@@ -45,16 +46,7 @@ class TraceBuffer:
                    like.new_zeros(rows, max_len, src_len), like.new_full((rows, max_len), float("nan")),
                    like.new_full((rows, max_len), float("nan")))
 
-    def select(self, index: Tensor) -> "TraceBuffer":
-        return TraceBuffer(*(getattr(self, f.name).index_select(0, index) for f in fields(self)))
-
-    def where(self, mask: Tensor, other: "TraceBuffer") -> "TraceBuffer":
-        """Rows from `other` where mask (rows,) is true, else from self."""
-        def pick(mine: Tensor, theirs: Tensor) -> Tensor:
-            return torch.where(mask.view(-1, *[1] * (mine.dim() - 1)), theirs, mine)
-        return TraceBuffer(*(pick(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)))
-
-    def write(self, t: int, tokens: Tensor, out, rows: Tensor | None = None) -> None:
+    def write(self, t: int, tokens: Tensor, out: AttentionOutput, rows: Tensor | None = None) -> None:
         """Column t gets tokens and the step's attention output (taken at `rows` when given)."""
         pick = (lambda x: x) if rows is None else (lambda x: x.index_select(0, rows))
         self.tokens[:, t] = tokens
@@ -97,6 +89,39 @@ def greedy(model: Seq2Seq, batch: Batch, cfg: DecodeConfig) -> list[Translation]
     return buffer.translations(scores, batch.src_lengths, has_tau, has_gate)
 
 
+@dataclass
+class BeamHistory:
+    """What every beam step produced, kept as back-pointers instead of copied traces.
+
+    Step t's attention output `outs[t]` covers the rows alive before the step; the rows alive after it hold the
+    tokens `tokens[t]` and came from rows `parents[t]` of the step before. A hypothesis is read back once, at the
+    end, by following its parents, so a step costs no copy of the (rows, max_len, S) trace of every hypothesis.
+    """
+
+    outs: list[AttentionOutput] = field(default_factory=list)
+    tokens: list[Tensor] = field(default_factory=list)
+    parents: list[Tensor] = field(default_factory=list)
+
+    def add(self, out: AttentionOutput, tokens: Tensor, parents: Tensor) -> None:
+        self.outs.append(out)
+        self.tokens.append(tokens)
+        self.parents.append(parents)
+
+    def read_back(self, last_step: Tensor, last_row: Tensor, last_token: Tensor, max_len: int,
+                  src_len: int) -> TraceBuffer:
+        """The trace of one hypothesis per sentence that ends at step last_step[n] (B,) with token last_token[n],
+        its step read from row last_row[n] of the rows alive before that step."""
+        buffer = TraceBuffer.empty(last_step.size(0), max_len, src_len, self.outs[0].weights.float())
+        row, token = last_row, last_token
+        for t in range(len(self.outs) - 1, -1, -1):
+            ends_here, active = last_step == t, last_step >= t
+            if t < len(self.outs) - 1:  # hypotheses that go on past t: their row after step t is `row`
+                token = torch.where(ends_here, last_token, self.tokens[t].index_select(0, row))
+                row = torch.where(ends_here, last_row, self.parents[t].index_select(0, row))
+            buffer.write(t, token.masked_fill(~active, PAD), self.outs[t], rows=row)
+        return buffer
+
+
 @torch.no_grad()
 def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int) -> list[Translation]:
     """Batched beam search (B sentences x K beams as B*K rows), length-normalised finished hypotheses.
@@ -110,18 +135,17 @@ def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int)
     memory, state = model.encode(batch.src, batch.src_lengths)
     memory, state = memory.for_hypotheses(k), state.select(torch.arange(n_sent, device=device).repeat_interleave(k))
     steps = max_length(batch, cfg)
-    alive = TraceBuffer.empty(n_sent * k, steps, batch.src.size(1), memory.values.float())
-    best = TraceBuffer.empty(n_sent, steps, batch.src.size(1), memory.values.float())
+    history = BeamHistory()
     best_score = torch.full((n_sent,), float("-inf"), device=device)
+    best_step = torch.zeros(n_sent, dtype=torch.long, device=device)  # where each sentence's best hypothesis ended
+    best_row = torch.zeros(n_sent, dtype=torch.long, device=device)  # and the row it ended from
     n_finished = torch.zeros(n_sent, dtype=torch.long, device=device)
     scores = torch.zeros(n_sent, k, device=device)
     scores[:, 1:] = float("-inf")  # at the start only the first beam is real
     y = torch.full((n_sent * k,), BOS, dtype=torch.long, device=device)
     first_row = torch.arange(n_sent, device=device) * k
-    has_tau = has_gate = False
     for t in range(steps):
         logits, state, out = model.decoder.step(y, state, memory)
-        has_tau, has_gate = out.tau is not None, out.gate is not None
         logits = logits.float()
         vocab = logits.size(-1)
         candidates = logits.log_softmax(dim=-1).add_(scores.view(-1, 1)).view(n_sent, -1)  # score + log p, one fused pass
@@ -134,9 +158,8 @@ def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int)
         new_best, which = normalised.max(dim=-1)
         improve = new_best > best_score
         source_rows = first_row + top_beam[:, :k].gather(1, which.unsqueeze(-1)).squeeze(-1)
-        ended = alive.select(source_rows)
-        ended.write(t, torch.full_like(source_rows, EOS), out, rows=source_rows)
-        best = best.where(improve, ended)
+        best_step = torch.where(improve, t, best_step)
+        best_row = torch.where(improve, source_rows, best_row)
         best_score = torch.where(improve, new_best, best_score)
         n_finished = n_finished + ends.sum(dim=-1)
         # the best K candidates that do not end stay alive
@@ -145,15 +168,18 @@ def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int)
         y = top_token.gather(1, keep).view(-1)
         scores = keep_scores
         state = state.select(rows)
-        alive = alive.select(rows)
-        alive.write(t, y, out, rows=rows)
+        history.add(out, y, rows)
         if t % EXIT_CHECK_EVERY == EXIT_CHECK_EVERY - 1 and bool((n_finished >= k).all()):
             break
     # a sentence with no finished hypothesis by max length keeps its best live beam
     unfinished = torch.isinf(best_score)
-    best = best.where(unfinished, alive.select(first_row))
+    last = len(history.outs) - 1
+    best_step = torch.where(unfinished, last, best_step)
+    best_row = torch.where(unfinished, history.parents[last].index_select(0, first_row), best_row)
+    best_token = torch.where(unfinished, history.tokens[last].index_select(0, first_row), EOS)
     best_score = torch.where(unfinished, scores[:, 0] / steps ** cfg.length_penalty, best_score)
-    return best.translations(best_score, batch.src_lengths, has_tau, has_gate)
+    best = history.read_back(best_step, best_row, best_token, steps, batch.src.size(1))
+    return best.translations(best_score, batch.src_lengths, out.tau is not None, out.gate is not None)
 
 
 def translate(model: Seq2Seq, examples: list[Example], cfg: DecodeConfig, beam_size: int,

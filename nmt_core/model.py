@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, invert_permutation, pack_padded_sequence, pad_packed_sequence
 
 from nmt_core.attention import SCORES, Attention, AttentionOutput, AttentionState, Memory, SelfAttention
 from nmt_core.config import AttentionConfig, ModelConfig
@@ -37,14 +37,37 @@ class Encoder(nn.Module):
 
     def forward(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor]:
         """src (B, S) ids, src_lengths (B,) on the CPU -> h (B, S, H), final [h->_n; h<-_1] (B, H)."""
-        x = self.dropout(self.embed(src))
-        packed = pack_padded_sequence(x, src_lengths, batch_first=True, enforce_sorted=False)
-        out, (h_n, _) = self.rnn(packed)
-        h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
+        h, h_n = rnn_by_length(self.rnn, self.dropout(self.embed(src)), src_lengths)
         h = self.dropout(h)
         if self.self_attention is not None:
             h = h + self.self_attention(h, h, self.self_attention.W_K(h), src != PAD)
         return h, torch.cat([h_n[-2], h_n[-1]], dim=-1)
+
+
+def host_to_device(t: Tensor, device: torch.device) -> Tensor:
+    """t on `device`. A CPU tensor reaches a GPU from pinned memory without blocking: a copy from pageable memory
+    waits for the GPU to catch up, and the host could not queue the next kernels meanwhile."""
+    if device.type != "cuda" or t.is_cuda:
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
+def rnn_by_length(rnn: nn.LSTM, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    """The RNN over padded x (B, S, E) packed by length (CPU lengths (B,)): its outputs (B, S, H), zero on padding,
+    and its final hidden state h_n (layers * directions, B, H'), rows in x's order.
+
+    What pack_padded_sequence(enforce_sorted=False), the RNN and pad_packed_sequence compute, op for op, without
+    their waits for the GPU: packing copies its sort order to the device from pageable memory, and unpacking
+    copies the unsort order back to the host, each a wait until the GPU has caught up. Here the order travels from
+    pinned memory once and the rows are unsorted on the device.
+    """
+    lengths, order = torch.sort(lengths, descending=True)  # as pack_padded_sequence sorts
+    order = host_to_device(order, x.device)
+    unsort = invert_permutation(order)
+    packed = pack_padded_sequence(x.index_select(0, order), lengths, batch_first=True)
+    out, (h_n, _) = run_rnn(rnn, packed)
+    padded, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
+    return padded.index_select(0, unsort), h_n.index_select(1, unsort)
 
 
 @dataclass
@@ -80,6 +103,25 @@ class DecoderTrace:
             return None if values[0] is None else torch.stack(values, dim=1)
 
         return DecoderTrace(along_time("weights"), along_time("tau"), along_time("gate"), along_time("scores"))
+
+
+def run_rnn(rnn: nn.LSTM | nn.GRU, inputs: Tensor | PackedSequence,
+            state: RnnState | None = None) -> tuple[Tensor | PackedSequence, RnnState]:
+    """rnn(inputs, state), in fp32 on CUDA whatever autocast asks for.
+
+    Under torch.autocast(dtype=torch.bfloat16) PyTorch runs cuDNN's RNN (`_cudnn_rnn`) in fp16, not bf16: seen on
+    an H100 with torch 2.11 and cuDNN 9.19 (kernel RNN_blockPersist_fp_LSTM_HMMA<__half>, float16 outputs). Nothing
+    here scales the loss, and fp16 gradients without loss scaling underflow. So on CUDA the sequence RNNs run
+    outside autocast, in fp32 on TF32 tensor cores (`use_tensor_cores`); everything around them stays bf16. On a
+    CPU, autocast hands oneDNN's LSTM bf16, which is what `train.amp` asks for, and nothing changes.
+    """
+    data = inputs.data if isinstance(inputs, PackedSequence) else inputs
+    if data.device.type != "cuda" or not torch.is_autocast_enabled("cuda"):
+        return rnn(inputs, state)
+    if state is not None:
+        state = tuple(part.float() for part in state) if isinstance(state, tuple) else state.float()
+    with torch.autocast("cuda", enabled=False):
+        return rnn(inputs.float(), state)
 
 
 def top_layer(rnn: RnnState) -> Tensor:
@@ -169,7 +211,7 @@ class Decoder(nn.Module):
         """One step of one of the decoder's RNNs: s (B, H) and the next state."""
         if self.cfg.fast_path:
             return rnn_step(rnn, x, state)
-        s, state = rnn(x.unsqueeze(1), state)
+        s, state = run_rnn(rnn, x.unsqueeze(1), state)
         return s.squeeze(1), state
 
     def transition(self, emb: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
@@ -202,7 +244,7 @@ class Decoder(nn.Module):
         emb = self.dropout(self.embed(tgt_in))
         readouts, steps = [], []
         if self.whole_sequence_rnn:  # the whole target through the RNN in one call; only attention steps in Python
-            s_all, _ = self.rnn(emb, state.rnn)
+            s_all, _ = run_rnn(self.rnn, emb, state.rnn)
             attention, past = state.attention, state.past
             for s_t, emb_t in zip(s_all.unbind(1), emb.unbind(1)):
                 out, attention = self.attention(s_t, memory, attention, emb_t)

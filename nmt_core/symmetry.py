@@ -12,21 +12,24 @@ import torch
 from torch import Tensor
 
 from nmt_core.data import Batch, Example, TrialData
-from nmt_core.model import BOS, EOS, PAD
+from nmt_core.model import BOS, EOS, PAD, host_to_device
 
 
 def reverse_batch(batch: Batch) -> Batch:
     """The batch with source and target swapped (on its device): the target words become the source, and the
-    source words the target, between <s> and </s>."""
+    source words the target, between <s> and </s>. Lengths and real-token positions come from the lengths the
+    batch keeps on the CPU, so that building it never waits for a GPU."""
+    device = batch.src.device
     tgt_words = batch.tgt_out.masked_fill(batch.tgt_out == EOS, PAD)  # (B, T): y_1 .. y_n, padded
-    tgt_lengths = (tgt_words != PAD).sum(-1)
-    src_lengths = batch.src_lengths.to(batch.src.device)
     bos = batch.src.new_full((batch.src.size(0), 1), BOS)
     pad = batch.src.new_full((batch.src.size(0), 1), PAD)
     tgt_out = torch.cat([batch.src, pad], dim=1)
-    tgt_out = tgt_out.scatter(1, src_lengths.unsqueeze(1), EOS)  # x_1 .. x_m </s>
-    n_tokens = int(batch.src_lengths.sum()) + batch.src.size(0)
-    return Batch(tgt_words, tgt_lengths.cpu(), torch.cat([bos, batch.src], dim=1), tgt_out, batch.index, n_tokens)
+    tgt_out = tgt_out.scatter(1, host_to_device(batch.src_lengths, device).unsqueeze(1), EOS)  # x_1 .. x_m </s>
+    tgt_lengths = batch.src_lengths + 1
+    width = tgt_out.size(1)
+    real = (torch.arange(width) < tgt_lengths.unsqueeze(1)).flatten().nonzero().squeeze(1)  # on the CPU
+    return Batch(tgt_words, batch.tgt_lengths - 1, torch.cat([bos, batch.src], dim=1), tgt_out, batch.index,
+                 int(tgt_lengths.sum()), tgt_lengths, real=host_to_device(real, device))
 
 
 def trace_bonus(forward: Tensor, backward: Tensor, batch: Batch) -> Tensor:

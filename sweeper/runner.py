@@ -93,7 +93,7 @@ def autoscaler_max_gpus() -> float:
 
 
 def build_trainable(base: dict[str, Any], cpu: float, gpu: float, sweep: str, mutable: list[str]):
-    context = SweepContext(base=base, cpus_per_trial=cpu, sweep=sweep, mutable=tuple(mutable))
+    context = SweepContext(base=base, cpus_per_trial=cpu, gpus_per_trial=gpu, sweep=sweep, mutable=tuple(mutable))
     return tune.with_resources(tune.with_parameters(run_trial, context=context), {"cpu": cpu, "gpu": gpu})
 
 

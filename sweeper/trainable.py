@@ -40,6 +40,7 @@ class SweepContext:
 
     base: dict[str, Any]  # the trial config every trial starts from, paths already absolute
     cpus_per_trial: float
+    gpus_per_trial: float = 0.0  # a fraction packs trials onto one GPU; each then gets that share of its memory
     sweep: str = ""  # the sweep's name: trials find its progress board by it
     mutable: tuple[str, ...] = ()  # PBT's mutated keys, reported every epoch as `setting.<key>`
 
@@ -58,8 +59,17 @@ def describe_trial(config: dict[str, Any], base: dict[str, Any]) -> tuple[TrialC
     return cfg, variant_label(cfg)
 
 
+def share_gpu_memory(gpus_per_trial: float) -> None:
+    """A trial packed onto a shared GPU (resources.gpu < 1) may hold only its share of the GPU's memory: Ray
+    divides the GPU's compute by scheduling, not its memory, so one trial's caching allocator could otherwise take
+    what its neighbours need and fail them with out-of-memory errors. Over its share a trial fails alone."""
+    if 0 < gpus_per_trial < 1 and torch.cuda.is_available():
+        torch.cuda.set_per_process_memory_fraction(gpus_per_trial)
+
+
 def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     torch.set_num_threads(max(1, int(context.cpus_per_trial)))
+    share_gpu_memory(context.gpus_per_trial)
     params, seed = trial_params(config, context.base)
     cfg = trial_config(context.base, params, seed)
     trial_id = tune.get_context().get_trial_id()

@@ -202,7 +202,8 @@ def test_reverse_batch_and_trace_bonus():
     B = sum_i sum_j alpha^{s->t}_ij alpha^{s<-t}_ji over real words only."""
     src = torch.tensor([[5, 6, 7], [8, 9, PAD]])
     tgt_out = torch.tensor([[10, 11, EOS], [12, EOS, PAD]])
-    batch = Batch(src, torch.tensor([3, 2]), torch.tensor([[BOS, 10, 11], [BOS, 12, PAD]]), tgt_out, [0, 1], 5)
+    batch = Batch(src, torch.tensor([3, 2]), torch.tensor([[BOS, 10, 11], [BOS, 12, PAD]]), tgt_out, [0, 1], 5,
+                  torch.tensor([3, 2]))
     back = reverse_batch(batch)
     assert back.src.tolist() == [[10, 11, PAD], [12, PAD, PAD]] and back.src_lengths.tolist() == [2, 1]
     assert back.tgt_in.tolist() == [[BOS, 5, 6, 7], [BOS, 8, 9, PAD]]
