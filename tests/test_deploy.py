@@ -9,10 +9,13 @@ import shlex
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
+from mlflow.exceptions import MlflowException
+from mlflow.server import get_app_client
 from mlflow.tracking import MlflowClient
 
 from sweeper.cli import build_parser
@@ -217,53 +220,78 @@ def test_readme_walks_through_every_file():
         assert name in readme, name
 
 
+@contextmanager
+def as_mlflow_user(username: str, password: str):
+    """MlflowClient and the auth client read credentials from these two variables only."""
+    os.environ.update(MLFLOW_TRACKING_USERNAME=username, MLFLOW_TRACKING_PASSWORD=password)
+    try:
+        yield
+    finally:
+        for key in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+            os.environ.pop(key)
+
+
 @pytest.mark.slow
 def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_only(tmp_path):
-    """deploy/mlflow/run-mlflow-server.sh for real: basic auth, a secret key, PostgreSQL from Debian's packages.
-    A shortened sweep logs with the right credentials and is refused in one line (exit 2) without them."""
+    """deploy/mlflow/run-mlflow-server.sh for real: basic auth, a secret key, PostgreSQL from Debian's packages, its
+    user and database made by --setup-db with a password that has quotes in it. While the server runs, no process's
+    command line holds the database or the admin password. A user's sweep logs with the right credentials, is refused
+    in one line (exit 2) without them, and another user cannot read it (default_permission NO_PERMISSIONS)."""
     from tests.servers import Postgres, free_port, wait_for
     from tests.test_sweep_e2e import sweeper, write_space
 
     if not any(Path("/usr/lib/postgresql").glob("*/bin/initdb")) and not os.environ.get("CI"):
         pytest.skip("PostgreSQL is not installed (apt-get install postgresql); .ci/run installs it")
-    postgres = Postgres(tmp_path)
+    postgres = Postgres(tmp_path, user="owner", database="owner")  # the script makes the mlflow user and database
+    pg_password, admin_password = "pg 'quoted' \"pass\" $HOME \\ @:/", "admin-s3cret'word"
     ini = (DEPLOY / "mlflow" / "basic_auth.ini.example").read_text()
     ini = ini.replace("sqlite:////authdb/basic_auth.db", f"sqlite:///{tmp_path / 'auth.db'}").replace(
-        "change-me-before-first-start", "s3cret-admin")
+        EXAMPLE_ADMIN_PASSWORD, admin_password)
     (tmp_path / "basic_auth.ini").write_text(ini)
+    (tmp_path / "basic_auth.ini").chmod(0o600)
     port = free_port()
-    env = {**os.environ, "BACKEND_STORE_URI": postgres.uri, "ARTIFACTS": str(tmp_path / "artifacts"), "PORT": str(port),
-           "MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / "basic_auth.ini"), "MLFLOW_FLASK_SERVER_SECRET_KEY": "k" * 32,
-           "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}, "POSTGRES_PASSWORD": pg_password,
+           "BACKEND_STORE_URI": f"postgresql://mlflow@127.0.0.1:{postgres.port}/mlflow", "PORT": str(port),
+           "ARTIFACTS": str(tmp_path / "artifacts"), "MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / "basic_auth.ini"),
+           "MLFLOW_FLASK_SERVER_SECRET_KEY": "k" * 32, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+           "PSQL": " ".join(postgres.psql), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    for _ in range(2):  # creates the user and database, then only sets the password again
+        setup = run_server_script("--setup-db", env=env)
+        assert setup.returncode == 0, setup.stderr
     log = open(tmp_path / "mlflow.log", "w")
     server = subprocess.Popen(["bash", str(DEPLOY / "mlflow" / "run-mlflow-server.sh")], env=env, stdout=log,
                               stderr=subprocess.STDOUT, start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     try:
         wait_for(uri + "/health", server, timeout=120)
+        lines = command_lines()
+        assert any("--app-name basic-auth" in line for line in lines)  # the server's processes are in the list
+        assert not [line for line in lines if pg_password in line or admin_password in line]
+        users = {"alice": "alice-password-1", "bob": "bob-password-22"}
+        with as_mlflow_user("admin", admin_password):
+            auth = get_app_client("basic-auth", tracking_uri=uri)
+            for username, password in users.items():
+                auth.create_user(username, password)
         space = write_space(tmp_path, name="deployed", parameters={"attention.temperature": {"grid": ["none"]}},
                             base={"model": {"emb_size": 16, "hidden_size": 16}, "train": {"epochs": 1}})
-        for who in ({}, {"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": "wrong"}):
+        for who in ({}, {"MLFLOW_TRACKING_USERNAME": "alice", "MLFLOW_TRACKING_PASSWORD": "wrong"}):
             refused = sweeper("run", str(space), "--tracking-uri", uri, "--storage", str(tmp_path / "sweeps"),
                               cwd=tmp_path, env=who)
             assert refused.returncode == 2, refused.stderr[-2000:]
             [line] = refused.stderr.strip().splitlines()
             assert f"tracking server {uri} refused" in line and "MLFLOW_TRACKING_PASSWORD" in line, line
-        admin = {"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": "s3cret-admin"}
+        alice = {"MLFLOW_TRACKING_USERNAME": "alice", "MLFLOW_TRACKING_PASSWORD": users["alice"]}
         done = sweeper("run", str(space), "--tracking-uri", uri, "--storage", str(tmp_path / "sweeps"), cwd=tmp_path,
-                       env=admin)
+                       env=alice)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        os.environ.update(admin)
-        try:
+        with as_mlflow_user("alice", users["alice"]):
             client = MlflowClient(uri)
             experiment = client.get_experiment_by_name("deployed")
             runs = client.search_runs([experiment.experiment_id], filter_string="tags.`sweeper.role` = 'trial'")
             assert [r.info.status for r in runs] == ["FINISHED"]
             assert {a.path for a in client.list_artifacts(runs[0].info.run_id)} >= {"model", "translations"}
-        finally:
-            for key in admin:
-                os.environ.pop(key)
+        with as_mlflow_user("bob", users["bob"]), pytest.raises(MlflowException, match="403"):
+            MlflowClient(uri).get_experiment(experiment.experiment_id)
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGTERM)
