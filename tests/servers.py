@@ -231,9 +231,12 @@ class Postgres:
         self.as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         if self.as_owner:
             shutil.chown(self.data, "postgres", "postgres")
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust")
+        # passwords count over TCP, as on a real server; the superuser gets in through the socket in the data folder
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256")
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.data / "server.log"), "-w", "start", "-o",
                   f"-h 127.0.0.1 -p {self.port} -k {self.data}")
+        self.psql = [*self.as_owner, str(self.bin / "psql"), "-h", str(self.data), "-p", str(self.port),
+                     "-U", "postgres"]  # the superuser's psql, through the socket
         self._sql(f"CREATE USER {user} WITH PASSWORD '{password}'")
         self._sql(f"CREATE DATABASE {database} OWNER {user}")
         self.uri = f"postgresql://{user}:{password}@127.0.0.1:{self.port}/{database}"
@@ -242,7 +245,7 @@ class Postgres:
         subprocess.run([*self.as_owner, str(self.bin / tool), *args], check=True, capture_output=True, text=True)
 
     def _sql(self, statement: str) -> None:
-        self._run("psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-c", statement)
+        subprocess.run([*self.psql, "-c", statement], check=True, capture_output=True, text=True)
 
     def stop(self) -> None:
         subprocess.run([*self.as_owner, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "stop"],
