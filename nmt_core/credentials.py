@@ -39,13 +39,19 @@ def _userinfo(uri: str) -> str | None:
     return match.group(2) if match else None
 
 
+def _harmless_userinfo(scheme: str, userinfo: str) -> bool:
+    """A database store's user name (the password comes from its driver's environment) or GCS' `anonymous@`."""
+    if ":" in userinfo:
+        return False
+    return scheme in DATABASES or (scheme in ("gs", "gcs") and userinfo == "anonymous")
+
+
 def secret_parts(uri: str) -> list[str]:
     """What in `uri` carries a credential, named without its value: 'user:password@', "query key 'secret_key'"."""
     found = []
     userinfo = _userinfo(uri)
     scheme = uri.split(":", 1)[0].split("+", 1)[0].lower()
-    if userinfo is not None and not (":" not in userinfo and (scheme in DATABASES or
-                                                             (scheme in ("gs", "gcs") and userinfo == "anonymous"))):
+    if userinfo is not None and not _harmless_userinfo(scheme, userinfo):
         found.append("user:password@" if ":" in userinfo else "token@")
     query = uri.partition("?")[2].partition("#")[0]
     found += [f"query key {key!r}" for key, _, _ in (p.partition("=") for p in query.split("&")) if _is_secret_key(key)]

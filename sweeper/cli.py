@@ -158,7 +158,8 @@ def check_arguments(args: argparse.Namespace) -> None:
     from sweeper.space import check_name
 
     if getattr(args, "name", None) is not None:
-        check_name(args.name, "NAME" if args.command in ("resume", "summarize") else "--name", f"sweeper {args.command}")
+        key = "NAME" if args.command in ("resume", "summarize") else "--name"
+        check_name(args.name, key, f"sweeper {args.command}")
     if getattr(args, "tracking_uri", None):
         check_uri(args.tracking_uri, "tracking", "tracking.uri", "--tracking-uri")
 

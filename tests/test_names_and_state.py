@@ -100,7 +100,7 @@ def damage(work: Path, state: str, tuner: bytes = b"\x80\x05\x95") -> Path:
     return sweep
 
 
-DAMAGED_STATES = ['{"name": "tiny", "tracking', "[1, 2]", '{"name": "tiny"}', "\udcff".encode("utf-8", "surrogateescape")]
+DAMAGED_STATES = ['{"name": "tiny", "tracking', "[1, 2]", '{"name": "tiny"}', b"\xff\xfe not UTF-8"]
 
 
 @pytest.mark.parametrize("state", DAMAGED_STATES)
