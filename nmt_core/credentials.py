@@ -25,6 +25,7 @@ ENVIRONMENT = {
                "provider's credential chain (GOOGLE_APPLICATION_CREDENTIALS for gs://)",
     "tracking": "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN (a database "
                 "store: its driver's own, such as PGPASSWORD or ~/.pgpass)",
+    "ray": "set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token) to the cluster's token",
 }
 
 
@@ -73,7 +74,7 @@ def redact(uri: str) -> str:
 
 
 def check_uri(uri: str, kind: str, key: str, source: str) -> str:
-    """`uri` itself, or ConfigError (exit 2) if it carries a credential; kind is 'storage' or 'tracking'."""
+    """`uri` itself, or ConfigError (exit 2) if it carries a credential; kind is 'storage', 'tracking' or 'ray'."""
     found = secret_parts(uri)
     if found:
         raise ConfigError(key, f"{redact(uri)}: a credential in a URI ({', '.join(found)}) is refused, as it would be "

@@ -152,8 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    """A sweep's name and a tracking URI, before a command reads or writes anything (--storage is checked where it
-    is opened)."""
+    """A sweep's name, the tracking URI and the Ray address, before a command reads or writes anything (--storage is
+    checked where it is opened)."""
     from nmt_core.credentials import check_uri
     from sweeper.space import check_name
 
@@ -162,6 +162,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         check_name(args.name, key, f"sweeper {args.command}")
     if getattr(args, "tracking_uri", None):
         check_uri(args.tracking_uri, "tracking", "tracking.uri", "--tracking-uri")
+    if getattr(args, "address", None):
+        check_uri(args.address, "ray", "--address", f"sweeper {args.command}")
 
 
 def main(argv: list[str] | None = None) -> int:

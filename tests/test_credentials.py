@@ -82,6 +82,7 @@ def tiny_space(folder: Path, **top) -> Path:
      f"s3://bucket/x?session_token={SECRET}"],
     ["summarize", "tiny", "--tracking-uri", f"http://{SECRET}@127.0.0.1:5000"],
     ["resume", "tiny", "--storage", f"s3://AKIA:{SECRET}@bucket/runs"],
+    ["submit", "SPACE", "--address", f"http://ray:{SECRET}@127.0.0.1:8265", "--tracking-uri", "http://127.0.0.1:1"],
     ["validate", "SPACE_WITH_URI"],
 ])
 def test_every_command_refuses_a_secret_in_one_line_and_writes_nothing(args, tmp_path, capsys, monkeypatch):
