@@ -10,10 +10,11 @@ import random
 import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -66,21 +67,32 @@ def init_ray(address: str | None) -> None:
     if address:
         ray.init(address=address)
     else:
-        loopback_only()
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
+        with loopback_only():
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
 
 
-def loopback_only() -> None:
+@contextmanager
+def loopback_only() -> Iterator[None]:
     """A local Ray for one sweep serves no other machine: its GCS, raylet, workers and agents listen on 127.0.0.1.
 
     Ray binds its servers to the node's IP, which on Linux it resolves to an outside interface even when asked for
     127.0.0.1 (`ray.init(_node_ip_address=...)` maps loopback to it). Ray's single-machine mode (the variable
     RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, Windows' and macOS's default) takes the loopback instead. Ray reads the
-    variable when it is imported: it is set for the processes Ray starts, and Ray's copy of it for this one."""
+    variable when it is imported, so it is set for the processes Ray starts and Ray's copy of it for this one, both
+    only while Ray starts: a later `ray start` or `ray.init(address=...)` from this process joins clusters again."""
     from ray._private import ray_constants
 
-    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
-    ray_constants.ENABLE_RAY_CLUSTER = False
+    variable, saved = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, ray_constants.ENABLE_RAY_CLUSTER
+    before = os.environ.get(variable)
+    os.environ[variable], ray_constants.ENABLE_RAY_CLUSTER = "0", False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+        if before is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = before
 
 
 def check_gpus(spec: SweepSpec) -> None:
