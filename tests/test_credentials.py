@@ -178,6 +178,9 @@ def test_a_sweep_with_credentials_in_the_environment_stores_and_shows_none(tmp_p
                                                                                          "mlflow-artifacts/"))]
         assert not outside, outside  # "sweeps/": the folder marker pyarrow writes for the storage root
         assert any(key.startswith("mlflow-artifacts/") and key.endswith("space.yaml") for key in objects)
+        # the searches below see what is there: the tracking URI, the results' rows
+        assert server.uri in shown and server.uri.encode() in objects["sweeps/secrets/sweeper.json"]
+        assert b"TERMINATED" in readable("results.parquet", objects["sweeps/secrets/results.parquet"])
         for secret in (aws_key, aws_secret, password):
             assert secret not in shown and secret not in mlflow_text and not any(secret in row for row in rows)
             found = [key for key, data in objects.items() if secret.encode() in readable(key, data)]
