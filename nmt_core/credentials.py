@@ -16,9 +16,10 @@ HIDDEN = "***"
 SHOWN = 100  # at most this many characters of a refused URI (secrets already hidden) in an error line
 AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^?#]*)@")  # userinfo: up to the last '@' before the query
 # query keys that carry a secret, matched as parts of a key, case-insensitive (pyarrow's S3 `access_key`,
-# `secret_key`, `session_token`; signed URLs' `X-Amz-Signature`, `X-Amz-Security-Token`, `sig`; GCS' access_token)
+# `secret_key`, `session_token`; signed URLs' `X-Amz-Signature`, `X-Amz-Security-Token`; GCS' access_token)
 SECRET_KEYS = ("secret", "password", "passwd", "token", "credential", "signature", "access_key", "accesskey",
-               "api_key", "apikey", "private_key", "sig")
+               "api_key", "apikey", "private_key")
+SECRET_WORDS = ("sig",)  # too short to match inside other keys: whole words only (Azure's shared access `sig`)
 DATABASES = ("postgresql", "postgres", "mysql", "mssql", "oracle")  # SQLAlchemy store URIs: a user name is no secret
 ENVIRONMENT = {
     "storage": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), AWS_PROFILE or the "
@@ -30,9 +31,8 @@ ENVIRONMENT = {
 
 
 def _is_secret_key(key: str) -> bool:
-    words = re.split(r"[^a-z0-9]+", unquote(key).lower())
-    joined = "_".join(w for w in words if w)
-    return any(w in SECRET_KEYS for w in words) or any(k in joined for k in SECRET_KEYS if len(k) > 3)
+    words = [w for w in re.split(r"[^a-z0-9]+", unquote(key).lower()) if w]
+    return any(w in SECRET_WORDS for w in words) or any(k in "_".join(words) for k in SECRET_KEYS)
 
 
 def _userinfo(uri: str) -> str | None:
