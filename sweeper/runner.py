@@ -31,7 +31,8 @@ from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.mlflow_model import DEFAULT_TRACKING
 from nmt_core.train import PAPER_BLEU
 from sweeper.progress import SweepProgress, open_board
-from sweeper.space import OptunaSpace, SpecError, SweepSpec, TrialPlan, mutation_range, plan_trials, trial_config
+from sweeper.space import (OptunaSpace, SpecError, SweepSpec, TrialPlan, check_name, mutation_range, plan_trials,
+                           trial_config)
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.storage import Storage, check_writable, open_storage
 from sweeper.tracking import MlflowTrackingCallback, SweepTracker, check_reachable, resolve_uri, runs_link
@@ -234,6 +235,7 @@ def read_state(experiment: Storage) -> dict[str, Any]:
     missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else ["(a mapping)"]
     if missing:
         raise damaged(experiment, STATE_FILE, "no " + ", ".join(missing))
+    check_name(state["name"], "name", experiment.display(STATE_FILE))  # resume writes below storage by this name
     check_uri(str(state["tracking_uri"]), "tracking", "tracking_uri", experiment.display(STATE_FILE))
     return state
 

@@ -103,6 +103,15 @@ def damage(work: Path, state: str, tuner: bytes = b"\x80\x05\x95") -> Path:
 DAMAGED_STATES = ['{"name": "tiny", "tracking', "[1, 2]", '{"name": "tiny"}', b"\xff\xfe not UTF-8"]
 
 
+@pytest.mark.parametrize("command", ["resume tiny", "summarize tiny"])
+def test_a_name_in_sweeper_json_follows_the_rule_too(command, work, capsys):
+    damage(work, json.dumps({**valid_state(f"sqlite:///{work / 'mlflow.db'}"), "name": "../../x"}))
+    before = snapshot(work.parent.parent)
+    line = refused_in_one_line([*command.split(), "--storage", "./storage"], capsys)
+    assert "sweeper.json: name: must be 1-100 letters" in line, line
+    assert snapshot(work.parent.parent) == before
+
+
 @pytest.mark.parametrize("state", DAMAGED_STATES)
 @pytest.mark.parametrize("command", ["resume tiny", "summarize tiny", "run ../../space.yaml"])
 def test_a_damaged_sweeper_json_is_one_line_naming_it(command, state, work, capsys):
