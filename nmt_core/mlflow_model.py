@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from nmt_core import checkpoint
+from nmt_core.credentials import check_uri
 
 DEFAULT_TRACKING = "sqlite:///mlflow.db"  # the sweeper's default store, in the working folder
 REQUIREMENTS = ("nmt-sweeper", "torch", "sacrebleu", "mlflow")
@@ -79,6 +80,7 @@ def download_model(uri: str, tracking_uri: str | None) -> Path:
     Raises ModelUriError (one line) when the URI or the store cannot give a model.
     """
     store = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING
+    check_uri(store, "tracking", "tracking.uri", "--tracking-uri" if tracking_uri else "MLFLOW_TRACKING_URI")
     if not uri.startswith(("models:/", "runs:/")):
         raise ModelUriError(uri, store, "expected models:/<name>/<version>, models:/<name>@<alias> or runs:/<id>/model")
     if store.startswith("sqlite:///") and not Path(store.removeprefix("sqlite:///")).exists():

@@ -68,11 +68,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    import json
     import tempfile
     from pathlib import Path
 
-    from sweeper.runner import DEFAULT_TRACKING, STATE_FILE, SUMMARY_DIR
+    from sweeper.runner import DEFAULT_TRACKING, STATE_FILE, SUMMARY_DIR, read_state
     from sweeper.space import SignificanceSpec
     from sweeper.storage import open_storage
     from sweeper.summary import SummaryError, render_markdown, summarize
@@ -83,8 +82,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
     experiment = open_storage(args.storage, "sweeper summarize").below(args.name)
     has_state = experiment.exists(STATE_FILE)
-    uri = args.tracking_uri or (json.loads(experiment.read_text(STATE_FILE))["tracking_uri"] if has_state
-                                else DEFAULT_TRACKING)
+    uri = args.tracking_uri or (read_state(experiment)["tracking_uri"] if has_state else DEFAULT_TRACKING)
     uri = resolve_uri(uri)
     check_reachable(uri)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():  # never create one
@@ -153,9 +151,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """A sweep's name, the tracking URI and the Ray address, before a command reads or writes anything (--storage is
+    checked where it is opened)."""
+    from nmt_core.credentials import check_uri
+    from sweeper.space import check_name
+
+    if getattr(args, "name", None) is not None:
+        key = "NAME" if args.command in ("resume", "summarize") else "--name"
+        check_name(args.name, key, f"sweeper {args.command}")
+    if getattr(args, "tracking_uri", None):
+        check_uri(args.tracking_uri, "tracking", "tracking.uri", "--tracking-uri")
+    if getattr(args, "address", None):
+        check_uri(args.address, "ray", "--address", f"sweeper {args.command}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        check_arguments(args)
         return args.func(args)
     except (ConfigError, CorpusError) as err:  # bad input, an unusable corpus or tracking store
         print(f"sweeper: error: {err}", file=sys.stderr)

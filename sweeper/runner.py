@@ -5,14 +5,16 @@ import copy
 import json
 import math
 import os
+import pickle
 import random
 import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,11 +26,13 @@ from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler, PopulationBas
 from ray.tune.search import ConcurrencyLimiter
 
 from nmt_core.corpora import default_cache_dir, load_corpus
+from nmt_core.credentials import check_uri
 from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.mlflow_model import DEFAULT_TRACKING
 from nmt_core.train import PAPER_BLEU
 from sweeper.progress import SweepProgress, open_board
-from sweeper.space import OptunaSpace, SpecError, SweepSpec, TrialPlan, mutation_range, plan_trials, trial_config
+from sweeper.space import (OptunaSpace, SpecError, SweepSpec, TrialPlan, check_name, mutation_range, plan_trials,
+                           trial_config)
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.storage import Storage, check_writable, open_storage
 from sweeper.tracking import MlflowTrackingCallback, SweepTracker, check_reachable, resolve_uri, runs_link
@@ -37,6 +41,8 @@ from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
 # Tune warns about frequent experiment snapshots whenever trials are short; that is the expected case here
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
+STATE_KEYS = ("name", "tracking_uri", "parent_run_id", "base", "cpu", "gpu", "metric", "mode", "trials")
+TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` loads
 RESULTS_FILE = "results.parquet"
 SUMMARY_DIR = "summary"
 TRACKING_WAIT_S = 300.0  # at the end of a sweep, how long to wait for a tracking server that went away
@@ -62,7 +68,32 @@ def init_ray(address: str | None) -> None:
     if address:
         ray.init(address=address)
     else:
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
+        with loopback_only():
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
+
+
+@contextmanager
+def loopback_only() -> Iterator[None]:
+    """A local Ray for one sweep serves no other machine: its GCS, raylet, workers and agents listen on 127.0.0.1.
+
+    Ray binds its servers to the node's IP, which on Linux it resolves to an outside interface even when asked for
+    127.0.0.1 (`ray.init(_node_ip_address=...)` maps loopback to it). Ray's single-machine mode (the variable
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, Windows' and macOS's default) takes the loopback instead. Ray reads the
+    variable when it is imported, so it is set for the processes Ray starts and Ray's copy of it for this one, both
+    only while Ray starts: a later `ray start` or `ray.init(address=...)` from this process joins clusters again."""
+    from ray._private import ray_constants
+
+    variable, saved = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, ray_constants.ENABLE_RAY_CLUSTER
+    before = os.environ.get(variable)
+    os.environ[variable], ray_constants.ENABLE_RAY_CLUSTER = "0", False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+        if before is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = before
 
 
 def check_gpus(spec: SweepSpec) -> None:
@@ -189,11 +220,33 @@ def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPl
     return out
 
 
+def damaged(experiment: Storage, file: str, why: str) -> SpecError:
+    """One line for a state file in storage that cannot be read: nothing else is read or written."""
+    return SpecError("(file)", f"the sweep's storage is damaged: {why}; restore the file from a copy, or run the "
+                     "sweep again under another --name", experiment.display(file))
+
+
+def read_state(experiment: Storage) -> dict[str, Any]:
+    """sweeper.json as `run_sweep` wrote it; truncated, not JSON or missing a key is damage (one line, exit 2)."""
+    try:
+        state = json.loads(experiment.read_text(STATE_FILE))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise damaged(experiment, STATE_FILE, f"not JSON ({str(err)[:100]})") from None
+    missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else ["(a mapping)"]
+    if missing:
+        raise damaged(experiment, STATE_FILE, "no " + ", ".join(missing))
+    check_name(state["name"], "name", experiment.display(STATE_FILE))  # resume writes below storage by this name
+    check_uri(str(state["tracking_uri"]), "tracking", "tracking_uri", experiment.display(STATE_FILE))
+    return state
+
+
 def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, address: str | None) -> int:
     storage = open_storage(storage_uri, "sweeper run")
     uri = resolve_uri(tracking_uri or spec.tracking_uri or DEFAULT_TRACKING)
     check_reachable(uri)
     check_writable(storage, "sweeper run")
+    experiment = storage.below(spec.name)
+    earlier = read_state(experiment) if experiment.exists(STATE_FILE) else None
     base = resolved_base(spec)
     trial_config(base, {}, 1)  # the resolved base still validates
     # MLflow opens its store (a new SQLite database takes about 2 s to set up) while Ray starts
@@ -210,10 +263,8 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     parent_id = tracker.start_sweep(spec.text, {"source": spec.source, "trials": n_trials,
                                                 "algorithm": spec.search.algorithm, "scheduler": spec.scheduler.type,
                                                 "storage": storage.display(spec.name)})
-    experiment = storage.below(spec.name)
     callback = MlflowTrackingCallback(uri, spec.name, parent_id, base, experiment.uri)
-    if experiment.exists(STATE_FILE):
-        earlier = json.loads(experiment.read_text(STATE_FILE))
+    if earlier:
         print(f"note: {experiment.uri} holds an earlier sweep {spec.name!r}: its trial folders stay, results.parquet "
               f"will describe this run, and `sweeper summarize {spec.name} --run-id {earlier['parent_run_id']}` still "
               "summarises the earlier one", flush=True)
@@ -244,13 +295,19 @@ def resume_sweep(name: str, storage_uri: str, address: str | None) -> int:
     if not experiment.exists(STATE_FILE) or not tune.Tuner.can_restore(experiment.root, storage_filesystem=storage.fs):
         raise SpecError("NAME", f"no sweep named {name!r} to resume under {storage.uri} "
                         "(pass the --storage the sweep ran with)", "sweeper resume")
-    state = json.loads(experiment.read_text(STATE_FILE))
+    state = read_state(experiment)
     check_reachable(state["tracking_uri"])
     init_ray(address)
     board = open_board(name)  # noqa: F841 - held while the sweep runs
-    tuner = tune.Tuner.restore(experiment.root, trainable=build_trainable(state["base"], state["cpu"], state["gpu"],
-                                                                          name, state.get("mutable", [])),
-                               resume_unfinished=True, resume_errored=True, storage_filesystem=storage.fs)
+    try:  # Tune unpickles tuner.pkl: storage must be writable only by people the resuming user trusts
+        tuner = tune.Tuner.restore(experiment.root, trainable=build_trainable(state["base"], state["cpu"],
+                                                                              state["gpu"], name,
+                                                                              state.get("mutable", [])),
+                                   resume_unfinished=True, resume_errored=True, storage_filesystem=storage.fs)
+    except (pickle.UnpicklingError, EOFError, AttributeError, KeyError, TypeError, ValueError, IndexError,
+            ImportError) as err:
+        raise damaged(experiment, TUNER_FILE, f"Ray Tune cannot load it ({type(err).__name__}: "
+                      f"{str(err).splitlines()[0][:100] if str(err) else ''})") from None
     tracker = SweepTracker(state["tracking_uri"], state["name"])
     print(f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run", flush=True)
     # the tracking callback comes back from Tune's saved experiment state, with the parent run id in it

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 import yaml
 
 from nmt_core.config import ConfigError, TrialConfig, all_keys, build_config, set_dotted
+from nmt_core.credentials import check_uri
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
 ALGORITHMS = ("grid", "random", "optuna")
@@ -26,7 +27,7 @@ TOP_LEVEL = ("name", "description", "data", "base", "parameters", "search", "obj
 OBJECTIVE_METRICS = ("bleu_dev", "dev_loss", "dev_ppl", "train_loss")
 SIGNIFICANCE_METHODS = ("paired_bootstrap",)  # nmt_core.evaluate.PairedBootstrap
 MIN_RESAMPLES = 100
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
+NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # every sweep name, in full (DESIGN.md)
 
 
 @dataclass
@@ -147,6 +148,15 @@ def variant_label(cfg: TrialConfig) -> str:
 
 class SpecError(ConfigError):
     """A sweep YAML that cannot run."""
+
+
+def check_name(name: Any, key: str, source: str) -> str:
+    """The one rule for a sweep's name (YAML, --name, resume and summarize NAME): it becomes a folder below the
+    storage root, an MLflow experiment and a word in printed shell lines, so never '..', a '/' or a newline."""
+    if not isinstance(name, str) or not NAME_RULE.fullmatch(name):
+        raise SpecError(key, f"must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit "
+                        f"(got {repr(name)[:100]})", source)
+    return name
 
 
 def _mapping(value: Any, key: str, source: str) -> dict:
@@ -293,9 +303,7 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     for key in raw:
         if key not in TOP_LEVEL:
             raise SpecError(str(key), "unknown key; allowed: " + ", ".join(TOP_LEVEL), source)
-    name = raw.get("name")
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise SpecError("name", f"must match [A-Za-z0-9._-]+ (got {name!r})", source)
+    name = check_name(raw.get("name"), "name", source)
     base = _mapping(raw.get("base"), "base", source)
     data = _mapping(raw.get("data"), "data", source)
     base["data"] = {**_mapping(base.get("data"), "base.data", source), **data}
@@ -349,6 +357,7 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     if failure.get("max_retries", 2) < 0:
         raise SpecError("failure.max_retries", "must be >= 0", source)
     tracking = _fields(_mapping(raw.get("tracking"), "tracking", source), "tracking", {"uri": str}, source)
+    check_uri(tracking.get("uri", ""), "tracking", "tracking.uri", source)
     baseline = _mapping(raw.get("baseline"), "baseline", source)
     for key in baseline:
         if key not in all_keys():

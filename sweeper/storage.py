@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from nmt_core.credentials import check_uri
 from sweeper.space import SpecError
 
 SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -97,7 +98,9 @@ class Storage:
 
 
 def open_storage(storage: str, source: str) -> Storage:
-    """The storage a `--storage` value names; a scheme Ray cannot store on is bad input (exit 2)."""
+    """The storage a `--storage` value names; a scheme Ray cannot store on, or credentials in it, are bad input
+    (exit 2)."""
+    check_uri(storage, "storage", "--storage", source)
     match = SCHEME.match(storage)
     scheme = match.group(1).lower() if match else None
     if scheme is None or scheme == "file":

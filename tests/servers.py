@@ -38,14 +38,15 @@ def wait_for(url: str, process: subprocess.Popen, timeout: float = 90.0) -> None
 class MlflowServer:
     """`mlflow server` with a SQLite backend and proxied artifacts, as deployments run it (with PostgreSQL)."""
 
-    def __init__(self, folder: Path, artifacts: str | None = None, env: dict[str, str] | None = None):
+    def __init__(self, folder: Path, artifacts: str | None = None, env: dict[str, str] | None = None,
+                 args: tuple[str, ...] = ()):
         self.port = free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
         mlflow = Path(sys.executable).with_name("mlflow")
         self.log = open(folder / "mlflow-server.log", "w")
         self.command = [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
                         "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
-                        "--artifacts-destination", artifacts or str(folder / "artifacts")]
+                        "--artifacts-destination", artifacts or str(folder / "artifacts"), *args]
         self.env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **(env or {})}
         self.start()
 

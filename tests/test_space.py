@@ -127,7 +127,7 @@ def test_optuna_define_by_run_suggests_conditionals_only_when_active():
     ({"objective": {"metric": "accuracy"}}, "objective.metric", "bleu_dev"),
     ({"resources": {"gpu": -1}}, "resources.gpu", "fraction"),
     ({"resources": {"tpu": 1}}, "resources.tpu", "cpu, gpu"),
-    ({"name": "my sweep!"}, "name", "[A-Za-z0-9._-]+"),
+    ({"name": "my sweep!"}, "name", "1-100 letters, digits, '.', '_' or '-'"),
     ({"significance": {"method": "t_test"}}, "significance.method", "one of paired_bootstrap"),
     ({"significance": {"resamples": 99}}, "significance.resamples", ">= 100"),
     ({"significance": {"resamples": "many"}}, "significance.resamples", "expected int"),

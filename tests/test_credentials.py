@@ -1,0 +1,190 @@
+"""Credentials come from the environment, never from a URI, and are never stored or shown (issue #26 item 1)."""
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+from pathlib import Path
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from nmt_core import cli as nmt_cli
+from nmt_core.config import ConfigError
+from nmt_core.credentials import check_uri, redact, secret_parts
+from sweeper import cli as sweeper_cli
+
+SECRET = "Zq9-s3cr3t-VALUE"
+STORAGE = "s3://bucket/runs?endpoint_override=127.0.0.1:9000&scheme=http"
+QUERY_KEYS = ["access_key", "secret_key", "session_token", "password", "token", "ACCESS_KEY", "Secret_Key",
+              "X-Amz-Signature", "X-Amz-Security-Token", "sig", "access_token", "api_key"]
+
+
+@pytest.mark.parametrize("key", QUERY_KEYS)
+def test_a_secret_query_key_is_refused_without_its_value(key):
+    uri = f"{STORAGE}&{key}={SECRET}"
+    with pytest.raises(ConfigError) as refused:
+        check_uri(uri, "storage", "--storage", "sweeper run")
+    message = str(refused.value)
+    assert SECRET not in message and f"query key {key!r}" in message, message
+    assert "AWS_ACCESS_KEY_ID" in message and "AWS_SECRET_ACCESS_KEY" in message and "\n" not in message
+    assert f"{key}=***" in message and "endpoint_override=127.0.0.1:9000" in message  # the rest stays readable
+
+
+@pytest.mark.parametrize("uri", [f"s3://AKIAEXAMPLE:{SECRET}@bucket/runs", f"s3://AKIAEXAMPLE:a/{SECRET}@bucket/runs",
+                                 f"http://user:{SECRET}@127.0.0.1:5000", f"https://{SECRET}@mlflow.example.org/",
+                                 f"postgresql://mlflow:{SECRET}@db:5432/mlflow", f"gs://{SECRET}@bucket/x"])
+def test_userinfo_is_refused_and_hidden(uri):
+    kind = "storage" if uri.startswith(("s3", "gs")) else "tracking"
+    with pytest.raises(ConfigError) as refused:
+        check_uri(uri, kind, "tracking.uri", "--tracking-uri")
+    message = str(refused.value)
+    assert SECRET not in message and "***@" in message and "\n" not in message, message
+    assert ("AWS_ACCESS_KEY_ID" if kind == "storage" else "MLFLOW_TRACKING_PASSWORD") in message
+
+
+@pytest.mark.parametrize("uri", [STORAGE, "s3://bucket/runs?region=eu-west-1", "./sweeps", "/srv/sweeps/a@b",
+                                 "http://127.0.0.1:5000", "sqlite:////srv/mlflow.db", "databricks://profile",
+                                 "postgresql://mlflow@db:5432/mlflow", "gs://anonymous@bucket/x", "gs://bucket/x"])
+def test_uris_without_credentials_pass(uri):
+    assert check_uri(uri, "storage", "--storage", "sweeper run") == uri and secret_parts(uri) == []
+
+
+def test_a_long_uri_is_shown_cut_and_hidden():
+    shown = redact(f"s3://bucket/{'x' * 300}?secret_key={SECRET}")
+    assert len(shown) <= 103 and SECRET not in shown
+
+
+def one_line(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = (captured.out + captured.err).strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def tiny_space(folder: Path, **top) -> Path:
+    path = folder / "space.yaml"
+    path.write_text(yaml.safe_dump({"name": "tiny", "base": {"train": {"epochs": 1}},
+                                    "parameters": {"attention.temperature": {"grid": ["none"]}}, **top}))
+    return path
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "SPACE", "--storage", f"s3://AKIA:{SECRET}@bucket/runs"],
+    ["run", "SPACE", "--storage", f"{STORAGE}&secret_key={SECRET}"],
+    ["run", "SPACE", "--tracking-uri", f"http://admin:{SECRET}@127.0.0.1:5000"],
+    ["submit", "SPACE", "--address", "http://127.0.0.1:1", "--tracking-uri", f"http://admin:{SECRET}@127.0.0.1:5000"],
+    ["submit", "SPACE", "--address", "http://127.0.0.1:1", "--tracking-uri", "http://127.0.0.1:5000", "--storage",
+     f"s3://bucket/x?session_token={SECRET}"],
+    ["summarize", "tiny", "--tracking-uri", f"http://{SECRET}@127.0.0.1:5000"],
+    ["resume", "tiny", "--storage", f"s3://AKIA:{SECRET}@bucket/runs"],
+    ["submit", "SPACE", "--address", f"http://ray:{SECRET}@127.0.0.1:8265", "--tracking-uri", "http://127.0.0.1:1"],
+    ["validate", "SPACE_WITH_URI"],
+])
+def test_every_command_refuses_a_secret_in_one_line_and_writes_nothing(args, tmp_path, capsys, monkeypatch):
+    work, plain, with_uri = tmp_path / "work", tmp_path / "plain", tmp_path / "with-uri"
+    for folder in (work, plain, with_uri):
+        folder.mkdir()
+    monkeypatch.chdir(work)
+    spaces = {"SPACE": tiny_space(plain),
+              "SPACE_WITH_URI": tiny_space(with_uri, tracking={"uri": f"https://user:{SECRET}@mlflow.example.org"})}
+    assert sweeper_cli.main([str(spaces.get(a, a)) for a in args]) == 2
+    line = one_line(capsys)
+    assert SECRET not in line and "***" in line, line
+    assert list(work.iterdir()) == []  # no mlflow.db, no storage folder
+
+
+def test_nmt_refuses_a_secret_in_the_tracking_uri(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ["translate", "--model", "models:/tiny@best", "--tracking-uri", f"http://u:{SECRET}@127.0.0.1:5000"]
+    assert nmt_cli.main(args) == 2
+    line = one_line(capsys)
+    assert SECRET not in line and line.startswith("nmt: error: --tracking-uri: tracking.uri: http://***@"), line
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:5000/?token={SECRET}")
+    assert nmt_cli.main(args[:3]) == 2
+    line = one_line(capsys)
+    assert SECRET not in line and "MLFLOW_TRACKING_URI" in line and "MLFLOW_TRACKING_TOKEN" in line, line
+
+
+def bucket_objects(endpoint: str, bucket: str) -> dict[str, bytes]:
+    s3 = boto3.client("s3", endpoint_url=endpoint)
+    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+            for o in page.get("Contents", [])]
+    return {key: s3.get_object(Bucket=bucket, Key=key)["Body"].read() for key in keys}
+
+
+def readable(key: str, data: bytes) -> bytes:
+    """A file's bytes, and for Parquet (compressed pages) its rows as text too."""
+    if key.endswith(".parquet"):
+        return data + str(pq.read_table(pa.BufferReader(data)).to_pylist()).encode()
+    return data
+
+
+@pytest.mark.slow
+def test_a_sweep_with_credentials_in_the_environment_stores_and_shows_none(tmp_path):
+    """Secrets only in the environment (AWS keys for moto's S3, MLflow basic auth); a sweep and its summary run;
+    no secret in any MLflow param, tag, description, artifact or table row, any storage object, or the console."""
+    from tests.servers import MlflowServer, MotoS3
+    from tests.test_sweep_e2e import sweeper, write_space
+
+    aws_key, aws_secret = "AKIA" + secrets.token_hex(8).upper(), "aws-" + secrets.token_urlsafe(24)
+    password = "pw-" + secrets.token_urlsafe(16)
+    s3 = MotoS3(tmp_path)
+    aws = {"AWS_ACCESS_KEY_ID": aws_key, "AWS_SECRET_ACCESS_KEY": aws_secret}
+    auth = tmp_path / "basic_auth.ini"
+    auth.write_text(f"[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{tmp_path / 'auth.db'}\n"
+                    f"admin_username = admin\nadmin_password = {password}\n"
+                    "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+    (tmp_path / "mlflow").mkdir()
+    server = MlflowServer(tmp_path / "mlflow", artifacts=f"s3://{s3.bucket}/mlflow-artifacts",
+                          args=("--app-name", "basic-auth"),
+                          env={**aws, "MLFLOW_S3_ENDPOINT_URL": s3.endpoint, "MLFLOW_AUTH_CONFIG_PATH": str(auth),
+                               "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(16)})
+    credentials = {**aws, "MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": password}
+    try:
+        space = write_space(tmp_path, name="secrets", parameters={"attention.temperature": {"grid": ["none"]}},
+                            base={"model": {"emb_size": 16, "hidden_size": 16}, "train": {"epochs": 1}},
+                            tracking={"uri": server.uri})
+        storage = s3.uri("sweeps")
+        done = sweeper("run", str(space), "--storage", storage, cwd=tmp_path, env=credentials)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        summary = sweeper("summarize", "secrets", "--storage", storage, cwd=tmp_path, env=credentials)
+        assert summary.returncode == 0, summary.stdout[-3000:] + summary.stderr[-3000:]
+        shown = done.stdout + done.stderr + summary.stdout + summary.stderr
+
+        os.environ.update(credentials)
+        try:
+            client = MlflowClient(server.uri)
+            experiment = client.get_experiment_by_name("secrets")
+            runs = client.search_runs([experiment.experiment_id])
+            assert len(runs) == 2  # the sweep's parent run and its one trial
+            mlflow_text = str([experiment.tags] + [(r.data.params, r.data.tags) for r in runs])
+            mlflow_text += str([(v.description, v.tags) for v in client.search_model_versions("name='secrets'")])
+        finally:
+            for key in credentials:
+                os.environ.pop(key)
+        database = sqlite3.connect(tmp_path / "mlflow" / "mlflow.db")  # every row the tracking server stored
+        tables = [name for (name,) in database.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        rows = [str(row) for table in tables for row in database.execute(f'SELECT * FROM "{table}"')]
+        assert any("secrets-sweep" in row for row in rows)
+        objects = bucket_objects(s3.endpoint, s3.bucket)
+        assert {"sweeps/secrets/sweeper.json", "sweeps/secrets/results.parquet",
+                "sweeps/secrets/summary/summary.md", "sweeps/secrets/tuner.pkl"} <= set(objects)
+        outside = [key for key in objects if key != "sweeps/" and not key.startswith(("sweeps/secrets/",
+                                                                                         "mlflow-artifacts/"))]
+        assert not outside, outside  # "sweeps/": the folder marker pyarrow writes for the storage root
+        assert any(key.startswith("mlflow-artifacts/") and key.endswith("space.yaml") for key in objects)
+        # the searches below see what is there: the tracking URI, the results' rows
+        assert server.uri in shown and server.uri.encode() in objects["sweeps/secrets/sweeper.json"]
+        assert b"TERMINATED" in readable("results.parquet", objects["sweeps/secrets/results.parquet"])
+        for secret in (aws_key, aws_secret, password):
+            assert secret not in shown and secret not in mlflow_text and not any(secret in row for row in rows)
+            found = [key for key, data in objects.items() if secret.encode() in readable(key, data)]
+            assert not found, f"a secret in storage objects {found}"
+    finally:
+        server.stop()
+        s3.stop()
