@@ -1,0 +1,71 @@
+"""Ray Tune's OptunaSearch over the sweep's persistent study (where it lives: sweeper.study).
+
+Only the driver writes the study: OptunaSearch asks and tells there. On `sweeper resume` Tune unpickles the
+searcher: its storage reconnects to the same URL and its study keeps its name, so there is no second study, and a
+trial is told once (OptunaSearch ignores a second completion).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+from optuna.samplers import BaseSampler
+from optuna.trial import TrialState
+from ray.tune.search.optuna import OptunaSearch
+
+from sweeper.space import OptunaSpace, SearchSpec, SpecError, SweepSpec
+from sweeper.storage import first_line
+from sweeper.study import shown
+
+SAMPLER_CLASSES = {"tpe": "TPESampler", "cmaes": "CmaEsSampler", "gp": "GPSampler", "random": "RandomSampler",
+                   "qmc": "QMCSampler"}  # search.sampler -> its class in optuna.samplers
+
+
+def make_sampler(search: SearchSpec) -> BaseSampler:
+    """The space's sampler, seeded with search.seed (QMC scrambles: an unscrambled Sobol sequence ignores the seed)."""
+    options = {"scramble": True} if search.sampler == "qmc" else {}
+    return getattr(optuna.samplers, SAMPLER_CLASSES[search.sampler])(seed=search.seed, **options)
+
+
+class SweepOptunaSearch(OptunaSearch):
+    """Ray's OptunaSearch that, restored on `sweeper resume`, fails the study's trials it asked for after its last
+    saved state: Tune never reports them, so they would stay RUNNING beside those asked for anew. After a Ctrl+C
+    Tune saves last and there are none; a killed driver can leave some."""
+
+    def restore(self, checkpoint_path: str) -> None:
+        super().restore(checkpoint_path)
+        known = {trial.number for trial in self._ot_trials.values()}
+        for orphan in self._ot_study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if orphan.number not in known:
+                self._ot_study.tell(orphan.number, state=TrialState.FAIL)
+
+
+def open_study_storage(url: str, spec: SweepSpec) -> optuna.storages.RDBStorage:
+    """The study's storage; one that cannot be opened, or that holds this sweep's study with the other direction,
+    is refused before anything starts. An earlier run's study of the same name is continued, as Optuna's own
+    `load_if_exists` does: its trials stay and the sampler learns from them."""
+    if url.startswith("sqlite:///"):  # the sweep's folder does not exist before its first run
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        storage = optuna.storages.RDBStorage(url)
+        earlier = next((s for s in optuna.get_all_study_summaries(storage) if s.study_name == spec.name), None)
+    except Exception as err:  # noqa: BLE001 - a missing database driver, a server that does not answer, ...
+        raise SpecError("search.study_storage", f"{shown(url)}: cannot open ({type(err).__name__}: "
+                        f"{first_line(err)[:100]})", spec.source) from None
+    direction = "maximize" if spec.mode == "max" else "minimize"
+    delete = f"optuna delete-study --study-name {spec.name} --storage {shown(url)}"
+    if earlier is not None and earlier.direction.name.lower() != direction:
+        raise SpecError("objective.mode", f"the Optuna study {spec.name!r} in {shown(url)} was made to "
+                        f"{earlier.direction.name.lower()}; use another --name, or `{delete}`", spec.source)
+    if earlier is not None:
+        print(f"note: the Optuna study {spec.name!r} holds {earlier.n_trials} trials of an earlier run; this run "
+              f"adds to them and its sampler learns from them (`{delete}` starts afresh)", flush=True)
+    return storage
+
+
+def optuna_searcher(spec: SweepSpec, url: str | None) -> SweepOptunaSearch:
+    """The define-by-run searcher with the sweep's sampler and starting points (asked for first, in order)."""
+    return SweepOptunaSearch(space=OptunaSpace(spec.parameters), metric=spec.metric, mode=spec.mode,
+                             sampler=make_sampler(spec.search), study_name=spec.name,
+                             storage=open_study_storage(url, spec) if url else None,
+                             points_to_evaluate=spec.search.points_to_evaluate or None)
