@@ -27,10 +27,18 @@ def make_sampler(search: SearchSpec) -> BaseSampler:
     return getattr(optuna.samplers, SAMPLER_CLASSES[search.sampler])(seed=search.seed, **options)
 
 
+TRIAL_ID_ATTR = "sweeper.trial_id"  # on every Optuna trial: the Tune trial id, as results.parquet and MLflow name it
+
+
 class SweepOptunaSearch(OptunaSearch):
-    """Ray's OptunaSearch that, restored on `sweeper resume`, fails the study's trials it asked for after its last
-    saved state: Tune never reports them, so they would stay RUNNING beside those asked for anew. After a Ctrl+C
-    Tune saves last and there are none; a killed driver can leave some."""
+    """Ray's OptunaSearch that tags each Optuna trial with its Tune trial id and, restored on `sweeper resume`, fails
+    the study's trials it asked for after its last saved state: Tune never reports them, so they would stay RUNNING
+    beside those asked for anew. After a Ctrl+C Tune saves last and there are none; a killed driver can leave some."""
+
+    def suggest(self, trial_id: str) -> dict | None:
+        config = super().suggest(trial_id)
+        self._ot_trials[trial_id].set_user_attr(TRIAL_ID_ATTR, trial_id)
+        return config
 
     def restore(self, checkpoint_path: str) -> None:
         super().restore(checkpoint_path)
@@ -44,9 +52,9 @@ def open_study_storage(url: str, spec: SweepSpec) -> optuna.storages.RDBStorage:
     """The study's storage; one that cannot be opened, or that holds this sweep's study with the other direction,
     is refused before anything starts. An earlier run's study of the same name is continued, as Optuna's own
     `load_if_exists` does: its trials stay and the sampler learns from them."""
-    if url.startswith("sqlite:///"):  # the sweep's folder does not exist before its first run
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     try:
+        if url.startswith("sqlite:///"):  # the sweep's folder does not exist before its first run
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         storage = optuna.storages.RDBStorage(url)
         earlier = next((s for s in optuna.get_all_study_summaries(storage) if s.study_name == spec.name), None)
     except Exception as err:  # noqa: BLE001 - a missing database driver, a server that does not answer, ...
