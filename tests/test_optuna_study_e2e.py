@@ -66,7 +66,8 @@ def test_a_resumed_sweep_continues_its_study(tmp_path):
     storage = tmp_path / "sweeps"
     url = f"sqlite:///{storage / 'e2e-study-resume' / 'optuna.db'}"
     driver = sweeper("run", str(space), "--storage", str(storage), cwd=tmp_path, background=True)
-    _wait_until(lambda: (storage / "e2e-study-resume" / "optuna.db").exists() and finished(url, "e2e-study-resume"),
+    # sweeper.json is written once the study is made: reading earlier could race the driver creating its tables
+    _wait_until(lambda: (storage / "e2e-study-resume" / "sweeper.json").exists() and finished(url, "e2e-study-resume"),
                 what="a first finished trial in the study")
     os.killpg(driver.pid, signal.SIGINT)  # Ctrl+C on the driver
     output, _ = driver.communicate(timeout=120)
