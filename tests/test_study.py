@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.util
 import pickle
 import sys
+from pathlib import Path
 
 import optuna
 import pyarrow.fs as pafs
@@ -133,3 +134,15 @@ def test_a_restored_searcher_continues_its_study_and_fails_trials_asked_after_it
     assert [(t.user_attrs[TRIAL_ID_ATTR], t.state, t.value) for t in trials] == [
         ("a", TrialState.COMPLETE, 3.0), ("b", TrialState.COMPLETE, 5.0), ("c", TrialState.FAIL, None)]
     assert {k: trials[0].params[k] for k in POINT} == POINT
+
+
+def test_validate_prints_the_sampler_and_where_the_study_will_be(tmp_path, monkeypatch, capsys):
+    from sweeper.cli import main as sweeper_main
+
+    space = Path(__file__).parent.parent / "search_spaces" / "lambda_search.yaml"
+    monkeypatch.chdir(tmp_path)
+    assert sweeper_main(["validate", str(space), "--set", "search.sampler=random"]) == 0
+    url = f"sqlite:///{tmp_path}/sweeps/lambda-search/optuna.db"
+    assert (f"Optuna study 'lambda-search', sampler random (seed 0), in {url}; watch it with `optuna-dashboard {url}` "
+            "(with --storage ./sweeps") in capsys.readouterr().out
+    assert not (tmp_path / "sweeps").exists()  # validate writes nothing
