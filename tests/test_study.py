@@ -105,7 +105,8 @@ def test_an_earlier_study_of_the_sweep_is_continued_unless_its_direction_differs
     url = f"sqlite:///{tmp_path}/optuna.db"
     spec = optuna_spec()
     optuna.create_study(study_name=spec.name, storage=url, direction="maximize").optimize(lambda t: 1.0, n_trials=2)
-    open_study_storage(url, spec)
+    _, trials = open_study_storage(url, spec)
+    assert len(trials) == 2
     assert f"the Optuna study {spec.name!r} holds 2 trials of an earlier run" in capsys.readouterr().out
     spec.mode = "min"
     with pytest.raises(SpecError, match=r"objective.mode: the Optuna study .* was made to maximize; use another"):
@@ -146,3 +147,18 @@ def test_validate_prints_the_sampler_and_where_the_study_will_be(tmp_path, monke
     assert (f"Optuna study 'lambda-search', sampler random (seed 0), in {url}; watch it with `optuna-dashboard {url}` "
             "(with --storage ./sweeps") in capsys.readouterr().out
     assert not (tmp_path / "sweeps").exists()  # validate writes nothing
+
+
+def test_a_second_run_of_a_sweep_adds_new_configurations_to_its_study(tmp_path):
+    """Same seed, same study: without the seed offset TPE's random startup would replay the first run's draws."""
+    url = f"sqlite:///{tmp_path}/optuna.db"
+    spec = optuna_spec(points_to_evaluate=[POINT])
+    first = optuna_searcher(spec, url)
+    drawn = [first.suggest(f"a{i}") for i in range(3)]
+    for i in range(3):
+        first.on_trial_complete(f"a{i}", {"bleu_dev": float(i)})
+    second = optuna_searcher(spec, url)
+    again = second.suggest("b0")
+    assert {k: again.get(k) for k in POINT} != POINT  # the starting point ran already: not enqueued again
+    assert again not in drawn
+    assert len(optuna.load_study(study_name=spec.name, storage=url).trials) == 4
