@@ -57,10 +57,8 @@ class Parameter:
         """Whether `value` is one this parameter can take (a starting point must be)."""
         if self.kind in ("choice", "grid"):
             return value in self.values
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if self.kind == "int" and not isinstance(value, int):
-            return False
-        return number and self.values[0] <= value <= self.values[-1]
+        numeric = int if self.kind == "int" else (int, float)
+        return isinstance(value, numeric) and not isinstance(value, bool) and self.values[0] <= value <= self.values[-1]
 
 
 @dataclass
@@ -319,24 +317,29 @@ def _check_optuna_search(search: SearchSpec, parameters: list[Parameter], source
                                                          search.study_storage):
         raise SpecError("search.study_storage", "expected an SQLAlchemy URL Optuna's RDBStorage opens: "
                         "sqlite:///path/optuna.db, postgresql://host/db or mysql://host/db", source)
+    search.points_to_evaluate = [_check_point(point, f"search.points_to_evaluate[{i}]", parameters, source)
+                                 for i, point in enumerate(search.points_to_evaluate)]
+
+
+def _check_point(point: Any, where: str, parameters: list[Parameter], source: str) -> dict[str, Any]:
+    """A starting point: parameters of the space, each with a value it can take and active at that point (a
+    parameter the point leaves out is suggested)."""
+    if not isinstance(point, Mapping) or not point:
+        raise SpecError(where, f"expected a mapping of parameter keys to values, got {_short(point)}", source)
+    point = {k: "none" if v is None else v for k, v in point.items()}  # YAML reads a bare `none` as null
     by_key = {p.key: p for p in parameters}
-    for i, point in enumerate(search.points_to_evaluate):
-        where = f"search.points_to_evaluate[{i}]"
-        if not isinstance(point, Mapping) or not point:
-            raise SpecError(where, f"expected a mapping of parameter keys to values, got {_short(point)}", source)
-        point = {k: "none" if v is None else v for k, v in point.items()}  # YAML reads a bare `none` as null
-        for key, value in point.items():
-            parameter = by_key.get(key)
-            if parameter is None:
-                raise SpecError(f"{where}.{key}", "not a parameter of this space; parameters: "
-                                + ", ".join(by_key), source)
-            if not parameter.admits(value):
-                raise SpecError(f"{where}.{key}", f"{_short(value)} is outside {parameter.kind} {parameter.values}",
-                                source)
-            if all(k in point for k in parameter.condition) and not parameter.active(point):
-                raise SpecError(f"{where}.{key}", "not active at this point: only if " + ", ".join(
-                    f"{k} in {v}" for k, v in parameter.condition.items()), source)
-        search.points_to_evaluate[i] = point
+    for key, value in point.items():
+        parameter = by_key.get(key)
+        if parameter is None:
+            raise SpecError(f"{where}.{key}", "not a parameter of this space; parameters: " + ", ".join(by_key),
+                            source)
+        if not parameter.admits(value):
+            raise SpecError(f"{where}.{key}", f"{_short(value)} is outside {parameter.kind} {parameter.values}",
+                            source)
+        if all(k in point for k in parameter.condition) and not parameter.active(point):
+            raise SpecError(f"{where}.{key}", "not active at this point: only if " + ", ".join(
+                f"{k} in {v}" for k, v in parameter.condition.items()), source)
+    return point
 
 
 def _short(value: Any) -> str:
