@@ -84,3 +84,19 @@ def test_a_resumed_sweep_continues_its_study(tmp_path):
     after = finished(url, "e2e-study-resume")
     for trial_id, trial in before.items():  # what finished before the interruption is kept as it was
         assert (after[trial_id].number, after[trial_id].value) == (trial.number, trial.value)
+
+
+def test_on_object_storage_the_study_lives_beside_a_sqlite_tracking_store(tmp_path):
+    from tests.servers import MotoS3
+
+    s3 = MotoS3(tmp_path)
+    try:
+        space = optuna_space(tmp_path, "e2e-study-s3", epochs=1)
+        done = sweeper("run", str(space), "--storage", s3.uri("sweeps"), cwd=tmp_path)
+    finally:
+        s3.stop()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"  # beside ./mlflow.db: SQLite cannot live in a bucket
+    assert f"in {url}; watch it with `optuna-dashboard {url}`" in done.stdout
+    rows = [line for line in done.stdout.splitlines() if line.startswith("general+")]
+    assert len(finished(url, "e2e-study-s3")) == len(rows) == 3
