@@ -2,7 +2,8 @@
 
 Only the driver writes the study: OptunaSearch asks and tells there. On `sweeper resume` Tune unpickles the
 searcher: its storage reconnects to the same URL and its study keeps its name, so there is no second study, and a
-trial is told once (OptunaSearch ignores a second completion).
+trial is told once (OptunaSearch ignores a second completion). So a trial that failed for good and that
+`sweeper resume` retries to the end stays FAIL in the study, though results.parquet and MLflow show it finished.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from sweeper.study import shown
 
 SAMPLER_CLASSES = {"tpe": "TPESampler", "cmaes": "CmaEsSampler", "gp": "GPSampler", "random": "RandomSampler",
                    "qmc": "QMCSampler"}  # search.sampler -> its class in optuna.samplers
+TRIAL_ID_ATTR = "sweeper.trial_id"  # on every Optuna trial: the Tune trial id, as results.parquet and MLflow name it
 
 
 def make_sampler(search: SearchSpec, earlier: int = 0) -> BaseSampler:
@@ -28,9 +30,6 @@ def make_sampler(search: SearchSpec, earlier: int = 0) -> BaseSampler:
     sequence ignores the seed.)"""
     options = {"scramble": True} if search.sampler == "qmc" else {}
     return getattr(optuna.samplers, SAMPLER_CLASSES[search.sampler])(seed=search.seed + earlier, **options)
-
-
-TRIAL_ID_ATTR = "sweeper.trial_id"  # on every Optuna trial: the Tune trial id, as results.parquet and MLflow name it
 
 
 class SweepOptunaSearch(OptunaSearch):
