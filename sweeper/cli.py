@@ -23,8 +23,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for p in spec.parameters:
         print(f"  {p.key}: {p.kind} {p.values}" + (f"  if {p.condition}" if p.condition else ""))
     if spec.search.algorithm == "optuna":
-        print(f"  plan: {spec.search.num_samples} trials suggested by Optuna TPE "
+        from sweeper.storage import open_storage
+        from sweeper.study import describe, study_url
+
+        print(f"  plan: {spec.search.num_samples} trials suggested by Optuna's {spec.search.sampler} sampler "
               f"(at most {spec.search.max_concurrent} at once); conditionals are suggested only when active")
+        default = open_storage("./sweeps", "sweeper validate").below(spec.name)  # `run`'s default --storage
+        print(f"  {describe(spec, study_url(spec, default, ''))}" + ("" if spec.search.study_storage else
+              " (with --storage ./sweeps; beside a SQLite tracking store when --storage is s3:// or gs://)"))
     else:
         plans = plan_trials(spec)
         grid = count_grid(spec)

@@ -31,10 +31,10 @@ from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.mlflow_model import DEFAULT_TRACKING
 from nmt_core.train import PAPER_BLEU
 from sweeper.progress import SweepProgress, open_board
-from sweeper.space import (OptunaSpace, SpecError, SweepSpec, TrialPlan, check_name, mutation_range, plan_trials,
-                           trial_config)
+from sweeper.space import SpecError, SweepSpec, TrialPlan, check_name, mutation_range, plan_trials, trial_config
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.storage import Storage, check_writable, open_storage
+from sweeper.study import describe as describe_study, shown, study_url
 from sweeper.tracking import MlflowTrackingCallback, SweepTracker, check_reachable, resolve_uri, runs_link
 from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
 
@@ -140,7 +140,9 @@ def trial_folder_name(trial: Trial, base: dict[str, Any]) -> str:
     return f"{trial.trial_id}_{variant}_seed{cfg.train.seed}"
 
 
-def build_tune_config(spec: SweepSpec, base: dict[str, Any]) -> tuple[tune.TuneConfig, dict[str, Any]]:
+def build_tune_config(spec: SweepSpec, base: dict[str, Any],
+                      study: str | None = None) -> tuple[tune.TuneConfig, dict[str, Any]]:
+    """`study`: where an Optuna sweep keeps its study (sweeper.study.study_url; None: in memory)."""
     scheduler = None
     # reuse_actors: a finished trial's worker process runs the next trial, so torch and the rest are imported once
     # per worker, not once per trial (every trial seeds its own RNGs and sets its own thread count)
@@ -157,11 +159,9 @@ def build_tune_config(spec: SweepSpec, base: dict[str, Any]) -> tuple[tune.TuneC
     elif spec.scheduler.type == "pbt":
         scheduler = pbt_scheduler(spec)
     if spec.search.algorithm == "optuna":
-        from optuna.samplers import TPESampler
-        from ray.tune.search.optuna import OptunaSearch
+        from sweeper.optuna_search import optuna_searcher
 
-        searcher = OptunaSearch(space=OptunaSpace(spec.parameters), metric=spec.metric, mode=spec.mode,
-                                sampler=TPESampler(seed=spec.search.seed))
+        searcher = optuna_searcher(spec, study)
         config = tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler,
                                  search_alg=ConcurrencyLimiter(searcher, max_concurrent=spec.search.max_concurrent),
                                  num_samples=spec.search.num_samples, **every_search)
@@ -257,7 +257,9 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     check_gpus(spec)
     data = base["data"]
     load_corpus(data.get("corpus", "synthetic"), data.get("src", ""), data.get("tgt", ""), data["cache_dir"])
-    tune_config, param_space = build_tune_config(spec, base)
+    experiment = storage.below(spec.name)
+    study = study_url(spec, experiment, uri) if spec.search.algorithm == "optuna" else None
+    tune_config, param_space = build_tune_config(spec, base, study)
     n_trials = len(param_space["trial"]["grid_search"]) if param_space else spec.search.num_samples
     tracker = SweepTracker(uri, spec.name, opening.result())
     parent_id = tracker.start_sweep(spec.text, {"source": spec.source, "trials": n_trials,
@@ -272,9 +274,12 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
         "name": spec.name, "source": spec.source, "tracking_uri": uri, "parent_run_id": parent_id,
         "experiment_id": tracker.experiment_id, "base": base, "cpu": spec.cpu, "gpu": spec.gpu,
         "metric": spec.metric, "mode": spec.mode, "trials": n_trials,
-        "mutable": list(spec.scheduler.mutations)}, indent=2), STATE_FILE)
+        "mutable": list(spec.scheduler.mutations),
+        "study": {"name": spec.name, "storage": shown(study)} if study else None}, indent=2), STATE_FILE)
     print(f"sweep {spec.name}: {n_trials} trials ({spec.search.algorithm}, {spec.scheduler.type}), "
           f"{spec.cpu:g} CPU / {spec.gpu:g} GPU each; storage {experiment.uri}; tracking {uri}", flush=True)
+    if spec.search.algorithm == "optuna":
+        print(describe_study(spec, study), flush=True)
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
     progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base))
     trainable = build_trainable(base, spec.cpu, spec.gpu, spec.name, list(spec.scheduler.mutations))
@@ -309,7 +314,9 @@ def resume_sweep(name: str, storage_uri: str, address: str | None) -> int:
         raise damaged(experiment, TUNER_FILE, f"Ray Tune cannot load it ({type(err).__name__}: "
                       f"{str(err).splitlines()[0][:100] if str(err) else ''})") from None
     tracker = SweepTracker(state["tracking_uri"], state["name"])
-    print(f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run", flush=True)
+    study = state.get("study")  # the searcher comes back with Tune's state and reconnects to its study
+    print(f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run"
+          + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""), flush=True)
     # the tracking callback comes back from Tune's saved experiment state, with the parent run id in it
     [callback] = [c for c in tuner._local_tuner.get_run_config().callbacks if isinstance(c, MlflowTrackingCallback)]
     return finish(tuner.fit(), callback, storage, tracker, state["parent_run_id"], state["base"],

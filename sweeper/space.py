@@ -7,6 +7,7 @@ the plan `sweeper validate` prints is exactly the set of trials `sweeper run` st
 from __future__ import annotations
 
 import copy
+import importlib.util
 import math
 import random
 import re
@@ -21,6 +22,9 @@ from nmt_core.credentials import check_uri
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
 ALGORITHMS = ("grid", "random", "optuna")
+# Optuna's samplers by `search.sampler`, with the modules each needs beyond Optuna itself
+SAMPLERS = {"tpe": (), "cmaes": ("cmaes",), "gp": ("scipy", "torch"), "random": (), "qmc": ("scipy",)}
+STUDY_SCHEMES = ("sqlite", "postgresql", "mysql")  # what Optuna's RDBStorage opens (an SQLAlchemy URL)
 SCHEDULERS = ("fifo", "asha", "hyperband", "pbt")
 TOP_LEVEL = ("name", "description", "data", "base", "parameters", "search", "objective", "scheduler",
              "resources", "failure", "tracking", "baseline", "significance")
@@ -50,6 +54,13 @@ class Parameter:
             return math.exp(rng.uniform(math.log(low), math.log(high)))
         return rng.randint(low, high)
 
+    def admits(self, value: Any) -> bool:
+        """Whether `value` is one this parameter can take (a starting point must be)."""
+        if self.kind in ("choice", "grid"):
+            return value in self.values
+        numeric = int if self.kind == "int" else (int, float)
+        return isinstance(value, numeric) and not isinstance(value, bool) and self.values[0] <= value <= self.values[-1]
+
 
 @dataclass
 class SearchSpec:
@@ -58,6 +69,9 @@ class SearchSpec:
     max_concurrent: int = 4
     seed: int = 0
     repeats: int = 1
+    sampler: str = "tpe"  # optuna: one of SAMPLERS
+    points_to_evaluate: list[dict[str, Any]] = field(default_factory=list)  # optuna: tried first, in this order
+    study_storage: str | None = None  # optuna: an RDB URL for the study (default: see sweeper.study)
 
 
 @dataclass
@@ -294,6 +308,56 @@ def _check_pbt(scheduler: SchedulerSpec, search: SearchSpec, base: dict, source:
                 raise SpecError(where, f"value {value!r}: {str(err).split(': ', 2)[-1]}", source) from None
 
 
+def _check_optuna_search(search: SearchSpec, parameters: list[Parameter], source: str) -> None:
+    """The sampler (its packages installed), the study's storage URL and the starting points: Optuna only."""
+    if search.algorithm != "optuna":
+        given = [k for k, default in (("sampler", "tpe"), ("points_to_evaluate", []), ("study_storage", None))
+                 if getattr(search, k) != default]
+        if given:
+            raise SpecError(f"search.{given[0]}", f"only with search.algorithm optuna (got {search.algorithm})", source)
+        return
+    if search.sampler not in SAMPLERS:
+        raise SpecError("search.sampler", "must be one of " + ", ".join(SAMPLERS) + f" (got {search.sampler!r})",
+                        source)
+    missing = [m for m in SAMPLERS[search.sampler] if importlib.util.find_spec(m) is None]
+    if missing:
+        raise SpecError("search.sampler", f"{search.sampler} needs {', '.join(missing)}: pip install "
+                        + " ".join(missing), source)
+    if search.study_storage is not None and not re.match(rf"^({'|'.join(STUDY_SCHEMES)})(\+\w+)?://",
+                                                         search.study_storage):
+        raise SpecError("search.study_storage", "expected an SQLAlchemy URL Optuna's RDBStorage opens: "
+                        "sqlite:///path/optuna.db, postgresql://host/db or mysql://host/db", source)
+    search.points_to_evaluate = [_check_point(point, f"search.points_to_evaluate[{i}]", parameters, source)
+                                 for i, point in enumerate(search.points_to_evaluate)]
+
+
+def _check_point(point: Any, where: str, parameters: list[Parameter], source: str) -> dict[str, Any]:
+    """A starting point: parameters of the space, each with a value it can take and active at that point (a
+    parameter the point leaves out is suggested)."""
+    if not isinstance(point, Mapping) or not point:
+        raise SpecError(where, f"expected a mapping of parameter keys to values, got {_short(point)}", source)
+    point = {k: "none" if v is None else v for k, v in point.items()}  # YAML reads a bare `none` as null
+    by_key = {p.key: p for p in parameters}
+    for key, value in point.items():
+        parameter = by_key.get(key)
+        if parameter is None:
+            raise SpecError(f"{where}.{key}", "not a parameter of this space; parameters: " + ", ".join(by_key),
+                            source)
+        if not parameter.admits(value):
+            raise SpecError(f"{where}.{key}", f"{_short(value)} is outside {parameter.kind} {parameter.values}",
+                            source)
+        if all(k in point for k in parameter.condition) and not parameter.active(point):
+            raise SpecError(f"{where}.{key}", "not active at this point: only if " + ", ".join(
+                f"{k} in {v}" for k, v in parameter.condition.items()), source)
+    return point
+
+
+def _short(value: Any) -> str:
+    """At most ~100 characters of an offending value."""
+    text = repr(value)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
 def parse_spec(text: str, source: str) -> SweepSpec:
     try:
         raw = yaml.safe_load(text)
@@ -318,7 +382,8 @@ def parse_spec(text: str, source: str) -> SweepSpec:
 
     search = SearchSpec(**_fields(_mapping(raw.get("search"), "search", source), "search",
                                   {"algorithm": str, "num_samples": int, "max_concurrent": int, "seed": int,
-                                   "repeats": int}, source))
+                                   "repeats": int, "sampler": str, "points_to_evaluate": list,
+                                   "study_storage": str}, source))
     if search.algorithm not in ALGORITHMS:
         raise SpecError("search.algorithm", "must be one of " + ", ".join(ALGORITHMS) + f" (got {search.algorithm!r})", source)
     for key in ("num_samples", "max_concurrent", "repeats"):
@@ -327,6 +392,7 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     if search.algorithm == "optuna" and search.repeats != 1:
         raise SpecError("search.repeats", "must be 1 with algorithm optuna (TPE learns from one result per "
                         "configuration; use grid or random to repeat seeds)", source)
+    _check_optuna_search(search, parameters, source)
 
     objective = _fields(_mapping(raw.get("objective"), "objective", source), "objective",
                         {"metric": str, "mode": str}, source)

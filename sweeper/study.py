@@ -1,0 +1,46 @@
+"""Where an Optuna sweep keeps its study, and how that is shown (light: `sweeper validate` imports it).
+
+The study is persistent and named after the sweep, so `optuna-dashboard <storage>` shows it live,
+`optuna.load_study(study_name=NAME, storage=...)` reads it afterwards, and `sweeper resume` continues it
+(sweeper.optuna_search). It lives in the space's `search.study_storage` (an RDB URL) if it gives one; else in
+`optuna.db` (SQLite) in the sweep's folder when storage is local; else, since SQLite cannot live on s3:// or gs://,
+in `optuna.db` beside a SQLite tracking store; else (object storage and a tracking server) in memory, pickled with
+Tune's experiment state as before, and the start line says how to keep it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from sweeper.space import SweepSpec
+from sweeper.storage import Storage
+
+STUDY_FILE = "optuna.db"
+
+
+def study_url(spec: SweepSpec, experiment: Storage, tracking_uri: str) -> str | None:
+    """The RDB URL of the sweep's study (absolute where SQLite), or None where no SQLite file can live."""
+    if spec.search.study_storage:
+        from sweeper.tracking import resolve_uri  # the same relative-path rule as a SQLite tracking store
+
+        return resolve_uri(spec.search.study_storage)
+    if experiment.is_local:
+        return f"sqlite:///{experiment.path(STUDY_FILE)}"
+    if tracking_uri.startswith("sqlite:///"):
+        return f"sqlite:///{Path(tracking_uri.removeprefix('sqlite:///')).parent / STUDY_FILE}"
+    return None
+
+
+def shown(url: str) -> str:
+    """The URL as printed and recorded: a database password never is."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def describe(spec: SweepSpec, url: str | None) -> str:
+    """One line for the start of a sweep and for `sweeper validate`: the sampler and where the study is."""
+    where = (f"in {shown(url)}; watch it with `optuna-dashboard {shown(url)}`" if url else
+             "in memory (object storage and a tracking server: set search.study_storage to an RDB URL to keep it)")
+    points = len(spec.search.points_to_evaluate)
+    return (f"Optuna study {spec.name!r}, sampler {spec.search.sampler} (seed {spec.search.seed})"
+            + (f", {points} starting point{'s' * (points > 1)} first" if points else "") + f", {where}")
