@@ -26,6 +26,8 @@ ENVIRONMENT = {
                "provider's credential chain (GOOGLE_APPLICATION_CREDENTIALS for gs://)",
     "tracking": "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN (a database "
                 "store: its driver's own, such as PGPASSWORD or ~/.pgpass)",
+    "database": "give the password through the database driver's own environment (PGPASSWORD or ~/.pgpass for "
+                "PostgreSQL, ~/.my.cnf for MySQL)",
     "ray": "set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token) to the cluster's token",
 }
 
@@ -74,7 +76,7 @@ def redact(uri: str) -> str:
 
 
 def check_uri(uri: str, kind: str, key: str, source: str) -> str:
-    """`uri` itself, or ConfigError (exit 2) if it carries a credential; kind is 'storage', 'tracking' or 'ray'."""
+    """`uri` itself, or ConfigError (exit 2) if it carries a credential; kind is a key of ENVIRONMENT."""
     found = secret_parts(uri)
     if found:
         raise ConfigError(key, f"{redact(uri)}: a credential in a URI ({', '.join(found)}) is refused, as it would be "

@@ -327,6 +327,8 @@ def _check_optuna_search(search: SearchSpec, parameters: list[Parameter], source
                                                          search.study_storage):
         raise SpecError("search.study_storage", "expected an SQLAlchemy URL Optuna's RDBStorage opens: "
                         "sqlite:///path/optuna.db, postgresql://host/db or mysql://host/db", source)
+    if search.study_storage is not None:
+        check_uri(search.study_storage, "database", "search.study_storage", source)
     search.points_to_evaluate = [_check_point(point, f"search.points_to_evaluate[{i}]", parameters, source)
                                  for i, point in enumerate(search.points_to_evaluate)]
 

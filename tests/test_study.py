@@ -11,6 +11,7 @@ import pyarrow.fs as pafs
 import pytest
 from optuna.trial import TrialState
 
+from nmt_core.config import ConfigError
 from sweeper.optuna_search import SAMPLER_CLASSES, TRIAL_ID_ATTR, make_sampler, open_study_storage, optuna_searcher
 from sweeper.space import SAMPLERS, SpecError, parse_spec
 from sweeper.storage import Storage, open_storage
@@ -61,11 +62,12 @@ def test_each_installed_sampler_runs_the_conditional_space_with_starting_points_
     ({"points_to_evaluate": ["x" * 500]}, "search.points_to_evaluate[0]", "expected a mapping"),
     ({"points_to_evaluate": {"attention.lambda": 4}}, "search.points_to_evaluate", "expected list"),
     ({"study_storage": "s3://bucket/optuna.db"}, "search.study_storage", "sqlite:///path/optuna.db"),
+    ({"study_storage": "postgresql://opt:pg-s3cret@db/optuna"}, "search.study_storage", "PGPASSWORD"),
     ({"algorithm": "grid", "sampler": "gp"}, "search.sampler", "only with search.algorithm optuna"),
     ({"algorithm": "random", "points_to_evaluate": [POINT]}, "search.points_to_evaluate", "only with"),
 ])
 def test_bad_optuna_search_settings_are_one_line_errors(search, key, message):
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(ConfigError) as err:  # SpecError, or the credentials check's ConfigError
         optuna_spec(**search)
     line = str(err.value)
     assert f": {key}: " in line and message in line and "\n" not in line and len(line) < 300, line
