@@ -27,7 +27,8 @@ from nmt_core.corpora import default_cache_dir, load_corpus
 from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.mlflow_model import DEFAULT_TRACKING
 from nmt_core.train import PAPER_BLEU
-from sweeper.progress import SweepProgress, open_board
+from sweeper.console import ray_calls
+from sweeper.progress import SweepProgress, failure_cause, open_board
 from sweeper.space import OptunaSpace, SpecError, SweepSpec, TrialPlan, mutation_range, plan_trials, trial_config
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.storage import Storage, check_writable, open_storage
@@ -40,7 +41,6 @@ STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not ke
 RESULTS_FILE = "results.parquet"
 SUMMARY_DIR = "summary"
 TRACKING_WAIT_S = 300.0  # at the end of a sweep, how long to wait for a tracking server that went away
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TRIAL_DIR = re.compile(r"^([0-9a-f]+(?:_\d{5})?)_")  # grid/random ids read 8f3a1_00004, Optuna's 8287bf51
 
 
@@ -200,7 +200,8 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     pool = ThreadPoolExecutor(max_workers=1)
     opening = pool.submit(MlflowClient, uri)
     pool.shutdown(wait=False)  # its one thread ends with the store opened, not with the sweep
-    init_ray(address)
+    with ray_calls():  # Ray's banners and warnings: to the sweep's log (sweeper/console.py)
+        init_ray(address)
     check_gpus(spec)
     data = base["data"]
     load_corpus(data.get("corpus", "synthetic"), data.get("src", ""), data.get("tgt", ""), data["cache_dir"])
@@ -225,7 +226,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     print(f"sweep {spec.name}: {n_trials} trials ({spec.search.algorithm}, {spec.scheduler.type}), "
           f"{spec.cpu:g} CPU / {spec.gpu:g} GPU each; storage {experiment.uri}; tracking {uri}", flush=True)
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
-    progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base))
+    progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base), spec.metric, experiment.uri)
     trainable = build_trainable(base, spec.cpu, spec.gpu, spec.name, list(spec.scheduler.mutations))
     tuner = tune.Tuner(trainable, param_space=param_space, tune_config=tune_config,
                        run_config=tune.RunConfig(  # verbose 0: our progress lines instead of Tune's tables
@@ -235,7 +236,9 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
                            # PBT copies other trials' checkpoints: keep enough of them
                            checkpoint_config=tune.CheckpointConfig(
                                num_to_keep=4 if spec.scheduler.type == "pbt" else 2)))
-    return finish(tuner.fit(), callback, storage, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
+    with ray_calls():
+        grid = tuner.fit()
+    return finish(grid, callback, storage, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
 
 
 def resume_sweep(name: str, storage_uri: str, address: str | None) -> int:
@@ -246,7 +249,8 @@ def resume_sweep(name: str, storage_uri: str, address: str | None) -> int:
                         "(pass the --storage the sweep ran with)", "sweeper resume")
     state = json.loads(experiment.read_text(STATE_FILE))
     check_reachable(state["tracking_uri"])
-    init_ray(address)
+    with ray_calls():
+        init_ray(address)
     board = open_board(name)  # noqa: F841 - held while the sweep runs
     tuner = tune.Tuner.restore(experiment.root, trainable=build_trainable(state["base"], state["cpu"], state["gpu"],
                                                                           name, state.get("mutable", [])),
@@ -255,14 +259,15 @@ def resume_sweep(name: str, storage_uri: str, address: str | None) -> int:
     print(f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run", flush=True)
     # the tracking callback comes back from Tune's saved experiment state, with the parent run id in it
     [callback] = [c for c in tuner._local_tuner.get_run_config().callbacks if isinstance(c, MlflowTrackingCallback)]
-    return finish(tuner.fit(), callback, storage, tracker, state["parent_run_id"], state["base"],
+    with ray_calls():
+        grid = tuner.fit()
+    return finish(grid, callback, storage, tracker, state["parent_run_id"], state["base"],
                   state["metric"], state["mode"], state["trials"])
 
 
 def error_summary(error: BaseException) -> str:
     """The exception line of a trial's error (Ray's first lines only name the actor)."""
-    lines = [ANSI.sub("", line).strip() for line in str(error).splitlines() if line.strip()]
-    return lines[-1][:300] if lines else type(error).__name__
+    return failure_cause(str(error)) or type(error).__name__
 
 
 def trial_id_of(trial_dir: Path) -> str:
