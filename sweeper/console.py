@@ -39,7 +39,7 @@ class SweepLog:
     def __init__(self, path: Path):
         self.path = path
         self.file: TextIO | None = None
-        self.waiting: list[str] = []
+        self.waiting: list[tuple[str, bool]] = []  # (text, shown on the console)
         self.lock = threading.Lock()
 
     def open(self) -> None:
@@ -47,24 +47,25 @@ class SweepLog:
             if self.file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self.file = self.path.open("a", encoding="utf-8")
-                self.file.write("".join(self.waiting))
+                self.file.write("".join(text for text, _ in self.waiting))
                 self.waiting.clear()
 
-    def write(self, text: str) -> None:
+    def write(self, text: str, shown: bool) -> None:
         text = ANSI.sub("", text)
         with self.lock:
             if self.file is None:
-                self.waiting.append(text)
+                self.waiting.append((text, shown))
             else:
                 self.file.write(text)
                 self.file.flush()
 
-    def close(self) -> str:
-        """What was never written (the log never opened)."""
+    def close(self) -> tuple[bool, str]:
+        """Whether the log was written, and what no one saw if it was not."""
         with self.lock:
             if self.file is not None:
                 self.file.close()
-            return "".join(self.waiting)
+                return True, ""
+            return False, "".join(text for text, shown in self.waiting if not shown)
 
 
 class ConsoleStream(io.TextIOBase):
@@ -75,7 +76,7 @@ class ConsoleStream(io.TextIOBase):
         self.tty = bool(getattr(console, "isatty", lambda: False)())
 
     def write(self, text: str) -> int:
-        self.log.write(text)
+        self.log.write(text, shown=True)
         self.console.write(text if self.tty else ANSI.sub("", text))
         return len(text)
 
@@ -103,7 +104,7 @@ class RouterStream(ConsoleStream):
         ours = threading.current_thread() is self.owner and not self.in_ray
         if ours or self.verbose:
             return super().write(text)
-        self.log.write(text)
+        self.log.write(text, shown=False)
         return len(text)
 
     def isatty(self) -> bool:  # Ray and tqdm colour and redraw for a terminal; the log is none
@@ -150,7 +151,7 @@ def sweep_console(experiment: Storage, verbose: bool = False) -> Iterator[None]:
         log = SweepLog(path)
         out, err = RouterStream(sys.stdout, log, verbose), RouterStream(sys.stderr, log, verbose)
         ours = ConsoleStream(sys.stdout, log)
-        warnings = logging.StreamHandler(ours)  # ours (sweeper.tracking's): on the console, also inside Tuner.fit
+        warnings = logging.StreamHandler(ConsoleStream(sys.stderr, log))  # sweeper.tracking's, also inside fit
         warnings.setLevel(logging.WARNING)
         logging.getLogger("sweeper").addHandler(warnings)
         _active.append((out, err, ours))
@@ -160,10 +161,9 @@ def sweep_console(experiment: Storage, verbose: bool = False) -> Iterator[None]:
         finally:
             _active.pop()
             logging.getLogger("sweeper").removeHandler(warnings)
-            unwritten = log.close()
-            if unwritten:  # Ray never started: whatever was held back belongs on the console
-                sys.stderr.write(unwritten)
-            elif path.exists():
+            written, unseen = log.close()
+            sys.stderr.write(unseen)  # Ray never started: what was held back for the log belongs on the console
+            if written:
                 if not experiment.is_local:
                     earlier = experiment.read_bytes(LOG_FILE) if experiment.exists(LOG_FILE) else b""
                     experiment.write_bytes(earlier + path.read_bytes(), LOG_FILE)  # a resumed sweep appends
