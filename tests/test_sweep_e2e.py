@@ -203,6 +203,9 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, m
 
     done = sweeper("resume", "e2e-resume", "--storage", str(storage), cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    log = (storage / "e2e-resume" / "sweep.log").read_text()  # the run's Ray output, then the resume's
+    assert log.index("Checkpoint successfully created") < log.index("resuming sweep e2e-resume")
+    assert "Checkpoint successfully created" in log[log.index("resuming sweep e2e-resume"):]
     for folder, lines in finished_dirs.items():  # finished trials were not run again
         assert len((folder / "result.json").read_text().splitlines()) == lines
     results = pq.read_table(storage / "e2e-resume" / "results.parquet").to_pylist()
