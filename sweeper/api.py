@@ -120,10 +120,10 @@ def sweep_result(experiment: "Storage", name: str, code: int) -> SweepResult:
 
     state = json.loads(experiment.read_text(STATE_FILE))
     results = experiment.read_parquet(RESULTS_FILE).to_pandas() if experiment.exists(RESULTS_FILE) else pd.DataFrame()
-    summary = experiment.display(SUMMARY_DIR, "summary.md") if code == 0 else None
+    written = code == 0 and experiment.exists(SUMMARY_DIR, "summary.md")  # not an earlier run's
     best = best_model_uri(state["tracking_uri"], state["parent_run_id"], name) if code == 0 else None
     return SweepResult(name, code, experiment.uri, state["tracking_uri"], state["parent_run_id"], results,
-                       summary if summary and experiment.exists(SUMMARY_DIR, "summary.md") else None, best)
+                       experiment.display(SUMMARY_DIR, "summary.md") if written else None, best)
 
 
 def best_model_uri(tracking_uri: str, parent_run_id: str, name: str) -> str | None:
