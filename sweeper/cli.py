@@ -11,6 +11,8 @@ RESUME_HELP = """finish an interrupted sweep: trials that finished are kept and 
 failed ones continue from their last checkpoint. Limits (Ray Tune's): the search space cannot change on
 resume, and ASHA's rung state is lost, so a resumed ASHA sweep may let a trial run past a rung it would
 have been stopped at."""
+VERBOSE_HELP = ("also show Ray's output (its banners, checkpoint lines, every trial's per-epoch lines); by default "
+                "it goes to STORAGE/NAME/sweep.log only")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -46,19 +48,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from sweeper.runner import run_sweep
-    from sweeper.space import load_spec
+    from sweeper import api
 
-    spec = load_spec(args.space, parse_overrides(args.set, "--set"))
-    if args.name:
-        spec.name = args.name
-    return run_sweep(spec, args.storage, args.tracking_uri, args.address)
+    return api.run(args.space, overrides=dict(parse_overrides(args.set, "--set")), name=args.name,
+                   storage=args.storage, tracking_uri=args.tracking_uri, address=args.address,
+                   verbose=args.verbose).exit_code
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from sweeper.console import sweep_console
     from sweeper.runner import resume_sweep
+    from sweeper.storage import open_storage
 
-    return resume_sweep(args.name, args.storage, args.address)
+    with sweep_console(open_storage(args.storage, "sweeper resume").below(args.name), args.verbose):
+        return resume_sweep(args.name, args.storage, args.address)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -74,38 +77,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    import tempfile
-    from pathlib import Path
+    from sweeper import api
 
-    from sweeper.runner import DEFAULT_TRACKING, STATE_FILE, SUMMARY_DIR, read_state
-    from sweeper.space import SignificanceSpec
-    from sweeper.storage import open_storage
-    from sweeper.summary import SummaryError, render_markdown, summarize
-    from sweeper.tracking import check_reachable, resolve_uri
-
-    if args.resamples is not None:  # bad input is refused before anything is read or written
-        SignificanceSpec(resamples=args.resamples).check("sweeper summarize --resamples")
-
-    experiment = open_storage(args.storage, "sweeper summarize").below(args.name)
-    has_state = experiment.exists(STATE_FILE)
-    uri = args.tracking_uri or (read_state(experiment)["tracking_uri"] if has_state else DEFAULT_TRACKING)
-    uri = resolve_uri(uri)
-    check_reachable(uri)
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():  # never create one
-        raise ConfigError("NAME", f"no sweep named {args.name!r}: no {experiment.display(STATE_FILE)} and no tracking "
-                          f"store {uri.removeprefix('sqlite:///')} (pass the --storage or --tracking-uri the sweep ran "
-                          "with)", "sweeper summarize")
-    with tempfile.TemporaryDirectory() as staging:
-        out = Path(args.out) if args.out else Path(staging)  # by default into storage, beside results.parquet
-        try:
-            summary = summarize(args.name, uri, out, [args.format], args.resamples, run_id=args.run_id)
-        except SummaryError as err:
-            print(f"sweeper: {err}", file=sys.stderr)
-            return 1
-        if not args.out:
-            experiment.upload(out, SUMMARY_DIR)
-    print(render_markdown(summary))
-    print(f"written to {args.out or experiment.display(SUMMARY_DIR)}/ (summary.md"
+    done = api.summarize(args.name, storage=args.storage, tracking_uri=args.tracking_uri, out=args.out,
+                         format=args.format, resamples=args.resamples, run_id=args.run_id)
+    print(done.markdown)
+    print(f"written to {done.folder}/ (summary.md"
           f"{', bleu_table.csv' if args.format == 'csv' else ''}{', bleu_table.tex' if args.format == 'latex' else ''}"
           ", figures) and logged to the sweep's MLflow run")
     return 0
@@ -130,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("run", help="run a sweep on a local Ray (or --address) and track it in MLflow")
     add_run_options(p)
+    p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("submit", help="run a sweep on a Ray cluster as a Ray Job")
     add_run_options(p)
@@ -142,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--storage", default="./sweeps")
     p.add_argument("--address")
+    p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     p.set_defaults(func=cmd_resume)
     p = sub.add_parser("summarize", help="the papers' tables and figures from a finished sweep (read from MLflow)")
     p.add_argument("name")
@@ -158,21 +137,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    """A sweep's name, the tracking URI and the Ray address, before a command reads or writes anything (--storage is
-    checked where it is opened)."""
-    from nmt_core.credentials import check_uri
-    from sweeper.space import check_name
+    """A sweep's name, the tracking URI and the Ray address of any command, before it reads or writes anything."""
+    from sweeper.api import check_arguments as check
 
-    if getattr(args, "name", None) is not None:
-        key = "NAME" if args.command in ("resume", "summarize") else "--name"
-        check_name(args.name, key, f"sweeper {args.command}")
-    if getattr(args, "tracking_uri", None):
-        check_uri(args.tracking_uri, "tracking", "tracking.uri", "--tracking-uri")
-    if getattr(args, "address", None):
-        check_uri(args.address, "ray", "--address", f"sweeper {args.command}")
+    name_key = "NAME" if args.command in ("resume", "summarize") else "--name"
+    check(getattr(args, "name", None), getattr(args, "tracking_uri", None), getattr(args, "address", None), name_key,
+          f"sweeper {args.command}")
 
 
 def main(argv: list[str] | None = None) -> int:
+    from sweeper.api import SweeperError
+
     args = build_parser().parse_args(argv)
     try:
         check_arguments(args)
@@ -180,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, CorpusError) as err:  # bad input, an unusable corpus or tracking store
         print(f"sweeper: error: {err}", file=sys.stderr)
         return 2
+    except SweeperError as err:  # the same, from the Python API (a summary with no finished trial: 1)
+        print(f"sweeper: error: {err}", file=sys.stderr)
+        return err.exit_code
 
 
 if __name__ == "__main__":

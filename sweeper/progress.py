@@ -8,14 +8,17 @@ result reports stay once per epoch: schedulers and searchers see no extra result
 from __future__ import annotations
 
 import os
+import posixpath
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Callable
 
 import ray
 from ray.tune import Callback
 
 from nmt_core.progress import eta
+from sweeper.console import ANSI, console
 
 PRINT_EVERY_S = float(os.environ.get("SWEEPER_PROGRESS_EVERY_S", 30))
 SEND_EVERY_S = 5.0  # a trial's updates to the board, at most
@@ -76,10 +79,15 @@ class TrialProgress:
 
 
 class SweepProgress(Callback):
-    """Prints the sweep's state every PRINT_EVERY_S seconds, and one line per finished or failed trial."""
+    """Prints the sweep's state every PRINT_EVERY_S seconds, and one line per finished, retried or failed trial
+    (a failure with its cause and where its traceback is: `logs` is the sweep's folder in storage)."""
 
-    def __init__(self, sweep: str, planned: int, name_of: Callable[[Any], str]):
+    metric, logs = "bleu_dev", ""  # for a callback restored from a sweep started before they existed
+
+    def __init__(self, sweep: str, planned: int, name_of: Callable[[Any], str], metric: str = "bleu_dev",
+                 logs: str = ""):
         self.sweep, self.planned, self.name_of = sweep, planned, name_of
+        self.metric, self.logs = metric, logs
         self.started = time.time()
         self.last_print = 0.0
         self.durations: list[float] = []
@@ -92,15 +100,39 @@ class SweepProgress(Callback):
         self.began.setdefault(trial.trial_id, time.time())
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        self._ended(trial, "finished")
+        from sweeper.trainable import FINAL  # torch: the driver has it anyway; the board's importers need not
+
+        result = trial.last_result or {}
+        value = result.get(self.metric)
+        score = f"{self.metric} {value:.2f}" if isinstance(value, (int, float)) else f"no {self.metric}"
+        how = "finished" if result.get(FINAL) else f"stopped early after epoch {result.get('epoch', '?')}"
+        self._ended(trial, f"{how} in {eta(self._took(trial))}: {score}")
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        self._say(trial, f"failed, retried from its last checkpoint: {self._failure(trial)}")
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self._ended(trial, "FAILED")
+        self._ended(trial, f"FAILED after {eta(self._took(trial))}: {self._failure(trial)}")
+
+    def _took(self, trial) -> float:
+        return time.time() - self.began.get(trial.trial_id, time.time())
+
+    def _failure(self, trial) -> str:
+        """The exception's line, and where its whole traceback is (Tune's error.txt in the trial's folder)."""
+        try:
+            cause = failure_cause(Path(trial.error_file).read_text(encoding="utf-8")) or "unknown error"
+        except (OSError, TypeError):  # no error file
+            cause = "unknown error"
+        folder = posixpath.join(self.logs, posixpath.basename(trial.path)) if self.logs else trial.path
+        return f"{cause}; traceback: {folder}/error.txt"
 
     def _ended(self, trial, how: str) -> None:
         if trial.trial_id in self.began:
             self.durations.append(time.time() - self.began.pop(trial.trial_id))
-        print(f"[{datetime.now():%H:%M:%S}] trial {self.name_of(trial)} {how}", flush=True)
+        self._say(trial, how)
+
+    def _say(self, trial, what: str) -> None:
+        print(f"[{datetime.now():%H:%M:%S}] trial {self.name_of(trial)} {what}", file=console(), flush=True)
 
     def on_step_end(self, iteration, trials, **info):
         if time.time() - self.last_print < PRINT_EVERY_S:
@@ -110,7 +142,7 @@ class SweepProgress(Callback):
             board = ray.get(ray.get_actor(board_name(self.sweep)).snapshot.remote(), timeout=5)
         except Exception:  # noqa: BLE001 - progress is a convenience: no board, no per-epoch detail
             board = {}
-        print("\n".join(self.lines(trials, board)), flush=True)
+        print("\n".join(self.lines(trials, board)), file=console(), flush=True)
 
     def lines(self, trials, board: dict[str, dict[str, Any]]) -> list[str]:
         status = [t.status for t in trials]
@@ -155,3 +187,9 @@ def fraction(where: dict[str, Any] | None) -> float | None:
     if not where or not where["epochs"]:
         return None
     return min(((where["epoch"] - 1) + where["step"] / max(where["steps"], 1)) / where["epochs"], 1.0)
+
+
+def failure_cause(text: str) -> str:
+    """The exception line of a trial's error text (Ray's first lines only name the actor)."""
+    lines = [ANSI.sub("", line).strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""

@@ -30,7 +30,8 @@ from nmt_core.credentials import check_uri
 from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.mlflow_model import DEFAULT_TRACKING
 from nmt_core.train import PAPER_BLEU
-from sweeper.progress import SweepProgress, open_board
+from sweeper.console import ray_calls
+from sweeper.progress import SweepProgress, failure_cause, open_board
 from sweeper.space import SpecError, SweepSpec, TrialPlan, check_name, mutation_range, plan_trials, trial_config
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.storage import Storage, check_writable, open_storage
@@ -46,7 +47,6 @@ TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` load
 RESULTS_FILE = "results.parquet"
 SUMMARY_DIR = "summary"
 TRACKING_WAIT_S = 300.0  # at the end of a sweep, how long to wait for a tracking server that went away
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TRIAL_DIR = re.compile(r"^([0-9a-f]+(?:_\d{5})?)_")  # grid/random ids read 8f3a1_00004, Optuna's 8287bf51
 
 
@@ -253,7 +253,8 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     pool = ThreadPoolExecutor(max_workers=1)
     opening = pool.submit(MlflowClient, uri)
     pool.shutdown(wait=False)  # its one thread ends with the store opened, not with the sweep
-    init_ray(address)
+    with ray_calls():  # Ray's banners and warnings: to the sweep's log (sweeper/console.py)
+        init_ray(address)
     check_gpus(spec)
     data = base["data"]
     load_corpus(data.get("corpus", "synthetic"), data.get("src", ""), data.get("tgt", ""), data["cache_dir"])
@@ -281,7 +282,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     if spec.search.algorithm == "optuna":
         print(describe_study(spec, study), flush=True)
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
-    progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base))
+    progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base), spec.metric, experiment.uri)
     trainable = build_trainable(base, spec.cpu, spec.gpu, spec.name, list(spec.scheduler.mutations))
     tuner = tune.Tuner(trainable, param_space=param_space, tune_config=tune_config,
                        run_config=tune.RunConfig(  # verbose 0: our progress lines instead of Tune's tables
@@ -291,7 +292,9 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
                            # PBT copies other trials' checkpoints: keep enough of them
                            checkpoint_config=tune.CheckpointConfig(
                                num_to_keep=4 if spec.scheduler.type == "pbt" else 2)))
-    return finish(tuner.fit(), callback, storage, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
+    with ray_calls():
+        grid = tuner.fit()
+    return finish(grid, callback, storage, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
 
 
 def resume_sweep(name: str, storage_uri: str, address: str | None) -> int:
@@ -302,7 +305,8 @@ def resume_sweep(name: str, storage_uri: str, address: str | None) -> int:
                         "(pass the --storage the sweep ran with)", "sweeper resume")
     state = read_state(experiment)
     check_reachable(state["tracking_uri"])
-    init_ray(address)
+    with ray_calls():
+        init_ray(address)
     board = open_board(name)  # noqa: F841 - held while the sweep runs
     try:  # Tune unpickles tuner.pkl: storage must be writable only by people the resuming user trusts
         tuner = tune.Tuner.restore(experiment.root, trainable=build_trainable(state["base"], state["cpu"],
@@ -319,14 +323,15 @@ def resume_sweep(name: str, storage_uri: str, address: str | None) -> int:
           + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""), flush=True)
     # the tracking callback comes back from Tune's saved experiment state, with the parent run id in it
     [callback] = [c for c in tuner._local_tuner.get_run_config().callbacks if isinstance(c, MlflowTrackingCallback)]
-    return finish(tuner.fit(), callback, storage, tracker, state["parent_run_id"], state["base"],
+    with ray_calls():
+        grid = tuner.fit()
+    return finish(grid, callback, storage, tracker, state["parent_run_id"], state["base"],
                   state["metric"], state["mode"], state["trials"])
 
 
 def error_summary(error: BaseException) -> str:
     """The exception line of a trial's error (Ray's first lines only name the actor)."""
-    lines = [ANSI.sub("", line).strip() for line in str(error).splitlines() if line.strip()]
-    return lines[-1][:300] if lines else type(error).__name__
+    return failure_cause(str(error)) or type(error).__name__
 
 
 def trial_id_of(trial_dir: Path) -> str:

@@ -443,21 +443,32 @@ def load_spec(path: str, overrides: list[tuple[str, Any]] = ()) -> SweepSpec:
     except OSError as err:
         raise SpecError("(file)", f"cannot read: {err.strerror}", path) from None
     if overrides:
-        raw = yaml.safe_load(text)
-        if not isinstance(raw, dict):
-            raise SpecError("(file)", "expected a mapping", path)
-        for key, value in overrides:
-            section, _, rest = key.partition(".")
-            if section not in TOP_LEVEL:
-                raise SpecError(key, "unknown key; --set takes dotted YAML keys such as base.train.epochs", "--set")
-            if section == "parameters" and rest:  # parameter names have dots of their own
-                raw.setdefault("parameters", {})[rest] = value
-            else:
-                set_dotted(raw, key, value)
-        merged = (f"# {path} with --set " + " ".join(f"{k}={v}" for k, v in overrides) + "\n"
-                  + yaml.safe_dump(raw, sort_keys=False))
-        return parse_spec(merged, path)  # the merged YAML is what runs, what MLflow shows and what a job gets
+        return spec_from_mapping(yaml.safe_load(text), overrides, path, f"# {path} with --set ")
     return parse_spec(text, path)
+
+
+def spec_from_mapping(raw: Mapping[str, Any], overrides: list[tuple[str, Any]] = (), source: str = "<dict>",
+                      header: str = "# with overrides ", label: str = "--set") -> SweepSpec:
+    """A space as a mapping (the Python API's dict, or a YAML file's content with `--set` pairs), validated as a
+    file is; the YAML it becomes is what runs, what MLflow shows and what a job gets."""
+    if not isinstance(raw, Mapping):
+        raise SpecError("(file)", f"expected a mapping, got {type(raw).__name__}", source)
+    raw = copy.deepcopy(dict(raw))
+    for key, value in overrides:
+        section, _, rest = key.partition(".")
+        if section not in TOP_LEVEL:
+            raise SpecError(key, f"unknown key; {label} takes dotted YAML keys such as base.train.epochs", label)
+        if section == "parameters" and rest:  # parameter names have dots of their own
+            raw.setdefault("parameters", {})[rest] = value
+        else:
+            set_dotted(raw, key, value)
+    try:
+        text = yaml.safe_dump(raw, sort_keys=False)
+    except yaml.YAMLError as err:
+        raise SpecError("(file)", f"not representable as YAML: {' '.join(str(err).split())[:100]}", source) from None
+    if overrides:
+        text = header + " ".join(f"{k}={v}" for k, v in overrides) + "\n" + text
+    return parse_spec(text, source)
 
 
 def _expand(parameters: list[Parameter], rng: random.Random) -> list[dict[str, Any]]:

@@ -203,6 +203,9 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, m
 
     done = sweeper("resume", "e2e-resume", "--storage", str(storage), cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    log = (storage / "e2e-resume" / "sweep.log").read_text()  # the run's Ray output, then the resume's
+    assert log.index("Checkpoint successfully created") < log.index("resuming sweep e2e-resume")
+    assert "Checkpoint successfully created" in log[log.index("resuming sweep e2e-resume"):]
     for folder, lines in finished_dirs.items():  # finished trials were not run again
         assert len((folder / "result.json").read_text().splitlines()) == lines
     results = pq.read_table(storage / "e2e-resume" / "results.parquet").to_pylist()
@@ -267,6 +270,14 @@ def test_a_diverging_trial_fails_alone_and_the_sweep_goes_on(tmp_path):
     done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "1/2 trials finished, 0 stopped early, 1 failed" in done.stdout
+    # the console: one line for the failure, with its cause and where its traceback is; Ray's lines in the log
+    [failed] = [line for line in done.stdout.splitlines() if " FAILED after " in line]
+    assert "TrainingDiverged: epoch 1: training loss is nan (not retried" in failed, failed
+    error_txt = Path(re.search(r"; traceback: (\S+/error\.txt)$", failed).group(1))
+    assert error_txt.parent.parent == tmp_path / "sweeps" / "e2e-diverge"
+    assert "TrainingDiverged" in error_txt.read_text()
+    assert "Checkpoint successfully created" not in done.stdout + done.stderr and "\x1b[" not in done.stdout
+    assert "Checkpoint successfully created" in (tmp_path / "sweeps" / "e2e-diverge" / "sweep.log").read_text()
     rows = {r["train.lr"]: r for r in pq.read_table(tmp_path / "sweeps" / "e2e-diverge" / "results.parquet").to_pylist()}
     assert rows[5e-3]["status"] == "TERMINATED" and rows[float("inf")]["status"] == "ERROR"
     assert "TrainingDiverged: epoch 1: training loss is nan (not retried" in rows[float("inf")]["error"]
