@@ -1,9 +1,11 @@
+# PYTHON_ARGCOMPLETE_OK
 """`sweeper validate | run | resume | submit | summarize`."""
 from __future__ import annotations
 
 import argparse
 import sys
 
+from nmt_core.cli_common import add_version, enable_completion
 from nmt_core.config import ConfigError, parse_overrides
 from nmt_core.corpora import CorpusError
 
@@ -11,6 +13,16 @@ RESUME_HELP = """finish an interrupted sweep: trials that finished are kept and 
 failed ones continue from their last checkpoint. Limits (Ray Tune's): the search space cannot change on
 resume, and ASHA's rung state is lost, so a resumed ASHA sweep may let a trial run past a rung it would
 have been stopped at."""
+
+RUN_EXAMPLE = """example:
+  sweeper run search_spaces/quickstart.yaml --set base.train.epochs=1 --set search.repeats=1
+  mlflow ui --backend-store-uri sqlite:///mlflow.db    # the runs it tracked
+
+Tracking URI: --tracking-uri, else $MLFLOW_TRACKING_URI, else the space's tracking.uri, else sqlite:///mlflow.db.
+Ray: --address, else $RAY_ADDRESS, else a local Ray for this run."""
+SET_HELP = "override a dotted YAML key, e.g. --set base.train.epochs=1 (repeatable)"
+TRACKING_RECORDED_HELP = ("MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the one the sweep ran with, "
+                          "from --storage, else sqlite:///mlflow.db)")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -52,7 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from sweeper.runner import resume_sweep
 
-    return resume_sweep(args.name, args.storage, args.address)
+    return resume_sweep(args.name, args.storage, args.address, args.tracking_uri)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -72,7 +84,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from sweeper.runner import DEFAULT_TRACKING, STATE_FILE, SUMMARY_DIR
+    from nmt_core.mlflow_model import choose_tracking_uri
+    from sweeper.runner import STATE_FILE, SUMMARY_DIR
     from sweeper.space import SignificanceSpec
     from sweeper.storage import open_storage
     from sweeper.summary import SummaryError, render_markdown, summarize
@@ -83,9 +96,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
     experiment = open_storage(args.storage, "sweeper summarize").below(args.name)
     has_state = experiment.exists(STATE_FILE)
-    uri = args.tracking_uri or (json.loads(experiment.read_text(STATE_FILE))["tracking_uri"] if has_state
-                                else DEFAULT_TRACKING)
-    uri = resolve_uri(uri)
+    recorded = json.loads(experiment.read_text(STATE_FILE))["tracking_uri"] if has_state else None
+    uri = resolve_uri(choose_tracking_uri(args.tracking_uri, recorded))
     check_reachable(uri)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():  # never create one
         raise ConfigError("NAME", f"no sweep named {args.name!r}: no {experiment.display(STATE_FILE)} and no tracking "
@@ -107,42 +119,46 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
+def add_run_options(p: argparse.ArgumentParser, address_help: str) -> None:
     p.add_argument("space", help="sweep YAML (see search_spaces/)")
     p.add_argument("--name", help="sweep name (default: the YAML's name); the MLflow experiment and Ray run name")
     p.add_argument("--storage", default="./sweeps", help="where Ray keeps trials and results.parquet (default %(default)s)")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: the YAML's tracking.uri, else sqlite:///mlflow.db)")
-    p.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray for this run)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a dotted YAML key, e.g. --set base.train.epochs=1")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the YAML's "
+                   "tracking.uri, else sqlite:///mlflow.db)")
+    p.add_argument("--address", help=address_help)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sweeper", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    add_version(parser)
+    sub = parser.add_subparsers(dest="command", required=True, help="what to do (each has its own --help)")
     p = sub.add_parser("validate", help="check a sweep YAML and print the plan: trials, resources, conditionals")
-    p.add_argument("space")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("space", help="sweep YAML (see search_spaces/)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     p.set_defaults(func=cmd_validate)
-    p = sub.add_parser("run", help="run a sweep on a local Ray (or --address) and track it in MLflow")
-    add_run_options(p)
+    p = sub.add_parser("run", help="run a sweep on a local Ray (or --address) and track it in MLflow",
+                       epilog=RUN_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_options(p, "Ray cluster address (default: $RAY_ADDRESS, else a local Ray for this run)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("submit", help="run a sweep on a Ray cluster as a Ray Job")
-    add_run_options(p)
+    add_run_options(p, "the Ray cluster's dashboard, e.g. http://HEAD:8265 (default: $RAY_ADDRESS)")
     p.set_defaults(storage="~/sweeps")
     p.add_argument("--wait", action="store_true", help="stream the job's log and exit with its result")
     p.add_argument("--no-code", action="store_true",
                    help="use the nmt-sweeper installed on the cluster instead of shipping this checkout's code")
     p.set_defaults(func=cmd_submit)
     p = sub.add_parser("resume", help="finish an interrupted sweep", description=RESUME_HELP)
-    p.add_argument("name")
-    p.add_argument("--storage", default="./sweeps")
-    p.add_argument("--address")
+    p.add_argument("name", help="the sweep's name (its folder under --storage)")
+    p.add_argument("--storage", default="./sweeps", help="where the sweep ran (default %(default)s)")
+    p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP + "; it must hold the sweep's parent run")
+    p.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)")
     p.set_defaults(func=cmd_resume)
     p = sub.add_parser("summarize", help="the papers' tables and figures from a finished sweep (read from MLflow)")
-    p.add_argument("name")
-    p.add_argument("--tracking-uri", help="default: the one the sweep ran with (from --storage), else sqlite:///mlflow.db")
-    p.add_argument("--storage", default="./sweeps")
+    p.add_argument("name", help="the sweep's name (its MLflow experiment)")
+    p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP)
+    p.add_argument("--storage", default="./sweeps", help="where the sweep ran; its summary goes there (default "
+                   "%(default)s)")
     p.add_argument("--format", choices=["md", "csv", "latex"], default="md",
                    help="summary.md is always written; csv or latex adds the BLEU table in that format")
     p.add_argument("--out", help="output folder (default: STORAGE/NAME/summary)")
@@ -154,7 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    enable_completion(parser)
+    args = parser.parse_args(argv)
     try:
         return args.func(args)
     except (ConfigError, CorpusError) as err:  # bad input, an unusable corpus or tracking store
