@@ -1,5 +1,5 @@
 # PYTHON_ARGCOMPLETE_OK
-"""`sweeper validate | run | resume | submit | summarize`."""
+"""`sweeper validate | run | resume | submit | summarize | schema`."""
 from __future__ import annotations
 
 import argparse
@@ -119,6 +119,16 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sweeper.schema import SCHEMA_DIR, write
+
+    for path in write(Path(args.out) if args.out else SCHEMA_DIR):
+        print(path)
+    return 0
+
+
 def add_run_options(p: argparse.ArgumentParser, address_help: str) -> None:
     p.add_argument("space", help="sweep YAML (see search_spaces/)")
     p.add_argument("--name", help="sweep name (default: the YAML's name); the MLflow experiment and Ray run name")
@@ -166,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, help="paired-bootstrap resamples, >= 100 (default: the space's "
                    "significance.resamples, else 1000)")
     p.set_defaults(func=cmd_summarize)
+    p = sub.add_parser("schema", help="write the JSON Schemas of the sweep YAML and the trial config, for editors")
+    p.add_argument("--out", help="folder (default: the package's sweeper/schemas/, which search_spaces/ points to)")
+    p.set_defaults(func=cmd_schema)
     return parser
 
 

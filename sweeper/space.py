@@ -28,6 +28,8 @@ MODES = ("max", "min")
 SIGNIFICANCE_METHODS = ("paired_bootstrap",)  # nmt_core.evaluate.PairedBootstrap
 MIN_RESAMPLES = 100
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
+SPEC_CHOICES = {"search.algorithm": ALGORITHMS, "objective.metric": OBJECTIVE_METRICS, "objective.mode": MODES,
+                "scheduler.type": SCHEDULERS, "significance.method": SIGNIFICANCE_METHODS}  # for the JSON Schema
 # the small sections' keys and types (search, scheduler and significance are the dataclasses below)
 OBJECTIVE_FIELDS: dict[str, type] = {"metric": str, "mode": str}
 RESOURCES_FIELDS: dict[str, type] = {"cpu": float, "gpu": float}
