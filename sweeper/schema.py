@@ -93,7 +93,8 @@ def distribution(key: str) -> dict[str, Any]:
               "loguniform": {**pair, "items": {**value_ref(key), "exclusiveMinimum": 0}},
               "int": {**pair, "items": {**value_ref(key), "type": "integer"}}}
     assert set(shapes) == set(DISTRIBUTIONS), "a new distribution needs its shape here"
-    numeric = section_keys(key.split(".")[0])[key.split(".")[1]].type in ("int", "float")
+    section, name = key.split(".")
+    numeric = section_keys(section)[name].type in ("int", "float")
     kinds = [k for k in DISTRIBUTIONS if numeric or k not in RANGES]
     return closed({**{k: shapes[k] for k in kinds}, "if": {"$ref": "#/$defs/condition"}},
                   oneOf=[{"required": [k]} for k in kinds])
