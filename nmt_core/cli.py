@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`nmt train | translate | evaluate | data`: one configuration, without Ray or MLflow."""
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 from nmt_core import checkpoint
+from nmt_core.cli_common import add_version, enable_completion
 from nmt_core.config import ConfigError, TrialConfig, build_config, load_config, parse_overrides
 from nmt_core.corpora import REGISTRY, CorpusError, load_corpus
 from nmt_core.data import Example, Vocab, surface, tokenize
@@ -152,11 +154,13 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                                        "or runs:/<run id>/model")
     p.add_argument("--tracking-uri", help="the MLflow store --model is read from (default: $MLFLOW_TRACKING_URI, "
                                           "else sqlite:///mlflow.db)")
+    p.add_argument("--beam", type=int, default=0, help="beam size (default: the config's decode.beam_size)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nmt", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    add_version(parser)
+    sub = parser.add_subparsers(dest="command", required=True, help="what to do (each has its own --help)")
     p = sub.add_parser("train", help="train one configuration; resumes if --out holds last.pt")
     p.add_argument("config", help="trial config YAML (sections data, model, attention, train, decode)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a dotted key")
@@ -166,31 +170,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("translate", help="translate stdin line by line to stdout")
     add_model_options(p)
-    p.add_argument("--beam", type=int, default=0, help="beam size (default: the config's decode.beam_size)")
     p.set_defaults(func=cmd_translate)
     p = sub.add_parser("evaluate", help="BLEU (with its sacrebleu signature) and optional per-token traces")
     add_model_options(p)
-    p.add_argument("--src", required=True)
-    p.add_argument("--ref", required=True)
-    p.add_argument("--beam", type=int, default=0)
+    p.add_argument("--src", required=True, help="source sentences, one per line")
+    p.add_argument("--ref", required=True, help="reference translations, one per line (raw text, as in training)")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (the papers' lowercased tokenised number is printed as multi-bleu)")
     p.add_argument("--traces", help="write per-token traces (tau, gate, attention) to this Parquet file")
     p.add_argument("--align", help="gold word alignments (Pharaoh `src-tgt` per line): report the AER of the "
                                    "attention argmax on the reference and the attention mass on gold links")
     p.set_defaults(func=cmd_evaluate)
     p = sub.add_parser("data", help="prepare a corpus into the cache, or print its statistics")
-    p.add_argument("action", choices=["prepare", "info"])
+    p.add_argument("action", choices=["prepare", "info"], help="prepare: fetch and cache it; info: its statistics "
+                   "and sample pairs")
     p.add_argument("name", help=f"synthetic, {', '.join(REGISTRY)}, or a folder")
     p.add_argument("--src", default="en", help="source language of a folder corpus")
     p.add_argument("--tgt", default="vi", help="target language of a folder corpus")
     p.add_argument("--samples", type=int, default=3, help="random training pairs to print")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample drawn (default %(default)s)")
     p.set_defaults(func=cmd_data)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    enable_completion(parser)
+    args = parser.parse_args(argv)
     try:
         return args.func(args)
     except (ConfigError, CorpusError, FileNotFoundError, checkpoint.CheckpointError) as err:

@@ -147,6 +147,60 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "decode.bleu_tokenize": ("13a", "none", "intl", "char"),
 }
 
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A numeric key's allowed interval: build_config checks it and the JSON Schema (sweeper/schema.py) states it."""
+
+    low: float
+    high: float | None = None
+    open_low: bool = False  # low itself is not allowed
+    open_high: bool = False
+    note: str = ""  # why, or what the edge value means
+
+    def holds(self, value: float) -> bool:
+        above = value > self.low if self.open_low else value >= self.low
+        below = self.high is None or (value < self.high if self.open_high else value <= self.high)
+        return above and below
+
+    def __str__(self) -> str:
+        if self.high is None:
+            text = f"{'>' if self.open_low else '>='} {self.low:g}"
+        else:
+            text = f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
+        return text + (f" ({self.note})" if self.note else "")
+
+
+OFF, ALL = "0 = off", "0 = all"
+BOUNDS: dict[str, Bound] = {
+    "attention.lambda": Bound(1, open_low=True, note="tau_t lies in (1/lambda, lambda)"),
+    "attention.tau": Bound(0, open_low=True),
+    "attention.coverage_weight": Bound(0),
+    "train.guided_alignment": Bound(0, note=OFF),
+    "train.symmetry_weight": Bound(0, note=OFF),
+    "model.dropout": Bound(0, 1, open_high=True),
+    **{f"model.{key}": Bound(1) for key in ("emb_size", "hidden_size", "encoder_layers", "decoder_layers")},
+    "train.lr": Bound(0, open_low=True),
+    "train.batch_size": Bound(1),
+    "train.token_budget": Bound(0, note=OFF),
+    "train.clip_norm": Bound(0, open_low=True),
+    "train.epochs": Bound(1),
+    "train.label_smoothing": Bound(0, 1, open_high=True),
+    "train.lr_decay": Bound(0, 1, open_low=True),
+    "train.early_stopping": Bound(0, note=OFF),
+    "train.max_steps_per_epoch": Bound(0, note=ALL),
+    "decode.beam_size": Bound(1),
+    "decode.dev_beam_size": Bound(1),
+    "decode.max_len_ratio": Bound(0, open_low=True),
+    "data.max_len": Bound(1),
+    "data.subword_vocab": Bound(8),
+    "data.src_vocab": Bound(1),
+    "data.tgt_vocab": Bound(1),
+    "data.train_subset": Bound(0, note=ALL),
+    "data.eval_subset": Bound(0, note=ALL),
+}
+
 GOLD_ALIGNED = ("bible-grc-en",)  # corpora that ship manual word alignments (they index `space` tokens)
 INSTALL_EFLOMAL = "pip install 'nmt-sweeper[align]' (or: pip install eflomal)"
 
@@ -237,19 +291,21 @@ def _coerce(key: str, value: Any, typ: Any, source: str) -> Any:
     return value
 
 
+def _value(cfg: TrialConfig, key: str) -> Any:
+    section, name = key.split(".")
+    return getattr(getattr(cfg, section), section_keys(section)[name].name)
+
+
 def _check_ranges(cfg: TrialConfig, source: str) -> None:
     def require(ok: bool, key: str, allowed: str, value: Any) -> None:
         if not ok:
             raise ConfigError(key, f"must be {allowed} (got {value!r})", source)
 
     for key, allowed in CHOICES.items():
-        section, name = key.split(".")
-        value = getattr(getattr(cfg, section), section_keys(section)[name].name)
-        require(value in allowed, key, "one of " + ", ".join(allowed), value)
-    a, m, t, d = cfg.attention, cfg.model, cfg.train, cfg.decode
-    require(a.lambda_ > 1, "attention.lambda", "> 1 (tau_t lies in (1/lambda, lambda))", a.lambda_)
-    require(a.tau > 0, "attention.tau", "> 0", a.tau)
-    require(a.coverage_weight >= 0, "attention.coverage_weight", ">= 0", a.coverage_weight)
+        require(_value(cfg, key) in allowed, key, "one of " + ", ".join(allowed), _value(cfg, key))
+    for key, bound in BOUNDS.items():
+        require(bound.holds(_value(cfg, key)), key, str(bound), _value(cfg, key))
+    a, m, t = cfg.attention, cfg.model, cfg.train
     require(not a.coverage or a.score == "concat", "attention.coverage",
             "false unless attention.score is concat (Tu et al. feed coverage inside the additive score's tanh)",
             a.coverage)
@@ -262,16 +318,11 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
             "t_i, which that placement attends before)", a.sentinel)
     require(a.placement != "cgru" or m.decoder_layers == 1, "model.decoder_layers",
             "1 with attention.placement cgru (its two transitions are the decoder's layers)", m.decoder_layers)
-    require(t.guided_alignment >= 0, "train.guided_alignment", ">= 0 (0 = off)", t.guided_alignment)
-    require(t.symmetry_weight >= 0, "train.symmetry_weight", ">= 0 (0 = off)", t.symmetry_weight)
     gold = cfg.data.corpus in GOLD_ALIGNED and cfg.data.tokenizer == "space"
     require(t.guided_alignment == 0 or gold or importlib.util.find_spec("eflomal") is not None,
             "train.guided_alignment", f"0 here (corpus {cfg.data.corpus!r} with tokenizer {cfg.data.tokenizer!r} has no "
             f"gold word alignments and eflomal, which would compute them, is not installed: {INSTALL_EFLOMAL})",
             t.guided_alignment)
-    require(0 <= m.dropout < 1, "model.dropout", "in [0, 1)", m.dropout)
-    for key in ("emb_size", "hidden_size", "encoder_layers", "decoder_layers"):
-        require(getattr(m, key) >= 1, f"model.{key}", ">= 1", getattr(m, key))
     require(m.hidden_size % 2 == 0, "model.hidden_size",
             "even (each encoder direction has hidden_size / 2 units)", m.hidden_size)
     require(a.score != "key_value" or not a.sentinel, "attention.sentinel",
@@ -283,25 +334,6 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
             "a multiple of 4 with attention.score key_value (each direction splits into key and value)", m.hidden_size)
     require(not m.tie_embeddings or m.emb_size == m.hidden_size, "model.tie_embeddings",
             "false unless model.emb_size == model.hidden_size", m.tie_embeddings)
-    require(t.lr > 0, "train.lr", "> 0", t.lr)
-    require(t.batch_size >= 1, "train.batch_size", ">= 1", t.batch_size)
-    require(t.token_budget >= 0, "train.token_budget", ">= 0 (0 = off)", t.token_budget)
-    require(t.clip_norm > 0, "train.clip_norm", "> 0", t.clip_norm)
-    require(t.epochs >= 1, "train.epochs", ">= 1", t.epochs)
-    require(0 <= t.label_smoothing < 1, "train.label_smoothing", "in [0, 1)", t.label_smoothing)
-    require(0 < t.lr_decay <= 1, "train.lr_decay", "in (0, 1]", t.lr_decay)
-    require(t.early_stopping >= 0, "train.early_stopping", ">= 0 (0 = off)", t.early_stopping)
-    require(t.max_steps_per_epoch >= 0, "train.max_steps_per_epoch", ">= 0 (0 = all)", t.max_steps_per_epoch)
-    require(d.beam_size >= 1, "decode.beam_size", ">= 1", d.beam_size)
-    require(d.dev_beam_size >= 1, "decode.dev_beam_size", ">= 1", d.dev_beam_size)
-    require(d.max_len_ratio > 0, "decode.max_len_ratio", "> 0", d.max_len_ratio)
-    dc = cfg.data
-    require(dc.max_len >= 1, "data.max_len", ">= 1", dc.max_len)
-    require(dc.subword_vocab >= 8, "data.subword_vocab", ">= 8", dc.subword_vocab)
-    require(dc.src_vocab >= 1, "data.src_vocab", ">= 1", dc.src_vocab)
-    require(dc.tgt_vocab >= 1, "data.tgt_vocab", ">= 1", dc.tgt_vocab)
-    require(dc.train_subset >= 0, "data.train_subset", ">= 0 (0 = all)", dc.train_subset)
-    require(dc.eval_subset >= 0, "data.eval_subset", ">= 0 (0 = all)", dc.eval_subset)
 
 
 def build_config(raw: Mapping[str, Any] | None, overrides: list[tuple[str, Any]] = (),

@@ -26,6 +26,16 @@ DEFAULT_TRACKING = "sqlite:///mlflow.db"  # the sweeper's default store, in the 
 REQUIREMENTS = ("nmt-sweeper", "torch", "sacrebleu", "mlflow")
 
 
+def choose_tracking_uri(flag: str | None, configured: str | None = None) -> str:
+    """The one order every command follows, MLflow's own convention first: `--tracking-uri`, else
+    $MLFLOW_TRACKING_URI, else what the space says (or what a sweep recorded), else DEFAULT_TRACKING; a URI that
+    carries a credential is refused wherever it came from."""
+    environment = os.environ.get("MLFLOW_TRACKING_URI")
+    uri = flag or environment or configured or DEFAULT_TRACKING
+    source = "--tracking-uri" if flag else "MLFLOW_TRACKING_URI" if environment else "tracking.uri"
+    return check_uri(uri, "tracking", "tracking.uri", source)
+
+
 class Translator:
     """What `mlflow.pyfunc.load_model` returns the predictions of: source lines in, translations out."""
 
@@ -79,8 +89,7 @@ def download_model(uri: str, tracking_uri: str | None) -> Path:
 
     Raises ModelUriError (one line) when the URI or the store cannot give a model.
     """
-    store = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING
-    check_uri(store, "tracking", "tracking.uri", "--tracking-uri" if tracking_uri else "MLFLOW_TRACKING_URI")
+    store = choose_tracking_uri(tracking_uri)
     if not uri.startswith(("models:/", "runs:/")):
         raise ModelUriError(uri, store, "expected models:/<name>/<version>, models:/<name>@<alias> or runs:/<id>/model")
     if store.startswith("sqlite:///") and not Path(store.removeprefix("sqlite:///")).exists():

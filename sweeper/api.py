@@ -161,7 +161,7 @@ def summarize(name: str, *, storage: str = "./sweeps", tracking_uri: str | None 
               format: str = "md", resamples: int | None = None, run_id: str | None = None) -> SummaryResult:
     """The papers' tables and figures of a finished sweep, as `sweeper summarize` writes them: into `out`, else
     beside results.parquet in storage; the tracking URI defaults to the one the sweep ran with."""
-    from nmt_core.mlflow_model import DEFAULT_TRACKING
+    from nmt_core.mlflow_model import choose_tracking_uri
     from sweeper.runner import STATE_FILE, SUMMARY_DIR, read_state
     from sweeper.space import SignificanceSpec
     from sweeper.storage import open_storage
@@ -174,8 +174,8 @@ def summarize(name: str, *, storage: str = "./sweeps", tracking_uri: str | None 
             SignificanceSpec(resamples=resamples).check("sweeper summarize --resamples")
         experiment = open_storage(storage, "sweeper summarize").below(name)
         has_state = experiment.exists(STATE_FILE)
-        uri = tracking_uri or (read_state(experiment)["tracking_uri"] if has_state else DEFAULT_TRACKING)
-        uri = resolve_uri(uri)
+        recorded = read_state(experiment)["tracking_uri"] if has_state else None
+        uri = resolve_uri(choose_tracking_uri(tracking_uri, recorded))
         check_reachable(uri)
         if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():  # never create one
             raise ConfigError("NAME", f"no sweep named {name!r}: no {experiment.display(STATE_FILE)} and no tracking "

@@ -1,9 +1,11 @@
-"""`sweeper validate | run | resume | submit | summarize`."""
+# PYTHON_ARGCOMPLETE_OK
+"""`sweeper validate | run | resume | submit | summarize | schema`."""
 from __future__ import annotations
 
 import argparse
 import sys
 
+from nmt_core.cli_common import add_version, enable_completion
 from nmt_core.config import ConfigError, parse_overrides
 from nmt_core.corpora import CorpusError
 
@@ -13,6 +15,16 @@ resume, and ASHA's rung state is lost, so a resumed ASHA sweep may let a trial r
 have been stopped at."""
 VERBOSE_HELP = ("also show Ray's output (its banners, checkpoint lines, every trial's per-epoch lines); by default "
                 "it goes to STORAGE/NAME/sweep.log only")
+
+RUN_EXAMPLE = """example:
+  sweeper run search_spaces/quickstart.yaml --set base.train.epochs=1 --set search.repeats=1
+  mlflow ui --backend-store-uri sqlite:///mlflow.db    # the runs it tracked
+
+Tracking URI: --tracking-uri, else $MLFLOW_TRACKING_URI, else the space's tracking.uri, else sqlite:///mlflow.db.
+Ray: --address, else $RAY_ADDRESS, else a local Ray for this run."""
+SET_HELP = "override a dotted YAML key, e.g. --set base.train.epochs=1 (repeatable)"
+TRACKING_RECORDED_HELP = ("MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the one the sweep ran with, "
+                          "from --storage, else sqlite:///mlflow.db)")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -61,7 +73,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from sweeper.storage import open_storage
 
     with sweep_console(open_storage(args.storage, "sweeper resume").below(args.name), args.verbose):
-        return resume_sweep(args.name, args.storage, args.address)
+        return resume_sweep(args.name, args.storage, args.address, args.tracking_uri)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -88,44 +100,58 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
+def cmd_schema(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sweeper.schema import SCHEMA_DIR, write
+
+    for path in write(Path(args.out) if args.out else SCHEMA_DIR):
+        print(path)
+    return 0
+
+
+def add_run_options(p: argparse.ArgumentParser, address_help: str) -> None:
     p.add_argument("space", help="sweep YAML (see search_spaces/)")
     p.add_argument("--name", help="sweep name (default: the YAML's name); the MLflow experiment and Ray run name")
     p.add_argument("--storage", default="./sweeps", help="where Ray keeps trials and results.parquet (default %(default)s)")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: the YAML's tracking.uri, else sqlite:///mlflow.db)")
-    p.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray for this run)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a dotted YAML key, e.g. --set base.train.epochs=1")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the YAML's "
+                   "tracking.uri, else sqlite:///mlflow.db)")
+    p.add_argument("--address", help=address_help)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sweeper", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    add_version(parser)
+    sub = parser.add_subparsers(dest="command", required=True, help="what to do (each has its own --help)")
     p = sub.add_parser("validate", help="check a sweep YAML and print the plan: trials, resources, conditionals")
-    p.add_argument("space")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("space", help="sweep YAML (see search_spaces/)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     p.set_defaults(func=cmd_validate)
-    p = sub.add_parser("run", help="run a sweep on a local Ray (or --address) and track it in MLflow")
-    add_run_options(p)
+    p = sub.add_parser("run", help="run a sweep on a local Ray (or --address) and track it in MLflow",
+                       epilog=RUN_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_options(p, "Ray cluster address (default: $RAY_ADDRESS, else a local Ray for this run)")
     p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("submit", help="run a sweep on a Ray cluster as a Ray Job")
-    add_run_options(p)
+    add_run_options(p, "the Ray cluster's dashboard, e.g. http://HEAD:8265 (default: $RAY_ADDRESS)")
     p.set_defaults(storage="~/sweeps")
     p.add_argument("--wait", action="store_true", help="stream the job's log and exit with its result")
     p.add_argument("--no-code", action="store_true",
                    help="use the nmt-sweeper installed on the cluster instead of shipping this checkout's code")
     p.set_defaults(func=cmd_submit)
     p = sub.add_parser("resume", help="finish an interrupted sweep", description=RESUME_HELP)
-    p.add_argument("name")
-    p.add_argument("--storage", default="./sweeps")
-    p.add_argument("--address")
+    p.add_argument("name", help="the sweep's name (its folder under --storage)")
+    p.add_argument("--storage", default="./sweeps", help="where the sweep ran (default %(default)s)")
+    p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP + "; it must hold the sweep's parent run")
+    p.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)")
     p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     p.set_defaults(func=cmd_resume)
     p = sub.add_parser("summarize", help="the papers' tables and figures from a finished sweep (read from MLflow)")
-    p.add_argument("name")
-    p.add_argument("--tracking-uri", help="default: the one the sweep ran with (from --storage), else sqlite:///mlflow.db")
-    p.add_argument("--storage", default="./sweeps")
+    p.add_argument("name", help="the sweep's name (its MLflow experiment)")
+    p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP)
+    p.add_argument("--storage", default="./sweeps", help="where the sweep ran; its summary goes there (default "
+                   "%(default)s)")
     p.add_argument("--format", choices=["md", "csv", "latex"], default="md",
                    help="summary.md is always written; csv or latex adds the BLEU table in that format")
     p.add_argument("--out", help="output folder (default: STORAGE/NAME/summary)")
@@ -133,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, help="paired-bootstrap resamples, >= 100 (default: the space's "
                    "significance.resamples, else 1000)")
     p.set_defaults(func=cmd_summarize)
+    p = sub.add_parser("schema", help="write the JSON Schemas of the sweep YAML and the trial config, for editors")
+    p.add_argument("--out", help="folder (default: the package's sweeper/schemas/, which search_spaces/ points to)")
+    p.set_defaults(func=cmd_schema)
     return parser
 
 
@@ -148,7 +177,9 @@ def check_arguments(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     from sweeper.api import SweeperError
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    enable_completion(parser)
+    args = parser.parse_args(argv)
     try:
         check_arguments(args)
         return args.func(args)

@@ -28,7 +28,7 @@ from ray.tune.search import ConcurrencyLimiter
 from nmt_core.corpora import default_cache_dir, load_corpus
 from nmt_core.credentials import check_uri
 from nmt_core.diagnostics import KEYS as DIAGNOSTICS
-from nmt_core.mlflow_model import DEFAULT_TRACKING
+from nmt_core.mlflow_model import choose_tracking_uri
 from nmt_core.train import PAPER_BLEU
 from sweeper.console import ray_calls
 from sweeper.progress import SweepProgress, failure_cause, open_board
@@ -36,7 +36,8 @@ from sweeper.space import SpecError, SweepSpec, TrialPlan, check_name, mutation_
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.storage import Storage, check_writable, open_storage
 from sweeper.study import describe as describe_study, shown, study_url
-from sweeper.tracking import MlflowTrackingCallback, SweepTracker, check_reachable, resolve_uri, runs_link
+from sweeper.tracking import (MlflowTrackingCallback, SweepTracker, check_holds_run, check_reachable, resolve_uri,
+                              runs_link)
 from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
 
 # Tune warns about frequent experiment snapshots whenever trials are short; that is the expected case here
@@ -242,7 +243,7 @@ def read_state(experiment: Storage) -> dict[str, Any]:
 
 def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, address: str | None) -> int:
     storage = open_storage(storage_uri, "sweeper run")
-    uri = resolve_uri(tracking_uri or spec.tracking_uri or DEFAULT_TRACKING)
+    uri = resolve_uri(choose_tracking_uri(tracking_uri, spec.tracking_uri))
     check_reachable(uri)
     check_writable(storage, "sweeper run")
     experiment = storage.below(spec.name)
@@ -297,14 +298,17 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     return finish(grid, callback, storage, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
 
 
-def resume_sweep(name: str, storage_uri: str, address: str | None) -> int:
+def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri: str | None = None) -> int:
     storage = open_storage(storage_uri, "sweeper resume")
     experiment = storage.below(name)
     if not experiment.exists(STATE_FILE) or not tune.Tuner.can_restore(experiment.root, storage_filesystem=storage.fs):
         raise SpecError("NAME", f"no sweep named {name!r} to resume under {storage.uri} "
                         "(pass the --storage the sweep ran with)", "sweeper resume")
     state = read_state(experiment)
-    check_reachable(state["tracking_uri"])
+    uri = resolve_uri(choose_tracking_uri(tracking_uri, state["tracking_uri"]))
+    check_reachable(uri)
+    if uri != state["tracking_uri"]:  # the same store at another address, or the wrong store: ask it
+        check_holds_run(uri, state["parent_run_id"], state["tracking_uri"])
     with ray_calls():
         init_ray(address)
     board = open_board(name)  # noqa: F841 - held while the sweep runs
@@ -317,12 +321,13 @@ def resume_sweep(name: str, storage_uri: str, address: str | None) -> int:
             ImportError) as err:
         raise damaged(experiment, TUNER_FILE, f"Ray Tune cannot load it ({type(err).__name__}: "
                       f"{str(err).splitlines()[0][:100] if str(err) else ''})") from None
-    tracker = SweepTracker(state["tracking_uri"], state["name"])
+    tracker = SweepTracker(uri, state["name"])
     study = state.get("study")  # the searcher comes back with Tune's state and reconnects to its study
     print(f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run"
           + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""), flush=True)
     # the tracking callback comes back from Tune's saved experiment state, with the parent run id in it
     [callback] = [c for c in tuner._local_tuner.get_run_config().callbacks if isinstance(c, MlflowTrackingCallback)]
+    callback.uri = uri  # and the store's address as resolved now
     with ray_calls():
         grid = tuner.fit()
     return finish(grid, callback, storage, tracker, state["parent_run_id"], state["base"],

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from nmt_core.config import ConfigError, TrialConfig, all_keys, build_config, set_dotted
+from nmt_core.config import Bound, ConfigError, TrialConfig, all_keys, build_config, set_dotted
 from nmt_core.credentials import check_uri
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
@@ -29,9 +29,26 @@ SCHEDULERS = ("fifo", "asha", "hyperband", "pbt")
 TOP_LEVEL = ("name", "description", "data", "base", "parameters", "search", "objective", "scheduler",
              "resources", "failure", "tracking", "baseline", "significance")
 OBJECTIVE_METRICS = ("bleu_dev", "dev_loss", "dev_ppl", "train_loss")
+MODES = ("max", "min")
 SIGNIFICANCE_METHODS = ("paired_bootstrap",)  # nmt_core.evaluate.PairedBootstrap
 MIN_RESAMPLES = 100
 NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # every sweep name, in full (DESIGN.md)
+SPEC_CHOICES = {"search.algorithm": ALGORITHMS, "objective.metric": OBJECTIVE_METRICS, "objective.mode": MODES,
+                "scheduler.type": SCHEDULERS, "significance.method": SIGNIFICANCE_METHODS}  # for the JSON Schema
+# the small sections' keys and types (search, scheduler and significance are the dataclasses below)
+OBJECTIVE_FIELDS: dict[str, type] = {"metric": str, "mode": str}
+RESOURCES_FIELDS: dict[str, type] = {"cpu": float, "gpu": float}
+FAILURE_FIELDS: dict[str, type] = {"max_retries": int}
+TRACKING_FIELDS: dict[str, type] = {"uri": str}
+GPU_SHARES = "a fraction in (0, 1] to pack trials, or a whole number"
+SPEC_BOUNDS: dict[str, Bound] = {
+    "search.num_samples": Bound(1), "search.max_concurrent": Bound(1), "search.repeats": Bound(1),
+    "scheduler.grace_period": Bound(1), "scheduler.reduction_factor": Bound(2),
+    "scheduler.perturbation_interval": Bound(1), "scheduler.quantile_fraction": Bound(0, 0.5, open_low=True),
+    "resources.cpu": Bound(0, open_low=True), "resources.gpu": Bound(0, note=GPU_SHARES),
+    "failure.max_retries": Bound(0),
+    "significance.resamples": Bound(MIN_RESAMPLES),
+}
 
 
 @dataclass
@@ -99,7 +116,7 @@ class SignificanceSpec:
         if self.method not in SIGNIFICANCE_METHODS:
             raise SpecError("significance.method", "must be one of " + ", ".join(SIGNIFICANCE_METHODS)
                             + f" (got {self.method!r})", source)
-        if self.resamples < MIN_RESAMPLES:
+        if not SPEC_BOUNDS["significance.resamples"].holds(self.resamples):
             raise SpecError("significance.resamples", f"must be >= {MIN_RESAMPLES} (got {self.resamples}): fewer "
                             "resamples cannot resolve p < 0.01", source)
         return self
@@ -198,6 +215,14 @@ def _fields(raw: Mapping, key: str, allowed: dict[str, type], source: str) -> di
     return out
 
 
+def _check_bounds(section: str, values: Mapping[str, Any], source: str) -> None:
+    """The SPEC_BOUNDS of one section's values."""
+    for name, value in values.items():
+        bound = SPEC_BOUNDS.get(f"{section}.{name}")
+        if bound and not bound.holds(value):
+            raise SpecError(f"{section}.{name}", f"must be {bound} (got {value:g})", source)
+
+
 def _parameter(key: str, raw: Any, base: dict, source: str) -> Parameter:
     dotted = f"parameters.{key}"
     if key not in all_keys():
@@ -280,8 +305,6 @@ def _check_pbt(scheduler: SchedulerSpec, search: SearchSpec, base: dict, source:
                         "[1.0e-4, 1.0e-2]}}; allowed keys: " + ", ".join(PBT_MUTABLE), source)
     if search.algorithm == "optuna":
         raise SpecError("scheduler.type", "pbt explores by itself: use search.algorithm grid or random", source)
-    if scheduler.perturbation_interval < 1 or not 0 < scheduler.quantile_fraction <= 0.5:
-        raise SpecError("scheduler", "perturbation_interval must be >= 1 and quantile_fraction in (0, 0.5]", source)
     for key, raw in scheduler.mutations.items():
         where = f"scheduler.mutations.{key}"
         if key not in PBT_MUTABLE:
@@ -388,21 +411,18 @@ def parse_spec(text: str, source: str) -> SweepSpec:
                                    "study_storage": str}, source))
     if search.algorithm not in ALGORITHMS:
         raise SpecError("search.algorithm", "must be one of " + ", ".join(ALGORITHMS) + f" (got {search.algorithm!r})", source)
-    for key in ("num_samples", "max_concurrent", "repeats"):
-        if getattr(search, key) < 1:
-            raise SpecError(f"search.{key}", f"must be >= 1 (got {getattr(search, key)})", source)
+    _check_bounds("search", vars(search), source)
     if search.algorithm == "optuna" and search.repeats != 1:
         raise SpecError("search.repeats", "must be 1 with algorithm optuna (TPE learns from one result per "
                         "configuration; use grid or random to repeat seeds)", source)
     _check_optuna_search(search, parameters, source)
 
-    objective = _fields(_mapping(raw.get("objective"), "objective", source), "objective",
-                        {"metric": str, "mode": str}, source)
+    objective = _fields(_mapping(raw.get("objective"), "objective", source), "objective", OBJECTIVE_FIELDS, source)
     metric, mode = objective.get("metric", "bleu_dev"), objective.get("mode", "max")
     if metric not in OBJECTIVE_METRICS:
         raise SpecError("objective.metric", "must be one of " + ", ".join(OBJECTIVE_METRICS) + f" (got {metric!r})", source)
-    if mode not in ("max", "min"):
-        raise SpecError("objective.mode", f"must be one of max, min (got {mode!r})", source)
+    if mode not in MODES:
+        raise SpecError("objective.mode", "must be one of " + ", ".join(MODES) + f" (got {mode!r})", source)
 
     scheduler = SchedulerSpec(**_fields(_mapping(raw.get("scheduler"), "scheduler", source), "scheduler",
                                         {"type": str, "grace_period": int, "reduction_factor": int,
@@ -410,21 +430,17 @@ def parse_spec(text: str, source: str) -> SweepSpec:
                                          "mutations": dict}, source))
     if scheduler.type not in SCHEDULERS:
         raise SpecError("scheduler.type", "must be one of " + ", ".join(SCHEDULERS) + f" (got {scheduler.type!r})", source)
-    if scheduler.grace_period < 1 or scheduler.reduction_factor < 2:
-        raise SpecError("scheduler", "grace_period must be >= 1 and reduction_factor >= 2", source)
+    _check_bounds("scheduler", vars(scheduler), source)
     _check_pbt(scheduler, search, base, source)
 
-    resources = _fields(_mapping(raw.get("resources"), "resources", source), "resources",
-                        {"cpu": float, "gpu": float}, source)
+    resources = _fields(_mapping(raw.get("resources"), "resources", source), "resources", RESOURCES_FIELDS, source)
+    _check_bounds("resources", resources, source)
     cpu, gpu = resources.get("cpu", 1.0), resources.get("gpu", 0.0)
-    if cpu <= 0:
-        raise SpecError("resources.cpu", f"must be > 0 (got {cpu:g})", source)
-    if gpu < 0 or (gpu > 1 and not float(gpu).is_integer()):
-        raise SpecError("resources.gpu", f"must be 0, a fraction in (0, 1] to pack trials, or a whole number (got {gpu:g})", source)
-    failure = _fields(_mapping(raw.get("failure"), "failure", source), "failure", {"max_retries": int}, source)
-    if failure.get("max_retries", 2) < 0:
-        raise SpecError("failure.max_retries", "must be >= 0", source)
-    tracking = _fields(_mapping(raw.get("tracking"), "tracking", source), "tracking", {"uri": str}, source)
+    if gpu > 1 and not float(gpu).is_integer():
+        raise SpecError("resources.gpu", f"must be 0, {GPU_SHARES} (got {gpu:g})", source)
+    failure = _fields(_mapping(raw.get("failure"), "failure", source), "failure", FAILURE_FIELDS, source)
+    _check_bounds("failure", failure, source)
+    tracking = _fields(_mapping(raw.get("tracking"), "tracking", source), "tracking", TRACKING_FIELDS, source)
     check_uri(tracking.get("uri", ""), "tracking", "tracking.uri", source)
     baseline = _mapping(raw.get("baseline"), "baseline", source)
     for key in baseline:

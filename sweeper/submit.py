@@ -7,6 +7,7 @@ authentication works as Ray's own CLI does: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH 
 """
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 import nmt_core
 import sweeper
 from nmt_core.config import ConfigError
+from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.space import SweepSpec
 from sweeper.tracking import check_reachable, resolve_uri
 
@@ -53,9 +55,12 @@ def entrypoint(spec: SweepSpec, storage: str, tracking_uri: str) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
-def submit(spec: SweepSpec, address: str, storage: str, tracking_uri: str | None, wait: bool,
+def submit(spec: SweepSpec, address: str | None, storage: str, tracking_uri: str | None, wait: bool,
            ship_code: bool = True) -> int:
-    uri = tracking_uri or spec.tracking_uri or ""
+    address = address or os.environ.get("RAY_ADDRESS")  # as `ray job submit` reads it
+    if not address:
+        raise SubmitError("name the Ray cluster's dashboard, e.g. --address http://HEAD:8265 (or set RAY_ADDRESS)")
+    uri = choose_tracking_uri(tracking_uri, spec.tracking_uri)
     if not uri.startswith(("http://", "https://", "sqlite:////")):
         raise SubmitError("a job's working folder is deleted when it ends: give an MLflow server the cluster "
                           "reaches (http://...) or an absolute sqlite:////path on the head", "--tracking-uri")

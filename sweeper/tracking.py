@@ -75,6 +75,21 @@ def check_reachable(uri: str) -> None:
             raise TrackingError(f"tracking store {uri}: folder {folder} does not exist")
 
 
+def check_holds_run(uri: str, run_id: str, recorded: str) -> None:
+    """`sweeper resume` continues the sweep's own parent run: a store named by --tracking-uri or
+    $MLFLOW_TRACKING_URI other than the recorded one must hold it (the same store at a new address)."""
+    from mlflow.exceptions import MlflowException
+
+    if not uri.startswith("sqlite:///") or Path(uri.removeprefix("sqlite:///")).exists():  # never create one
+        try:
+            MlflowClient(uri).get_run(run_id)
+            return
+        except MlflowException:
+            pass
+    raise TrackingError(f"{uri} does not hold this sweep's parent run {run_id}; it ran with {recorded}: pass "
+                        "that as --tracking-uri (or unset MLFLOW_TRACKING_URI)", "sweeper resume")
+
+
 def check_credentials(uri: str) -> None:
     """/health answers everyone; the API of a server with basic auth answers 401 or 403 without the right
     MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD."""

@@ -1,6 +1,8 @@
 """Shared fixtures: tiny configurations that train in seconds on a CPU."""
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -12,6 +14,10 @@ TINY = {
     "train": {"lr": 3e-3, "batch_size": 16, "epochs": 1, "seed": 1},
     "decode": {"beam_size": 3},
 }
+
+# every test names its own stores: an MLflow server or Ray cluster a developer exported must not receive test runs
+for _name in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS"):
+    os.environ.pop(_name, None)
 
 
 def tiny_config(**sections) -> TrialConfig:
