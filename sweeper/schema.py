@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from nmt_core.config import BOUNDS, CHOICES, Bound, TrialConfig, all_keys, section_keys
-from sweeper.space import (DISTRIBUTIONS, FAILURE_FIELDS, NAME_PATTERN, OBJECTIVE_FIELDS, PBT_MUTABLE,
+from sweeper.space import (DISTRIBUTIONS, FAILURE_FIELDS, NAME_RULE, OBJECTIVE_FIELDS, PBT_MUTABLE,
                            RESOURCES_FIELDS, SPEC_BOUNDS, SPEC_CHOICES, TOP_LEVEL, TRACKING_FIELDS, SchedulerSpec,
                            SearchSpec, SignificanceSpec)
 
@@ -128,9 +128,15 @@ def mutations() -> dict[str, Any]:
             "description": _notes(SchedulerSpec)["mutations"]}
 
 
+def starting_points() -> dict[str, Any]:
+    """`search.points_to_evaluate` (optuna): a list of {dotted key: value}, each value valid for its key."""
+    return {"type": "array", "items": closed({key: value_ref(key) for key in all_keys()}),
+            "description": _notes(SearchSpec)["points_to_evaluate"]}
+
+
 def name_pattern() -> str:
-    """NAME_PATTERN anchored: a JSON Schema pattern matches anywhere in the string, as re.search does."""
-    pattern = NAME_PATTERN.pattern
+    """NAME_RULE anchored: a JSON Schema pattern matches anywhere in the string, as re.search does."""
+    pattern = NAME_RULE.pattern
     return pattern if pattern.startswith("^") and pattern.endswith("$") else f"^(?:{pattern})$"
 
 
@@ -146,7 +152,9 @@ def sweep_schema() -> dict[str, Any]:
         "base": {"$ref": TRIAL, "description": "the trial config every trial starts from"},
         "parameters": closed({key: distribution(key) for key in all_keys()},
                              description="dotted trial keys -> one distribution each, optionally `if`"),
-        "search": dataclass_section("search", SearchSpec),
+        "search": dataclass_section("search", SearchSpec, points_to_evaluate=starting_points(),
+                                    study_storage={"type": ["string", "null"], "default": None,
+                                                   "description": _notes(SearchSpec)["study_storage"]}),
         "objective": spec_section("objective", fields_of(OBJECTIVE_FIELDS)),
         "scheduler": dataclass_section("scheduler", SchedulerSpec, mutations=mutations()),
         "resources": spec_section("resources", fields_of(RESOURCES_FIELDS)),

@@ -33,7 +33,8 @@ MODES = ("max", "min")
 SIGNIFICANCE_METHODS = ("paired_bootstrap",)  # nmt_core.evaluate.PairedBootstrap
 MIN_RESAMPLES = 100
 NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # every sweep name, in full (DESIGN.md)
-SPEC_CHOICES = {"search.algorithm": ALGORITHMS, "objective.metric": OBJECTIVE_METRICS, "objective.mode": MODES,
+SPEC_CHOICES = {"search.algorithm": ALGORITHMS, "search.sampler": tuple(SAMPLERS),
+                "objective.metric": OBJECTIVE_METRICS, "objective.mode": MODES,
                 "scheduler.type": SCHEDULERS, "significance.method": SIGNIFICANCE_METHODS}  # for the JSON Schema
 # the small sections' keys and types (search, scheduler and significance are the dataclasses below)
 OBJECTIVE_FIELDS: dict[str, type] = {"metric": str, "mode": str}
