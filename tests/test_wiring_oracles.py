@@ -95,16 +95,17 @@ def encoder_oracle(model: Seq2Seq, src: list[int]) -> tuple[list[list[float]], l
 
 
 def initial_state(model: Seq2Seq, final: list[float]) -> dict[str, list[float]]:
-    """s_0 = tanh(W_b [h->_n; h<-_1] + b); SACT's c~_0 and the sentinel's t_0 are s_0; m_0 = 0, h~_0 = 0."""
+    """s_0 = tanh(W_b [h->_n; h<-_1] + b); SACT's c~_0 and the sentinel's t_0 are s_0; m_0 = 0, h~_0 = 0; the
+    first target position i is 1."""
     decoder = model.decoder
     s_0 = [math.tanh(a + b) for a, b in zip(mv(P(decoder, "bridge.weight"), final), P(decoder, "bridge.bias"))]
-    return {"s": s_0, "m": [0.0] * H, "feed": [0.0] * H, "sact": s_0, "t": s_0}
+    return {"s": s_0, "m": [0.0] * H, "feed": [0.0] * H, "sact": s_0, "t": s_0, "i": 1}
 
 
 def attend(model: Seq2Seq, h: list[list[float]], s: list[float], state: dict, x: list[float] | None,
            m: list[float]) -> dict:
-    """Dot attention from s over the real source words: e_j = s^T h_j (L eq. 8) + G_j (the Gaussian bias);
-    SACT: softmax(e / tau_t), tau_t = lambda^beta_t, beta_t = tanh(W_c c~_{t-1} + U_s s_t) (S eq. 1, 2, 4);
+    """Dot attention from s over the real source words: e_j = s^T h_j (L eq. 8), + G_j (the Gaussian bias) or
+    + v_p^T tanh(W_p psi(j, i, I)) (the log features); SACT: softmax(e / tau_t), tau_t = lambda^beta_t, beta_t = tanh(W_c c~_{t-1} + U_s s_t) (S eq. 1, 2, 4);
     the sentinel's slot joins that softmax (A eq. 7-11). tau divides every logit: the bias and the slot too."""
     attention = model.decoder.attention
     cfg = attention.cfg
@@ -114,6 +115,10 @@ def attend(model: Seq2Seq, h: list[list[float]], s: list[float], state: dict, x:
         centre = len(h) * sigmoid(dot(P(attention, "position.v_p.weight")[0], hidden))  # P_i (Y eq. 8)
         sigma = len(h) * sigmoid(dot(P(attention, "position.v_d.weight")[0], hidden)) / 2  # D_i / 2 (Y eq. 9)
         e = [ej - (j - centre) ** 2 / (2 * sigma ** 2) for j, ej in enumerate(e)]  # + G_ij (Y eq. 10)
+    if cfg.position_bias == "log":  # psi(j, i, I) = [log(1 + j), log(1 + i), log(1 + I)], j and i from 1 (Cohn)
+        W_p, v_p = P(attention, "position.W_p.weight"), P(attention, "position.v_p.weight")[0]
+        psi = [[math.log(1 + j), math.log(1 + state["i"]), math.log(1 + len(h))] for j in range(1, len(h) + 1)]
+        e = [ej + dot(v_p, [math.tanh(v) for v in mv(W_p, features)]) for ej, features in zip(e, psi)]
     tau = None
     if cfg.temperature == "sact":
         W_c, U_s = P(attention, "temperature.W_c.weight")[0], P(attention, "temperature.U_s.weight")[0]
@@ -139,9 +144,9 @@ def step_oracle(model: Seq2Seq, h: list[list[float]], state: dict, y: int) -> tu
     c_t = ATT(C, s_t) (L sec. 3.3); cgru: s'_t = RNN_1(y_{t-1}, s_{t-1}), c_t = ATT(C, s'_t),
     s_t = RNN_2(c_t, s'_t), and the next step starts from s_t. Readout h~_t = tanh(W_c [c_t; s_t]) (L eq. 5) or
     c+_t + s_t with the sentinel (A eq. 12); logits W_o h~_t + b."""
-    decoder = model.decoder
+    decoder, cfg = model.decoder, model.decoder.attention.cfg
     embedded = P(decoder, "embed.weight")[y]
-    if decoder.placement == "cgru":
+    if cfg.placement == "cgru":
         s_prime, m = recur(decoder.rnn, embedded, state["s"], state["m"])
         out = attend(model, h, s_prime, state, None, m)
         s, m = recur(decoder.rnn2, out["context"], s_prime, m)
@@ -150,12 +155,12 @@ def step_oracle(model: Seq2Seq, h: list[list[float]], state: dict, y: int) -> tu
         s, m = recur(decoder.rnn, x, state["s"], state["m"])
         out = attend(model, h, s, state, x, m)
     c = out["context"]
-    if decoder.readout == "sum":
+    if cfg.sentinel:
         h_tilde = [a + b for a, b in zip(c, s)]
     else:
         h_tilde = [math.tanh(v) for v in mv(P(decoder, "combine.weight"), c + s)]
     logits = [a + b for a, b in zip(mv(P(decoder, "output.weight"), h_tilde), P(decoder, "output.bias"))]
-    return logits, {"s": s, "m": m, "feed": h_tilde, "sact": c, "t": s}, out
+    return logits, {"s": s, "m": m, "feed": h_tilde, "sact": c, "t": s, "i": state["i"] + 1}, out
 
 
 def teacher_forced_oracle(model: Seq2Seq, src: list[int], tgt_in: list[int]) -> list[tuple[list[float], dict]]:
@@ -180,6 +185,8 @@ WIRINGS = {
     "sentinel with sact: slot / tau, gate": ({"score": "dot", "temperature": "sact", "sentinel": True}, {}),
     "gaussian bias with sact: (e + G) / tau": ({"score": "dot", "temperature": "sact", "position_bias": "gaussian"},
                                                {}),
+    "log position features with sact: (e + v_p^T tanh(W_p psi)) / tau": (
+        {"score": "dot", "temperature": "sact", "position_bias": "log"}, {}),
     "cgru carries s_t": ({"score": "dot", "placement": "cgru"}, {"cell": "gru"}),
     "encoder self-attention with residual": ({"score": "dot", "self_attention": "encoder"}, {}),
 }
