@@ -59,7 +59,8 @@ def test_sweeper_summarize_reads_the_flag_the_environment_the_recorded_uri_then_
         return capsys.readouterr().err.split("no tracking store ")[1].split(" (pass")[0]
 
     assert store_named() == str(tmp_path / "mlflow.db")  # the default, in the working folder
-    recorded = {"tracking_uri": f"sqlite:///{tmp_path}/ran.db"}
+    recorded = {"name": "nope", "tracking_uri": f"sqlite:///{tmp_path}/ran.db", "parent_run_id": "0" * 32, "base": {},
+                "cpu": 1, "gpu": 0, "metric": "bleu_dev", "mode": "max", "trials": 1}  # as run_sweep writes it
     (tmp_path / "sweeps" / "nope" / "sweeper.json").write_text(json.dumps(recorded))
     assert store_named() == str(tmp_path / "ran.db")  # what the sweep recorded
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/env.db")
