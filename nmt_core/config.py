@@ -8,16 +8,20 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib.util
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-import yaml
+from nmt_core.yaml_input import SHOWN_CHARS, ErrorType, load_yaml_file, parse_yaml, shown
 
 
 class ConfigError(ValueError):
-    """Bad user input; the message is one line naming the file, the dotted key and what is allowed."""
+    """Bad user input; the message is one line naming the file, the dotted key and what is allowed.
+
+    Values in the message go through `shown`; a key is user input too and is cut here."""
 
     def __init__(self, key: str, message: str, source: str = "<config>"):
+        key = key if len(key) <= SHOWN_CHARS else f"{key[:SHOWN_CHARS]}..."
         self.key, self.source = key, source
         super().__init__(f"{source}: {key}: {message}")
 
@@ -96,6 +100,7 @@ class DecodeConfig:
     length_penalty: float = 1.0  # score / length**alpha
     max_len_ratio: float = 2.0
     max_len_offset: int = 10
+    max_src_len: int = 400  # translation and dev/test sets: longer sources are cut to this many tokens (with a warning)
     bleu_tokenize: str = "13a"
     bleu_lowercase: bool = False
 
@@ -188,14 +193,14 @@ def set_dotted(nested: dict[str, Any], dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
-def scalar(text: str) -> Any:
+def scalar(text: str, error: ErrorType = ConfigError) -> Any:
     """A YAML scalar as a user means it: PyYAML follows YAML 1.1, where `1e-05` (no dot) is a string."""
     for number in (int, float):
         try:
             return number(text)
         except ValueError:
             pass
-    return yaml.safe_load(text) if text.strip() else ""
+    return parse_yaml(text, "--set", error) if text.strip() else ""
 
 
 def parse_overrides(pairs: list[str], source: str = "--set") -> list[tuple[str, Any]]:
@@ -205,7 +210,8 @@ def parse_overrides(pairs: list[str], source: str = "--set") -> list[tuple[str, 
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise ConfigError(pair or "''", "expected KEY=VALUE with a dotted key", source)
-        parsed.append((key.strip(), scalar(raw)))
+        key = key.strip()
+        parsed.append((key, scalar(raw, lambda _key, message, _source: ConfigError(key, message, source))))
     return parsed
 
 
@@ -214,33 +220,42 @@ def _coerce(key: str, value: Any, typ: Any, source: str) -> Any:
     if typ is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(key, f"expected true or false, got {value!r}", source)
+        raise ConfigError(key, f"expected true or false, got {shown(value)}", source)
     if typ is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        raise ConfigError(key, f"expected an integer, got {value!r}", source)
+        raise ConfigError(key, f"expected an integer, got {shown(value)}", source)
     if typ is float:
         if isinstance(value, str):  # PyYAML reads 1e-3 (no dot) as a string
             try:
                 value = float(value)
             except ValueError:
                 pass
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             return float(value)
-        raise ConfigError(key, f"expected a number, got {value!r}", source)
+        raise ConfigError(key, f"expected a finite number, got {shown(value)}", source)
     if value is None and key in CHOICES:  # YAML reads a bare `none` as null
         value = "none"
     if not isinstance(value, str):
-        raise ConfigError(key, f"expected a string, got {value!r}", source)
+        raise ConfigError(key, f"expected a string, got {shown(value)}", source)
     return value
+
+
+# sizes that allocate memory: a config, or a checkpoint's, beyond these is refused before anything is built
+UPPER_BOUNDS: dict[str, int] = {
+    "model.emb_size": 8192, "model.hidden_size": 8192, "model.encoder_layers": 16, "model.decoder_layers": 16,
+    "data.src_vocab": 1_000_000, "data.tgt_vocab": 1_000_000, "data.subword_vocab": 1_000_000, "data.max_len": 1000,
+    "train.batch_size": 10_000, "train.token_budget": 10_000_000, "decode.beam_size": 100, "decode.dev_beam_size": 100,
+    "decode.max_src_len": 1000, "decode.max_len_ratio": 10, "decode.max_len_offset": 1000,
+}
 
 
 def _check_ranges(cfg: TrialConfig, source: str) -> None:
     def require(ok: bool, key: str, allowed: str, value: Any) -> None:
         if not ok:
-            raise ConfigError(key, f"must be {allowed} (got {value!r})", source)
+            raise ConfigError(key, f"must be {allowed} (got {shown(value)})", source)
 
     for key, allowed in CHOICES.items():
         section, name = key.split(".")
@@ -266,7 +281,7 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
     require(t.symmetry_weight >= 0, "train.symmetry_weight", ">= 0 (0 = off)", t.symmetry_weight)
     gold = cfg.data.corpus in GOLD_ALIGNED and cfg.data.tokenizer == "space"
     require(t.guided_alignment == 0 or gold or importlib.util.find_spec("eflomal") is not None,
-            "train.guided_alignment", f"0 here (corpus {cfg.data.corpus!r} with tokenizer {cfg.data.tokenizer!r} has no "
+            "train.guided_alignment", f"0 here (corpus {shown(cfg.data.corpus)} with tokenizer {cfg.data.tokenizer!r} has no "
             f"gold word alignments and eflomal, which would compute them, is not installed: {INSTALL_EFLOMAL})",
             t.guided_alignment)
     require(0 <= m.dropout < 1, "model.dropout", "in [0, 1)", m.dropout)
@@ -302,6 +317,10 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
     require(dc.tgt_vocab >= 1, "data.tgt_vocab", ">= 1", dc.tgt_vocab)
     require(dc.train_subset >= 0, "data.train_subset", ">= 0 (0 = all)", dc.train_subset)
     require(dc.eval_subset >= 0, "data.eval_subset", ">= 0 (0 = all)", dc.eval_subset)
+    require(d.max_src_len >= 1, "decode.max_src_len", ">= 1", d.max_src_len)
+    flat = cfg.flat()
+    for key, limit in UPPER_BOUNDS.items():
+        require(flat[key] <= limit, key, f"<= {limit:,} (what it allocates grows with it)", flat[key])
 
 
 def build_config(raw: Mapping[str, Any] | None, overrides: list[tuple[str, Any]] = (),
@@ -331,13 +350,7 @@ def build_config(raw: Mapping[str, Any] | None, overrides: list[tuple[str, Any]]
 
 def load_config(path: str, overrides: list[tuple[str, Any]] = ()) -> TrialConfig:
     """Read a trial config YAML file; errors name the file."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            raw = yaml.safe_load(handle) or {}
-    except OSError as err:
-        raise ConfigError("(file)", f"cannot read: {err.strerror}", path) from None
-    except yaml.YAMLError as err:
-        raise ConfigError("(file)", f"not valid YAML: {str(err).splitlines()[0]}", path) from None
+    raw = load_yaml_file(path, ConfigError) or {}
     if not isinstance(raw, Mapping):
         raise ConfigError("(file)", "expected a mapping with sections " + ", ".join(_SECTION_TYPES), path)
     return build_config(raw, overrides, source=path)
