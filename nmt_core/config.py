@@ -233,14 +233,25 @@ def _coerce(key: str, value: Any, typ: Any, source: str) -> Any:
                 value = float(value)
             except ValueError:
                 pass
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
-        raise ConfigError(key, f"expected a finite number, got {shown(value)}", source)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return finite(value, key, source)
+        raise ConfigError(key, f"expected a number, got {shown(value)}", source)
     if value is None and key in CHOICES:  # YAML reads a bare `none` as null
         value = "none"
     if not isinstance(value, str):
         raise ConfigError(key, f"expected a string, got {shown(value)}", source)
     return value
+
+
+def finite(value: int | float, key: str, source: str) -> float:
+    """A number as a float, refused if it is NaN or infinite (or an integer too large for a float)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ConfigError(key, f"must be a finite number (got {shown(value)})", source)
+    return number
 
 
 # sizes that allocate memory: a config, or a checkpoint's, beyond these is refused before anything is built
@@ -281,8 +292,8 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
     require(t.symmetry_weight >= 0, "train.symmetry_weight", ">= 0 (0 = off)", t.symmetry_weight)
     gold = cfg.data.corpus in GOLD_ALIGNED and cfg.data.tokenizer == "space"
     require(t.guided_alignment == 0 or gold or importlib.util.find_spec("eflomal") is not None,
-            "train.guided_alignment", f"0 here (corpus {shown(cfg.data.corpus)} with tokenizer {cfg.data.tokenizer!r} has no "
-            f"gold word alignments and eflomal, which would compute them, is not installed: {INSTALL_EFLOMAL})",
+            "train.guided_alignment", f"0 here (corpus {shown(cfg.data.corpus)} with tokenizer {cfg.data.tokenizer!r} "
+            f"has no gold word alignments and eflomal, which would compute them, is not installed: {INSTALL_EFLOMAL})",
             t.guided_alignment)
     require(0 <= m.dropout < 1, "model.dropout", "in [0, 1)", m.dropout)
     for key in ("emb_size", "hidden_size", "encoder_layers", "decoder_layers"):

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from nmt_core.config import ConfigError, TrialConfig, all_keys, build_config, set_dotted
+from nmt_core.config import ConfigError, TrialConfig, all_keys, build_config, finite, set_dotted
 from nmt_core.corpora import CorpusError, check_name
 from nmt_core.yaml_input import parse_yaml, read_text, shown
 
@@ -173,7 +173,7 @@ def _fields(raw: Mapping, key: str, allowed: dict[str, type], source: str) -> di
         typ = allowed[name]
         ok = isinstance(value, typ) and not (isinstance(value, bool) and typ is not bool)
         if typ is float and isinstance(value, int) and not isinstance(value, bool):
-            ok, value = True, float(value)
+            ok, value = True, finite(value, dotted, source)
         if not ok:
             raise SpecError(dotted, f"expected {typ.__name__}, got {shown(value)}", source)
         out[name] = value
