@@ -100,7 +100,7 @@ class DecodeConfig:
     length_penalty: float = 1.0  # score / length**alpha
     max_len_ratio: float = 2.0
     max_len_offset: int = 10
-    max_src_len: int = 400  # translation and dev/test sets: longer sources are cut to this many tokens (with a warning)
+    max_src_len: int = 256  # translation, dev/test sets: longer sentences are cut to this many tokens (with a warning)
     bleu_tokenize: str = "13a"
     bleu_lowercase: bool = False
 

@@ -57,9 +57,16 @@ def parse_yaml(text: str, source: str, error: ErrorType) -> Any:
         finally:
             loader.dispose()
     except yaml.YAMLError as err:
-        raise error("(file)", f"not valid YAML: {shown(' '.join(str(err).split()))}", source) from None
+        raise error("(file)", f"not valid YAML: {_problem(err)}", source) from None
     _check_finite(value, "", source, error)
     return value
+
+
+def _problem(err: yaml.YAMLError) -> str:
+    """The parser's complaint and where, in one short line."""
+    mark = getattr(err, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+    return f"{getattr(err, 'problem', None) or str(err).splitlines()[0]}{where}"[:2 * SHOWN_CHARS]
 
 
 def load_yaml_file(path: str, error: ErrorType) -> Any:
@@ -89,9 +96,11 @@ def _check_keys(node: yaml.Node, path: str, source: str, error: ErrorType) -> No
         for key, value in node.value:
             name = key.value if isinstance(key, yaml.ScalarNode) else f"(line {key.start_mark.line + 1})"
             dotted = f"{path}{name}"
+            line = key.start_mark.line + 1
             if name in seen:
-                raise error(dotted, f"duplicate key (lines {seen[name]} and {key.start_mark.line + 1})", source)
-            seen[name] = key.start_mark.line + 1
+                where = f"twice on line {line}" if seen[name] == line else f"on lines {seen[name]} and {line}"
+                raise error(dotted, f"duplicate key, {where}: a mapping names each key once", source)
+            seen[name] = line
             _check_keys(value, dotted + ".", source, error)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):

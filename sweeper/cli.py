@@ -68,18 +68,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
+    from sweeper.space import SignificanceSpec
+
+    if args.resamples is not None:  # bad input is refused before anything is read, written or imported
+        SignificanceSpec(resamples=args.resamples).check("sweeper summarize --resamples")
     import json
     import tempfile
     from pathlib import Path
 
     from sweeper.runner import DEFAULT_TRACKING, STATE_FILE, SUMMARY_DIR
-    from sweeper.space import SignificanceSpec
     from sweeper.storage import open_storage
     from sweeper.summary import SummaryError, render_markdown, summarize
     from sweeper.tracking import check_reachable, resolve_uri
-
-    if args.resamples is not None:  # bad input is refused before anything is read or written
-        SignificanceSpec(resamples=args.resamples).check("sweeper summarize --resamples")
 
     experiment = open_storage(args.storage, "sweeper summarize").below(args.name)
     has_state = experiment.exists(STATE_FILE)
