@@ -76,6 +76,7 @@ def load_model(args: argparse.Namespace) -> checkpoint.LoadedModel:
 
 
 def check_beam(args: argparse.Namespace, command: str) -> None:
+    """--beam within decode.beam_size's bound, refused before a model is loaded."""
     limit = UPPER_BOUNDS["decode.beam_size"]
     if not 0 <= args.beam <= limit:
         raise ConfigError("--beam", f"must be in [1, {limit}], or 0 for the config's decode.beam_size "
