@@ -11,7 +11,6 @@ import math
 import random
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
