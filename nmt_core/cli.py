@@ -11,9 +11,9 @@ from pathlib import Path
 
 from nmt_core import checkpoint
 from nmt_core.cli_common import add_version, enable_completion
-from nmt_core.config import ConfigError, TrialConfig, build_config, load_config, parse_overrides
-from nmt_core.corpora import REGISTRY, CorpusError, load_corpus
-from nmt_core.data import Example, Vocab, surface, tokenize
+from nmt_core.config import BOUNDS, ConfigError, TrialConfig, build_config, load_config, parse_overrides
+from nmt_core.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_lines
+from nmt_core.data import Example, Vocab, cut_long, surface, tokenize
 from nmt_core.evaluate import attention_alignment, trace_table, write_traces
 from nmt_core.inference import translate_lines
 from nmt_core.progress import ConsoleProgress
@@ -53,14 +53,13 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise ConfigError("--out", f"{out} holds a run trained with other settings: {', '.join(changed)}; pass "
                               "--restart to train from scratch there, or choose another --out", "nmt train")
         _log(f"resuming from {out / checkpoint.LAST} after epoch {resume['epoch']}")
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "metrics.jsonl", "a", encoding="utf-8") as metrics:
-        def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
-            checkpoint.save_epoch(out, state, is_best)
-            metrics.write(json.dumps(report) + "\n")
-            metrics.flush()
 
-        result = train(cfg, on_epoch_end, resume, log=_log, step_progress=ConsoleProgress())
+    def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
+        checkpoint.save_epoch(out, state, is_best)  # the first epoch creates --out: a bad corpus leaves nothing
+        with open(out / "metrics.jsonl", "a", encoding="utf-8") as metrics:
+            metrics.write(json.dumps(report) + "\n")
+
+    result = train(cfg, on_epoch_end, resume, log=_log, step_progress=ConsoleProgress())
     for name, test in result.tests.items():
         (out / "translations").mkdir(exist_ok=True)
         (out / "translations" / f"{name}.txt").write_text("\n".join(test.hypotheses) + "\n", encoding="utf-8")
@@ -78,27 +77,39 @@ def load_model(args: argparse.Namespace) -> checkpoint.LoadedModel:
     return checkpoint.load_for_inference(args.checkpoint, log=_log)
 
 
+def check_beam(args: argparse.Namespace, command: str) -> None:
+    """--beam within decode.beam_size's bound, refused before a model is loaded."""
+    limit = int(BOUNDS["decode.beam_size"].high)
+    if not 0 <= args.beam <= limit:
+        raise ConfigError("--beam", f"must be in [1, {limit}], or 0 for the config's decode.beam_size "
+                          f"(got {args.beam})", command)
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
+    check_beam(args, "nmt translate")
     loaded = load_model(args)
-    lines = sys.stdin.read().splitlines()
-    hypotheses, _, _ = translate_lines(lines, loaded, args.beam or loaded.config.decode.beam_size)
+    lines = decode_lines(sys.stdin.buffer.read(), "stdin")
+    hypotheses, _, _ = translate_lines(lines, loaded, args.beam or loaded.config.decode.beam_size, "stdin")
     sys.stdout.write("".join(h + "\n" for h in hypotheses))
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    check_beam(args, "nmt evaluate")
     loaded = load_model(args)
-    sources = Path(args.src).read_text(encoding="utf-8").splitlines()
-    references = Path(args.ref).read_text(encoding="utf-8").splitlines()
+    sources, references = read_lines(Path(args.src)), read_lines(Path(args.ref))
     if len(sources) != len(references):
         raise CorpusError(f"{args.src}: {len(sources)} lines but {args.ref} has {len(references)}")
-    hypotheses, keep, decoded = translate_lines(sources, loaded, args.beam or loaded.config.decode.beam_size)
+    gold = [parse_links(line) for line in read_lines(Path(args.align))] if args.align else []
+    hypotheses, keep, decoded = translate_lines(sources, loaded, args.beam or loaded.config.decode.beam_size,
+                                                args.src)
     bleu, paper = score_text(hypotheses, references, loaded.tgt_segmenter, loaded.config, args.lowercase)
     print(f"{bleu}\nmulti-bleu {paper}")  # against the raw reference text, as in training
     if args.align:
-        gold = [parse_links(line) for line in Path(args.align).read_text(encoding="utf-8").splitlines()]
-        examples = [Example(loaded.src_vocab.encode(loaded.src_segmenter.tokenize(s)),
-                            loaded.tgt_vocab.encode(loaded.tgt_segmenter.tokenize(r))) for s, r in zip(sources, references)]
+        limit = loaded.config.decode.max_src_len  # the sources were cut, and named, above; references are cut too
+        examples = [Example(loaded.src_vocab.encode(s), loaded.tgt_vocab.encode(r)) for s, r in zip(
+            cut_long([loaded.src_segmenter.tokenize(s) for s in sources], limit, args.src, lambda line: None),
+            cut_long([loaded.tgt_segmenter.tokenize(r) for r in references], limit, args.ref, _log))]
         keep = [i for i, e in enumerate(examples) if e.src and e.tgt]
         weights = teacher_forced_weights(loaded.model, [examples[i] for i in keep], loaded.config,
                                          next(loaded.model.parameters()).device)

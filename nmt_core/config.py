@@ -8,16 +8,20 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib.util
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-import yaml
+from nmt_core.yaml_input import SHOWN_CHARS, ErrorType, load_yaml_file, parse_yaml, shown
 
 
 class ConfigError(ValueError):
-    """Bad user input; the message is one line naming the file, the dotted key and what is allowed."""
+    """Bad user input; the message is one line naming the file, the dotted key and what is allowed.
+
+    Values in the message go through `shown`; a key is user input too and is cut here."""
 
     def __init__(self, key: str, message: str, source: str = "<config>"):
+        key = key if len(key) <= SHOWN_CHARS else f"{key[:SHOWN_CHARS]}..."
         self.key, self.source = key, source
         super().__init__(f"{source}: {key}: {message}")
 
@@ -96,6 +100,7 @@ class DecodeConfig:
     length_penalty: float = 1.0  # score / length**alpha
     max_len_ratio: float = 2.0
     max_len_offset: int = 10
+    max_src_len: int = 256  # translation, dev/test sets: longer sentences are cut to this many tokens (with a warning)
     bleu_tokenize: str = "13a"
     bleu_lowercase: bool = False
 
@@ -173,6 +178,7 @@ class Bound:
 
 
 OFF, ALL = "0 = off", "0 = all"
+GROWS = "what it allocates grows with it"  # upper bounds: a config, or a checkpoint's, beyond them is refused
 BOUNDS: dict[str, Bound] = {
     "attention.lambda": Bound(1, open_low=True, note="tau_t lies in (1/lambda, lambda)"),
     "attention.tau": Bound(0, open_low=True),
@@ -180,23 +186,26 @@ BOUNDS: dict[str, Bound] = {
     "train.guided_alignment": Bound(0, note=OFF),
     "train.symmetry_weight": Bound(0, note=OFF),
     "model.dropout": Bound(0, 1, open_high=True),
-    **{f"model.{key}": Bound(1) for key in ("emb_size", "hidden_size", "encoder_layers", "decoder_layers")},
+    **{f"model.{key}": Bound(1, 8192, note=GROWS) for key in ("emb_size", "hidden_size")},
+    **{f"model.{key}": Bound(1, 16, note=GROWS) for key in ("encoder_layers", "decoder_layers")},
     "train.lr": Bound(0, open_low=True),
-    "train.batch_size": Bound(1),
-    "train.token_budget": Bound(0, note=OFF),
+    "train.batch_size": Bound(1, 10_000, note=GROWS),
+    "train.token_budget": Bound(0, 10_000_000, note=f"{OFF}; {GROWS}"),
     "train.clip_norm": Bound(0, open_low=True),
     "train.epochs": Bound(1),
     "train.label_smoothing": Bound(0, 1, open_high=True),
     "train.lr_decay": Bound(0, 1, open_low=True),
     "train.early_stopping": Bound(0, note=OFF),
     "train.max_steps_per_epoch": Bound(0, note=ALL),
-    "decode.beam_size": Bound(1),
-    "decode.dev_beam_size": Bound(1),
-    "decode.max_len_ratio": Bound(0, open_low=True),
-    "data.max_len": Bound(1),
-    "data.subword_vocab": Bound(8),
-    "data.src_vocab": Bound(1),
-    "data.tgt_vocab": Bound(1),
+    "decode.beam_size": Bound(1, 100, note=GROWS),
+    "decode.dev_beam_size": Bound(1, 100, note=GROWS),
+    "decode.max_len_ratio": Bound(0, 10, open_low=True, note=GROWS),
+    "decode.max_len_offset": Bound(-1000, 1000, note=GROWS),
+    "decode.max_src_len": Bound(1, 1000, note=GROWS),
+    "data.max_len": Bound(1, 1000, note=GROWS),
+    "data.subword_vocab": Bound(8, 1_000_000, note=GROWS),
+    "data.src_vocab": Bound(1, 1_000_000, note=GROWS),
+    "data.tgt_vocab": Bound(1, 1_000_000, note=GROWS),
     "data.train_subset": Bound(0, note=ALL),
     "data.eval_subset": Bound(0, note=ALL),
 }
@@ -242,14 +251,14 @@ def set_dotted(nested: dict[str, Any], dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
-def scalar(text: str) -> Any:
+def scalar(text: str, error: ErrorType = ConfigError) -> Any:
     """A YAML scalar as a user means it: PyYAML follows YAML 1.1, where `1e-05` (no dot) is a string."""
     for number in (int, float):
         try:
             return number(text)
         except ValueError:
             pass
-    return yaml.safe_load(text) if text.strip() else ""
+    return parse_yaml(text, "--set", error) if text.strip() else ""
 
 
 def parse_overrides(pairs: list[str], source: str = "--set") -> list[tuple[str, Any]]:
@@ -259,7 +268,8 @@ def parse_overrides(pairs: list[str], source: str = "--set") -> list[tuple[str, 
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise ConfigError(pair or "''", "expected KEY=VALUE with a dotted key", source)
-        parsed.append((key.strip(), scalar(raw)))
+        key = key.strip()
+        parsed.append((key, scalar(raw, lambda _key, message, _source: ConfigError(key, message, source))))
     return parsed
 
 
@@ -268,13 +278,13 @@ def _coerce(key: str, value: Any, typ: Any, source: str) -> Any:
     if typ is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(key, f"expected true or false, got {value!r}", source)
+        raise ConfigError(key, f"expected true or false, got {shown(value)}", source)
     if typ is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        raise ConfigError(key, f"expected an integer, got {value!r}", source)
+        raise ConfigError(key, f"expected an integer, got {shown(value)}", source)
     if typ is float:
         if isinstance(value, str):  # PyYAML reads 1e-3 (no dot) as a string
             try:
@@ -282,12 +292,12 @@ def _coerce(key: str, value: Any, typ: Any, source: str) -> Any:
             except ValueError:
                 pass
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise ConfigError(key, f"expected a number, got {value!r}", source)
+            return finite(value, key, source)
+        raise ConfigError(key, f"expected a number, got {shown(value)}", source)
     if value is None and key in CHOICES:  # YAML reads a bare `none` as null
         value = "none"
     if not isinstance(value, str):
-        raise ConfigError(key, f"expected a string, got {value!r}", source)
+        raise ConfigError(key, f"expected a string, got {shown(value)}", source)
     return value
 
 
@@ -296,10 +306,21 @@ def _value(cfg: TrialConfig, key: str) -> Any:
     return getattr(getattr(cfg, section), section_keys(section)[name].name)
 
 
+def finite(value: int | float, key: str, source: str) -> float:
+    """A number as a float, refused if it is NaN or infinite (or an integer too large for a float)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ConfigError(key, f"must be a finite number (got {shown(value)})", source)
+    return number
+
+
 def _check_ranges(cfg: TrialConfig, source: str) -> None:
     def require(ok: bool, key: str, allowed: str, value: Any) -> None:
         if not ok:
-            raise ConfigError(key, f"must be {allowed} (got {value!r})", source)
+            raise ConfigError(key, f"must be {allowed} (got {shown(value)})", source)
 
     for key, allowed in CHOICES.items():
         require(_value(cfg, key) in allowed, key, "one of " + ", ".join(allowed), _value(cfg, key))
@@ -320,8 +341,8 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
             "1 with attention.placement cgru (its two transitions are the decoder's layers)", m.decoder_layers)
     gold = cfg.data.corpus in GOLD_ALIGNED and cfg.data.tokenizer == "space"
     require(t.guided_alignment == 0 or gold or importlib.util.find_spec("eflomal") is not None,
-            "train.guided_alignment", f"0 here (corpus {cfg.data.corpus!r} with tokenizer {cfg.data.tokenizer!r} has no "
-            f"gold word alignments and eflomal, which would compute them, is not installed: {INSTALL_EFLOMAL})",
+            "train.guided_alignment", f"0 here (corpus {shown(cfg.data.corpus)} with tokenizer {cfg.data.tokenizer!r} "
+            f"has no gold word alignments and eflomal, which would compute them, is not installed: {INSTALL_EFLOMAL})",
             t.guided_alignment)
     require(m.hidden_size % 2 == 0, "model.hidden_size",
             "even (each encoder direction has hidden_size / 2 units)", m.hidden_size)
@@ -363,13 +384,7 @@ def build_config(raw: Mapping[str, Any] | None, overrides: list[tuple[str, Any]]
 
 def load_config(path: str, overrides: list[tuple[str, Any]] = ()) -> TrialConfig:
     """Read a trial config YAML file; errors name the file."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            raw = yaml.safe_load(handle) or {}
-    except OSError as err:
-        raise ConfigError("(file)", f"cannot read: {err.strerror}", path) from None
-    except yaml.YAMLError as err:
-        raise ConfigError("(file)", f"not valid YAML: {str(err).splitlines()[0]}", path) from None
+    raw = load_yaml_file(path, ConfigError) or {}
     if not isinstance(raw, Mapping):
         raise ConfigError("(file)", "expected a mapping with sections " + ", ".join(_SECTION_TYPES), path)
     return build_config(raw, overrides, source=path)

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from nmt_core import synthetic
+from nmt_core.yaml_input import shown
 
 Pair = tuple[str, str]
 
@@ -234,8 +235,7 @@ def prepare_registry(name: str, cache_dir: Path) -> Corpus:
         return prepare_bible_grc(cache_dir)
     if name == "iwslt15-en-vi":
         return prepare_iwslt15(cache_dir)
-    raise CorpusError(f"data.corpus: unknown corpus {name!r}; allowed: synthetic, {', '.join(REGISTRY)}, "
-                      "or a folder with train/dev/test files")
+    raise unknown_corpus(name)
 
 
 def write_cache(corpus: Corpus, path: Path) -> None:
@@ -295,12 +295,21 @@ def read_cache(path: Path) -> Corpus:
                   alignments=alignments)
 
 
-def _read_lines(path: Path) -> list[str]:
+def read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file; a folder, an unreadable file or other bytes are one CorpusError."""
     try:
-        return path.read_bytes().decode("utf-8").splitlines()
+        body = path.read_bytes()
+    except OSError as err:
+        raise CorpusError(f"{path}: cannot read ({err.strerror})") from None
+    return decode_lines(body, str(path))
+
+
+def decode_lines(body: bytes, where: str) -> list[str]:
+    try:
+        return body.decode("utf-8").splitlines()
     except UnicodeDecodeError as err:
-        line = path.read_bytes()[:err.start].count(b"\n") + 1
-        raise CorpusError(f"{path}: not UTF-8 (undecodable byte on line {line})") from None
+        line = body[:err.start].count(b"\n") + 1
+        raise CorpusError(f"{where}: not UTF-8 (undecodable byte on line {line})") from None
 
 
 def read_folder(folder: Path, src: str, tgt: str) -> Corpus:
@@ -311,7 +320,7 @@ def read_folder(folder: Path, src: str, tgt: str) -> Corpus:
             if not path.exists():
                 raise CorpusError(f"{path}: missing (a corpus folder needs train, dev and test files "
                                   f"for .{src} and .{tgt})")
-        src_lines, tgt_lines = _read_lines(src_path), _read_lines(tgt_path)
+        src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
         if len(src_lines) != len(tgt_lines):
             raise CorpusError(f"{src_path}: {len(src_lines)} lines but {tgt_path.name} has {len(tgt_lines)}")
         return list(zip(src_lines, tgt_lines))
@@ -324,6 +333,19 @@ def read_folder(folder: Path, src: str, tgt: str) -> Corpus:
     return Corpus(folder.name, src, tgt, splits)
 
 
+def check_name(name: str) -> None:
+    """Refuse a bare name that is neither synthetic, a registry corpus nor a folder here; `sweeper validate`
+    calls this too. A path (`data/x`, `./x`) is left to whoever reads it: it may exist only on a cluster."""
+    if name in ("synthetic", *REGISTRY) or "/" in name or name.startswith(".") or Path(name).expanduser().is_dir():
+        return
+    raise unknown_corpus(name)
+
+
+def unknown_corpus(name: str) -> CorpusError:
+    return CorpusError(f"data.corpus: unknown corpus {shown(name)}; allowed: synthetic, {', '.join(REGISTRY)}, "
+                       "or a folder with train/dev/test files")
+
+
 def load_corpus(name: str, src: str = "", tgt: str = "", cache_dir: str | Path = "") -> Corpus:
     """A corpus by registry name, `synthetic`, or a folder of plain-text files."""
     if name == "synthetic":
@@ -332,7 +354,8 @@ def load_corpus(name: str, src: str = "", tgt: str = "", cache_dir: str | Path =
     if folder.is_dir():
         return read_folder(folder, src, tgt)
     if "/" in name or name.startswith("."):
-        raise CorpusError(f"data.corpus: folder {name!r} does not exist")
+        raise CorpusError(f"data.corpus: folder {shown(name)} does not exist")
+    check_name(name)  # before the cache folder and its lock: a typo leaves nothing behind
     cache = cache_root(cache_dir)
     path = cache / f"{name}.parquet"
     if not path.exists():

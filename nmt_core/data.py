@@ -6,6 +6,7 @@ import random
 import re
 from collections import Counter
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -201,12 +202,14 @@ def collate(examples: list[Example], index: list[int]) -> Batch:
 
 
 def make_batches(examples: list[Example], batch_size: int, token_budget: int = 0,
-                 shuffle_seed: int | None = None) -> list[Batch]:
+                 shuffle_seed: int | None = None, width: Callable[[Example], int] | None = None) -> list[Batch]:
     """Batches of similar source length; the same seed gives the same batches.
 
     With a seed, examples are shuffled, sorted by length inside pools of 50 batches and the batches
-    shuffled; without one (evaluation) the order is by length and stable.
+    shuffled; without one (evaluation) the order is by length and stable. A token budget bounds the widest
+    example's `width` (default: its source and target tokens) times the batch's examples.
     """
+    width = width or (lambda e: len(e.src) + len(e.tgt) + 1)
     order = list(range(len(examples)))
     rng = random.Random(shuffle_seed)
     if shuffle_seed is not None:
@@ -216,18 +219,31 @@ def make_batches(examples: list[Example], batch_size: int, token_budget: int = 0
              for i in sorted(order[start:start + pool], key=lambda i: (len(examples[i].src), len(examples[i].tgt)))]
     groups, group, widest = [], [], 0
     for i in order:
-        width = len(examples[i].src) + len(examples[i].tgt) + 1
-        too_many_tokens = token_budget and max(widest, width) * (len(group) + 1) > token_budget
+        size = width(examples[i])
+        too_many_tokens = token_budget and max(widest, size) * (len(group) + 1) > token_budget
         if group and (len(group) == batch_size or too_many_tokens):
             groups.append(group)
             group, widest = [], 0
         group.append(i)
-        widest = max(widest, width)
+        widest = max(widest, size)
     if group:
         groups.append(group)
     if shuffle_seed is not None:
         rng.shuffle(groups)
     return [collate([examples[i] for i in g], g) for g in groups]
+
+
+def cut_long(sentences: list[list[str]], limit: int, where: str, log: Callable[[str], None]) -> list[list[str]]:
+    """Sentences cut to `limit` tokens, with one line naming the lines that were longer.
+
+    Decoding's attention traces and the dev loss grow with the square of a sentence's length: one unbounded line
+    (100,000 characters) would ask for tens of GB."""
+    long = [n for n, sentence in enumerate(sentences, 1) if len(sentence) > limit]
+    if long:
+        lines = ", ".join(map(str, long[:10])) + (f" and {len(long) - 10:,} more" if len(long) > 10 else "")
+        log(f"{where}: line{'s' * (len(long) > 1)} {lines} longer than decode.max_src_len={limit} tokens: "
+            f"only the first {limit} are used")
+    return [sentence[:limit] for sentence in sentences]
 
 
 @dataclass
@@ -255,11 +271,13 @@ def encode_split(pairs: list[tuple[list[str], list[str]]], src_vocab: Vocab, tgt
 
 def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
                     subword_models: tuple[bytes | None, bytes | None] | None = None,
-                    training_links: bool = False) -> TrialData:
+                    training_links: bool = False, eval_max_len: int = 0,
+                    log: Callable[[str], None] = print) -> TrialData:
     """Tokenise a corpus, drop empty and over-long training pairs, build (or reuse) segmenters and vocabularies.
 
     `training_links`: training examples carry word alignments (guided alignment): the corpus's gold links when
-    they index these tokens, else eflomal's (nmt_core.alignment)."""
+    they index these tokens, else eflomal's (nmt_core.alignment). `eval_max_len` > 0: dev and test sentences are
+    cut to that many tokens a side (`log` names them); BLEU still reads the whole reference."""
     corpus = load_corpus(cfg.corpus, cfg.src, cfg.tgt, cfg.cache_dir)
     if subword_models is None:
         train_pairs = corpus.splits["train"][:cfg.train_subset or None]
@@ -276,6 +294,10 @@ def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
         limit = cfg.train_subset if split == "train" else cfg.eval_subset
         rows = [(src_seg.tokenize(s), tgt_seg.tokenize(t), a, (s, t))
                 for (s, t), a in list(zip(pairs, links))[:limit or None]]
+        if split != "train" and eval_max_len:
+            sides = [cut_long([row[side] for row in rows], eval_max_len, f"{cfg.corpus} {split} {name}", log)
+                     for side, name in ((0, "source"), (1, "target"))]
+            rows = [(s, t, a, raw) for s, t, (_, _, a, raw) in zip(*sides, rows)]
         rows = [row for row in rows if row[0] and row[1]]  # empty lines are removed pairwise
         if split == "train":
             rows = [row for row in rows if len(row[0]) <= cfg.max_len and len(row[1]) <= cfg.max_len]

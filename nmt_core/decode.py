@@ -16,6 +16,9 @@ from nmt_core.attention import AttentionOutput
 from nmt_core.model import BOS, EOS, PAD, Seq2Seq
 
 EXIT_CHECK_EVERY = 4  # steps between the (syncing) "is every sentence finished?" checks
+# attention-trace cells (hypotheses x steps x source positions) one decoding batch may hold: 64 MB in float32, a
+# few copies of it at once; batch_size sentences of ordinary length stay far below it
+DECODE_CELLS = 2 ** 24
 
 
 @dataclass
@@ -28,7 +31,12 @@ class Translation:
 
 
 def max_length(batch: Batch, cfg: DecodeConfig) -> int:
-    return int(batch.src_lengths.max().item() * cfg.max_len_ratio) + cfg.max_len_offset
+    return steps_for(int(batch.src_lengths.max().item()), cfg)
+
+
+def steps_for(src_len: int, cfg: DecodeConfig) -> int:
+    """Decoding steps for a source of src_len tokens."""
+    return int(src_len * cfg.max_len_ratio) + cfg.max_len_offset
 
 
 @dataclass
@@ -184,10 +192,16 @@ def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int)
 
 def translate(model: Seq2Seq, examples: list[Example], cfg: DecodeConfig, beam_size: int,
               batch_size: int, device: torch.device) -> list[Translation]:
-    """Translate examples (in their order) with greedy search for beam 1, else beam search."""
+    """Translate examples (in their order) with greedy search for beam 1, else beam search.
+
+    Batches hold at most batch_size sentences and DECODE_CELLS attention-trace cells: a long sentence decodes in a
+    smaller batch (alone, at worst), so memory is bounded by decode.max_src_len, not by the input."""
+    def cells(example: Example) -> int:
+        return beam_size * len(example.src) * steps_for(len(example.src), cfg)
+
     model.eval()
     results: list[Translation | None] = [None] * len(examples)
-    for batch in make_batches(examples, batch_size):
+    for batch in make_batches(examples, batch_size, DECODE_CELLS, width=cells):
         batch = batch.to(device)
         decoded = greedy(model, batch, cfg) if beam_size == 1 else beam_search(model, batch, cfg, beam_size)
         for i, translation in zip(batch.index, decoded):

@@ -197,7 +197,9 @@ def attention_alignment(weights: list[np.ndarray], gold: list[list[tuple[int, in
         by_target: dict[int, list[int]] = {}
         for s, t in links:
             by_target.setdefault(t, []).append(s)
-        masses = [float(matrix[t, sources].sum()) for t, sources in by_target.items() if t < matrix.shape[0]]
+        # a sentence cut to decode.max_src_len: links past the cut count as missed
+        masses = [float(matrix[t, [s for s in sources if s < matrix.shape[1]]].sum())
+                  for t, sources in by_target.items() if t < matrix.shape[0]]
         rows[sent] = (len(predicted), len(set(links)), len(predicted & set(links)), sum(masses), len(masses))
     aer, gold_mass = alignment_from_stats(rows.sum(0))
     return AlignmentScore(float(aer[0]), float(gold_mass[0]), rows)

@@ -1,20 +1,31 @@
 """Raw source lines in, detokenised translations out: what `nmt translate`, `nmt evaluate` and the MLflow model share."""
 from __future__ import annotations
 
+import sys
+from typing import Callable
+
 from nmt_core.checkpoint import LoadedModel
-from nmt_core.data import Example
+from nmt_core.data import Example, cut_long
 from nmt_core.decode import Translation, translate
 from nmt_core.train import resolve_device
 
 
-def translate_lines(lines: list[str], loaded: LoadedModel, beam: int) -> tuple[list[str], list[int], list[Translation]]:
-    """Translate non-empty lines; empty lines stay empty (and get no trace rows).
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def translate_lines(lines: list[str], loaded: LoadedModel, beam: int, where: str = "input",
+                    log: Callable[[str], None] = _stderr) -> tuple[list[str], list[int], list[Translation]]:
+    """Translate non-empty lines; empty lines stay empty (and get no trace rows). A line longer than
+    decode.max_src_len tokens is translated from its first max_src_len tokens, and `log` names it.
 
     Returns the hypotheses (one per line), the indices of the non-empty lines and their decoder outputs.
     """
     device = resolve_device(loaded.config.train.device)
     model = loaded.model.to(device)
-    examples = [Example(loaded.src_vocab.encode(loaded.src_segmenter.tokenize(line)), []) for line in lines]
+    tokens = cut_long([loaded.src_segmenter.tokenize(line) for line in lines], loaded.config.decode.max_src_len,
+                      where, log)
+    examples = [Example(loaded.src_vocab.encode(sentence), []) for sentence in tokens]
     keep = [i for i, e in enumerate(examples) if e.src]
     decoded = translate(model, [examples[i] for i in keep], loaded.config.decode, beam,
                         loaded.config.train.batch_size, device)

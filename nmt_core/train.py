@@ -253,7 +253,8 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
     use_tensor_cores(device)
     vocabs = (Vocab(resume["vocab"]["src"]), Vocab(resume["vocab"]["tgt"])) if resume else None
     data = data or load_trial_data(cfg.data, vocabs, subword_models(resume) if resume else None,
-                                   training_links=cfg.train.guided_alignment > 0)
+                                   training_links=cfg.train.guided_alignment > 0,
+                                   eval_max_len=cfg.decode.max_src_len, log=log)
     torch.manual_seed(cfg.train.seed)
     random.seed(cfg.train.seed)
     model = build_model(cfg, len(data.src_vocab), len(data.tgt_vocab)).to(device)

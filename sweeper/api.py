@@ -161,17 +161,19 @@ def summarize(name: str, *, storage: str = "./sweeps", tracking_uri: str | None 
               format: str = "md", resamples: int | None = None, run_id: str | None = None) -> SummaryResult:
     """The papers' tables and figures of a finished sweep, as `sweeper summarize` writes them: into `out`, else
     beside results.parquet in storage; the tracking URI defaults to the one the sweep ran with."""
+    from sweeper.space import SignificanceSpec
+
+    with one_error():  # bad input is refused before anything is read, written or (slowly) imported
+        check_arguments(name, tracking_uri, None, "NAME", "sweeper summarize")
+        if resamples is not None:
+            SignificanceSpec(resamples=resamples).check("sweeper summarize --resamples")
     from nmt_core.mlflow_model import choose_tracking_uri
     from sweeper.runner import STATE_FILE, SUMMARY_DIR, read_state
-    from sweeper.space import SignificanceSpec
     from sweeper.storage import open_storage
     from sweeper.summary import SummaryError, render_markdown, summarize as write_summary
     from sweeper.tracking import check_reachable, resolve_uri
 
     with one_error(), one_error((SummaryError,), exit_code=1):  # no finished trial yet: exit 1
-        check_arguments(name, tracking_uri, None, "NAME", "sweeper summarize")
-        if resamples is not None:  # bad input is refused before anything is read or written
-            SignificanceSpec(resamples=resamples).check("sweeper summarize --resamples")
         experiment = open_storage(storage, "sweeper summarize").below(name)
         has_state = experiment.exists(STATE_FILE)
         recorded = read_state(experiment)["tracking_uri"] if has_state else None

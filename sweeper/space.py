@@ -12,13 +12,14 @@ import math
 import random
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
-from nmt_core.config import Bound, ConfigError, TrialConfig, all_keys, build_config, set_dotted
+from nmt_core.config import Bound, ConfigError, TrialConfig, all_keys, build_config, finite, set_dotted
+from nmt_core.corpora import CorpusError, check_name as check_corpus_name
 from nmt_core.credentials import check_uri
+from nmt_core.yaml_input import parse_yaml, read_text, shown
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
 ALGORITHMS = ("grid", "random", "optuna")
@@ -32,6 +33,8 @@ OBJECTIVE_METRICS = ("bleu_dev", "dev_loss", "dev_ppl", "train_loss")
 MODES = ("max", "min")
 SIGNIFICANCE_METHODS = ("paired_bootstrap",)  # nmt_core.evaluate.PairedBootstrap
 MIN_RESAMPLES = 100
+MAX_RESAMPLES = 1_000_000  # the bootstrap's time and memory grow with it; 10,000 already resolves p < 0.001
+MAX_TRIALS = 10_000  # a plan beyond this is a typo (num_samples: 1000000000); refused before it is enumerated
 NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # every sweep name, in full (DESIGN.md)
 SPEC_CHOICES = {"search.algorithm": ALGORITHMS, "search.sampler": tuple(SAMPLERS),
                 "objective.metric": OBJECTIVE_METRICS, "objective.mode": MODES,
@@ -48,7 +51,8 @@ SPEC_BOUNDS: dict[str, Bound] = {
     "scheduler.perturbation_interval": Bound(1), "scheduler.quantile_fraction": Bound(0, 0.5, open_low=True),
     "resources.cpu": Bound(0, open_low=True), "resources.gpu": Bound(0, note=GPU_SHARES),
     "failure.max_retries": Bound(0),
-    "significance.resamples": Bound(MIN_RESAMPLES),
+    "significance.resamples": Bound(MIN_RESAMPLES, MAX_RESAMPLES, note="fewer cannot resolve p < 0.01; more cost "
+                                     "time and memory"),
 }
 
 
@@ -116,10 +120,10 @@ class SignificanceSpec:
     def check(self, source: str) -> "SignificanceSpec":
         if self.method not in SIGNIFICANCE_METHODS:
             raise SpecError("significance.method", "must be one of " + ", ".join(SIGNIFICANCE_METHODS)
-                            + f" (got {self.method!r})", source)
+                            + f" (got {shown(self.method)})", source)
         if not SPEC_BOUNDS["significance.resamples"].holds(self.resamples):
-            raise SpecError("significance.resamples", f"must be >= {MIN_RESAMPLES} (got {self.resamples}): fewer "
-                            "resamples cannot resolve p < 0.01", source)
+            raise SpecError("significance.resamples", f"must be {SPEC_BOUNDS['significance.resamples']} (got "
+                            f"{self.resamples:,})", source)
         return self
 
 
@@ -187,7 +191,7 @@ def check_name(name: Any, key: str, source: str) -> str:
     storage root, an MLflow experiment and a word in printed shell lines, so never '..', a '/' or a newline."""
     if not isinstance(name, str) or not NAME_RULE.fullmatch(name):
         raise SpecError(key, f"must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit "
-                        f"(got {repr(name)[:100]})", source)
+                        f"(got {shown(name)})", source)
     return name
 
 
@@ -195,7 +199,7 @@ def _mapping(value: Any, key: str, source: str) -> dict:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise SpecError(key, f"expected a mapping, got {value!r}", source)
+        raise SpecError(key, f"expected a mapping, got {shown(value)}", source)
     return dict(value)
 
 
@@ -209,9 +213,9 @@ def _fields(raw: Mapping, key: str, allowed: dict[str, type], source: str) -> di
         typ = allowed[name]
         ok = isinstance(value, typ) and not (isinstance(value, bool) and typ is not bool)
         if typ is float and isinstance(value, int) and not isinstance(value, bool):
-            ok, value = True, float(value)
+            ok, value = True, finite(value, dotted, source)
         if not ok:
-            raise SpecError(dotted, f"expected {typ.__name__}, got {value!r}", source)
+            raise SpecError(dotted, f"expected {typ.__name__}, got {shown(value)}", source)
         out[name] = value
     return out
 
@@ -245,18 +249,18 @@ def _parameter(key: str, raw: Any, base: dict, source: str) -> Parameter:
     if kind in ("uniform", "loguniform", "int"):
         numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
         if len(values) != 2 or not numeric or not values[0] < values[1]:
-            raise SpecError(where, f"expected [low, high] with low < high, got {values}", source)
+            raise SpecError(where, f"expected [low, high] with low < high, got {shown(values)}", source)
         if kind == "loguniform" and values[0] <= 0:
-            raise SpecError(where, f"expected low > 0 for a log scale, got {values}", source)
+            raise SpecError(where, f"expected low > 0 for a log scale, got {shown(values)}", source)
         if kind == "int" and not all(isinstance(v, int) for v in values):
-            raise SpecError(where, f"expected two integers, got {values}", source)
+            raise SpecError(where, f"expected two integers, got {shown(values)}", source)
     for value in values:  # every value (every bound) must make a valid trial config
         try:
             nested = copy.deepcopy(base)
             set_dotted(nested, key, value)
             build_config(nested)
         except ConfigError as err:
-            raise SpecError(where, f"value {value!r}: {str(err).split(': ', 2)[-1]}", source) from None
+            raise SpecError(where, f"value {shown(value)}: {str(err).split(': ', 2)[-1]}", source) from None
     return Parameter(key, kind, values, {k: v if isinstance(v, list) else [v] for k, v in condition.items()})
 
 
@@ -274,7 +278,7 @@ def _order_by_conditions(parameters: list[Parameter], source: str) -> list[Param
             p.condition[key] = allowed
             bad = [v for v in allowed if v not in parent.values]
             if bad:
-                raise SpecError(where, f"{bad[0]!r} is not a value of {key}; allowed: "
+                raise SpecError(where, f"{shown(bad[0])} is not a value of {key}; allowed: "
                                 + ", ".join(map(str, parent.values)), source)
     ordered: list[Parameter] = []
     pending = list(parameters)
@@ -312,24 +316,24 @@ def _check_pbt(scheduler: SchedulerSpec, search: SearchSpec, base: dict, source:
             raise SpecError(where, "PBT can change only " + ", ".join(PBT_MUTABLE) + " while a trial trains", source)
         values = raw if isinstance(raw, list) else next(iter(raw.values()), None) if isinstance(raw, Mapping) else None
         if isinstance(raw, Mapping) and (len(raw) != 1 or next(iter(raw)) not in ("uniform", "loguniform")):
-            raise SpecError(where, f"expected a list of numbers or {{uniform|loguniform: [low, high]}}, got {raw!r}",
-                            source)
+            raise SpecError(where, "expected a list of numbers or {uniform|loguniform: [low, high]}, "
+                            f"got {shown(raw)}", source)
         numbers = isinstance(values, list) and values and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
         if not numbers:
             raise SpecError(where, f"mutations must be numbers: expected a list of numbers or {{uniform|loguniform: "
-                            f"[low, high]}}, got {raw!r}", source)
+                            f"[low, high]}}, got {shown(raw)}", source)
         if isinstance(raw, Mapping) and (len(values) != 2 or not 0 <= values[0] < values[1]
                                          or (values[0] <= 0 and "loguniform" in raw)):
-            raise SpecError(where, f"expected [low, high] with 0 <= low < high (low > 0 on a log scale), got {values}",
-                            source)
+            raise SpecError(where, "expected [low, high] with 0 <= low < high (low > 0 on a log scale), "
+                            f"got {shown(values)}", source)
         for value in values:
             nested = copy.deepcopy(base)
             set_dotted(nested, key, value)
             try:
                 build_config(nested)
             except ConfigError as err:
-                raise SpecError(where, f"value {value!r}: {str(err).split(': ', 2)[-1]}", source) from None
+                raise SpecError(where, f"value {shown(value)}: {str(err).split(': ', 2)[-1]}", source) from None
 
 
 def _check_optuna_search(search: SearchSpec, parameters: list[Parameter], source: str) -> None:
@@ -385,11 +389,7 @@ def _short(value: Any) -> str:
 
 
 def parse_spec(text: str, source: str) -> SweepSpec:
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise SpecError("(file)", f"not valid YAML: {' '.join(str(err).split())}", source) from None
-    raw = _mapping(raw, "(file)", source)
+    raw = _mapping(parse_yaml(text, source, SpecError), "(file)", source)
     for key in raw:
         if key not in TOP_LEVEL:
             raise SpecError(str(key), "unknown key; allowed: " + ", ".join(TOP_LEVEL), source)
@@ -405,13 +405,15 @@ def parse_spec(text: str, source: str) -> SweepSpec:
         raise SpecError(key if from_top_level_data else f"base.{key}", message, source) from None
     parameters = [_parameter(k, v, base, source) for k, v in _mapping(raw.get("parameters"), "parameters", source).items()]
     parameters = _order_by_conditions(parameters, source)
+    _check_corpora(build_config(base).data.corpus, "data" if "corpus" in data else "base.data", parameters, source)
 
     search = SearchSpec(**_fields(_mapping(raw.get("search"), "search", source), "search",
                                   {"algorithm": str, "num_samples": int, "max_concurrent": int, "seed": int,
                                    "repeats": int, "sampler": str, "points_to_evaluate": list,
                                    "study_storage": str}, source))
     if search.algorithm not in ALGORITHMS:
-        raise SpecError("search.algorithm", "must be one of " + ", ".join(ALGORITHMS) + f" (got {search.algorithm!r})", source)
+        raise SpecError("search.algorithm", "must be one of " + ", ".join(ALGORITHMS)
+                        + f" (got {shown(search.algorithm)})", source)
     _check_bounds("search", vars(search), source)
     if search.algorithm == "optuna" and search.repeats != 1:
         raise SpecError("search.repeats", "must be 1 with algorithm optuna (TPE learns from one result per "
@@ -421,16 +423,18 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     objective = _fields(_mapping(raw.get("objective"), "objective", source), "objective", OBJECTIVE_FIELDS, source)
     metric, mode = objective.get("metric", "bleu_dev"), objective.get("mode", "max")
     if metric not in OBJECTIVE_METRICS:
-        raise SpecError("objective.metric", "must be one of " + ", ".join(OBJECTIVE_METRICS) + f" (got {metric!r})", source)
+        raise SpecError("objective.metric", "must be one of " + ", ".join(OBJECTIVE_METRICS)
+                        + f" (got {shown(metric)})", source)
     if mode not in MODES:
-        raise SpecError("objective.mode", "must be one of " + ", ".join(MODES) + f" (got {mode!r})", source)
+        raise SpecError("objective.mode", "must be one of " + ", ".join(MODES) + f" (got {shown(mode)})", source)
 
     scheduler = SchedulerSpec(**_fields(_mapping(raw.get("scheduler"), "scheduler", source), "scheduler",
                                         {"type": str, "grace_period": int, "reduction_factor": int,
                                          "perturbation_interval": int, "quantile_fraction": float,
                                          "mutations": dict}, source))
     if scheduler.type not in SCHEDULERS:
-        raise SpecError("scheduler.type", "must be one of " + ", ".join(SCHEDULERS) + f" (got {scheduler.type!r})", source)
+        raise SpecError("scheduler.type", "must be one of " + ", ".join(SCHEDULERS)
+                        + f" (got {shown(scheduler.type)})", source)
     _check_bounds("scheduler", vars(scheduler), source)
     _check_pbt(scheduler, search, base, source)
 
@@ -449,18 +453,48 @@ def parse_spec(text: str, source: str) -> SweepSpec:
             raise SpecError(f"baseline.{key}", "not a trial-config key", source)
     significance = SignificanceSpec(**_fields(_mapping(raw.get("significance"), "significance", source), "significance",
                                               {"method": str, "resamples": int}, source)).check(source)
-    return SweepSpec(name, source, base, parameters, search, metric, mode, scheduler, cpu, gpu,
+    spec = SweepSpec(name, source, base, parameters, search, metric, mode, scheduler, cpu, gpu,
                      failure.get("max_retries", 2), tracking.get("uri"), baseline, significance, text)
+    _check_plan_size(spec)
+    return spec
+
+
+def _check_corpora(corpus: str, section: str, parameters: list[Parameter], source: str) -> None:
+    """Every corpus name the sweep would load, checked before anything is created: a typo would otherwise leave a
+    tracking store and storage behind and fail every trial."""
+    names = [(f"{section}.corpus", corpus)] + [(f"parameters.data.corpus.{p.kind}", name) for p in parameters
+                                                if p.key == "data.corpus" for name in p.values]
+    for where, name in names:
+        try:
+            check_corpus_name(name)
+        except CorpusError as err:
+            raise SpecError(where, str(err).split(": ", 1)[1], source) from None
+
+
+def _check_plan_size(spec: SweepSpec) -> None:
+    """Refuse a plan of more than MAX_TRIALS trials without building it: samples x seeds and the grid's size
+    without conditionals bound it arithmetically; only a conditional grid above the bound is counted, and the
+    count stops at the bound."""
+    search = spec.search
+    passes = search.num_samples * search.repeats
+    if passes > MAX_TRIALS:
+        raise SpecError("search.num_samples", f"{search.num_samples:,} samples x {search.repeats} seeds is more than "
+                        f"{MAX_TRIALS:,} trials", spec.source)
+    if search.algorithm == "optuna" or passes * grid_product_size(spec) <= MAX_TRIALS:
+        return
+    rng, trials = random.Random(search.seed), 0
+    for _ in range(search.num_samples):
+        trials += len(_expand(spec.parameters, rng, limit=MAX_TRIALS)) * search.repeats
+        if trials > MAX_TRIALS:
+            raise SpecError("parameters", f"the plan (grid configurations x {search.num_samples:,} samples x "
+                            f"{search.repeats} seeds) has more than {MAX_TRIALS:,} trials", spec.source)
 
 
 def load_spec(path: str, overrides: list[tuple[str, Any]] = ()) -> SweepSpec:
     """Read and validate a sweep YAML; `overrides` are `--set` pairs on the YAML's dotted keys."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise SpecError("(file)", f"cannot read: {err.strerror}", path) from None
+    text = read_text(path, SpecError)
     if overrides:
-        return spec_from_mapping(yaml.safe_load(text), overrides, path, f"# {path} with --set ")
+        return spec_from_mapping(parse_yaml(text, path, SpecError), overrides, path, f"# {path} with --set ")
     return parse_spec(text, path)
 
 
@@ -488,10 +522,14 @@ def spec_from_mapping(raw: Mapping[str, Any], overrides: list[tuple[str, Any]] =
     return parse_spec(text, source)
 
 
-def _expand(parameters: list[Parameter], rng: random.Random) -> list[dict[str, Any]]:
-    """One pass over the space: grid values branch, other distributions draw once; inactive ones vanish."""
+def _expand(parameters: list[Parameter], rng: random.Random, limit: int = 0) -> list[dict[str, Any]]:
+    """One pass over the space: grid values branch, other distributions draw once; inactive ones vanish.
+
+    With a limit, the pass stops growing once it holds more than that many assignments (a count, not a plan)."""
     assignments: list[dict[str, Any]] = [{}]
     for p in parameters:
+        if limit and len(assignments) > limit:
+            break
         grown = []
         for assignment in assignments:
             if not p.active(assignment):

@@ -1,0 +1,119 @@
+"""YAML written by users (sweep spaces, trial configs, `--set` values), read at a bounded cost.
+
+PyYAML's safe loader still shares aliased nodes (a 430-byte "billion laughs" costs gigabytes once copied or
+printed), lets a duplicate key silently win, reads `.nan` and `.inf` as numbers and takes any file size. Here
+each of those is refused in one line naming the file and, where there is one, the dotted key, before anything
+is expanded: an alias or anchor, or nesting deeper than MAX_DEPTH, is refused at the parser's event for it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import yaml
+
+MAX_BYTES = 1_000_000  # a sweep space or trial config is a few kB; 1 MB is plenty
+MAX_DEPTH = 32  # nesting levels; libyaml's parser slows down quadratically with deep flow nesting
+SHOWN_CHARS = 100  # at most this much of an offending value goes into an error line
+
+# (dotted key or "(file)", what is allowed, file) -> the caller's one-line error (ConfigError, SpecError)
+ErrorType = Callable[[str, str, str], Exception]
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML was built with it
+
+
+def shown(value: Any) -> str:
+    """The repr of a value cut to SHOWN_CHARS characters: an error line never echoes a huge value."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
+
+
+def read_text(path: str, error: ErrorType) -> str:
+    """A UTF-8 text file of at most MAX_BYTES; anything else is refused before it is read in full."""
+    try:
+        with open(path, "rb") as handle:
+            body = handle.read(MAX_BYTES + 1)
+    except OSError as err:
+        raise error("(file)", f"cannot read: {err.strerror}", path) from None
+    if len(body) > MAX_BYTES:
+        raise error("(file)", f"larger than {MAX_BYTES:,} bytes; a sweep space or config is a few kB", path)
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = body[:err.start].count(b"\n") + 1
+        raise error("(file)", f"not UTF-8 (undecodable byte on line {line})", path) from None
+
+
+def parse_yaml(text: str, source: str, error: ErrorType) -> Any:
+    """One YAML document, checked event by event, then node by node, then value by value."""
+    try:
+        _check_events(text, source, error)
+        loader = _LOADER(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_keys(node, "", source, error)
+            value = loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as err:
+        raise error("(file)", f"not valid YAML: {_problem(err)}", source) from None
+    _check_finite(value, "", source, error)
+    return value
+
+
+def _problem(err: yaml.YAMLError) -> str:
+    """The parser's complaint and where, in one short line."""
+    mark = getattr(err, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+    return f"{getattr(err, 'problem', None) or str(err).splitlines()[0]}{where}"[:2 * SHOWN_CHARS]
+
+
+def load_yaml_file(path: str, error: ErrorType) -> Any:
+    return parse_yaml(read_text(path, error), path, error)
+
+
+def _check_events(text: str, source: str, error: ErrorType) -> None:
+    """Refuse aliases, anchors and deep nesting at the parser's event, before any node exists."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_LOADER):
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise error("(file)", f"YAML anchors and aliases (&name, *name) are not allowed (line {line}): write "
+                        "the values out", source)
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise error("(file)", f"nested deeper than {MAX_DEPTH} levels (line {line})", source)
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+
+
+def _check_keys(node: yaml.Node, path: str, source: str, error: ErrorType) -> None:
+    """A key written twice in one mapping is refused (YAML's loaders let the last one silently win)."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else f"(line {key.start_mark.line + 1})"
+            dotted = f"{path}{name}"
+            line = key.start_mark.line + 1
+            if name in seen:
+                where = f"twice on line {line}" if seen[name] == line else f"on lines {seen[name]} and {line}"
+                raise error(dotted, f"duplicate key, {where}: a mapping names each key once", source)
+            seen[name] = line
+            _check_keys(value, dotted + ".", source, error)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _check_keys(item, f"{path}{index}.", source, error)
+
+
+def _check_finite(value: Any, path: str, source: str, error: ErrorType) -> None:
+    """NaN and infinities are refused wherever a number is taken: no range check can hold them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise error(path.rstrip(".") or "(file)", f"must be a finite number (got {value})", source)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, f"{path}{key}.", source, error)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_finite(item, f"{path}{index}.", source, error)

@@ -1,0 +1,269 @@
+"""Hostile or careless input costs little and is answered in one line, exit 2, with nothing written (issue #26)."""
+import io
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from nmt_core import checkpoint
+from nmt_core.cli import main as nmt_main
+from nmt_core.config import BOUNDS, GROWS, ConfigError, build_config
+from nmt_core.data import SPECIALS, Example, cut_long, load_trial_data, make_batches
+from nmt_core.model import Seq2Seq
+from nmt_core.yaml_input import MAX_BYTES, MAX_DEPTH
+from sweeper.cli import main as sweeper_main
+from sweeper.space import MAX_RESAMPLES, MAX_TRIALS
+
+SPACE = """name: t
+data: {corpus: synthetic}
+base: {model: {emb_size: 16, hidden_size: 16}, train: {epochs: 1}}
+parameters:
+  attention.temperature: {grid: [none, fixed]}
+"""
+LAUGHS = """a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+"""
+
+
+def one_line_error(capsys, prefix: str) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith(prefix) and err.count("\n") == 1, err[:500]
+    return err
+
+
+def validate(tmp_path, capsys, text: str | bytes, *args: str) -> str:
+    space = tmp_path / "space.yaml"
+    space.write_bytes(text if isinstance(text, bytes) else text.encode())
+    start = time.perf_counter()
+    assert sweeper_main(["validate", str(space), *args]) == 2
+    assert time.perf_counter() - start < 1.0
+    return one_line_error(capsys, f"sweeper: error: {space if '--set' not in args else ''}")
+
+
+@pytest.mark.parametrize("text, expected", [
+    (SPACE.replace("parameters:", LAUGHS + "parameters:"), "(file): YAML anchors and aliases (&name, *name) are not "
+                                                           "allowed (line 4)"),
+    (LAUGHS + "name: *g\n", "(file): YAML anchors and aliases"),
+    (SPACE + "description: " + "x" * MAX_BYTES + "\n", f"(file): larger than {MAX_BYTES:,} bytes"),
+    ("name: " + "[" * 100_000, f"(file): nested deeper than {MAX_DEPTH} levels (line 1)"),
+    (SPACE + "base: {train: {epochs: 2}}\n", "base: duplicate key, on lines 3 and 6"),
+    (SPACE.replace("epochs: 1}", "epochs: 1, epochs: 2}"), "base.train.epochs: duplicate key, twice on line 3"),
+    (SPACE + "resources: {cpu: .nan}\n", "resources.cpu: must be a finite number (got nan)"),
+    (SPACE + "resources: {gpu: .inf}\n", "resources.gpu: must be a finite number (got inf)"),
+    (SPACE.replace("epochs: 1}", "epochs: 1}, attention: {tau: .inf}"), "base.attention.tau: must be a finite number"),
+    (SPACE.replace("epochs: 1}", "epochs: 1}, decode: {max_len_ratio: .nan}"), "base.decode.max_len_ratio: must be a "
+                                                                               "finite number (got nan)"),
+    (SPACE + "  attention.tau: {uniform: [0.5, .inf]}\n", "parameters.attention.tau.uniform.1: must be a finite"),
+    (SPACE.replace("hidden_size: 16", f"hidden_size: {2 ** 40}"), "base.model.hidden_size: must be <= 8,192"),
+    (SPACE + "search: {algorithm: random, num_samples: 1000000000}\n",
+     f"search.num_samples: 1,000,000,000 samples x 1 seeds is more than {MAX_TRIALS:,} trials"),
+    (SPACE + "  train.seed: {grid: [" + ", ".join(map(str, range(101))) + "]}\n  train.lr: {grid: ["
+     + ", ".join(f"0.00{i}" for i in range(1, 10)) + "]}\n  train.clip_norm: {grid: [1, 2, 3, 4, 5, 6]}\n",
+     f"parameters: the plan (grid configurations x 1 samples x 1 seeds) has more than {MAX_TRIALS:,} trials"),
+    (SPACE + "significance: {resamples: 100000000000}\n", f"significance.resamples: must be <= {MAX_RESAMPLES:,}"),
+    (SPACE.replace("corpus: synthetic", "corpus: wmt99"), "data.corpus: unknown corpus 'wmt99'; allowed: synthetic, "),
+    (SPACE + "  data.corpus: {grid: [synthetic, wmt99]}\n", "parameters.data.corpus.grid: unknown corpus 'wmt99'"),
+])
+def test_bad_space_is_one_line_in_well_under_a_second(tmp_path, capsys, text, expected):
+    assert expected in validate(tmp_path, capsys, text)
+
+
+def test_non_utf8_space_names_the_line(tmp_path, capsys):
+    err = validate(tmp_path, capsys, SPACE.encode() + b"description: caf\xe9\n")
+    assert "(file): not UTF-8 (undecodable byte on line 6)" in err
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("k=[1,2", "--set: k: not valid YAML: did not find expected ',' or ']'"),
+    ("resources.cpu=nan", "resources.cpu: must be a finite number (got nan)"),
+    ("base.attention.tau=inf", "base.attention.tau: must be a finite number (got inf)"),
+    ("search.num_samples=1000000000", "search.num_samples: 1,000,000,000 samples"),
+    ("data.corpus=nope", "data.corpus: unknown corpus 'nope'"),
+    ("base.data.max_len=" + "9" * 300, "base.data.max_len: must be <= 1,000 (what it allocates grows with it) (got "
+                                        + "9" * 100 + "... (300 characters))"),
+    ("base.data.max_len=" + "9" * 5000, "base.data.max_len: must be a finite number (got inf)"),
+])
+def test_bad_set_values_are_one_line(tmp_path, capsys, override, expected):
+    assert expected in validate(tmp_path, capsys, SPACE, "--set", override)
+
+
+def test_an_offending_value_is_shown_short(tmp_path, capsys):
+    err = validate(tmp_path, capsys, SPACE.replace("temperature: {grid: [none, fixed]}",
+                                                   "temperature: {grid: [none, " + "x" * 50_000 + "]}"))
+    assert "must be one of none, fixed, sact" in err and "(50,002 characters)" in err and len(err) < 600
+    err = validate(tmp_path, capsys, SPACE + "? " + "y" * 50_000 + "\n: 1\n")  # an explicit key: any length
+    assert "unknown key" in err and len(err) < 400
+
+
+def test_summarize_refuses_too_many_resamples_at_once(capsys):
+    assert sweeper_main(["summarize", "x", "--resamples", str(MAX_RESAMPLES + 1)]) == 2
+    one_line_error(capsys, "sweeper: error: sweeper summarize --resamples: significance.resamples: must be <= ")
+
+
+def test_run_with_an_unknown_corpus_creates_nothing(tmp_path, capsys, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("NMT_DATA_DIR", str(tmp_path / "cache"))
+    (work / "space.yaml").write_text(SPACE.replace("corpus: synthetic", "corpus: wmt99"))
+    assert sweeper_main(["run", "space.yaml", "--storage", "storage"]) == 2
+    one_line_error(capsys, "sweeper: error: space.yaml: data.corpus: unknown corpus 'wmt99'")
+    assert sorted(p.name for p in work.iterdir()) == ["space.yaml"] and not (tmp_path / "cache").exists()
+
+
+SIZES = ("model.emb_size", "model.hidden_size", "model.encoder_layers", "model.decoder_layers", "data.src_vocab",
+         "data.tgt_vocab", "data.subword_vocab", "data.max_len", "train.batch_size", "train.token_budget",
+         "decode.beam_size", "decode.dev_beam_size", "decode.max_src_len", "decode.max_len_ratio",
+         "decode.max_len_offset")
+
+
+@pytest.mark.parametrize("key", SIZES)
+def test_sizes_that_allocate_memory_have_upper_bounds(key):
+    bound = BOUNDS[key]
+    assert bound.high is not None and GROWS in bound.note
+    section, name = key.split(".")
+    pattern = rf"<config>: {key}: must be in \[.*, {bound.high:g}\] \(.*what it allocates grows"
+    with pytest.raises(ConfigError, match=pattern):
+        build_config({section: {name: int(bound.high) * 2}})
+
+
+# nmt: a checkpoint built here (untrained: it never emits </s>, so decoding always runs to its longest)
+WORDS = SPECIALS + ["a", "b", "c"]
+
+
+def write_checkpoint(path, **decode):
+    cfg = build_config({"model": {"emb_size": 8, "hidden_size": 8}, "decode": {"beam_size": 2, **decode}})
+    model = Seq2Seq(cfg.model, cfg.attention, len(WORDS), len(WORDS))
+    checkpoint.save({"format": checkpoint.FORMAT, "model": model.state_dict(), "config": cfg.to_dict(),
+                     "vocab": {"src": WORDS, "tgt": WORDS}, "epoch": 1}, path)
+    return path
+
+
+@pytest.fixture
+def model_file(tmp_path):
+    return write_checkpoint(tmp_path / "best.pt", max_src_len=8)
+
+
+def translate(monkeypatch, body: bytes, *args: str) -> int:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(body), encoding="utf-8"))
+    return nmt_main(["translate", *args])
+
+
+def test_a_long_line_is_translated_cut_with_a_warning_naming_it(model_file, monkeypatch, capsys):
+    assert translate(monkeypatch, b"a b\n" + b"a b c " * 1000 + b"\n\nc\n", "--checkpoint", str(model_file)) == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("\n") == 4
+    assert captured.err.strip().splitlines()[-1] == ("stdin: line 2 longer than decode.max_src_len=8 tokens: only the "
+                                                     "first 8 are used")
+
+
+def test_translate_refuses_bad_input_in_one_line(model_file, monkeypatch, capsys):
+    assert translate(monkeypatch, b"a\n\xff\n", "--checkpoint", str(model_file)) == 2
+    one_line_error(capsys, "nmt: error: stdin: not UTF-8 (undecodable byte on line 2)")
+    assert translate(monkeypatch, b"a\n", "--checkpoint", str(model_file), "--beam", "1000") == 2
+    one_line_error(capsys, "nmt: error: nmt translate: --beam: must be in [1, 100]")
+
+
+def test_a_checkpoint_config_out_of_range_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    state = {"format": checkpoint.FORMAT, "model": {}, "vocab": {"src": WORDS, "tgt": WORDS}, "epoch": 1,
+             "config": {"model": {"hidden_size": 2 ** 40}}}
+    checkpoint.save(state, tmp_path / "best.pt")
+    assert translate(monkeypatch, b"a\n", "--checkpoint", str(tmp_path)) == 2
+    one_line_error(capsys, f"nmt: error: {tmp_path / 'best.pt'}: model.hidden_size: must be <= 8,192")
+
+
+@pytest.mark.parametrize("src, ref, expected", [
+    ("dir", "ok.txt", "dir: cannot read (Is a directory)"),
+    ("ok.txt", "latin1.txt", "latin1.txt: not UTF-8 (undecodable byte on line 2)"),
+])
+def test_evaluate_refuses_unreadable_files_in_one_line(tmp_path, model_file, capsys, src, ref, expected):
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "ok.txt").write_text("a b\nc\n")
+    (tmp_path / "latin1.txt").write_bytes(b"a b\ncaf\xe9\n")
+    assert nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", str(tmp_path / src),
+                     "--ref", str(tmp_path / ref)]) == 2
+    one_line_error(capsys, f"nmt: error: {tmp_path / expected}")
+
+
+CORPUS_FOLDER_LINES = {"train": ["a b c", "b c a"] * 10, "dev": ["a b", "a b c " * 500, "c a"], "test": ["b a"]}
+
+
+@pytest.fixture
+def corpus_folder(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for split, lines in CORPUS_FOLDER_LINES.items():
+        for lang in ("src", "tgt"):
+            (folder / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines))
+    return folder
+
+
+@pytest.mark.parametrize("corpus, damage, expected", [
+    ("wmt99", None, "data.corpus: unknown corpus 'wmt99'"),
+    ("FOLDER", b"caf\xe9\n", "dev.tgt: not UTF-8 (undecodable byte on line 1)"),
+])
+def test_nmt_train_with_a_bad_corpus_writes_nothing(tmp_path, corpus_folder, monkeypatch, capsys, corpus, damage,
+                                                     expected):
+    monkeypatch.setenv("NMT_DATA_DIR", str(tmp_path / "cache"))
+    if damage:
+        (corpus_folder / "dev.tgt").write_bytes(damage)
+    config = tmp_path / "trial.yaml"
+    config.write_text(yaml.safe_dump({"data": {"corpus": str(corpus_folder) if corpus == "FOLDER" else corpus,
+                                               "src": "src", "tgt": "tgt"}}))
+    assert nmt_main(["train", str(config), "--out", str(tmp_path / "run")]) == 2
+    assert expected in one_line_error(capsys, "nmt: error: ")
+    assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()
+
+
+def test_nmt_train_set_value_that_does_not_parse_is_one_line(tmp_path, capsys):
+    config = tmp_path / "trial.yaml"
+    config.write_text("train: {epochs: 1}\n")
+    assert nmt_main(["train", str(config), "--set", "k=[1,2", "--out", str(tmp_path / "run")]) == 2
+    one_line_error(capsys, "nmt: error: --set: k: not valid YAML: ")
+    assert not (tmp_path / "run").exists()
+
+
+def test_dev_and_test_sentences_are_cut_for_training_but_bleu_reads_the_whole_reference(corpus_folder):
+    cfg = build_config({"data": {"corpus": str(corpus_folder), "src": "src", "tgt": "tgt"}}).data
+    said = []
+    data = load_trial_data(cfg, eval_max_len=16, log=said.append)
+    assert [len(e.src) for e in data.splits["dev"]] == [2, 16, 2] and len(data.splits["dev"][1].tgt) == 16
+    assert data.references["dev"][1] == CORPUS_FOLDER_LINES["dev"][1]
+    assert said == [f"{corpus_folder} dev {side}: line 2 longer than decode.max_src_len=16 tokens: only the first 16 "
+                    "are used" for side in ("source", "target")]
+
+
+def test_cut_long_names_at_most_ten_lines():
+    said = []
+    assert cut_long([["w"] * n for n in range(15)], 2, "x", said.append)[-1] == ["w", "w"]
+    assert said == ["x: lines 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 and 2 more longer than decode.max_src_len=2 tokens: "
+                    "only the first 2 are used"]
+
+
+def test_a_width_budget_puts_a_long_sentence_in_a_batch_of_its_own():
+    examples = [Example([4] * 3, []) for _ in range(6)] + [Example([4] * 40, [])]
+    batches = make_batches(examples, 64, 200, width=lambda e: len(e.src) ** 2)
+    assert [len(b.index) for b in batches] == [6, 1]
+
+
+@pytest.mark.slow
+def test_one_100000_character_line_translates_in_bounded_memory(tmp_path):
+    """The default decode.max_src_len: peak RSS well under 2 GB (it asked for 20-40 GB before). A small beam keeps
+    the test short: the untrained model never ends a hypothesis, and beam search's cost grows with length cubed."""
+    write_checkpoint(tmp_path / "best.pt", beam_size=3)
+    script = ("import resource, sys\nfrom nmt_core.cli import main\nrc = main(['translate', '--checkpoint', "
+              f"{str(tmp_path)!r}])\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+              "sys.exit(rc)")
+    line = ("a b c " * 20_000)[:100_000]
+    done = subprocess.run([sys.executable, "-c", script], input=f"a b\n{line}\n", capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    warning, peak_kb = done.stderr.strip().splitlines()[-2:]
+    assert warning == "stdin: line 2 longer than decode.max_src_len=256 tokens: only the first 256 are used"
+    assert int(peak_kb) < 2_000_000 and done.stdout.count("\n") == 2
