@@ -154,6 +154,11 @@ CHOICES: dict[str, tuple[str, ...]] = {
 
 
 
+def _number(value: float) -> str:
+    """1000000 rather than 1e+06, 0.5 as 0.5: a bound as a user would write it in YAML."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 @dataclass(frozen=True)
 class Bound:
     """A numeric key's allowed interval: build_config checks it and the JSON Schema (sweeper/schema.py) states it."""
@@ -170,10 +175,11 @@ class Bound:
         return above and below
 
     def __str__(self) -> str:
-        if self.high is None:
-            text = f"{'>' if self.open_low else '>='} {self.low:g}"
+        low, high = _number(self.low), None if self.high is None else _number(self.high)
+        if high is None:
+            text = f"{'>' if self.open_low else '>='} {low}"
         else:
-            text = f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
+            text = f"in {'(' if self.open_low else '['}{low}, {high}{')' if self.open_high else ']'}"
         return text + (f" ({self.note})" if self.note else "")
 
 
