@@ -107,6 +107,7 @@ class SweepSpec:
     baseline: dict[str, Any]  # dotted key -> value naming the baseline variant for the summary
     significance: "SignificanceSpec"
     text: str  # the YAML as written, logged to MLflow as space.yaml
+    system_metrics: bool = True  # tracking.system_metrics: CPU/memory/GPU of every trial, logged as system/...
 
     @property
     def epochs(self) -> int:
@@ -348,7 +349,8 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     failure = _fields(_mapping(raw.get("failure"), "failure", source), "failure", {"max_retries": int}, source)
     if failure.get("max_retries", 2) < 0:
         raise SpecError("failure.max_retries", "must be >= 0", source)
-    tracking = _fields(_mapping(raw.get("tracking"), "tracking", source), "tracking", {"uri": str}, source)
+    tracking = _fields(_mapping(raw.get("tracking"), "tracking", source), "tracking",
+                       {"uri": str, "system_metrics": bool}, source)
     baseline = _mapping(raw.get("baseline"), "baseline", source)
     for key in baseline:
         if key not in all_keys():
@@ -356,7 +358,8 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     significance = SignificanceSpec(**_fields(_mapping(raw.get("significance"), "significance", source), "significance",
                                               {"method": str, "resamples": int}, source)).check(source)
     return SweepSpec(name, source, base, parameters, search, metric, mode, scheduler, cpu, gpu,
-                     failure.get("max_retries", 2), tracking.get("uri"), baseline, significance, text)
+                     failure.get("max_retries", 2), tracking.get("uri"), baseline, significance, text,
+                     tracking.get("system_metrics", True))
 
 
 def load_spec(path: str, overrides: list[tuple[str, Any]] = ()) -> SweepSpec:
