@@ -168,6 +168,7 @@ class SweepTracker:
 
     def register_best(self, run_id: str, description: str) -> str:
         """Register a trial's model under the sweep's name, alias `best`; returns the version."""
+        import mlflow
         from mlflow.exceptions import MlflowException
 
         try:
@@ -177,6 +178,7 @@ class SweepTracker:
         model = self.trial_model(run_id)
         if model is None:
             raise LookupError(f"run {run_id} has no LoggedModel {MODEL!r}")
+        mlflow.set_tracking_uri(self.uri)  # a SQL registry resolves a models:/<model id> source through this URI
         version = self.client.create_model_version(self.experiment, f"models:/{model.model_id}", run_id,
                                                    description=description, model_id=model.model_id)
         self.client.set_registered_model_alias(self.experiment, "best", version.version)
