@@ -133,7 +133,8 @@ def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(
     for model_uri in ("models:/models@best", f"runs:/{run_id}/model", f"models:/{model.model_id}"):
         pyfunc = mlflow.pyfunc.load_model(model_uri)
         assert pyfunc.metadata.model_id == model.model_id
-        assert pyfunc.predict([sentence], params={"beam_size": 2}) == pyfunc.predict(pyfunc.input_example[:1], {"beam_size": 2})
+        beam = {"beam_size": 2}
+        assert pyfunc.predict([sentence], params=beam) == pyfunc.predict(pyfunc.input_example[:1], params=beam)
 
 
 def test_an_exploit_of_a_donor_that_trained_every_epoch_is_recorded(tmp_path):
