@@ -13,6 +13,7 @@ The trial only saves the folder; the sweep's driver logs it as an MLflow 3 Logge
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -70,6 +71,7 @@ def save_model(state: dict[str, Any], out: Path, example: list[str]) -> None:
     beam = int(state["config"]["decode"]["beam_size"])
     signature = ModelSignature(inputs=Schema([ColSpec("string")]), outputs=Schema([ColSpec("string")]),
                                params=ParamSchema([ParamSpec(BEAM, "long", beam)]))
+    logging.getLogger("mlflow.pyfunc").setLevel(logging.WARNING)  # not a line per trial: "Validating input example"
     with tempfile.TemporaryDirectory() as folder:
         weights = Path(folder) / checkpoint.BEST
         checkpoint.save(best_model_state(state), weights)

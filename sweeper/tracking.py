@@ -22,6 +22,7 @@ import requests
 from mlflow.entities import LoggedModel, LoggedModelOutput, LoggedModelStatus, Metric, Param, RunTag
 from mlflow.models import Model
 from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_MODEL_VERSIONS
 from ray.tune import Callback
 
 from nmt_core.config import ConfigError
@@ -181,6 +182,10 @@ class SweepTracker:
         mlflow.set_tracking_uri(self.uri)  # a SQL registry resolves a models:/<model id> source through this URI
         version = self.client.create_model_version(self.experiment, f"models:/{model.model_id}", run_id,
                                                    description=description, model_id=model.model_id)
+        # the Models tab's "Registered models" column reads this tag, which `mlflow.register_model` sets
+        versions = json.loads(model.tags.get(MLFLOW_MODEL_VERSIONS, "[]"))
+        versions.append({"name": self.experiment, "version": version.version})
+        self.client.set_logged_model_tags(model.model_id, {MLFLOW_MODEL_VERSIONS: json.dumps(versions)})
         self.client.set_registered_model_alias(self.experiment, "best", version.version)
         return version.version
 
