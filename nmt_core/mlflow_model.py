@@ -40,7 +40,9 @@ class Translator:
         from nmt_core.inference import translate_lines
 
         lines = list(model_input.iloc[:, 0]) if hasattr(model_input, "iloc") else list(model_input)
-        beam = int((params or {}).get(BEAM) or self.loaded.config.decode.beam_size)
+        beam = int((params or {}).get(BEAM, self.loaded.config.decode.beam_size))
+        if beam < 1:
+            raise ValueError(f"params: {BEAM}: must be >= 1 (got {beam})")
         return translate_lines([str(line) for line in lines], self.loaded, beam)[0]
 
 
