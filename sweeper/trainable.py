@@ -83,11 +83,6 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
 
     latest = {"state": resume}
     in_force = {f"{SETTING_PREFIX}{k}": v for k, v in settings.items()}
-    sampler = None
-    if context.system_metrics:
-        from sweeper.system_metrics import SystemSampler  # MLflow's monitors: only where they are used
-
-        sampler = SystemSampler()
 
     def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
         latest["state"] = {**state, "restores": restores, "trial_id": trial_id}
@@ -104,6 +99,11 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     trial_folder = Storage(storage.trial_fs_path, storage.storage_filesystem, storage.trial_fs_path)
     if trial_folder.exists(DIVERGED):
         raise TrainingDiverged(f"{trial_folder.read_text(DIVERGED)} (not retried: it would diverge again)")
+    sampler = None  # started just before training, stopped after it: a reused worker keeps no sampling thread
+    if context.system_metrics:
+        from sweeper.system_metrics import SystemSampler  # MLflow's monitors: only where they are used
+
+        sampler = SystemSampler()
     try:
         result = train(cfg, on_epoch_end, resume, log=lambda line: print(line, file=sys.stderr),
                        step_progress=TrialProgress(context.sweep, trial_id))
