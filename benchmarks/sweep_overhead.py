@@ -1,6 +1,6 @@
 """What the sweep layer costs per trial: `sweeper run` on tiny trials against bare Ray Tune on trivial ones.
 
-    python benchmarks/sweep_overhead.py [--trials 24] [--concurrent 2]
+    python benchmarks/sweep_overhead.py [--trials 24] [--concurrent 2] [--no-system-metrics]
 
 Ours: a grid of `--trials` one-epoch trials on the synthetic corpus (a tiny model), `--concurrent` at a time,
 tracked in a fresh SQLite MLflow store, with everything a trial does (evaluation, artifacts, the MLflow model,
@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 
-def ours(trials: int, concurrent: int, folder: Path) -> tuple[float, float]:
+def ours(trials: int, concurrent: int, folder: Path, system_metrics: bool = True) -> tuple[float, float]:
     """Wall seconds of `sweeper run`, and seconds of training inside it (summed over trials)."""
     import pyarrow.parquet as pq
 
@@ -29,7 +29,7 @@ def ours(trials: int, concurrent: int, folder: Path) -> tuple[float, float]:
              "base": {"model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
                       "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1}, "decode": {"beam_size": 2}},
              "parameters": {"train.seed": {"grid": list(range(1, trials + 1))}},
-             "search": {"max_concurrent": concurrent}}
+             "search": {"max_concurrent": concurrent}, "tracking": {"system_metrics": system_metrics}}
     (folder / "space.yaml").write_text(yaml.safe_dump(space))
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "sweeper.cli", "run", "space.yaml"], cwd=folder,
@@ -77,10 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=24)
     parser.add_argument("--concurrent", type=int, default=2)
+    parser.add_argument("--no-system-metrics", action="store_true", help="tracking.system_metrics: false (its cost)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         walls = {reuse: bare(args.trials, args.concurrent, Path(tmp), reuse) for reuse in (False, True)}
-        our_wall, training = ours(args.trials, args.concurrent, Path(tmp))
+        our_wall, training = ours(args.trials, args.concurrent, Path(tmp), not args.no_system_metrics)
     ours_per_trial = (our_wall - training / args.concurrent) / args.trials
     print(f"{args.trials} trials, {args.concurrent} at a time")
     for reuse, wall in walls.items():

@@ -1,29 +1,32 @@
-"""A trained model as an MLflow model: a pyfunc that translates, logged by every finished trial.
+"""A trained model as an MLflow model: a pyfunc that translates, saved by every finished trial.
 
-Why pyfunc: `mlflow.pyfunc.load_model("models:/<sweep>@best").predict(["a sentence"])` then works in any
-Python with this package, and `nmt translate --model models:/...` reads the same folder. The folder is
-written by hand (an MLmodel file naming this module as the pyfunc's `loader_module`, and best.pt): MLflow's
-own `save_model` costs a trial 2-3 s of imports and pickles a class, for three small files.
+Saved with MLflow's own `mlflow.pyfunc.save_model`, so the folder has what MLflow's tools read: a signature
+(one string column in, one out, and `beam_size` as a parameter: `predict(lines, params={"beam_size": 2})`),
+an input example (the trial's first dev sentences), and requirements that pin this package and its
+decoding stack to the versions that trained the model. The flavour is a `loader_module` (this module) with
+the best-dev weights as its data, not a `PythonModel`: nothing is pickled (a PythonModel's class is
+cloudpickled, tying the model to this Python's pickle of it), and loading is the same
+`checkpoint.load_for_inference` that `nmt translate --checkpoint` uses.
+
+The trial only saves the folder; the sweep's driver logs it as an MLflow 3 LoggedModel of the trial's run
+(sweeper/tracking.py), as the single writer to the tracking store.
 """
 from __future__ import annotations
 
+import logging
 import os
-import platform
 import shutil
 import tempfile
-import uuid
-from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from nmt_core import checkpoint
 from nmt_core.credentials import check_uri
 
 DEFAULT_TRACKING = "sqlite:///mlflow.db"  # the sweeper's default store, in the working folder
-REQUIREMENTS = ("nmt-sweeper", "torch", "sacrebleu", "mlflow")
+REQUIREMENTS = ("nmt-sweeper", "torch", "sacrebleu", "sentencepiece")  # what decoding imports (MLflow adds itself)
+BEAM = "beam_size"  # the predict-time parameter
 
 
 def choose_tracking_uri(flag: str | None, configured: str | None = None) -> str:
@@ -43,12 +46,15 @@ class Translator:
         self.loaded = checkpoint.load_for_inference(path)
 
     def predict(self, model_input: Any, params: dict[str, Any] | None = None) -> list[str]:
-        """A list of source lines, or a DataFrame whose first column holds them; beam: the config's
-        decode.beam_size (MLflow passes no params to a model without a signature)."""
+        """A list of source lines, or a DataFrame whose first column holds them; `params["beam_size"]`
+        (the signature's default: the trial's decode.beam_size)."""
         from nmt_core.inference import translate_lines
 
         lines = list(model_input.iloc[:, 0]) if hasattr(model_input, "iloc") else list(model_input)
-        return translate_lines([str(line) for line in lines], self.loaded, self.loaded.config.decode.beam_size)[0]
+        beam = int((params or {}).get(BEAM, self.loaded.config.decode.beam_size))
+        if beam < 1:
+            raise ValueError(f"params: {BEAM}: must be >= 1 (got {beam})")
+        return translate_lines([str(line) for line in lines], self.loaded, beam)[0]
 
 
 def _load_pyfunc(data_path: str) -> Translator:
@@ -62,26 +68,28 @@ def best_model_state(state: dict[str, Any]) -> dict[str, Any]:
             "vocab": state["vocab"], "subword": state.get("subword", {}), "epoch": state["best_epoch"]}
 
 
-def save_model(state: dict[str, Any], out: Path) -> None:
-    """Write the MLflow model folder `out` (MLmodel, best.pt, requirements.txt) from a training state."""
-    out.mkdir(parents=True, exist_ok=True)
-    checkpoint.save(best_model_state(state), out / checkpoint.BEST)
-    versions = {name: metadata.version(name) for name in REQUIREMENTS}
-    mlmodel = {
-        "artifact_path": "model",
-        "flavors": {"python_function": {"loader_module": __name__, "data": checkpoint.BEST,
-                                        "python_version": platform.python_version(),
-                                        "env": {"virtualenv": "python_env.yaml"}}},
-        "mlflow_version": versions["mlflow"],
-        "model_uuid": uuid.uuid4().hex,
-        "utc_time_created": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f"),
-    }
-    (out / "MLmodel").write_text(yaml.safe_dump(mlmodel, sort_keys=False), encoding="utf-8")
-    requirements = [f"{name}=={version}" for name, version in versions.items()]
-    (out / "requirements.txt").write_text("\n".join(requirements) + "\n", encoding="utf-8")
-    (out / "python_env.yaml").write_text(yaml.safe_dump({"python": platform.python_version(),
-                                                         "build_dependencies": ["pip"],
-                                                         "dependencies": ["-r requirements.txt"]}), encoding="utf-8")
+def requirements() -> list[str]:
+    """This package and its decoding stack pinned to the running versions (local labels such as +cpu dropped:
+    the same model runs on a CUDA build)."""
+    return [f"{name}=={metadata.version(name).split('+')[0]}" for name in REQUIREMENTS]
+
+
+def save_model(state: dict[str, Any], out: Path, example: list[str]) -> None:
+    """Write the MLflow model folder `out` from a training state with `mlflow.pyfunc.save_model`."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    import mlflow.pyfunc
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
+
+    beam = int(state["config"]["decode"]["beam_size"])
+    signature = ModelSignature(inputs=Schema([ColSpec("string")]), outputs=Schema([ColSpec("string")]),
+                               params=ParamSchema([ParamSpec(BEAM, "long", beam)]))
+    logging.getLogger("mlflow.pyfunc").setLevel(logging.WARNING)  # not a line per trial: "Validating input example"
+    with tempfile.TemporaryDirectory() as folder:
+        weights = Path(folder) / checkpoint.BEST
+        checkpoint.save(best_model_state(state), weights)
+        mlflow.pyfunc.save_model(str(out), loader_module=__name__, data_path=str(weights), signature=signature,
+                                 input_example=example, pip_requirements=requirements())
 
 
 def download_model(uri: str, tracking_uri: str | None) -> Path:

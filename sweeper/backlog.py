@@ -13,7 +13,7 @@ from sweeper.storage import Storage
 
 BACKLOG_FILE = "tracking_backlog.jsonl"
 
-Write = dict[str, Any]  # {"kind": "open" | "metrics" | "tags" | "exploits" | "artifacts" | "end", "trial": id, ...}
+Write = dict[str, Any]  # {"kind": "open" | "metrics" | "tags" | "exploits" | "artifacts" | "model" | "end", ...}
 
 
 class Backlog:

@@ -124,8 +124,10 @@ def autoscaler_max_gpus() -> float:
         return 0.0
 
 
-def build_trainable(base: dict[str, Any], cpu: float, gpu: float, sweep: str, mutable: list[str]):
-    context = SweepContext(base=base, cpus_per_trial=cpu, gpus_per_trial=gpu, sweep=sweep, mutable=tuple(mutable))
+def build_trainable(base: dict[str, Any], cpu: float, gpu: float, sweep: str, mutable: list[str],
+                    system_metrics: bool = True):
+    context = SweepContext(base=base, cpus_per_trial=cpu, gpus_per_trial=gpu, sweep=sweep, mutable=tuple(mutable),
+                           system_metrics=system_metrics)
     return tune.with_resources(tune.with_parameters(run_trial, context=context), {"cpu": cpu, "gpu": gpu})
 
 
@@ -276,7 +278,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
         "name": spec.name, "source": spec.source, "tracking_uri": uri, "parent_run_id": parent_id,
         "experiment_id": tracker.experiment_id, "base": base, "cpu": spec.cpu, "gpu": spec.gpu,
         "metric": spec.metric, "mode": spec.mode, "trials": n_trials,
-        "mutable": list(spec.scheduler.mutations),
+        "mutable": list(spec.scheduler.mutations), "system_metrics": spec.system_metrics,
         "study": {"name": spec.name, "storage": shown(study)} if study else None}, indent=2), STATE_FILE)
     print(f"sweep {spec.name}: {n_trials} trials ({spec.search.algorithm}, {spec.scheduler.type}), "
           f"{spec.cpu:g} CPU / {spec.gpu:g} GPU each; storage {experiment.uri}; tracking {uri}", flush=True)
@@ -284,7 +286,8 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
         print(describe_study(spec, study), flush=True)
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
     progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base), spec.metric, experiment.uri)
-    trainable = build_trainable(base, spec.cpu, spec.gpu, spec.name, list(spec.scheduler.mutations))
+    trainable = build_trainable(base, spec.cpu, spec.gpu, spec.name, list(spec.scheduler.mutations),
+                                spec.system_metrics)
     tuner = tune.Tuner(trainable, param_space=param_space, tune_config=tune_config,
                        run_config=tune.RunConfig(  # verbose 0: our progress lines instead of Tune's tables
                            name=spec.name, storage_path=storage.root, storage_filesystem=storage.fs,
@@ -315,7 +318,8 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
     try:  # Tune unpickles tuner.pkl: storage must be writable only by people the resuming user trusts
         tuner = tune.Tuner.restore(experiment.root, trainable=build_trainable(state["base"], state["cpu"],
                                                                               state["gpu"], name,
-                                                                              state.get("mutable", [])),
+                                                                              state.get("mutable", []),
+                                                                              state.get("system_metrics", True)),
                                    resume_unfinished=True, resume_errored=True, storage_filesystem=storage.fs)
     except (pickle.UnpicklingError, EOFError, AttributeError, KeyError, TypeError, ValueError, IndexError,
             ImportError) as err:

@@ -43,7 +43,7 @@ SPEC_CHOICES = {"search.algorithm": ALGORITHMS, "search.sampler": tuple(SAMPLERS
 OBJECTIVE_FIELDS: dict[str, type] = {"metric": str, "mode": str}
 RESOURCES_FIELDS: dict[str, type] = {"cpu": float, "gpu": float}
 FAILURE_FIELDS: dict[str, type] = {"max_retries": int}
-TRACKING_FIELDS: dict[str, type] = {"uri": str}
+TRACKING_FIELDS: dict[str, type] = {"uri": str, "system_metrics": bool}
 GPU_SHARES = "a fraction in (0, 1] to pack trials, or a whole number"
 SPEC_BOUNDS: dict[str, Bound] = {
     "search.num_samples": Bound(1), "search.max_concurrent": Bound(1), "search.repeats": Bound(1),
@@ -144,6 +144,7 @@ class SweepSpec:
     baseline: dict[str, Any]  # dotted key -> value naming the baseline variant for the summary
     significance: "SignificanceSpec"
     text: str  # the YAML as written, logged to MLflow as space.yaml
+    system_metrics: bool = True  # tracking.system_metrics: CPU/memory/GPU of every trial, logged as system/...
 
     @property
     def epochs(self) -> int:
@@ -454,7 +455,8 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     significance = SignificanceSpec(**_fields(_mapping(raw.get("significance"), "significance", source), "significance",
                                               {"method": str, "resamples": int}, source)).check(source)
     spec = SweepSpec(name, source, base, parameters, search, metric, mode, scheduler, cpu, gpu,
-                     failure.get("max_retries", 2), tracking.get("uri"), baseline, significance, text)
+                     failure.get("max_retries", 2), tracking.get("uri"), baseline, significance, text,
+                     tracking.get("system_metrics", True))
     _check_plan_size(spec)
     return spec
 

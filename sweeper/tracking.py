@@ -13,13 +13,16 @@ import queue
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import pyarrow.fs as pafs
 import requests
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import LoggedModel, LoggedModelOutput, LoggedModelStatus, Metric, Param, RunTag
+from mlflow.models import Model
 from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_MODEL_VERSIONS
 from ray.tune import Callback
 
 from nmt_core.config import ConfigError
@@ -29,6 +32,7 @@ from nmt_core.train import PAPER_BLEU
 from sweeper.backlog import Backlog, Write
 from sweeper.provenance import as_tags, code_version, package_versions
 from sweeper.storage import open_storage
+from sweeper.system_metrics import PREFIX as SYSTEM
 from sweeper.trainable import ARTIFACTS, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX, describe_trial
 
 log = logging.getLogger("sweeper.tracking")
@@ -169,8 +173,8 @@ class SweepTracker:
         if run_id is None:
             note = (f"Trial {trial_id} of sweep `{self.experiment}`: variant `{variant}`, seed "
                     f"{params.get('train.seed')}. Params are the settings active for this variant. Artifacts: "
-                    "model/ (MLflow model of the best-dev weights), translations/*.tsv (source, reference, "
-                    "hypothesis), traces/, plots/.")
+                    "translations/*.tsv (source, reference, hypothesis), traces/, plots/. Its model (best-dev "
+                    "weights, an MLflow pyfunc) is the LoggedModel `model` in the Models tab: runs:/<id>/model.")
             run = self.client.create_run(self.experiment_id, run_name=f"{variant}-{trial_id}",
                                          tags={"mlflow.parentRunId": parent_id, ROLE: "trial",
                                                TRIAL_ID: trial_id, VARIANT: variant, NOTE: note})
@@ -180,16 +184,57 @@ class SweepTracker:
 
     def register_best(self, run_id: str, description: str) -> str:
         """Register a trial's model under the sweep's name, alias `best`; returns the version."""
+        import mlflow
         from mlflow.exceptions import MlflowException
 
         try:
             self.client.get_registered_model(self.experiment)
         except MlflowException:
             self.client.create_registered_model(self.experiment, description=f"Best models of sweep {self.experiment}")
-        source = self.client.get_run(run_id).info.artifact_uri.rstrip("/") + "/" + MODEL
-        version = self.client.create_model_version(self.experiment, source, run_id, description=description)
+        model = self.trial_model(run_id)
+        if model is None:
+            raise LookupError(f"run {run_id} has no LoggedModel {MODEL!r}")
+        mlflow.set_tracking_uri(self.uri)  # a SQL registry resolves a models:/<model id> source through this URI
+        version = self.client.create_model_version(self.experiment, f"models:/{model.model_id}", run_id,
+                                                   description=description, model_id=model.model_id)
+        # the Models tab's "Registered models" column reads this tag, which `mlflow.register_model` sets
+        versions = json.loads(model.tags.get(MLFLOW_MODEL_VERSIONS, "[]"))
+        versions.append({"name": self.experiment, "version": version.version})
+        self.client.set_logged_model_tags(model.model_id, {MLFLOW_MODEL_VERSIONS: json.dumps(versions)})
         self.client.set_registered_model_alias(self.experiment, "best", version.version)
         return version.version
+
+    def trial_model(self, run_id: str) -> LoggedModel | None:
+        """The trial run's LoggedModel `model` (what runs:/<run id>/model resolves to), if it was created."""
+        found = self.client.search_logged_models(
+            [self.experiment_id], filter_string=f"source_run_id = '{run_id}' AND name = '{MODEL}'", max_results=1)
+        return found[0] if found else None
+
+    def log_model(self, run_id: str, folder: Path, params: dict[str, Any], tags: dict[str, str],
+                  metrics: dict[str, float], step: int, timestamp: int) -> str:
+        """A trial's saved pyfunc folder as an MLflow 3 LoggedModel of its run, as `mlflow.pyfunc.log_model`
+        makes one (output of the run at `step`, params, metrics linked, READY), written here by the driver.
+
+        Idempotent for a replayed write: a READY model is kept, one left PENDING is uploaded again.
+        """
+        model = self.trial_model(run_id)
+        if model is not None and model.status == LoggedModelStatus.READY:
+            return model.model_id
+        if model is None:
+            model = self.client.create_logged_model(self.experiment_id, name=MODEL, source_run_id=run_id, tags=tags,
+                                                    params={k: str(v)[:500] for k, v in params.items()})
+        self.client.log_model_artifacts(model.model_id, str(folder))
+        with tempfile.TemporaryDirectory() as tmp:  # MLmodel names the model and its run, as log_model's does
+            mlmodel = Model.load(folder)
+            mlmodel.model_id = mlmodel.model_uuid = model.model_id
+            mlmodel.run_id, mlmodel.artifact_path = run_id, model.artifact_location
+            mlmodel.save(Path(tmp) / "MLmodel")
+            self.client.log_model_artifact(model.model_id, str(Path(tmp) / "MLmodel"))
+        self.client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step)])
+        self.client.log_batch(run_id, metrics=[Metric(k, float(v), timestamp, step, model_id=model.model_id)
+                                               for k, v in metrics.items()])
+        self.client.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
+        return model.model_id
 
     def logged_steps(self, run_id: str) -> int:
         """The last epoch already logged (0 if none): a resumed trial does not log it twice."""
@@ -225,13 +270,14 @@ class MlflowTrackingCallback(Callback):
         self._server_step: dict[str, int] = {}  # trial id -> the last epoch the server holds
         self._last_step: dict[str, int] = {}  # trial id -> the last epoch sent or queued
         self._exploits: dict[str, list[dict[str, Any]]] = {}  # trial id -> its PBT exploits, in order
+        self._final: dict[str, Write] = {}  # trial id -> its final metrics' write (linked to its model too)
         self._outbox: queue.Queue[Write] | None = None  # writes the sender thread has not taken yet
         self.outcomes: dict[str, str] = {}  # trial id -> "complete" | "error"; kept in Tune's experiment state
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
         state.update(_tracker=None, _backlog=None, _last_try=0.0, _runs={}, _server_step={}, _last_step={},
-                     outcomes={}, _exploits={}, _outbox=None)
+                     outcomes={}, _exploits={}, _final={}, _outbox=None)
         return state
 
     @property
@@ -339,22 +385,31 @@ class MlflowTrackingCallback(Callback):
             # the trial went back to the donor's epoch: the epochs after it are trained (and logged) again
             self._server_step[trial_id] = min(self._server_step.get(trial_id, 0), write["rewind_to"])
         elif kind == "artifacts":
-            self._upload(run_id, write["path"])
+            with self._local_copy(write["path"]) as folder:
+                if folder is not None:
+                    self.tracker.client.log_artifacts(run_id, str(folder))
+        elif kind == "model":
+            with self._local_copy(write["path"]) as folder:
+                if folder is not None:
+                    self.tracker.log_model(run_id, folder, write["params"], write["tags"], write["metrics"],
+                                           write["step"], write["timestamp"])
         elif kind == "end":
             self.tracker.client.set_terminated(run_id, write["status"])
 
-    def _upload(self, run_id: str, path: str) -> None:
-        """A checkpoint's artifacts folder, wherever the storage is (downloaded first from object storage)."""
+    @contextmanager
+    def _local_copy(self, path: str) -> Iterator[Path | None]:
+        """A checkpoint's folder on this machine, wherever the storage is (downloaded first from object
+        storage); None when the checkpoint has no such folder."""
         storage = self.backlog.storage
         fs = storage.fs if storage else pafs.LocalFileSystem()
         if fs.get_file_info(path).type != pafs.FileType.Directory:
-            return
-        if isinstance(fs, pafs.LocalFileSystem):
-            self.tracker.client.log_artifacts(run_id, path)
-            return
-        with tempfile.TemporaryDirectory() as folder:
-            pafs.copy_files(path, folder, source_filesystem=fs, destination_filesystem=pafs.LocalFileSystem())
-            self.tracker.client.log_artifacts(run_id, folder)
+            yield None
+        elif isinstance(fs, pafs.LocalFileSystem):
+            yield Path(path)
+        else:
+            with tempfile.TemporaryDirectory() as folder:
+                pafs.copy_files(path, folder, source_filesystem=fs, destination_filesystem=pafs.LocalFileSystem())
+                yield Path(folder)
 
     def _open(self, trial) -> None:
         if trial.trial_id not in self._last_step:
@@ -383,14 +438,16 @@ class MlflowTrackingCallback(Callback):
             metrics = {k: v for k, v in result.items() if k.startswith(FINAL_PREFIXES)}
             tags = {tag: str(result.get(key, "")) for key, tag in SIGNATURE_TAGS.items()}
             tags["sweeper.restores"] = str(result.get("restores", 0))
-            self._write({"kind": "metrics", "trial": trial_id, "metrics": metrics, "step": step, "timestamp": now,
-                         "epoch": False})
+            self._final[trial_id] = {"kind": "metrics", "trial": trial_id, "metrics": metrics, "step": step,
+                                     "timestamp": now, "epoch": False}
+            self._write(self._final[trial_id])
             self._write({"kind": "tags", "trial": trial_id, "tags": tags})
             return
         if step <= self._last_step[trial_id]:
             return  # Tune re-reported an epoch after a retry
         metrics = {k: result[k] for k in EPOCH_KEYS if k in result}
         metrics.update({k: v for k, v in result.items() if k.startswith(SETTING_PREFIX)})  # PBT's values in force
+        metrics.update({k: v for k, v in result.items() if k.startswith(SYSTEM)})  # the trial's CPU/memory/GPU
         self._write({"kind": "metrics", "trial": trial_id, "metrics": metrics, "step": step, "timestamp": now,
                      "epoch": True})
         self._last_step[trial_id] = step
@@ -400,8 +457,20 @@ class MlflowTrackingCallback(Callback):
         self._open(trial)
         if trial.checkpoint:
             self._write({"kind": "artifacts", "trial": trial.trial_id, "path": f"{trial.checkpoint.path}/{ARTIFACTS}"})
+            self._write_model(trial)
         status = "FINISHED" if (trial.last_result or {}).get(FINAL) else "KILLED"  # KILLED: stopped early (ASHA)
         self._write({"kind": "end", "trial": trial.trial_id, "status": status})
+
+    def _write_model(self, trial) -> None:
+        """The final checkpoint's MLflow model as the run's LoggedModel, with the trial's params and final
+        metrics."""
+        cfg, variant = describe_trial(trial.config, self.base)
+        final = self._final.get(trial.trial_id, {})
+        step = final.get("step", int((trial.last_result or {}).get("epoch", 0)))
+        self._write({"kind": "model", "trial": trial.trial_id, "path": f"{trial.checkpoint.path}/{MODEL}",
+                     "params": {**cfg.active(), "variant": variant},
+                     "tags": {TRIAL_ID: trial.trial_id, VARIANT: variant}, "metrics": final.get("metrics", {}),
+                     "step": step, "timestamp": final.get("timestamp", int(time.time() * 1000))})
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.outcomes[trial.trial_id] = "error"

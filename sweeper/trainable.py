@@ -27,7 +27,7 @@ from sweeper.space import trial_config, variant_label
 from sweeper.storage import Storage
 
 ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking callback uploads
-MODEL = "model"  # the MLflow model's folder among the artifacts: runs:/<id>/model
+MODEL = "model"  # the MLflow model's folder in the final checkpoint, logged as the run's LoggedModel `model`
 FINAL = "final"  # the key that marks the last report of a trial (test BLEU, n_params)
 PBT_EVENT = "pbt_event"  # JSON of an exploit: the epoch, the trial copied from, the settings explored
 SETTING_PREFIX = "setting."  # `setting.<key>`: the value of a PBT-mutated key in force during an epoch
@@ -43,6 +43,7 @@ class SweepContext:
     gpus_per_trial: float = 0.0  # a fraction packs trials onto one GPU; each then gets that share of its memory
     sweep: str = ""  # the sweep's name: trials find its progress board by it
     mutable: tuple[str, ...] = ()  # PBT's mutated keys, reported every epoch as `setting.<key>`
+    system_metrics: bool = True  # sample CPU/memory/GPU and report them with every epoch (tracking.system_metrics)
 
 
 def trial_params(config: dict[str, Any], base: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -95,9 +96,10 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
 
     def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
         latest["state"] = {**state, "restores": restores, "trial_id": trial_id}
+        system = sampler.take() if sampler else {}
         with tempfile.TemporaryDirectory() as folder:
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
-            tune.report({**report, **in_force, **unsent, "restores": restores},
+            tune.report({**report, **in_force, **unsent, **system, "restores": restores},
                         checkpoint=tune.Checkpoint.from_directory(folder))
         unsent.clear()
 
@@ -107,12 +109,20 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     trial_folder = Storage(storage.trial_fs_path, storage.storage_filesystem, storage.trial_fs_path)
     if trial_folder.exists(DIVERGED):
         raise TrainingDiverged(f"{trial_folder.read_text(DIVERGED)} (not retried: it would diverge again)")
+    sampler = None  # started just before training, stopped after it: a reused worker keeps no sampling thread
+    if context.system_metrics:
+        from sweeper.system_metrics import SystemSampler  # MLflow's monitors: only where they are used
+
+        sampler = SystemSampler()
     try:
         result = train(cfg, on_epoch_end, resume, log=lambda line: print(line, file=sys.stderr),
                        step_progress=TrialProgress(context.sweep, trial_id))
     except TrainingDiverged as err:
         trial_folder.write_text(str(err), DIVERGED)
         raise
+    finally:
+        if sampler:
+            sampler.stop()
     device = next(result.model.parameters()).device
     sets = {"dev": evaluate_split(result.model, result.data, "dev", cfg, device, cfg.decode.beam_size), **result.tests}
     last_epoch = result.history[-1]["epoch"] if result.history else 0
@@ -123,7 +133,7 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
         write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS)
         if latest["state"] is not None:  # a restore after this point finds the trained model, not nothing
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
-            save_model(latest["state"], Path(folder) / ARTIFACTS / MODEL)
+            save_model(latest["state"], Path(folder) / MODEL, result.data.sources["dev"][:2])
         # the best epoch's report (schedulers and searchers read the objective from the last result)
         tune.report({**best, **result.final, "epoch": last_epoch, "bleu_dev_final_beam": sets["dev"].bleu,
                      "bleu_signature": sets["dev"].signature, f"{PAPER_BLEU}_signature": sets["dev"].paper_signature,

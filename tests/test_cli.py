@@ -2,8 +2,10 @@
 import json
 import subprocess
 import sys
+from importlib import metadata
 
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 CONFIG = {
@@ -165,8 +167,17 @@ def test_the_mlflow_model_loads_with_mlflow_pyfunc_and_translates_like_nmt_trans
     from nmt_core.mlflow_model import save_model
 
     _, out = trained(tmp_path, epochs=2)
-    save_model(torch.load(out / "last.pt", weights_only=True), tmp_path / "model")
+    save_model(torch.load(out / "last.pt", weights_only=True), tmp_path / "model", ["noun3 verb2 noun5"])
     model = mlflow.pyfunc.load_model(str(tmp_path / "model"))
     predicted = model.predict(["noun3 verb2 noun5", "adj1 noun4 verb1 noun2"])  # the config's beam, as below
     done = nmt("translate", "--checkpoint", str(out), stdin="noun3 verb2 noun5\nadj1 noun4 verb1 noun2\n")
     assert predicted == done.stdout.splitlines() and predicted[0].endswith("ga")
+    # MLflow's own metadata: beam size as a predict-time parameter, the input example, this package pinned
+    greedy = nmt("translate", "--checkpoint", str(out), "--beam", "1", stdin="adj1 noun4 verb1 noun2\n")
+    assert model.predict(["adj1 noun4 verb1 noun2"], params={"beam_size": 1}) == greedy.stdout.splitlines()
+    with pytest.raises(Exception, match="beam_size: must be >= 1"):  # the parameter reaches the decoder
+        model.predict(["adj1 noun4 verb1 noun2"], params={"beam_size": 0})
+    assert [p.name for p in model.metadata.get_params_schema().params] == ["beam_size"]
+    assert model.metadata.load_input_example(str(tmp_path / "model")) == ["noun3 verb2 noun5"]
+    requirements = (tmp_path / "model" / "requirements.txt").read_text().splitlines()
+    assert f"nmt-sweeper=={metadata.version('nmt-sweeper')}" in requirements

@@ -289,7 +289,9 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
             experiment = client.get_experiment_by_name("deployed")
             runs = client.search_runs([experiment.experiment_id], filter_string="tags.`sweeper.role` = 'trial'")
             assert [r.info.status for r in runs] == ["FINISHED"]
-            assert {a.path for a in client.list_artifacts(runs[0].info.run_id)} >= {"model", "translations"}
+            assert {a.path for a in client.list_artifacts(runs[0].info.run_id)} >= {"translations", "plots"}
+            [model] = client.search_logged_models([experiment.experiment_id])  # the trial's model, in the Models tab
+            assert (model.source_run_id, model.status.name) == (runs[0].info.run_id, "READY")
         with as_mlflow_user("bob", users["bob"]), pytest.raises(MlflowException, match="403"):
             MlflowClient(uri).get_experiment(experiment.experiment_id)
     finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from mlflow.entities import LoggedModelStatus
 from mlflow.tracking import MlflowClient
 
 from sweeper.backlog import BACKLOG_FILE
@@ -82,12 +83,15 @@ def check_everything_landed(s3: MotoS3, client: MlflowClient, name: str, epochs:
     for child in children:
         assert child.info.status == "FINISHED"
         assert epoch_steps(client, child.info.run_id) == list(range(1, epochs + 1))
-        assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"model", "translations", "traces"}
+        assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"translations", "traces"}
     assert {r["mlflow_run_id"] for r in results} == {c.info.run_id for c in children}
     stored = boto3.client("s3", endpoint_url=s3.endpoint).list_objects_v2(Bucket=s3.bucket, Prefix=f"{ARTIFACTS}/")
     keys = [o["Key"] for o in stored.get("Contents", [])]
-    for child in children:
-        assert any(child.info.run_id in k and k.endswith("model/best.pt") for k in keys)
+    for child in children:  # the trial's model: one READY LoggedModel of its run, its files in the bucket
+        [model] = client.search_logged_models([child.info.experiment_id],
+                                              filter_string=f"source_run_id = '{child.info.run_id}'")
+        assert model.status == LoggedModelStatus.READY
+        assert any(model.model_id in k and k.endswith("best.pt") for k in keys)
     return children
 
 

@@ -131,6 +131,8 @@ def test_optuna_define_by_run_suggests_conditionals_only_when_active():
     ({"significance": {"method": "t_test"}}, "significance.method", "one of paired_bootstrap"),
     ({"significance": {"resamples": 99}}, "significance.resamples", "in [100, 1000000]"),
     ({"significance": {"resamples": "many"}}, "significance.resamples", "expected int"),
+    ({"tracking": {"system_metrics": "yes"}}, "tracking.system_metrics", "expected bool"),
+    ({"tracking": {"system_metric": True}}, "tracking.system_metric", "uri, system_metrics"),
     ({"parameters/attention.tau": {"grid": [2, "lambda"], "if": {"attention.temperature": "fixed"}}},
      "parameters.attention.tau.grid", "expected a number, got 'lambda'"),
     ({"scheduler_type": "asha"}, "scheduler_type", "name, description, data, base, parameters"),
@@ -171,3 +173,8 @@ def test_set_can_replace_a_parameter_and_the_merged_yaml_is_what_runs(tmp_path):
     assert len(plan_trials(spec)) == 3
     rerun = parse_spec(spec.text, "again.yaml")  # what MLflow logs and a Ray job receives
     assert len(plan_trials(rerun)) == 3 and rerun.base["data"]["train_subset"] == 50
+
+
+def test_system_metrics_are_on_unless_the_space_turns_them_off():
+    assert spec_of().system_metrics is True
+    assert spec_of(tracking={"system_metrics": False}).system_metrics is False

@@ -10,10 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import mlflow
 import pyarrow.parquet as pq
 import pytest
 import sacrebleu
 import yaml
+from mlflow.entities import LoggedModelStatus
 from mlflow.tracking import MlflowClient
 
 from nmt_core.corpora import load_corpus
@@ -138,7 +140,10 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
         side_by_side = (local / "translations" / "test.tsv").read_text(encoding="utf-8").splitlines()
         assert side_by_side[0] == "source\treference\thypothesis" and len(side_by_side) == 41
         assert [line.split("\t")[1:] for line in side_by_side[1:]] == [[r, h] for r, h in zip(references, hypotheses)]
-        assert (local / "model" / "MLmodel").exists()
+        assert_trial_model(client, mlflow_server.uri, child, row)
+        system = client.get_metric_history(child.info.run_id, "system/cpu_utilization_percentage")
+        assert sorted(m.step for m in system) == [1, 2] and all(0 <= m.value <= 100 for m in system)
+        assert child.data.metrics["system/system_memory_usage_megabytes"] > 0
     assert_registered_best_model_translates(client, mlflow_server.uri, parent, results, tmp_path)
     assert client.get_experiment(parent.info.experiment_id).tags["mlflow.note.content"].startswith("Sweep `e2e-tracking`")
     summary = (tmp_path / "sweeps" / "e2e-tracking" / "summary" / "summary.md").read_text()
@@ -148,11 +153,31 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
     assert "| variant | seeds |" in note and "general+sact4+sentinel" in note
 
 
+def assert_trial_model(client, uri, child, row):
+    """The trial's model is an MLflow 3 LoggedModel of its run: in the experiment's Models tab, with the trial's
+    params, tags and test metrics, and a pyfunc that takes the beam size at predict time."""
+    mlflow.set_tracking_uri(uri)
+    [model] = mlflow.search_logged_models(experiment_ids=[child.info.experiment_id], output_format="list",
+                                          filter_string=f"source_run_id = '{child.info.run_id}'")
+    assert model.name == "model" and model.status == LoggedModelStatus.READY
+    assert model.tags["sweeper.trial_id"] == row["trial_id"] and model.params["variant"] == row["variant"]
+    assert {m.key: m.value for m in model.metrics}["bleu_test_test"] == pytest.approx(row["bleu_test_test"])
+    assert [o.model_id for o in client.get_run(child.info.run_id).outputs.model_outputs] == [model.model_id]
+    pyfunc = mlflow.pyfunc.load_model(f"runs:/{child.info.run_id}/model")
+    assert pyfunc.metadata.model_id == model.model_id and pyfunc.metadata.run_id == child.info.run_id
+    translations = pyfunc.predict(["noun3 verb2 noun5", "adj1 noun4"], params={"beam_size": 2})
+    assert len(translations) == 2 and all(isinstance(t, str) for t in translations)
+    assert pyfunc.predict(pyfunc.input_example) and len(pyfunc.input_example) == 2  # the trial's first dev sentences
+
+
 def assert_registered_best_model_translates(client, uri, parent, results, tmp_path):
     """The best trial (by dev BLEU) is registered under the sweep's name and translates from the registry."""
     best = max(results, key=lambda r: r["bleu_dev"])
     version = client.get_model_version_by_alias("e2e-tracking", "best")
     assert version.run_id == best["mlflow_run_id"] and "bleu_dev" in version.description
+    [model] = client.search_logged_models([parent.info.experiment_id],
+                                          filter_string=f"source_run_id = '{best['mlflow_run_id']}'")
+    assert version.source == f"models:/{model.model_id}"  # the registry's version is the trial's LoggedModel
     parent_metrics = client.get_run(parent.info.run_id).data.metrics  # the best trial's numbers on the parent
     assert parent_metrics["bleu_test_avg"] == pytest.approx(best["bleu_test_avg"])
     expected = None
@@ -178,7 +203,7 @@ def _wait_until(condition, timeout=300, what="condition"):
 
 def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, mlflow_server):
     space = write_space(tmp_path, name="e2e-resume", **{"base": {**SPACE["base"], "train": {
-        **SPACE["base"]["train"], "epochs": 3}}})
+        **SPACE["base"]["train"], "epochs": 3}}, "tracking.system_metrics": False})
     storage = tmp_path / "sweeps"
     driver = sweeper("run", str(space), "--storage", str(storage), "--tracking-uri", mlflow_server.uri,
                      cwd=tmp_path, background=True)
@@ -214,6 +239,10 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, m
     assert len(parents) == 1 and len(children) == 3  # still one child run per trial
     for child in children:
         assert epoch_steps(client, child.info.run_id) == [1, 2, 3]
+        assert not [key for key in child.data.metrics if key.startswith("system/")]  # tracking.system_metrics: false
+        models = client.search_logged_models([child.info.experiment_id],
+                                             filter_string=f"source_run_id = '{child.info.run_id}'")
+        assert [m.status for m in models] == [LoggedModelStatus.READY]  # one model per trial across the resume
 
 
 def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlflow_server):

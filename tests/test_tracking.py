@@ -6,6 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from mlflow.entities import LoggedModelStatus
 from mlflow.tracking import MlflowClient
 
 from sweeper import tracking
@@ -93,6 +94,49 @@ def test_a_retried_trial_reuses_its_run_and_skips_logged_epochs(tmp_path):
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "bleu_dev")) == [1, 2, 3]
     assert run.data.params["train.seed"] == "3" and run.data.params["attention.temperature"] == "sact"
     assert run.data.tags["sweeper.variant"] == "general+sact4"
+
+
+def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(tmp_path):
+    """On a SQLite store, the driver alone: the trial's saved pyfunc becomes a READY LoggedModel of the trial's run
+    with its final metrics; a replayed write (a resumed driver) makes no second one; `models:/<sweep>@best` and
+    `runs:/<id>/model` load it."""
+    import mlflow.pyfunc
+
+    from nmt_core.mlflow_model import download_model, save_model
+    from nmt_core.train import train
+    from sweeper.trainable import MODEL
+    from tests.conftest import tiny_config
+
+    states = []
+    result = train(tiny_config(), lambda report, state, is_best: states.append(state), log=lambda line: None)
+    save_model(states[-1], tmp_path / "checkpoint" / MODEL, result.data.sources["dev"][:1])
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    tracker = SweepTracker(uri, "models")
+    parent = tracker.start_sweep("name: models\n", {"trials": 1})
+    trial = SimpleNamespace(**{**vars(TRIAL), "checkpoint": SimpleNamespace(path=str(tmp_path / "checkpoint")),
+                               "last_result": {"final": 1, "epoch": 1}})
+    callback = MlflowTrackingCallback(uri, "models", parent, BASE)
+    callback.on_trial_result(0, [], trial, {"epoch": 1, "bleu_dev": 1.0})
+    callback.on_trial_result(0, [], trial, {"epoch": 1, "final": 1, "bleu_test_avg": 12.5})
+    callback.on_trial_complete(0, [], trial)
+    callback._write_model(trial)  # replayed
+    callback.drain()
+    run_id = callback._runs[trial.trial_id]
+    [model] = tracker.client.search_logged_models([tracker.experiment_id])
+    assert (model.name, model.source_run_id, model.status) == (MODEL, run_id, LoggedModelStatus.READY)
+    assert [(m.key, m.value, m.step) for m in model.metrics] == [("bleu_test_avg", 12.5, 1)]
+    assert model.params["variant"] == "general+sact4" and model.tags["sweeper.trial_id"] == trial.trial_id
+    assert str(tracker.register_best(run_id, "best")) == "1"
+    linked = tracker.client.get_logged_model(model.model_id).tags["mlflow.modelVersions"]  # the Models tab's column
+    assert json.loads(linked) == [{"name": "models", "version": 1}]
+    assert download_model("models:/models@best", uri).name == "best.pt"
+    mlflow.set_tracking_uri(uri)
+    sentence = result.data.sources["dev"][0]
+    for model_uri in ("models:/models@best", f"runs:/{run_id}/model", f"models:/{model.model_id}"):
+        pyfunc = mlflow.pyfunc.load_model(model_uri)
+        assert pyfunc.metadata.model_id == model.model_id
+        beam = {"beam_size": 2}
+        assert pyfunc.predict([sentence], params=beam) == pyfunc.predict(pyfunc.input_example[:1], params=beam)
 
 
 def test_an_exploit_of_a_donor_that_trained_every_epoch_is_recorded(tmp_path):
