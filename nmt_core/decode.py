@@ -54,7 +54,7 @@ class TraceBuffer:
                    like.new_zeros(rows, max_len, src_len), like.new_full((rows, max_len), float("nan")),
                    like.new_full((rows, max_len), float("nan")))
 
-    def write(self, t: int, tokens: Tensor, out: AttentionOutput, rows: Tensor | None = None) -> None:
+    def write(self, t: int, tokens: Tensor, out: AttentionOutput | StepTrace, rows: Tensor | None = None) -> None:
         """Column t gets tokens and the step's attention output (taken at `rows` when given)."""
         pick = (lambda x: x) if rows is None else (lambda x: x.index_select(0, rows))
         self.tokens[:, t] = tokens
@@ -98,6 +98,15 @@ def greedy(model: Seq2Seq, batch: Batch, cfg: DecodeConfig) -> list[Translation]
 
 
 @dataclass
+class StepTrace:
+    """What a trace keeps of a step's attention output: the weights, tau_t and the gate (not context or scores)."""
+
+    weights: Tensor
+    tau: Tensor | None
+    gate: Tensor | None
+
+
+@dataclass
 class BeamHistory:
     """What every beam step produced, kept as back-pointers instead of copied traces.
 
@@ -106,12 +115,12 @@ class BeamHistory:
     end, by following its parents, so a step costs no copy of the (rows, max_len, S) trace of every hypothesis.
     """
 
-    outs: list[AttentionOutput] = field(default_factory=list)
+    outs: list[StepTrace] = field(default_factory=list)
     tokens: list[Tensor] = field(default_factory=list)
     parents: list[Tensor] = field(default_factory=list)
 
     def add(self, out: AttentionOutput, tokens: Tensor, parents: Tensor) -> None:
-        self.outs.append(out)
+        self.outs.append(StepTrace(out.weights, out.tau, out.gate))
         self.tokens.append(tokens)
         self.parents.append(parents)
 
