@@ -138,6 +138,27 @@ def _retry(call: Callable[[], T], what: str, attempts: int | None = None) -> T:
     raise AssertionError("unreachable")
 
 
+@contextmanager
+def global_tracking_uri(uri: str) -> Iterator[None]:
+    """MLflow's process-wide tracking URI set to `uri` for a call that reads it, then put back.
+
+    mlflow.set_tracking_uri also exports $MLFLOW_TRACKING_URI; left set, it would outlive the call and, being the
+    variable every command reads before a space's tracking.uri, send this process's next sweep (a notebook's
+    second `sweeper.run`) and the processes it starts to this sweep's store."""
+    from mlflow.tracking._tracking_service import utils
+
+    saved, saved_variable = utils._tracking_uri, os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        utils._tracking_uri = saved
+        if saved_variable is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = saved_variable
+
+
 class SweepTracker:
     """Thin layer over MlflowClient with the project's names and the retry policy."""
 
@@ -194,9 +215,9 @@ class SweepTracker:
         model = self.trial_model(run_id)
         if model is None:
             raise LookupError(f"run {run_id} has no LoggedModel {MODEL!r}")
-        mlflow.set_tracking_uri(self.uri)  # a SQL registry resolves a models:/<model id> source through this URI
-        version = self.client.create_model_version(self.experiment, f"models:/{model.model_id}", run_id,
-                                                   description=description, model_id=model.model_id)
+        with global_tracking_uri(self.uri):  # a SQL registry resolves a models:/<model id> source through it
+            version = self.client.create_model_version(self.experiment, f"models:/{model.model_id}", run_id,
+                                                       description=description, model_id=model.model_id)
         # the Models tab's "Registered models" column reads this tag, which `mlflow.register_model` sets
         versions = json.loads(model.tags.get(MLFLOW_MODEL_VERSIONS, "[]"))
         versions.append({"name": self.experiment, "version": version.version})

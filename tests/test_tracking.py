@@ -1,6 +1,7 @@
 """The tracking callback survives a tracking server that is gone: trials go on, writes wait in storage, in order."""
 import http.server
 import json
+import os
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -127,6 +128,7 @@ def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(
     assert [(m.key, m.value, m.step) for m in model.metrics] == [("bleu_test_avg", 12.5, 1)]
     assert model.params["variant"] == "general+sact4" and model.tags["sweeper.trial_id"] == trial.trial_id
     assert str(tracker.register_best(run_id, "best")) == "1"
+    assert "MLFLOW_TRACKING_URI" not in os.environ  # registering exported it once; a later sweep would go there
     linked = tracker.client.get_logged_model(model.model_id).tags["mlflow.modelVersions"]  # the Models tab's column
     assert json.loads(linked) == [{"name": "models", "version": 1}]
     assert download_model("models:/models@best", uri).name == "best.pt"
