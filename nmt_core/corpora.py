@@ -29,6 +29,7 @@ from nmt_core import synthetic
 from nmt_core.yaml_input import shown
 
 Pair = tuple[str, str]
+MAX_NAME_PART, MAX_PATH = 255, 4096  # the longest file name and path Linux takes (NAME_MAX, PATH_MAX)
 
 
 class CorpusError(ValueError):
@@ -336,9 +337,21 @@ def read_folder(folder: Path, src: str, tgt: str) -> Corpus:
 def check_name(name: str) -> None:
     """Refuse a bare name that is neither synthetic, a registry corpus nor a folder here; `sweeper validate`
     calls this too. A path (`data/x`, `./x`) is left to whoever reads it: it may exist only on a cluster."""
-    if name in ("synthetic", *REGISTRY) or "/" in name or name.startswith(".") or Path(name).expanduser().is_dir():
+    if name in ("synthetic", *REGISTRY) or is_folder(name) or "/" in name or name.startswith("."):
         return
     raise unknown_corpus(name)
+
+
+def is_folder(name: str) -> bool:
+    """Whether a corpus name is a folder here; a name no path can be (or one the system will not look at) is
+    one CorpusError rather than an OSError."""
+    if len(name) > MAX_PATH or any(len(part) > MAX_NAME_PART for part in name.split("/")):
+        raise CorpusError(f"data.corpus: longer than a path can be ({MAX_NAME_PART} characters a part, "
+                          f"{MAX_PATH} in all; got {shown(name)})")
+    try:
+        return Path(name).expanduser().is_dir()
+    except OSError as err:
+        raise CorpusError(f"data.corpus: cannot look at {shown(name)} ({err.strerror})") from None
 
 
 def unknown_corpus(name: str) -> CorpusError:
@@ -350,9 +363,8 @@ def load_corpus(name: str, src: str = "", tgt: str = "", cache_dir: str | Path =
     """A corpus by registry name, `synthetic`, or a folder of plain-text files."""
     if name == "synthetic":
         return Corpus("synthetic", "src", "tgt", synthetic.generate())
-    folder = Path(name).expanduser()
-    if folder.is_dir():
-        return read_folder(folder, src, tgt)
+    if is_folder(name):
+        return read_folder(Path(name).expanduser(), src, tgt)
     if "/" in name or name.startswith("."):
         raise CorpusError(f"data.corpus: folder {shown(name)} does not exist")
     check_name(name)  # before the cache folder and its lock: a typo leaves nothing behind
