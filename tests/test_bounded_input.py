@@ -267,3 +267,48 @@ def test_one_100000_character_line_translates_in_bounded_memory(tmp_path):
     warning, peak_kb = done.stderr.strip().splitlines()[-2:]
     assert warning == "stdin: line 2 longer than decode.max_src_len=256 tokens: only the first 256 are used"
     assert int(peak_kb) < 2_000_000 and done.stdout.count("\n") == 2
+
+
+# hostile-input review F3-F6, F10-F12
+@pytest.mark.parametrize("text, args, expected", [
+    (SPACE.replace("epochs: 1}", "epochs: " + "9" * 5000 + "}"), (),
+     "(file): not a usable value: Exceeds the limit (4300 digits) for integer string conversion"),
+    (SPACE, ("--set", "base.train.epochs=[" + "9" * 5000 + "]"), "--set: base.train.epochs: not a usable value: "),
+    (SPACE, ("--set", "name=\udcff\udcfe"), "--set: name: not UTF-8 text (got '\\udcff\\udcfe')"),
+    (SPACE, ("--set", "data.corpus=" + "k" * 100_000), "data.corpus: longer than a path can be (255 characters a "
+                                                         "part, 4096 in all; got 'kkk"),
+    (SPACE, ("--set", "data.corpus=./" + "é" * 200), "data.corpus: cannot look at './éé"),
+    (SPACE + "  train.seed: {grid: [" + ", ".join(map(str, range(MAX_TRIALS + 1))) + "]}\n", (),
+     f"parameters.train.seed.grid: {MAX_TRIALS + 1:,} values; at most {MAX_TRIALS:,} (the trial limit)"),
+    (SPACE.replace("[none, fixed]", "[" + ", ".join(["none"] * 1000) + "]") + "  attention.tau: {grid: [2], if: "
+     "{attention.temperature: fixed}}\n", (), "'fixed' is not a value of attention.temperature; allowed: none, none"),
+])
+def test_huge_or_undecodable_values_are_one_short_line(tmp_path, capsys, text, args, expected):
+    err = validate(tmp_path, capsys, text, *args)
+    assert expected in err and len(err) < 400
+
+
+def good_state() -> dict:
+    cfg = build_config({"model": {"emb_size": 8, "hidden_size": 8}})
+    model = Seq2Seq(cfg.model, cfg.attention, len(WORDS), len(WORDS))
+    return {"format": checkpoint.FORMAT, "model": model.state_dict(), "config": cfg.to_dict(),
+            "vocab": {"src": WORDS, "tgt": WORDS}, "epoch": 1}
+
+
+@pytest.mark.parametrize("damage, expected", [
+    ({"config": "model: {}"}, "config: not a trial config (a mapping of sections"),
+    ({"vocab": {"x": 1}}, "vocab.src: not a vocabulary (a list of words: <pad>, <unk>, <s>, </s>, then at most"),
+    ({"vocab": {"src": WORDS, "tgt": ["a", "b"]}}, "vocab.tgt: not a vocabulary"),
+    ({"vocab": {"src": WORDS + ["d"], "tgt": WORDS}, "config": {"data": {"src_vocab": 3}}},
+     "vocab.src: not a vocabulary (a list of words: <pad>, <unk>, <s>, </s>, then at most data.src_vocab=3 words)"),
+    ({"config": {"model": {"emb_size": 16, "hidden_size": 8}}}, "model: the weights do not fit the config (size "
+                                                                  "mismatch for "),
+    ({"model": {"x" * 10_000: 1}}, "model: the weights do not fit the config ("),
+])
+def test_a_crafted_checkpoint_is_refused_in_one_line(tmp_path, monkeypatch, capsys, damage, expected):
+    checkpoint.save(good_state() | damage, tmp_path / "best.pt")
+    assert translate(monkeypatch, b"a\n", "--checkpoint", str(tmp_path)) == 2
+    err = one_line_error(capsys, f"nmt: error: {tmp_path / 'best.pt'}: ")
+    assert expected in err and len(err) < 400
+    checkpoint.save(good_state(), tmp_path / "best.pt")  # the same checkpoint, undamaged, translates
+    assert translate(monkeypatch, b"a\n", "--checkpoint", str(tmp_path)) == 0
