@@ -7,6 +7,7 @@ BLEU numbers from different sweeps are comparable.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -14,6 +15,7 @@ import os
 import random
 import re
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -21,6 +23,7 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,6 +32,8 @@ from nmt_core import synthetic
 from nmt_core.yaml_input import shown
 
 Pair = tuple[str, str]
+MAX_TEXT_BYTES = 512 * 2 ** 20  # a source, reference or corpus file; what is read whole into memory
+READ_CHUNK = 2 ** 20
 MAX_NAME_PART, MAX_PATH = 255, 4096  # the longest file name and path Linux takes (NAME_MAX, PATH_MAX)
 
 
@@ -297,15 +302,33 @@ def read_cache(path: Path) -> Corpus:
 
 
 def read_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file; a folder, an unreadable file or other bytes are one CorpusError."""
+    """The lines of a UTF-8 text file; a folder, a device or pipe (/dev/zero never ends), an unreadable file, a
+    file over MAX_TEXT_BYTES or other bytes are one CorpusError."""
     try:
-        body = path.read_bytes()
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise CorpusError(f"{path}: cannot read ({os.strerror(errno.EISDIR)})")
+        if not stat.S_ISREG(mode):
+            raise CorpusError(f"{path}: not a regular file (a device, pipe or socket); give a text file")
+        with open(path, "rb") as handle:
+            body = read_bounded(handle, str(path))
     except OSError as err:
         raise CorpusError(f"{path}: cannot read ({err.strerror})") from None
     return decode_lines(body, str(path))
 
 
-def decode_lines(body: bytes, where: str) -> list[str]:
+def read_bounded(stream: BinaryIO, where: str) -> bytearray:
+    """At most MAX_TEXT_BYTES of a stream, read in READ_CHUNK pieces: memory stays bounded whatever the stream."""
+    body = bytearray()
+    while chunk := stream.read(READ_CHUNK):
+        body += chunk
+        if len(body) > MAX_TEXT_BYTES:
+            raise CorpusError(f"{where}: larger than {MAX_TEXT_BYTES:,} bytes ({MAX_TEXT_BYTES >> 20} MB), the most "
+                              "one text file is read; split it")
+    return body
+
+
+def decode_lines(body: bytes | bytearray, where: str) -> list[str]:
     try:
         return body.decode("utf-8").splitlines()
     except UnicodeDecodeError as err:

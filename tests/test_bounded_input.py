@@ -7,7 +7,7 @@ import time
 import pytest
 import yaml
 
-from nmt_core import checkpoint
+from nmt_core import checkpoint, corpora
 from nmt_core.cli import main as nmt_main
 from nmt_core.config import BOUNDS, GROWS, ConfigError, build_config
 from nmt_core.data import SPECIALS, Example, cut_long, load_trial_data, make_batches
@@ -312,3 +312,58 @@ def test_a_crafted_checkpoint_is_refused_in_one_line(tmp_path, monkeypatch, caps
     assert expected in err and len(err) < 400
     checkpoint.save(good_state(), tmp_path / "best.pt")  # the same checkpoint, undamaged, translates
     assert translate(monkeypatch, b"a\n", "--checkpoint", str(tmp_path)) == 0
+
+
+@pytest.mark.parametrize("align, traces, expected", [
+    ("0-0 1-1\nthe cat sat\n", None, "align.txt: line 2: not a Pharaoh link `src-tgt` of zero-based word positions, "
+                                     "such as 0-1 (got 'the')"),
+    ("0-0 1-2-3\n0-0\n", None, "align.txt: line 1: not a Pharaoh link"),
+    ("0-" + "9" * 5000 + "\n0-0\n", None, "align.txt: line 1: not a Pharaoh link"),
+    ("0-0 1-1\n", None, "align.txt: 1 lines but --src has 2; one line of links per sentence"),
+    (None, "FOLDER", "nmt evaluate: --traces: must name a Parquet file in an existing folder"),
+    (None, "no/such/folder/t.parquet", "nmt evaluate: --traces: must name a Parquet file in an existing folder"),
+])
+def test_evaluate_side_inputs_are_refused_before_decoding(tmp_path, model_file, capsys, align, traces, expected):
+    (tmp_path / "ok.txt").write_text("a b\nc\n")
+    args = ["evaluate", "--checkpoint", str(model_file), "--src", str(tmp_path / "ok.txt"), "--ref",
+            str(tmp_path / "ok.txt")]
+    if align is not None:
+        (tmp_path / "align.txt").write_text(align)
+        args += ["--align", str(tmp_path / "align.txt")]
+    if traces is not None:
+        args += ["--traces", str(tmp_path) if traces == "FOLDER" else str(tmp_path / traces)]
+    assert nmt_main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("nmt: error: ") and captured.err.count("\n") == 1 and len(captured.err) < 400
+    assert expected in captured.err and captured.out == ""  # no score printed: nothing was decoded
+
+
+def test_evaluate_reads_good_links_and_writes_traces(tmp_path, model_file, capsys):
+    (tmp_path / "ok.txt").write_text("a b\nc\n")
+    (tmp_path / "align.txt").write_text("0-0 1-1\n\n")
+    ok = str(tmp_path / "ok.txt")
+    assert nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", ok, "--ref", ok, "--align",
+                     str(tmp_path / "align.txt"), "--traces", str(tmp_path / "t.parquet")]) == 0
+    assert "AER" in capsys.readouterr().out and (tmp_path / "t.parquet").is_file()
+
+
+def test_a_device_is_not_read_as_a_text_file(tmp_path, model_file, capsys):
+    (tmp_path / "ok.txt").write_text("a b\nc\n")
+    assert nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", "/dev/zero", "--ref",
+                     str(tmp_path / "ok.txt")]) == 2
+    one_line_error(capsys, "nmt: error: /dev/zero: not a regular file (a device, pipe or socket); give a text file")
+
+
+def test_text_over_the_read_limit_is_refused_in_bounded_memory(tmp_path, model_file, monkeypatch, capsys):
+    monkeypatch.setattr(corpora, "MAX_TEXT_BYTES", 4 * 2 ** 20)
+    (tmp_path / "big.txt").write_bytes(b"a b\n" * (2 ** 20 + 1))
+    ok = tmp_path / "ok.txt"
+    ok.write_text("a b\n")
+    assert nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", str(ok), "--ref",
+                     str(tmp_path / "big.txt")]) == 2
+    one_line_error(capsys, f"nmt: error: {tmp_path / 'big.txt'}: larger than 4,194,304 bytes (4 MB), the most one "
+                           "text file is read; split it")
+    with open("/dev/zero", "rb") as endless:  # stdin that never ends: refused once the limit is read
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(endless))
+        assert nmt_main(["translate", "--checkpoint", str(model_file)]) == 2
+    one_line_error(capsys, "nmt: error: stdin: larger than 4,194,304 bytes (4 MB)")
