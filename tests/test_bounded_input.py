@@ -349,9 +349,9 @@ def test_evaluate_reads_good_links_and_writes_traces(tmp_path, model_file, capsy
 
 def test_a_device_is_not_read_as_a_text_file(tmp_path, model_file, capsys):
     (tmp_path / "ok.txt").write_text("a b\nc\n")
-    assert nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", "/dev/zero", "--ref",
-                     str(tmp_path / "ok.txt")]) == 2
-    one_line_error(capsys, "nmt: error: /dev/zero: not a regular file (a device, pipe or socket); give a text file")
+    assert nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", "/dev/null", "--ref",
+                     str(tmp_path / "ok.txt")]) == 2  # /dev/null: a device that, unlike /dev/zero, ends if read
+    one_line_error(capsys, "nmt: error: /dev/null: not a regular file (a device, pipe or socket); give a text file")
 
 
 def test_text_over_the_read_limit_is_refused_in_bounded_memory(tmp_path, model_file, monkeypatch, capsys):
@@ -363,7 +363,8 @@ def test_text_over_the_read_limit_is_refused_in_bounded_memory(tmp_path, model_f
                      str(tmp_path / "big.txt")]) == 2
     one_line_error(capsys, f"nmt: error: {tmp_path / 'big.txt'}: larger than 4,194,304 bytes (4 MB), the most one "
                            "text file is read; split it")
-    with open("/dev/zero", "rb") as endless:  # stdin that never ends: refused once the limit is read
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(endless))
-        assert nmt_main(["translate", "--checkpoint", str(model_file)]) == 2
+    stdin = io.BytesIO(b"a b\n" * (2 ** 22))  # 16 MB: reading stops soon after the limit, not at the end
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stdin))
+    assert nmt_main(["translate", "--checkpoint", str(model_file)]) == 2
     one_line_error(capsys, "nmt: error: stdin: larger than 4,194,304 bytes (4 MB)")
+    assert stdin.tell() <= corpora.MAX_TEXT_BYTES + corpora.READ_CHUNK
