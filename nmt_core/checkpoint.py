@@ -13,7 +13,8 @@ from typing import Any, Callable
 import torch
 
 from nmt_core.config import TrialConfig, build_config
-from nmt_core.data import Segmenter, Vocab
+from nmt_core.yaml_input import SHOWN_CHARS
+from nmt_core.data import SPECIALS, Segmenter, Vocab
 from nmt_core.model import Seq2Seq
 
 LAST, BEST = "last.pt", "best.pt"
@@ -77,6 +78,16 @@ def checkpoint_file(directory: str | Path) -> Path:
     return path
 
 
+def _vocab(state: dict[str, Any], side: str, size: int, path: Path) -> Vocab:
+    """One side's vocabulary as training wrote it: the specials, then at most data.<side>_vocab words."""
+    words = state.get("vocab", {}).get(side) if isinstance(state.get("vocab"), dict) else None
+    if (not isinstance(words, list) or words[:len(SPECIALS)] != SPECIALS or len(words) > size + len(SPECIALS)
+            or not all(isinstance(w, str) for w in words)):
+        raise CheckpointError(f"{path}: vocab.{side}: not a vocabulary (a list of words: {', '.join(SPECIALS)}, "
+                              f"then at most data.{side}_vocab={size:,} words)")
+    return Vocab(words)
+
+
 def load_for_inference(directory: str | Path, log: Callable[[str], None] = lambda line: None) -> LoadedModel:
     """The best-dev model of a training output folder, a Ray trial checkpoint or a .pt file, in eval mode.
 
@@ -85,13 +96,21 @@ def load_for_inference(directory: str | Path, log: Callable[[str], None] = lambd
     """
     path = checkpoint_file(directory)
     state = load(path)
+    if not isinstance(state.get("config"), dict):
+        raise CheckpointError(f"{path}: config: not a trial config (a mapping of sections data, model, ...)")
     cfg = build_config(state["config"], source=str(path))
-    src_vocab, tgt_vocab = Vocab(state["vocab"]["src"]), Vocab(state["vocab"]["tgt"])
+    src_vocab, tgt_vocab = (_vocab(state, side, limit, path) for side, limit in (("src", cfg.data.src_vocab),
+                                                                                 ("tgt", cfg.data.tgt_vocab)))
     model = Seq2Seq(cfg.model, cfg.attention, len(src_vocab), len(tgt_vocab))
     if "best_model" in state:
         log(f"{path}: using the best-dev weights (epoch {state['best_epoch']}), not the last epoch's "
             f"({state['epoch']})")
-    model.load_state_dict(state.get("best_model", state["model"]))
+    try:
+        model.load_state_dict(state.get("best_model", state["model"]))
+    except (RuntimeError, TypeError, AttributeError) as err:  # torch lists every mismatch, one per line
+        reason = next((line.strip() for line in str(err).splitlines()[1:] if line.strip()), str(err).strip())
+        reason = reason if len(reason) <= SHOWN_CHARS else f"{reason[:SHOWN_CHARS]}..."
+        raise CheckpointError(f"{path}: model: the weights do not fit the config ({reason})") from None
     subword = state.get("subword", {})
     return LoadedModel(cfg, model.eval(), src_vocab, tgt_vocab, Segmenter(cfg.data, subword.get("src")),
                        Segmenter(cfg.data, subword.get("tgt")))

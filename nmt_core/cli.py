@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -12,12 +13,13 @@ from pathlib import Path
 from nmt_core import checkpoint
 from nmt_core.cli_common import add_version, enable_completion
 from nmt_core.config import BOUNDS, ConfigError, TrialConfig, build_config, load_config, parse_overrides
-from nmt_core.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_lines
+from nmt_core.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_bounded, read_lines
 from nmt_core.data import Example, Vocab, cut_long, surface, tokenize
 from nmt_core.evaluate import attention_alignment, trace_table, write_traces
 from nmt_core.inference import translate_lines
 from nmt_core.progress import ConsoleProgress
 from nmt_core.train import TrainingDiverged, score_text, teacher_forced_weights, train
+from nmt_core.yaml_input import shown
 
 
 def _log(message: str) -> None:
@@ -88,7 +90,7 @@ def check_beam(args: argparse.Namespace, command: str) -> None:
 def cmd_translate(args: argparse.Namespace) -> int:
     check_beam(args, "nmt translate")
     loaded = load_model(args)
-    lines = decode_lines(sys.stdin.buffer.read(), "stdin")
+    lines = decode_lines(read_bounded(sys.stdin.buffer, "stdin"), "stdin")
     hypotheses, _, _ = translate_lines(lines, loaded, args.beam or loaded.config.decode.beam_size, "stdin")
     sys.stdout.write("".join(h + "\n" for h in hypotheses))
     return 0
@@ -96,11 +98,12 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     check_beam(args, "nmt evaluate")
+    check_traces(args.traces)
     loaded = load_model(args)
     sources, references = read_lines(Path(args.src)), read_lines(Path(args.ref))
     if len(sources) != len(references):
         raise CorpusError(f"{args.src}: {len(sources)} lines but {args.ref} has {len(references)}")
-    gold = [parse_links(line) for line in read_lines(Path(args.align))] if args.align else []
+    gold = read_links(args.align, len(sources)) if args.align else []
     hypotheses, keep, decoded = translate_lines(sources, loaded, args.beam or loaded.config.decode.beam_size,
                                                 args.src)
     bleu, paper = score_text(hypotheses, references, loaded.tgt_segmenter, loaded.config, args.lowercase)
@@ -123,9 +126,38 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def parse_links(line: str) -> list[tuple[int, int]]:
+def check_traces(path: str | None) -> None:
+    """--traces names a file in an existing folder: refused before decoding, not after the scores."""
+    try:
+        usable = not path or (not Path(path).is_dir() and Path(path).absolute().parent.is_dir())
+    except OSError:  # a name no path can be
+        usable = False
+    if not usable:
+        raise ConfigError("--traces", f"must name a Parquet file in an existing folder (got {shown(path)})",
+                          "nmt evaluate")
+
+
+def read_links(path: str, count: int) -> list[list[tuple[int, int]]]:
+    """Gold alignments, one line per source sentence, all checked before anything is decoded."""
+    lines = read_lines(Path(path))
+    if len(lines) != count:
+        raise CorpusError(f"{path}: {len(lines)} lines but --src has {count}; one line of links per sentence")
+    return [parse_links(line, f"{path}: line {number}") for number, line in enumerate(lines, 1)]
+
+
+LINK = re.compile(r"([0-9]{1,9})-([0-9]{1,9})")
+
+
+def parse_links(line: str, where: str) -> list[tuple[int, int]]:
     """Pharaoh format: `src-tgt` zero-based pairs separated by spaces."""
-    return [tuple(int(i) for i in pair.split("-")) for pair in line.split()]
+    links = []
+    for pair in line.split():
+        match = LINK.fullmatch(pair)
+        if match is None:
+            raise CorpusError(f"{where}: not a Pharaoh link `src-tgt` of zero-based word positions, such as 0-1 "
+                              f"(got {shown(pair)})")
+        links.append((int(match[1]), int(match[2])))
+    return links
 
 
 def cmd_data(args: argparse.Namespace) -> int:

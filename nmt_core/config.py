@@ -264,7 +264,13 @@ def scalar(text: str, error: ErrorType = ConfigError) -> Any:
             return number(text)
         except ValueError:
             pass
-    return parse_yaml(text, "--set", error) if text.strip() else ""
+    if not text.strip():
+        return ""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the shell passed that are not UTF-8 (Python keeps them as surrogates)
+        raise error("(value)", f"not UTF-8 text (got {shown(text)})", "--set") from None
+    return parse_yaml(text, "--set", error)
 
 
 def parse_overrides(pairs: list[str], source: str = "--set") -> list[tuple[str, Any]]:

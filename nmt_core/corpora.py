@@ -7,6 +7,7 @@ BLEU numbers from different sweeps are comparable.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -14,6 +15,7 @@ import os
 import random
 import re
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -21,6 +23,7 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,6 +32,9 @@ from nmt_core import synthetic
 from nmt_core.yaml_input import shown
 
 Pair = tuple[str, str]
+MAX_TEXT_BYTES = 512 * 2 ** 20  # a source, reference or corpus file; what is read whole into memory
+READ_CHUNK = 2 ** 20
+MAX_NAME_PART, MAX_PATH = 255, 4096  # the longest file name and path Linux takes (NAME_MAX, PATH_MAX)
 
 
 class CorpusError(ValueError):
@@ -296,15 +302,33 @@ def read_cache(path: Path) -> Corpus:
 
 
 def read_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file; a folder, an unreadable file or other bytes are one CorpusError."""
+    """The lines of a UTF-8 text file; a folder, a device or pipe (/dev/zero never ends), an unreadable file, a
+    file over MAX_TEXT_BYTES or other bytes are one CorpusError."""
     try:
-        body = path.read_bytes()
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise CorpusError(f"{path}: cannot read ({os.strerror(errno.EISDIR)})")
+        if not stat.S_ISREG(mode):
+            raise CorpusError(f"{path}: not a regular file (a device, pipe or socket); give a text file")
+        with open(path, "rb") as handle:
+            body = read_bounded(handle, str(path))
     except OSError as err:
         raise CorpusError(f"{path}: cannot read ({err.strerror})") from None
     return decode_lines(body, str(path))
 
 
-def decode_lines(body: bytes, where: str) -> list[str]:
+def read_bounded(stream: BinaryIO, where: str) -> bytearray:
+    """At most MAX_TEXT_BYTES of a stream, read in READ_CHUNK pieces: memory stays bounded whatever the stream."""
+    body = bytearray()
+    while chunk := stream.read(READ_CHUNK):
+        body += chunk
+        if len(body) > MAX_TEXT_BYTES:
+            raise CorpusError(f"{where}: larger than {MAX_TEXT_BYTES:,} bytes ({MAX_TEXT_BYTES >> 20} MB), the most "
+                              "one text file is read; split it")
+    return body
+
+
+def decode_lines(body: bytes | bytearray, where: str) -> list[str]:
     try:
         return body.decode("utf-8").splitlines()
     except UnicodeDecodeError as err:
@@ -336,9 +360,21 @@ def read_folder(folder: Path, src: str, tgt: str) -> Corpus:
 def check_name(name: str) -> None:
     """Refuse a bare name that is neither synthetic, a registry corpus nor a folder here; `sweeper validate`
     calls this too. A path (`data/x`, `./x`) is left to whoever reads it: it may exist only on a cluster."""
-    if name in ("synthetic", *REGISTRY) or "/" in name or name.startswith(".") or Path(name).expanduser().is_dir():
+    if name in ("synthetic", *REGISTRY) or is_folder(name) or "/" in name or name.startswith("."):
         return
     raise unknown_corpus(name)
+
+
+def is_folder(name: str) -> bool:
+    """Whether a corpus name is a folder here; a name no path can be (or one the system will not look at) is
+    one CorpusError rather than an OSError."""
+    if len(name) > MAX_PATH or any(len(part) > MAX_NAME_PART for part in name.split("/")):
+        raise CorpusError(f"data.corpus: longer than a path can be ({MAX_NAME_PART} characters a part, "
+                          f"{MAX_PATH} in all; got {shown(name)})")
+    try:
+        return Path(name).expanduser().is_dir()
+    except OSError as err:
+        raise CorpusError(f"data.corpus: cannot look at {shown(name)} ({err.strerror})") from None
 
 
 def unknown_corpus(name: str) -> CorpusError:
@@ -350,9 +386,8 @@ def load_corpus(name: str, src: str = "", tgt: str = "", cache_dir: str | Path =
     """A corpus by registry name, `synthetic`, or a folder of plain-text files."""
     if name == "synthetic":
         return Corpus("synthetic", "src", "tgt", synthetic.generate())
-    folder = Path(name).expanduser()
-    if folder.is_dir():
-        return read_folder(folder, src, tgt)
+    if is_folder(name):
+        return read_folder(Path(name).expanduser(), src, tgt)
     if "/" in name or name.startswith("."):
         raise CorpusError(f"data.corpus: folder {shown(name)} does not exist")
     check_name(name)  # before the cache folder and its lock: a typo leaves nothing behind

@@ -53,13 +53,21 @@ def parse_yaml(text: str, source: str, error: ErrorType) -> Any:
             if node is None:
                 return None
             _check_keys(node, "", source, error)
-            value = loader.construct_document(node)
+            value = _construct(loader, node, source, error)
         finally:
             loader.dispose()
     except yaml.YAMLError as err:
         raise error("(file)", f"not valid YAML: {_problem(err)}", source) from None
     _check_finite(value, "", source, error)
     return value
+
+
+def _construct(loader: Any, node: yaml.Node, source: str, error: ErrorType) -> Any:
+    """The node's Python value; a scalar Python refuses to convert (an integer of over 4,300 digits) is one line."""
+    try:
+        return loader.construct_document(node)
+    except ValueError as err:
+        raise error("(file)", f"not a usable value: {str(err).split(':')[0][:2 * SHOWN_CHARS]}", source) from None
 
 
 def _problem(err: yaml.YAMLError) -> str:

@@ -19,7 +19,7 @@ import yaml
 from nmt_core.config import Bound, ConfigError, TrialConfig, all_keys, build_config, finite, set_dotted
 from nmt_core.corpora import CorpusError, check_name as check_corpus_name
 from nmt_core.credentials import check_uri
-from nmt_core.yaml_input import parse_yaml, read_text, shown
+from nmt_core.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
 ALGORITHMS = ("grid", "random", "optuna")
@@ -246,6 +246,8 @@ def _parameter(key: str, raw: Any, base: dict, source: str) -> Parameter:
     if not isinstance(values, list) or not values:
         raise SpecError(where, "expected a non-empty list" + (" [low, high]" if kind not in ("choice", "grid") else ""),
                         source)
+    if len(values) > MAX_TRIALS:  # each value is checked below by building a config: refuse a typo's list first
+        raise SpecError(where, f"{len(values):,} values; at most {MAX_TRIALS:,} (the trial limit)", source)
     values = ["none" if v is None else v for v in values]  # YAML reads a bare `none` as null
     if kind in ("uniform", "loguniform", "int"):
         numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
@@ -280,7 +282,7 @@ def _order_by_conditions(parameters: list[Parameter], source: str) -> list[Param
             bad = [v for v in allowed if v not in parent.values]
             if bad:
                 raise SpecError(where, f"{shown(bad[0])} is not a value of {key}; allowed: "
-                                + ", ".join(map(str, parent.values)), source)
+                                + _listed(parent.values), source)
     ordered: list[Parameter] = []
     pending = list(parameters)
     while pending:
@@ -381,6 +383,12 @@ def _check_point(point: Any, where: str, parameters: list[Parameter], source: st
             raise SpecError(f"{where}.{key}", "not active at this point: only if " + ", ".join(
                 f"{k} in {v}" for k, v in parameter.condition.items()), source)
     return point
+
+
+def _listed(values: list) -> str:
+    """A parameter's values for an error line, cut to SHOWN_CHARS characters (a grid may hold thousands)."""
+    text = ", ".join(map(str, values))
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(values):,} values)"
 
 
 def _short(value: Any) -> str:

@@ -7,7 +7,7 @@ import time
 import pytest
 import yaml
 
-from nmt_core import checkpoint
+from nmt_core import checkpoint, corpora
 from nmt_core.cli import main as nmt_main
 from nmt_core.config import BOUNDS, GROWS, ConfigError, build_config
 from nmt_core.data import SPECIALS, Example, cut_long, load_trial_data, make_batches
@@ -267,3 +267,104 @@ def test_one_100000_character_line_translates_in_bounded_memory(tmp_path):
     warning, peak_kb = done.stderr.strip().splitlines()[-2:]
     assert warning == "stdin: line 2 longer than decode.max_src_len=256 tokens: only the first 256 are used"
     assert int(peak_kb) < 2_000_000 and done.stdout.count("\n") == 2
+
+
+# hostile-input review F3-F6, F10-F12
+@pytest.mark.parametrize("text, args, expected", [
+    (SPACE.replace("epochs: 1}", "epochs: " + "9" * 5000 + "}"), (),
+     "(file): not a usable value: Exceeds the limit (4300 digits) for integer string conversion"),
+    (SPACE, ("--set", "base.train.epochs=[" + "9" * 5000 + "]"), "--set: base.train.epochs: not a usable value: "),
+    (SPACE, ("--set", "name=\udcff\udcfe"), "--set: name: not UTF-8 text (got '\\udcff\\udcfe')"),
+    (SPACE, ("--set", "data.corpus=" + "k" * 100_000), "data.corpus: longer than a path can be (255 characters a "
+                                                         "part, 4096 in all; got 'kkk"),
+    (SPACE, ("--set", "data.corpus=./" + "é" * 200), "data.corpus: cannot look at './éé"),
+    (SPACE + "  train.seed: {grid: [" + ", ".join(map(str, range(MAX_TRIALS + 1))) + "]}\n", (),
+     f"parameters.train.seed.grid: {MAX_TRIALS + 1:,} values; at most {MAX_TRIALS:,} (the trial limit)"),
+    (SPACE.replace("[none, fixed]", "[" + ", ".join(["none"] * 1000) + "]") + "  attention.tau: {grid: [2], if: "
+     "{attention.temperature: fixed}}\n", (), "'fixed' is not a value of attention.temperature; allowed: none, none"),
+])
+def test_huge_or_undecodable_values_are_one_short_line(tmp_path, capsys, text, args, expected):
+    err = validate(tmp_path, capsys, text, *args)
+    assert expected in err and len(err) < 400
+
+
+def good_state() -> dict:
+    cfg = build_config({"model": {"emb_size": 8, "hidden_size": 8}})
+    model = Seq2Seq(cfg.model, cfg.attention, len(WORDS), len(WORDS))
+    return {"format": checkpoint.FORMAT, "model": model.state_dict(), "config": cfg.to_dict(),
+            "vocab": {"src": WORDS, "tgt": WORDS}, "epoch": 1}
+
+
+@pytest.mark.parametrize("damage, expected", [
+    ({"config": "model: {}"}, "config: not a trial config (a mapping of sections"),
+    ({"vocab": {"x": 1}}, "vocab.src: not a vocabulary (a list of words: <pad>, <unk>, <s>, </s>, then at most"),
+    ({"vocab": {"src": WORDS, "tgt": ["a", "b"]}}, "vocab.tgt: not a vocabulary"),
+    ({"vocab": {"src": WORDS + ["d"], "tgt": WORDS}, "config": {"data": {"src_vocab": 3}}},
+     "vocab.src: not a vocabulary (a list of words: <pad>, <unk>, <s>, </s>, then at most data.src_vocab=3 words)"),
+    ({"config": {"model": {"emb_size": 16, "hidden_size": 8}}}, "model: the weights do not fit the config (size "
+                                                                  "mismatch for "),
+    ({"model": {"x" * 10_000: 1}}, "model: the weights do not fit the config ("),
+])
+def test_a_crafted_checkpoint_is_refused_in_one_line(tmp_path, monkeypatch, capsys, damage, expected):
+    checkpoint.save(good_state() | damage, tmp_path / "best.pt")
+    assert translate(monkeypatch, b"a\n", "--checkpoint", str(tmp_path)) == 2
+    err = one_line_error(capsys, f"nmt: error: {tmp_path / 'best.pt'}: ")
+    assert expected in err and len(err) < 400
+    checkpoint.save(good_state(), tmp_path / "best.pt")  # the same checkpoint, undamaged, translates
+    assert translate(monkeypatch, b"a\n", "--checkpoint", str(tmp_path)) == 0
+
+
+@pytest.mark.parametrize("align, traces, expected", [
+    ("0-0 1-1\nthe cat sat\n", None, "align.txt: line 2: not a Pharaoh link `src-tgt` of zero-based word positions, "
+                                     "such as 0-1 (got 'the')"),
+    ("0-0 1-2-3\n0-0\n", None, "align.txt: line 1: not a Pharaoh link"),
+    ("0-" + "9" * 5000 + "\n0-0\n", None, "align.txt: line 1: not a Pharaoh link"),
+    ("0-0 1-1\n", None, "align.txt: 1 lines but --src has 2; one line of links per sentence"),
+    (None, "FOLDER", "nmt evaluate: --traces: must name a Parquet file in an existing folder"),
+    (None, "no/such/folder/t.parquet", "nmt evaluate: --traces: must name a Parquet file in an existing folder"),
+])
+def test_evaluate_side_inputs_are_refused_before_decoding(tmp_path, model_file, capsys, align, traces, expected):
+    (tmp_path / "ok.txt").write_text("a b\nc\n")
+    args = ["evaluate", "--checkpoint", str(model_file), "--src", str(tmp_path / "ok.txt"), "--ref",
+            str(tmp_path / "ok.txt")]
+    if align is not None:
+        (tmp_path / "align.txt").write_text(align)
+        args += ["--align", str(tmp_path / "align.txt")]
+    if traces is not None:
+        args += ["--traces", str(tmp_path) if traces == "FOLDER" else str(tmp_path / traces)]
+    assert nmt_main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("nmt: error: ") and captured.err.count("\n") == 1 and len(captured.err) < 400
+    assert expected in captured.err and captured.out == ""  # no score printed: nothing was decoded
+
+
+def test_evaluate_reads_good_links_and_writes_traces(tmp_path, model_file, capsys):
+    (tmp_path / "ok.txt").write_text("a b\nc\n")
+    (tmp_path / "align.txt").write_text("0-0 1-1\n\n")
+    ok = str(tmp_path / "ok.txt")
+    assert nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", ok, "--ref", ok, "--align",
+                     str(tmp_path / "align.txt"), "--traces", str(tmp_path / "t.parquet")]) == 0
+    assert "AER" in capsys.readouterr().out and (tmp_path / "t.parquet").is_file()
+
+
+def test_a_device_is_not_read_as_a_text_file(tmp_path, model_file, capsys):
+    (tmp_path / "ok.txt").write_text("a b\nc\n")
+    assert nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", "/dev/null", "--ref",
+                     str(tmp_path / "ok.txt")]) == 2  # /dev/null: a device that, unlike /dev/zero, ends if read
+    one_line_error(capsys, "nmt: error: /dev/null: not a regular file (a device, pipe or socket); give a text file")
+
+
+def test_text_over_the_read_limit_is_refused_in_bounded_memory(tmp_path, model_file, monkeypatch, capsys):
+    monkeypatch.setattr(corpora, "MAX_TEXT_BYTES", 4 * 2 ** 20)
+    (tmp_path / "big.txt").write_bytes(b"a b\n" * (2 ** 20 + 1))
+    ok = tmp_path / "ok.txt"
+    ok.write_text("a b\n")
+    assert nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", str(ok), "--ref",
+                     str(tmp_path / "big.txt")]) == 2
+    one_line_error(capsys, f"nmt: error: {tmp_path / 'big.txt'}: larger than 4,194,304 bytes (4 MB), the most one "
+                           "text file is read; split it")
+    stdin = io.BytesIO(b"a b\n" * (2 ** 22))  # 16 MB: reading stops soon after the limit, not at the end
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stdin))
+    assert nmt_main(["translate", "--checkpoint", str(model_file)]) == 2
+    one_line_error(capsys, "nmt: error: stdin: larger than 4,194,304 bytes (4 MB)")
+    assert stdin.tell() <= corpora.MAX_TEXT_BYTES + corpora.READ_CHUNK
