@@ -24,8 +24,8 @@ DECODINGS = 3  # percent-decoded at most this many times
 # `secret_key`, `session_token`; signed URLs' `X-Amz-Signature`, `X-Amz-Security-Token`; GCS' access_token)
 SECRET_KEYS = ("secret", "password", "passwd", "token", "credential", "signature", "access_key", "accesskey",
                "api_key", "apikey", "private_key")
-SECRET_WORDS = ("sig", "pwd")  # too short to match inside other keys: whole words only (Azure's shared access
-# `sig`, an ODBC connection string's `PWD`)
+# too short to match inside other keys: whole words only (Azure's shared access `sig`, an ODBC connection's `PWD`)
+SECRET_WORDS = ("sig", "pwd")
 DATABASES = ("postgresql", "postgres", "mysql", "mssql", "oracle")  # SQLAlchemy store URIs: a user name is no secret
 ENVIRONMENT = {
     "storage": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), AWS_PROFILE or the "

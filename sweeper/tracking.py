@@ -45,8 +45,8 @@ PBT_EVENTS, EXPLOITS = "pbt_events.json", "sweeper.pbt_exploits"  # a trial's PB
 EPOCH_KEYS = ("train_loss", "dev_loss", "dev_ppl", "bleu_dev", "tokens_per_s", "epoch_time_s", *DIAGNOSTICS)
 FINAL_PREFIXES = ("bleu_test_", f"{PAPER_BLEU}_test_", "n_params", "best_epoch", "bleu_dev_final_beam", "aer_",
                   "gold_attention_")
-STORES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")  # MLflow 3's tracking stores
-# here (a database's SQLAlchemy driver may follow '+'); its file store (file://, a folder) it refuses itself
+# the tracking stores MLflow 3 serves here (a database's SQLAlchemy driver may follow '+'); not its file store
+STORES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")
 SIGNATURE_TAGS = {"bleu_signature": "sweeper.bleu_signature", f"{PAPER_BLEU}_signature": f"sweeper.{PAPER_BLEU}_signature"}
 
 # fail over in seconds, not minutes (MLflow's own defaults retry 7 times with a growing backoff)
