@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt_core import checkpoint
-from nmt_core.credentials import check_uri
+from nmt_core.credentials import check_uri, redact
 
 DEFAULT_TRACKING = "sqlite:///mlflow.db"  # the sweeper's default store, in the working folder
 REQUIREMENTS = ("nmt-sweeper", "torch", "sacrebleu", "sentencepiece")  # what decoding imports (MLflow adds itself)
@@ -126,4 +126,4 @@ def download_model(uri: str, tracking_uri: str | None) -> Path:
 
 class ModelUriError(checkpoint.CheckpointError):
     def __init__(self, uri: str, store: str, why: str):
-        super().__init__(f"--model {uri}: {why} (tracking store {store})")
+        super().__init__(f"--model {redact(uri)}: {why} (tracking store {redact(store)})")

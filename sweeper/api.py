@@ -12,6 +12,7 @@ Heavy imports (Ray, MLflow, torch) wait for the call: importing this module stay
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,7 +103,7 @@ def run(space: str | Path | Mapping[str, Any], *, overrides: Mapping[str, Any] |
     from sweeper.storage import open_storage
 
     with one_error():
-        check_arguments(name, tracking_uri, address, "--name", "sweeper run")
+        check_arguments(name, tracking_uri, address, "--name", "sweeper run", uses_ray=True)
         spec = load_space(space, overrides)
         if name:
             spec.name = name
@@ -113,9 +114,10 @@ def run(space: str | Path | Mapping[str, Any], *, overrides: Mapping[str, Any] |
 
 
 def check_arguments(name: str | None, tracking_uri: str | None, address: str | None, name_key: str,
-                    source: str) -> None:
-    """A sweep's name, the tracking URI and the Ray address, before anything is read or written (--storage is
-    checked where it is opened): the name rule, and no credential in a URI."""
+                    source: str, uses_ray: bool = False) -> None:
+    """A sweep's name, the tracking URI and the Ray address (a command that uses Ray: --address, else
+    $RAY_ADDRESS, as Ray reads it), before anything is read or written (--storage is checked where it is opened):
+    the name rule, and no credential in a URI."""
     from nmt_core.credentials import check_uri
     from sweeper.space import check_name
 
@@ -125,6 +127,8 @@ def check_arguments(name: str | None, tracking_uri: str | None, address: str | N
         check_uri(tracking_uri, "tracking", "tracking.uri", "--tracking-uri")
     if address:
         check_uri(address, "ray", "--address", source)
+    elif uses_ray and os.environ.get("RAY_ADDRESS"):
+        check_uri(os.environ["RAY_ADDRESS"], "ray", "RAY_ADDRESS", source)
 
 
 def sweep_result(experiment: "Storage", name: str, code: int) -> SweepResult:

@@ -171,7 +171,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 
     name_key = "NAME" if args.command in ("resume", "summarize") else "--name"
     check(getattr(args, "name", None), getattr(args, "tracking_uri", None), getattr(args, "address", None), name_key,
-          f"sweeper {args.command}")
+          f"sweeper {args.command}", uses_ray=hasattr(args, "address"))
 
 
 def main(argv: list[str] | None = None) -> int:

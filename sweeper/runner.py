@@ -26,7 +26,7 @@ from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler, PopulationBas
 from ray.tune.search import ConcurrencyLimiter
 
 from nmt_core.corpora import default_cache_dir, load_corpus
-from nmt_core.credentials import check_uri
+from nmt_core.credentials import check_uri, redact
 from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.mlflow_model import choose_tracking_uri
 from nmt_core.train import PAPER_BLEU
@@ -34,7 +34,7 @@ from sweeper.console import ray_calls
 from sweeper.progress import SweepProgress, failure_cause, open_board
 from sweeper.space import SpecError, SweepSpec, TrialPlan, check_name, mutation_range, plan_trials, trial_config
 from sweeper.backlog import BACKLOG_FILE
-from sweeper.storage import Storage, check_writable, open_storage
+from sweeper.storage import Storage, check_writable, first_line, open_storage
 from sweeper.study import describe as describe_study, shown, study_url
 from sweeper.tracking import (MlflowTrackingCallback, SweepTracker, check_holds_run, check_reachable, resolve_uri,
                               runs_link)
@@ -43,6 +43,7 @@ from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
 # Tune warns about frequent experiment snapshots whenever trials are short; that is the expected case here
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
+STATE_LIMIT = 1_000_000  # bytes: a sweep's state is a few KB; more is damage, not read into memory
 STATE_KEYS = ("name", "tracking_uri", "parent_run_id", "base", "cpu", "gpu", "metric", "mode", "trials")
 TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` loads
 RESULTS_FILE = "results.parquet"
@@ -65,9 +66,15 @@ def resolved_base(spec: SweepSpec) -> dict[str, Any]:
 def init_ray(address: str | None) -> None:
     if ray.is_initialized():
         return
+    key = "--address" if address else "RAY_ADDRESS"
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address)
+        try:
+            ray.init(address=address)
+        except (ConnectionError, TimeoutError, ValueError, RuntimeError) as err:  # an address no cluster answers at
+            raise SpecError(key, f"{redact(address)}: no Ray cluster answers there ({type(err).__name__}: "
+                            f"{first_line(err)[:100]}); pass the head's address (ray://HEAD:10001, HEAD:6379, or auto "
+                            "on a node of the cluster)", "Ray") from None
     else:
         with loopback_only():
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
@@ -230,10 +237,14 @@ def damaged(experiment: Storage, file: str, why: str) -> SpecError:
 
 
 def read_state(experiment: Storage) -> dict[str, Any]:
-    """sweeper.json as `run_sweep` wrote it; truncated, not JSON or missing a key is damage (one line, exit 2)."""
+    """sweeper.json as `run_sweep` wrote it; truncated, over STATE_LIMIT, not JSON (or nested deeper than Python
+    parses) or missing a key is damage (one line, exit 2)."""
+    size = experiment.fs.get_file_info(experiment.path(STATE_FILE)).size or 0
+    if size > STATE_LIMIT:
+        raise damaged(experiment, STATE_FILE, f"{size} bytes, more than a sweep's state ever takes ({STATE_LIMIT})")
     try:
         state = json.loads(experiment.read_text(STATE_FILE))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise damaged(experiment, STATE_FILE, f"not JSON ({str(err)[:100]})") from None
     missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else ["(a mapping)"]
     if missing:
@@ -252,7 +263,10 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     earlier = read_state(experiment) if experiment.exists(STATE_FILE) else None
     base = resolved_base(spec)
     trial_config(base, {}, 1)  # the resolved base still validates
-    # MLflow opens its store (a new SQLite database takes about 2 s to set up) while Ray starts
+    if address or os.environ.get("RAY_ADDRESS"):  # a cluster that does not answer: refused before MLflow writes
+        with ray_calls():  # (joining one is quick; a local Ray starts while MLflow opens its store, below)
+            init_ray(address)
+    # MLflow opens its store (a new SQLite database takes about 2 s to set up) while a local Ray starts
     pool = ThreadPoolExecutor(max_workers=1)
     opening = pool.submit(MlflowClient, uri)
     pool.shutdown(wait=False)  # its one thread ends with the store opened, not with the sweep

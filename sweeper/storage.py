@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from nmt_core.credentials import check_uri
+from nmt_core.credentials import check_uri, redact
 from sweeper.space import SpecError
 
 SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -107,13 +107,13 @@ def open_storage(storage: str, source: str) -> Storage:
         folder = Path(storage.removeprefix("file://")).expanduser().resolve()
         return Storage(str(folder), pafs.LocalFileSystem(), folder.as_posix())
     if scheme not in OBJECT_STORES:
-        raise SpecError("--storage", f"{storage}: {scheme}:// is not a storage Ray Tune can use; use a folder every "
-                        "node sees (a ReadWriteMany volume or NFS on a cluster), s3://bucket/prefix or "
+        raise SpecError("--storage", f"{redact(storage)}: {scheme[:20]}:// is not a storage Ray Tune can use; use a "
+                        "folder every node sees (a ReadWriteMany volume or NFS on a cluster), s3://bucket/prefix or "
                         "gs://bucket/prefix", source)
     try:
         fs, root = pafs.FileSystem.from_uri(storage)
     except (pa.ArrowInvalid, OSError) as err:
-        raise SpecError("--storage", f"{storage}: {first_line(err)}", source) from None
+        raise SpecError("--storage", f"{redact(storage)}: {first_line(err)}", source) from None
     return Storage(storage, fs, root.rstrip("/"))
 
 
@@ -122,14 +122,16 @@ def check_writable(storage: Storage, source: str) -> None:
     bucket = storage.root.split("/", 1)[0]
     try:
         if not storage.is_local and storage.fs.get_file_info(bucket).type == pafs.FileType.NotFound:
-            raise SpecError("--storage", f"{storage.uri}: bucket {bucket!r} does not exist; create it first", source)
+            raise SpecError("--storage", f"{redact(storage.uri)}: bucket {bucket[:100]!r} does not exist; create it "
+                            "first", source)
         probe = f".sweeper-probe-{uuid.uuid4().hex[:8]}"
         storage.write_bytes(b"", probe)
         storage.delete(probe)
     except OSError as err:
         credentials = CREDENTIALS.get(storage.fs.type_name)
         hint = f"; check the endpoint and {credentials}" if credentials else ""
-        raise SpecError("--storage", f"{storage.uri}: cannot write there ({first_line(err)}){hint}", source) from None
+        raise SpecError("--storage", f"{redact(storage.uri)}: cannot write there ({first_line(err)}){hint}",
+                        source) from None
 
 
 def first_line(err: BaseException) -> str:

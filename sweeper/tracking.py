@@ -26,6 +26,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_MODEL_VERSIONS
 from ray.tune import Callback
 
 from nmt_core.config import ConfigError
+from nmt_core.credentials import redact
 from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.train import PAPER_BLEU
 
@@ -44,6 +45,8 @@ PBT_EVENTS, EXPLOITS = "pbt_events.json", "sweeper.pbt_exploits"  # a trial's PB
 EPOCH_KEYS = ("train_loss", "dev_loss", "dev_ppl", "bleu_dev", "tokens_per_s", "epoch_time_s", *DIAGNOSTICS)
 FINAL_PREFIXES = ("bleu_test_", f"{PAPER_BLEU}_test_", "n_params", "best_epoch", "bleu_dev_final_beam", "aer_",
                   "gold_attention_")
+# the tracking stores MLflow 3 serves here (a database's SQLAlchemy driver may follow '+'); not its file store
+STORES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")
 SIGNATURE_TAGS = {"bleu_signature": "sweeper.bleu_signature", f"{PAPER_BLEU}_signature": f"sweeper.{PAPER_BLEU}_signature"}
 
 # fail over in seconds, not minutes (MLflow's own defaults retry 7 times with a growing backoff)
@@ -66,17 +69,22 @@ def resolve_uri(uri: str, workdir: Path | None = None) -> str:
 
 
 def check_reachable(uri: str) -> None:
+    """Before anything is written: a store MLflow can track in, a server that answers and lets us in, or a SQLite
+    database whose folder exists."""
+    if uri.split(":", 1)[0].split("+", 1)[0].lower() not in STORES:
+        raise TrackingError(f"{redact(uri)}: not a tracking store MLflow can use; use {', '.join(STORES[:-1])} or "
+                            f"{STORES[-1]} (e.g. sqlite:///mlflow.db, http://127.0.0.1:5000, postgresql+psycopg2://)")
     if uri.startswith(("http://", "https://")):
         try:
             requests.get(uri.rstrip("/") + "/health", timeout=5).raise_for_status()
         except requests.RequestException as err:
-            raise TrackingError(f"tracking server {uri} is not reachable ({type(err).__name__}); start it "
+            raise TrackingError(f"tracking server {redact(uri)} is not reachable ({type(err).__name__}); start it "
                                 "(`mlflow server --host 127.0.0.1 --port 5000`) or pass --tracking-uri") from None
         check_credentials(uri)
     elif uri.startswith("sqlite:///"):
         folder = Path(uri.removeprefix("sqlite:///")).parent
-        if not folder.is_dir():
-            raise TrackingError(f"tracking store {uri}: folder {folder} does not exist")
+        if not os.path.isdir(folder):  # False, not OSError, for a name longer than a path can be
+            raise TrackingError(f"tracking store {redact(uri)}: folder {redact(folder.as_posix())} does not exist")
 
 
 def check_holds_run(uri: str, run_id: str, recorded: str) -> None:
@@ -90,8 +98,9 @@ def check_holds_run(uri: str, run_id: str, recorded: str) -> None:
             return
         except MlflowException:
             pass
-    raise TrackingError(f"{uri} does not hold this sweep's parent run {run_id}; it ran with {recorded}: pass "
-                        "that as --tracking-uri (or unset MLFLOW_TRACKING_URI)", "sweeper resume")
+    raise TrackingError(f"{redact(uri)} does not hold this sweep's parent run {run_id}; it ran with "
+                        f"{redact(recorded)}: pass that as --tracking-uri (or unset MLFLOW_TRACKING_URI)",
+                        "sweeper resume")
 
 
 def check_credentials(uri: str) -> None:
@@ -106,8 +115,9 @@ def check_credentials(uri: str) -> None:
         if status is None:
             raise
         who = os.environ.get("MLFLOW_TRACKING_USERNAME")
-        raise TrackingError(f"tracking server {uri} refused {f'user {who!r}' if who else 'a request without credentials'}"
-                            f" (HTTP {status}); set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD") from None
+        who = f"user {who[:100]!r}" if who else "a request without credentials"
+        raise TrackingError(f"tracking server {redact(uri)} refused {who} (HTTP {status}); set "
+                            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD") from None
 
 
 def runs_link(uri: str, experiment_id: str, metric: str, mode: str) -> str:

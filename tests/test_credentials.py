@@ -54,6 +54,31 @@ def test_uris_without_credentials_pass(uri):
     assert check_uri(uri, "storage", "--storage", "sweeper run") == uri and secret_parts(uri) == []
 
 
+HIDDEN_FORMS = [f"s3://bucket/runs?endpoint_override=http://AK:{SECRET}@127.0.0.1:9&scheme=http",
+                f"s3://bucket/runs?endpoint_override=AK:{SECRET}@127.0.0.1:9000",
+                f"s3://bucket/runs#secret_key={SECRET}",
+                f"s3://bucket/runs?region=x;secret_key={SECRET}", f"http://user%3A{SECRET}%40127.0.0.1:5999",
+                f"http://user%253A{SECRET}%2540127.0.0.1:5999", f"http://user:a;b&{SECRET}@127.0.0.1:5999/?x=1",
+                f"s3://bucket/runs?endpoint_override=http%3A%2F%2FAK%3A{SECRET}%40127.0.0.1%3A9",
+                f"mssql+pyodbc:///?odbc_connect=DRIVER%3Dx%3BUID%3Dme%3BPWD%3D{SECRET}"]
+
+
+@pytest.mark.parametrize("uri", HIDDEN_FORMS)
+def test_a_nested_encoded_or_fragment_secret_is_refused_and_hidden(uri):
+    """Userinfo of a URL given as a parameter, keys in the fragment or after ';', percent-encoding (once or twice)."""
+    found = secret_parts(uri)
+    assert found and not any(SECRET in part for part in found), found
+    with pytest.raises(ConfigError) as refused:
+        check_uri(uri, "storage", "--storage", "sweeper run")
+    message = str(refused.value)
+    assert SECRET not in message and "***" in message and "\n" not in message, message
+    assert SECRET not in redact(uri)
+
+
+def test_a_redacted_uri_is_one_printable_line():
+    assert redact("s3://bucket/x%0Ay?region=%0D%0A") == "s3://bucket/x?y?region=??"
+
+
 def test_a_long_uri_is_shown_cut_and_hidden():
     shown = redact(f"s3://bucket/{'x' * 300}?secret_key={SECRET}")
     assert len(shown) <= 103 and SECRET not in shown
@@ -96,6 +121,83 @@ def test_every_command_refuses_a_secret_in_one_line_and_writes_nothing(args, tmp
     line = one_line(capsys)
     assert SECRET not in line and "***" in line, line
     assert list(work.iterdir()) == []  # no mlflow.db, no storage folder
+
+
+@pytest.mark.parametrize("command", [["run", "SPACE", "--storage", "./st"], ["resume", "tiny", "--storage", "./st"],
+                                     ["submit", "SPACE", "--tracking-uri", "http://127.0.0.1:1"]])
+def test_a_secret_in_ray_address_is_refused_like_one_in_the_address_flag(command, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAY_ADDRESS", f"ray://u:{SECRET}@127.0.0.1:10001")
+    space = tiny_space(tmp_path)
+    assert sweeper_cli.main([str(space) if a == "SPACE" else a for a in command]) == 2
+    line = one_line(capsys)
+    assert SECRET not in line and f"sweeper {command[0]}: RAY_ADDRESS: ray://***@127.0.0.1:10001" in line, line
+    assert "RAY_AUTH_TOKEN" in line and sorted(p.name for p in tmp_path.iterdir()) == ["space.yaml"]
+
+
+@pytest.mark.parametrize("args, shown", [
+    (["--storage", f"s3://bucket/runs?endpoint_override=http://AK:{SECRET}@127.0.0.1:9&scheme=http"],
+     "***@127.0.0.1:9"),
+    (["--storage", f"s3://bucket/runs?region=x;secret_key={SECRET}"], "secret_key=***"),
+    (["--tracking-uri", f"http://user%3A{SECRET}%40127.0.0.1:5999"], "http://***@127.0.0.1:5999"),
+])
+def test_sweeper_run_refuses_a_hidden_secret_in_one_line(args, shown, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert sweeper_cli.main(["run", str(tiny_space(tmp_path)), *args]) == 2
+    line = one_line(capsys)
+    assert SECRET not in line and shown in line and "a credential in a URI" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["space.yaml"]
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--storage", f"ftp://{'A' * 5000}"], "is not a storage Ray Tune can use"),
+    (["--storage", f"s3://{'b' * 5000}?endpoint_override=127.0.0.1:1&scheme=http"], "--storage: s3://bbb"),
+    (["--tracking-uri", f"http://127.0.0.1:1/{'p' * 5000}", "--storage", "./st"], "is not reachable"),
+    (["--tracking-uri", f"sqlite:///{'d' * 5000}/mlflow.db", "--storage", "./st"], "does not exist"),
+])
+def test_an_error_line_shows_at_most_100_characters_of_a_uri(args, expected, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert sweeper_cli.main(["run", str(tiny_space(tmp_path)), *args]) == 2
+    line = one_line(capsys)
+    assert expected in line and len(line) < 500, (len(line), line[:300])
+
+
+def test_a_model_uri_error_shows_at_most_100_characters_of_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert nmt_cli.main(["translate", "--model", f"models:/{'m' * 5000}/1"]) == 2
+    line = one_line(capsys)
+    assert "--model models:/mmm" in line and "no tracking store there" in line and len(line) < 400, len(line)
+
+
+@pytest.mark.parametrize("uri", ["ftp://host/x", "file:///tmp/mlruns", "/tmp/mlruns", "./mlruns", "s3://b/x"])
+def test_a_tracking_store_mlflow_cannot_use_is_one_line_before_anything_is_written(uri, tmp_path, capsys,
+                                                                                   monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    space = str(tiny_space(tmp_path))
+    for command in (["run", space, "--storage", "./st"], ["summarize", "tiny", "--storage", "./st"]):
+        assert sweeper_cli.main([*command, "--tracking-uri", uri]) == 2
+        line = one_line(capsys)
+        assert line.startswith(f"sweeper: error: --tracking-uri: tracking.uri: {uri}: not a tracking store MLflow "
+                               "can use; use http, https, sqlite, postgresql, mysql, mssql or databricks"), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["space.yaml"]
+
+
+@pytest.mark.slow
+def test_a_ray_cluster_that_does_not_answer_is_one_line_before_mlflow_writes(tmp_path, capsys, monkeypatch):
+    """Ray's client retries for about 30 s, then one line naming the address; no mlflow.db."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAY_ADDRESS", f"ray://127.0.0.1:{port}")
+    assert sweeper_cli.main(["run", str(tiny_space(tmp_path)), "--storage", "./st"]) == 2
+    captured = capsys.readouterr()
+    [line] = [line for line in (captured.out + captured.err).splitlines() if line.startswith("sweeper")]
+    assert line.startswith(f"sweeper: error: Ray: RAY_ADDRESS: ray://127.0.0.1:{port}: no Ray cluster answers "
+                           "there (ConnectionError"), line
+    assert not (tmp_path / "mlflow.db").exists()
 
 
 def test_nmt_refuses_a_secret_in_the_tracking_uri(tmp_path, capsys, monkeypatch):

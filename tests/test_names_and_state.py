@@ -100,7 +100,10 @@ def damage(work: Path, state: str, tuner: bytes = b"\x80\x05\x95") -> Path:
     return sweep
 
 
-DAMAGED_STATES = ['{"name": "tiny", "tracking', "[1, 2]", '{"name": "tiny"}', b"\xff\xfe not UTF-8"]
+DAMAGED_STATES = ['{"name": "tiny", "tracking', "[1, 2]", '{"name": "tiny"}', b"\xff\xfe not UTF-8",
+                  pytest.param("[" * 100_000, id="nested-100k-deep"),  # deeper than Python's JSON parser recurses
+                  pytest.param(json.dumps({**valid_state("sqlite:///mlflow.db"), "pad": "x" * 1_100_000}),
+                               id="valid-but-over-1MB")]  # runner.STATE_LIMIT: not read into memory
 
 
 @pytest.mark.parametrize("command", ["resume tiny", "summarize tiny"])
