@@ -155,6 +155,7 @@ def global_tracking_uri(uri: str) -> Iterator[None]:
     mlflow.set_tracking_uri also exports $MLFLOW_TRACKING_URI; left set, it would outlive the call and, being the
     variable every command reads before a space's tracking.uri, send this process's next sweep (a notebook's
     second `sweeper.run`) and the processes it starts to this sweep's store."""
+    import mlflow
     from mlflow.tracking._tracking_service import utils
 
     saved, saved_variable = utils._tracking_uri, os.environ.get("MLFLOW_TRACKING_URI")
@@ -215,7 +216,6 @@ class SweepTracker:
 
     def register_best(self, run_id: str, description: str) -> str:
         """Register a trial's model under the sweep's name, alias `best`; returns the version."""
-        import mlflow
         from mlflow.exceptions import MlflowException
 
         try:
