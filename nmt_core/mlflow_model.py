@@ -17,9 +17,10 @@ import logging
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from nmt_core import checkpoint
 from nmt_core.credentials import check_uri, redact
@@ -92,6 +93,33 @@ def save_model(state: dict[str, Any], out: Path, example: list[str]) -> None:
                                  input_example=example, pip_requirements=requirements())
 
 
+@contextmanager
+def mlflow_store(uri: str) -> Iterator[None]:
+    """MLflow's process-wide tracking and registry URIs set to `uri` for the calls that read them, then put back.
+
+    mlflow.set_tracking_uri and set_registry_uri also export $MLFLOW_TRACKING_URI and $MLFLOW_REGISTRY_URI. Left
+    set, they would outlive the call and, $MLFLOW_TRACKING_URI being what every command reads before a space's
+    tracking.uri, send this process's next sweep (a notebook's second `sweeper.run`) and the processes it starts
+    to this store."""
+    import mlflow
+    from mlflow.tracking._model_registry import utils as registry
+    from mlflow.tracking._tracking_service import utils as tracking
+
+    saved = tracking._tracking_uri, registry._registry_uri
+    variables = {name: os.environ.get(name) for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    try:
+        yield
+    finally:
+        tracking._tracking_uri, registry._registry_uri = saved
+        for name, value in variables.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def download_model(uri: str, tracking_uri: str | None) -> Path:
     """best.pt of a `models:/<name>/<version>`, `models:/<name>@<alias>` or `runs:/<id>/model` URI.
 
@@ -110,11 +138,11 @@ def download_model(uri: str, tracking_uri: str | None) -> Path:
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    mlflow.set_tracking_uri(store)
-    mlflow.set_registry_uri(store)  # models:/ URIs resolve through the registry, which does not follow the tracking URI
     destination = tempfile.mkdtemp(prefix="nmt-model-")
     try:
-        folder = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=store, dst_path=destination))
+        with mlflow_store(store):  # models:/ URIs resolve through the registry, which does not follow tracking_uri
+            folder = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=store,
+                                                              dst_path=destination))
     except MlflowException as err:
         shutil.rmtree(destination, ignore_errors=True)  # nothing left behind by a failed download
         raise ModelUriError(uri, store, err.message.strip().splitlines()[0][:200]) from None

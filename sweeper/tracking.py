@@ -28,6 +28,7 @@ from ray.tune import Callback
 from nmt_core.config import ConfigError
 from nmt_core.credentials import redact
 from nmt_core.diagnostics import KEYS as DIAGNOSTICS
+from nmt_core.mlflow_model import mlflow_store
 from nmt_core.train import PAPER_BLEU
 
 from sweeper.backlog import Backlog, Write
@@ -148,28 +149,6 @@ def _retry(call: Callable[[], T], what: str, attempts: int | None = None) -> T:
     raise AssertionError("unreachable")
 
 
-@contextmanager
-def global_tracking_uri(uri: str) -> Iterator[None]:
-    """MLflow's process-wide tracking URI set to `uri` for a call that reads it, then put back.
-
-    mlflow.set_tracking_uri also exports $MLFLOW_TRACKING_URI; left set, it would outlive the call and, being the
-    variable every command reads before a space's tracking.uri, send this process's next sweep (a notebook's
-    second `sweeper.run`) and the processes it starts to this sweep's store."""
-    import mlflow
-    from mlflow.tracking._tracking_service import utils
-
-    saved, saved_variable = utils._tracking_uri, os.environ.get("MLFLOW_TRACKING_URI")
-    mlflow.set_tracking_uri(uri)
-    try:
-        yield
-    finally:
-        utils._tracking_uri = saved
-        if saved_variable is None:
-            os.environ.pop("MLFLOW_TRACKING_URI", None)
-        else:
-            os.environ["MLFLOW_TRACKING_URI"] = saved_variable
-
-
 class SweepTracker:
     """Thin layer over MlflowClient with the project's names and the retry policy."""
 
@@ -225,7 +204,7 @@ class SweepTracker:
         model = self.trial_model(run_id)
         if model is None:
             raise LookupError(f"run {run_id} has no LoggedModel {MODEL!r}")
-        with global_tracking_uri(self.uri):  # a SQL registry resolves a models:/<model id> source through it
+        with mlflow_store(self.uri):  # a SQL registry resolves a models:/<model id> source through it
             version = self.client.create_model_version(self.experiment, f"models:/{model.model_id}", run_id,
                                                        description=description, model_id=model.model_id)
         # the Models tab's "Registered models" column reads this tag, which `mlflow.register_model` sets

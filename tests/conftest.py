@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 import torch
@@ -26,6 +27,28 @@ def tiny_config(**sections) -> TrialConfig:
     for name, values in sections.items():
         raw.setdefault(name, {}).update(values)
     return build_config(raw)
+
+
+MLFLOW_URI_HOLDERS = {"mlflow.tracking._tracking_service.utils": "_tracking_uri",
+                      "mlflow.tracking._model_registry.utils": "_registry_uri"}
+
+
+@pytest.fixture(autouse=True)
+def _mlflow_store_put_back():
+    """A test that points MLflow's process-wide store somewhere (mlflow.set_tracking_uri also exports
+    $MLFLOW_TRACKING_URI, which every command reads first) must not send the next test's sweeps there."""
+    variables = {name: os.environ.get(name) for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
+    saved = {module: getattr(sys.modules[module], name, None) if module in sys.modules else None
+             for module, name in MLFLOW_URI_HOLDERS.items()}
+    yield
+    for module, name in MLFLOW_URI_HOLDERS.items():
+        if module in sys.modules:
+            setattr(sys.modules[module], name, saved[module])
+    for name, value in variables.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(autouse=True)
