@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,9 +130,12 @@ def test_a_damaged_sweeper_json_is_one_line_naming_it(command, state, work, caps
 
 @pytest.mark.slow
 @pytest.mark.parametrize("tuner", [pickle.dumps({"a": 1})[:9], b"not a pickle", pickle.dumps("a string")])
-def test_a_damaged_tuner_pkl_is_one_line_naming_it(tuner, work, capsys):
+def test_a_damaged_tuner_pkl_is_one_line_naming_it(tuner, work):
     sweep = damage(work, json.dumps(valid_state(f"sqlite:///{work / 'mlflow.db'}")), tuner)
-    assert sweeper_cli.main(["resume", "tiny", "--storage", "./storage"]) == 2
-    captured = capsys.readouterr()  # Ray, started before Tune reads the file, may print its own banner first
-    [line] = [line for line in (captured.out + captured.err).splitlines() if line.startswith("sweeper")]
+    # in its own process: resume starts a local Ray, which a Ray left by an earlier test in this one would replace
+    done = subprocess.run([sys.executable, "-m", "sweeper.cli", "resume", "tiny", "--storage", "./storage"],
+                          cwd=work, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-2000:]
+    # Ray, started before Tune reads the file, may print its own banner first
+    [line] = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("sweeper")]
     assert line.startswith(f"sweeper: error: {sweep / 'tuner.pkl'}: ") and "storage is damaged" in line, line
