@@ -57,6 +57,7 @@ def test_a_cold_autoscaling_cluster_waits_for_gpu_nodes_and_a_fixed_one_is_refus
     space = tmp_path / "gpu.yaml"
     space.write_text("name: gpu\ndata: {corpus: synthetic}\nresources: {cpu: 1, gpu: 0.5}\n")
     spec = load_spec(str(space), {})
+    ray.shutdown()  # a Ray an earlier test left in this process would be reused, with its own GPUs
     ray.init(num_cpus=1, num_gpus=0, include_dashboard=False, configure_logging=False)
     try:
         with pytest.raises(SpecError, match="has 0 GPUs and no autoscaler node type with GPUs"):
