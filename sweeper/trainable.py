@@ -21,6 +21,7 @@ from nmt_core import checkpoint
 from nmt_core.config import TrialConfig
 from nmt_core.mlflow_model import save_model
 from nmt_core.train import PAPER_BLEU, TrainingDiverged, evaluate_split, resolve_device, train
+from sweeper.metrics import SETTING_PREFIX
 from sweeper.progress import TrialProgress
 from sweeper.provenance import trial_provenance
 from sweeper.space import trial_config, variant_label
@@ -30,7 +31,6 @@ ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking 
 MODEL = "model"  # the MLflow model's folder in the final checkpoint, logged as the run's LoggedModel `model`
 FINAL = "final"  # the key that marks the last report of a trial (test BLEU, n_params)
 PBT_EVENT = "pbt_event"  # JSON of an exploit: the epoch, the trial copied from, the settings explored
-SETTING_PREFIX = "setting."  # `setting.<key>`: the value of a PBT-mutated key in force during an epoch
 DIVERGED = "diverged.txt"  # left in the trial folder by a trial whose loss became NaN
 
 
