@@ -1,0 +1,47 @@
+"""The metric schema (sweeper/metrics.py) routes every metric training reports: to MLflow per epoch or once at the
+end, to the parent run and to results.parquet; and `reverse_bleu_test_<set>` (bilingual symmetry) reaches all three
+through a real sweep against a real `mlflow server`."""
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+from mlflow.tracking import MlflowClient
+
+from sweeper.metrics import AT_END, PER_EPOCH, final_result, is_logged, metric_of, to_parent
+from tests.test_sweep_e2e import child_runs, sweeper, write_space
+
+
+def test_every_final_metric_of_a_trial_is_routed():
+    """The keys nmt_core.train's final dict and the trainable's last report hold (test sets `test`, `wmt`)."""
+    final = ["bleu_test_test", "bleu_test_wmt", "bleu_test_avg", "multibleu_test_test", "multibleu_test_avg",
+             "aer_test", "gold_attention_test", "reverse_bleu_test_test", "n_params", "best_epoch",
+             "bleu_dev_final_beam"]
+    assert all(is_logged(key, AT_END) and not is_logged(key, PER_EPOCH) for key in final)
+    assert {k for k in final if to_parent(k)} == {"bleu_test_test", "bleu_test_wmt", "bleu_test_avg",
+                                                  "multibleu_test_test", "multibleu_test_avg", "aer_test",
+                                                  "reverse_bleu_test_test"}
+    assert {k for k in final if final_result(k)} == set(final) - {"best_epoch", "bleu_dev_final_beam"}
+
+
+def test_epoch_metrics_and_unknown_keys():
+    assert all(is_logged(k, PER_EPOCH) for k in ("bleu_dev", "dev_loss", "setting.train.lr", "system/cpu_utilization_percentage"))
+    assert to_parent("bleu_dev") and not to_parent("dev_loss") and not to_parent("n_params")
+    assert metric_of("epoch") is None and metric_of("restores") is None and metric_of("bleu_dev_by_epoch") is None
+
+
+@pytest.mark.slow
+def test_reverse_bleu_reaches_the_run_the_parent_and_results(tmp_path, mlflow_server):
+    space = write_space(tmp_path, name="e2e-symmetry", parameters={"train.symmetry_weight": {"grid": [0.5]}},
+                        base={"model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
+                              "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1}, "decode": {"beam_size": 2}})
+    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri,
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [row] = pq.read_table(tmp_path / "sweeps" / "e2e-symmetry" / "results.parquet").to_pylist()
+    assert row["status"] == "TERMINATED" and 0 <= row["reverse_bleu_test_test"] <= 100
+    client = MlflowClient(mlflow_server.uri)
+    [parent], [child] = child_runs(client, "e2e-symmetry")
+    assert child.data.metrics["reverse_bleu_test_test"] == pytest.approx(row["reverse_bleu_test_test"])
+    assert [m.step for m in client.get_metric_history(child.info.run_id, "reverse_bleu_test_test")] == [1]
+    assert parent.data.tags["sweeper.best_run_id"] == child.info.run_id  # the only trial is the best
+    assert parent.data.metrics["reverse_bleu_test_test"] == pytest.approx(row["reverse_bleu_test_test"])
