@@ -14,7 +14,7 @@ from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.train import PAPER_BLEU
 
 PER_EPOCH, AT_END = "epoch", "end"  # when a metric is logged: every epoch, or once after testing
-BEST, MEAN, LAST = "best", "mean", "last"  # results.parquet: the best dev epoch's value, the mean over epochs, the final
+BEST, MEAN, LAST = "best", "mean", "last"  # results.parquet: the best dev epoch's, the mean over epochs, the final
 SETTING_PREFIX = "setting."  # `setting.<key>`: the value of a PBT-mutated key in force during an epoch
 SYSTEM_PREFIX = "system/"  # MLflow's prefix for system metrics: its UI groups them in a "System metrics" section
 
@@ -56,7 +56,8 @@ PARENT = "mlflow.parentRunId"
 NOTE = "mlflow.note.content"  # what MLflow's UI shows as an experiment's or a run's description
 EXPLOITS, RESTORES, ERROR_FILE = "sweeper.pbt_exploits", "sweeper.restores", "sweeper.error_file"
 BEST_RUN_ID, BEST_VARIANT = "sweeper.best_run_id", "sweeper.best_variant"
-SIGNATURE_TAGS = {"bleu_signature": "sweeper.bleu_signature", f"{PAPER_BLEU}_signature": f"sweeper.{PAPER_BLEU}_signature"}
+SIGNATURE_TAGS = {"bleu_signature": "sweeper.bleu_signature",
+                  f"{PAPER_BLEU}_signature": f"sweeper.{PAPER_BLEU}_signature"}
 
 
 def metric_of(key: str) -> Metric | None:

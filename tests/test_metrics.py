@@ -24,7 +24,8 @@ def test_every_final_metric_of_a_trial_is_routed():
 
 
 def test_epoch_metrics_and_unknown_keys():
-    assert all(is_logged(k, PER_EPOCH) for k in ("bleu_dev", "dev_loss", "setting.train.lr", "system/cpu_utilization_percentage"))
+    epoch = ("bleu_dev", "dev_loss", "attn_entropy", "setting.train.lr", "system/cpu_utilization_percentage")
+    assert all(is_logged(k, PER_EPOCH) and not is_logged(k, AT_END) for k in epoch)
     assert to_parent("bleu_dev") and not to_parent("dev_loss") and not to_parent("n_params")
     assert metric_of("epoch") is None and metric_of("restores") is None and metric_of("bleu_dev_by_epoch") is None
 
@@ -45,3 +46,5 @@ def test_reverse_bleu_reaches_the_run_the_parent_and_results(tmp_path, mlflow_se
     assert [m.step for m in client.get_metric_history(child.info.run_id, "reverse_bleu_test_test")] == [1]
     assert parent.data.tags["sweeper.best_run_id"] == child.info.run_id  # the only trial is the best
     assert parent.data.metrics["reverse_bleu_test_test"] == pytest.approx(row["reverse_bleu_test_test"])
+    summary = (tmp_path / "sweeps" / "e2e-symmetry" / "summary" / "summary.md").read_text()  # read over HTTP
+    assert "| general+none+sym0.5 | 1 |" in summary

@@ -107,7 +107,8 @@ def draw_figures(data: FigureData, out: Path) -> list[str]:
     plots.dev_curves(data.dev_curves, out / "dev_bleu_curves.png")
     sections = ["## Dev BLEU by epoch (mean over seeds; convergence)\n\n![dev curves](dev_bleu_curves.png)\n"]
     if data.fixed_tau:
-        plots.fixed_tau_curve(data.fixed_tau, data.best_sact, [out / "fixed_tau_curve.png", out / "fixed_tau_curve.svg"])
+        plots.fixed_tau_curve(data.fixed_tau, data.best_sact,
+                              [out / "fixed_tau_curve.png", out / "fixed_tau_curve.svg"])
         sections.append("## Fixed temperature vs SACT (SACT Figure 1)\n\nThe baseline (no temperature) stands at "
                         "tau = 1. Mean ± std over seeds.\n\n![fixed tau](fixed_tau_curve.png)\n")
     if data.heatmap:
@@ -122,7 +123,8 @@ def word_sections(data: FigureData) -> list[str]:
     """Sentinel words per gated variant, then function vs content words of every SACT or gated variant."""
     sections, lines = [], []
     for row in data.words:
-        cells = [f"{row.stats[c][0]:.3f} / {row.stats[c][1]:.3f}" if c in row.stats else "" for c in ("tau", "sentinel")]
+        cells = [f"{row.stats[c][0]:.3f} / {row.stats[c][1]:.3f}" if c in row.stats else ""
+                 for c in ("tau", "sentinel")]
         lines.append(f"| {row.label} | {cells[0]} | {cells[1]} |")
         if row.sentinel_words is not None:
             words = row.sentinel_words
@@ -147,6 +149,7 @@ def importance_sections(records: list[TrialRecord], metric: str, mode: str, out:
         plots.parallel_coordinates({k: [p.params[k] for p in drawn] for k in varying},
                                    [p.objective for p in drawn], f"best {metric}", out / "parallel_coordinates.png")
         missing = len(points) - len(drawn)
-        sections.append(f"## Parallel coordinates ({len(drawn)} trials{f', {missing} without {metric}' if missing else ''})"
+        without = f", {missing} without {metric}" if missing else ""
+        sections.append(f"## Parallel coordinates ({len(drawn)} trials{without})"
                         "\n\n![parallel coordinates](parallel_coordinates.png)\n")
     return sections

@@ -16,8 +16,7 @@ from sweeper.summary.figures import draw_figures, figure_data, importance_sectio
 from sweeper.summary.findings import add_findings
 from sweeper.summary.records import SweepSnapshot, read_snapshot, trial_config_of
 from sweeper.summary.statistics import Summary, alignment_table, build_summary
-from sweeper.summary.tables import (render_alignment, render_csv, render_latex, render_markdown,
-                                    render_pbt_schedules)
+from sweeper.summary.tables import render_alignment, render_csv, render_latex, render_markdown, render_pbt_schedules
 
 
 def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resamples: int | None = None,
@@ -82,5 +81,5 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
 
 def parent_note(name: str, summary: Summary) -> str:
     """The parent run's description in MLflow's UI: the table, the warnings and the conclusion."""
-    return (f"# Sweep `{name}`\n\n" + render_markdown(summary) + (f"\n{summary.conclusion}" if summary.conclusion else "")
-            + "\nFigures and the full summary: artifacts, summary/summary.md")
+    return (f"# Sweep `{name}`\n\n" + render_markdown(summary)
+            + (f"\n{summary.conclusion}" if summary.conclusion else "") + "\nFigures and the full summary: artifacts, summary/summary.md")

@@ -165,14 +165,16 @@ def build_summary(records: list[TrialRecord], translations: dict[str, dict[str, 
         tests = {s: mean_std([r.metrics[f"bleu_test_{s}"] for r in members]) for s in test_sets}
         paper = [r.metrics[f"{PAPER_BLEU}_test_avg"] for r in members if f"{PAPER_BLEU}_test_avg" in r.metrics]
         times = [r.epoch_time_s for r in members if r.epoch_time_s is not None]
-        rows.append(VariantRow(members[0].variant, members, tests, mean_std([r.metrics["bleu_test_avg"] for r in members]),
+        rows.append(VariantRow(members[0].variant, members, tests,
+                               mean_std([r.metrics["bleu_test_avg"] for r in members]),
                                mean_std(paper) if len(paper) == len(members) else None,
                                int(members[0].metrics.get("n_params", 0)), statistics.fmean(times) if times else None))
     distinguish(rows)
     rows.sort(key=lambda r: (not _matches(r.records[0], criteria), r.label))
     summary = Summary(rows, test_sets, criteria=criteria)
     summary.signatures = {name: records[0].tags[tag] for name, tag in
-                          (("BLEU", SIGNATURE_TAGS["bleu_signature"]), ("multi-bleu", SIGNATURE_TAGS[f"{PAPER_BLEU}_signature"]))
+                          (("BLEU", SIGNATURE_TAGS["bleu_signature"]),
+                           ("multi-bleu", SIGNATURE_TAGS[f"{PAPER_BLEU}_signature"]))
                           if records[0].tags.get(tag)}
     if not any(_matches(r.records[0], criteria) for r in rows):
         summary.notes.append("no baseline variant (" + ", ".join(f"{k}={v}" for k, v in criteria.items())
@@ -194,7 +196,8 @@ def build_summary(records: list[TrialRecord], translations: dict[str, dict[str, 
     return summary
 
 
-ALIGNMENT_METRICS = (("aer", "AER", False), ("gold_attention", "gold attention", True))  # (key, label, higher is better)
+# (key, label, higher is better)
+ALIGNMENT_METRICS = (("aer", "AER", False), ("gold_attention", "gold attention", True))
 
 
 @dataclass

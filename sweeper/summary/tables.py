@@ -57,7 +57,8 @@ def render_csv(summary: Summary) -> str:
     for row in summary.rows:
         paper = row.paper_average or ("", "")
         writer.writerow([row.label, row.seeds, *[f"{v:.4f}" for s in summary.test_sets for v in row.tests[s]],
-                         f"{row.average[0]:.4f}", f"{row.average[1]:.4f}", *(f"{v:.4f}" if v != "" else v for v in paper),
+                         f"{row.average[0]:.4f}", f"{row.average[1]:.4f}",
+                         *(f"{v:.4f}" if v != "" else v for v in paper),
                          row.n_params, "" if row.epoch_time_s is None else f"{row.epoch_time_s:.3f}",
                          "" if row.delta is None else f"{row.delta:.4f}", row.mark,
                          "" if row.p_value is None else row.p_value, "" if row.p_adjusted is None else row.p_adjusted])
@@ -79,7 +80,8 @@ def render_latex(summary: Summary) -> str:
 
 def render_alignment(summary: Summary, table: AlignmentTable) -> str:
     """AER and gold-attention mass per variant beside its BLEU, mean +- std over seeds, with each delta's test."""
-    header = ["variant", "seeds", "BLEU avg", "AER", "delta AER", "p (Holm)", "gold attention", "delta gold", "p (Holm)"]
+    header = ["variant", "seeds", "BLEU avg", "AER", "delta AER", "p (Holm)", "gold attention", "delta gold",
+              "p (Holm)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in summary.rows:
         bleu = f"{row.average[0]:.2f}" if row.seeds == 1 else f"{row.average[0]:.2f} ± {row.average[1]:.2f}"
