@@ -312,3 +312,22 @@ def test_a_full_summary_renders_from_a_snapshot_without_a_tracking_server(tmp_pa
                  "temperature_heatmap.png", "parallel_coordinates.png"):
         assert (out / name).stat().st_size > 200, name
     assert [row.label for row in summary.rows] == ["general+none", "general+sact4+sentinel", "general+tau4"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "http"])
+def test_histories_are_read_in_bulk_with_the_latest_value_of_an_epoch_trained_again(kind, tmp_path, request):
+    """One call per metric for up to 100 runs (a server's get-history-bulk, a database's bulk query), the same
+    histories as one call per run: an epoch logged again after a PBT exploit counts with its latest value."""
+    from sweeper.summary.records import bulk_values, by_epoch, read_histories
+
+    uri = f"sqlite:///{tmp_path / 'bulk.db'}" if kind == "sqlite" else request.getfixturevalue("mlflow_server").uri
+    client = MlflowClient(uri)
+    experiment = client.create_experiment(f"bulk-{kind}-{tmp_path.name}")
+    runs = [client.create_run(experiment).info.run_id for _ in range(3)]
+    for i, run_id in enumerate(runs):
+        client.log_batch(run_id, metrics=[Metric("bleu_dev", 10.0 * i + step, 1000 + step, step) for step in (1, 2, 3)])
+    client.log_batch(runs[0], metrics=[Metric("bleu_dev", 99.0, 2000, 2)])  # epoch 2 trained again
+    assert sorted(v[0] for v in bulk_values(client, "bleu_dev", runs)) == sorted(runs * 3 + runs[:1])
+    histories = read_histories(client, [(run_id, "bleu_dev") for run_id in runs])
+    assert histories == {(run_id, "bleu_dev"): by_epoch(client, run_id, "bleu_dev") for run_id in runs}
+    assert histories[(runs[0], "bleu_dev")] == {1: 1.0, 2: 99.0, 3: 3.0}

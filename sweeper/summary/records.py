@@ -2,9 +2,11 @@
 translations and the references they were scored against, alignment statistics, attention traces and PBT events.
 Everything after this (statistics, findings, tables, figures) works on the snapshot and needs no tracking server.
 
-Reading is bulk where MLflow allows: one search for every trial's params, tags and latest metrics; the
-per-epoch histories (one call per run and metric: MLflow's client has no bulk history call) go out in parallel,
-and only for the metrics the summary reads; artifacts are downloaded once, only those the summary uses.
+Reading is bulk where MLflow allows: one search for every trial's params, tags and latest metrics; per-epoch
+histories one call per metric for up to 100 runs (the get-history-bulk read MLflow's server answers its own UI's
+charts with, or a database store's bulk query; MlflowClient has no bulk history call), a few in parallel, and only
+for the metrics the summary reads; artifacts are downloaded once, only those the summary uses. A store without the
+bulk read (or an answer that hit its limit) is read one run at a time.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 from mlflow.tracking import MlflowClient
+from mlflow.utils.rest_utils import http_request
 
 from nmt_core.config import ConfigError, build_config, scalar, set_dotted
 from sweeper.artifacts import read_alignment_stats
@@ -28,7 +31,10 @@ from sweeper.metrics import CURVES, EXPLOITS, PARENT, ROLE, SETTING_PREFIX, TRIA
 from sweeper.tracking import PBT_EVENTS
 
 SEED_KEY = "train.seed"
-HISTORY_THREADS = 8  # parallel history requests: a 1,000-trial sweep reads ~10 histories per trial
+HISTORY_THREADS = 4  # history requests in flight at once
+BULK_RUNS, BULK_LIMIT = 100, 25000  # what MLflow's get-history-bulk answers at most: runs, values per call
+BULK_PATH = "/ajax-api/2.0/mlflow/metrics/get-history-bulk"
+History = dict[int, float]  # a metric's value per epoch
 LEFT_OUT = {"FAILED": "failed", "KILLED": "stopped early by the scheduler (no test BLEU)"}
 
 
@@ -124,14 +130,60 @@ def load_records(client: MlflowClient, experiment_id: str, parent_id: str,
     wanted = [(record, key) for record in records for key in dict.fromkeys((*CURVES, objective))
               if key in record.metrics]
     wanted += [(record, key) for record in records for key in sorted(record.metrics) if key.startswith(SETTING_PREFIX)]
-    with ThreadPoolExecutor(HISTORY_THREADS) as pool:
-        histories = list(pool.map(lambda job: by_epoch(client, job[0].run_id, job[1]), wanted))
-    for (record, key), history in zip(wanted, histories):
+    histories = read_histories(client, [(record.run_id, key) for record, key in wanted])
+    for record, key in wanted:
+        history = histories[(record.run_id, key)]
         if key.startswith(SETTING_PREFIX):
             record.settings[key] = history
         else:
             record.curves[key] = [history[step] for step in sorted(history)]
     return records, left_out
+
+
+def read_histories(client: MlflowClient, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], History]:
+    """The per-epoch history of each (run id, metric): a call per metric and BULK_RUNS runs, HISTORY_THREADS at once."""
+    runs_of: dict[str, list[str]] = {}
+    for run_id, key in wanted:
+        runs_of.setdefault(key, []).append(run_id)
+    jobs = [(key, runs[i:i + BULK_RUNS]) for key, runs in runs_of.items() for i in range(0, len(runs), BULK_RUNS)]
+    histories: dict[tuple[str, str], History] = {}
+    with ThreadPoolExecutor(HISTORY_THREADS) as pool:
+        for part in pool.map(lambda job: histories_of(client, *job), jobs):
+            histories.update(part)
+    return histories
+
+
+def histories_of(client: MlflowClient, key: str, run_ids: list[str]) -> dict[tuple[str, str], History]:
+    values = bulk_values(client, key, run_ids)
+    if values is None:
+        return {(run_id, key): by_epoch(client, run_id, key) for run_id in run_ids}
+    histories: dict[tuple[str, str], History] = {(run_id, key): {} for run_id in run_ids}
+    for run_id, step, _, value in sorted(values, key=lambda v: (v[1], v[2])):  # as by_epoch: the latest value counts
+        if step > 0:
+            histories[(run_id, key)][step] = value
+    return histories
+
+
+def bulk_values(client: MlflowClient, key: str, run_ids: list[str]) -> list[tuple[str, int, int, float]] | None:
+    """(run id, step, timestamp, value) of every value of `key` logged in `run_ids`, in one call; None where the
+    store has no bulk read or its answer may be cut at BULK_LIMIT."""
+    store = client._tracking_client.store  # noqa: SLF001 - MlflowClient does not expose the bulk read
+    try:
+        if hasattr(store, "get_metric_history_bulk"):  # a database store
+            found = [(m.run_id, m.step, m.timestamp, m.value)
+                     for m in store.get_metric_history_bulk(run_ids, key, BULK_LIMIT)]
+        elif hasattr(store, "get_host_creds"):  # MLflow's server
+            response = http_request(store.get_host_creds(), BULK_PATH, "GET", max_retries=0, raise_on_status=False,
+                                    params={"run_id": run_ids, "metric_key": key, "max_results": BULK_LIMIT})
+            if response.status_code != 200:
+                return None
+            found = [(m["run_id"], int(m.get("step", 0)), int(m.get("timestamp", 0)), float(m["value"]))
+                     for m in response.json().get("metrics", [])]
+        else:
+            return None
+    except Exception:  # noqa: BLE001 - an older or a proxied server without the endpoint: read run by run
+        return None
+    return found if len(found) < BULK_LIMIT else None
 
 
 def trial_config_of(record: TrialRecord):
