@@ -275,7 +275,8 @@ def test_a_full_summary_renders_from_a_snapshot_without_a_tracking_server(tmp_pa
     words = [["le", "NOUN1", "VERB2", "ga"], ["la", "NOUN3", "ga"]]
     gated = trace_table([Translation([5, 6, 7, 8], 0.0, torch.full((4, 3), 0.25), [0.5, 2.0, 0.6, 3.0],
                                      [0.95, 0.1, 0.92, 0.97]),
-                         Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.5), [0.4, 2.5, 3.5], [0.91, 0.2, 0.99])], words)
+                         Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.5), [0.4, 2.5, 3.5], [0.91, 0.2, 0.99])],
+                        words)
 
     def record(variant, attention, seed, bleu, settings=None):
         params = {**_params(**attention), "train.seed": str(seed)}

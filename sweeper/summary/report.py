@@ -82,4 +82,5 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
 def parent_note(name: str, summary: Summary) -> str:
     """The parent run's description in MLflow's UI: the table, the warnings and the conclusion."""
     return (f"# Sweep `{name}`\n\n" + render_markdown(summary)
-            + (f"\n{summary.conclusion}" if summary.conclusion else "") + "\nFigures and the full summary: artifacts, summary/summary.md")
+            + (f"\n{summary.conclusion}" if summary.conclusion else "")
+            + "\nFigures and the full summary: artifacts, summary/summary.md")
