@@ -93,6 +93,12 @@ class SentenceBootstrap:
         sample = np.abs(system[1] - baseline[1])
         return float(((sample - sample.mean() > real).sum() + 1) / (self.resamples + 1))
 
+    def interval(self, baseline: tuple[float, np.ndarray], system: tuple[float, np.ndarray],
+                 level: float = 0.95) -> tuple[float, float]:
+        """The percentile interval of the seed-averaged difference system - baseline over the same resamples."""
+        low, high = np.quantile(system[1] - baseline[1], [(1 - level) / 2, (1 + level) / 2])
+        return float(low), float(high)
+
 
 class PairedBootstrap(SentenceBootstrap):
     """BLEU's paired bootstrap, as `sacrebleu --paired-bs` computes it (see SentenceBootstrap)."""
@@ -105,10 +111,14 @@ class PairedBootstrap(SentenceBootstrap):
     def score(self, stats: np.ndarray) -> np.ndarray:
         return _bleu_from_stats(self.metric, stats)
 
+    def stats(self, system: list[dict[str, list[str]]]) -> list[dict[str, np.ndarray]]:
+        """Each seed's per-sentence BLEU statistics by test set; `system` holds one {test set: hypotheses} per seed."""
+        return [{name: _sentence_stats(self.metric, hypotheses[name], refs) for name, refs in self.references.items()}
+                for hypotheses in system]
+
     def scores(self, system: list[dict[str, list[str]]]) -> tuple[float, np.ndarray]:
         """`system` holds one {test set: hypotheses} per seed."""
-        return self.scores_of_stats([{name: _sentence_stats(self.metric, hypotheses[name], refs)
-                                      for name, refs in self.references.items()} for hypotheses in system])
+        return self.scores_of_stats(self.stats(system))
 
 
 class AlignmentBootstrap(SentenceBootstrap):
@@ -121,6 +131,41 @@ class AlignmentBootstrap(SentenceBootstrap):
 
     def score(self, stats: np.ndarray) -> np.ndarray:
         return alignment_from_stats(stats)[0 if self.metric == "aer" else 1]
+
+
+class ApproximateRandomization:
+    """Two-sided paired approximate randomization over test sentences (Riezler & Maxwell 2005), as
+    `sacrebleu --paired-ar` computes it, for any score of `scorer` (a SentenceBootstrap's corpus score).
+
+    In each of `trials` shuffles every sentence's outputs are swapped between the two systems with probability 1/2
+    (one draw of trials x N per test set, from numpy's default_rng(seed) as sacrebleu draws them);
+    p = (#{|s_a - s_b| > |d|} + 1) / (trials + 1), s_a and s_b the shuffled pseudo-systems' scores, d the
+    real difference. Seeds: seed k of one system is paired with seed k of the other (the shorter list cycled
+    when the counts differ), each pair is shuffled on the same swaps, and a pseudo-system's score is the mean over
+    pairs (and test sets), as the bootstrap averages seeds. With one seed and one test set this is exactly
+    sacrebleu's p-value, except for equal scores (d = 0): p = 1 here, no difference, no evidence.
+    """
+
+    def __init__(self, scorer: SentenceBootstrap, sizes: dict[str, int], trials: int = 10000, seed: int = 12345):
+        self.scorer, self.trials = scorer, trials
+        rng = np.random.default_rng(seed)
+        self.swaps = {name: rng.integers(2, size=(trials, n), dtype=bool) for name, n in sizes.items()}
+
+    def p_value(self, baseline: list[dict[str, np.ndarray]], system: list[dict[str, np.ndarray]]) -> float:
+        """`baseline`, `system`: each seed's {test set: (N, k) per-sentence statistics}."""
+        pairs = [(baseline[k % len(baseline)], system[k % len(system)]) for k in range(max(len(baseline), len(system)))]
+        real, shuffled = [], []
+        for name, keep in self.swaps.items():
+            for base, other in ((b[name].astype(np.float64), s[name].astype(np.float64)) for b, s in pairs):
+                real.append(self.scorer.score(other.sum(0, keepdims=True))[0]
+                            - self.scorer.score(base.sum(0, keepdims=True))[0])
+                shuffled.append(self.scorer.score(keep @ other + ~keep @ base)
+                                - self.scorer.score(keep @ base + ~keep @ other))
+        difference = abs(float(np.mean(real)))
+        if difference == 0:
+            return 1.0
+        sample = np.abs(np.mean(shuffled, axis=0))
+        return float(((sample > difference).sum() + 1) / (self.trials + 1))
 
 
 def holm(p_values: list[float]) -> list[float]:

@@ -10,7 +10,8 @@ import torch
 from sacrebleu.metrics import BLEU
 
 from nmt_core.decode import Translation
-from nmt_core.evaluate import PairedBootstrap, corpus_bleu, holm, trace_table, write_traces
+from nmt_core.evaluate import (ApproximateRandomization, PairedBootstrap, corpus_bleu, holm, trace_table,
+                               write_traces)
 
 REFS = [f"the cat number {i} sat on the mat today" for i in range(60)]
 
@@ -26,12 +27,14 @@ def _degrade(references: list[str], every: int, offset: int, old: str, new: str)
     return [r.replace(old, new) if i % every == offset else r for i, r in enumerate(references)]
 
 
-def _sacrebleu_paired_bs(tmp_path, baseline: list[str], system: list[str], references: list[str]) -> float:
-    """p-value of the real `sacrebleu --paired-bs` command line on the same files."""
+def _sacrebleu_paired(tmp_path, baseline: list[str], system: list[str], references: list[str], test: str = "bs",
+                      n: int = 1000) -> float:
+    """p-value of the real `sacrebleu --paired-bs` (or `--paired-ar`) command line on the same files."""
     for name, lines in (("ref", references), ("base", baseline), ("sys", system)):
         (tmp_path / f"{name}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = subprocess.run([sys.executable, "-m", "sacrebleu", str(tmp_path / "ref.txt"), "-i", str(tmp_path / "base.txt"),
-                          str(tmp_path / "sys.txt"), "-m", "bleu", "--paired-bs", "--paired-bs-n", "1000", "-f", "json"],
+                          str(tmp_path / "sys.txt"), "-m", "bleu", f"--paired-{test}", f"--paired-{test}-n", str(n),
+                          "-f", "json"],
                          capture_output=True, text=True, check=True, env={**os.environ, "SACREBLEU_SEED": "12345"})
     return json.loads(out.stdout)[1]["BLEU"]["p_value"]
 
@@ -44,9 +47,41 @@ def test_paired_bootstrap_equals_sacrebleu_paired_bs_both_ways(tmp_path, better)
     test = PairedBootstrap({"test": REFS}, resamples=1000)
     base_scores, sys_scores = test.scores([{"test": baseline}]), test.scores([{"test": system}])
     ours = test.p_value(base_scores, sys_scores)
-    assert ours == pytest.approx(_sacrebleu_paired_bs(tmp_path, baseline, system, REFS), abs=1e-12)
+    assert ours == pytest.approx(_sacrebleu_paired(tmp_path, baseline, system, REFS), abs=1e-12)
     assert 1 / 1001 < ours < 0.5  # a p-value inside the range, not a floor both sides hit by accident
     assert (sys_scores[0] > base_scores[0]) == better
+
+
+@pytest.mark.parametrize("better", [True, False])
+def test_approximate_randomization_equals_sacrebleu_paired_ar_both_ways(tmp_path, better):
+    """The same swaps as sacrebleu draws, the same +1 correction: its p-value to the last digit."""
+    baseline = _degrade(REFS, 7, 0, "sat on", "is near")
+    system = _degrade(REFS, 9, 1, "today", "") if better else _degrade(REFS, 4, 2, "cat number", "dog")
+    bootstrap = PairedBootstrap({"test": REFS}, resamples=100)
+    test = ApproximateRandomization(bootstrap, {"test": len(REFS)}, trials=2000)
+    ours = test.p_value(bootstrap.stats([{"test": baseline}]), bootstrap.stats([{"test": system}]))
+    assert ours == pytest.approx(_sacrebleu_paired(tmp_path, baseline, system, REFS, "ar", 2000), abs=1e-12)
+    assert 1 / 2001 < ours < 1  # inside the range: neither the floor nor "no difference"
+
+
+def test_approximate_randomization_of_equal_or_seed_averaged_systems():
+    """Equal systems: p = 1. Two seeds each: the same p as one seed when both seeds are the same outputs."""
+    good, bad = _degrade(REFS, 9, 1, "today", ""), _degrade(REFS, 4, 2, "cat number", "dog")
+    bootstrap = PairedBootstrap({"test": REFS}, resamples=100)
+    test = ApproximateRandomization(bootstrap, {"test": len(REFS)}, trials=500)
+    assert test.p_value(bootstrap.stats([{"test": good}]), bootstrap.stats([{"test": good}])) == 1.0
+    one = test.p_value(bootstrap.stats([{"test": bad}]), bootstrap.stats([{"test": good}]))
+    two = test.p_value(bootstrap.stats([{"test": bad}] * 2), bootstrap.stats([{"test": good}] * 2))
+    assert one == pytest.approx(two) and one < 0.05
+
+
+def test_bootstrap_interval_of_a_difference_holds_the_difference():
+    baseline, system = _degrade(REFS, 7, 0, "sat on", "is near"), _degrade(REFS, 9, 1, "today", "")
+    test = PairedBootstrap({"test": REFS}, resamples=500)
+    base_scores, sys_scores = test.scores([{"test": baseline}]), test.scores([{"test": system}])
+    low, high = test.interval(base_scores, sys_scores)
+    assert low < sys_scores[0] - base_scores[0] < high
+    assert (low, high) == pytest.approx(tuple(np.quantile(sys_scores[1] - base_scores[1], [0.025, 0.975])))
 
 
 def test_equal_systems_are_not_different():
