@@ -14,6 +14,8 @@ from nmt_core import diagnostics as d
 SHARE = 0.9  # a degenerate behaviour counts when it holds for at least this share of dev tokens
 STILL_RISING = 0.02  # dev BLEU that rose by more than 2% (relative) in the last epoch has not converged
 MIN_RISE = 0.2  # ... and by more than this much BLEU in absolute terms
+MIN_SEEDS = 3  # fewer seeds per row: its marks are not to be published
+SHOWN = 5  # rows named in a warning that lists rows
 
 
 @dataclass
@@ -86,20 +88,43 @@ def missing_controls(histories: list[VariantHistory]) -> list[str]:
             "apart from a constant rescaling of the logits." for lam in lambdas if lam not in fixed]
 
 
-def what_it_shows(better: list[str], worse: list[str], same: list[str], baseline: str, seeds: str,
-                  sentences: int, comparisons: int, caveats: list[str]) -> str:
-    """The closing paragraph: the claims the table supports, and the ones it does not."""
-    shows = (f"Against the baseline `{baseline}` ({seeds} per variant, {sentences} test sentences, "
-             f"{comparisons} comparisons, Holm-corrected): ")
-    parts = []
-    if better:
-        parts.append("significantly better: " + ", ".join(f"`{b}`" for b in better))
-    if worse:
-        parts.append("significantly worse: " + ", ".join(f"`{w}`" for w in worse))
-    if same:
-        parts.append("no significant difference: " + ", ".join(f"`{s}`" for s in same))
+def few_seeds(seeds: list[tuple[str, int]]) -> str | None:
+    """Rows with fewer than MIN_SEEDS seeds: a mark there may be one lucky initialisation, not the method."""
+    few = [(label, n) for label, n in seeds if n < MIN_SEEDS]
+    if not few:
+        return None
+    named = ", ".join(f"`{label}` ({n})" for label, n in few[:SHOWN]) + (
+        f" and {len(few) - SHOWN} more" if len(few) > SHOWN else "")
+    return (f"fewer than {MIN_SEEDS} seeds in {len(few)} of {len(seeds)} rows ({named}): their marks and p-values are "
+            f"not to be published; run the sweep with search.repeats >= {MIN_SEEDS}.")
+
+
+OUTCOMES = {"better": "significantly better: ",
+            "degenerate": "significantly better, but with a mechanism flagged as degenerate above (not a win of the "
+                          "method): ",
+            "worse": "significantly worse: ", "same": "no significant difference: "}
+
+
+def what_it_shows(claims: list[tuple[str, str, str, str]], degenerate: set[str], seeds: str, sentences: int,
+                  comparisons: int, caveats: list[str]) -> str:
+    """The closing paragraph: a sentence per baseline or control, naming it and what was tested against it.
+
+    `claims`: (variant, what it was tested against, "baseline" or "control", one of OUTCOMES but "degenerate");
+    a significant gain of a variant in `degenerate` is never listed as a plain win.
+    """
+    tested: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for label, against, kind, outcome in claims:
+        outcome = "degenerate" if outcome == "better" and label in degenerate else outcome
+        tested.setdefault((kind, against), {}).setdefault(outcome, []).append(f"`{label}`")
+    lines = [f"Each claim names the row it was tested against ({seeds} per variant, {sentences} test sentences, "
+             f"Holm-corrected over all {comparisons} comparisons of the table)."]
+    for (kind, against), outcomes in tested.items():
+        whom = (f"the baseline `{against}`" if kind == "baseline" else
+                f"the fixed-temperature control `{against}` (tau = lambda, every other setting the same)")
+        lines.append(f"Against {whom}: " + "; ".join(OUTCOMES[o] + ", ".join(outcomes[o]) for o in OUTCOMES
+                                                      if o in outcomes) + ".")
     cannot = ["The test covers the sampling of test sentences and the spread over the seeds run; it does not "
               "cover other corpora, language pairs or model sizes.",
               "Every variant trains with the settings of the space's `base` unless the sweep varies them: a "
               "variant tuned on its own (learning rate, dropout) could rank differently."]
-    return "\n".join([shows + "; ".join(parts) + ".", "", *cannot, *caveats]) + "\n"
+    return "\n".join([*lines, "", *cannot, *caveats]) + "\n"

@@ -31,7 +31,8 @@ TOP_LEVEL = ("name", "description", "data", "base", "parameters", "search", "obj
              "resources", "failure", "tracking", "baseline", "significance")
 OBJECTIVE_METRICS = ("bleu_dev", "dev_loss", "dev_ppl", "train_loss")
 MODES = ("max", "min")
-SIGNIFICANCE_METHODS = ("paired_bootstrap",)  # nmt_core.evaluate.PairedBootstrap
+# nmt_core.evaluate.PairedBootstrap (sacrebleu --paired-bs), ApproximateRandomization (sacrebleu --paired-ar)
+SIGNIFICANCE_METHODS = ("paired_bootstrap", "approximate_randomization")
 MIN_RESAMPLES = 100
 MAX_RESAMPLES = 1_000_000  # the bootstrap's time and memory grow with it; 10,000 already resolves p < 0.001
 MAX_TRIALS = 10_000  # a plan beyond this is a typo (num_samples: 1000000000); refused before it is enumerated
@@ -115,7 +116,7 @@ class SignificanceSpec:
     """How `sweeper summarize` tests each variant against the baseline."""
 
     method: str = "paired_bootstrap"
-    resamples: int = 1000
+    resamples: int = 1000  # bootstrap resamples, or approximate randomization's shuffles (sacrebleu's default: 10000)
 
     def check(self, source: str) -> "SignificanceSpec":
         if self.method not in SIGNIFICANCE_METHODS:

@@ -3,10 +3,12 @@
 - Findings first: mechanisms that degenerated (saturated attention, tau at a bound, a collapsed gate), dev
   curves still rising, SACT lambdas without a fixed-tau control (sweeper.findings).
 - BLEU table (SACT Tables 1-2, Li & Zhu Table 1): a row per variant (seeds grouped), mean +- sample std,
-  the paper-comparable multi-bleu, #params, time per epoch, delta to the baseline with a two-sided
-  seed-averaged paired bootstrap, Holm-corrected (** / * better, †† / † worse), and what the sweep shows.
+  the paper-comparable multi-bleu, #params, time per epoch, delta to the baseline and each SACT lambda's delta to
+  its fixed tau = lambda control, each with a 95% bootstrap interval and a two-sided seed-averaged paired test
+  (bootstrap or approximate randomization), Holm-corrected over all of them (** / * better, †† / † worse), and
+  what the sweep shows, each claim naming what it was tested against.
 - Fixed-tau curve (SACT Figure 1), temperature heatmaps (Figure 2), sentinel words (Li & Zhu Table 2),
-  and mean tau / gate for frequent (function) versus other (content) target words.
+  and mean tau / gate for function (the target language's closed-class words) versus content words.
 
 By job: records (one read of a sweep into a SweepSnapshot) -> statistics -> findings -> tables (pure renderers)
 and figures (data, then drawing) -> report (orchestration and write-back to the parent run).

@@ -1,23 +1,23 @@
 """Figures and the word tables drawn from attention traces: their data first (from the summary and the snapshot's
 traces, no tracking server), then the drawing. Dev BLEU curves, the fixed-tau curve (SACT Figure 1), the temperature
-heatmap (Figure 2), sentinel words (Li & Zhu Table 2), mean tau / gate for function versus content words, parameter
-importance and parallel coordinates.
+heatmap (Figure 2), sentinel words (Li & Zhu Table 2), mean tau / gate for function versus content words (function
+words: the target language's closed-class list from stopwordsiso), parameter importance and parallel coordinates.
 """
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import stopwordsiso
 
 from sweeper import importance, plots
 from sweeper.summary.records import TrialRecord, best_of, has_gate_or_sact
 from sweeper.summary.statistics import Summary, objective_of
 
-FREQUENT_WORDS = 50  # the target's most frequent words stand for function words (no stop-word lists yet)
+WORD_CLASS_SEED = 12345  # the sentence resamples of the function - content interval
 SENTINEL_THRESHOLD = 0.9  # Li & Zhu Table 2
 HEATMAP_SENTENCES = 4
 
@@ -27,7 +27,7 @@ class WordRow:
     """Function versus content words of one variant's best seed; its sentinel words where it has a gate."""
 
     label: str
-    stats: dict[str, tuple[float, float]]  # "tau" / "sentinel" -> (function words, content words)
+    stats: dict[str, "ClassSplit"]  # "tau" / "sentinel" -> its means over function and content words
     sentinel_words: list[tuple[str, int]] | None = None
 
 
@@ -40,20 +40,48 @@ class FigureData:
     heatmap: list[tuple[list[str], list[float]]] = field(default_factory=list)  # (tokens, tau) per dev sentence
     heatmap_of: TrialRecord | None = None
     words: list[WordRow] = field(default_factory=list)
+    language: str = ""  # the target language whose function words split `words`
+    words_note: str = ""  # why `words` is empty although a variant has a varying tau or gate
 
 
-def token_stats(table: pa.Table, frequent: int = FREQUENT_WORDS) -> dict[str, Any]:
-    """Mean tau and gate of the most frequent output words (function words) against the rest."""
-    tokens = table.column("token").to_pylist()
-    top = {w for w, _ in Counter(tokens).most_common(frequent)}
-    out: dict[str, Any] = {}
+@dataclass
+class ClassSplit:
+    """Mean of a per-token value over function and over content words, and the difference's 95% interval."""
+
+    function: float
+    content: float
+    interval: tuple[float, float]  # percentile interval of function - content over resampled sentences
+
+
+def function_words(language: str) -> set[str] | None:
+    """The closed-class words of `language` (ISO 639-1) from stopwordsiso; None where it has no list."""
+    return stopwordsiso.stopwords(language) if stopwordsiso.has_lang(language) else None
+
+
+def class_split(values: np.ndarray, is_function: np.ndarray, sentences: np.ndarray, resamples: int) -> ClassSplit:
+    """Means over function and content tokens, with a bootstrap over sentences (a sentence's tokens move together)
+    of the difference; nan where a class has no token."""
+    ids, index = np.unique(sentences, return_inverse=True)
+    sums = [np.bincount(index, values * mask, len(ids)) for mask in (is_function, ~is_function)]
+    counts = [np.bincount(index, mask.astype(float), len(ids)) for mask in (is_function, ~is_function)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        function, content = (s.sum() / c.sum() for s, c in zip(sums, counts))
+        draws = np.random.default_rng(WORD_CLASS_SEED).choice(len(ids), size=(resamples, len(ids)))
+        differences = sums[0][draws].sum(1) / counts[0][draws].sum(1) - sums[1][draws].sum(1) / counts[1][draws].sum(1)
+    finite = differences[np.isfinite(differences)]
+    low, high = np.quantile(finite, [0.025, 0.975]) if finite.size else (float("nan"), float("nan"))
+    return ClassSplit(float(function), float(content), (float(low), float(high)))
+
+
+def token_stats(table: pa.Table, words: set[str], resamples: int = 1000) -> dict[str, ClassSplit]:
+    """Mean tau and gate over function words (`words`, lowercased) and content words (the rest)."""
+    is_function = np.array([token.lower() in words for token in table.column("token").to_pylist()], dtype=bool)
+    sentences = np.asarray(table.column("sent_id").to_pylist())
+    out: dict[str, ClassSplit] = {}
     for column in ("tau", "sentinel"):
         values = table.column(column).to_pylist()
         if values and values[0] is not None:
-            function = [v for w, v in zip(tokens, values) if w in top]
-            content = [v for w, v in zip(tokens, values) if w not in top]
-            out[column] = (statistics.fmean(function) if function else float("nan"),
-                           statistics.fmean(content) if content else float("nan"))
+            out[column] = class_split(np.asarray(values, dtype=float), is_function, sentences, resamples)
     return out
 
 
@@ -84,8 +112,8 @@ def heatmap_sentences(trace: pa.Table) -> list[tuple[list[str], list[float]]]:
     return list(sentences.values())
 
 
-def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table]) -> FigureData:
-    """What the figures draw; `traces` holds those records.wanted_traces names."""
+def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table], resamples: int = 1000) -> FigureData:
+    """What the figures draw; `traces` holds those records.wanted_traces names; `resamples` for the word classes."""
     data = FigureData([(row.label, [r.curves.get("bleu_dev", []) for r in row.records]) for row in summary.rows],
                       summary.test_sets[0], fixed_tau_points(summary))
     sact = [r for r in summary.rows if r.records[0].params.get("attention.temperature") == "sact"]
@@ -94,11 +122,17 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table]) -> Fi
     if sact:
         data.heatmap_of = best_of([rec for r in sact for rec in r.records])
         data.heatmap = heatmap_sentences(traces[(data.heatmap_of.run_id, "dev")])
+    data.language = summary.rows[0].records[0].params.get("data.tgt", "")
+    words = function_words(data.language)
     for row in summary.rows:
         if has_gate_or_sact(row.records[0].params):  # else a constant temperature and no gate: nothing to compare
             table = traces[(best_of(row.records).run_id, data.test_set)]
-            stats = token_stats(table)
-            data.words.append(WordRow(row.label, stats, sentinel_words(table) if "sentinel" in stats else None))
+            gated = table.column("sentinel").to_pylist()[:1] not in ([], [None])
+            data.words.append(WordRow(row.label, {} if words is None else token_stats(table, words, resamples),
+                                      sentinel_words(table) if gated else None))
+    if words is None and data.words:
+        data.words_note = (f"stopwordsiso has no closed-class word list for the target language `{data.language}` "
+                           "(data.tgt), so function and content words are not compared.")
     return data
 
 
@@ -123,7 +157,9 @@ def word_sections(data: FigureData) -> list[str]:
     """Sentinel words per gated variant, then function vs content words of every SACT or gated variant."""
     sections, lines = [], []
     for row in data.words:
-        cells = [f"{row.stats[c][0]:.3f} / {row.stats[c][1]:.3f}" if c in row.stats else ""
+        cells = [f"{row.stats[c].function:.3f} / {row.stats[c].content:.3f} | "
+                 f"{row.stats[c].function - row.stats[c].content:+.3f} "
+                 f"[{row.stats[c].interval[0]:+.3f}, {row.stats[c].interval[1]:+.3f}]" if c in row.stats else " | "
                  for c in ("tau", "sentinel")]
         lines.append(f"| {row.label} | {cells[0]} | {cells[1]} |")
         if row.sentinel_words is not None:
@@ -131,10 +167,16 @@ def word_sections(data: FigureData) -> list[str]:
             sections.append(f"## Words with sentinel gate >= {SENTINEL_THRESHOLD} (Li & Zhu Table 2), `{row.label}`\n\n"
                             + ("| word | count |\n|---|---|\n" + "\n".join(f"| {w} | {n} |" for w, n in words)
                                if words else "none on this test set") + "\n")
-    if lines:
-        sections.append(f"## Function vs content words ({data.test_set})\n\nMean over output tokens: the "
-                        f"{FREQUENT_WORDS} most frequent output words (function words) / the rest (content words).\n\n"
-                        "| variant | tau | sentinel gate |\n|---|---|---|\n" + "\n".join(lines) + "\n")
+    if data.words_note:
+        sections.append(f"## Function vs content words ({data.test_set})\n\n{data.words_note}\n")
+    elif lines:
+        sections.append(f"## Function vs content words ({data.test_set})\n\nMean over output tokens of each variant's "
+                        f"best seed: function words (stopwordsiso's closed-class list for `{data.language}`, "
+                        "lowercased) / content words (the rest), and the difference function - content with its 95% "
+                        "interval (percentile bootstrap over test sentences): SACT's claim is a different temperature "
+                        "for the two classes.\n\n"
+                        "| variant | tau: function / content | tau difference [95% CI] | gate: function / content | "
+                        "gate difference [95% CI] |\n|---|---|---|---|---|\n" + "\n".join(lines) + "\n")
     return sections
 
 

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 from sweeper import findings as checks
 from sweeper.metrics import CURVES
-from sweeper.summary.statistics import Summary, VariantRow
+from sweeper.summary.statistics import BETTER, WORSE, Summary, VariantRow, seeds_phrase
 
 
 def add_findings(summary: Summary) -> None:
-    """Warnings from the dev diagnostics of every row, and the caveats they add to the conclusion."""
+    """Warnings from the dev diagnostics and seed counts of every row, and the closing paragraph with its caveats."""
     histories = [history_of(row) for row in summary.rows]
-    degenerate = [line for h in histories for line in checks.degenerate(h)]
+    flagged = {h.label: checks.degenerate(h) for h in histories}
+    degenerate = [line for lines in flagged.values() for line in lines]
     rising = [line for line in map(checks.still_rising, histories) if line]
-    summary.warnings = degenerate + rising + checks.missing_controls(histories)
+    few = checks.few_seeds([(row.label, row.seeds) for row in summary.rows])
+    summary.warnings = degenerate + rising + checks.missing_controls(histories) + ([few] if few else [])
+    if not summary.comparisons:
+        return
     caveats = []
     if rising:
         caveats.append(f"Training stopped while dev BLEU was still rising for {len(rising)} of {len(histories)} "
@@ -24,8 +28,17 @@ def add_findings(summary: Summary) -> None:
     if degenerate:
         caveats.append("The variants flagged above did not work as their papers intend: their rows measure the "
                        "degenerate behaviour, not the method.")
-    if summary.conclusion:
-        summary.conclusion += "\n".join(caveats) + "\n"
+    if few:
+        caveats.append(f"Rows with fewer than {checks.MIN_SEEDS} seeds (see the warnings): their marks are not to be "
+                       "published.")
+    claims = [(c.row.label, c.against.label, c.kind, outcome(c.mark)) for c in summary.comparisons]
+    summary.conclusion = checks.what_it_shows(claims, {label for label, lines in flagged.items() if lines},
+                                              seeds_phrase(summary.rows), summary.sentences, len(summary.comparisons),
+                                              caveats)
+
+
+def outcome(mark: str) -> str:
+    return "better" if mark in BETTER else "worse" if mark in WORSE else "same"
 
 
 def history_of(row: VariantRow) -> checks.VariantHistory:

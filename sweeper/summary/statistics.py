@@ -1,6 +1,8 @@
-"""Grouping and statistics: a row per variant (seeds grouped), mean +- sample std, and each row's delta to its
-baseline with a two-sided seed-averaged paired bootstrap, Holm-corrected (** / * better, †† / † worse); the same
-test for attention against gold word alignments (AER, gold attention mass).
+"""Grouping and statistics: a row per variant (seeds grouped), mean +- sample std, and the table's comparisons: each
+row against its baseline and each SACT lambda against its fixed tau = lambda control, with the difference, its
+95% bootstrap interval and a two-sided seed-averaged paired test (bootstrap or approximate randomization),
+Holm-corrected over all of them (** / * better, †† / † worse); the bootstrap for attention against gold word
+alignments (AER, gold attention mass).
 """
 from __future__ import annotations
 
@@ -10,14 +12,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from nmt_core.evaluate import AlignmentBootstrap, PairedBootstrap, SentenceBootstrap, holm
+from nmt_core.evaluate import AlignmentBootstrap, ApproximateRandomization, PairedBootstrap, SentenceBootstrap, holm
 from nmt_core.train import PAPER_BLEU
-from sweeper import findings
 from sweeper.metrics import SIGNATURE_TAGS
 from sweeper.space import SignificanceSpec
 from sweeper.summary.records import SummaryError, TrialRecord
 
 BETTER, WORSE = ("**", "*"), ("††", "†")  # p < 0.01, p < 0.05 after Holm's correction
+BASELINE, CONTROL = "baseline", "control"  # what a row is compared with
+CONTROL_KEYS = ("attention.temperature", "attention.tau", "attention.lambda", "variant")  # SACT vs its control
+AR_INTERVAL_RESAMPLES = 1000  # the interval's bootstrap beside approximate randomization (sacrebleu's default)
 
 
 @dataclass
@@ -33,6 +37,7 @@ class VariantRow:
     mark: str = ""
     p_value: float | None = None  # the paired bootstrap's, before correction
     p_adjusted: float | None = None  # Holm-corrected over all comparisons of the table
+    interval: tuple[float, float] | None = None  # the delta's 95% bootstrap percentile interval
     is_baseline: bool = False
 
     @property
@@ -41,9 +46,25 @@ class VariantRow:
 
 
 @dataclass
+class Comparison:
+    """One test of the table: `row` against `against` (its baseline, or for SACT its fixed tau = lambda control)."""
+
+    row: VariantRow
+    against: VariantRow
+    kind: str  # BASELINE or CONTROL
+    delta: float
+    interval: tuple[float, float]  # 95% bootstrap percentile interval of the seed-averaged difference
+    p_value: float
+    p_adjusted: float = 1.0  # Holm over every comparison it was tested with
+    mark: str = ""
+
+
+@dataclass
 class Summary:
     rows: list[VariantRow]
     test_sets: list[str]
+    comparisons: list[Comparison] = field(default_factory=list)  # every test of the BLEU table, Holm-corrected
+    sentences: int = 0  # test sentences the tests resample
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # degenerate mechanisms, unconverged curves, missing controls
     method: str = ""  # the significance test as the footer names it
@@ -109,37 +130,93 @@ def significance_mark(delta: float, p: float) -> str:
     return marks[0] if p < 0.01 else marks[1] if p < 0.05 else ""
 
 
-def compare_with_baselines(rows: list[VariantRow], criteria: dict[str, Any], value: Callable[[VariantRow], float],
-                           test: SentenceBootstrap, scored: Callable[[VariantRow], tuple[float, Any]]
-                           ) -> list[tuple[VariantRow, float, float, float]]:
-    """(row, delta, p, Holm-adjusted p) of each row against its baseline on the same resampled sentences, the
-    adjustment over all of the table's comparisons; `value` is the row's table number, `scored` its bootstrap."""
-    scores: dict[int, tuple[float, Any]] = {}
+def _beside_temperature(row: VariantRow) -> tuple:
+    return tuple((k, v) for k, v in row.records[0].group if k not in CONTROL_KEYS)
 
-    def of(row: VariantRow) -> tuple[float, Any]:  # each baseline is scored once, however many rows use it
-        if id(row) not in scores:
-            scores[id(row)] = scored(row)
-        return scores[id(row)]
+
+def control_of(rows: list[VariantRow], row: VariantRow) -> VariantRow | None:
+    """A SACT row's fixed tau = lambda row with every other setting equal: is a gain adaptivity or a rescaling?"""
+    params = row.records[0].params
+    if params.get("attention.temperature") != "sact":
+        return None
+    lam, mine = float(params["attention.lambda"]), _beside_temperature(row)
+    return next((r for r in rows if r.records[0].params.get("attention.temperature") == "fixed"
+                 and float(r.records[0].params.get("attention.tau", "nan")) == lam and _beside_temperature(r) == mine),
+                None)
+
+
+def pairs_of(rows: list[VariantRow], criteria: dict[str, Any]) -> list[tuple[VariantRow, VariantRow, str]]:
+    """(row, what it is compared with, kind): each row against its baseline, each SACT row against its control."""
+    pairs = [(row, base, BASELINE) for row in rows if (base := choose_baseline(rows, row, criteria)) not in (None, row)]
+    return pairs + [(row, control, CONTROL) for row in rows if (control := control_of(rows, row)) is not None]
+
+
+def compare(pairs: list[tuple[VariantRow, VariantRow, str]], value: Callable[[VariantRow], float],
+            bootstrap: SentenceBootstrap, stats_of: Callable[[VariantRow], list[dict[str, np.ndarray]]],
+            randomization: ApproximateRandomization | None = None) -> list[Comparison]:
+    """Each pair's delta of `value`, its bootstrap interval and p (the bootstrap's, or approximate randomization's
+    where given), on the same resampled or shuffled sentences, Holm-corrected over all `pairs`; `stats_of` gives a
+    row's per-seed, per-sentence statistics."""
+    seen: dict[int, tuple[list[dict[str, np.ndarray]], tuple[float, np.ndarray]]] = {}
+
+    def of(row: VariantRow) -> tuple[list[dict[str, np.ndarray]], tuple[float, np.ndarray]]:
+        if id(row) not in seen:  # each row is scored once, however many comparisons use it
+            stats = stats_of(row)
+            seen[id(row)] = stats, bootstrap.scores_of_stats(stats)
+        return seen[id(row)]
 
     compared = []
-    for row in rows:
-        base = choose_baseline(rows, row, criteria)
-        if base is not None and base is not row:
-            compared.append((row, value(row) - value(base), test.p_value(of(base), of(row))))
-    adjusted = holm([p for _, _, p in compared])
-    return [(row, delta, p, p_holm) for (row, delta, p), p_holm in zip(compared, adjusted)]
+    for row, against, kind in pairs:
+        (mine, scores), (theirs, base_scores) = of(row), of(against)
+        p = randomization.p_value(theirs, mine) if randomization else bootstrap.p_value(base_scores, scores)
+        compared.append(Comparison(row, against, kind, value(row) - value(against),
+                                   bootstrap.interval(base_scores, scores), p))
+    for comparison, adjusted in zip(compared, holm([c.p_value for c in compared])):
+        comparison.p_adjusted = adjusted
+    return compared
 
 
-def test_significance(rows: list[VariantRow], criteria: dict[str, Any], test: PairedBootstrap,
-                      translations: dict[str, dict[str, list[str]]]) -> list[VariantRow]:
-    """Each row's BLEU against its baseline's; the rows compared, with their delta, p and mark set."""
+def test_significance(rows: list[VariantRow], criteria: dict[str, Any], references: dict[str, list[str]],
+                      translations: dict[str, dict[str, list[str]]], significance: SignificanceSpec,
+                      bleu: dict[str, Any]) -> list[Comparison]:
+    """Every comparison of the BLEU table, marked; each row's against its baseline also set on the row."""
     for row in rows:
         row.is_baseline = choose_baseline(rows, row, criteria) is row
-    compared = compare_with_baselines(rows, criteria, lambda row: row.average[0], test,
-                                      lambda row: test.scores([translations[r.run_id] for r in row.records]))
-    for row, delta, p, adjusted in compared:
-        row.delta, row.p_value, row.p_adjusted, row.mark = delta, p, adjusted, significance_mark(delta, adjusted)
-    return [row for row, *_ in compared]
+    randomization = significance.method == "approximate_randomization"
+    bootstrap = PairedBootstrap(references, AR_INTERVAL_RESAMPLES if randomization else significance.resamples,
+                                **bleu)
+    shuffles = ApproximateRandomization(bootstrap, {name: len(refs) for name, refs in references.items()},
+                                        significance.resamples) if randomization else None
+    compared = compare(pairs_of(rows, criteria), lambda row: row.average[0], bootstrap,
+                       lambda row: bootstrap.stats([translations[r.run_id] for r in row.records]), shuffles)
+    for c in compared:
+        c.mark = significance_mark(c.delta, c.p_adjusted)
+        if c.kind == BASELINE:
+            c.row.delta, c.row.p_value, c.row.p_adjusted, c.row.mark = c.delta, c.p_value, c.p_adjusted, c.mark
+            c.row.interval = c.interval
+    return compared
+
+
+def method_text(significance: SignificanceSpec, rows: list[VariantRow], comparisons: list[Comparison]) -> str:
+    """The footer's account of the test, the interval and the correction."""
+    if significance.method == "approximate_randomization":
+        test = (f"two-sided paired approximate randomization over test sentences (sacrebleu --paired-ar semantics, +1 "
+                f"correction; each test set shuffled on its own), {significance.resamples} shuffles, seed k of a "
+                f"system paired with seed k of the other and the pseudo-systems' BLEU averaged over the pairs")
+        resamples = AR_INTERVAL_RESAMPLES
+    else:
+        test = (f"two-sided paired bootstrap over test sentences (sacrebleu --paired-bs semantics, +1 correction; "
+                f"each test set resampled on its own), {significance.resamples} resamples, each system's BLEU "
+                f"averaged over its seeds in every resample")
+        resamples = significance.resamples
+    controls = sum(c.kind == CONTROL for c in comparisons)
+    family = (f"{len(comparisons)} comparison{'s' if len(comparisons) != 1 else ''}"
+              + (f" ({len(comparisons) - controls} against a baseline, {controls} SACT against its fixed tau = "
+                 "lambda control)" if controls else ""))
+    return (f"{test} ({seeds_phrase(rows)} per row; seeds are never pooled as sentences), Holm-corrected over "
+            f"{family}: {BETTER[0]} p < 0.01, {BETTER[1]} p < 0.05 better than the baseline, {WORSE[0]} p < 0.01, "
+            f"{WORSE[1]} p < 0.05 worse. 95% CI: the percentile interval (2.5th to 97.5th) of the seed-averaged "
+            f"BLEU difference over {resamples} paired bootstrap resamples of the test sentences")
 
 
 def seeds_phrase(rows: list[VariantRow]) -> str:
@@ -179,20 +256,10 @@ def build_summary(records: list[TrialRecord], translations: dict[str, dict[str, 
     if not any(_matches(r.records[0], criteria) for r in rows):
         summary.notes.append("no baseline variant (" + ", ".join(f"{k}={v}" for k, v in criteria.items())
                              + ") in this sweep: deltas are left out")
-        return summary
-    test = PairedBootstrap(references, significance.resamples, **(bleu or {}))
-    compared = test_significance(rows, criteria, test, translations)
-    summary.method = (f"two-sided paired bootstrap over test sentences (sacrebleu --paired-bs semantics, +1 "
-                      f"correction; each test set resampled on its own), {significance.resamples} resamples, each "
-                      f"system's BLEU averaged over its seeds in every resample ({seeds_phrase(rows)} per row; seeds "
-                      f"are never pooled as sentences), Holm-corrected over {len(compared)} comparison"
-                      f"{'s' if len(compared) != 1 else ''}: {BETTER[0]} p < 0.01, {BETTER[1]} p < 0.05 better than "
-                      f"the baseline, {WORSE[0]} p < 0.01, {WORSE[1]} p < 0.05 worse")
-    base = next(r for r in rows if r.is_baseline)
-    summary.conclusion = findings.what_it_shows(
-        [r.label for r in compared if r.mark in BETTER], [r.label for r in compared if r.mark in WORSE],
-        [r.label for r in compared if not r.mark], base.label, seeds_phrase(rows),
-        sum(len(refs) for refs in references.values()), len(compared), [])
+    summary.sentences = sum(len(refs) for refs in references.values())
+    summary.comparisons = test_significance(rows, criteria, references, translations, significance, bleu or {})
+    if summary.comparisons:
+        summary.method = method_text(significance, rows, summary.comparisons)
     return summary
 
 
@@ -231,9 +298,10 @@ def alignment_table(summary: Summary, stats: dict[str, dict[str, np.ndarray]],
         test = AlignmentBootstrap(sizes, key, significance.resamples)
         value = {id(row): mean_std([statistics.fmean(r.metrics[f"{key}_{s}"] for s in sets) for r in row.records])
                  for row in summary.rows}
-        compared = compare_with_baselines(summary.rows, summary.criteria, lambda row: value[id(row)][0], test,
-                                          lambda row: test.scores_of_stats([stats[r.run_id] for r in row.records]))
-        tested = {id(row): (delta, p_holm) for row, delta, _, p_holm in compared}
+        pairs = [pair for pair in pairs_of(summary.rows, summary.criteria) if pair[2] == BASELINE]
+        compared = compare(pairs, lambda row: value[id(row)][0], test,
+                           lambda row: [stats[r.run_id] for r in row.records])
+        tested = {id(c.row): (c.delta, c.p_adjusted) for c in compared}
         for row in summary.rows:
             cell = AlignmentCell(*value[id(row)])
             if id(row) in tested:

@@ -8,7 +8,7 @@ import io
 
 from sweeper.metrics import EXPLOITS, SETTING_PREFIX
 from sweeper.summary.records import TrialRecord
-from sweeper.summary.statistics import BETTER, WORSE, AlignmentTable, Summary, VariantRow
+from sweeper.summary.statistics import BETTER, CONTROL, WORSE, AlignmentTable, Summary, VariantRow
 
 
 def _cells(row: VariantRow, test_sets: list[str], plus_minus: str) -> list[str]:
@@ -22,11 +22,28 @@ def _cells(row: VariantRow, test_sets: list[str], plus_minus: str) -> list[str]:
     time = "" if row.epoch_time_s is None else f"{row.epoch_time_s:.1f}"
     p = "" if row.p_adjusted is None else f"{row.p_adjusted:.3g}"  # 0.0499 stays below 0.05
     return [row.label, str(row.seeds), *(fmt(row.tests[s]) for s in test_sets), fmt(row.average),
-            fmt(row.paper_average), f"{row.n_params / 1e6:.2f}M", time, delta, p]
+            fmt(row.paper_average), f"{row.n_params / 1e6:.2f}M", time, delta, interval(row.interval), p]
+
+
+def interval(bounds: tuple[float, float] | None) -> str:
+    return "" if bounds is None else f"[{bounds[0]:+.2f}, {bounds[1]:+.2f}]"
 
 
 def table_header(test_sets: list[str]) -> list[str]:
-    return ["variant", "seeds", *test_sets, "avg", "multi-bleu avg", "#params", "s/epoch", "delta avg", "p (Holm)"]
+    return ["variant", "seeds", *test_sets, "avg", "multi-bleu avg", "#params", "s/epoch", "delta avg", "95% CI",
+            "p (Holm)"]
+
+
+def render_controls(summary: Summary) -> list[str]:
+    """SACT against its fixed tau = lambda control, tested and corrected with the table (no lines without one)."""
+    controls = [c for c in summary.comparisons if c.kind == CONTROL]
+    if not controls:
+        return []
+    lines = ["", "SACT against its fixed-temperature control (tau = lambda, every other setting the same): is a gain "
+             "adaptivity or a rescaling of the logits?", "",
+             "| SACT | control | delta avg | 95% CI | p | p (Holm) |", "|---|---|---|---|---|---|"]
+    return lines + [f"| {c.row.label} | {c.against.label} | {c.delta:+.2f}{c.mark} | {interval(c.interval)} | "
+                    f"{c.p_value:.3g} | {c.p_adjusted:.3g} |" for c in controls]
 
 
 def render_markdown(summary: Summary) -> str:
@@ -37,6 +54,7 @@ def render_markdown(summary: Summary) -> str:
     header = table_header(summary.test_sets)
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_cells(row, summary.test_sets, "±")) + " |" for row in summary.rows]
+    lines += render_controls(summary)
     lines.append("")
     lines.append("BLEU: sacrebleu on the detokenised output against the raw reference text, mean ± sample std over "
                  "seeds" + (f" (`{summary.signatures['BLEU']}`)" if "BLEU" in summary.signatures else "") + ". "
@@ -53,7 +71,7 @@ def render_csv(summary: Summary) -> str:
     writer = csv.writer(out)
     writer.writerow(["variant", "seeds", *[f"{s}_{x}" for s in summary.test_sets for x in ("mean", "std")],
                      "avg_mean", "avg_std", "multibleu_avg_mean", "multibleu_avg_std", "n_params", "epoch_time_s",
-                     "delta_avg", "mark", "p_value", "p_holm"])
+                     "delta_avg", "mark", "p_value", "p_holm", "ci_low", "ci_high"])
     for row in summary.rows:
         paper = row.paper_average or ("", "")
         writer.writerow([row.label, row.seeds, *[f"{v:.4f}" for s in summary.test_sets for v in row.tests[s]],
@@ -61,7 +79,8 @@ def render_csv(summary: Summary) -> str:
                          *(f"{v:.4f}" if v != "" else v for v in paper),
                          row.n_params, "" if row.epoch_time_s is None else f"{row.epoch_time_s:.3f}",
                          "" if row.delta is None else f"{row.delta:.4f}", row.mark,
-                         "" if row.p_value is None else row.p_value, "" if row.p_adjusted is None else row.p_adjusted])
+                         "" if row.p_value is None else row.p_value, "" if row.p_adjusted is None else row.p_adjusted,
+                         *(("", "") if row.interval is None else (f"{v:.4f}" for v in row.interval))])
     return out.getvalue()
 
 
