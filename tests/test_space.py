@@ -178,3 +178,9 @@ def test_set_can_replace_a_parameter_and_the_merged_yaml_is_what_runs(tmp_path):
 def test_system_metrics_are_on_unless_the_space_turns_them_off():
     assert spec_of().system_metrics is True
     assert spec_of(tracking={"system_metrics": False}).system_metrics is False
+
+
+def test_significance_method_is_the_bootstrap_or_approximate_randomization():
+    assert spec_of().significance.method == "paired_bootstrap"  # sacrebleu --paired-bs
+    chosen = spec_of(significance={"method": "approximate_randomization", "resamples": 10000}).significance
+    assert (chosen.method, chosen.resamples) == ("approximate_randomization", 10000)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -111,7 +112,8 @@ def test_bleu_table_numbers(store, tmp_path):
     low, high = sact.interval
     assert ("| general+sact4 | 2 | 26.00 ± 1.41 | 26.00 ± 1.41 | 27.00 ± 1.41 | 1.50M | 5.0 | +5.00** | "
             f"[{low:+.2f}, {high:+.2f}] | 0.005 |") in markdown and 0 < low < high
-    assert "| general+none | 2 | 21.00 ± 1.41 | 21.00 ± 1.41 | 22.00 ± 1.41 | 1.50M | 3.0 | baseline |  |  |" in markdown
+    assert ("| general+none | 2 | 21.00 ± 1.41 | 21.00 ± 1.41 | 22.00 ± 1.41 | 1.50M | 3.0 | baseline |  |  |"
+            in markdown)
     assert "| general+tau1.2 | 1 | 23.50 | 23.50 | 24.50 | 1.50M | 2.0 | +2.50 | [+0.00, +0.00] | 1 |" in markdown
     assert "| general+tau2 | 1 | 9.00 | 9.00 | 10.00 | 1.50M | 2.0 | -12.00†† |" in markdown
     assert ("two-sided paired bootstrap" in markdown and "1000 resamples" in markdown and "1-2 seeds per row" in markdown
@@ -347,3 +349,119 @@ def test_histories_are_read_in_bulk_with_the_latest_value_of_an_epoch_trained_ag
     histories = read_histories(client, [(run_id, "bleu_dev") for run_id in runs])
     assert histories == {(run_id, "bleu_dev"): by_epoch(client, run_id, "bleu_dev") for run_id in runs}
     assert histories[(runs[0], "bleu_dev")] == {1: 1.0, 2: 99.0, 3: 3.0}
+
+
+REVIEW_REFS = [f"w{i} x{i} y{i} z{i} end of line {i}" for i in range(40)]
+
+
+def _hyps(every: int) -> list[str]:
+    """Every `every`-th sentence loses its last three words (every=0: the references themselves)."""
+    return [" ".join(r.split()[:-3]) if every and i % every == 0 else r for i, r in enumerate(REVIEW_REFS)]
+
+
+def _review_snapshot(rows: list[tuple[str, dict, float, int, dict]], seeds: int, significance: dict):
+    """A snapshot of rows (variant, attention, lr, degraded every, dev curves) with BLEU scored from the outputs."""
+    from collections import Counter
+
+    from sweeper.summary import SweepSnapshot
+
+    records, translations = [], {}
+    for variant, attention, lr, every, dev in rows:
+        for seed in range(1, seeds + 1):
+            hyps, run_id = _hyps(every), f"{variant}-{lr}-{seed}"
+            bleu = corpus_bleu(hyps, REVIEW_REFS).score
+            params = {**_params(**attention), "train.seed": str(seed), "train.lr": str(lr), "variant": variant}
+            curves = {"bleu_dev": [bleu - 1.0, bleu - 0.95], "attn_saturated": [0.1, 0.1], **dev}
+            records.append(TrialRecord(run_id, run_id, variant, params, {"bleu_test_test": bleu, "bleu_test_avg": bleu},
+                                       curves))
+            translations[run_id] = {"test": hyps}
+    return SweepSnapshot("review", "p0", "FINISHED", {"significance": significance}, records, Counter(),
+                         {"test": REVIEW_REFS}, translations)
+
+
+AT_BOUND = {"tau_at_bound": [0.98, 0.98], "tau_p5": [3.9, 3.9], "tau_p50": [4.0, 4.0], "tau_p95": [4.0, 4.0]}
+
+
+def test_each_claim_names_the_baseline_or_control_it_was_tested_against():
+    """A grid over train.lr: two baselines, two controls. Each closing sentence names the row its claims were tested
+    against (the bug: every claim under the first baseline), and a SACT whose tau sat at its bound is no plain win."""
+    from sweeper.summary.findings import add_findings
+    from sweeper.summary.report import compute, significance_of
+
+    sact, fixed = {"temperature": "sact", "lambda": 4.0}, {"temperature": "fixed", "tau": 4.0}
+    snapshot = _review_snapshot([("general+none", {}, 0.001, 2, {}), ("general+sact4", sact, 0.001, 0, {}),
+                                 ("general+tau4", fixed, 0.001, 4, {}), ("general+none", {}, 0.005, 2, {}),
+                                 ("general+sact4", sact, 0.005, 0, AT_BOUND), ("general+tau4", fixed, 0.005, 2, {})],
+                                3, {"resamples": 1000})
+    summary = compute(snapshot, significance_of(snapshot, None))
+    assert [(c.row.label, c.against.label, c.kind) for c in summary.comparisons] == [
+        ("general+sact4 (train.lr=0.001)", "general+none (train.lr=0.001)", "baseline"),
+        ("general+sact4 (train.lr=0.005)", "general+none (train.lr=0.005)", "baseline"),
+        ("general+tau4 (train.lr=0.001)", "general+none (train.lr=0.001)", "baseline"),
+        ("general+tau4 (train.lr=0.005)", "general+none (train.lr=0.005)", "baseline"),
+        ("general+sact4 (train.lr=0.001)", "general+tau4 (train.lr=0.001)", "control"),
+        ("general+sact4 (train.lr=0.005)", "general+tau4 (train.lr=0.005)", "control")]
+    same = summary.comparisons[3]  # tau4 at lr 0.005 has the baseline's outputs
+    assert same.delta == 0 and same.p_value == 1.0 and same.interval == (0.0, 0.0) and same.mark == ""
+    for c in summary.comparisons[:3] + summary.comparisons[4:]:  # Holm over 6 comparisons: at most 6 / 1001
+        assert c.p_value == pytest.approx(1 / 1001) and c.p_adjusted <= 6 / 1001 and c.mark == "**"
+        assert c.interval[0] <= c.delta <= c.interval[1] and c.interval[0] > 0
+    assert "fewer than 3 seeds" not in " ".join(summary.warnings)
+    lines = summary.conclusion.splitlines()
+    assert lines[0] == ("Each claim names the row it was tested against (3 seeds per variant, 40 test sentences, "
+                        "Holm-corrected over all 6 comparisons of the table).")
+    assert lines[1:5] == [
+        "Against the baseline `general+none (train.lr=0.001)`: significantly better: `general+sact4 (train.lr=0.001)`, "
+        "`general+tau4 (train.lr=0.001)`.",
+        "Against the baseline `general+none (train.lr=0.005)`: significantly better, but with a mechanism flagged as "
+        "degenerate above (not a win of the method): `general+sact4 (train.lr=0.005)`; no significant difference: "
+        "`general+tau4 (train.lr=0.005)`.",
+        "Against the fixed-temperature control `general+tau4 (train.lr=0.001)` (tau = lambda, every other setting the "
+        "same): significantly better: `general+sact4 (train.lr=0.001)`.",
+        "Against the fixed-temperature control `general+tau4 (train.lr=0.005)` (tau = lambda, every other setting the "
+        "same): significantly better, but with a mechanism flagged as degenerate above (not a win of the method): "
+        "`general+sact4 (train.lr=0.005)`."]
+    markdown = render_markdown(summary)
+    control = summary.comparisons[4]
+    assert (f"| general+sact4 (train.lr=0.001) | general+tau4 (train.lr=0.001) | {control.delta:+.2f}** | "
+            f"[{control.interval[0]:+.2f}, {control.interval[1]:+.2f}] | 0.000999 | {control.p_adjusted:.3g} |"
+            ) in markdown
+    assert ("Holm-corrected over 6 comparisons (4 against a baseline, 2 SACT against its fixed tau = lambda control)"
+            in markdown and "95% CI: the percentile interval (2.5th to 97.5th) of the seed-averaged BLEU difference "
+            "over 1000 paired bootstrap resamples" in markdown)
+    add_findings(summary)  # idempotent: the closing paragraph is rebuilt, not appended to
+    assert summary.conclusion.count("Each claim names") == 1
+
+
+def test_the_delta_interval_is_the_bootstrap_percentile_interval_of_the_seed_averaged_difference():
+    from nmt_core.evaluate import PairedBootstrap
+    from sweeper.summary.report import compute, significance_of
+
+    fixed = {"temperature": "fixed", "tau": 4.0}
+    snapshot = _review_snapshot([("general+none", {}, 0.001, 2, {}), ("general+tau4", fixed, 0.001, 5, {})], 2,
+                                {"resamples": 300})
+    summary = compute(snapshot, significance_of(snapshot, None))
+    [comparison] = summary.comparisons
+    test = PairedBootstrap({"test": REVIEW_REFS}, 300)
+    base, system = test.scores([{"test": _hyps(2)}] * 2), test.scores([{"test": _hyps(5)}] * 2)
+    assert comparison.interval == pytest.approx(tuple(np.quantile(system[1] - base[1], [0.025, 0.975])))
+    assert comparison.delta == pytest.approx(system[0] - base[0])
+    assert "fewer than 3 seeds in 2 of 2 rows (`general+none` (2), `general+tau4` (2))" in summary.warnings[-1]
+    assert "Rows with fewer than 3 seeds (see the warnings): their marks are not to be published." in summary.conclusion
+
+
+@pytest.mark.parametrize("method,flag", [("approximate_randomization", "ar"), ("paired_bootstrap", "bs")])
+def test_summary_p_values_are_sacrebleus_on_the_same_files(tmp_path, method, flag):
+    """One seed per row, one test set: the table's p before Holm is `sacrebleu --paired-ar` / `--paired-bs`'s."""
+    from sweeper.summary.report import compute, significance_of
+    from tests.test_evaluate import _sacrebleu_paired
+
+    fixed = {"temperature": "fixed", "tau": 4.0}
+    snapshot = _review_snapshot([("general+none", {}, 0.001, 3, {}), ("general+tau4", fixed, 0.001, 4, {})], 1,
+                                {"method": method, "resamples": 1000})
+    summary = compute(snapshot, significance_of(snapshot, None))
+    [comparison] = summary.comparisons
+    sacrebleu_p = _sacrebleu_paired(tmp_path, _hyps(3), _hyps(4), REVIEW_REFS, flag, 1000)
+    assert comparison.p_value == pytest.approx(sacrebleu_p, abs=1e-12)
+    assert 1 / 1001 < comparison.p_value < 1
+    assert ("sacrebleu --paired-ar semantics" if flag == "ar" else "sacrebleu --paired-bs semantics") in summary.method
