@@ -97,3 +97,10 @@ def rules_of(cfg: "TrialConfig") -> Iterator[Rule]:
     """The rules of every part the config selects."""
     for part in parts_of(cfg.attention):
         yield from part.rules
+
+
+def is_adaptive(temperature: Any) -> bool:
+    """Whether attention.temperature = `temperature` varies tau_t by token (SACT): what the temperature heatmap,
+    the per-word tau statistics and the at-bound finding are about."""
+    part = lookup("temperature", temperature)
+    return part is not None and part.adaptive

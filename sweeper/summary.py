@@ -29,6 +29,7 @@ from mlflow.tracking import MlflowClient
 from nmt_core import diagnostics
 from nmt_core.config import ConfigError, build_config, scalar, set_dotted
 from nmt_core.evaluate import AlignmentBootstrap, PairedBootstrap, SentenceBootstrap, holm
+from nmt_core.registry import is_adaptive
 from nmt_core.train import PAPER_BLEU, bleu_options
 from sweeper import findings, importance, plots
 from sweeper.artifacts import read_alignment_stats
@@ -591,7 +592,7 @@ def _figures(client: MlflowClient, summary: Summary, out: Path, tmp: Path) -> li
                      out / "dev_bleu_curves.png")
     sections = ["## Dev BLEU by epoch (mean over seeds; convergence)\n\n![dev curves](dev_bleu_curves.png)\n"]
     fixed = [r for r in summary.rows if r.records[0].params.get("attention.temperature") == "fixed"]
-    sact = [r for r in summary.rows if r.records[0].params.get("attention.temperature") == "sact"]
+    sact = [r for r in summary.rows if is_adaptive(r.records[0].params.get("attention.temperature"))]
     if fixed:
         best_sact = max(sact, key=lambda r: r.average[0]) if sact else None
         points = {float(r.records[0].params["attention.tau"]): r.average for r in fixed}
@@ -620,7 +621,7 @@ def _figures(client: MlflowClient, summary: Summary, out: Path, tmp: Path) -> li
     stats_lines = []
     for row in summary.rows:
         params = row.records[0].params
-        if params.get("attention.temperature") != "sact" and params.get("attention.sentinel") != "True":
+        if not is_adaptive(params.get("attention.temperature")) and params.get("attention.sentinel") != "True":
             continue  # a constant temperature and no gate: nothing to compare
         record = max(row.records, key=lambda rec: rec.metrics["bleu_test_avg"])
         table = read_trace(client, record.run_id, summary.test_sets[0], tmp / "trace" / record.run_id)
