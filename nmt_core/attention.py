@@ -143,14 +143,6 @@ class GeneralScore(Score):
         return self.W(h)
 
 
-@register(SCORES, "scaled_dot")
-class ScaledDotScore(GeneralScore):
-    """e = s^T W h / sqrt(d) (V; the course report's scaled dot product)."""
-
-    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
-        return super().forward(s, memory, state) / math.sqrt(self.hidden)
-
-
 @register(SCORES, "concat")
 class ConcatScore(Score):
     """e = v^T tanh(W s + U h) (L eq. 8 "concat", Bahdanau "additive"; no bias), with coverage inside the tanh:
@@ -180,6 +172,14 @@ class ConcatScore(Score):
         if inside is not None:
             hidden = hidden + inside
         return self.v(torch.tanh(hidden)).squeeze(-1)
+
+
+@register(SCORES, "scaled_dot")
+class ScaledDotScore(GeneralScore):
+    """e = s^T W h / sqrt(d) (V; the course report's scaled dot product)."""
+
+    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
+        return super().forward(s, memory, state) / math.sqrt(self.hidden)
 
 
 @register(SCORES, "key_value")
@@ -253,6 +253,8 @@ class NoTemperature(Temperature):
 class FixedTemperature(Temperature):
     """softmax(e / tau) with a constant tau."""
 
+    settings = ("attention.tau",)
+
     @classmethod
     def label(cls, a: AttentionConfig) -> str | None:
         return f"tau{a.tau:g}"
@@ -267,6 +269,7 @@ class SelfAdaptiveTemperature(Temperature):
     `attention.sact_bias`), c~_0 = the decoder's initial state; tau_t lies in (1/lambda, lambda)."""
 
     adaptive = True
+    settings = ("attention.lambda", "attention.sact_bias")
 
     @classmethod
     def label(cls, a: AttentionConfig) -> str | None:
@@ -526,6 +529,7 @@ class Coverage(Mechanism):
 
     rules = (Rule("attention.coverage", "false unless attention.score is concat (Tu et al. feed coverage inside the "
                   "additive score's tanh)", lambda c: c.attention.score == "concat"),)
+    settings = ("attention.coverage_weight",)
 
     def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
         return {"coverage": memory.keys.new_zeros(memory.mask.shape)}  # C_0 = 0

@@ -124,17 +124,13 @@ class TrialConfig:
     def active(self) -> dict[str, Any]:
         """The flat config without the settings this variant ignores (`attention.lambda` without SACT, ...):
         MLflow's parameter views then compare what acted."""
-        flat = self.flat()
-        return {k: v for k, v in flat.items() if k not in INACTIVE_UNLESS or INACTIVE_UNLESS[k](flat)}
+        flat, owned, used = self.flat(), registry.settings(), registry.settings(self.attention)
+        return {k: v for k, v in flat.items() if (k not in owned or k in used)
+                and (k not in INACTIVE_UNLESS or INACTIVE_UNLESS[k](flat))}
 
 
-# a setting that acts only when its predicate on the flat config holds
+# a setting that acts only when its predicate on the flat config holds (the attention parts' own: their `settings`)
 INACTIVE_UNLESS: dict[str, Any] = {
-    "attention.tau": lambda c: c["attention.temperature"] == "fixed",
-    "attention.lambda": lambda c: c["attention.temperature"] == "sact",
-    "attention.sact_bias": lambda c: c["attention.temperature"] == "sact",
-    "attention.coverage_weight": lambda c: c["attention.coverage"],
-    "model.input_feeding": lambda c: c["attention.placement"] == "luong",  # the others feed c_t instead
     "data.subword_vocab": lambda c: c["data.tokenizer"] == "sentencepiece",
     "train.lr_patience": lambda c: c["train.lr_decay"] < 1,
     "decode.length_penalty": lambda c: c["decode.beam_size"] > 1,

@@ -177,6 +177,7 @@ class LuongPlacement(Placement):
     """L sec. 3: s_t = RNN([y_{t-1}; h~_{t-1}], s_{t-1}) with input feeding, then c_t = ATT(C, s_t)."""
 
     attends_after_step = feeds_input = True
+    settings = ("model.input_feeding",)  # the others feed c_t instead
 
     @classmethod
     def label(cls, a: AttentionConfig) -> str | None:

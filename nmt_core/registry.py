@@ -36,6 +36,7 @@ class Part:
 
     name: ClassVar[str] = ""  # its config value (set by `register`)
     rules: ClassVar[tuple[Rule, ...]] = ()
+    settings: ClassVar[tuple[str, ...]] = ()  # dotted keys that act only with this part (`attention.lambda`: SACT)
 
     @classmethod
     def label(cls, a: "AttentionConfig") -> str | None:
@@ -91,6 +92,14 @@ def parts_of(a: "AttentionConfig") -> Iterator[type]:
             yield SELECTED_BY[field][getattr(a, field)]
         elif getattr(a, field):
             yield MECHANISMS[field]
+
+
+def settings(a: "AttentionConfig | None" = None) -> set[str]:
+    """The keys the parts a config selects read (every registered part's with no config): a key some part owns is
+    left out of a run's parameters unless a selected part reads it, so MLflow compares what acted."""
+    _builtins()
+    parts = parts_of(a) if a is not None else (p for r in (*SELECTED_BY.values(), MECHANISMS) for p in r.values())
+    return {key for part in parts for key in part.settings}
 
 
 def rules_of(cfg: "TrialConfig") -> Iterator[Rule]:

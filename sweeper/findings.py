@@ -54,10 +54,12 @@ def degenerate(history: VariantHistory) -> list[str]:
     at_bound = history.at(d.TAU_AT_BOUND, -1)
     if is_adaptive(history.temperature) and at_bound is not None and at_bound >= SHARE:
         upper = (history.at(d.TAU_P50, -1) or 1.0) > 1.0
-        bound = f"{history.lam:g}" if upper else f"1/{history.lam:g}"
+        fixed = ("the temperature acts as a fixed one" if history.lam is None  # a bounded temperature other than SACT
+                 else f"SACT acts as a fixed temperature {history.lam:g}" if upper
+                 else f"SACT acts as a fixed temperature 1/{history.lam:g}")
         found.append(f"{label}: tau at its {'upper' if upper else 'lower'} bound for {at_bound:.0%} of dev tokens "
-                     f"(p5 {history.at(d.TAU_P5, -1):.2f}, p95 {history.at(d.TAU_P95, -1):.2f}): SACT acts as a "
-                     f"fixed temperature {bound} here, not an adaptive one.")
+                     f"(p5 {history.at(d.TAU_P5, -1):.2f}, p95 {history.at(d.TAU_P95, -1):.2f}): {fixed} here, "
+                     "not an adaptive one.")
     collapsed, gate = history.at(d.GATE_COLLAPSED, -1), history.at(d.GATE_MEAN, -1)
     if history.sentinel and collapsed is not None and collapsed >= SHARE:
         found.append(f"{label}: sentinel gate collapsed: beta < {d.COLLAPSED_GATE} for {collapsed:.0%} of dev tokens "
