@@ -26,7 +26,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from nmt_core.config import AttentionConfig
+from nmt_core.config import AttentionConfig, TrialConfig
 from nmt_core.registry import (MECHANISMS, PLACEMENTS, POSITION_BIASES, SCORES, SELF_ATTENTIONS, TEMPERATURES, Part,
                                Rule, register)
 
@@ -319,11 +319,8 @@ class Mechanism(nn.Module, Part):
     needs_memory_cell = False  # reads the LSTM's memory cell m_t, so the decoder must step its RNN one token at a time
 
     def __init__(self, hidden: int, cfg: AttentionConfig, step_input_size: int, decoder_cell: str, score: Score):
+        """One signature for every mechanism: the sizes, the config, and the score (whose projection one may share)."""
         super().__init__()
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return cls.name
 
     def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
         return {}
@@ -354,7 +351,8 @@ class Mechanism(nn.Module, Part):
 
 # ---- the sentinel: an extra softmax slot the decoder can attend to instead of the source ----------------
 
-def _attends_after_step(cfg) -> bool:
+def _attends_after_step(cfg: TrialConfig) -> bool:
+    """Whether the placement attends from the state after the RNN step (t_i, which the sentinel mixes in)."""
     return PLACEMENTS[cfg.attention.placement].attends_after_step
 
 

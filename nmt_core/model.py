@@ -238,14 +238,8 @@ class ConditionalGRUPlacement(Placement):
 
 
 class Decoder(nn.Module):
-    """LSTM or GRU decoder with attention where `attention.placement` puts it, and the attentional readout h~_t.
-
-    luong (L sec. 3): s_t = RNN([y_{t-1}; h~_{t-1}], s_{t-1}) with input feeding, then c_t = ATT(C, s_t).
-    bahdanau (B sec. 3.1): c_t = ATT(C, s_{t-1}), then s_t = RNN([y_{t-1}; c_t], s_{t-1}).
-    cgru (lecture 003, dl4mt): s'_t = RNN_1(y_{t-1}, s_{t-1}); c_t = ATT(C, s'_t); s_t = RNN_2(c_t, s'_t).
-    Every placement reads out h~_t = tanh(W_c [c_t; s_t]) (L eq. 5), so they differ only where attention sits;
-    each is a registered Placement.
-    """
+    """LSTM or GRU decoder with attention where `attention.placement` (a Placement above) puts it, and the
+    attentional readout h~_t = tanh(W_c [c_t; s_t]) (L eq. 5): the placements differ only where attention sits."""
 
     def __init__(self, vocab_size: int, cfg: ModelConfig, attention: AttentionConfig):
         super().__init__()
@@ -257,8 +251,8 @@ class Decoder(nn.Module):
         rnn = nn.LSTM if cfg.cell == "lstm" else nn.GRU
         luong_input = cfg.emb_size + (hidden if self.input_feeding else 0)
         context = SCORES[attention.score].context_size_of(hidden)
-        self.rnn = rnn(self.placement.rnn_input(cfg.emb_size, context, luong_input), hidden, cfg.decoder_layers, batch_first=True,
-                       dropout=cfg.dropout if cfg.decoder_layers > 1 else 0.0)
+        self.rnn = rnn(self.placement.rnn_input(cfg.emb_size, context, luong_input), hidden, cfg.decoder_layers,
+                       batch_first=True, dropout=cfg.dropout if cfg.decoder_layers > 1 else 0.0)
         self.attention = Attention(attention, hidden, luong_input, cfg.cell)
         self.placement.build(self, rnn, context)
         self.self_attention = SelfAttention(hidden) if SELF_ATTENTIONS[attention.self_attention].decoder else None
@@ -269,7 +263,7 @@ class Decoder(nn.Module):
         if cfg.tie_embeddings:
             self.output.weight = self.embed.weight
         self.dropout = nn.Dropout(cfg.dropout)
-        # all s_t in one (cuDNN) call when no step's RNN input depends on the step before
+        # all s_t in one (cuDNN) call when no step's RNN input depends on the step before (attention after the RNN)
         self.whole_sequence_rnn = (self.placement.attends_after_step and not self.input_feeding
                                    and not self.attention.needs_memory_cell)
 
