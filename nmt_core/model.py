@@ -162,11 +162,11 @@ class Placement(Part):
         raise NotImplementedError
 
     @staticmethod
-    def build(decoder: "Decoder", rnn: type[nn.Module], context: int) -> None:
+    def build(decoder: Decoder, rnn: type[nn.Module], context: int) -> None:
         """Add the placement's own modules to the decoder."""
 
     @staticmethod
-    def transition(decoder: "Decoder", emb: Tensor, state: DecoderState,
+    def transition(decoder: Decoder, emb: Tensor, state: DecoderState,
                    memory: Memory) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
         """One step from the embedded y_{t-1}: s_t, the RNN state, what attention did and its next state."""
         raise NotImplementedError
@@ -188,7 +188,7 @@ class LuongPlacement(Placement):
         return luong_input
 
     @staticmethod
-    def transition(decoder: "Decoder", emb: Tensor, state: DecoderState,
+    def transition(decoder: Decoder, emb: Tensor, state: DecoderState,
                    memory: Memory) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
         x = torch.cat([emb, state.feed], dim=-1) if decoder.input_feeding else emb  # [y_{t-1}; h~_{t-1}]
         s, rnn = decoder.recur(decoder.rnn, x, state.rnn)  # s_t
@@ -206,7 +206,7 @@ class BahdanauPlacement(Placement):
         return emb_size + context
 
     @staticmethod
-    def transition(decoder: "Decoder", emb: Tensor, state: DecoderState,
+    def transition(decoder: Decoder, emb: Tensor, state: DecoderState,
                    memory: Memory) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
         out, attention = decoder.attention(top_layer(state.rnn), memory, state.attention)  # c_t = ATT(C, s_{t-1})
         s, rnn = decoder.recur(decoder.rnn, torch.cat([emb, out.context], dim=-1), state.rnn)  # RNN([y; c_t], s_{t-1})
@@ -225,11 +225,11 @@ class ConditionalGRUPlacement(Placement):
         return emb_size
 
     @staticmethod
-    def build(decoder: "Decoder", rnn: type[nn.Module], context: int) -> None:
+    def build(decoder: Decoder, rnn: type[nn.Module], context: int) -> None:
         decoder.rnn2 = rnn(context, decoder.cfg.hidden_size, batch_first=True)  # RNN_2(c_t, s'_t)
 
     @staticmethod
-    def transition(decoder: "Decoder", emb: Tensor, state: DecoderState,
+    def transition(decoder: Decoder, emb: Tensor, state: DecoderState,
                    memory: Memory) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
         s_prime, rnn_prime = decoder.recur(decoder.rnn, emb, state.rnn)  # s'_t = RNN_1(y_{t-1}, s_{t-1})
         out, attention = decoder.attention(s_prime, memory, state.attention)  # c_t = ATT(C, s'_t)

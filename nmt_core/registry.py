@@ -9,8 +9,9 @@ them until a question needs the registries filled, so the config can read it wit
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
     from nmt_core.config import AttentionConfig, TrialConfig
@@ -25,9 +26,9 @@ class Rule:
 
     key: str
     allowed: str  # may name the attention config's values: "{a.placement}"
-    holds: Callable[["TrialConfig"], bool]
+    holds: Callable[[TrialConfig], bool]
 
-    def message(self, cfg: "TrialConfig") -> str:
+    def message(self, cfg: TrialConfig) -> str:
         return self.allowed.format(a=cfg.attention)
 
 
@@ -39,7 +40,7 @@ class Part:
     settings: ClassVar[tuple[str, ...]] = ()  # dotted keys that act only with this part (`attention.lambda`: SACT)
 
     @classmethod
-    def label(cls, a: "AttentionConfig") -> str | None:
+    def label(cls, a: AttentionConfig) -> str | None:
         """Its word in variant labels; None where it is the default and says nothing."""
         return cls.name
 
@@ -84,7 +85,7 @@ def lookup(key: str, value: Any) -> type | None:
     return SELECTED_BY[key].get(value)
 
 
-def parts_of(a: "AttentionConfig") -> Iterator[type]:
+def parts_of(a: AttentionConfig) -> Iterator[type]:
     """The parts a config selects, in label order, then any other switched-on mechanism."""
     _builtins()
     for field in LABEL_ORDER + tuple(m for m in MECHANISMS if m not in LABEL_ORDER):
@@ -94,7 +95,7 @@ def parts_of(a: "AttentionConfig") -> Iterator[type]:
             yield MECHANISMS[field]
 
 
-def settings(a: "AttentionConfig | None" = None) -> set[str]:
+def settings(a: AttentionConfig | None = None) -> set[str]:
     """The keys the parts a config selects read (every registered part's with no config): a key some part owns is
     left out of a run's parameters unless a selected part reads it, so MLflow compares what acted."""
     _builtins()
@@ -102,7 +103,7 @@ def settings(a: "AttentionConfig | None" = None) -> set[str]:
     return {key for part in parts for key in part.settings}
 
 
-def rules_of(cfg: "TrialConfig") -> Iterator[Rule]:
+def rules_of(cfg: TrialConfig) -> Iterator[Rule]:
     """The rules of every part the config selects."""
     for part in parts_of(cfg.attention):
         yield from part.rules

@@ -140,5 +140,5 @@ def test_toy_variant_label_and_summary_row(toy_parts):
     assert "attention.tau" not in summary.rows[0].records[0].params
     assert is_adaptive("toy_gated") and not is_adaptive("fixed") and not is_adaptive("retired_temperature")
     assert findings.degenerate(history_of(summary.rows[1])) == [
-        "`toy_cosine+gated3+pos-log`: tau at its upper bound for 95% of dev tokens (p5 2.90, p95 2.90): the "
-        "temperature acts as a fixed one here, not an adaptive one."]
+        ("`toy_cosine+gated3+pos-log`: tau at its upper bound for 95% of dev tokens (p5 2.90, p95 2.90): the "
+         "temperature acts as a fixed one here, not an adaptive one.")]
