@@ -637,8 +637,9 @@ class Attention(nn.Module):
                 cell: Tensor | None = None) -> tuple[AttentionOutput, AttentionState]:
         """One decoder step: s (B, H) the query (the decoder's state where the placement attends from); the
         sentinel also reads step_input (B, *), the decoder's input, and (LSTM) cell (B, H), its memory cell."""
-        bias, inside = self.position(s, memory, state)
+        bias, inside = self.position(s, memory, state)  # W_p psi inside an additive score's tanh (C eq. 3)
         e = raw_scores = self.score(s, memory, state, inside) if inside is not None else self.score(s, memory, state)
+        # e_t: L eq. 8 (with coverage inside the tanh: T eq. 6)
         if bias is not None:
             e = e + bias  # v_p^T tanh(W_p psi) (C) or G (Y)
         tau = self.temperature(s, state)

@@ -10,7 +10,7 @@ import dataclasses
 import importlib.util
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, ItemsView, Iterator, Mapping
 
 from nmt_core import registry
 from nmt_core.yaml_input import SHOWN_CHARS, ErrorType, load_yaml_file, parse_yaml, shown
@@ -156,6 +156,9 @@ class Choices(Mapping[str, tuple[str, ...]]):
 
     def __len__(self) -> int:
         return len(self._all())
+
+    def items(self) -> ItemsView[str, tuple[str, ...]]:
+        return self._all().items()  # one read of the registries, not one per key
 
 
 CHOICES = Choices({
@@ -356,7 +359,8 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
     require(m.hidden_size % 2 == 0, "model.hidden_size",
             "even (each encoder direction has hidden_size / 2 units)", m.hidden_size)
     for rule in registry.rules_of(cfg):  # what each selected attention part asks of the rest (nmt_core.attention)
-        require(rule.holds(cfg), rule.key, rule.message(cfg), _value(cfg, rule.key))
+        if not rule.holds(cfg):
+            require(False, rule.key, rule.message(cfg), _value(cfg, rule.key))
     require(not (a.coverage_weight > 0 and not a.coverage), "attention.coverage_weight",
             "0 unless attention.coverage is true", a.coverage_weight)
     gold = cfg.data.corpus in GOLD_ALIGNED and cfg.data.tokenizer == "space"

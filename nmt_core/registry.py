@@ -9,6 +9,7 @@ them until a question needs the registries filled, so the config can read it wit
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -69,7 +70,8 @@ def register(registry: dict[str, type], name: str) -> Callable[[T], T]:
 
 def _builtins() -> None:
     """Fill the registries with the built-in parts (their modules register them on import)."""
-    importlib.import_module("nmt_core.model")
+    if "nmt_core.model" not in sys.modules:
+        importlib.import_module("nmt_core.model")
 
 
 def choices() -> dict[str, tuple[str, ...]]:
