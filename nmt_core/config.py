@@ -53,7 +53,7 @@ class ModelConfig:
     decoder_layers: int = 1
     dropout: float = 0.4
     input_feeding: bool = True
-    readout: str = "auto"  # luong: tanh(W_c [c; s]) (Luong eq. 5); sum: c + s (Li & Zhu eq. 12); auto: sum with the sentinel
+    readout: str = "auto"  # luong: tanh(W_c [c; s]) (Luong eq. 5); sum: c + s (Li & Zhu eq. 12); auto: sum iff sentinel
     tie_embeddings: bool = False
     fast_path: bool = True  # the same maths in fewer, larger ops (decoder steps, loss on real tokens); false: plain
 
