@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import stopwordsiso
 
+from nmt_core.registry import is_adaptive
 from sweeper import importance, plots
 from sweeper.summary.records import TrialRecord, best_of, has_gate_or_sact
 from sweeper.summary.statistics import Summary, objective_of
@@ -116,7 +117,7 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table], resam
     """What the figures draw; `traces` holds those records.wanted_traces names; `resamples` for the word classes."""
     data = FigureData([(row.label, [r.curves.get("bleu_dev", []) for r in row.records]) for row in summary.rows],
                       summary.test_sets[0], fixed_tau_points(summary))
-    sact = [r for r in summary.rows if r.records[0].params.get("attention.temperature") == "sact"]
+    sact = [r for r in summary.rows if is_adaptive(r.records[0].params.get("attention.temperature"))]
     if data.fixed_tau and sact:
         data.best_sact = max(sact, key=lambda r: r.average[0]).average
     if sact:

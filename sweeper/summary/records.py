@@ -26,6 +26,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.rest_utils import http_request
 
 from nmt_core.config import ConfigError, build_config, scalar, set_dotted
+from nmt_core.registry import is_adaptive
 from sweeper.artifacts import read_alignment_stats
 from sweeper.metrics import CURVES, EXPLOITS, PARENT, ROLE, SETTING_PREFIX, TRIAL_ID, VARIANT
 from sweeper.tracking import PBT_EVENTS
@@ -197,7 +198,7 @@ def trial_config_of(record: TrialRecord):
 
 def has_gate_or_sact(params: dict[str, str]) -> bool:
     """A variant whose tau or sentinel gate varies by word: its traces are worth reading."""
-    return params.get("attention.temperature") == "sact" or params.get("attention.sentinel") == "True"
+    return is_adaptive(params.get("attention.temperature")) or params.get("attention.sentinel") == "True"
 
 
 def best_of(records: list[TrialRecord]) -> TrialRecord:
@@ -211,7 +212,7 @@ def wanted_traces(records: list[TrialRecord]) -> list[tuple[str, str]]:
     groups: dict[tuple, list[TrialRecord]] = {}
     for record in records:
         groups.setdefault(record.group, []).append(record)
-    sact = [r for r in records if r.params.get("attention.temperature") == "sact"]
+    sact = [r for r in records if is_adaptive(r.params.get("attention.temperature"))]
     wanted = [(best_of(sact).run_id, "dev")] if sact else []
     return wanted + [(best_of(members).run_id, records[0].test_sets[0]) for members in groups.values()
                      if has_gate_or_sact(members[0].params)]
