@@ -13,6 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nmt_core.evaluate import AlignmentBootstrap, ApproximateRandomization, PairedBootstrap, SentenceBootstrap, holm
+from nmt_core.registry import is_adaptive
 from nmt_core.train import PAPER_BLEU
 from sweeper.metrics import SIGNATURE_TAGS
 from sweeper.space import SignificanceSpec
@@ -137,7 +138,7 @@ def _beside_temperature(row: VariantRow) -> tuple:
 def control_of(rows: list[VariantRow], row: VariantRow) -> VariantRow | None:
     """A SACT row's fixed tau = lambda row with every other setting equal: is a gain adaptivity or a rescaling?"""
     params = row.records[0].params
-    if params.get("attention.temperature") != "sact":
+    if not is_adaptive(params.get("attention.temperature")) or "attention.lambda" not in params:
         return None
     lam, mine = float(params["attention.lambda"]), _beside_temperature(row)
     return next((r for r in rows if r.records[0].params.get("attention.temperature") == "fixed"
