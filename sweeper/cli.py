@@ -156,8 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="summary.md is always written; csv or latex adds the BLEU table in that format")
     p.add_argument("--out", help="output folder (default: STORAGE/NAME/summary)")
     p.add_argument("--run-id", help="the sweep's MLflow parent run (default: the newest sweep of that name)")
-    p.add_argument("--resamples", type=int, help="paired-bootstrap resamples, >= 100 (default: the space's "
-                   "significance.resamples, else 1000)")
+    p.add_argument("--resamples", type=int, help="paired-bootstrap resamples or approximate-randomization shuffles, "
+                   ">= 100 (default: the space's significance.resamples, else 1000)")
     p.set_defaults(func=cmd_summarize)
     p = sub.add_parser("schema", help="write the JSON Schemas of the sweep YAML and the trial config, for editors")
     p.add_argument("--out", help="folder (default: the package's sweeper/schemas/, which search_spaces/ points to)")

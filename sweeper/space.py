@@ -114,7 +114,7 @@ PBT_MUTABLE = ("train.lr", "train.label_smoothing", "train.clip_norm", "attentio
 
 @dataclass
 class SignificanceSpec:
-    """How `sweeper summarize` tests each variant against the baseline."""
+    """How `sweeper summarize` tests each variant against its baseline, and each SACT against its fixed-tau control."""
 
     method: str = "paired_bootstrap"
     resamples: int = 1000  # bootstrap resamples, or approximate randomization's shuffles (sacrebleu's default: 10000)
