@@ -28,7 +28,7 @@ class WordRow:
     """Function versus content words of one variant's best seed; its sentinel words where it has a gate."""
 
     label: str
-    stats: dict[str, "ClassSplit"]  # "tau" / "sentinel" -> its means over function and content words
+    stats: dict[str, ClassSplit]  # "tau" / "sentinel" -> its means over function and content words
     sentinel_words: list[tuple[str, int]] | None = None
 
 

@@ -36,7 +36,7 @@ class VariantRow:
     epoch_time_s: float | None
     delta: float | None = None
     mark: str = ""
-    p_value: float | None = None  # the paired bootstrap's, before correction
+    p_value: float | None = None  # the paired test's against the baseline, before correction
     p_adjusted: float | None = None  # Holm-corrected over all comparisons of the table
     interval: tuple[float, float] | None = None  # the delta's 95% bootstrap percentile interval
     is_baseline: bool = False
@@ -161,9 +161,9 @@ def compare(pairs: list[tuple[VariantRow, VariantRow, str]], value: Callable[[Va
     seen: dict[int, tuple[list[dict[str, np.ndarray]], tuple[float, np.ndarray]]] = {}
 
     def of(row: VariantRow) -> tuple[list[dict[str, np.ndarray]], tuple[float, np.ndarray]]:
-        if id(row) not in seen:  # each row is scored once, however many comparisons use it
-            stats = stats_of(row)
-            seen[id(row)] = stats, bootstrap.scores_of_stats(stats)
+        if id(row) not in seen:  # each row is scored once, however many comparisons use it; its statistics are
+            stats = stats_of(row)  # kept only for the randomization (a 1,000-row sweep would hold them all)
+            seen[id(row)] = (stats if randomization else []), bootstrap.scores_of_stats(stats)
         return seen[id(row)]
 
     compared = []
@@ -215,9 +215,9 @@ def method_text(significance: SignificanceSpec, rows: list[VariantRow], comparis
               + (f" ({len(comparisons) - controls} against a baseline, {controls} SACT against its fixed tau = "
                  "lambda control)" if controls else ""))
     return (f"{test} ({seeds_phrase(rows)} per row; seeds are never pooled as sentences), Holm-corrected over "
-            f"{family}: {BETTER[0]} p < 0.01, {BETTER[1]} p < 0.05 better than the baseline, {WORSE[0]} p < 0.01, "
-            f"{WORSE[1]} p < 0.05 worse. 95% CI: the percentile interval (2.5th to 97.5th) of the seed-averaged "
-            f"BLEU difference over {resamples} paired bootstrap resamples of the test sentences")
+            f"{family}: {BETTER[0]} p < 0.01, {BETTER[1]} p < 0.05 better than the baseline (or control), {WORSE[0]} "
+            f"p < 0.01, {WORSE[1]} p < 0.05 worse. 95% CI: the percentile interval (2.5th to 97.5th) of the "
+            f"seed-averaged BLEU difference over {resamples} paired bootstrap resamples of the test sentences")
 
 
 def seeds_phrase(rows: list[VariantRow]) -> str:
