@@ -30,7 +30,7 @@ from nmt_core import diagnostics
 from nmt_core.config import ConfigError, build_config, scalar, set_dotted
 from nmt_core.evaluate import AlignmentBootstrap, PairedBootstrap, SentenceBootstrap, holm
 from nmt_core.train import PAPER_BLEU, bleu_options
-from sweeper import findings, importance, plots
+from sweeper import best_heatmaps, findings, importance, plots
 from sweeper.artifacts import read_alignment_stats
 from sweeper.space import SignificanceSpec
 from sweeper.tracking import EXPLOITS, NOTE, PBT_EVENTS, ROLE, SIGNATURE_TAGS, TRIAL_ID, VARIANT
@@ -512,6 +512,7 @@ def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resam
         if summary.conclusion:
             sections.append("## What this sweep shows, and what it cannot\n\n" + summary.conclusion)
         sections += _figures(client, summary, out, tmp_path)
+        sections += best_heatmaps.log_best_heatmaps(client, summary.rows, objective, space)
         sections += _importance(records, objective["metric"], objective["mode"], out)
         sections += _pbt_schedules(client, records, tmp_path)
         (out / "summary.md").write_text("\n".join(sections), encoding="utf-8")

@@ -6,6 +6,7 @@ idempotent).
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import tempfile
@@ -19,6 +20,7 @@ from ray import tune
 
 from nmt_core import checkpoint
 from nmt_core.config import TrialConfig
+from nmt_core.data import TrialData, load_trial_data
 from nmt_core.mlflow_model import save_model
 from nmt_core.train import PAPER_BLEU, TrainingDiverged, evaluate_split, resolve_device, train
 from sweeper.progress import TrialProgress
@@ -44,6 +46,7 @@ class SweepContext:
     sweep: str = ""  # the sweep's name: trials find its progress board by it
     mutable: tuple[str, ...] = ()  # PBT's mutated keys, reported every epoch as `setting.<key>`
     system_metrics: bool = True  # sample CPU/memory/GPU and report them with every epoch (tracking.system_metrics)
+    plots: str = "best"  # tracking.plots: only `all` has every trial draw its heatmaps
 
 
 def trial_params(config: dict[str, Any], base: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -68,6 +71,23 @@ def share_gpu_memory(gpus_per_trial: float) -> None:
         torch.cuda.set_per_process_memory_fraction(gpus_per_trial)
 
 
+# what trained a trial: the same for every trial of a (reused) worker process, and git's answer costs 0.1 s a trial
+process_provenance = functools.cache(trial_provenance)
+_loaded: dict[str, TrialData] = {}  # the last corpus this worker process tokenised, by what shaped it
+
+
+def trial_data(cfg: TrialConfig) -> TrialData:
+    """A reused worker process trains trial after trial on the same data settings: it tokenises the corpus
+    once (a third of a second of a tiny trial) and keeps that one corpus, not one per setting."""
+    links, cut = cfg.train.guided_alignment > 0, cfg.decode.max_src_len
+    key = repr((cfg.data, links, cut))
+    if key not in _loaded:
+        _loaded.clear()
+        _loaded[key] = load_trial_data(cfg.data, training_links=links, eval_max_len=cut,
+                                       log=lambda line: print(line, file=sys.stderr))
+    return _loaded[key]
+
+
 def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     torch.set_num_threads(max(1, int(context.cpus_per_trial)))
     share_gpu_memory(context.gpus_per_trial)
@@ -77,7 +97,7 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     settings = {k: v for k, v in cfg.flat().items() if k in context.mutable}  # PBT: the values in force now
     resume, restores = None, 0
     # what trained this trial, reported with the first result of this process (the driver tags the run)
-    unsent = trial_provenance(resolve_device(cfg.train.device), ray.get_runtime_context().get_node_id())
+    unsent = dict(process_provenance(resolve_device(cfg.train.device), ray.get_runtime_context().get_node_id()))
     saved = tune.get_checkpoint()
     if saved:
         with saved.as_directory() as folder:
@@ -116,7 +136,7 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
         sampler = SystemSampler()
     try:
         result = train(cfg, on_epoch_end, resume, log=lambda line: print(line, file=sys.stderr),
-                       step_progress=TrialProgress(context.sweep, trial_id))
+                       data=None if resume else trial_data(cfg), step_progress=TrialProgress(context.sweep, trial_id))
     except TrainingDiverged as err:
         trial_folder.write_text(str(err), DIVERGED)
         raise
@@ -130,7 +150,7 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     from sweeper.artifacts import write_trial_artifacts  # matplotlib: here, not in the driver that imports this module
 
     with tempfile.TemporaryDirectory() as folder:
-        write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS)
+        write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS, draw=context.plots == "all")
         if latest["state"] is not None:  # a restore after this point finds the trained model, not nothing
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
             save_model(latest["state"], Path(folder) / MODEL, result.data.sources["dev"][:2])

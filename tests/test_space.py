@@ -133,6 +133,7 @@ def test_optuna_define_by_run_suggests_conditionals_only_when_active():
     ({"significance": {"resamples": "many"}}, "significance.resamples", "expected int"),
     ({"tracking": {"system_metrics": "yes"}}, "tracking.system_metrics", "expected bool"),
     ({"tracking": {"system_metric": True}}, "tracking.system_metric", "uri, system_metrics"),
+    ({"tracking": {"plots": "every"}}, "tracking.plots", "must be one of best, all, none (got 'every')"),
     ({"parameters/attention.tau": {"grid": [2, "lambda"], "if": {"attention.temperature": "fixed"}}},
      "parameters.attention.tau.grid", "expected a number, got 'lambda'"),
     ({"scheduler_type": "asha"}, "scheduler_type", "name, description, data, base, parameters"),
@@ -178,3 +179,8 @@ def test_set_can_replace_a_parameter_and_the_merged_yaml_is_what_runs(tmp_path):
 def test_system_metrics_are_on_unless_the_space_turns_them_off():
     assert spec_of().system_metrics is True
     assert spec_of(tracking={"system_metrics": False}).system_metrics is False
+
+
+def test_plots_are_drawn_for_the_best_trials_unless_the_space_says_otherwise():
+    assert spec_of().plots == "best"
+    assert [spec_of(tracking={"plots": policy}).plots for policy in ("all", "none")] == ["all", "none"]
