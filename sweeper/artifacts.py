@@ -47,11 +47,12 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
 
 
 def heatmap_data(result: TrainResult, dev: SetResult) -> dict[str, Any]:
-    """The first N_PLOTTED dev sentences as the heatmaps show them: source and target words, attention weights,
-    sentinel gates and temperatures; `lambda` only for SACT (a fixed temperature would paint one flat colour)."""
+    """The first N_PLOTTED dev sentences as the heatmaps show them: source and target words, attention weights
+    (to 4 decimals: a colour; traces/dev.parquet has them whole), sentinel gates and temperatures; `lambda` only for
+    SACT (a fixed temperature would paint one flat colour)."""
     data, attention = result.data, result.config.attention
     sentences = [{"index": i, "source": words_of(data.src_vocab.decode(data.splits["dev"][i].src)),
-                  "target": words_of(data.tgt_vocab.decode(t.tokens)), "weights": t.weights.numpy().tolist(),
+                  "target": words_of(data.tgt_vocab.decode(t.tokens)), "weights": t.weights.numpy().round(4).tolist(),
                   "gate": t.gate, "tau": t.tau}
                  for i, t in enumerate(dev.translations[:N_PLOTTED]) if t.tokens]
     return {"lambda": attention.lambda_ if attention.temperature == "sact" else None, "sentences": sentences}
