@@ -23,6 +23,7 @@ from nmt_core.config import TrialConfig
 from nmt_core.data import TrialData, load_trial_data
 from nmt_core.mlflow_model import save_model
 from nmt_core.train import PAPER_BLEU, TrainingDiverged, evaluate_split, resolve_device, train
+from sweeper.artifacts import write_trial_artifacts
 from sweeper.progress import TrialProgress
 from sweeper.provenance import trial_provenance
 from sweeper.space import trial_config, variant_label
@@ -147,8 +148,6 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     sets = {"dev": evaluate_split(result.model, result.data, "dev", cfg, device, cfg.decode.beam_size), **result.tests}
     last_epoch = result.history[-1]["epoch"] if result.history else 0
     best = next((r for r in result.history if r["epoch"] == result.final["best_epoch"]), {})
-    from sweeper.artifacts import write_trial_artifacts  # matplotlib: here, not in the driver that imports this module
-
     with tempfile.TemporaryDirectory() as folder:
         write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS, draw=context.plots == "all")
         if latest["state"] is not None:  # a restore after this point finds the trained model, not nothing

@@ -62,8 +62,7 @@ def test_sweep_overhead_reports_each_size_with_the_drivers_memory_and_delay(caps
     import sweep_overhead
 
     assert sweep_overhead.main(["--trials", "2", "3", "--no-system-metrics"]) == 0
-    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith("| 2 |")
-            or line.startswith("| 3 |")]
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith(("| 2 |", "| 3 |"))]
     assert [row[0] for row in rows] == ["| 2", "| 3"]
     for row in rows:  # per trial (ours, bare), ratio, driver peak MB, longest epoch-to-MLflow delay
         assert float(row[3]) > 0 and float(row[4]) > 0 and row[5].endswith("x")
