@@ -26,25 +26,31 @@ from pathlib import Path
 
 import yaml
 
-# `sweeper run` in this process, timing each epoch's MLflow write and reading the driver's peak memory at exit
+# `sweeper run` in this process, timing each epoch's MLflow write and reading the driver's peak memory when the
+# trials are done (before the summary, which reads every run back) and at exit
 DRIVER = """
-import json, resource, sys, time
-from sweeper import tracking
+import json, resource, statistics, sys, time
+from sweeper import runner, tracking
 
-delays, send = [], tracking.MlflowTrackingCallback._send
+delays, send, summarize, peak = [], tracking.MlflowTrackingCallback._send, runner.write_summary, {}
 
 def timed_send(self, write):
     send(self, write)
     if write["kind"] == "metrics" and write["epoch"]:  # timestamp: when the driver received the epoch
         delays.append(time.time() - write["timestamp"] / 1000)
 
-tracking.MlflowTrackingCallback._send = timed_send
+def peak_then_summary(*args):
+    peak["sweep"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    summarize(*args)
+
+tracking.MlflowTrackingCallback._send, runner.write_summary = timed_send, peak_then_summary
 from sweeper.cli import main
 
 code = main(sys.argv[2:])
 with open(sys.argv[1], "w") as out:
-    json.dump({"max_delay_s": max(delays, default=0.0), "epochs": len(delays),
-               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}, out)
+    json.dump({"max_delay_s": max(delays, default=0.0), "median_delay_s": statistics.median(delays or [0.0]),
+               "sweep_rss_mb": peak["sweep"], "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024},
+              out)
 sys.exit(code)
 """
 
@@ -54,7 +60,9 @@ class Ours:
     wall: float  # seconds of `sweeper run`, Ray's start and the summary included
     training: float  # seconds of training inside it, summed over trials
     max_delay_s: float  # the longest wait from an epoch's arrival at the driver to its MLflow write
-    peak_rss_mb: float  # the driver process's peak resident memory
+    median_delay_s: float
+    sweep_rss_mb: float  # the driver process's peak resident memory until the trials are done
+    peak_rss_mb: float  # ... and with the summary
 
 
 def ours(trials: int, concurrent: int, folder: Path, system_metrics: bool = True) -> Ours:
@@ -75,7 +83,8 @@ def ours(trials: int, concurrent: int, folder: Path, system_metrics: bool = True
         raise SystemExit(done.stdout[-2000:] + done.stderr[-2000:])
     rows = pq.read_table(folder / "sweeps" / "overhead" / "results.parquet").to_pylist()
     driver = json.loads((folder / "driver.json").read_text())
-    return Ours(wall, sum(r["epoch_time_s"] for r in rows), driver["max_delay_s"], driver["peak_rss_mb"])
+    return Ours(wall, sum(r["epoch_time_s"] for r in rows), driver["max_delay_s"], driver["median_delay_s"],
+                driver["sweep_rss_mb"], driver["peak_rss_mb"])
 
 
 BARE = """
@@ -112,7 +121,8 @@ def measure(trials: int, concurrent: int, folder: Path, system_metrics: bool) ->
     run = ours(trials, concurrent, folder / "ours", system_metrics)
     per_trial = (run.wall - run.training / concurrent) / trials
     return (f"| {trials} | {run.wall:.0f} | {run.training:.0f} | {per_trial:.2f} | {bare_per_trial:.2f} | "
-            f"{per_trial / bare_per_trial:.2f}x | {run.peak_rss_mb:.0f} | {run.max_delay_s:.2f} |")
+            f"{per_trial / bare_per_trial:.2f}x | {run.sweep_rss_mb:.0f} / {run.peak_rss_mb:.0f} | "
+            f"{run.median_delay_s:.2f} / {run.max_delay_s:.2f} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"{args.concurrent} trials at a time; per trial = seconds per trial besides training\n")
     print("| trials | ours: wall s | training s | ours per trial s | bare Tune per trial s | ratio | "
-          "driver peak MB | longest epoch-to-MLflow s |")
+          "driver peak MB: trials / with summary | epoch-to-MLflow s: median / longest |")
     print("|---|---|---|---|---|---|---|---|", flush=True)
     for trials in args.trials:
         with tempfile.TemporaryDirectory() as tmp:
