@@ -1,30 +1,74 @@
-"""What the sweep layer costs per trial: `sweeper run` on tiny trials against bare Ray Tune on trivial ones.
+"""What the sweep layer costs per trial, and whether that stays flat as a sweep grows: `sweeper run` on tiny
+trials against bare Ray Tune on trivial ones, at each sweep size in one run.
 
-    python benchmarks/sweep_overhead.py [--trials 24] [--concurrent 2] [--no-system-metrics]
+    python benchmarks/sweep_overhead.py [--trials 24 96 384] [--concurrent 2] [--no-system-metrics]
 
 Ours: a grid of `--trials` one-epoch trials on the synthetic corpus (a tiny model), `--concurrent` at a time,
 tracked in a fresh SQLite MLflow store, with everything a trial does (evaluation, artifacts, the MLflow model,
 the summary). Bare Tune: the same number of function trials that report once with a small checkpoint, on the
-same resources, with Tune's default of a new worker process per trial and with reused ones (as ours). Our
-overhead per trial = (wall time - training time) / trials, where training time is the trials' own epoch time
-(results.parquet) divided by the concurrency.
+same resources, reusing worker processes (as ours does). Our overhead per trial = (wall time - training time) /
+trials, where training time is the trials' own epoch time (results.parquet) divided by the concurrency.
+
+The driver at scale, measured inside `sweeper run`'s own process: its peak resident memory, and the longest delay
+between the driver receiving a trial's epoch and that epoch's metrics being written to MLflow (the tracking
+sender's queue wait plus the write).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+# `sweeper run` in this process, timing each epoch's MLflow write and reading the driver's peak memory when the
+# trials are done (before the summary, which reads every run back) and at exit
+DRIVER = """
+import json, resource, statistics, sys, time
+from sweeper import runner, tracking
 
-def ours(trials: int, concurrent: int, folder: Path, system_metrics: bool = True) -> tuple[float, float]:
-    """Wall seconds of `sweeper run`, and seconds of training inside it (summed over trials)."""
+delays, send, summarize, peak = [], tracking.MlflowTrackingCallback._send, runner.write_summary, {}
+
+def timed_send(self, write):
+    send(self, write)
+    if write["kind"] == "metrics" and write["epoch"]:  # timestamp: when the driver received the epoch
+        delays.append(time.time() - write["timestamp"] / 1000)
+
+def peak_then_summary(*args):
+    peak["sweep"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    summarize(*args)
+
+tracking.MlflowTrackingCallback._send, runner.write_summary = timed_send, peak_then_summary
+from sweeper.cli import main
+
+code = main(sys.argv[2:])
+with open(sys.argv[1], "w") as out:
+    json.dump({"max_delay_s": max(delays, default=0.0), "median_delay_s": statistics.median(delays or [0.0]),
+               "sweep_rss_mb": peak["sweep"], "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024},
+              out)
+sys.exit(code)
+"""
+
+
+@dataclass
+class Ours:
+    wall: float  # seconds of `sweeper run`, Ray's start and the summary included
+    training: float  # seconds of training inside it, summed over trials
+    max_delay_s: float  # the longest wait from an epoch's arrival at the driver to its MLflow write
+    median_delay_s: float
+    sweep_rss_mb: float  # the driver process's peak resident memory until the trials are done
+    peak_rss_mb: float  # ... and with the summary
+
+
+def ours(trials: int, concurrent: int, folder: Path, system_metrics: bool = True) -> Ours:
     import pyarrow.parquet as pq
 
+    folder.mkdir(parents=True, exist_ok=True)
     space = {"name": "overhead", "data": {"corpus": "synthetic", "train_subset": 600, "eval_subset": 40},
              "base": {"model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
                       "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1}, "decode": {"beam_size": 2}},
@@ -32,13 +76,15 @@ def ours(trials: int, concurrent: int, folder: Path, system_metrics: bool = True
              "search": {"max_concurrent": concurrent}, "tracking": {"system_metrics": system_metrics}}
     (folder / "space.yaml").write_text(yaml.safe_dump(space))
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "sweeper.cli", "run", "space.yaml"], cwd=folder,
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", DRIVER, "driver.json", "run", "space.yaml"], cwd=folder,
+                          capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(done.stdout[-2000:] + done.stderr[-2000:])
     rows = pq.read_table(folder / "sweeps" / "overhead" / "results.parquet").to_pylist()
-    return wall, sum(r["epoch_time_s"] for r in rows)
+    driver = json.loads((folder / "driver.json").read_text())
+    return Ours(wall, sum(r["epoch_time_s"] for r in rows), driver["max_delay_s"], driver["median_delay_s"],
+                driver["sweep_rss_mb"], driver["peak_rss_mb"])
 
 
 BARE = """
@@ -51,45 +97,47 @@ def trainable(config):
         open(os.path.join(folder, "state.txt"), "w").write("x" * 1000)
         tune.report({"score": config["i"]}, checkpoint=tune.Checkpoint.from_directory(folder))
 
-trials, concurrent, storage, reuse = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "reuse"
+trials, concurrent, storage = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
-start = time.perf_counter()
 tune.Tuner(tune.with_resources(trainable, {"cpu": 1}), param_space={"i": tune.grid_search(list(range(trials)))},
-           tune_config=tune.TuneConfig(max_concurrent_trials=concurrent, reuse_actors=reuse),
+           tune_config=tune.TuneConfig(max_concurrent_trials=concurrent, reuse_actors=True),
            run_config=tune.RunConfig(storage_path=storage, verbose=0)).fit()
-print(time.perf_counter() - start)
 """
 
 
-def bare(trials: int, concurrent: int, folder: Path, reuse: bool) -> float:
-    """Wall seconds of bare Ray Tune (Ray's start included, as in `sweeper run`), a new worker process per trial
-    (Tune's default) or reusing them (as `sweeper run` does)."""
+def bare(trials: int, concurrent: int, folder: Path) -> float:
+    """Wall seconds of bare Ray Tune reusing worker processes (as `sweeper run` does), Ray's start included."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", BARE, str(trials), str(concurrent), str(folder / f"bare-{reuse}"),
-                           "reuse" if reuse else "new"],
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", BARE, str(trials), str(concurrent), str(folder / "bare")],
+                          capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-2000:])
     return time.perf_counter() - start
 
 
+def measure(trials: int, concurrent: int, folder: Path, system_metrics: bool) -> str:
+    """One size: bare Tune, then ours; one line of the table."""
+    bare_per_trial = bare(trials, concurrent, folder) / trials
+    run = ours(trials, concurrent, folder / "ours", system_metrics)
+    per_trial = (run.wall - run.training / concurrent) / trials
+    return (f"| {trials} | {run.wall:.0f} | {run.training:.0f} | {per_trial:.2f} | {bare_per_trial:.2f} | "
+            f"{per_trial / bare_per_trial:.2f}x | {run.sweep_rss_mb:.0f} / {run.peak_rss_mb:.0f} | "
+            f"{run.median_delay_s:.2f} / {run.max_delay_s:.2f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trials", type=int, default=24)
+    parser.add_argument("--trials", type=int, nargs="+", default=[24], help="sweep sizes, each measured in turn")
     parser.add_argument("--concurrent", type=int, default=2)
     parser.add_argument("--no-system-metrics", action="store_true", help="tracking.system_metrics: false (its cost)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        walls = {reuse: bare(args.trials, args.concurrent, Path(tmp), reuse) for reuse in (False, True)}
-        our_wall, training = ours(args.trials, args.concurrent, Path(tmp), not args.no_system_metrics)
-    ours_per_trial = (our_wall - training / args.concurrent) / args.trials
-    print(f"{args.trials} trials, {args.concurrent} at a time")
-    for reuse, wall in walls.items():
-        print(f"bare Ray Tune, {'reused worker processes' if reuse else 'a new worker process per trial'}: "
-              f"{wall:.1f} s wall, {wall / args.trials:.2f} s per trial")
-    print(f"sweeper run (reused worker processes): {our_wall:.1f} s wall, {training:.1f} s of training, "
-          f"{ours_per_trial:.2f} s per trial besides training ({ours_per_trial / (walls[False] / args.trials):.2f}x "
-          f"and {ours_per_trial / (walls[True] / args.trials):.2f}x bare Tune's)")
+    print(f"{args.concurrent} trials at a time; per trial = seconds per trial besides training\n")
+    print("| trials | ours: wall s | training s | ours per trial s | bare Tune per trial s | ratio | "
+          "driver peak MB: trials / with summary | epoch-to-MLflow s: median / longest |")
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+    for trials in args.trials:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(measure(trials, args.concurrent, Path(tmp), not args.no_system_metrics), flush=True)
     return 0
 
 

@@ -1,7 +1,10 @@
-"""What a finished trial leaves for MLflow: traces Parquet, translations, references and plots of a few dev sentences."""
+"""What a finished trial leaves for MLflow: traces Parquet, translations, references, and the heatmaps of a few dev
+sentences (their data always, the drawings where `tracking.plots` is `all`)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -9,21 +12,23 @@ from nmt_core.data import surface
 from nmt_core.evaluate import ALIGNMENT_STATS, trace_table, write_traces
 from nmt_core.registry import is_adaptive
 from nmt_core.train import SetResult, TrainResult
-from sweeper import plots
 
 N_PLOTTED = 4  # dev sentences shown in the heatmaps: the same ones in every trial
+HEATMAPS = "traces/heatmaps.json"  # what a trial's heatmaps are drawn from, by the trial or later by the summary
 
 
-def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: Path) -> None:
-    """out/traces/<set>.parquet, out/translations/<set>.txt and .tsv, out/references/<set>.txt, out/plots/*.png,
-    and out/alignment/<set>.tsv (per-sentence link counts for AER's significance test) where gold links exist.
+def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: Path, draw: bool = True) -> None:
+    """out/traces/<set>.parquet, out/traces/heatmaps.json, out/translations/<set>.txt and .tsv,
+    out/references/<set>.txt, out/alignment/<set>.tsv (per-sentence link counts for AER's significance test) where
+    gold links exist, and with `draw` out/plots/*.png (matplotlib costs a small trial a second; the summary can
+    draw the same figures later from heatmaps.json).
 
     The references are the raw text BLEU was computed against: `sacrebleu references/test.txt <
     translations/test.txt` with the logged signature's options gives the logged BLEU, and the summary's
     significance test needs no corpus.
     """
-    data, cfg = result.data, result.config
-    for sub in ("traces", "translations", "references", "plots"):
+    data = result.data
+    for sub in ("traces", "translations", "references"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     for name, evaluation in sets.items():
         words = [words_of(data.tgt_vocab.decode(t.tokens)) for t in evaluation.translations]  # one per trace row
@@ -34,20 +39,24 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
                            out / "translations" / f"{name}.tsv")
     for name, score in result.alignments.items():
         write_alignment_stats(score.per_sentence, out / "alignment" / f"{name}.tsv")
-    dev = sets["dev"]
-    shown = range(min(N_PLOTTED, len(dev.translations)))
-    if is_adaptive(cfg.attention.temperature):  # a fixed temperature would paint one flat colour
-        plots.temperature_heatmap([(words_of(data.tgt_vocab.decode(dev.translations[i].tokens)), dev.translations[i].tau)
-                                   for i in shown
-                                   if dev.translations[i].tokens], out / "plots" / "temperature_heatmap.png",
-                                  cfg.attention.lambda_)
-    for i in shown:
-        translation = dev.translations[i]
-        if not translation.tokens:
-            continue
-        source = words_of(data.src_vocab.decode(data.splits["dev"][i].src))
-        plots.attention_heatmap(source, words_of(data.tgt_vocab.decode(translation.tokens)), translation.weights.numpy(),
-                                out / "plots" / f"attention_dev{i}.png", translation.gate, title=f"dev sentence {i}")
+    figures = heatmap_data(result, sets["dev"])
+    (out / HEATMAPS).write_text(json.dumps(figures), encoding="utf-8")
+    if draw:
+        from sweeper import plots  # matplotlib: only in a trial that draws
+
+        plots.heatmaps(figures, out / "plots")
+
+
+def heatmap_data(result: TrainResult, dev: SetResult) -> dict[str, Any]:
+    """The first N_PLOTTED dev sentences as the heatmaps show them: source and target words, attention weights
+    (to 4 decimals: a colour; traces/dev.parquet has them whole), sentinel gates and temperatures; `lambda` only for
+    SACT (a fixed temperature would paint one flat colour)."""
+    data, attention = result.data, result.config.attention
+    sentences = [{"index": i, "source": words_of(data.src_vocab.decode(data.splits["dev"][i].src)),
+                  "target": words_of(data.tgt_vocab.decode(t.tokens)), "weights": t.weights.numpy().round(4).tolist(),
+                  "gate": t.gate, "tau": t.tau}
+                 for i, t in enumerate(dev.translations[:N_PLOTTED]) if t.tokens]
+    return {"lambda": attention.lambda_ if is_adaptive(attention.temperature) else None, "sentences": sentences}
 
 
 def write_side_by_side(sources: list[str], references: list[str], hypotheses: list[str], path: Path) -> None:

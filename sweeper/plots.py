@@ -2,12 +2,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+
+def heatmaps(figures: dict[str, Any], folder: Path) -> None:
+    """A trial's heatmaps from its traces/heatmaps.json (sweeper.artifacts.heatmap_data): the temperature heatmap
+    (SACT only) and one attention heatmap per sentence, into folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sentences = figures["sentences"]
+    if figures["lambda"] is not None and sentences:
+        temperature_heatmap([(s["target"], s["tau"]) for s in sentences], folder / "temperature_heatmap.png",
+                            figures["lambda"])
+    for s in sentences:
+        attention_heatmap(s["source"], s["target"], np.array(s["weights"]), folder / f"attention_dev{s['index']}.png",
+                          s["gate"], title=f"dev sentence {s['index']}")
 
 
 def temperature_heatmap(sentences: list[tuple[list[str], list[float]]], path: Path, lam: float) -> None:

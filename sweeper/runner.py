@@ -129,9 +129,9 @@ def autoscaler_max_gpus() -> float:
 
 
 def build_trainable(base: dict[str, Any], cpu: float, gpu: float, sweep: str, mutable: list[str],
-                    system_metrics: bool = True):
+                    system_metrics: bool = True, plots: str = "best"):
     context = SweepContext(base=base, cpus_per_trial=cpu, gpus_per_trial=gpu, sweep=sweep, mutable=tuple(mutable),
-                           system_metrics=system_metrics)
+                           system_metrics=system_metrics, plots=plots)
     return tune.with_resources(tune.with_parameters(run_trial, context=context), {"cpu": cpu, "gpu": gpu})
 
 
@@ -290,6 +290,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
         "experiment_id": tracker.experiment_id, "base": base, "cpu": spec.cpu, "gpu": spec.gpu,
         "metric": spec.metric, "mode": spec.mode, "trials": n_trials,
         "mutable": list(spec.scheduler.mutations), "system_metrics": spec.system_metrics,
+        "plots": spec.plots,
         "study": {"name": spec.name, "storage": shown(study)} if study else None}, indent=2), STATE_FILE)
     print(f"sweep {spec.name}: {n_trials} trials ({spec.search.algorithm}, {spec.scheduler.type}), "
           f"{spec.cpu:g} CPU / {spec.gpu:g} GPU each; storage {experiment.uri}; tracking {uri}", flush=True)
@@ -298,7 +299,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
     progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base), spec.metric, experiment.uri)
     trainable = build_trainable(base, spec.cpu, spec.gpu, spec.name, list(spec.scheduler.mutations),
-                                spec.system_metrics)
+                                spec.system_metrics, spec.plots)
     tuner = tune.Tuner(trainable, param_space=param_space, tune_config=tune_config,
                        run_config=tune.RunConfig(  # verbose 0: our progress lines instead of Tune's tables
                            name=spec.name, storage_path=storage.root, storage_filesystem=storage.fs,
@@ -330,7 +331,8 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
         tuner = tune.Tuner.restore(experiment.root, trainable=build_trainable(state["base"], state["cpu"],
                                                                               state["gpu"], name,
                                                                               state.get("mutable", []),
-                                                                              state.get("system_metrics", True)),
+                                                                              state.get("system_metrics", True),
+                                                                              state.get("plots", "best")),
                                    resume_unfinished=True, resume_errored=True, storage_filesystem=storage.fs)
     except (pickle.UnpicklingError, EOFError, AttributeError, KeyError, TypeError, ValueError, IndexError,
             ImportError) as err:

@@ -34,18 +34,20 @@ OBJECTIVE_METRICS = ("bleu_dev", "dev_loss", "dev_ppl", "train_loss")
 MODES = ("max", "min")
 # nmt_core.evaluate.PairedBootstrap (sacrebleu --paired-bs), ApproximateRandomization (sacrebleu --paired-ar)
 SIGNIFICANCE_METHODS = ("paired_bootstrap", "approximate_randomization")
+PLOTS = ("best", "all", "none")  # tracking.plots: whose attention heatmaps are drawn (every trial logs traces)
 MIN_RESAMPLES = 100
 MAX_RESAMPLES = 1_000_000  # the bootstrap's time and memory grow with it; 10,000 already resolves p < 0.001
 MAX_TRIALS = 10_000  # a plan beyond this is a typo (num_samples: 1000000000); refused before it is enumerated
 NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # every sweep name, in full (DESIGN.md)
 SPEC_CHOICES = {"search.algorithm": ALGORITHMS, "search.sampler": tuple(SAMPLERS),
                 "objective.metric": OBJECTIVE_METRICS, "objective.mode": MODES,
-                "scheduler.type": SCHEDULERS, "significance.method": SIGNIFICANCE_METHODS}  # for the JSON Schema
+                "scheduler.type": SCHEDULERS, "significance.method": SIGNIFICANCE_METHODS,
+                "tracking.plots": PLOTS}  # for the JSON Schema
 # the small sections' keys and types (search, scheduler and significance are the dataclasses below)
 OBJECTIVE_FIELDS: dict[str, type] = {"metric": str, "mode": str}
 RESOURCES_FIELDS: dict[str, type] = {"cpu": float, "gpu": float}
 FAILURE_FIELDS: dict[str, type] = {"max_retries": int}
-TRACKING_FIELDS: dict[str, type] = {"uri": str, "system_metrics": bool}
+TRACKING_FIELDS: dict[str, type] = {"uri": str, "system_metrics": bool, "plots": str}
 GPU_SHARES = "a fraction in (0, 1] to pack trials, or a whole number"
 SPEC_BOUNDS: dict[str, Bound] = {
     "search.num_samples": Bound(1), "search.max_concurrent": Bound(1), "search.repeats": Bound(1),
@@ -147,6 +149,7 @@ class SweepSpec:
     significance: "SignificanceSpec"
     text: str  # the YAML as written, logged to MLflow as space.yaml
     system_metrics: bool = True  # tracking.system_metrics: CPU/memory/GPU of every trial, logged as system/...
+    plots: str = "best"  # tracking.plots: best (the summary draws the best trials' heatmaps), all, none
 
     @property
     def epochs(self) -> int:
@@ -455,6 +458,9 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     _check_bounds("failure", failure, source)
     tracking = _fields(_mapping(raw.get("tracking"), "tracking", source), "tracking", TRACKING_FIELDS, source)
     check_uri(tracking.get("uri", ""), "tracking", "tracking.uri", source)
+    if tracking.get("plots", "best") not in PLOTS:
+        raise SpecError("tracking.plots", "must be one of " + ", ".join(PLOTS) + f" (got {shown(tracking['plots'])})",
+                        source)
     baseline = _mapping(raw.get("baseline"), "baseline", source)
     for key in baseline:
         if key not in all_keys():
@@ -463,7 +469,7 @@ def parse_spec(text: str, source: str) -> SweepSpec:
                                               {"method": str, "resamples": int}, source)).check(source)
     spec = SweepSpec(name, source, base, parameters, search, metric, mode, scheduler, cpu, gpu,
                      failure.get("max_retries", 2), tracking.get("uri"), baseline, significance, text,
-                     tracking.get("system_metrics", True))
+                     tracking.get("system_metrics", True), tracking.get("plots", "best"))
     _check_plan_size(spec)
     return spec
 

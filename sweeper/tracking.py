@@ -173,8 +173,9 @@ class SweepTracker:
         if run_id is None:
             note = (f"Trial {trial_id} of sweep `{self.experiment}`: variant `{variant}`, seed "
                     f"{params.get('train.seed')}. Params are the settings active for this variant. Artifacts: "
-                    "translations/*.tsv (source, reference, hypothesis), traces/, plots/. Its model (best-dev "
-                    "weights, an MLflow pyfunc) is the LoggedModel `model` in the Models tab: runs:/<id>/model.")
+                    "translations/*.tsv (source, reference, hypothesis), traces/, plots/ (if drawn: tracking.plots). "
+                    "Its model (best-dev weights, an MLflow pyfunc) is the LoggedModel `model` in the Models tab: "
+                    "runs:/<id>/model.")
             run = self.client.create_run(self.experiment_id, run_name=f"{variant}-{trial_id}",
                                          tags={PARENT: parent_id, ROLE: "trial",
                                                TRIAL_ID: trial_id, VARIANT: variant, NOTE: note})

@@ -6,6 +6,7 @@ idempotent).
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import tempfile
@@ -19,8 +20,10 @@ from ray import tune
 
 from nmt_core import checkpoint
 from nmt_core.config import TrialConfig
+from nmt_core.data import TrialData, load_trial_data
 from nmt_core.mlflow_model import save_model
 from nmt_core.train import PAPER_BLEU, TrainingDiverged, evaluate_split, resolve_device, train
+from sweeper.artifacts import write_trial_artifacts
 from sweeper.metrics import SETTING_PREFIX
 from sweeper.progress import TrialProgress
 from sweeper.provenance import trial_provenance
@@ -44,6 +47,7 @@ class SweepContext:
     sweep: str = ""  # the sweep's name: trials find its progress board by it
     mutable: tuple[str, ...] = ()  # PBT's mutated keys, reported every epoch as `setting.<key>`
     system_metrics: bool = True  # sample CPU/memory/GPU and report them with every epoch (tracking.system_metrics)
+    plots: str = "best"  # tracking.plots: only `all` has every trial draw its heatmaps
 
 
 def trial_params(config: dict[str, Any], base: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -87,6 +91,23 @@ def restore(trial_id: str, settings: dict[str, Any], unsent: dict[str, Any]) -> 
     return resume, restores
 
 
+# what trained a trial: the same for every trial of a (reused) worker process, and git's answer costs 0.1 s a trial
+process_provenance = functools.cache(trial_provenance)
+_loaded: dict[str, TrialData] = {}  # the last corpus this worker process tokenised, by what shaped it
+
+
+def trial_data(cfg: TrialConfig) -> TrialData:
+    """A reused worker process trains trial after trial on the same data settings: it tokenises the corpus
+    once (a third of a second of a tiny trial) and keeps that one corpus, not one per setting."""
+    links, cut = cfg.train.guided_alignment > 0, cfg.decode.max_src_len
+    key = repr((cfg.data, links, cut))
+    if key not in _loaded:
+        _loaded.clear()
+        _loaded[key] = load_trial_data(cfg.data, training_links=links, eval_max_len=cut,
+                                       log=lambda line: print(line, file=sys.stderr))
+    return _loaded[key]
+
+
 def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     torch.set_num_threads(max(1, int(context.cpus_per_trial)))
     share_gpu_memory(context.gpus_per_trial)
@@ -95,7 +116,7 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     trial_id = tune.get_context().get_trial_id()
     settings = {k: v for k, v in cfg.flat().items() if k in context.mutable}  # PBT: the values in force now
     # what trained this trial, reported with the first result of this process (the driver tags the run)
-    unsent = trial_provenance(resolve_device(cfg.train.device), ray.get_runtime_context().get_node_id())
+    unsent = dict(process_provenance(resolve_device(cfg.train.device), ray.get_runtime_context().get_node_id()))
     resume, restores = restore(trial_id, settings, unsent)
     latest = {"state": resume}
     in_force = {f"{SETTING_PREFIX}{k}": v for k, v in settings.items()}
@@ -122,7 +143,7 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
         sampler = SystemSampler()
     try:
         result = train(cfg, on_epoch_end, resume, log=lambda line: print(line, file=sys.stderr),
-                       step_progress=TrialProgress(context.sweep, trial_id))
+                       data=None if resume else trial_data(cfg), step_progress=TrialProgress(context.sweep, trial_id))
     except TrainingDiverged as err:
         trial_folder.write_text(str(err), DIVERGED)
         raise
@@ -133,10 +154,8 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     sets = {"dev": evaluate_split(result.model, result.data, "dev", cfg, device, cfg.decode.beam_size), **result.tests}
     last_epoch = result.history[-1]["epoch"] if result.history else 0
     best = next((r for r in result.history if r["epoch"] == result.final["best_epoch"]), {})
-    from sweeper.artifacts import write_trial_artifacts  # matplotlib: here, not in the driver that imports this module
-
     with tempfile.TemporaryDirectory() as folder:
-        write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS)
+        write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS, draw=context.plots == "all")
         if latest["state"] is not None:  # a restore after this point finds the trained model, not nothing
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
             save_model(latest["state"], Path(folder) / MODEL, result.data.sources["dev"][:2])

@@ -3,6 +3,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
 import throughput  # noqa: E402
@@ -53,3 +55,17 @@ def test_profile_breakdown_smoke(capsys):
     assert profile_step.bucket_of("aten::addmm") == "matrix products"
     assert profile_step.bucket_of("autograd::engine::evaluate_function: AddmmBackward0").startswith("autograd engine")
     assert profile_step.bucket_of("aten::_log_softmax") == "softmax and cross-entropy"
+
+
+@pytest.mark.slow
+def test_sweep_overhead_reports_each_size_with_the_drivers_memory_and_delay(capsys):
+    import sweep_overhead
+
+    assert sweep_overhead.main(["--trials", "2", "3", "--no-system-metrics"]) == 0
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith(("| 2 |", "| 3 |"))]
+    assert [row[0] for row in rows] == ["| 2", "| 3"]
+    for row in rows:  # per trial (ours, bare), ratio, driver peak MB, epoch-to-MLflow delay
+        assert float(row[3]) > 0 and float(row[4]) > 0 and row[5].endswith("x")
+        sweep_mb, peak_mb = map(float, row[6].split(" / "))
+        median_s, longest_s = map(float, row[7].rstrip(" |").split(" / "))
+        assert 100 < sweep_mb <= peak_mb < 10_000 and 0 <= median_s <= longest_s < 60

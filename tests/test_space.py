@@ -133,6 +133,7 @@ def test_optuna_define_by_run_suggests_conditionals_only_when_active():
     ({"significance": {"resamples": "many"}}, "significance.resamples", "expected int"),
     ({"tracking": {"system_metrics": "yes"}}, "tracking.system_metrics", "expected bool"),
     ({"tracking": {"system_metric": True}}, "tracking.system_metric", "uri, system_metrics"),
+    ({"tracking": {"plots": "every"}}, "tracking.plots", "must be one of best, all, none (got 'every')"),
     ({"parameters/attention.tau": {"grid": [2, "lambda"], "if": {"attention.temperature": "fixed"}}},
      "parameters.attention.tau.grid", "expected a number, got 'lambda'"),
     ({"scheduler_type": "asha"}, "scheduler_type", "name, description, data, base, parameters"),
@@ -184,3 +185,8 @@ def test_significance_method_is_the_bootstrap_or_approximate_randomization():
     assert spec_of().significance.method == "paired_bootstrap"  # sacrebleu --paired-bs
     chosen = spec_of(significance={"method": "approximate_randomization", "resamples": 10000}).significance
     assert (chosen.method, chosen.resamples) == ("approximate_randomization", 10000)
+
+
+def test_plots_are_drawn_for_the_best_trials_unless_the_space_says_otherwise():
+    assert spec_of().plots == "best"
+    assert [spec_of(tracking={"plots": policy}).plots for policy in ("all", "none")] == ["all", "none"]

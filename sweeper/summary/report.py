@@ -10,6 +10,7 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from nmt_core.train import bleu_options
+from sweeper import best_heatmaps
 from sweeper.metrics import NOTE
 from sweeper.space import SignificanceSpec
 from sweeper.summary.figures import draw_figures, figure_data, importance_sections
@@ -30,6 +31,10 @@ def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resam
     with tempfile.TemporaryDirectory() as tmp:
         snapshot = read_snapshot(client, name, run_id, Path(tmp))
     summary = write_report(snapshot, out, formats, resamples)
+    heatmaps = best_heatmaps.log_best_heatmaps(client, summary.rows, snapshot.objective, snapshot.space)
+    if heatmaps:  # drawn into the best trials' runs (tracking.plots: best), so summary.md says where
+        with (out / "summary.md").open("a", encoding="utf-8") as markdown:
+            markdown.write("\n" + "\n".join(heatmaps))
     client.log_artifacts(snapshot.parent_id, str(out), "summary")
     client.set_tag(snapshot.parent_id, NOTE, parent_note(snapshot.name, summary))
     return summary
