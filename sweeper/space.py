@@ -405,62 +405,25 @@ def parse_spec(text: str, source: str) -> SweepSpec:
         if key not in TOP_LEVEL:
             raise SpecError(str(key), "unknown key; allowed: " + ", ".join(TOP_LEVEL), source)
     name = check_name(raw.get("name"), "name", source)
-    base = _mapping(raw.get("base"), "base", source)
-    data = _mapping(raw.get("data"), "data", source)
-    base["data"] = {**_mapping(base.get("data"), "base.data", source), **data}
-    try:
-        build_config(base)
-    except ConfigError as err:
-        key, message = str(err).split(": ", 2)[1:]
-        from_top_level_data = key.startswith("data.") and key.split(".", 1)[1] in data
-        raise SpecError(key if from_top_level_data else f"base.{key}", message, source) from None
+    base, data = _base_config(raw, source)
     parameters = [_parameter(k, v, base, source) for k, v in _mapping(raw.get("parameters"), "parameters", source).items()]
     parameters = _order_by_conditions(parameters, source)
     _check_corpora(build_config(base).data.corpus, "data" if "corpus" in data else "base.data", parameters, source)
-
-    search = SearchSpec(**_fields(_mapping(raw.get("search"), "search", source), "search",
-                                  {"algorithm": str, "num_samples": int, "max_concurrent": int, "seed": int,
-                                   "repeats": int, "sampler": str, "points_to_evaluate": list,
-                                   "study_storage": str}, source))
-    if search.algorithm not in ALGORITHMS:
-        raise SpecError("search.algorithm", "must be one of " + ", ".join(ALGORITHMS)
-                        + f" (got {shown(search.algorithm)})", source)
-    _check_bounds("search", vars(search), source)
-    if search.algorithm == "optuna" and search.repeats != 1:
-        raise SpecError("search.repeats", "must be 1 with algorithm optuna (TPE learns from one result per "
-                        "configuration; use grid or random to repeat seeds)", source)
-    _check_optuna_search(search, parameters, source)
-
-    objective = _fields(_mapping(raw.get("objective"), "objective", source), "objective", OBJECTIVE_FIELDS, source)
-    metric, mode = objective.get("metric", "bleu_dev"), objective.get("mode", "max")
-    if metric not in OBJECTIVE_METRICS:
-        raise SpecError("objective.metric", "must be one of " + ", ".join(OBJECTIVE_METRICS)
-                        + f" (got {shown(metric)})", source)
-    if mode not in MODES:
-        raise SpecError("objective.mode", "must be one of " + ", ".join(MODES) + f" (got {shown(mode)})", source)
-
+    search = _search(raw, parameters, source)
+    metric, mode = _objective(raw, source)
     scheduler = SchedulerSpec(**_fields(_mapping(raw.get("scheduler"), "scheduler", source), "scheduler",
                                         {"type": str, "grace_period": int, "reduction_factor": int,
                                          "perturbation_interval": int, "quantile_fraction": float,
                                          "mutations": dict}, source))
-    if scheduler.type not in SCHEDULERS:
-        raise SpecError("scheduler.type", "must be one of " + ", ".join(SCHEDULERS)
-                        + f" (got {shown(scheduler.type)})", source)
+    _one_of("scheduler.type", scheduler.type, SCHEDULERS, source)
     _check_bounds("scheduler", vars(scheduler), source)
     _check_pbt(scheduler, search, base, source)
-
-    resources = _fields(_mapping(raw.get("resources"), "resources", source), "resources", RESOURCES_FIELDS, source)
-    _check_bounds("resources", resources, source)
-    cpu, gpu = resources.get("cpu", 1.0), resources.get("gpu", 0.0)
-    if gpu > 1 and not float(gpu).is_integer():
-        raise SpecError("resources.gpu", f"must be 0, {GPU_SHARES} (got {gpu:g})", source)
+    cpu, gpu = _resources(raw, source)
     failure = _fields(_mapping(raw.get("failure"), "failure", source), "failure", FAILURE_FIELDS, source)
     _check_bounds("failure", failure, source)
     tracking = _fields(_mapping(raw.get("tracking"), "tracking", source), "tracking", TRACKING_FIELDS, source)
     check_uri(tracking.get("uri", ""), "tracking", "tracking.uri", source)
-    if tracking.get("plots", "best") not in PLOTS:
-        raise SpecError("tracking.plots", "must be one of " + ", ".join(PLOTS) + f" (got {shown(tracking['plots'])})",
-                        source)
+    _one_of("tracking.plots", tracking.get("plots", "best"), PLOTS, source)
     baseline = _mapping(raw.get("baseline"), "baseline", source)
     for key in baseline:
         if key not in all_keys():
@@ -472,6 +435,56 @@ def parse_spec(text: str, source: str) -> SweepSpec:
                      tracking.get("system_metrics", True), tracking.get("plots", "best"))
     _check_plan_size(spec)
     return spec
+
+
+def _one_of(key: str, value: Any, allowed: tuple[str, ...], source: str) -> None:
+    if value not in allowed:
+        raise SpecError(key, "must be one of " + ", ".join(allowed) + f" (got {shown(value)})", source)
+
+
+def _base_config(raw: dict, source: str) -> tuple[dict, dict]:
+    """`base` with the top-level `data` merged in, checked as a trial config; errors name the key as written."""
+    base = _mapping(raw.get("base"), "base", source)
+    data = _mapping(raw.get("data"), "data", source)
+    base["data"] = {**_mapping(base.get("data"), "base.data", source), **data}
+    try:
+        build_config(base)
+    except ConfigError as err:
+        key, message = str(err).split(": ", 2)[1:]
+        from_top_level_data = key.startswith("data.") and key.split(".", 1)[1] in data
+        raise SpecError(key if from_top_level_data else f"base.{key}", message, source) from None
+    return base, data
+
+
+def _search(raw: dict, parameters: list[Parameter], source: str) -> SearchSpec:
+    search = SearchSpec(**_fields(_mapping(raw.get("search"), "search", source), "search",
+                                  {"algorithm": str, "num_samples": int, "max_concurrent": int, "seed": int,
+                                   "repeats": int, "sampler": str, "points_to_evaluate": list,
+                                   "study_storage": str}, source))
+    _one_of("search.algorithm", search.algorithm, ALGORITHMS, source)
+    _check_bounds("search", vars(search), source)
+    if search.algorithm == "optuna" and search.repeats != 1:
+        raise SpecError("search.repeats", "must be 1 with algorithm optuna (TPE learns from one result per "
+                        "configuration; use grid or random to repeat seeds)", source)
+    _check_optuna_search(search, parameters, source)
+    return search
+
+
+def _objective(raw: dict, source: str) -> tuple[str, str]:
+    objective = _fields(_mapping(raw.get("objective"), "objective", source), "objective", OBJECTIVE_FIELDS, source)
+    metric, mode = objective.get("metric", "bleu_dev"), objective.get("mode", "max")
+    _one_of("objective.metric", metric, OBJECTIVE_METRICS, source)
+    _one_of("objective.mode", mode, MODES, source)
+    return metric, mode
+
+
+def _resources(raw: dict, source: str) -> tuple[float, float]:
+    resources = _fields(_mapping(raw.get("resources"), "resources", source), "resources", RESOURCES_FIELDS, source)
+    _check_bounds("resources", resources, source)
+    cpu, gpu = resources.get("cpu", 1.0), resources.get("gpu", 0.0)
+    if gpu > 1 and not float(gpu).is_integer():
+        raise SpecError("resources.gpu", f"must be 0, {GPU_SHARES} (got {gpu:g})", source)
+    return cpu, gpu
 
 
 def _check_corpora(corpus: str, section: str, parameters: list[Parameter], source: str) -> None:
