@@ -298,3 +298,8 @@ class Transformer(nn.Module):
 
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def head_labels(model: nn.Module) -> list[str]:
+    """The names of a model's per-head tau columns in traces; none for the RNN (its tau is one per step)."""
+    return model.head_labels() if isinstance(model, Transformer) else []

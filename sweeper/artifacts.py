@@ -8,6 +8,7 @@ import numpy as np
 from nmt_core.data import surface
 from nmt_core.evaluate import ALIGNMENT_STATS, trace_table, write_traces
 from nmt_core.train import SetResult, TrainResult
+from nmt_core.transformer import head_labels
 from sweeper import plots
 
 N_PLOTTED = 4  # dev sentences shown in the heatmaps: the same ones in every trial
@@ -26,7 +27,8 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
         (out / sub).mkdir(parents=True, exist_ok=True)
     for name, evaluation in sets.items():
         words = [words_of(data.tgt_vocab.decode(t.tokens)) for t in evaluation.translations]  # one per trace row
-        write_traces(trace_table(evaluation.translations, words), str(out / "traces" / f"{name}.parquet"))
+        write_traces(trace_table(evaluation.translations, words, head_labels(result.model)),
+                     str(out / "traces" / f"{name}.parquet"))
         (out / "translations" / f"{name}.txt").write_text("\n".join(evaluation.hypotheses) + "\n", encoding="utf-8")
         (out / "references" / f"{name}.txt").write_text("\n".join(data.references[name]) + "\n", encoding="utf-8")
         write_side_by_side(data.sources[name], data.references[name], evaluation.hypotheses,
@@ -40,6 +42,11 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
                                    for i in shown
                                    if dev.translations[i].tokens], out / "plots" / "temperature_heatmap.png",
                                   cfg.attention.lambda_)
+        first = dev.translations[0] if dev.translations else None
+        if first is not None and first.tau_heads and first.tokens:  # a Transformer: every layer's heads
+            plots.head_temperature_heatmap(words_of(data.tgt_vocab.decode(first.tokens)), first.tau_heads,
+                                           head_labels(result.model), out / "plots" / "temperature_heads.png",
+                                           cfg.attention.lambda_, "dev sentence 0")
     for i in shown:
         translation = dev.translations[i]
         if not translation.tokens:

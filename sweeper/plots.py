@@ -34,6 +34,21 @@ def temperature_heatmap(sentences: list[tuple[list[str], list[float]]], path: Pa
     plt.close(fig)
 
 
+def head_temperature_heatmap(words: list[str], tau_heads: list[list[float]], labels: list[str], path: Path,
+                             lam: float, title: str = "") -> None:
+    """A Transformer's tau per tempered head (rows, `l<layer>.<block>.h<head>`) for each target word (columns), on
+    the same scale as temperature_heatmap: which layers and heads sharpen or flatten where."""
+    matrix = np.array(tau_heads).T
+    fig, ax = plt.subplots(figsize=(max(5, 0.6 * len(words) + 2), max(2.5, 0.25 * len(labels) + 1)))
+    image = ax.imshow(matrix, cmap="gray", aspect="auto", norm=matplotlib.colors.LogNorm(vmin=1 / lam, vmax=lam))
+    ax.set_xticks(range(len(words)), words, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=6)
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(image, ax=ax, label="temperature tau")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
 def attention_heatmap(source: list[str], target: list[str], weights: np.ndarray, path: Path,
                       gate: list[float] | None = None, title: str = "") -> None:
     """Target x source attention weights; the sentinel gate (if any) as an extra last column."""

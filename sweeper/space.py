@@ -176,7 +176,11 @@ def variant_label(cfg: TrialConfig) -> str:
     the defaults (placement, position bias, ...), e.g. `general+sact4`, `concat+none+coverage+fertility+bahdanau`."""
     a, t = cfg.attention, cfg.train
     temperature = {"none": "none", "fixed": f"tau{a.tau:g}", "sact": f"sact{a.lambda_:g}"}[a.temperature]
-    parts = [a.score, temperature] + ["sentinel"] * a.sentinel + ["coverage"] * a.coverage + ["fertility"] * a.fertility
+    if cfg.model.arch == "transformer":  # e.g. transformer+sact4-first_pass@both+sentinel
+        temperature += f"-{a.sact_reading}" * (a.temperature == "sact")
+        temperature += f"@{a.temperature_at}" * (a.temperature != "none" and a.temperature_at != "cross")
+    parts = [a.score if cfg.model.arch == "rnn" else cfg.model.arch, temperature]
+    parts += ["sentinel"] * a.sentinel + ["coverage"] * a.coverage + ["fertility"] * a.fertility
     parts += [a.placement] * (a.placement != "luong") + [f"pos-{a.position_bias}"] * (a.position_bias != "none")
     parts += ["intra"] * a.intra_temporal + [f"self-{a.self_attention}"] * (a.self_attention != "none")
     parts += [f"guided{t.guided_alignment:g}"] * (t.guided_alignment > 0) + [f"sym{t.symmetry_weight:g}"] * (t.symmetry_weight > 0)

@@ -28,7 +28,7 @@ from mlflow.tracking import MlflowClient
 
 from nmt_core import diagnostics
 from nmt_core.config import ConfigError, build_config, scalar, set_dotted
-from nmt_core.evaluate import AlignmentBootstrap, PairedBootstrap, SentenceBootstrap, holm
+from nmt_core.evaluate import HEAD_LABELS, AlignmentBootstrap, PairedBootstrap, SentenceBootstrap, holm
 from nmt_core.train import PAPER_BLEU, bleu_options
 from sweeper import findings, importance, plots
 from sweeper.artifacts import read_alignment_stats
@@ -453,6 +453,17 @@ def token_stats(table, frequent: int = FREQUENT_WORDS) -> dict[str, Any]:
     return out
 
 
+def heads_heatmap(trace, path: Path, lam: float) -> bool:
+    """A Transformer trace's tau per layer and head over dev sentence 0, drawn to path; False for other traces."""
+    labels = (trace.schema.metadata or {}).get(HEAD_LABELS, b"").decode()
+    rows = [(token, heads) for sent_id, token, heads in zip(*(trace.column(c).to_pylist()
+                                                              for c in ("sent_id", "token", "tau_heads")))
+            if sent_id == 0 and heads] if labels and "tau_heads" in trace.column_names else []
+    if rows:
+        plots.head_temperature_heatmap([t for t, _ in rows], [h for _, h in rows], labels.split(","), path, lam)
+    return bool(rows)
+
+
 def sentinel_words(table, threshold: float = SENTINEL_THRESHOLD, top: int = 15) -> list[tuple[str, int]]:
     tokens, gates = table.column("token").to_pylist(), table.column("sentinel").to_pylist()
     return Counter(w for w, g in zip(tokens, gates) if g is not None and g >= threshold).most_common(top)
@@ -617,6 +628,9 @@ def _figures(client: MlflowClient, summary: Summary, out: Path, tmp: Path) -> li
                                       float(best.params["attention.lambda"]))
             sections.append(f"## Temperature heatmap (SACT Figure 2), best SACT trial `{best.variant}`\n\n"
                             "![tau heatmap](temperature_heatmap.png)\n")
+        if heads_heatmap(dev, out / "temperature_heads.png", float(best.params["attention.lambda"])):
+            sections.append(f"## Temperature per layer and head, best SACT trial `{best.variant}` (dev sentence 0)"
+                            "\n\n![tau per head](temperature_heads.png)\n")
     stats_lines = []
     for row in summary.rows:
         params = row.records[0].params
