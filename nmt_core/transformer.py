@@ -195,6 +195,15 @@ class HeadsOutput(AttentionOutput):
     gate_heads: Tensor | None = None
 
 
+@dataclass
+class HeadsTrace(DecoderTrace):
+    """A DecoderTrace with the last cross-attention's weights and raw scores per head (B, T, heads, S), which the
+    diagnostics read (entropy and saturation per head); tau and gate are (B, T, K), one column per head."""
+
+    head_weights: Tensor | None = None
+    head_scores: Tensor | None = None
+
+
 def heads_along(traces: list[HeadTrace], name: str) -> Tensor | None:
     """One trace field of several blocks as (B, T, blocks x heads); None where no block has it."""
     values = [getattr(trace, name) for trace in traces if getattr(trace, name) is not None]
@@ -234,13 +243,14 @@ class Decoder(nn.Module):
         return self.norm(x), selfs, crosses, new
 
     @staticmethod
-    def trace(selfs: list[HeadTrace], crosses: list[HeadTrace]) -> DecoderTrace:
+    def trace(selfs: list[HeadTrace], crosses: list[HeadTrace]) -> HeadsTrace:
         """Weights and scores (B, T, S): the last cross-attention's, averaged over its heads (what alignment,
         guided alignment and the plots read); tau and gate (B, T, K): every head that has one."""
         blocks = [block for pair in zip(selfs, crosses) for block in pair]
         last = crosses[-1]
-        return DecoderTrace(last.weights.mean(1), heads_along(blocks, "tau"), heads_along(crosses, "gate"),
-                            last.scores.mean(1))
+        return HeadsTrace(last.weights.mean(1), heads_along(blocks, "tau"), heads_along(crosses, "gate"),
+                          last.scores.mean(1), head_weights=last.weights.transpose(1, 2),
+                          head_scores=last.scores.transpose(1, 2))
 
     def step(self, y_prev: Tensor, state: TransformerState,
              memory: TransformerMemory) -> tuple[Tensor, TransformerState, HeadsOutput]:

@@ -5,6 +5,7 @@ import math
 import subprocess
 import sys
 
+import pyarrow.parquet as pq
 import pytest
 import torch
 import yaml
@@ -14,6 +15,7 @@ from nmt_core.architectures import build_model
 from nmt_core.config import ConfigError, build_config, parse_overrides
 from nmt_core.data import Example, make_batches
 from nmt_core.decode import beam_search, greedy
+from nmt_core.diagnostics import AttentionDiagnostics
 from nmt_core.multihead import BlockParts, MultiHeadAttention
 from nmt_core.train import batch_loss, scheduled_lr
 from tests.conftest import tiny_config
@@ -235,3 +237,61 @@ def test_the_rnn_takes_none_of_the_transformer_keys_and_stays_as_it_was():
     cfg = build_config({})
     assert cfg.model.arch == "rnn" and "model.heads" not in cfg.active() and "model.cell" in cfg.active()
     assert "model.cell" not in build_config({"model": {"arch": "transformer"}}).active()
+
+
+def test_diagnostics_count_every_head_of_every_word():
+    """tau_* and the gate over (word, head) pairs of every tempered head; entropy and saturation over the last
+    cross-attention's heads, not over their average."""
+    model, cfg = model_of(temperature="sact", sentinel=True)
+    batch = _batch()
+    with torch.no_grad():
+        _, trace = model(batch.src, batch.src_lengths, batch.tgt_in)
+    words = batch.tgt_out != 0
+    diagnostics = AttentionDiagnostics(cfg.attention)
+    diagnostics.add(trace, batch.src != 0, words)
+    report = diagnostics.report()
+    tau = trace.tau[words].flatten()
+    assert tau.numel() == int(words.sum()) * HEADS * 2
+    lam = cfg.attention.lambda_
+    assert report["tau_mean"] == pytest.approx(tau.mean().item())
+    assert report["tau_at_bound"] == pytest.approx(((tau >= lam * 0.99) | (tau <= 1.01 / lam)).double().mean().item())
+    assert report["sentinel_mean"] == pytest.approx(trace.gate[words].mean().item())
+    heads = trace.head_weights[words]  # (N, heads, S)
+    entropy = -(heads * heads.clamp_min(1e-30).log()).sum(-1)
+    assert report["attn_entropy"] == pytest.approx(entropy.mean().item(), rel=1e-5)
+
+
+@pytest.mark.slow
+def test_train_resume_translate_and_trace_a_transformer(tmp_path):
+    """`nmt train` for one epoch, resumed for a second, then translate and evaluate with per-head traces."""
+    config = tmp_path / "trial.yaml"
+    config.write_text(yaml.safe_dump({
+        "data": {"corpus": "synthetic", "train_subset": 400, "eval_subset": 20},
+        "model": {"arch": "transformer", "emb_size": 32, "hidden_size": 32, "heads": 2, "layers": 1, "ff_size": 64,
+                  "dropout": 0.0, "tie_embeddings": True},
+        "attention": {"temperature": "sact", "lambda": 4, "sact_reading": "first_pass"},
+        "train": {"lr": 3e-3, "batch_size": 32, "epochs": 2, "schedule": "inverse_sqrt", "warmup": 10,
+                  "label_smoothing": 0.1, "device": "cpu"},
+        "decode": {"beam_size": 3}}))
+    out = tmp_path / "run"
+
+    def nmt(*args, stdin=None):
+        return subprocess.run([sys.executable, "-m", "nmt_core.cli", *args], input=stdin, capture_output=True,
+                              text=True)
+    done = nmt("train", str(config), "--out", str(out), "--set", "train.epochs=1")
+    assert done.returncode == 0, done.stderr
+    done = nmt("train", str(config), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "resuming" in done.stderr and "epoch=2" in done.stderr and "tau_at_bound" in done.stderr
+    done = nmt("translate", "--checkpoint", str(out), "--beam", "2", stdin="noun3 verb2 noun5\n\nadj1 noun4\n")
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 3
+    (tmp_path / "src.txt").write_text("noun3 verb2 noun5\n")
+    (tmp_path / "ref.txt").write_text("la NOUN3 la NOUN5 VERB2 ga\n")
+    traces = tmp_path / "traces.parquet"
+    done = nmt("evaluate", "--checkpoint", str(out), "--src", str(tmp_path / "src.txt"),
+               "--ref", str(tmp_path / "ref.txt"), "--traces", str(traces))
+    assert done.returncode == 0, done.stderr
+    table = pq.read_table(traces)
+    assert table.schema.metadata[b"tau_heads"] == b"l1.cross.h1,l1.cross.h2"
+    assert all(len(heads) == 2 and all(0.25 <= t <= 4 for t in heads) for heads in table.column("tau_heads").to_pylist())
