@@ -220,7 +220,8 @@ def main() -> None:
     cfg = parity_config(args.space, args.score, args.epochs, args.lr, args.arch)
     data = load_trial_data(cfg.data)
     results = {"joeynmt 2.3": train_joeynmt(cfg, data), "nmt_core": train_ours(cfg, data)}
-    what = f"score {args.score}" if args.arch == "rnn" else f"transformer {cfg.model.layers} layers d {cfg.model.hidden_size}"
+    m = cfg.model
+    what = f"score {args.score}" if args.arch == "rnn" else f"transformer {m.layers} layers d {m.hidden_size}"
     print(f"\n{len(data.splits['train']):,} training pairs, {what}, {args.epochs} epochs, lr {cfg.train.lr:g}, greedy, "
           f"signature {results['nmt_core']['signature']}")
     print(f"{'model':<12} {'params':>10} {'test BLEU':>10} {'train tok/s':>12}  dev BLEU by epoch")

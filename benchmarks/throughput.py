@@ -61,9 +61,10 @@ TRANSFORMER_VARIANTS = {  # config sections over the Transformer's defaults (pre
     "sentinel": {"attention": {"sentinel": True}},
 }
 ARCH_VARIANTS = {"rnn": VARIANTS, "transformer": TRANSFORMER_VARIANTS}
-TRANSFORMER_SHAPES = {"paper": (6, 8, 2048), "tiny": (1, 2, 32)}  # layers, heads, feed-forward size
+TRANSFORMER_SHAPES = {"paper": (6, 8, 2048), "small": (3, 4, 1024), "tiny": (1, 2, 32)}  # layers, heads, FF size
 SIZES = {  # emb, hidden, source vocab, target vocab, batch
     "paper": (512, 512, 17700, 7000, 64),
+    "small": (256, 256, 8000, 8000, 32),  # a base-like Transformer a shared 2-core CPU times in minutes
     "tiny": (16, 16, 50, 40, 8),  # the smoke test's
 }
 

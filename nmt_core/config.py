@@ -55,11 +55,11 @@ class ModelConfig:
     readout: str = "auto"  # luong: tanh(W_c [c; s]) (Luong eq. 5); sum: c + s (Li & Zhu eq. 12); auto: sum with the sentinel
     tie_embeddings: bool = False
     fast_path: bool = True  # the same maths in fewer, larger ops (decoder steps, loss on real tokens); false: plain
-    arch: str = "rnn"  # rnn: the recurrent encoder-decoder; transformer: Vaswani et al. 2017 (nmt_core/transformer.py)
+    arch: str = "rnn"  # rnn: the recurrent encoder-decoder; transformer: Vaswani et al. 2017
     layers: int = 6  # transformer: layers of the encoder and of the decoder
-    heads: int = 8  # transformer: attention heads (hidden_size is split among them)
-    ff_size: int = 2048  # transformer: inner size of each position-wise feed-forward block
-    norm: str = "pre"  # transformer: pre: x + f(LN(x)) (trains without warm-up tuning); post: LN(x + f(x)) (Vaswani)
+    heads: int = 8  # transformer: attention heads (each has hidden_size / heads units)
+    ff_size: int = 2048  # transformer: inner size of the feed-forward blocks
+    norm: str = "pre"  # transformer: pre: x + f(LN(x)) (no warm-up tuning); post: LN(x + f(x)) (Vaswani)
 
 
 @dataclass

@@ -45,7 +45,7 @@ def head(w: torch.nn.Linear, x: torch.Tensor, h: int) -> torch.Tensor:
 def oracle(m: MultiHeadAttention, x, memory, real: list[int], cfg):
     """The block by the papers' formulas, one batch row, head and position at a time (module docstring)."""
     d, lam = SIZE // HEADS, cfg.lambda_
-    B, T, S = x.size(0), x.size(1), memory.size(1)
+    B, T = x.size(0), x.size(1)
     outs = torch.zeros(B, T, SIZE, dtype=torch.float64)
     taus, gates = torch.zeros(B, HEADS, T, dtype=torch.float64), torch.zeros(B, HEADS, T, dtype=torch.float64)
     for b in range(B):
@@ -204,7 +204,8 @@ def test_inverse_square_root_schedule_warms_up_to_the_rate_then_decays():
 @pytest.mark.parametrize("overrides,message", [
     (["model.arch=transformer", "attention.placement=bahdanau"],
      "attention.placement: must be luong (its default) with model.arch transformer: only the rnn reads it"),
-    (["model.arch=transformer", "model.cell=gru"], "model.cell: must be lstm (its default) with model.arch transformer"),
+    (["model.arch=transformer", "model.cell=gru"],
+     "model.cell: must be lstm (its default) with model.arch transformer"),
     (["model.arch=transformer", "attention.coverage=true"], "attention.coverage: must be False (its default)"),
     (["model.arch=transformer", "model.input_feeding=false"], "model.input_feeding: must be True (its default)"),
     (["model.heads=4"], "model.heads: must be 8 (its default) with model.arch rnn: only the transformer reads it"),
@@ -294,4 +295,5 @@ def test_train_resume_translate_and_trace_a_transformer(tmp_path):
     assert done.returncode == 0, done.stderr
     table = pq.read_table(traces)
     assert table.schema.metadata[b"tau_heads"] == b"l1.cross.h1,l1.cross.h2"
-    assert all(len(heads) == 2 and all(0.25 <= t <= 4 for t in heads) for heads in table.column("tau_heads").to_pylist())
+    rows = table.column("tau_heads").to_pylist()
+    assert all(len(heads) == 2 and all(0.25 <= t <= 4 for t in heads) for heads in rows)
