@@ -42,7 +42,7 @@ from nmt_core.train import bleu_options, optimizer_step, scheduled_lr, train  # 
 JOEYNMT_ATTENTION = {"general": "luong", "concat": "bahdanau"}  # the same formulas under joeynmt's names
 TRANSFORMER_MODEL = {"arch": "transformer", "emb_size": 128, "hidden_size": 128, "heads": 4, "layers": 3,
                      "ff_size": 512, "dropout": 0.1, "norm": "pre"}  # a small Transformer for the quickstart data
-TRANSFORMER_TRAIN = {"lr": 1e-3, "schedule": "inverse_sqrt", "warmup": 400, "label_smoothing": 0.1}
+TRANSFORMER_TRAIN = {"lr": 2e-3, "schedule": "inverse_sqrt", "warmup": 200, "label_smoothing": 0.1}
 
 
 class JoeyModel(nn.Module):

@@ -308,7 +308,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-input-feeding", action="store_true", help="one cuDNN call for the decoder RNN")
     parser.add_argument("--amp", action="store_true", help="bf16 autocast, for joeynmt too (CUDA, or a CPU with native bf16)")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's; 1 on a CPU others share)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     variants = args.variants or list(ARCH_VARIANTS[args.arch])
     unknown = sorted(set(variants) - set(ARCH_VARIANTS[args.arch]))
     if unknown:
