@@ -26,12 +26,16 @@ def temperature_heatmap(sentences: list[tuple[list[str], list[float]]], path: Pa
                     color="white" if tau < 1 else "black")
         ax.set_xticks(range(len(words)), words, rotation=45, ha="right", fontsize=8)
         ax.set_yticks([])
-    bar = fig.colorbar(image, ax=axes[:, 0].tolist(), label="temperature tau_t")
-    ticks = sorted({1 / lam, *(t for t in (0.5, 1.0, 2.0) if 1 / lam < t < lam), lam})
-    bar.set_ticks(ticks, labels=[f"{t:.2g}" for t in ticks])  # plain numbers, not a log axis' 10^x
-    bar.ax.minorticks_off()
+    tau_ticks(fig.colorbar(image, ax=axes[:, 0].tolist(), label="temperature tau_t"), lam)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
+
+
+def tau_ticks(bar, lam: float) -> None:
+    """A temperature colour bar's ticks as plain numbers (1/lambda, 0.5, 1, 2, lambda), not a log axis' 10^x."""
+    ticks = sorted({1 / lam, *(t for t in (0.5, 1.0, 2.0) if 1 / lam < t < lam), lam})
+    bar.set_ticks(ticks, labels=[f"{t:.2g}" for t in ticks])
+    bar.ax.minorticks_off()
 
 
 def head_temperature_heatmap(words: list[str], tau_heads: list[list[float]], labels: list[str], path: Path,
@@ -44,7 +48,7 @@ def head_temperature_heatmap(words: list[str], tau_heads: list[list[float]], lab
     ax.set_xticks(range(len(words)), words, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(labels)), labels, fontsize=6)
     ax.set_title(title, fontsize=9)
-    fig.colorbar(image, ax=ax, label="temperature tau")
+    tau_ticks(fig.colorbar(image, ax=ax, label="temperature tau"), lam)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
