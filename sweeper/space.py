@@ -261,9 +261,11 @@ def _parameter(key: str, raw: Any, base: dict, source: str) -> Parameter:
             raise SpecError(where, f"expected low > 0 for a log scale, got {shown(values)}", source)
         if kind == "int" and not all(isinstance(v, int) for v in values):
             raise SpecError(where, f"expected two integers, got {shown(values)}", source)
-    for value in values:  # every value (every bound) must make a valid trial config
+    for value in values:  # every value (every bound) must make a valid trial config, where its `if:` holds
         try:
             nested = copy.deepcopy(base)
+            for other, allowed in condition.items():  # model.heads if model.arch is transformer: check it there
+                set_dotted(nested, other, allowed[0] if isinstance(allowed, list) and allowed else allowed)
             set_dotted(nested, key, value)
             build_config(nested)
         except ConfigError as err:

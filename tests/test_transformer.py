@@ -297,3 +297,18 @@ def test_train_resume_translate_and_trace_a_transformer(tmp_path):
     assert table.schema.metadata[b"tau_heads"] == b"l1.cross.h1,l1.cross.h2"
     rows = table.column("tau_heads").to_pylist()
     assert all(len(heads) == 2 and all(0.25 <= t <= 4 for t in heads) for heads in rows)
+
+
+def test_a_space_grids_over_both_architectures_with_conditional_keys():
+    """A key one architecture reads is validated where its `if:` puts it, and each trial gets only its own keys."""
+    from sweeper.space import parse_spec, plan_trials
+
+    spec = parse_spec(yaml.safe_dump({
+        "name": "both", "data": {"corpus": "synthetic"}, "base": {"model": {"emb_size": 32, "hidden_size": 32}},
+        "parameters": {"model.arch": {"grid": ["rnn", "transformer"]},
+                       "model.heads": {"grid": [2, 4], "if": {"model.arch": ["transformer"]}},
+                       "attention.placement": {"grid": ["luong", "bahdanau"], "if": {"model.arch": ["rnn"]}}},
+        "search": {"algorithm": "grid"}, "objective": {"metric": "bleu_dev", "mode": "max"}}), "space.yaml")
+    configs = [plan.config(spec.base) for plan in plan_trials(spec)]
+    assert sorted((c.model.arch, c.model.heads, c.attention.placement) for c in configs) == [
+        ("rnn", 8, "bahdanau"), ("rnn", 8, "luong"), ("transformer", 2, "luong"), ("transformer", 4, "luong")]
