@@ -233,6 +233,19 @@ def _check_bounds(section: str, values: Mapping[str, Any], source: str) -> None:
             raise SpecError(f"{section}.{name}", f"must be {bound} (got {value:g})", source)
 
 
+def _where(base: dict, condition: Mapping[str, Any]) -> dict:
+    """The base with each `if:` key at its first allowed value (model.heads if model.arch is transformer is checked on
+    a transformer), or the base itself where that is no valid config: _order_by_conditions names a wrong `if:`."""
+    nested = copy.deepcopy(base)
+    try:
+        for other, allowed in condition.items():
+            set_dotted(nested, other, allowed[0] if isinstance(allowed, list) and allowed else allowed)
+        build_config(nested)
+    except ConfigError:
+        return copy.deepcopy(base)
+    return nested
+
+
 def _parameter(key: str, raw: Any, base: dict, source: str) -> Parameter:
     dotted = f"parameters.{key}"
     if key not in all_keys():
@@ -261,11 +274,10 @@ def _parameter(key: str, raw: Any, base: dict, source: str) -> Parameter:
             raise SpecError(where, f"expected low > 0 for a log scale, got {shown(values)}", source)
         if kind == "int" and not all(isinstance(v, int) for v in values):
             raise SpecError(where, f"expected two integers, got {shown(values)}", source)
+    where_it_acts = _where(base, condition)
     for value in values:  # every value (every bound) must make a valid trial config, where its `if:` holds
         try:
-            nested = copy.deepcopy(base)
-            for other, allowed in condition.items():  # model.heads if model.arch is transformer: check it there
-                set_dotted(nested, other, allowed[0] if isinstance(allowed, list) and allowed else allowed)
+            nested = copy.deepcopy(where_it_acts)
             set_dotted(nested, key, value)
             build_config(nested)
         except ConfigError as err:
