@@ -91,16 +91,22 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def timed(step: Callable[[object], int], batches: list, steps: int, device: torch.device, warmup: int = 2) -> float:
-    """Units (tokens or sentences) per second over `steps` calls after `warmup` calls."""
+# wall: seconds as a user waits them; cpu: this process's CPU seconds, which other processes' load on a shared
+# machine does not inflate (a CPU run with --threads 1; meaningless for a GPU, whose work is not the process's)
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def timed(step: Callable[[object], int], batches: list, steps: int, device: torch.device, warmup: int = 2,
+          clock: Callable[[], float] = time.perf_counter) -> float:
+    """Units (tokens or sentences) per second of `clock` over `steps` calls after `warmup` calls."""
     for batch in batches[:warmup]:
         step(batch)
     synchronize(device)
-    start, units = time.perf_counter(), 0
+    start, units = clock(), 0
     for i in range(steps):
         units += step(batches[i % len(batches)])
     synchronize(device)
-    return units / (time.perf_counter() - start)
+    return units / (clock() - start)
 
 
 def train_step_fn(model: Seq2Seq, cfg, device: torch.device) -> Callable:
@@ -232,14 +238,14 @@ def build_variant(name: str, size: tuple, device: torch.device, input_feeding: b
 
 
 def run(device: torch.device, size_name: str, steps: int, decode_batches: int, variants: list[str],
-        input_feeding: bool, amp: bool, rounds: int = 1, log=print, arch: str = "rnn") -> dict:
+        input_feeding: bool, amp: bool, rounds: int = 1, log=print, arch: str = "rnn", clock: str = "wall") -> dict:
     """Training speed is timed in `rounds` rounds that interleave all contenders (joeynmt and every variant),
     so drift on a shared machine hits them alike; the table gives each one's best round, the JSON every round."""
     use_tensor_cores(device)  # process-wide, so joeynmt gets TF32 too: the ratio compares the models' code
     size = SIZES[size_name]
     batch = size[4]
     batches = synthetic_batches(max(steps, 4), batch, size[2], size[3])
-    results = {"arch": arch, "device": str(device), "size": size_name, "steps": steps, "rounds": rounds,
+    results = {"arch": arch, "clock": clock, "device": str(device), "size": size_name, "steps": steps, "rounds": rounds,
                "input_feeding": input_feeding, "amp": amp, "variants": {}}
     models = {name: build_variant(name, size, device, input_feeding, amp, arch) for name in variants}
     contenders = {name: train_step_fn(model.train(), cfg, device) for name, (model, cfg) in models.items()}
@@ -251,7 +257,8 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
     rates: dict[str, list[float]] = {name: [] for name in contenders}
     for round_ in range(rounds):
         for name, step in contenders.items():
-            rates[name].append(timed(step, batches, steps, device, warmup=2 if round_ == 0 else 0))
+            rates[name].append(timed(step, batches, steps, device, warmup=2 if round_ == 0 else 0,
+                                     clock=CLOCKS[clock]))
         log(f"  round {round_ + 1}: " + ", ".join(f"{name} {rates[name][-1]:.0f}" for name in contenders) + " train tok/s")
     if joey is not None and rounds:
         results["joeynmt_tokens_per_s"] = max(rates["joeynmt"])
@@ -267,7 +274,7 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
         for beam, key in ((1, "greedy"), (10, "beam10")):
             produced: list[int] = []
             row[f"{key}_sentences_per_s"] = timed(decode_fn(model, cfg, device, beam, produced), batches,
-                                                  decode_batches, device, warmup=1)
+                                                  decode_batches, device, warmup=1, clock=CLOCKS[clock])
             row[f"{key}_tokens_per_sentence"] = sum(produced[1:]) / (decode_batches * batch)  # warm-up call untimed
         results["variants"][name] = row
     return results
@@ -275,7 +282,7 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
 
 def table(results: dict) -> str:
     lines = [f"{results.get('arch', 'rnn')}, device {results['device']}, size {results['size']}, best of "
-             f"{results['rounds']} rounds of "
+             f"{results['rounds']} rounds of {results.get('clock', 'wall')}-clock time, "
              f"{results['steps']} steps, "
              f"input feeding {results['input_feeding']}, amp {results['amp']}"
              + (f", joeynmt 2.3: {results['joeynmt_tokens_per_s']:.0f} train tok/s" if "joeynmt_tokens_per_s" in results
@@ -309,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--amp", action="store_true", help="bf16 autocast, for joeynmt too (CUDA, or a CPU with native bf16)")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's; 1 on a CPU others share)")
+    parser.add_argument("--clock", choices=list(CLOCKS), default="wall",
+                        help="cpu: per second of this process's CPU time (a shared CPU, with --threads 1)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -325,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     for device in devices:
         print(f"{device}:")
         results = run(torch.device(device), args.size, args.steps, args.decode_batches, variants,
-                      not args.no_input_feeding, args.amp, args.rounds, arch=args.arch)
+                      not args.no_input_feeding, args.amp, args.rounds, arch=args.arch, clock=args.clock)
         all_results.append(results)
         print(table(results))
     if args.json:
