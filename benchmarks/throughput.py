@@ -1,7 +1,7 @@
 """Training tokens/s and decoding sentences/s at the SACT paper's En-Vi size, per attention variant.
 
-    python benchmarks/throughput.py [--device cpu|cuda|all] [--steps N] [--rounds R] [--amp] [--json OUT]
-                                    [--variants V ...] [--decode-batches N]
+    python benchmarks/throughput.py [--arch rnn|transformer] [--device cpu|cuda|all] [--steps N] [--rounds R]
+                                    [--amp] [--json OUT] [--variants V ...] [--decode-batches N]
 
 `--rounds 0` times decoding alone.
 
@@ -9,6 +9,8 @@ Emb 512, hidden 512, vocabularies 17.7K / 7K, batch 64, sentence lengths like IW
 source words), synthetic token ids. joeynmt 2.3's recurrent model with the same sizes (bi-LSTM encoder,
 LSTM decoder, Luong attention, input feeding) is timed in the same process when it is installed
 (benchmarks/install_joeynmt.sh), and every variant's training speed is given as a ratio to it.
+`--arch transformer` times the Transformer (Vaswani et al. 2017 base: 6 + 6 layers, 8 heads, FF 2048, d 512 at
+size `paper`; pre-norm) and its attention family against joeynmt 2.3's Transformer of the same sizes and norm.
 Not a test: tests/test_benchmarks.py only runs it for a few steps so it cannot rot.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from nmt_core.architectures import build_model
 from nmt_core.config import build_config
 from nmt_core.data import Example, collate
 from nmt_core.decode import beam_search, greedy
@@ -48,8 +51,20 @@ VARIANTS = {  # config sections over the defaults (general score, Luong placemen
     "self_attention": {"attention": {"self_attention": "both"}},
     "symmetry": {"train": {"symmetry_weight": 1.0}},  # two models: exempt from the 0.7x bar
 }
+TRANSFORMER_VARIANTS = {  # config sections over the Transformer's defaults (pre-norm, fused attention)
+    "none": {},
+    "plain": {"model": {"fast_path": False}},  # every attention block spelled out: what the fused kernel gains
+    "fixed": {"attention": {"temperature": "fixed", "tau": 0.9}},
+    "sact_query": {"attention": {"temperature": "sact", "sact_reading": "query"}},
+    "sact_first_pass": {"attention": {"temperature": "sact", "sact_reading": "first_pass"}},
+    "localness": {"attention": {"position_bias": "gaussian"}},
+    "sentinel": {"attention": {"sentinel": True}},
+}
+ARCH_VARIANTS = {"rnn": VARIANTS, "transformer": TRANSFORMER_VARIANTS}
+TRANSFORMER_SHAPES = {"paper": (6, 8, 2048), "small": (3, 4, 1024), "tiny": (1, 2, 32)}  # layers, heads, FF size
 SIZES = {  # emb, hidden, source vocab, target vocab, batch
     "paper": (512, 512, 17700, 7000, 64),
+    "small": (256, 256, 8000, 8000, 32),  # a base-like Transformer a shared 2-core CPU times in minutes
     "tiny": (16, 16, 50, 40, 8),  # the smoke test's
 }
 
@@ -76,16 +91,22 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def timed(step: Callable[[object], int], batches: list, steps: int, device: torch.device, warmup: int = 2) -> float:
-    """Units (tokens or sentences) per second over `steps` calls after `warmup` calls."""
+# wall: seconds as a user waits them; cpu: this process's CPU seconds, which other processes' load on a shared
+# machine does not inflate (a CPU run with --threads 1; meaningless for a GPU, whose work is not the process's)
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def timed(step: Callable[[object], int], batches: list, steps: int, device: torch.device, warmup: int = 2,
+          clock: Callable[[], float] = time.perf_counter) -> float:
+    """Units (tokens or sentences) per second of `clock` over `steps` calls after `warmup` calls."""
     for batch in batches[:warmup]:
         step(batch)
     synchronize(device)
-    start, units = time.perf_counter(), 0
+    start, units = clock(), 0
     for i in range(steps):
         units += step(batches[i % len(batches)])
     synchronize(device)
-    return units / (time.perf_counter() - start)
+    return units / (clock() - start)
 
 
 def train_step_fn(model: Seq2Seq, cfg, device: torch.device) -> Callable:
@@ -118,17 +139,50 @@ def decode_fn(model: nn.Module, cfg, device: torch.device, beam: int, produced: 
     return step
 
 
-def load_joeynmt():
+def load_joeynmt(arch: str = "rnn"):
+    """joeynmt's encoder class, decoder class and Embeddings for `arch`; None when it is not installed."""
     folder = Path(__file__).parent / ".joeynmt"
     if folder.is_dir():
         sys.path.insert(0, str(folder))
     try:
-        from joeynmt.decoders import RecurrentDecoder
+        from joeynmt import decoders, encoders
         from joeynmt.embeddings import Embeddings
-        from joeynmt.encoders import RecurrentEncoder
     except ImportError:
         return None
-    return RecurrentEncoder, RecurrentDecoder, Embeddings
+    kind = "Recurrent" if arch == "rnn" else "Transformer"
+    return getattr(encoders, f"{kind}Encoder"), getattr(decoders, f"{kind}Decoder"), Embeddings
+
+
+def joeynmt_transformer_train_fn(parts, size, device: torch.device, amp: bool) -> Callable:
+    """joeynmt 2.3's Transformer, same sizes, dropout 0.1 and pre-norm (its `layer_norm: pre`), scaled embeddings."""
+    TransformerEncoder, TransformerDecoder, Embeddings = parts
+    _, hidden, src_vocab, tgt_vocab, _ = size
+    layers, heads, ff_size = TRANSFORMER_SHAPES[size_name_of(size)]
+    shape = {"hidden_size": hidden, "ff_size": ff_size, "num_layers": layers, "num_heads": heads, "dropout": 0.1,
+             "emb_dropout": 0.1, "layer_norm": "pre"}
+    src_embed = Embeddings(embedding_dim=hidden, scale=True, vocab_size=src_vocab, padding_idx=PAD)
+    trg_embed = Embeddings(embedding_dim=hidden, scale=True, vocab_size=tgt_vocab, padding_idx=PAD)
+    encoder, decoder = TransformerEncoder(**shape), TransformerDecoder(vocab_size=tgt_vocab, **shape)
+    modules = nn.ModuleList([src_embed, trg_embed, encoder, decoder]).to(device)
+    optimizer = torch.optim.Adam(modules.parameters(), lr=3e-4)
+
+    def step(batch) -> int:
+        src, tgt_in, tgt_out = (t.to(device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
+        src_mask = (src != PAD).unsqueeze(1)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            encoded, _ = encoder(src_embed(src), batch.src_lengths, src_mask)
+            outputs, _, _, _ = decoder(trg_embed=trg_embed(tgt_in), encoder_output=encoded, encoder_hidden=None,
+                                       src_mask=src_mask, unroll_steps=tgt_in.size(1), hidden=None,
+                                       trg_mask=(tgt_in != PAD).unsqueeze(1))
+            loss = nn.functional.cross_entropy(outputs.flatten(0, 1).float(), tgt_out.flatten(),
+                                               ignore_index=PAD, reduction="sum") / batch.n_tokens
+        optimizer_step(optimizer, loss, modules.parameters(), 10.0)
+        return batch.n_tokens
+    return step
+
+
+def size_name_of(size: tuple) -> str:
+    return next(name for name, value in SIZES.items() if value == size)
 
 
 def joeynmt_train_fn(parts, size, device: torch.device, amp: bool) -> Callable:
@@ -162,37 +216,49 @@ def joeynmt_train_fn(parts, size, device: torch.device, amp: bool) -> Callable:
     return step
 
 
-def build_variant(name: str, size: tuple, device: torch.device, input_feeding: bool, amp: bool):
-    emb, hidden, src_vocab, tgt_vocab, _ = size
-    variant = VARIANTS[name]
-    cfg = build_config({"model": {"emb_size": emb, "hidden_size": hidden, "dropout": 0.4, "input_feeding": input_feeding,
-                                  **variant.get("model", {})},
+def model_section(arch: str, size: tuple, input_feeding: bool) -> dict:
+    """The model keys of a benchmark size: the RNN's (dropout 0.4, the paper's) or the Transformer's (0.1)."""
+    emb, hidden = size[:2]
+    if arch == "rnn":
+        return {"emb_size": emb, "hidden_size": hidden, "dropout": 0.4, "input_feeding": input_feeding}
+    layers, heads, ff_size = TRANSFORMER_SHAPES[size_name_of(size)]
+    return {"arch": "transformer", "emb_size": hidden, "hidden_size": hidden, "dropout": 0.1, "layers": layers,
+            "heads": heads, "ff_size": ff_size}
+
+
+def build_variant(name: str, size: tuple, device: torch.device, input_feeding: bool, amp: bool,
+                  arch: str = "rnn"):
+    _, _, src_vocab, tgt_vocab, _ = size
+    variant = ARCH_VARIANTS[arch][name]
+    cfg = build_config({"model": {**model_section(arch, size, input_feeding), **variant.get("model", {})},
                         "attention": variant.get("attention", {}), "train": {"amp": amp, **variant.get("train", {})},
                         "decode": {"max_len_ratio": 1.2}})
     torch.manual_seed(0)
-    return Seq2Seq(cfg.model, cfg.attention, src_vocab, tgt_vocab).to(device), cfg
+    return build_model(cfg.model, cfg.attention, src_vocab, tgt_vocab).to(device), cfg
 
 
 def run(device: torch.device, size_name: str, steps: int, decode_batches: int, variants: list[str],
-        input_feeding: bool, amp: bool, rounds: int = 1, log=print) -> dict:
+        input_feeding: bool, amp: bool, rounds: int = 1, log=print, arch: str = "rnn", clock: str = "wall") -> dict:
     """Training speed is timed in `rounds` rounds that interleave all contenders (joeynmt and every variant),
     so drift on a shared machine hits them alike; the table gives each one's best round, the JSON every round."""
     use_tensor_cores(device)  # process-wide, so joeynmt gets TF32 too: the ratio compares the models' code
     size = SIZES[size_name]
     batch = size[4]
     batches = synthetic_batches(max(steps, 4), batch, size[2], size[3])
-    results = {"device": str(device), "size": size_name, "steps": steps, "rounds": rounds,
+    results = {"arch": arch, "clock": clock, "device": str(device), "size": size_name, "steps": steps, "rounds": rounds,
                "input_feeding": input_feeding, "amp": amp, "variants": {}}
-    models = {name: build_variant(name, size, device, input_feeding, amp) for name in variants}
+    models = {name: build_variant(name, size, device, input_feeding, amp, arch) for name in variants}
     contenders = {name: train_step_fn(model.train(), cfg, device) for name, (model, cfg) in models.items()}
-    joey = load_joeynmt()
+    joey = load_joeynmt(arch)
     if joey is not None:
         torch.manual_seed(0)
-        contenders = {"joeynmt": joeynmt_train_fn(joey, size, device, amp), **contenders}
+        joey_fn = joeynmt_train_fn if arch == "rnn" else joeynmt_transformer_train_fn
+        contenders = {"joeynmt": joey_fn(joey, size, device, amp), **contenders}
     rates: dict[str, list[float]] = {name: [] for name in contenders}
     for round_ in range(rounds):
         for name, step in contenders.items():
-            rates[name].append(timed(step, batches, steps, device, warmup=2 if round_ == 0 else 0))
+            rates[name].append(timed(step, batches, steps, device, warmup=2 if round_ == 0 else 0,
+                                     clock=CLOCKS[clock]))
         log(f"  round {round_ + 1}: " + ", ".join(f"{name} {rates[name][-1]:.0f}" for name in contenders) + " train tok/s")
     if joey is not None and rounds:
         results["joeynmt_tokens_per_s"] = max(rates["joeynmt"])
@@ -208,14 +274,15 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
         for beam, key in ((1, "greedy"), (10, "beam10")):
             produced: list[int] = []
             row[f"{key}_sentences_per_s"] = timed(decode_fn(model, cfg, device, beam, produced), batches,
-                                                  decode_batches, device, warmup=1)
+                                                  decode_batches, device, warmup=1, clock=CLOCKS[clock])
             row[f"{key}_tokens_per_sentence"] = sum(produced[1:]) / (decode_batches * batch)  # warm-up call untimed
         results["variants"][name] = row
     return results
 
 
 def table(results: dict) -> str:
-    lines = [f"device {results['device']}, size {results['size']}, best of {results['rounds']} rounds of "
+    lines = [f"{results.get('arch', 'rnn')}, device {results['device']}, size {results['size']}, best of "
+             f"{results['rounds']} rounds of {results.get('clock', 'wall')}-clock time, "
              f"{results['steps']} steps, "
              f"input feeding {results['input_feeding']}, amp {results['amp']}"
              + (f", joeynmt 2.3: {results['joeynmt_tokens_per_s']:.0f} train tok/s" if "joeynmt_tokens_per_s" in results
@@ -237,16 +304,28 @@ def table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arch", choices=list(ARCH_VARIANTS), default="rnn")
     parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
     parser.add_argument("--size", choices=list(SIZES), default="paper")
     parser.add_argument("--steps", type=int, default=10, help="timed training steps per variant")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved training rounds (the best one counts; 0: decoding only)")
     parser.add_argument("--decode-batches", type=int, default=2, help="timed decoding batches per variant and beam")
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--variants", nargs="+", choices=sorted({v for vs in ARCH_VARIANTS.values() for v in vs}),
+                        help="default: all of --arch's")
     parser.add_argument("--no-input-feeding", action="store_true", help="one cuDNN call for the decoder RNN")
     parser.add_argument("--amp", action="store_true", help="bf16 autocast, for joeynmt too (CUDA, or a CPU with native bf16)")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's; 1 on a CPU others share)")
+    parser.add_argument("--clock", choices=list(CLOCKS), default="wall",
+                        help="cpu: per second of this process's CPU time (a shared CPU, with --threads 1)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    variants = args.variants or list(ARCH_VARIANTS[args.arch])
+    unknown = sorted(set(variants) - set(ARCH_VARIANTS[args.arch]))
+    if unknown:
+        parser.error(f"--variants: {', '.join(unknown)} not among --arch {args.arch}'s: "
+                     + ", ".join(ARCH_VARIANTS[args.arch]))
     devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
     devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
     print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
@@ -254,8 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     all_results = []
     for device in devices:
         print(f"{device}:")
-        results = run(torch.device(device), args.size, args.steps, args.decode_batches, args.variants,
-                      not args.no_input_feeding, args.amp, args.rounds)
+        results = run(torch.device(device), args.size, args.steps, args.decode_batches, variants,
+                      not args.no_input_feeding, args.amp, args.rounds, arch=args.arch, clock=args.clock)
         all_results.append(results)
         print(table(results))
     if args.json:

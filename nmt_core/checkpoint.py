@@ -15,6 +15,7 @@ import torch
 from nmt_core.config import TrialConfig, build_config
 from nmt_core.yaml_input import SHOWN_CHARS
 from nmt_core.data import SPECIALS, Segmenter, Vocab
+from nmt_core.architectures import build_model
 from nmt_core.model import Seq2Seq
 
 LAST, BEST = "last.pt", "best.pt"
@@ -101,7 +102,7 @@ def load_for_inference(directory: str | Path, log: Callable[[str], None] = lambd
     cfg = build_config(state["config"], source=str(path))
     src_vocab, tgt_vocab = (_vocab(state, side, limit, path) for side, limit in (("src", cfg.data.src_vocab),
                                                                                  ("tgt", cfg.data.tgt_vocab)))
-    model = Seq2Seq(cfg.model, cfg.attention, len(src_vocab), len(tgt_vocab))
+    model = build_model(cfg.model, cfg.attention, len(src_vocab), len(tgt_vocab))
     if "best_model" in state:
         log(f"{path}: using the best-dev weights (epoch {state['best_epoch']}), not the last epoch's "
             f"({state['epoch']})")

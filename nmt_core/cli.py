@@ -16,6 +16,7 @@ from nmt_core.config import BOUNDS, ConfigError, TrialConfig, build_config, load
 from nmt_core.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_bounded, read_lines
 from nmt_core.data import Example, Vocab, cut_long, surface, tokenize
 from nmt_core.evaluate import attention_alignment, trace_table, write_traces
+from nmt_core.transformer import head_labels
 from nmt_core.inference import translate_lines
 from nmt_core.progress import ConsoleProgress
 from nmt_core.train import TrainingDiverged, score_text, teacher_forced_weights, train
@@ -120,7 +121,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"attention as alignment (reference forced, argmax): AER {score.aer:.4f}, "
               f"attention mass on gold links {score.gold_mass:.4f}")
     if args.traces:
-        table = trace_table(decoded, [[surface(t) for t in loaded.tgt_vocab.decode(d.tokens)] for d in decoded])
+        table = trace_table(decoded, [[surface(t) for t in loaded.tgt_vocab.decode(d.tokens)] for d in decoded],
+                            head_labels(loaded.model))
         write_traces(table, args.traces)
         _log(f"traces: {table.num_rows} target tokens -> {args.traces}")
     return 0

@@ -10,7 +10,7 @@ import dataclasses
 import importlib.util
 import math
 from dataclasses import dataclass, field
-from typing import Any, ItemsView, Iterator, Mapping
+from typing import Any, Callable, ItemsView, Iterator, Mapping
 
 from nmt_core import registry
 from nmt_core.yaml_input import SHOWN_CHARS, ErrorType, load_yaml_file, parse_yaml, shown
@@ -56,6 +56,11 @@ class ModelConfig:
     readout: str = "auto"  # luong: tanh(W_c [c; s]) (Luong eq. 5); sum: c + s (Li & Zhu eq. 12); auto: sum iff sentinel
     tie_embeddings: bool = False
     fast_path: bool = True  # the same maths in fewer, larger ops (decoder steps, loss on real tokens); false: plain
+    arch: str = "rnn"  # rnn: the recurrent encoder-decoder; transformer: Vaswani et al. 2017
+    layers: int = 6  # transformer: layers of the encoder and of the decoder
+    heads: int = 8  # transformer: attention heads (each has hidden_size / heads units)
+    ff_size: int = 2048  # transformer: inner size of the feed-forward blocks
+    norm: str = "pre"  # transformer: pre: x + f(LN(x)) (no warm-up tuning); post: LN(x + f(x)) (Vaswani)
 
 
 @dataclass
@@ -73,6 +78,9 @@ class AttentionConfig:
     position_bias: str = "none"  # log: Cohn et al. 2016 log(1 + i) features; gaussian: a learned window (slides 001)
     intra_temporal: bool = False  # Paulus et al. 2017: scores divided by their past exponentiated scores
     self_attention: str = "none"  # encoder, decoder or both (course report 004)
+    sact_reading: str = "first_pass"  # transformer SACT: query: beta from the query alone; first_pass: + W_c c0_{t-1}
+    temperature_at: str = "cross"  # transformer: the decoder's cross-attention, its self-attention, or both
+    position_layers: int = 0  # transformer gaussian bias: in the lowest N layers only (0 = all)
 
 
 @dataclass
@@ -92,6 +100,8 @@ class TrainConfig:
     amp: bool = False  # bf16 autocast (CUDA; a CPU with AVX-512 BF16 or AMX)
     guided_alignment: float = 0.0  # weight of H(A, alpha) against word alignments (gold, else eflomal's)
     symmetry_weight: float = 0.0  # > 0: train t->s jointly, with this weight on the trace bonus (Cohn et al. 2016)
+    schedule: str = "constant"  # inverse_sqrt: lr * min(step / warmup, sqrt(warmup / step)) (Vaswani et al. 2017)
+    warmup: int = 4000  # inverse_sqrt: updates until the rate peaks at train.lr
 
 
 @dataclass
@@ -134,9 +144,26 @@ INACTIVE_UNLESS: dict[str, Any] = {
     "data.subword_vocab": lambda c: c["data.tokenizer"] == "sentencepiece",
     "train.lr_patience": lambda c: c["train.lr_decay"] < 1,
     "decode.length_penalty": lambda c: c["decode.beam_size"] > 1,
+    "train.warmup": lambda c: c["train.schedule"] == "inverse_sqrt",
 }
 
+# keys that only one architecture reads: the other refuses them unless left at their defaults (_check_arch)
+RNN_ONLY = ("model.cell", "model.input_feeding", "model.readout", "model.encoder_layers", "model.decoder_layers",
+            "attention.score", "attention.placement", "attention.coverage", "attention.coverage_weight",
+            "attention.fertility", "attention.intra_temporal", "attention.self_attention")
+TRANSFORMER_ONLY = ("model.layers", "model.heads", "model.ff_size", "model.norm", "attention.sact_reading",
+                    "attention.temperature_at", "attention.position_layers")
 
+
+def _only_with(arch: str, key: str) -> Any:
+    """The predicate of a key one architecture reads: that architecture, and the key's own predicate if it has one."""
+    own = INACTIVE_UNLESS.get(key, lambda c: True)
+    return lambda c: c["model.arch"] == arch and own(c)
+
+
+INACTIVE_UNLESS.update({key: _only_with(arch, key) for arch, keys in (("rnn", RNN_ONLY),
+                                                                     ("transformer", TRANSFORMER_ONLY))
+                        for key in keys})
 
 class Choices(Mapping[str, tuple[str, ...]]):
     """The allowed values of each string key: fixed ones, and the attention.* parts' from nmt_core.registry, read
@@ -166,6 +193,10 @@ CHOICES = Choices({
     "model.cell": ("lstm", "gru"),
     "model.readout": ("auto", "luong", "sum"),
     "train.device": ("auto", "cpu", "cuda"),
+    "model.arch": ("rnn", "transformer"),
+    "model.norm": ("pre", "post"),
+    "attention.temperature_at": ("cross", "self", "both"),
+    "train.schedule": ("constant", "inverse_sqrt"),
     "decode.bleu_tokenize": ("13a", "none", "intl", "char"),
 })
 
@@ -231,6 +262,11 @@ BOUNDS: dict[str, Bound] = {
     "data.tgt_vocab": Bound(1, 1_000_000, note=GROWS),
     "data.train_subset": Bound(0, note=ALL),
     "data.eval_subset": Bound(0, note=ALL),
+    "model.layers": Bound(1, 64, note=GROWS),
+    "model.heads": Bound(1, 256, note=GROWS),
+    "model.ff_size": Bound(1, 65536, note=GROWS),
+    "attention.position_layers": Bound(0, 64, note=ALL),
+    "train.warmup": Bound(1, 10_000_000),
 }
 
 GOLD_ALIGNED = ("bible-grc-en",)  # corpora that ship manual word alignments (they index `space` tokens)
@@ -355,8 +391,9 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
         require(_value(cfg, key) in allowed, key, "one of " + ", ".join(allowed), _value(cfg, key))
     for key, bound in BOUNDS.items():
         require(bound.holds(_value(cfg, key)), key, str(bound), _value(cfg, key))
+    _check_arch(cfg, require)
     a, m, t = cfg.attention, cfg.model, cfg.train
-    require(m.hidden_size % 2 == 0, "model.hidden_size",
+    require(m.arch != "rnn" or m.hidden_size % 2 == 0, "model.hidden_size",
             "even (each encoder direction has hidden_size / 2 units)", m.hidden_size)
     for rule in registry.rules_of(cfg):  # what each selected attention part asks of the rest (nmt_core.attention)
         if not rule.holds(cfg):
@@ -370,6 +407,34 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
             t.guided_alignment)
     require(not m.tie_embeddings or m.emb_size == m.hidden_size, "model.tie_embeddings",
             "false unless model.emb_size == model.hidden_size", m.tie_embeddings)
+
+
+def _default(key: str) -> Any:
+    section, name = key.split(".")
+    return section_keys(section)[name].default
+
+
+def _check_arch(cfg: TrialConfig, require: Callable[[bool, str, str, Any], None]) -> None:
+    """What model.arch allows: the other architecture's keys at their defaults (a value there would be silently
+    ignored), and the Transformer's sizes and mechanisms."""
+    m, a, t = cfg.model, cfg.attention, cfg.train
+    other, other_keys = ("rnn", RNN_ONLY) if m.arch == "transformer" else ("transformer", TRANSFORMER_ONLY)
+    for key in other_keys:
+        value = _value(cfg, key)
+        require(value == _default(key), key, f"{_default(key)} (its default) with model.arch {m.arch}: only the "
+                f"{other} reads it", value)
+    require(t.schedule == "constant" or t.lr_decay == 1, "train.lr_decay",
+            "1 with train.schedule inverse_sqrt (the schedule sets the rate)", t.lr_decay)
+    if m.arch != "transformer":
+        return
+    require(m.hidden_size % m.heads == 0, "model.hidden_size",
+            f"a multiple of model.heads ({m.heads}): each head gets hidden_size / heads units", m.hidden_size)
+    require(m.emb_size == m.hidden_size, "model.emb_size",
+            f"model.hidden_size ({m.hidden_size}) with model.arch transformer (embeddings feed the residual stream)",
+            m.emb_size)
+    for key, allowed in registry.head_choices().items():  # the parts nmt_core.multihead registers
+        require(_value(cfg, key) in allowed, key, f"one of {', '.join(allowed)} with model.arch transformer "
+                "(multi-head attention has no part for the others)", _value(cfg, key))
 
 
 def build_config(raw: Mapping[str, Any] | None, overrides: list[tuple[str, Any]] = (),

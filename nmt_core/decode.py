@@ -28,6 +28,7 @@ class Translation:
     weights: Tensor  # (len(tokens), source length) attention weights on the CPU
     tau: list[float] | None  # tau_t per output token; None when temperature is `none`
     gate: list[float] | None  # sentinel gate beta_t per output token; None without the sentinel
+    tau_heads: list[list[float]] | None = None  # the Transformer's tau per tempered head (Transformer.head_labels)
 
 
 def max_length(batch: Batch, cfg: DecodeConfig) -> int:
@@ -47,6 +48,7 @@ class TraceBuffer:
     weights: Tensor  # (rows, max_len, S)
     tau: Tensor  # (rows, max_len), NaN where absent
     gate: Tensor  # (rows, max_len), NaN where absent
+    tau_heads: Tensor | None = None  # (rows, max_len, heads): a Transformer's tau per head, from its first step
 
     @classmethod
     def empty(cls, rows: int, max_len: int, src_len: int, like: Tensor) -> "TraceBuffer":
@@ -63,15 +65,22 @@ class TraceBuffer:
             self.tau[:, t] = pick(out.tau).float()
         if out.gate is not None:
             self.gate[:, t] = pick(out.gate).float()
+        heads = getattr(out, "tau_heads", None)
+        if heads is not None:
+            if self.tau_heads is None:
+                self.tau_heads = self.tau.new_full((*self.tau.shape, heads.size(-1)), float("nan"))
+            self.tau_heads[:, t] = pick(heads).float()
 
     def translations(self, scores: Tensor, src_lengths: Tensor, has_tau: bool, has_gate: bool) -> list[Translation]:
         tokens, weights, tau, gate = (x.cpu() for x in (self.tokens, self.weights, self.tau, self.gate))
+        heads = None if self.tau_heads is None else self.tau_heads.cpu()
         result = []
         for row, (seq, score) in enumerate(zip(tokens.tolist(), scores.cpu().tolist())):
             n = seq.index(EOS) if EOS in seq else len(seq)
             result.append(Translation(seq[:n], score, weights[row, :n, :int(src_lengths[row])],
                                       tau[row, :n].tolist() if has_tau else None,
-                                      gate[row, :n].tolist() if has_gate else None))
+                                      gate[row, :n].tolist() if has_gate else None,
+                                      None if heads is None else heads[row, :n].tolist()))
         return result
 
 
@@ -104,6 +113,7 @@ class StepTrace:
     weights: Tensor
     tau: Tensor | None
     gate: Tensor | None
+    tau_heads: Tensor | None = None
 
 
 @dataclass
@@ -120,7 +130,7 @@ class BeamHistory:
     parents: list[Tensor] = field(default_factory=list)
 
     def add(self, out: AttentionOutput, tokens: Tensor, parents: Tensor) -> None:
-        self.outs.append(StepTrace(out.weights, out.tau, out.gate))
+        self.outs.append(StepTrace(out.weights, out.tau, out.gate, getattr(out, "tau_heads", None)))
         self.tokens.append(tokens)
         self.parents.append(parents)
 

@@ -40,10 +40,13 @@ class AttentionDiagnostics:
 
     def add(self, trace: DecoderTrace, src_mask: Tensor, tgt_mask: Tensor) -> None:
         """trace of one batch; src_mask (B, S) True on real source tokens, tgt_mask (B, T) on the steps to count."""
-        real = src_mask.unsqueeze(1)  # (B, 1, S)
-        scores = trace.scores.float()
+        # a Transformer's trace has every head of its last cross-attention: each (token, head) counts once
+        per_head = getattr(trace, "head_weights", None) is not None
+        weights, scores = (trace.head_weights, trace.head_scores) if per_head else (trace.weights, trace.scores)
+        real = src_mask[:, None, None, :] if per_head else src_mask.unsqueeze(1)  # (B, 1, [1,] S)
+        scores = scores.float()
         spread = (scores.masked_fill(~real, -math.inf).amax(-1) - scores.masked_fill(~real, math.inf).amin(-1))
-        weights = trace.weights.float()
+        weights = weights.float()
         entropy = -(weights * weights.clamp_min(1e-30).log()).sum(-1)
         for name, value in (("range", spread), ("entropy", entropy), ("max", weights.amax(-1)),
                             ("tau", trace.tau), ("gate", trace.gate)):

@@ -15,7 +15,9 @@ TRACE_SCHEMA = pa.schema([
     ("sent_id", pa.int32()), ("pos", pa.int32()), ("token", pa.string()),
     ("tau", pa.float32()), ("sentinel", pa.float32()), ("entropy", pa.float32()),
     ("argmax_src", pa.int32()), ("weights", pa.list_(pa.float32())),
+    ("tau_heads", pa.list_(pa.float32())),  # the Transformer's tau per head; the schema's metadata names them
 ])
+HEAD_LABELS = b"tau_heads"  # schema metadata key: the labels of tau_heads, comma-separated (l<layer>.<block>.h<head>)
 
 
 @dataclass
@@ -184,8 +186,10 @@ def holm(p_values: list[float]) -> list[float]:
     return adjusted
 
 
-def trace_table(translations: list[Translation], target_words: list[list[str]]) -> pa.Table:
-    """One row per output token: tau_t, sentinel gate, attention entropy, argmax and the weights."""
+def trace_table(translations: list[Translation], target_words: list[list[str]],
+                head_labels: list[str] = ()) -> pa.Table:
+    """One row per output token: tau_t, sentinel gate, attention entropy, argmax and the weights (a Transformer:
+    tau_t and the gate are means over heads, tau_heads each head's, named by `head_labels`)."""
     columns: dict[str, list] = {name: [] for name in TRACE_SCHEMA.names}
     for sent_id, (translation, words) in enumerate(zip(translations, target_words)):
         weights = translation.weights.numpy()
@@ -200,7 +204,9 @@ def trace_table(translations: list[Translation], target_words: list[list[str]]) 
             columns["entropy"].append(float(-(positive * np.log(positive)).sum()))
             columns["argmax_src"].append(int(row.argmax()))
             columns["weights"].append(row.astype(np.float32))
-    return pa.table(columns, schema=TRACE_SCHEMA)
+            columns["tau_heads"].append(None if translation.tau_heads is None else translation.tau_heads[pos])
+    schema = TRACE_SCHEMA.with_metadata({HEAD_LABELS: ",".join(head_labels).encode()}) if head_labels else TRACE_SCHEMA
+    return pa.table(columns, schema=schema)
 
 
 ALIGNMENT_STATS = ("predicted", "gold", "both", "gold_mass", "aligned_targets")  # per sentence, summable

@@ -53,6 +53,10 @@ POSITION_BIASES: dict[str, type] = {}
 PLACEMENTS: dict[str, type] = {}
 SELF_ATTENTIONS: dict[str, type] = {}
 MECHANISMS: dict[str, type] = {}  # on/off mechanisms by their attention.* flag, in the order the pipeline runs them
+# the Transformer's parts of multi-head attention (nmt_core.multihead), under the same attention.* values
+HEAD_TEMPERATURES: dict[str, type] = {}
+HEAD_POSITION_BIASES: dict[str, type] = {}
+SACT_READINGS: dict[str, type] = {}  # attention.sact_reading: how a head reads SACT's c~_{t-1} without recurrence
 SELECTED_BY = {"score": SCORES, "temperature": TEMPERATURES, "placement": PLACEMENTS,
                "position_bias": POSITION_BIASES, "self_attention": SELF_ATTENTIONS}
 LABEL_ORDER = ("score", "temperature", "sentinel", "coverage", "fertility", "placement", "position_bias",
@@ -70,14 +74,22 @@ def register(registry: dict[str, type], name: str) -> Callable[[T], T]:
 
 def _builtins() -> None:
     """Fill the registries with the built-in parts (their modules register them on import)."""
-    if "nmt_core.model" not in sys.modules:
-        importlib.import_module("nmt_core.model")
+    for module in ("nmt_core.model", "nmt_core.multihead"):
+        if module not in sys.modules:
+            importlib.import_module(module)
 
 
 def choices() -> dict[str, tuple[str, ...]]:
     """attention.<key> -> the registered values, for config validation and the JSON Schema."""
     _builtins()
-    return {f"attention.{key}": tuple(registry) for key, registry in SELECTED_BY.items()}
+    return {**{f"attention.{key}": tuple(registry) for key, registry in SELECTED_BY.items()},
+            "attention.sact_reading": tuple(SACT_READINGS)}
+
+
+def head_choices() -> dict[str, tuple[str, ...]]:
+    """attention.<key> -> the values multi-head attention has a part for (model.arch transformer)."""
+    _builtins()
+    return {"attention.temperature": tuple(HEAD_TEMPERATURES), "attention.position_bias": tuple(HEAD_POSITION_BIASES)}
 
 
 def lookup(key: str, value: Any) -> type | None:

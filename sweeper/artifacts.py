@@ -12,6 +12,7 @@ from nmt_core.data import surface
 from nmt_core.evaluate import ALIGNMENT_STATS, trace_table, write_traces
 from nmt_core.registry import is_adaptive
 from nmt_core.train import SetResult, TrainResult
+from nmt_core.transformer import head_labels
 
 N_PLOTTED = 4  # dev sentences shown in the heatmaps: the same ones in every trial
 HEATMAPS = "traces/heatmaps.json"  # what a trial's heatmaps are drawn from, by the trial or later by the summary
@@ -32,7 +33,8 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
         (out / sub).mkdir(parents=True, exist_ok=True)
     for name, evaluation in sets.items():
         words = [words_of(data.tgt_vocab.decode(t.tokens)) for t in evaluation.translations]  # one per trace row
-        write_traces(trace_table(evaluation.translations, words), str(out / "traces" / f"{name}.parquet"))
+        write_traces(trace_table(evaluation.translations, words, head_labels(result.model)),
+                     str(out / "traces" / f"{name}.parquet"))
         (out / "translations" / f"{name}.txt").write_text("\n".join(evaluation.hypotheses) + "\n", encoding="utf-8")
         (out / "references" / f"{name}.txt").write_text("\n".join(data.references[name]) + "\n", encoding="utf-8")
         write_side_by_side(data.sources[name], data.references[name], evaluation.hypotheses,
@@ -56,7 +58,13 @@ def heatmap_data(result: TrainResult, dev: SetResult) -> dict[str, Any]:
                   "target": words_of(data.tgt_vocab.decode(t.tokens)), "weights": t.weights.numpy().round(4).tolist(),
                   "gate": t.gate, "tau": t.tau}
                  for i, t in enumerate(dev.translations[:N_PLOTTED]) if t.tokens]
-    return {"lambda": attention.lambda_ if is_adaptive(attention.temperature) else None, "sentences": sentences}
+    first = dev.translations[0] if dev.translations else None
+    heads = None
+    if is_adaptive(attention.temperature) and first is not None and first.tau_heads and first.tokens:
+        heads = {"target": words_of(data.tgt_vocab.decode(first.tokens)), "tau_heads": first.tau_heads,
+                 "labels": head_labels(result.model)}  # a Transformer: every layer's heads, dev sentence 0
+    return {"lambda": attention.lambda_ if is_adaptive(attention.temperature) else None, "sentences": sentences,
+            "heads": heads}
 
 
 def write_side_by_side(sources: list[str], references: list[str], hypotheses: list[str], path: Path) -> None:

@@ -19,6 +19,10 @@ def heatmaps(figures: dict[str, Any], folder: Path) -> None:
     if figures["lambda"] is not None and sentences:
         temperature_heatmap([(s["target"], s["tau"]) for s in sentences], folder / "temperature_heatmap.png",
                             figures["lambda"])
+    heads = figures.get("heads")
+    if heads:
+        head_temperature_heatmap(heads["target"], heads["tau_heads"], heads["labels"], folder / "temperature_heads.png",
+                                 figures["lambda"], "dev sentence 0")
     for s in sentences:
         attention_heatmap(s["source"], s["target"], np.array(s["weights"]), folder / f"attention_dev{s['index']}.png",
                           s["gate"], title=f"dev sentence {s['index']}")
@@ -40,10 +44,29 @@ def temperature_heatmap(sentences: list[tuple[list[str], list[float]]], path: Pa
                     color="white" if tau < 1 else "black")
         ax.set_xticks(range(len(words)), words, rotation=45, ha="right", fontsize=8)
         ax.set_yticks([])
-    bar = fig.colorbar(image, ax=axes[:, 0].tolist(), label="temperature tau_t")
+    tau_ticks(fig.colorbar(image, ax=axes[:, 0].tolist(), label="temperature tau_t"), lam)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def tau_ticks(bar, lam: float) -> None:
+    """A temperature colour bar's ticks as plain numbers (1/lambda, 0.5, 1, 2, lambda), not a log axis' 10^x."""
     ticks = sorted({1 / lam, *(t for t in (0.5, 1.0, 2.0) if 1 / lam < t < lam), lam})
-    bar.set_ticks(ticks, labels=[f"{t:.2g}" for t in ticks])  # plain numbers, not a log axis' 10^x
+    bar.set_ticks(ticks, labels=[f"{t:.2g}" for t in ticks])
     bar.ax.minorticks_off()
+
+
+def head_temperature_heatmap(words: list[str], tau_heads: list[list[float]], labels: list[str], path: Path,
+                             lam: float, title: str = "") -> None:
+    """A Transformer's tau per tempered head (rows, `l<layer>.<block>.h<head>`) for each target word (columns), on
+    the same scale as temperature_heatmap: which layers and heads sharpen or flatten where."""
+    matrix = np.array(tau_heads).T
+    fig, ax = plt.subplots(figsize=(max(5, 0.6 * len(words) + 2), max(2.5, 0.25 * len(labels) + 1)))
+    image = ax.imshow(matrix, cmap="gray", aspect="auto", norm=matplotlib.colors.LogNorm(vmin=1 / lam, vmax=lam))
+    ax.set_xticks(range(len(words)), words, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=6)
+    ax.set_title(title, fontsize=9)
+    tau_ticks(fig.colorbar(image, ax=ax, label="temperature tau"), lam)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 

@@ -19,7 +19,7 @@ import yaml
 from nmt_core.config import Bound, ConfigError, TrialConfig, all_keys, build_config, finite, set_dotted
 from nmt_core.corpora import CorpusError, check_name as check_corpus_name
 from nmt_core.credentials import check_uri
-from nmt_core.registry import parts_of
+from nmt_core.registry import is_adaptive, parts_of
 from nmt_core.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
@@ -181,6 +181,10 @@ def variant_label(cfg: TrialConfig) -> str:
     the defaults (placement, position bias, ...), e.g. `general+sact4`, `concat+none+coverage+fertility+bahdanau`."""
     a, t = cfg.attention, cfg.train
     parts = [label for part in parts_of(a) if (label := part.label(a)) is not None]  # each part names itself
+    if cfg.model.arch == "transformer":  # e.g. transformer+sact4-first_pass@both+sentinel
+        temperature = parts[1] + f"-{a.sact_reading}" * is_adaptive(a.temperature)
+        temperature += f"@{a.temperature_at}" * (a.temperature != "none" and a.temperature_at != "cross")
+        parts[:2] = ["transformer", temperature]  # the score is the Transformer's scaled dot product
     parts += [f"guided{t.guided_alignment:g}"] * (t.guided_alignment > 0) + [f"sym{t.symmetry_weight:g}"] * (t.symmetry_weight > 0)
     return "+".join(parts)
 
@@ -231,6 +235,19 @@ def _check_bounds(section: str, values: Mapping[str, Any], source: str) -> None:
             raise SpecError(f"{section}.{name}", f"must be {bound} (got {value:g})", source)
 
 
+def _where(base: dict, condition: Mapping[str, Any]) -> dict:
+    """The base with each `if:` key at its first allowed value (model.heads if model.arch is transformer is checked on
+    a transformer), or the base itself where that is no valid config: _order_by_conditions names a wrong `if:`."""
+    nested = copy.deepcopy(base)
+    try:
+        for other, allowed in condition.items():
+            set_dotted(nested, other, allowed[0] if isinstance(allowed, list) and allowed else allowed)
+        build_config(nested)
+    except ConfigError:
+        return copy.deepcopy(base)
+    return nested
+
+
 def _parameter(key: str, raw: Any, base: dict, source: str) -> Parameter:
     dotted = f"parameters.{key}"
     if key not in all_keys():
@@ -259,9 +276,10 @@ def _parameter(key: str, raw: Any, base: dict, source: str) -> Parameter:
             raise SpecError(where, f"expected low > 0 for a log scale, got {shown(values)}", source)
         if kind == "int" and not all(isinstance(v, int) for v in values):
             raise SpecError(where, f"expected two integers, got {shown(values)}", source)
-    for value in values:  # every value (every bound) must make a valid trial config
+    where_it_acts = _where(base, condition)
+    for value in values:  # every value (every bound) must make a valid trial config, where its `if:` holds
         try:
-            nested = copy.deepcopy(base)
+            nested = copy.deepcopy(where_it_acts)
             set_dotted(nested, key, value)
             build_config(nested)
         except ConfigError as err:

@@ -22,6 +22,16 @@ def test_throughput_benchmark_smoke(tmp_path, capsys):
     assert "| sact |" in capsys.readouterr().out
 
 
+def test_transformer_throughput_benchmark_smoke(capsys):
+    results = throughput.run(throughput.torch.device("cpu"), "tiny", 1, 1, ["none", "sact_first_pass", "sentinel"],
+                             input_feeding=True, amp=False, log=lambda _: None, arch="transformer", clock="cpu")
+    assert results["arch"] == "transformer" and results["clock"] == "cpu"
+    assert set(results["variants"]) == {"none", "sact_first_pass", "sentinel"}
+    for row in results["variants"].values():
+        assert row["train_tokens_per_s"] > 0 and row["beam10_tokens_per_sentence"] > 10  # </s> banned
+    assert "joeynmt_tokens_per_s" in results or throughput.load_joeynmt("transformer") is None
+
+
 def test_zero_rounds_times_decoding_alone(capsys):
     assert throughput.main(["--size", "tiny", "--rounds", "0", "--decode-batches", "1", "--device", "cpu",
                             "--variants", "none", "sact"]) == 0

@@ -1,6 +1,6 @@
 import pytest
 
-from nmt_core.config import ConfigError, build_config, load_config, parse_overrides
+from nmt_core.config import TRANSFORMER_ONLY, ConfigError, build_config, load_config, parse_overrides
 
 
 @pytest.mark.parametrize("raw, key, allowed", [
@@ -59,4 +59,4 @@ def test_active_settings_leave_out_what_the_variant_ignores():
     assert fixed["attention.tau"] == 2.0 and "attention.lambda" not in fixed and "train.lr_patience" in fixed
     assert set(build_config({}).flat()) - set(build_config({}).active()) == {
         "attention.tau", "attention.lambda", "attention.sact_bias", "attention.coverage_weight",
-        "data.subword_vocab", "train.lr_patience"}
+        "data.subword_vocab", "train.lr_patience", "train.warmup", *TRANSFORMER_ONLY}

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import stopwordsiso
 
+from nmt_core.evaluate import HEAD_LABELS
 from nmt_core.registry import is_adaptive
 from sweeper import importance, plots
 from sweeper.summary.records import TrialRecord, best_of, has_gate_or_sact
@@ -40,6 +41,7 @@ class FigureData:
     best_sact: tuple[float, float] | None = None  # the best SACT row's BLEU (mean, std), drawn as a line
     heatmap: list[tuple[list[str], list[float]]] = field(default_factory=list)  # (tokens, tau) per dev sentence
     heatmap_of: TrialRecord | None = None
+    heads: tuple[list[str], list[list[float]], list[str]] | None = None  # a Transformer's (tokens, tau per head, labels)
     words: list[WordRow] = field(default_factory=list)
     language: str = ""  # the target language whose function words split `words`
     words_note: str = ""  # why `words` is empty although a variant has a varying tau or gate
@@ -113,6 +115,18 @@ def heatmap_sentences(trace: pa.Table) -> list[tuple[list[str], list[float]]]:
     return list(sentences.values())
 
 
+def head_taus(trace: pa.Table) -> tuple[list[str], list[list[float]], list[str]] | None:
+    """A Transformer trace's tau per layer and head over dev sentence 0 (tokens, taus, head labels); None for an RNN's
+    trace, which has no per-head column."""
+    labels = (trace.schema.metadata or {}).get(HEAD_LABELS, b"").decode()
+    if not labels or "tau_heads" not in trace.column_names:
+        return None
+    rows = [(token, heads) for sent_id, token, heads in zip(*(trace.column(c).to_pylist()
+                                                              for c in ("sent_id", "token", "tau_heads")))
+            if sent_id == 0 and heads]
+    return ([t for t, _ in rows], [h for _, h in rows], labels.split(",")) if rows else None
+
+
 def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table], resamples: int = 1000) -> FigureData:
     """What the figures draw; `traces` holds those records.wanted_traces names; `resamples` for the word classes."""
     data = FigureData([(row.label, [r.curves.get("bleu_dev", []) for r in row.records]) for row in summary.rows],
@@ -123,6 +137,7 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table], resam
     if sact:
         data.heatmap_of = best_of([rec for r in sact for rec in r.records])
         data.heatmap = heatmap_sentences(traces[(data.heatmap_of.run_id, "dev")])
+        data.heads = head_taus(traces[(data.heatmap_of.run_id, "dev")])
     data.language = summary.rows[0].records[0].params.get("data.tgt", "")
     words = function_words(data.language)
     for row in summary.rows:
@@ -151,6 +166,11 @@ def draw_figures(data: FigureData, out: Path) -> list[str]:
                                   float(data.heatmap_of.params["attention.lambda"]))
         sections.append(f"## Temperature heatmap (SACT Figure 2), best SACT trial `{data.heatmap_of.variant}`\n\n"
                         "![tau heatmap](temperature_heatmap.png)\n")
+    if data.heads:
+        plots.head_temperature_heatmap(*data.heads, out / "temperature_heads.png",
+                                       float(data.heatmap_of.params["attention.lambda"]))
+        sections.append(f"## Temperature per layer and head, best SACT trial `{data.heatmap_of.variant}` "
+                        "(dev sentence 0)\n\n![tau per head](temperature_heads.png)\n")
     return sections + word_sections(data)
 
 
