@@ -279,21 +279,7 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
                if cfg.train.symmetry_weight > 0 else None)
     trained = nn.ModuleList([model] if reverse is None else [model, reverse])
     optimizer = build_optimizer(trained, cfg)
-    progress = {"epoch": 0, "best_bleu": -1.0, "best_epoch": 0, "bad_epochs": 0, "history": []}
-    best_weights = _cpu_copy(model.state_dict())
-    best_reverse = None if reverse is None else _cpu_copy(reverse.state_dict())
-    if resume:
-        model.load_state_dict(resume["model"])
-        if reverse is not None:
-            reverse.load_state_dict(resume["reverse_model"])
-            best_reverse = resume["best_reverse_model"]
-        optimizer.load_state_dict(resume["optimizer"])
-        if resume["config"]["train"]["lr"] != cfg.train.lr:  # PBT explored a new rate; Adam's moments stay
-            for group in optimizer.param_groups:
-                group["lr"] = cfg.train.lr
-        best_weights = resume["best_model"]
-        progress = {k: resume[k] for k in progress}
-        _set_rng_state(resume["rng"])
+    progress, best_weights, best_reverse = restore_state(resume, model, reverse, optimizer, cfg)
     dev_batches = make_batches(data.splits["dev"], cfg.train.batch_size)
     n_params = model.n_params()
     if cfg.train.amp and not native_bf16(device):
@@ -303,40 +289,15 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
 
     updates = updates_done(optimizer)
     for epoch in range(progress["epoch"] + 1, cfg.train.epochs + 1):
-        trained.train()
-        batches = make_batches(data.splits["train"], cfg.train.batch_size, cfg.train.token_budget,
-                               shuffle_seed=cfg.train.seed * 100_003 + epoch)
-        if cfg.train.max_steps_per_epoch:
-            batches = batches[:cfg.train.max_steps_per_epoch]
-        loss_sum, tokens = torch.zeros((), device=device), 0
         start = time.perf_counter()
-        if step_progress:
-            step_progress.start(epoch, cfg.train.epochs, len(batches))
-        for step, batch in enumerate(batches, 1):
-            batch = batch.to(device)
-            updates += 1
-            if cfg.train.schedule != "constant":
-                for group in optimizer.param_groups:
-                    group["lr"] = scheduled_lr(cfg, updates)
-            with autocast(cfg, device):
-                loss = batch_loss(model, batch, cfg)[0] if reverse is None else symmetric_loss(model, reverse, batch, cfg)
-            optimizer_step(optimizer, loss, trained.parameters(), cfg.train.clip_norm)
-            loss_sum += loss.detach() * batch.n_tokens
-            tokens += batch.n_tokens
-            if step_progress:
-                step_progress.step(step, tokens, lambda: loss_sum.item() / tokens)
-        if step_progress:
-            step_progress.end()
-        train_loss = loss_sum.item() / tokens  # the one host-device sync of the epoch
-        train_time = time.perf_counter() - start
+        train_loss, tokens, updates = train_epoch(model, reverse, optimizer, data, cfg, device, epoch, updates,
+                                                  step_progress)
         if not math.isfinite(train_loss):
             raise TrainingDiverged(f"epoch {epoch}: training loss is {train_loss}")
-        dev = dev_pass(model, dev_batches, cfg, device)
-        bleu_dev = evaluate_split(model, data, "dev", cfg, device, cfg.decode.dev_beam_size).bleu
-        report = {"epoch": epoch, "train_loss": train_loss, "dev_loss": dev["dev_loss"],
-                  "dev_ppl": math.exp(min(dev["dev_loss"], 50.0)), "bleu_dev": bleu_dev,
-                  "tokens_per_s": tokens / train_time, "epoch_time_s": time.perf_counter() - start,
-                  **{k: v for k, v in dev.items() if k != "dev_loss"}}
+        report = epoch_report(model, data, dev_batches, cfg, device, epoch, train_loss,
+                              tokens / (time.perf_counter() - start))
+        report["epoch_time_s"] = time.perf_counter() - start
+        bleu_dev = report["bleu_dev"]
         is_best = bleu_dev > progress["best_bleu"]
         if is_best:
             progress.update(best_bleu=bleu_dev, best_epoch=epoch, bad_epochs=0)
@@ -351,19 +312,102 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
         progress["history"].append(report)
         log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in report.items()))
         if on_epoch_end:
-            state = {**progress, "format": CHECKPOINT_FORMAT, "history": list(progress["history"]), "model": _cpu_copy(model.state_dict()), "optimizer": _cpu_copy(optimizer.state_dict()),
-                     "best_model": best_weights, "rng": _rng_state(), "config": cfg.to_dict(),
-                     "vocab": {"src": data.src_vocab.words, "tgt": data.tgt_vocab.words},
-                     "subword": {side: seg.model for side, seg in (("src", data.src_segmenter), ("tgt", data.tgt_segmenter))
-                                 if seg.model is not None}}
-            if reverse is not None:
-                state.update(reverse_model=_cpu_copy(reverse.state_dict()), best_reverse_model=best_reverse)
-            on_epoch_end(report, state, is_best)
+            on_epoch_end(report, checkpoint_state(progress, model, reverse, optimizer, best_weights, best_reverse,
+                                                  cfg, data), is_best)
         if cfg.train.early_stopping and progress["bad_epochs"] >= cfg.train.early_stopping:
             log(f"early stopping: no better dev BLEU for {progress['bad_epochs']} epochs")
             break
 
     model.load_state_dict(best_weights)
+    if reverse is not None:
+        reverse.load_state_dict(best_reverse)
+    final, tests, alignments = final_scores(model, reverse, data, cfg, device)
+    final.update(n_params=n_params, best_epoch=progress["best_epoch"])
+    log(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items())
+        + f"  ({next(iter(tests.values())).signature})")
+    return TrainResult(cfg, model, data, progress["history"], final, tests, alignments)
+
+
+def restore_state(resume: dict[str, Any] | None, model: Seq2Seq, reverse: Seq2Seq | None,
+                  optimizer: torch.optim.Optimizer, cfg: TrialConfig) -> tuple[dict[str, Any], dict, dict | None]:
+    """(progress, best weights, best reverse weights): a fresh run's, or a checkpoint's with the model, optimiser
+    and RNG put back where it stopped."""
+    progress = {"epoch": 0, "best_bleu": -1.0, "best_epoch": 0, "bad_epochs": 0, "history": []}
+    if not resume:
+        return progress, _cpu_copy(model.state_dict()), None if reverse is None else _cpu_copy(reverse.state_dict())
+    model.load_state_dict(resume["model"])
+    if reverse is not None:
+        reverse.load_state_dict(resume["reverse_model"])
+    optimizer.load_state_dict(resume["optimizer"])
+    if resume["config"]["train"]["lr"] != cfg.train.lr:  # PBT explored a new rate; Adam's moments stay
+        for group in optimizer.param_groups:
+            group["lr"] = cfg.train.lr
+    _set_rng_state(resume["rng"])
+    return ({k: resume[k] for k in progress}, resume["best_model"],
+            resume["best_reverse_model"] if reverse is not None else None)
+
+
+def epoch_report(model: Seq2Seq, data: TrialData, dev_batches: list[Batch], cfg: TrialConfig, device: torch.device,
+                 epoch: int, train_loss: float, tokens_per_s: float) -> dict[str, Any]:
+    """An epoch's metrics: training loss and speed, dev loss and perplexity, dev BLEU, the attention diagnostics."""
+    dev = dev_pass(model, dev_batches, cfg, device)
+    bleu_dev = evaluate_split(model, data, "dev", cfg, device, cfg.decode.dev_beam_size).bleu
+    return {"epoch": epoch, "train_loss": train_loss, "dev_loss": dev["dev_loss"],
+            "dev_ppl": math.exp(min(dev["dev_loss"], 50.0)), "bleu_dev": bleu_dev, "tokens_per_s": tokens_per_s,
+            **{k: v for k, v in dev.items() if k != "dev_loss"}}
+
+
+def train_epoch(model: Seq2Seq, reverse: Seq2Seq | None, optimizer: torch.optim.Optimizer, data: TrialData,
+                cfg: TrialConfig, device: torch.device, epoch: int, updates: int,
+                step_progress: EpochProgress | None) -> tuple[float, int, int]:
+    """One pass over the shuffled training batches: (mean loss per target token, target tokens, updates so far)."""
+    trained = nn.ModuleList([model] if reverse is None else [model, reverse])
+    trained.train()
+    batches = make_batches(data.splits["train"], cfg.train.batch_size, cfg.train.token_budget,
+                           shuffle_seed=cfg.train.seed * 100_003 + epoch)
+    if cfg.train.max_steps_per_epoch:
+        batches = batches[:cfg.train.max_steps_per_epoch]
+    loss_sum, tokens = torch.zeros((), device=device), 0
+    if step_progress:
+        step_progress.start(epoch, cfg.train.epochs, len(batches))
+    for step, batch in enumerate(batches, 1):
+        batch = batch.to(device)
+        updates += 1
+        if cfg.train.schedule != "constant":
+            for group in optimizer.param_groups:
+                group["lr"] = scheduled_lr(cfg, updates)
+        with autocast(cfg, device):
+            loss = batch_loss(model, batch, cfg)[0] if reverse is None else symmetric_loss(model, reverse, batch, cfg)
+        optimizer_step(optimizer, loss, trained.parameters(), cfg.train.clip_norm)
+        loss_sum += loss.detach() * batch.n_tokens
+        tokens += batch.n_tokens
+        if step_progress:
+            step_progress.step(step, tokens, lambda: loss_sum.item() / tokens)
+    if step_progress:
+        step_progress.end()
+    return loss_sum.item() / tokens, tokens, updates  # the one host-device sync of the epoch
+
+
+def checkpoint_state(progress: dict[str, Any], model: Seq2Seq, reverse: Seq2Seq | None,
+                     optimizer: torch.optim.Optimizer, best_weights: dict, best_reverse: dict | None,
+                     cfg: TrialConfig, data: TrialData) -> dict[str, Any]:
+    """Everything a resumed run needs, on the CPU: weights (current and best), optimiser, RNG, config, vocabularies
+    and subword models."""
+    state = {**progress, "format": CHECKPOINT_FORMAT, "history": list(progress["history"]),
+             "model": _cpu_copy(model.state_dict()), "optimizer": _cpu_copy(optimizer.state_dict()),
+             "best_model": best_weights, "rng": _rng_state(), "config": cfg.to_dict(),
+             "vocab": {"src": data.src_vocab.words, "tgt": data.tgt_vocab.words},
+             "subword": {side: seg.model for side, seg in (("src", data.src_segmenter), ("tgt", data.tgt_segmenter))
+                         if seg.model is not None}}
+    if reverse is not None:
+        state.update(reverse_model=_cpu_copy(reverse.state_dict()), best_reverse_model=best_reverse)
+    return state
+
+
+def final_scores(model: Seq2Seq, reverse: Seq2Seq | None, data: TrialData, cfg: TrialConfig,
+                 device: torch.device) -> tuple[dict[str, Any], dict[str, SetResult], dict[str, AlignmentScore]]:
+    """The best-dev weights on every test set: BLEU (and the papers' multi-bleu), AER where gold links exist, and
+    t->s BLEU against the source texts for a symmetric pair."""
     tests = {name: evaluate_split(model, data, name, cfg, device, cfg.decode.beam_size) for name in data.test_sets}
     final = {f"bleu_test_{name}": result.bleu for name, result in tests.items()}
     final["bleu_test_avg"] = sum(final.values()) / len(final)
@@ -372,12 +416,8 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
     alignments = alignment_scores(model, data, cfg, device)
     for name, score in alignments.items():
         final[f"aer_{name}"], final[f"gold_attention_{name}"] = score.aer, score.gold_mass
-    if reverse is not None:  # t->s gets its own BLEU, against the source texts
-        reverse.load_state_dict(best_reverse)
+    if reverse is not None:
         back = reversed_data(data)
         final.update({f"reverse_bleu_test_{name}": evaluate_split(reverse, back, name, cfg, device,
                                                                    cfg.decode.beam_size).bleu for name in data.test_sets})
-    final.update(n_params=n_params, best_epoch=progress["best_epoch"])
-    log(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items())
-        + f"  ({next(iter(tests.values())).signature})")
-    return TrainResult(cfg, model, data, progress["history"], final, tests, alignments)
+    return final, tests, alignments
