@@ -289,7 +289,8 @@ def table(results: dict) -> str:
                 else ", training not timed" if not results["rounds"]
                 else ", joeynmt not installed (benchmarks/install_joeynmt.sh)"),
              "decoding: </s> banned, so every sentence runs to 1.2 x its batch's longest source (out len)",
-             "| variant | params | train tok/s | vs none | vs joeynmt | greedy sent/s (out len) | beam-10 sent/s (out len) |",
+             "| variant | params | train tok/s | vs none | vs joeynmt "
+             "| greedy sent/s (out len) | beam-10 sent/s (out len) |",
              "|---|---|---|---|---|---|---|"]
     baseline = results["variants"].get("none", {}).get("train_tokens_per_s")
     for name, row in results["variants"].items():

@@ -417,7 +417,7 @@ def _default(key: str) -> Any:
 def _check_arch(cfg: TrialConfig, require: Callable[[bool, str, str, Any], None]) -> None:
     """What model.arch allows: the other architecture's keys at their defaults (a value there would be silently
     ignored), and the Transformer's sizes and mechanisms."""
-    m, a, t = cfg.model, cfg.attention, cfg.train
+    m, t = cfg.model, cfg.train
     other, other_keys = ("rnn", RNN_ONLY) if m.arch == "transformer" else ("transformer", TRANSFORMER_ONLY)
     for key in other_keys:
         value = _value(cfg, key)

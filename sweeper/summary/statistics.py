@@ -300,7 +300,7 @@ def alignment_table(summary: Summary, stats: dict[str, dict[str, np.ndarray]],
         value = {id(row): mean_std([statistics.fmean(r.metrics[f"{key}_{s}"] for s in sets) for r in row.records])
                  for row in summary.rows}
         pairs = [pair for pair in pairs_of(summary.rows, summary.criteria) if pair[2] == BASELINE]
-        compared = compare(pairs, lambda row: value[id(row)][0], test,
+        compared = compare(pairs, lambda row, value=value: value[id(row)][0], test,
                            lambda row: [stats[r.run_id] for r in row.records])
         tested = {id(c.row): (c.delta, c.p_adjusted) for c in compared}
         for row in summary.rows:
