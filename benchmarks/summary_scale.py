@@ -1,6 +1,6 @@
 """How `sweeper summarize` scales with the number of trials: a real `mlflow server` filled with a random sweep.
 
-    python benchmarks/summary_scale.py [--trials 100 1000] [--writers 4] [--keep DIR] [--json out.json]
+    python benchmarks/summary_scale.py [--trials 100 1000] [--writers 4] [--folder DIR] [--profile DIR] [--json out.json]
 
 For each size: a fresh `mlflow server` (SQLite backend, proxied artifacts, one worker) on 127.0.0.1 is filled by
 the tool's own tracking code, as a sweep's driver fills it: `SweepTracker.start_sweep` opens the parent run and
@@ -15,36 +15,38 @@ the summary does not read it, and its upload is the sweep's cost, not the summar
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
-import logging
 import math
 import random
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 import yaml
+from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nmt_core.config import build_config  # noqa: E402
-from nmt_core.data import load_trial_data  # noqa: E402
-from nmt_core.decode import Translation  # noqa: E402
-from nmt_core.evaluate import corpus_bleu, trace_table, write_traces  # noqa: E402
-from sweeper.artifacts import write_side_by_side  # noqa: E402
-from sweeper.tracking import MlflowTrackingCallback, SweepTracker  # noqa: E402
-from sweeper.trainable import ARTIFACTS, FINAL  # noqa: E402
-from tests.servers import MlflowServer  # noqa: E402
+from nmt_core.config import build_config
+from nmt_core.data import load_trial_data
+from nmt_core.decode import Translation
+from nmt_core.evaluate import corpus_bleu, trace_table, write_traces
+from sweeper.artifacts import write_side_by_side
+from sweeper.tracking import MlflowTrackingCallback, SweepTracker
+from sweeper.trainable import ARTIFACTS, FINAL
+from tests.servers import MlflowServer
 
-NAME, EPOCHS = "scale", 10
+EPOCHS = 10
 DATA = {"corpus": "synthetic", "eval_subset": 200}
 BASE = {"data": DATA, "train": {"epochs": EPOCHS}}
 KINDS = {"none": {"temperature": "none"}, "fixed": {"temperature": "fixed"}, "sact": {"temperature": "sact"},
@@ -59,13 +61,13 @@ def trial_params(rng: random.Random, kind: str) -> dict[str, Any]:
     if kind == "fixed":
         params["attention.tau"] = round(rng.uniform(0.5, 2.0), 3)
     if kind == "sact":
-        params["attention.lambda"] = round(10 ** rng.uniform(-2, 0), 4)
+        params["attention.lambda"] = round(rng.uniform(1.5, 8.0), 2)
     return params
 
 
 def hypotheses(rng: random.Random, references: list[str], quality: float) -> list[str]:
-    """A system's output: each reference with its last words replaced with probability 1 - quality."""
-    return [ref if rng.random() < quality else " ".join(ref.split()[:-2] + ["wrong"]) for ref in references]
+    """A system's output: each reference word kept with probability `quality`, else replaced."""
+    return [" ".join(w if rng.random() < quality else "wrong" for w in ref.split()) for ref in references]
 
 
 def traces(kind: str, words: list[list[str]], folder: Path) -> None:
@@ -122,7 +124,7 @@ def make_trials(n: int, folder: Path, seed: int = 0) -> list[dict[str, Any]]:
     rng, trials = random.Random(seed), []
     for i in range(n):
         kind = rng.choice(list(KINDS))
-        output = hypotheses(rng, references, rng.uniform(0.3, 0.9))
+        output = hypotheses(rng, references, rng.uniform(0.5, 0.8))
         scored = corpus_bleu(output, references)
         write_artifacts(folder / f"trial{i}", references, sources, output, kinds[kind])
         config = {"trial": {"params": trial_params(rng, kind), "seed": rng.randint(1, 5)}}
@@ -149,69 +151,72 @@ def drive(callback: MlflowTrackingCallback, trials: list[dict[str, Any]]) -> Non
     callback.drain()
 
 
-def fill(uri: str, trials: list[dict[str, Any]], writers: int) -> float:
+def fill(uri: str, name: str, trials: list[dict[str, Any]], writers: int) -> float:
     """Seconds to write the sweep: its parent run, then every trial through `writers` tracking callbacks."""
     start = time.perf_counter()
-    space = {"name": NAME, "data": DATA, "parameters": {"train.lr": {"loguniform": [3e-4, 1e-2]}}}
-    parent = SweepTracker(uri, NAME).start_sweep(yaml.safe_dump(space), {"trials": len(trials),
+    space = {"name": name, "data": DATA, "parameters": {"train.lr": {"loguniform": [3e-4, 1e-2]}}}
+    parent = SweepTracker(uri, name).start_sweep(yaml.safe_dump(space), {"trials": len(trials),
                                                                         "algorithm": "random"})
-    threads = [threading.Thread(target=drive, args=(MlflowTrackingCallback(uri, NAME, parent, BASE), trials[i::writers]))
-               for i in range(writers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    callbacks = [MlflowTrackingCallback(uri, name, parent, BASE) for _ in range(writers)]
+    with ThreadPoolExecutor(writers) as pool, contextlib.redirect_stdout(io.StringIO()):  # MLflow's "View run" lines
+        list(pool.map(drive, callbacks, [trials[i::writers] for i in range(writers)]))
     return time.perf_counter() - start
 
 
-def summarize(uri: str, storage: Path, profile: Path | None = None) -> tuple[float, float]:
+def summarize(uri: str, name: str, storage: Path, profile: Path | None = None) -> tuple[float, float]:
     """Wall seconds and peak memory (MiB, max RSS by GNU time) of `sweeper summarize` as a subprocess; under
     cProfile (its stats into `profile`) when given."""
     peak = storage.parent / "peak_kib"
     command = ([sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "sweeper.cli"] if profile
                else [str(Path(sys.executable).with_name("sweeper"))])
     start = time.perf_counter()
-    done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(peak), *command, "summarize", NAME,
+    done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(peak), *command, "summarize", name,
                            "--storage", str(storage), "--tracking-uri", uri, "--format", "csv"],
-                          capture_output=True, text=True, cwd=ROOT)
+                          capture_output=True, text=True, cwd=ROOT, check=False)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(done.stdout[-2000:] + done.stderr[-2000:])
     return wall, int(peak.read_text().split()[-1]) / 1024
 
 
-def run(n: int, writers: int, folder: Path, keep: Path | None, profile: Path | None) -> dict[str, float]:
-    """One size: fill a fresh server, summarise it; the summary (and the profile) is kept in `keep` when given."""
-    trials = make_trials(n, folder / "trials")
+def run(n: int, writers: int, folder: Path, profile: Path | None) -> dict[str, float | None]:
+    """One size: fill the server in `folder` unless it holds this size's sweep already (then the fill time is None),
+    and summarise it; the summary lands in folder/sweeps/scale-<n>/summary."""
+    name = f"scale-{n}"
     server = MlflowServer(folder)
     try:
-        fill_s = fill(server.uri, trials, writers)
-        summarize_s, peak_mib = summarize(server.uri, folder / "sweeps", profile and profile / f"summarize-{n}.prof")
+        fill_s = None
+        if MlflowClient(server.uri).get_experiment_by_name(name) is None:
+            fill_s = fill(server.uri, name, make_trials(n, folder / name), writers)
+            shutil.rmtree(folder / name)  # the trials' artifacts folders: the server holds its copies
+        summarize_s, peak_mib = summarize(server.uri, name, folder / "sweeps", profile and profile / f"{name}.prof")
     finally:
         server.stop()
-    if keep is not None:
-        shutil.copytree(folder / "sweeps" / NAME / "summary", keep / f"summary-{n}", dirs_exist_ok=True)
     return {"trials": n, "fill_s": fill_s, "summarize_s": summarize_s, "peak_mib": peak_mib}
+
+
+def seconds(value: float | None) -> str:
+    return "(filled before)" if value is None else f"{value:.1f} s"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--writers", type=int, default=4, help="tracking callbacks sending at once (the fill)")
-    parser.add_argument("--keep", type=Path, help="copy each size's summary folder here (summary-<N>/)")
-    parser.add_argument("--profile", type=Path, help="run summarize under cProfile: summarize-<N>.prof here")
+    parser.add_argument("--folder", type=Path, help="keep the server's store and the summaries here; a later run "
+                        "with the same folder summarises the sweeps it holds again without filling them")
+    parser.add_argument("--profile", type=Path, help="run summarize under cProfile: scale-<N>.prof here")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = parser.parse_args(argv)
-    logging.getLogger("mlflow").setLevel(logging.WARNING)  # no "View run ... at" line per finished trial
     rows = []
     for n in args.trials:
         with tempfile.TemporaryDirectory() as tmp:
-            rows.append(run(n, args.writers, Path(tmp), args.keep, args.profile))
-        print(f"{n} trials: fill {rows[-1]['fill_s']:.1f} s, summarize {rows[-1]['summarize_s']:.1f} s, "
+            rows.append(run(n, args.writers, args.folder or Path(tmp), args.profile))
+        print(f"{n} trials: fill {seconds(rows[-1]['fill_s'])}, summarize {rows[-1]['summarize_s']:.1f} s, "
               f"peak {rows[-1]['peak_mib']:.0f} MiB", flush=True)
-    print("\n| trials | fill (s) | summarize (s) | summarize peak memory (MiB) |\n|---|---|---|---|")
+    print("\n| trials | fill | summarize (s) | summarize peak memory (MiB) |\n|---|---|---|---|")
     for row in rows:
-        print(f"| {row['trials']} | {row['fill_s']:.1f} | {row['summarize_s']:.1f} | {row['peak_mib']:.0f} |")
+        print(f"| {row['trials']} | {seconds(row['fill_s'])} | {row['summarize_s']:.1f} | {row['peak_mib']:.0f} |")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0
