@@ -14,12 +14,13 @@ from typing import Any
 import pyarrow as pa
 
 from sweeper import importance, plots
-from sweeper.summary.records import TrialRecord, best_of, has_gate_or_sact
+from sweeper.summary.records import TOP_ROWS, TrialRecord, best_of, has_gate_or_sact
 from sweeper.summary.statistics import Summary, objective_of
 
 FREQUENT_WORDS = 50  # the target's most frequent words stand for function words (no stop-word lists yet)
 SENTINEL_THRESHOLD = 0.9  # Li & Zhu Table 2
 HEATMAP_SENTENCES = 4
+TOP_CURVES = 10  # dev curves drawn of a sweep with more than TOP_ROWS rows: its best rows' (a legend one can read)
 
 
 @dataclass
@@ -34,6 +35,7 @@ class WordRow:
 @dataclass
 class FigureData:
     dev_curves: list[tuple[str, list[list[float]]]]  # row label -> each seed's dev BLEU by epoch
+    rows: int  # rows in the BLEU table (more than the curves drawn of a large sweep)
     test_set: str
     fixed_tau: list[tuple[float, float, float]] = field(default_factory=list)  # (tau, mean, std) of fixed rows
     best_sact: tuple[float, float] | None = None  # the best SACT row's BLEU (mean, std), drawn as a line
@@ -86,17 +88,21 @@ def heatmap_sentences(trace: pa.Table) -> list[tuple[list[str], list[float]]]:
 
 def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table]) -> FigureData:
     """What the figures draw; `traces` holds those records.wanted_traces names."""
-    data = FigureData([(row.label, [r.curves.get("bleu_dev", []) for r in row.records]) for row in summary.rows],
-                      summary.test_sets[0], fixed_tau_points(summary))
+    ranked = sorted(summary.rows, key=lambda row: -row.average[0])
+    drawn = summary.rows if len(summary.rows) <= TOP_ROWS else ranked[:TOP_CURVES]
+    data = FigureData([(row.label, [r.curves.get("bleu_dev", []) for r in row.records]) for row in drawn],
+                      len(summary.rows), summary.test_sets[0], fixed_tau_points(summary))
     sact = [r for r in summary.rows if r.records[0].params.get("attention.temperature") == "sact"]
     if data.fixed_tau and sact:
         data.best_sact = max(sact, key=lambda r: r.average[0]).average
     if sact:
         data.heatmap_of = best_of([rec for r in sact for rec in r.records])
         data.heatmap = heatmap_sentences(traces[(data.heatmap_of.run_id, "dev")])
-    for row in summary.rows:
-        if has_gate_or_sact(row.records[0].params):  # else a constant temperature and no gate: nothing to compare
-            table = traces[(best_of(row.records).run_id, data.test_set)]
+    for row in summary.rows if len(summary.rows) <= TOP_ROWS else ranked:
+        trace = (best_of(row.records).run_id, data.test_set)
+        # else a constant temperature and no gate: nothing to compare; of a large sweep, the best rows' are read
+        if has_gate_or_sact(row.records[0].params) and trace in traces:
+            table = traces[trace]
             stats = token_stats(table)
             data.words.append(WordRow(row.label, stats, sentinel_words(table) if "sentinel" in stats else None))
     return data
@@ -105,7 +111,8 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table]) -> Fi
 def draw_figures(data: FigureData, out: Path) -> list[str]:
     """The figures into `out`, and the summary's sections that show them."""
     plots.dev_curves(data.dev_curves, out / "dev_bleu_curves.png")
-    sections = ["## Dev BLEU by epoch (mean over seeds; convergence)\n\n![dev curves](dev_bleu_curves.png)\n"]
+    which = "" if len(data.dev_curves) == data.rows else f"; the {len(data.dev_curves)} best of {data.rows} rows"
+    sections = [f"## Dev BLEU by epoch (mean over seeds; convergence{which})\n\n![dev curves](dev_bleu_curves.png)\n"]
     if data.fixed_tau:
         plots.fixed_tau_curve(data.fixed_tau, data.best_sact,
                               [out / "fixed_tau_curve.png", out / "fixed_tau_curve.svg"])

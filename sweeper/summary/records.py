@@ -35,6 +35,7 @@ HISTORY_THREADS = 4  # history requests in flight at once
 BULK_RUNS, BULK_LIMIT = 100, 25000  # what MLflow's get-history-bulk answers at most: runs, values per call
 BULK_PATH = "/ajax-api/2.0/mlflow/metrics/get-history-bulk"
 History = dict[int, float]  # a metric's value per epoch
+TOP_ROWS = 20  # a table of more rows (a random sweep: a row per trial) shows its best rows and their baselines
 LEFT_OUT = {"FAILED": "failed", "KILLED": "stopped early by the scheduler (no test BLEU)"}
 
 
@@ -207,13 +208,18 @@ def best_of(records: list[TrialRecord]) -> TrialRecord:
 
 def wanted_traces(records: list[TrialRecord]) -> list[tuple[str, str]]:
     """(run id, split) of the traces the figures draw: the best SACT trial's dev trace (the heatmap), and the first
-    test set's trace of each SACT or sentinel variant's best seed (function vs content words, sentinel words)."""
+    test set's trace of each SACT or sentinel variant's best seed (function vs content words, sentinel words); of a
+    sweep with more than TOP_ROWS variants, only the TOP_ROWS best variants' (as the tables show them)."""
     groups: dict[tuple, list[TrialRecord]] = {}
     for record in records:
         groups.setdefault(record.group, []).append(record)
     sact = [r for r in records if r.params.get("attention.temperature") == "sact"]
     wanted = [(best_of(sact).run_id, "dev")] if sact else []
-    return wanted + [(best_of(members).run_id, records[0].test_sets[0]) for members in groups.values()
+    variants = list(groups.values())
+    if len(variants) > TOP_ROWS:
+        variants = sorted(variants, key=lambda members: -statistics.fmean(r.metrics["bleu_test_avg"] for r in members))
+        variants = variants[:TOP_ROWS]
+    return wanted + [(best_of(members).run_id, records[0].test_sets[0]) for members in variants
                      if has_gate_or_sact(members[0].params)]
 
 
