@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
+from mlflow.artifacts import download_artifacts
 from mlflow.tracking import MlflowClient
 from mlflow.utils.rest_utils import http_request
 
@@ -32,6 +34,7 @@ from sweeper.tracking import PBT_EVENTS
 
 SEED_KEY = "train.seed"
 HISTORY_THREADS = 4  # history requests in flight at once
+DOWNLOAD_THREADS = 8  # artifact downloads in flight at once
 BULK_RUNS, BULK_LIMIT = 100, 25000  # what MLflow's get-history-bulk answers at most: runs, values per call
 BULK_PATH = "/ajax-api/2.0/mlflow/metrics/get-history-bulk"
 History = dict[int, float]  # a metric's value per epoch
@@ -54,6 +57,7 @@ class TrialRecord:
     tags: dict[str, str] = field(default_factory=dict)
     settings: dict[str, dict[int, float]] = field(default_factory=dict)  # PBT: `setting.<key>` by epoch
     pbt_events: list[dict[str, Any]] = field(default_factory=list)  # PBT exploits (pbt_events.json)
+    artifact_uri: str = ""  # the run's artifact root (a record read from MLflow)
 
     @property
     def epoch_time_s(self) -> float | None:
@@ -127,7 +131,8 @@ def load_records(client: MlflowClient, experiment_id: str, parent_id: str,
             left_out[LEFT_OUT.get(run.info.status, "unfinished")] += 1
             continue
         records.append(TrialRecord(run.info.run_id, run.data.tags.get(TRIAL_ID, ""), run.data.tags.get(VARIANT, "?"),
-                                   dict(run.data.params), dict(run.data.metrics), {}, dict(run.data.tags)))
+                                   dict(run.data.params), dict(run.data.metrics), {}, dict(run.data.tags),
+                                   artifact_uri=run.info.artifact_uri))
     wanted = [(record, key) for record in records for key in dict.fromkeys((*CURVES, objective))
               if key in record.metrics]
     wanted += [(record, key) for record in records for key in sorted(record.metrics) if key.startswith(SETTING_PREFIX)]
@@ -241,28 +246,44 @@ def read_snapshot(client: MlflowClient, name: str, run_id: str | None, folder: P
     records, left_out = load_records(client, experiment_id, parent_id, objective)
     if not records:
         raise SummaryError(f"sweep {name!r} has no finished trial with test BLEU yet (see `sweeper resume`)")
-    test_sets = records[0].test_sets
-    snapshot = SweepSnapshot(
-        name, parent_id, parent.info.status, space, records, left_out,
-        {s: artifact_lines(client, records[0].run_id, f"references/{s}.txt", folder / "refs") for s in test_sets},
-        {r.run_id: {s: artifact_lines(client, r.run_id, f"translations/{s}.txt", folder / r.run_id)
-                    for s in test_sets} for r in records})
-    aligned = alignment_sets(records)
-    snapshot.alignment = {r.run_id: {s: read_alignment_stats(Path(client.download_artifacts(
-        r.run_id, f"alignment/{s}.tsv", str(folder / r.run_id)))) for s in aligned} for r in records} if aligned else {}
-    snapshot.traces = {(run, split): pq.read_table(client.download_artifacts(
-        run, f"traces/{split}.parquet", str(folder / "trace" / run / split))) for run, split in wanted_traces(records)}
-    for record in records:
-        if record.tags.get(EXPLOITS):
-            local = client.download_artifacts(record.run_id, PBT_EVENTS, str(folder / record.run_id))
-            record.pbt_events = json.loads(Path(local).read_text())
+    test_sets, aligned, wanted = records[0].test_sets, alignment_sets(records), wanted_traces(records)
+    by_id = {r.run_id: r for r in records}
+    exploited = [r for r in records if r.tags.get(EXPLOITS)]
+    with ThreadPoolExecutor(DOWNLOAD_THREADS) as pool:  # a few at once: a tracking server answers each in ms
+
+        def each(read: Any, jobs: list[tuple]) -> Iterator[Any]:
+            return pool.map(lambda job: read(*job), jobs)
+
+        def lines(record: TrialRecord, path: str) -> list[str]:
+            return artifact_lines(client, record, path, folder / record.run_id)
+
+        references = dict(zip(test_sets, each(lines, [(records[0], f"references/{s}.txt") for s in test_sets])))
+        texts = each(lines, [(r, f"translations/{s}.txt") for r in records for s in test_sets])
+        snapshot = SweepSnapshot(name, parent_id, parent.info.status, space, records, left_out, references,
+                                 {r.run_id: {s: next(texts) for s in test_sets} for r in records})
+        stats = each(lambda r, s: read_alignment_stats(download(client, r, f"alignment/{s}.tsv", folder / r.run_id)),
+                     [(r, s) for r in records for s in aligned])
+        snapshot.alignment = {r.run_id: {s: next(stats) for s in aligned} for r in records} if aligned else {}
+        snapshot.traces = dict(zip(wanted, each(lambda run, split: pq.read_table(download(
+            client, by_id[run], f"traces/{split}.parquet", folder / "trace" / run / split)), wanted)))
+        for record, events in zip(exploited, each(lambda r: download(client, r, PBT_EVENTS, folder / r.run_id),
+                                                  [(r,) for r in exploited])):
+            record.pbt_events = json.loads(events.read_text())
     return snapshot
 
 
-def artifact_lines(client: MlflowClient, run_id: str, path: str, folder: Path) -> list[str]:
+def download(client: MlflowClient, record: TrialRecord, path: str, folder: Path) -> Path:
+    """One artifact of a trial's run, by its URI under the run's artifact root (known from the search): two
+    requests to a tracking server, where MlflowClient.download_artifacts makes four (it looks the run and its
+    models up again)."""
+    return Path(download_artifacts(artifact_uri=f"{record.artifact_uri}/{path}", dst_path=str(folder),
+                                   tracking_uri=client.tracking_uri))
+
+
+def artifact_lines(client: MlflowClient, record: TrialRecord, path: str, folder: Path) -> list[str]:
     try:
-        local = client.download_artifacts(run_id, path, str(folder))
+        local = download(client, record, path, folder)
     except Exception as err:  # noqa: BLE001 - MLflow raises several types for a missing artifact
-        raise SummaryError(f"run {run_id} has no {path} ({type(err).__name__}): it was made by an older version; "
-                           "re-run the sweep") from None
-    return Path(local).read_text(encoding="utf-8").splitlines()
+        raise SummaryError(f"run {record.run_id} has no {path} ({type(err).__name__}): it was made by an older "
+                           "version; re-run the sweep") from None
+    return local.read_text(encoding="utf-8").splitlines()

@@ -42,9 +42,9 @@ def left_out_note(summary: Summary, shown: list[VariantRow]) -> list[str]:
     """What a truncated table says about the rows it leaves out."""
     if len(shown) == len(summary.rows):
         return []
-    return [f"Rows: the {TOP_ROWS} best of {len(summary.rows)} by average BLEU, best first, with the baselines they "
-            f"are compared with; {len(summary.rows) - len(shown)} rows left out (every row: `sweeper summarize "
-            "--format csv`, bleu_table.csv)."]
+    return [(f"Rows: the {TOP_ROWS} best of {len(summary.rows)} by average BLEU, best first, with the baselines they "
+             f"are compared with; {len(summary.rows) - len(shown)} rows left out (every row: `sweeper summarize "
+             "--format csv`, bleu_table.csv).")]
 
 
 def table_header(test_sets: list[str]) -> list[str]:
