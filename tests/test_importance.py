@@ -70,3 +70,11 @@ def test_a_number_only_some_variants_have_stays_a_number_for_fanova():
     result = importance.parameter_importance(points, varying, "bleu_dev", "max")
     assert max(result.scores, key=result.scores.get) == "train.lr" and result.scores["train.lr"] > 0.8
     assert set(result.scores) == {"attention.temperature", "attention.tau", "train.lr"}
+
+
+def test_a_number_only_some_trials_have_keeps_its_scale_above_n_a_on_its_axis():
+    """A random sweep's attention.tau (fixed-temperature trials only) gets three ticks and `n/a`, not one per value."""
+    values = [None, *(0.5 + i / 100 for i in range(300)), None]
+    positions, ticks = plots._axis(values)
+    assert [label for _, label in ticks] == ["0.5", "2", "3.49", "n/a"]
+    assert positions[0] == positions[-1] == 0.0 and 0.1 < positions[1] < positions[150] < positions[300] == 1.0
