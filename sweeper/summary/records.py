@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +65,9 @@ class TrialRecord:
         times = self.curves.get("epoch_time_s")
         return statistics.fmean(times) if times else None
 
-    @property
+    @cached_property
     def group(self) -> tuple:
+        """The settings but the seed (a row of the tables); kept: choosing baselines reads it rows x rows times."""
         return tuple(sorted((k, v) for k, v in self.params.items() if k != SEED_KEY))
 
     @property
