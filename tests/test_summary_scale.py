@@ -76,3 +76,23 @@ def test_a_large_sweeps_figures_draw_the_best_rows_and_read_the_best_variants_tr
     assert [label for label, _ in data.dev_curves] == [row.label for row in sorted(
         summary.rows, key=lambda row: -row.average[0])[:TOP_CURVES]]
     assert data.rows == len(records) and len(data.words) == len(wanted) - 1  # a word row per trace read
+
+
+def test_every_trial_run_is_read_page_by_page(tmp_path, monkeypatch):
+    """A sweep with more trial runs than one search answers (SEARCH_PAGE) is read whole."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    from sweeper.summary import records as records_module
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("paged", artifact_location=str(tmp_path / "artifacts"))
+    parent = client.create_run(experiment, tags={"sweeper.role": "sweep"}).info.run_id
+    for i in range(5):
+        run = client.create_run(experiment, tags={"mlflow.parentRunId": parent, "sweeper.role": "trial"}).info.run_id
+        client.log_batch(run, metrics=[Metric("bleu_test_avg", float(i), 0, 1), Metric("bleu_dev", float(i), 0, 1)])
+        client.set_terminated(run, "FINISHED")
+    monkeypatch.setattr(records_module, "SEARCH_PAGE", 2)
+    found, left_out = records_module.load_records(client, experiment, parent)
+    assert sorted(r.metrics["bleu_test_avg"] for r in found) == [0.0, 1.0, 2.0, 3.0, 4.0] and not left_out
+    assert all(r.curves["bleu_dev"] == [r.metrics["bleu_dev"]] for r in found)
