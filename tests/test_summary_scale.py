@@ -3,13 +3,20 @@ baselines they are compared with and say how many they left out; its figures dra
 only the best variants' traces."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from nmt_core.config import build_config
 from nmt_core.decode import Translation
 from nmt_core.evaluate import trace_table
 from sweeper.space import SignificanceSpec
-from sweeper.summary import TrialRecord, build_summary, render_csv, render_latex, render_markdown
+from sweeper.summary import (
+    TrialRecord,
+    build_summary,
+    render_csv,
+    render_latex,
+    render_markdown,
+)
 from sweeper.summary.figures import TOP_CURVES, figure_data
 from sweeper.summary.records import TOP_ROWS, wanted_traces
 from sweeper.summary.statistics import choose_baseline
@@ -96,3 +103,22 @@ def test_every_trial_run_is_read_page_by_page(tmp_path, monkeypatch):
     found, left_out = records_module.load_records(client, experiment, parent)
     assert sorted(r.metrics["bleu_test_avg"] for r in found) == [0.0, 1.0, 2.0, 3.0, 4.0] and not left_out
     assert all(r.curves["bleu_dev"] == [r.metrics["bleu_dev"]] for r in found)
+
+
+@pytest.mark.slow
+def test_the_summary_scale_benchmark_fills_a_real_server_and_summarises_it(tmp_path):
+    """benchmarks/summary_scale.py end to end at a tiny size (not a timing test): every trial the tracking callback
+    wrote is in the summary."""
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    import summary_scale
+
+    assert summary_scale.main(["--trials", "6", "--writers", "2", "--folder", str(tmp_path),
+                               "--json", str(tmp_path / "rows.json")]) == 0
+    [row] = json.loads((tmp_path / "rows.json").read_text())
+    assert row["trials"] == 6 and row["fill_s"] > 0 and row["summarize_s"] > 0 and row["peak_mib"] > 50
+    text = (tmp_path / "sweeps" / "scale-6" / "summary" / "summary.md").read_text()
+    assert "6 finished trials" in text and (tmp_path / "sweeps" / "scale-6" / "summary" / "bleu_table.csv").exists()
