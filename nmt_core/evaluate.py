@@ -53,8 +53,30 @@ def _sentence_stats(metric: BLEU, hypotheses: list[str], references: list[str]) 
 
 
 def _bleu_from_stats(metric: BLEU, stats: np.ndarray) -> np.ndarray:
-    """BLEU of each row of summed statistics, scored by sacrebleu itself (same smoothing)."""
-    return np.array([metric._compute_score_from_stats(list(row)).score for row in stats])
+    """BLEU of each row of summed statistics as sacrebleu scores it (same smoothing).
+
+    sacrebleu's default (exp smoothing, no effective order) is computed here in its own arithmetic (float32
+    precisions, math.log and math.exp in double) without building a BLEUScore per row: the same numbers, several
+    times faster; a 1,000-row sweep's bootstrap scores 1,000 resamples of each row. Other settings: sacrebleu.
+    """
+    if metric.smooth_method != "exp" or metric.effective_order:
+        return np.array([metric._compute_score_from_stats(list(row)).score for row in stats])
+    order = metric.max_ngram_order
+    correct, total = stats[:, 2:2 + order].astype("float32"), stats[:, 2 + order:].astype("float32")
+    halvings = np.cumsum(correct == 0, axis=1).astype("float32")  # sacrebleu's smooth_mteval doubles per zero
+    with np.errstate(divide="ignore", invalid="ignore"):
+        precisions = np.where(correct == 0, np.float32(100.0) / (np.float32(2.0) ** halvings * total),
+                              np.float32(100.0) * correct / total)
+    precisions = np.where(np.cumsum(total == 0, axis=1) > 0, np.float32(0.0), precisions)  # orders after a break
+    scores = []
+    for (sys_len, ref_len), row, matched in zip(stats[:, :2].tolist(), precisions.tolist(), correct.any(axis=1)):
+        if not matched:
+            scores.append(0.0)
+            continue
+        sys_len, ref_len = int(sys_len), int(ref_len)
+        bp = 1.0 if sys_len >= ref_len else math.exp(1 - ref_len / sys_len) if sys_len > 0 else 0.0
+        scores.append(bp * math.exp(sum([math.log(p) if p != 0 else -9999999999 for p in row]) / order))
+    return np.array(scores)
 
 
 class SentenceBootstrap:

@@ -144,9 +144,10 @@ def parallel_coordinates(axes_values: dict[str, list], objective: list[float], o
     ticks.append([(i / 4, f"{low + i / 4 * span:.2f}") for i in range(5)])
     fig, ax = plt.subplots(figsize=(max(6, 1.9 * len(names)), 4.5))
     colours = plt.get_cmap("viridis")
-    for i, value in enumerate(objective):
-        ax.plot(range(len(names)), [column[i] for column in columns], color=colours((value - low) / span),
-                alpha=0.8, linewidth=1.4)
+    many = len(objective) > 100  # a large sweep's lines thin and light; the highest objective drawn last, on top
+    for i in sorted(range(len(objective)), key=lambda i: objective[i]):
+        ax.plot(range(len(names)), [column[i] for column in columns], color=colours((objective[i] - low) / span),
+                alpha=0.35 if many else 0.8, linewidth=0.6 if many else 1.4)
     for x, labels in enumerate(ticks):
         ax.axvline(x, color="black", linewidth=0.8)
         for y, label in labels:
@@ -168,14 +169,17 @@ def parallel_coordinates(axes_values: dict[str, list], objective: list[float], o
 def _axis(values: list) -> tuple[list[float], list[tuple[float, str]]]:
     """Positions in [0, 1] and (position, label) ticks for one parameter's values."""
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if numbers and len(numbers) == len(values) and len(set(numbers)) > 2:
+    if numbers and all(v is None or v in numbers for v in values) and len(set(numbers)) > 2:
+        # a number only some variants have (attention.tau) keeps its scale above `n/a`, not a tick per value
         log = min(numbers) > 0 and max(numbers) / min(numbers) > 10
         scale = (lambda v: float(np.log10(v))) if log else float
         low, high = scale(min(numbers)), scale(max(numbers))
-        span = (high - low) or 1.0
+        bottom = 0.12 if len(numbers) < len(values) else 0.0
+        span = ((high - low) or 1.0) / (1 - bottom)
         marks = sorted(set(numbers))
-        shown = [marks[0], marks[len(marks) // 2], marks[-1]]
-        return [(scale(v) - low) / span for v in values], [((scale(v) - low) / span, f"{v:.3g}") for v in shown]
+        ticks = [(bottom + (scale(v) - low) / span, f"{v:.3g}") for v in (marks[0], marks[len(marks) // 2], marks[-1])]
+        return ([0.0 if v is None else bottom + (scale(v) - low) / span for v in values],
+                ticks + ([(0.0, "n/a")] if bottom else []))
     labels = sorted({"n/a" if v is None else str(v) for v in values})
     where = {label: (i / (len(labels) - 1) if len(labels) > 1 else 0.5) for i, label in enumerate(labels)}
     return [where["n/a" if v is None else str(v)] for v in values], [(y, label) for label, y in where.items()]

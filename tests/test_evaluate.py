@@ -161,3 +161,21 @@ def test_alignment_bootstrap_scores_the_pooled_aer_and_gold_mass():
     mass = AlignmentBootstrap(sizes, "gold_attention", resamples=50).scores_of_stats([{"test": score.per_sentence}])
     assert aer[0] == pytest.approx(score.aer) and mass[0] == pytest.approx(score.gold_mass)
     assert aer[1].shape == (50,) and 0 <= aer[1].min() <= aer[1].max() <= 1
+
+
+def test_bleu_of_resampled_statistics_is_sacrebleus_to_the_last_bit():
+    """The bootstrap's fast BLEU (no BLEUScore per resample) gives sacrebleu's own numbers: no matches, zero
+    matches of some orders (smoothing), short outputs (brevity penalty), an empty system."""
+    import random
+
+    from nmt_core.evaluate import _bleu_from_stats, _sentence_stats, bleu_metric
+
+    rng, metric = random.Random(0), bleu_metric()
+    refs = [" ".join(f"w{rng.randint(0, 50)}" for _ in range(rng.randint(1, 12))) for _ in range(100)]
+    for quality in (0.0, 0.05, 0.5, 1.0):
+        hyps = [" ".join(w if rng.random() < quality else "x" for w in r.split()[: rng.randint(0, 12)]) for r in refs]
+        stats = _sentence_stats(metric, hyps, refs)
+        rows = np.vstack([stats[np.random.default_rng(1).choice(100, size=(200, 100))].sum(axis=1), stats[:5],
+                          np.zeros((1, stats.shape[1]), "float32")])
+        expected = [metric._compute_score_from_stats(list(row)).score for row in rows]
+        assert _bleu_from_stats(metric, rows).tolist() == expected

@@ -52,3 +52,29 @@ def test_parallel_coordinates_draws_numbers_categories_and_inactive_values(tmp_p
     assert path.stat().st_size > 5000
     positions, ticks = plots._axis([4.0, None, 2.0])
     assert [label for _, label in ticks] == ["2.0", "4.0", "n/a"] and positions == [0.5, 1.0, 0.0]
+
+
+def test_a_number_only_some_variants_have_stays_a_number_for_fanova():
+    """attention.tau exists only for fixed-temperature trials: its trials without one sit below its range, so a
+    random sweep's hundreds of distinct values do not become hundreds of categories (fANOVA then took hours)."""
+    rng = random.Random(1)
+    trials = []
+    for i in range(300):
+        temperature, lr = rng.choice(["none", "fixed"]), 10 ** rng.uniform(-4, -2)
+        params = {"attention.temperature": temperature, "train.lr": str(lr)}
+        if temperature == "fixed":
+            params["attention.tau"] = str(rng.uniform(0.5, 2.0))
+        trials.append((f"t{i}", params, 10.0 + 1000 * lr))
+    points, varying = importance.trial_points(trials)
+    assert [p.params["attention.tau"] for p in points[:3]].count(None) > 0
+    result = importance.parameter_importance(points, varying, "bleu_dev", "max")
+    assert max(result.scores, key=result.scores.get) == "train.lr" and result.scores["train.lr"] > 0.8
+    assert set(result.scores) == {"attention.temperature", "attention.tau", "train.lr"}
+
+
+def test_a_number_only_some_trials_have_keeps_its_scale_above_n_a_on_its_axis():
+    """A random sweep's attention.tau (fixed-temperature trials only) gets three ticks and `n/a`, not one per value."""
+    values = [None, *(0.5 + i / 100 for i in range(300)), None]
+    positions, ticks = plots._axis(values)
+    assert [label for _, label in ticks] == ["0.5", "2", "3.49", "n/a"]
+    assert positions[0] == positions[-1] == 0.0 and 0.1 < positions[1] < positions[150] < positions[300] == 1.0

@@ -16,12 +16,13 @@ import stopwordsiso
 from nmt_core.evaluate import HEAD_LABELS
 from nmt_core.registry import is_adaptive
 from sweeper import importance, plots
-from sweeper.summary.records import TrialRecord, best_of, has_gate_or_sact
+from sweeper.summary.records import TOP_ROWS, TrialRecord, best_of, has_gate_or_sact
 from sweeper.summary.statistics import Summary, objective_of
 
 WORD_CLASS_SEED = 12345  # the sentence resamples of the function - content interval
 SENTINEL_THRESHOLD = 0.9  # Li & Zhu Table 2
 HEATMAP_SENTENCES = 4
+TOP_CURVES = 10  # dev curves drawn of a sweep with more than TOP_ROWS rows: its best rows' (a legend one can read)
 
 
 @dataclass
@@ -36,6 +37,7 @@ class WordRow:
 @dataclass
 class FigureData:
     dev_curves: list[tuple[str, list[list[float]]]]  # row label -> each seed's dev BLEU by epoch
+    rows: int  # rows in the BLEU table (more than the curves drawn of a large sweep)
     test_set: str
     fixed_tau: list[tuple[float, float, float]] = field(default_factory=list)  # (tau, mean, std) of fixed rows
     best_sact: tuple[float, float] | None = None  # the best SACT row's BLEU (mean, std), drawn as a line
@@ -129,8 +131,10 @@ def head_taus(trace: pa.Table) -> tuple[list[str], list[list[float]], list[str]]
 
 def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table], resamples: int = 1000) -> FigureData:
     """What the figures draw; `traces` holds those records.wanted_traces names; `resamples` for the word classes."""
-    data = FigureData([(row.label, [r.curves.get("bleu_dev", []) for r in row.records]) for row in summary.rows],
-                      summary.test_sets[0], fixed_tau_points(summary))
+    ranked = sorted(summary.rows, key=lambda row: -row.average[0])
+    drawn = summary.rows if len(summary.rows) <= TOP_ROWS else ranked[:TOP_CURVES]
+    data = FigureData([(row.label, [r.curves.get("bleu_dev", []) for r in row.records]) for row in drawn],
+                      len(summary.rows), summary.test_sets[0], fixed_tau_points(summary))
     sact = [r for r in summary.rows if is_adaptive(r.records[0].params.get("attention.temperature"))]
     if data.fixed_tau and sact:
         data.best_sact = max(sact, key=lambda r: r.average[0]).average
@@ -140,9 +144,11 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table], resam
         data.heads = head_taus(traces[(data.heatmap_of.run_id, "dev")])
     data.language = summary.rows[0].records[0].params.get("data.tgt", "")
     words = function_words(data.language)
-    for row in summary.rows:
-        if has_gate_or_sact(row.records[0].params):  # else a constant temperature and no gate: nothing to compare
-            table = traces[(best_of(row.records).run_id, data.test_set)]
+    for row in summary.rows if len(summary.rows) <= TOP_ROWS else ranked:
+        trace = (best_of(row.records).run_id, data.test_set)
+        # else a constant temperature and no gate: nothing to compare; of a large sweep, the best rows' are read
+        if has_gate_or_sact(row.records[0].params) and trace in traces:
+            table = traces[trace]
             gated = table.column("sentinel").to_pylist()[:1] not in ([], [None])
             data.words.append(WordRow(row.label, {} if words is None else token_stats(table, words, resamples),
                                       sentinel_words(table) if gated else None))
@@ -155,7 +161,8 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table], resam
 def draw_figures(data: FigureData, out: Path) -> list[str]:
     """The figures into `out`, and the summary's sections that show them."""
     plots.dev_curves(data.dev_curves, out / "dev_bleu_curves.png")
-    sections = ["## Dev BLEU by epoch (mean over seeds; convergence)\n\n![dev curves](dev_bleu_curves.png)\n"]
+    which = "" if len(data.dev_curves) == data.rows else f"; the {len(data.dev_curves)} best of {data.rows} rows"
+    sections = [f"## Dev BLEU by epoch (mean over seeds; convergence{which})\n\n![dev curves](dev_bleu_curves.png)\n"]
     if data.fixed_tau:
         plots.fixed_tau_curve(data.fixed_tau, data.best_sact,
                               [out / "fixed_tau_curve.png", out / "fixed_tau_curve.svg"])

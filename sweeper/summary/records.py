@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
+from mlflow.artifacts import download_artifacts
 from mlflow.tracking import MlflowClient
 from mlflow.utils.rest_utils import http_request
 
@@ -33,9 +36,12 @@ from sweeper.tracking import PBT_EVENTS
 
 SEED_KEY = "train.seed"
 HISTORY_THREADS = 4  # history requests in flight at once
+DOWNLOAD_THREADS = 8  # artifact downloads in flight at once
+SEARCH_PAGE = 1000  # trial runs per search request
 BULK_RUNS, BULK_LIMIT = 100, 25000  # what MLflow's get-history-bulk answers at most: runs, values per call
 BULK_PATH = "/ajax-api/2.0/mlflow/metrics/get-history-bulk"
 History = dict[int, float]  # a metric's value per epoch
+TOP_ROWS = 20  # a table of more rows (a random sweep: a row per trial) shows its best rows and their baselines
 LEFT_OUT = {"FAILED": "failed", "KILLED": "stopped early by the scheduler (no test BLEU)"}
 
 
@@ -54,14 +60,16 @@ class TrialRecord:
     tags: dict[str, str] = field(default_factory=dict)
     settings: dict[str, dict[int, float]] = field(default_factory=dict)  # PBT: `setting.<key>` by epoch
     pbt_events: list[dict[str, Any]] = field(default_factory=list)  # PBT exploits (pbt_events.json)
+    artifact_uri: str = ""  # the run's artifact root (a record read from MLflow)
 
     @property
     def epoch_time_s(self) -> float | None:
         times = self.curves.get("epoch_time_s")
         return statistics.fmean(times) if times else None
 
-    @property
+    @cached_property
     def group(self) -> tuple:
+        """The settings but the seed (a row of the tables); kept: choosing baselines reads it rows x rows times."""
         return tuple(sorted((k, v) for k, v in self.params.items() if k != SEED_KEY))
 
     @property
@@ -119,15 +127,14 @@ def by_epoch(client: MlflowClient, run_id: str, key: str) -> dict[int, float]:
 def load_records(client: MlflowClient, experiment_id: str, parent_id: str,
                  objective: str = "bleu_dev") -> tuple[list[TrialRecord], Counter]:
     """The finished trials of one `sweeper run` with their histories, and how many trials were left out, by why."""
-    runs = client.search_runs([experiment_id], max_results=5000,
-                              filter_string=f"tags.`{PARENT}` = '{parent_id}' and tags.`{ROLE}` = 'trial'")
     records, left_out = [], Counter()
-    for run in runs:
+    for run in trial_runs(client, experiment_id, parent_id):
         if run.info.status != "FINISHED" or "bleu_test_avg" not in run.data.metrics:
             left_out[LEFT_OUT.get(run.info.status, "unfinished")] += 1
             continue
         records.append(TrialRecord(run.info.run_id, run.data.tags.get(TRIAL_ID, ""), run.data.tags.get(VARIANT, "?"),
-                                   dict(run.data.params), dict(run.data.metrics), {}, dict(run.data.tags)))
+                                   dict(run.data.params), dict(run.data.metrics), {}, dict(run.data.tags),
+                                   artifact_uri=run.info.artifact_uri))
     wanted = [(record, key) for record in records for key in dict.fromkeys((*CURVES, objective))
               if key in record.metrics]
     wanted += [(record, key) for record in records for key in sorted(record.metrics) if key.startswith(SETTING_PREFIX)]
@@ -139,6 +146,19 @@ def load_records(client: MlflowClient, experiment_id: str, parent_id: str,
         else:
             record.curves[key] = [history[step] for step in sorted(history)]
     return records, left_out
+
+
+def trial_runs(client: MlflowClient, experiment_id: str, parent_id: str) -> Iterator[Any]:
+    """Every trial run of the sweep, page by page: one search answers at most SEARCH_PAGE runs (a 10,000-trial
+    sweep read in one page of 5,000 lost half of its trials)."""
+    token = None
+    while True:
+        page = client.search_runs([experiment_id], max_results=SEARCH_PAGE, page_token=token,
+                                  filter_string=f"tags.`{PARENT}` = '{parent_id}' and tags.`{ROLE}` = 'trial'")
+        yield from page
+        token = page.token
+        if not token:
+            return
 
 
 def read_histories(client: MlflowClient, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], History]:
@@ -208,13 +228,18 @@ def best_of(records: list[TrialRecord]) -> TrialRecord:
 
 def wanted_traces(records: list[TrialRecord]) -> list[tuple[str, str]]:
     """(run id, split) of the traces the figures draw: the best SACT trial's dev trace (the heatmap), and the first
-    test set's trace of each SACT or sentinel variant's best seed (function vs content words, sentinel words)."""
+    test set's trace of each SACT or sentinel variant's best seed (function vs content words, sentinel words); of a
+    sweep with more than TOP_ROWS variants, only the TOP_ROWS best variants' (as the tables show them)."""
     groups: dict[tuple, list[TrialRecord]] = {}
     for record in records:
         groups.setdefault(record.group, []).append(record)
     sact = [r for r in records if is_adaptive(r.params.get("attention.temperature"))]
     wanted = [(best_of(sact).run_id, "dev")] if sact else []
-    return wanted + [(best_of(members).run_id, records[0].test_sets[0]) for members in groups.values()
+    variants = list(groups.values())
+    if len(variants) > TOP_ROWS:
+        variants = sorted(variants, key=lambda members: -statistics.fmean(r.metrics["bleu_test_avg"] for r in members))
+        variants = variants[:TOP_ROWS]
+    return wanted + [(best_of(members).run_id, records[0].test_sets[0]) for members in variants
                      if has_gate_or_sact(members[0].params)]
 
 
@@ -236,28 +261,44 @@ def read_snapshot(client: MlflowClient, name: str, run_id: str | None, folder: P
     records, left_out = load_records(client, experiment_id, parent_id, objective)
     if not records:
         raise SummaryError(f"sweep {name!r} has no finished trial with test BLEU yet (see `sweeper resume`)")
-    test_sets = records[0].test_sets
-    snapshot = SweepSnapshot(
-        name, parent_id, parent.info.status, space, records, left_out,
-        {s: artifact_lines(client, records[0].run_id, f"references/{s}.txt", folder / "refs") for s in test_sets},
-        {r.run_id: {s: artifact_lines(client, r.run_id, f"translations/{s}.txt", folder / r.run_id)
-                    for s in test_sets} for r in records})
-    aligned = alignment_sets(records)
-    snapshot.alignment = {r.run_id: {s: read_alignment_stats(Path(client.download_artifacts(
-        r.run_id, f"alignment/{s}.tsv", str(folder / r.run_id)))) for s in aligned} for r in records} if aligned else {}
-    snapshot.traces = {(run, split): pq.read_table(client.download_artifacts(
-        run, f"traces/{split}.parquet", str(folder / "trace" / run / split))) for run, split in wanted_traces(records)}
-    for record in records:
-        if record.tags.get(EXPLOITS):
-            local = client.download_artifacts(record.run_id, PBT_EVENTS, str(folder / record.run_id))
-            record.pbt_events = json.loads(Path(local).read_text())
+    test_sets, aligned, wanted = records[0].test_sets, alignment_sets(records), wanted_traces(records)
+    by_id = {r.run_id: r for r in records}
+    exploited = [r for r in records if r.tags.get(EXPLOITS)]
+    with ThreadPoolExecutor(DOWNLOAD_THREADS) as pool:  # a few at once: a tracking server answers each in ms
+
+        def each(read: Any, jobs: list[tuple]) -> Iterator[Any]:
+            return pool.map(lambda job: read(*job), jobs)
+
+        def lines(record: TrialRecord, path: str) -> list[str]:
+            return artifact_lines(client, record, path, folder / record.run_id)
+
+        references = dict(zip(test_sets, each(lines, [(records[0], f"references/{s}.txt") for s in test_sets])))
+        texts = each(lines, [(r, f"translations/{s}.txt") for r in records for s in test_sets])
+        snapshot = SweepSnapshot(name, parent_id, parent.info.status, space, records, left_out, references,
+                                 {r.run_id: {s: next(texts) for s in test_sets} for r in records})
+        stats = each(lambda r, s: read_alignment_stats(download(client, r, f"alignment/{s}.tsv", folder / r.run_id)),
+                     [(r, s) for r in records for s in aligned])
+        snapshot.alignment = {r.run_id: {s: next(stats) for s in aligned} for r in records} if aligned else {}
+        snapshot.traces = dict(zip(wanted, each(lambda run, split: pq.read_table(download(
+            client, by_id[run], f"traces/{split}.parquet", folder / "trace" / run / split)), wanted)))
+        for record, events in zip(exploited, each(lambda r: download(client, r, PBT_EVENTS, folder / r.run_id),
+                                                  [(r,) for r in exploited])):
+            record.pbt_events = json.loads(events.read_text())
     return snapshot
 
 
-def artifact_lines(client: MlflowClient, run_id: str, path: str, folder: Path) -> list[str]:
+def download(client: MlflowClient, record: TrialRecord, path: str, folder: Path) -> Path:
+    """One artifact of a trial's run, by its URI under the run's artifact root (known from the search): two
+    requests to a tracking server, where MlflowClient.download_artifacts makes four (it looks the run and its
+    models up again)."""
+    return Path(download_artifacts(artifact_uri=f"{record.artifact_uri}/{path}", dst_path=str(folder),
+                                   tracking_uri=client.tracking_uri))
+
+
+def artifact_lines(client: MlflowClient, record: TrialRecord, path: str, folder: Path) -> list[str]:
     try:
-        local = client.download_artifacts(run_id, path, str(folder))
+        local = download(client, record, path, folder)
     except Exception as err:  # noqa: BLE001 - MLflow raises several types for a missing artifact
-        raise SummaryError(f"run {run_id} has no {path} ({type(err).__name__}): it was made by an older version; "
-                           "re-run the sweep") from None
-    return Path(local).read_text(encoding="utf-8").splitlines()
+        raise SummaryError(f"run {record.run_id} has no {path} ({type(err).__name__}): it was made by an older "
+                           "version; re-run the sweep") from None
+    return local.read_text(encoding="utf-8").splitlines()

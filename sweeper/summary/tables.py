@@ -7,8 +7,8 @@ import csv
 import io
 
 from sweeper.metrics import EXPLOITS, SETTING_PREFIX
-from sweeper.summary.records import TrialRecord
-from sweeper.summary.statistics import BETTER, CONTROL, WORSE, AlignmentTable, Summary, VariantRow
+from sweeper.summary.records import TOP_ROWS, TrialRecord
+from sweeper.summary.statistics import BETTER, CONTROL, WORSE, AlignmentTable, Summary, VariantRow, choose_baseline
 
 
 def _cells(row: VariantRow, test_sets: list[str], plus_minus: str) -> list[str]:
@@ -27,6 +27,28 @@ def _cells(row: VariantRow, test_sets: list[str], plus_minus: str) -> list[str]:
 
 def interval(bounds: tuple[float, float] | None) -> str:
     return "" if bounds is None else f"[{bounds[0]:+.2f}, {bounds[1]:+.2f}]"
+
+
+def shown_rows(summary: Summary) -> list[VariantRow]:
+    """Every row of a table of up to TOP_ROWS rows, in the table's order. Of a longer one (a 1,000-trial random
+    sweep has a row per trial), the TOP_ROWS best by average BLEU and the baselines they are compared with, best
+    first: a table one can read, with every delta's reference in it."""
+    if len(summary.rows) <= TOP_ROWS:
+        return summary.rows
+    best = sorted(summary.rows, key=lambda row: -row.average[0])[:TOP_ROWS]
+    bases = {id(base): base for row in best
+             if (base := choose_baseline(summary.rows, row, summary.criteria)) is not None}
+    shown = {id(row) for row in best} | set(bases)
+    return [row for row in sorted(summary.rows, key=lambda row: -row.average[0]) if id(row) in shown]
+
+
+def left_out_note(summary: Summary, shown: list[VariantRow]) -> list[str]:
+    """What a truncated table says about the rows it leaves out."""
+    if len(shown) == len(summary.rows):
+        return []
+    return [(f"Rows: the {TOP_ROWS} best of {len(summary.rows)} by average BLEU, best first, with the baselines they "
+             f"are compared with; {len(summary.rows) - len(shown)} rows left out (every row: `sweeper summarize "
+             "--format csv`, bleu_table.csv).")]
 
 
 def table_header(test_sets: list[str]) -> list[str]:
@@ -53,9 +75,11 @@ def render_markdown(summary: Summary) -> str:
         lines += [f"- **{warning}**" for warning in summary.warnings] + [""]
     header = table_header(summary.test_sets)
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_cells(row, summary.test_sets, "±")) + " |" for row in summary.rows]
+    shown = shown_rows(summary)
+    lines += ["| " + " | ".join(_cells(row, summary.test_sets, "±")) + " |" for row in shown]
     lines += render_controls(summary)
     lines.append("")
+    lines += left_out_note(summary, shown)
     lines.append("BLEU: sacrebleu on the detokenised output against the raw reference text, mean ± sample std over "
                  "seeds" + (f" (`{summary.signatures['BLEU']}`)" if "BLEU" in summary.signatures else "") + ". "
                  "multi-bleu: lowercased BLEU of word tokens, as multi-bleu.perl computes the papers' numbers"
@@ -89,10 +113,11 @@ def render_latex(summary: Summary) -> str:
     escape = str.maketrans({"_": r"\_", "+": r"{+}", "#": r"\#", "%": r"\%", "†": r"$^\dagger$"})
     lines = [r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}", r"\toprule",
              " & ".join(h.translate(escape) for h in header) + r" \\", r"\midrule"]
-    for row in summary.rows:
+    shown = shown_rows(summary)
+    for row in shown:
         cells = [c.translate(escape).replace("±", r"$\pm$") for c in _cells(row, summary.test_sets, "±")]
         lines.append(" & ".join(cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
+    lines += [r"\bottomrule", r"\end{tabular}", *(f"% {note}" for note in left_out_note(summary, shown))]
     return "\n".join(lines) + "\n"
 
 
@@ -102,7 +127,8 @@ def render_alignment(summary: Summary, table: AlignmentTable) -> str:
     header = ["variant", "seeds", "BLEU avg", "AER", "delta AER", "p (Holm)", "gold attention", "delta gold",
               "p (Holm)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in summary.rows:
+    shown = shown_rows(summary)
+    for row in shown:
         bleu = f"{row.average[0]:.2f}" if row.seeds == 1 else f"{row.average[0]:.2f} ± {row.average[1]:.2f}"
         cells = []
         for cell in table.cells[id(row)]:
@@ -118,7 +144,7 @@ def render_alignment(summary: Summary, table: AlignmentTable) -> str:
               "Gold attention: the mean attention weight on a target word's gold-linked source words (higher is "
               f"better). Deltas and p as for BLEU ({table.resamples} resamples over sentences, seeds averaged, "
               f"Holm-corrected per column): {BETTER[0]} / {BETTER[1]} better, {WORSE[0]} / {WORSE[1]} worse at "
-              "p < 0.01 / 0.05."]
+              "p < 0.01 / 0.05.", *left_out_note(summary, shown)]
     return "\n".join(lines) + "\n"
 
 
