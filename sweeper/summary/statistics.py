@@ -97,11 +97,15 @@ DEFAULT_BASELINE = {"attention.temperature": "none", "attention.sentinel": "Fals
 
 def choose_baseline(rows: list[VariantRow], row: VariantRow, criteria: dict[str, Any]) -> VariantRow | None:
     """The baseline row sharing the most settings with `row` (concat+sact is compared with concat+none)."""
-    candidates = [r for r in rows if _matches(r.records[0], criteria)]
-    if not candidates:
+    return closest([r for r in rows if _matches(r.records[0], criteria)], row)
+
+
+def closest(baselines: list[VariantRow], row: VariantRow) -> VariantRow | None:
+    """Of `baselines`, the one sharing the most settings with `row` (the first of a tie)."""
+    if not baselines:
         return None
     mine = dict(row.records[0].group)
-    return max(candidates, key=lambda c: sum(mine.get(k) == v for k, v in c.records[0].group))
+    return max(baselines, key=lambda c: sum(mine.get(k) == v for k, v in c.records[0].group))
 
 
 def _short(value: str | None) -> str:
@@ -135,21 +139,30 @@ def _beside_temperature(row: VariantRow) -> tuple:
     return tuple((k, v) for k, v in row.records[0].group if k not in CONTROL_KEYS)
 
 
-def control_of(rows: list[VariantRow], row: VariantRow) -> VariantRow | None:
+def controls_by_setting(rows: list[VariantRow]) -> dict[tuple, VariantRow]:
+    """The fixed-temperature rows by (tau, every other setting): one pass, so finding controls stays linear."""
+    controls: dict[tuple, VariantRow] = {}
+    for r in rows:
+        params = r.records[0].params
+        if params.get("attention.temperature") == "fixed":
+            controls.setdefault((float(params.get("attention.tau", "nan")), _beside_temperature(r)), r)
+    return controls
+
+
+def control_of(controls: dict[tuple, VariantRow], row: VariantRow) -> VariantRow | None:
     """A SACT row's fixed tau = lambda row with every other setting equal: is a gain adaptivity or a rescaling?"""
     params = row.records[0].params
     if not is_adaptive(params.get("attention.temperature")) or "attention.lambda" not in params:
         return None
-    lam, mine = float(params["attention.lambda"]), _beside_temperature(row)
-    return next((r for r in rows if r.records[0].params.get("attention.temperature") == "fixed"
-                 and float(r.records[0].params.get("attention.tau", "nan")) == lam and _beside_temperature(r) == mine),
-                None)
+    return controls.get((float(params["attention.lambda"]), _beside_temperature(row)))
 
 
 def pairs_of(rows: list[VariantRow], criteria: dict[str, Any]) -> list[tuple[VariantRow, VariantRow, str]]:
     """(row, what it is compared with, kind): each row against its baseline, each SACT row against its control."""
-    pairs = [(row, base, BASELINE) for row in rows if (base := choose_baseline(rows, row, criteria)) not in (None, row)]
-    return pairs + [(row, control, CONTROL) for row in rows if (control := control_of(rows, row)) is not None]
+    baselines = [r for r in rows if _matches(r.records[0], criteria)]  # found once: a 1,000-row table has a million
+    controls = controls_by_setting(rows)  # row pairs
+    pairs = [(row, base, BASELINE) for row in rows if (base := closest(baselines, row)) not in (None, row)]
+    return pairs + [(row, control, CONTROL) for row in rows if (control := control_of(controls, row)) is not None]
 
 
 def compare(pairs: list[tuple[VariantRow, VariantRow, str]], value: Callable[[VariantRow], float],
@@ -181,8 +194,9 @@ def test_significance(rows: list[VariantRow], criteria: dict[str, Any], referenc
                       translations: dict[str, dict[str, list[str]]], significance: SignificanceSpec,
                       bleu: dict[str, Any]) -> list[Comparison]:
     """Every comparison of the BLEU table, marked; each row's against its baseline also set on the row."""
+    baselines = [r for r in rows if _matches(r.records[0], criteria)]
     for row in rows:
-        row.is_baseline = choose_baseline(rows, row, criteria) is row
+        row.is_baseline = closest(baselines, row) is row
     randomization = significance.method == "approximate_randomization"
     bootstrap = PairedBootstrap(references, AR_INTERVAL_RESAMPLES if randomization else significance.resamples,
                                 **bleu)
