@@ -486,7 +486,7 @@ class MlflowTrackingCallback(Callback):
         """The final checkpoint's MLflow model as the run's LoggedModel, with the trial's params and final
         metrics."""
         cfg, variant = describe_trial(trial.config, self.base)
-        final = self._final.get(trial.trial_id, {})
+        final = self._final.pop(trial.trial_id, {})  # the last use of it: a sweep of thousands keeps none
         step = final.get("step", int((trial.last_result or {}).get("epoch", 0)))
         self._write({"kind": "model", "trial": trial.trial_id, "path": f"{trial.checkpoint.path}/{MODEL}",
                      "params": {**cfg.active(), "variant": variant},
