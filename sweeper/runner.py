@@ -280,7 +280,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     parent_id = tracker.start_sweep(spec.text, {"source": spec.source, "trials": n_trials,
                                                 "algorithm": spec.search.algorithm, "scheduler": spec.scheduler.type,
                                                 "storage": storage.display(spec.name)})
-    callback = MlflowTrackingCallback(uri, spec.name, parent_id, base, experiment.uri)
+    callback = MlflowTrackingCallback(uri, spec.name, parent_id, base, experiment.uri, new_sweep=True)
     if earlier:
         print(f"note: {experiment.uri} holds an earlier sweep {spec.name!r}: its trial folders stay, results.parquet "
               f"will describe this run, and `sweeper summarize {spec.name} --run-id {earlier['parent_run_id']}` still "

@@ -167,10 +167,14 @@ class SweepTracker:
             filter_string=f"tags.`{PARENT}` = '{parent_id}' and tags.`{TRIAL_ID}` = '{trial_id}'")
         return runs[0].info.run_id if runs else None
 
-    def trial_run(self, parent_id: str, trial_id: str, variant: str, params: dict[str, Any]) -> str:
-        """The trial's run: found by its trial id when it exists (retry, resume), else created."""
-        run_id = self.find_trial_run(parent_id, trial_id)
-        if run_id is None:
+    def trial_run(self, parent_id: str, trial_id: str, variant: str, params: dict[str, Any],
+                  look_first: bool = True) -> tuple[str, bool]:
+        """The trial's run and whether it was created now: found by its trial id when it may exist (retry,
+        resume: `look_first`), else created. Its params are logged either way (the same values again are a no-op):
+        a run found may be one whose creation's answer was lost before its params went in."""
+        run_id = self.find_trial_run(parent_id, trial_id) if look_first else None
+        created = run_id is None
+        if created:
             note = (f"Trial {trial_id} of sweep `{self.experiment}`: variant `{variant}`, seed "
                     f"{params.get('train.seed')}. Params are the settings active for this variant. Artifacts: "
                     "translations/*.tsv (source, reference, hypothesis), traces/, plots/ (if drawn: tracking.plots). "
@@ -180,8 +184,8 @@ class SweepTracker:
                                          tags={PARENT: parent_id, ROLE: "trial",
                                                TRIAL_ID: trial_id, VARIANT: variant, NOTE: note})
             run_id = run.info.run_id
-            self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
-        return run_id
+        self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
+        return run_id, created
 
     def register_best(self, run_id: str, description: str) -> str:
         """Register a trial's model under the sweep's name, alias `best`; returns the version."""
@@ -211,13 +215,13 @@ class SweepTracker:
         return found[0] if found else None
 
     def log_model(self, run_id: str, folder: Path, params: dict[str, Any], tags: dict[str, str],
-                  metrics: dict[str, float], step: int, timestamp: int) -> str:
+                  metrics: dict[str, float], step: int, timestamp: int, look_first: bool = True) -> str:
         """A trial's saved pyfunc folder as an MLflow 3 LoggedModel of its run, as `mlflow.pyfunc.log_model`
         makes one (output of the run at `step`, params, metrics linked, READY), written here by the driver.
 
-        Idempotent for a replayed write: a READY model is kept, one left PENDING is uploaded again.
+        Idempotent for a replayed write (`look_first`): a READY model is kept, one left PENDING is uploaded again.
         """
-        model = self.trial_model(run_id)
+        model = self.trial_model(run_id) if look_first else None
         if model is not None and model.status == LoggedModelStatus.READY:
             return model.model_id
         if model is None:
@@ -244,10 +248,13 @@ class SweepTracker:
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
 
-    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int, timestamp: int | None = None) -> None:
-        """A fixed timestamp makes a replayed write the same row: the store keeps it once."""
+    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int, timestamp: int | None = None,
+                    tags: dict[str, str] | None = None) -> None:
+        """One request for a report's metrics and tags. A fixed timestamp makes a replayed write the same row:
+        the store keeps it once."""
         now = timestamp or int(time.time() * 1000)
-        self.client.log_batch(run_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
+        self.client.log_batch(run_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()],
+                              tags=[RunTag(k, v) for k, v in (tags or {}).items()])
 
 
 class MlflowTrackingCallback(Callback):
@@ -259,8 +266,13 @@ class MlflowTrackingCallback(Callback):
     tags and artifacts are in.
     """
 
-    def __init__(self, uri: str, experiment: str, parent_id: str, base: dict[str, Any], storage_uri: str | None = None):
+    def __init__(self, uri: str, experiment: str, parent_id: str, base: dict[str, Any], storage_uri: str | None = None,
+                 new_sweep: bool = False):
         self.uri, self.experiment, self.parent_id = uri, experiment, parent_id
+        # the parent run was created by this driver: a trial's run or model not tried yet cannot exist, so it is
+        # created without a search first; False once pickled for `sweeper resume`
+        self.new_sweep = new_sweep
+        self._tried: set[tuple[str, str]] = set()  # (trial id, "open" | "model") sent at least once
         self.base = base  # the sweep's base trial config: a trial's params are the whole config
         self.storage_uri = storage_uri  # the sweep's folder in storage: the backlog, the trials' artifacts
         self._tracker: SweepTracker | None = None
@@ -277,7 +289,7 @@ class MlflowTrackingCallback(Callback):
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
         state.update(_tracker=None, _backlog=None, _last_try=0.0, _runs={}, _server_step={}, _last_step={},
-                     outcomes={}, _exploits={}, _final={}, _outbox=None)
+                     outcomes={}, _exploits={}, _final={}, _outbox=None, new_sweep=False, _tried=set())
         return state
 
     @property
@@ -301,9 +313,17 @@ class MlflowTrackingCallback(Callback):
             self._adopt(trial_id, run_id)
         return self._runs[trial_id]
 
-    def _adopt(self, trial_id: str, run_id: str) -> None:
-        """Remember a trial's run and the last epoch the server already holds for it."""
-        self._runs[trial_id], self._server_step[trial_id] = run_id, self.tracker.logged_steps(run_id)
+    def _adopt(self, trial_id: str, run_id: str, created: bool = False) -> None:
+        """Remember a trial's run and the last epoch the server already holds for it (none if created now)."""
+        self._runs[trial_id], self._server_step[trial_id] = run_id, 0 if created else self.tracker.logged_steps(run_id)
+
+    def _look_first(self, write: Write) -> bool:
+        """Whether a trial's run or model may exist already: a resumed sweep, or a write tried before (a request
+        that failed may have reached the store)."""
+        key = (write["trial"], write["kind"])
+        tried = key in self._tried
+        self._tried.add(key)
+        return tried or not self.new_sweep
 
     def _write(self, write: Write) -> None:
         """Hand a write to the sender thread (started with the first one); it returns at once."""
@@ -368,13 +388,16 @@ class MlflowTrackingCallback(Callback):
     def _send(self, write: Write) -> None:
         trial_id, kind = write["trial"], write["kind"]
         if kind == "open":
-            self._adopt(trial_id, self.tracker.trial_run(self.parent_id, trial_id, write["variant"], write["params"]))
+            self._adopt(trial_id, *self.tracker.trial_run(self.parent_id, trial_id, write["variant"], write["params"],
+                                                          self._look_first(write)))
             return
         run_id = self._run_id(trial_id)
         if kind == "metrics":
             if write["epoch"] and write["step"] <= self._server_step.get(trial_id, 0):
-                return  # already logged before a retry or a resume
-            self.tracker.log_metrics(run_id, write["metrics"], write["step"], write["timestamp"])
+                if write.get("tags"):  # the epoch is in already before a retry or a resume; its tags may not be
+                    self.tracker.set_tags(run_id, write["tags"])
+                return
+            self.tracker.log_metrics(run_id, write["metrics"], write["step"], write["timestamp"], write.get("tags"))
             if write["epoch"]:
                 self._server_step[trial_id] = write["step"]
         elif kind == "tags":
@@ -392,7 +415,7 @@ class MlflowTrackingCallback(Callback):
             with self._local_copy(write["path"]) as folder:
                 if folder is not None:
                     self.tracker.log_model(run_id, folder, write["params"], write["tags"], write["metrics"],
-                                           write["step"], write["timestamp"])
+                                           write["step"], write["timestamp"], self._look_first(write))
         elif kind == "end":
             self.tracker.client.set_terminated(run_id, write["status"])
 
@@ -425,9 +448,7 @@ class MlflowTrackingCallback(Callback):
         self._open(trial)
         trial_id, step = trial.trial_id, int(result.get("epoch", 0))
         now = int(time.time() * 1000)
-        provenance = as_tags(result)  # code, versions, device and node of the process that trains the trial
-        if provenance:
-            self._write({"kind": "tags", "trial": trial_id, "tags": provenance})
+        tags = as_tags(result)  # code, versions, device and node of the process that trains the trial
         if result.get(PBT_EVENT):  # also on a final result: a donor that had trained every epoch leaves none
             event = json.loads(result[PBT_EVENT])
             events = self._exploits.setdefault(trial_id, [])
@@ -436,19 +457,20 @@ class MlflowTrackingCallback(Callback):
             self._last_step[trial_id] = min(self._last_step[trial_id], int(event["epoch"]))
         if result.get(FINAL):
             metrics = {k: v for k, v in result.items() if is_logged(k, AT_END)}
-            tags = {tag: str(result.get(key, "")) for key, tag in SIGNATURE_TAGS.items()}
+            tags.update({tag: str(result.get(key, "")) for key, tag in SIGNATURE_TAGS.items()})
             tags[RESTORES] = str(result.get("restores", 0))
             self._final[trial_id] = {"kind": "metrics", "trial": trial_id, "metrics": metrics, "step": step,
-                                     "timestamp": now, "epoch": False}
+                                     "timestamp": now, "epoch": False, "tags": tags}
             self._write(self._final[trial_id])
-            self._write({"kind": "tags", "trial": trial_id, "tags": tags})
             return
-        if step <= self._last_step[trial_id]:
-            return  # Tune re-reported an epoch after a retry
-        # the epoch's numbers, PBT's settings in force and the trial's CPU/memory/GPU
+        if step <= self._last_step[trial_id]:  # Tune re-reported an epoch after a retry
+            if tags:
+                self._write({"kind": "tags", "trial": trial_id, "tags": tags})
+            return
+        # the epoch's numbers, PBT's settings in force and the trial's CPU/memory/GPU, with its tags: one request
         metrics = {k: v for k, v in result.items() if is_logged(k, PER_EPOCH)}
         self._write({"kind": "metrics", "trial": trial_id, "metrics": metrics, "step": step, "timestamp": now,
-                     "epoch": True})
+                     "epoch": True, "tags": tags})
         self._last_step[trial_id] = step
 
     def on_trial_complete(self, iteration, trials, trial, **info):
@@ -464,7 +486,7 @@ class MlflowTrackingCallback(Callback):
         """The final checkpoint's MLflow model as the run's LoggedModel, with the trial's params and final
         metrics."""
         cfg, variant = describe_trial(trial.config, self.base)
-        final = self._final.get(trial.trial_id, {})
+        final = self._final.pop(trial.trial_id, {})  # the last use of it: a sweep of thousands keeps none
         step = final.get("step", int((trial.last_result or {}).get("epoch", 0)))
         self._write({"kind": "model", "trial": trial.trial_id, "path": f"{trial.checkpoint.path}/{MODEL}",
                      "params": {**cfg.active(), "variant": variant},

@@ -183,6 +183,65 @@ def test_a_slow_server_never_holds_up_tunes_scheduling_loop(tmp_path):
     assert callback.flush(0) and sent == ["open", "metrics", "end"]
 
 
+class CountingClient(MlflowClient):
+    """A real client that also counts the requests the driver makes."""
+
+    def __init__(self, uri: str):
+        super().__init__(uri)
+        self.calls: list[str] = []
+
+    def __getattribute__(self, name):
+        attr = super().__getattribute__(name)
+        if callable(attr) and not name.startswith("_"):
+            super().__getattribute__("calls").append(name)
+        return attr
+
+
+def test_a_new_sweeps_trial_costs_one_request_per_report_and_no_lookups(tmp_path, monkeypatch):
+    """In a sweep this driver started, a trial's run is created without a search or a history read first, and
+    each report (metrics and the provenance tags that came with it) is one log_batch."""
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    parent = SweepTracker(uri, "new").start_sweep("name: new\n", {"trials": 1})
+    callback = MlflowTrackingCallback(uri, "new", parent, BASE, new_sweep=True)
+    client = CountingClient(uri)
+    callback._tracker = SweepTracker(uri, "new", client)
+    client.calls.clear()
+    callback.on_trial_start(0, [], TRIAL)
+    callback.on_trial_result(0, [], TRIAL, {"epoch": 1, "bleu_dev": 1.0, "provenance.device": "cpu"})
+    callback.on_trial_result(0, [], TRIAL, {"epoch": 1, "final": 1, "bleu_test_avg": 2.0})
+    callback.on_trial_complete(0, [], TRIAL)
+    callback.drain()
+    assert client.calls == ["create_run", "log_batch", "log_batch", "log_batch", "set_terminated"]
+    run = client.get_run(callback._runs[TRIAL.trial_id])
+    assert run.data.params["train.seed"] == "3" and run.data.tags["sweeper.device"] == "cpu"
+    assert run.data.metrics == {"bleu_dev": 1.0, "bleu_test_avg": 2.0} and run.data.tags["sweeper.restores"] == "0"
+
+
+def test_a_retried_open_whose_run_reached_the_store_makes_no_second_run(tmp_path, monkeypatch):
+    """The store created the run but its answer was lost: the retry looks for the run before creating one."""
+    monkeypatch.setattr(tracking, "RETRY_ATTEMPTS", 2)
+    monkeypatch.setattr(tracking.time, "sleep", lambda s: None)
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    parent = SweepTracker(uri, "lost").start_sweep("name: lost\n", {"trials": 1})
+
+    class LostAnswer(MlflowClient):
+        def create_run(self, *args, **kwargs):
+            run = super().create_run(*args, **kwargs)
+            if not getattr(self, "answered", False):
+                self.answered = True
+                raise ConnectionError("answer lost")
+            return run
+
+    callback = MlflowTrackingCallback(uri, "lost", parent, BASE, new_sweep=True)
+    callback._tracker = SweepTracker(uri, "lost", LostAnswer(uri))
+    callback.on_trial_result(0, [], TRIAL, {"epoch": 1, "bleu_dev": 1.0})
+    callback.drain()
+    client = MlflowClient(uri)
+    [run] = client.search_runs([callback.tracker.experiment_id], filter_string="tags.`sweeper.role` = 'trial'")
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "bleu_dev")] == [1]
+    assert run.data.params["train.seed"] == "3"  # the params the lost attempt never sent
+
+
 @pytest.mark.parametrize("uri, expected", [
     ("http://mlflow:5000", "http://mlflow:5000/#/experiments/7/runs?workflowType=machine_learning"),
     ("sqlite:////data/m.db", "mlflow ui --backend-store-uri sqlite:////data/m.db   then open "
