@@ -55,6 +55,7 @@ class ModelConfig:
     readout: str = "auto"  # luong: tanh(W_c [c; s]) (Luong eq. 5); sum: c + s (Li & Zhu eq. 12); auto: sum with the sentinel
     tie_embeddings: bool = False
     fast_path: bool = True  # the same maths in fewer, larger ops (decoder steps, loss on real tokens); false: plain
+    compile: str = "none"  # torch.compile the decoder step and the loss: default, or reduce-overhead (CUDA graphs)
 
 
 @dataclass
@@ -143,6 +144,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.tokenizer": ("word", "space", "sentencepiece"),
     "model.cell": ("lstm", "gru"),
     "model.readout": ("auto", "luong", "sum"),
+    "model.compile": ("none", "default", "reduce-overhead"),
     "attention.score": ("dot", "general", "concat", "scaled_dot", "key_value"),
     "attention.temperature": ("none", "fixed", "sact"),
     "attention.placement": ("luong", "bahdanau", "cgru"),

@@ -1,0 +1,79 @@
+"""torch.compile for what a trial repeats most: the decoder's step and the loss (`model.compile`).
+
+A training batch runs the decoder's step once per target position, and decoding once per output token; between
+its matrix products a step is a string of small elementwise ops, each a pass over memory and a dispatch on a CPU
+and a kernel launch on a GPU. Inductor fuses them; on CUDA `reduce-overhead` replays the step as a CUDA graph.
+What stays eager, and why: the encoder is one oneDNN/cuDNN LSTM call over packed sequences (nothing to fuse,
+and packing is data-dependent); the Python loop over target positions stays, because a loop traced whole would
+compile one graph per target length.
+
+Shapes are dynamic from the first call (batch rows, source length, the output positions of the loss), so a trial
+compiles a handful of graphs: training, teacher-forced dev (no grad, no dropout), greedy search and beam search
+(k rows per sentence); not one per batch. The step holds no host-device sync and no data-dependent shape.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+import torch._dynamo
+from torch._dynamo.callback import CallbackArgs, on_compile_end, on_compile_start
+
+from nmt_core.loss import summed_cross_entropy
+from nmt_core.model import Seq2Seq
+
+MODES = ("none", "default", "reduce-overhead")  # `model.compile`; none: eager
+
+
+class _CompileClock:
+    """Wall seconds this process has spent compiling: Dynamo's tracing, Inductor's code generation, backward graphs
+    compiled at their first backward and CUDA graph recording (Dynamo calls start and end once around each)."""
+
+    def __init__(self):
+        self.seconds, self._start = 0.0, 0.0
+
+    def start(self, _: CallbackArgs) -> None:
+        self._start = time.perf_counter()
+
+    def end(self, _: CallbackArgs) -> None:
+        self.seconds += time.perf_counter() - self._start
+
+
+_CLOCK = _CompileClock()
+on_compile_start(_CLOCK.start)
+on_compile_end(_CLOCK.end)
+
+
+def compile_seconds() -> float:
+    """Seconds spent compiling in this process so far: a trial reports the difference over its run."""
+    return _CLOCK.seconds
+
+
+def _compile(fn: Callable, mode: str) -> Callable:
+    return torch.compile(fn, dynamic=True, mode=None if mode == "default" else mode)
+
+
+def compile_model(model: Seq2Seq, mode: str) -> Seq2Seq:
+    """The model with its decoder step compiled (in place; `none` leaves it eager). Training and decoding both
+    call `Decoder.transition` per target position; its parameters stay the module's, so checkpoints, the optimiser
+    and `state_dict` see no difference."""
+    if mode == "none":
+        return model
+    torch._dynamo.config.allow_rnn = True  # the step reads the decoder LSTM's own weights (rnn_step), not nn.LSTM
+    decoder = model.decoder
+    decoder.transition = _compile(decoder.transition, mode)
+    return model
+
+
+_COMPILED_LOSS: dict[str, Callable] = {}
+
+
+def loss_function(mode: str) -> Callable:
+    """The fused cross-entropy (nmt_core.loss), compiled unless `mode` is none: its softmax, gather and the
+    backward's exp, subtraction and scatter become one or two passes over the (N, V) logits."""
+    if mode == "none":
+        return summed_cross_entropy
+    if mode not in _COMPILED_LOSS:
+        _COMPILED_LOSS[mode] = _compile(summed_cross_entropy, mode)
+    return _COMPILED_LOSS[mode]
