@@ -24,6 +24,11 @@ from nmt_core.loss import summed_cross_entropy
 from nmt_core.model import Seq2Seq
 
 MODES = ("none", "default", "reduce-overhead")  # `model.compile`; none: eager
+# Graphs a model's step may compile: the first training step (its state needs no gradient yet) and the others,
+# their no-grad twins for dev and greedy search, beam search's (k rows per sentence). Dynamo's recompile limit
+# counts graphs per function, whatever the model, so every compiled model (two with symmetry, one per variant in
+# a benchmark) widens it by this much; past it Dynamo falls back to eager and warns.
+GRAPHS_PER_MODEL = 8
 
 
 class _CompileClock:
@@ -41,6 +46,7 @@ class _CompileClock:
 
 
 _CLOCK = _CompileClock()
+_COMPILED_MODELS: list[int] = []  # id of every model compiled in this process
 on_compile_start(_CLOCK.start)
 on_compile_end(_CLOCK.end)
 
@@ -61,6 +67,9 @@ def compile_model(model: Seq2Seq, mode: str) -> Seq2Seq:
     if mode == "none":
         return model
     torch._dynamo.config.allow_rnn = True  # the step reads the decoder LSTM's own weights (rnn_step), not nn.LSTM
+    _COMPILED_MODELS.append(id(model))
+    config = torch._dynamo.config
+    config.recompile_limit = max(config.recompile_limit, GRAPHS_PER_MODEL * len(_COMPILED_MODELS))
     decoder = model.decoder
     decoder.transition = _compile(decoder.transition, mode)
     return model
