@@ -1,8 +1,9 @@
 """Attention as a pipeline of named parts: score -> temperature -> gate (sentinel) -> context.
 
 Each variant is one small class registered under its config value (`attention.score: concat` ->
-`ConcatScore`), the way Sockeye registers its attention types. Adding a variant touches its class, its
-registry line, its config validation and its test; never the decoder or the other variants.
+`ConcatScore`), the way Sockeye registers its attention types; an on/off mechanism (`attention.sentinel`) is one
+class registered under its flag. The class owns its config rules, its word in variant labels, its per-step state and
+its diagnostics (nmt_core.registry): adding a variant is one class with its `register` line, and its test.
 
 One interface for every variant (Sockeye, joeynmt): the encoder side is projected once per batch
 (`Attention.memory`), and each decoder step calls `forward(query, memory, state, step_input)`, which
@@ -19,26 +20,18 @@ course report (report 004).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable, TypeVar
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from nmt_core.config import AttentionConfig
+from nmt_core.config import AttentionConfig, TrialConfig
+from nmt_core.registry import (MECHANISMS, PLACEMENTS, POSITION_BIASES, SCORES, SELF_ATTENTIONS, TEMPERATURES, Part,
+                               Rule, register)
 
-T = TypeVar("T", bound=type)
-SCORES: dict[str, type["Score"]] = {}
-TEMPERATURES: dict[str, type["Temperature"]] = {}
-POSITION_BIASES: dict[str, type["PositionBias"]] = {}
+__all__ = ["MECHANISMS", "POSITION_BIASES", "SCORES", "SELF_ATTENTIONS", "TEMPERATURES", "register"]
 FERTILITY_MAX = 2.0  # N in f_j = N sigmoid(W_j h_j): a source word covers at most two target words (Tu et al.)
-
-
-def register(registry: dict[str, type], name: str) -> Callable[[T], T]:
-    def add(cls: T) -> T:
-        registry[name] = cls
-        return cls
-    return add
 
 
 @dataclass
@@ -102,7 +95,7 @@ class AttentionOutput:
 
 # ---- scores: e_{t,i} for every source position at once -------------------------------------------
 
-class Score(nn.Module):
+class Score(nn.Module, Part):
     """`memory` turns h into what `forward` compares s against; the base class compares s with h itself."""
 
     def __init__(self, hidden: int, cfg: AttentionConfig):
@@ -150,14 +143,6 @@ class GeneralScore(Score):
         return self.W(h)
 
 
-@register(SCORES, "scaled_dot")
-class ScaledDotScore(GeneralScore):
-    """e = s^T W h / sqrt(d) (V; the course report's scaled dot product)."""
-
-    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
-        return super().forward(s, memory, state) / math.sqrt(self.hidden)
-
-
 @register(SCORES, "concat")
 class ConcatScore(Score):
     """e = v^T tanh(W s + U h) (L eq. 8 "concat", Bahdanau "additive"; no bias), with coverage inside the tanh:
@@ -189,6 +174,14 @@ class ConcatScore(Score):
         return self.v(torch.tanh(hidden)).squeeze(-1)
 
 
+@register(SCORES, "scaled_dot")
+class ScaledDotScore(GeneralScore):
+    """e = s^T W h / sqrt(d) (V; the course report's scaled dot product)."""
+
+    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
+        return super().forward(s, memory, state) / math.sqrt(self.hidden)
+
+
 @register(SCORES, "key_value")
 class KeyValueScore(Score):
     """Daniluk et al. 2017 (the course report's key-value attention): each hidden state is split into a key
@@ -197,6 +190,13 @@ class KeyValueScore(Score):
     Each encoder direction's output is split (k_j = [->h_j[:H/4]; <-h_j[:H/4]], v_j the other quarters), so
     both directions feed key and value; the context has H/2 units. W_Y k_j is computed once per batch.
     """
+
+    rules = (Rule("attention.sentinel", "false with attention.score key_value (its context has hidden_size / 2 units; "
+                  "Li & Zhu mix the sentinel, of hidden_size units, into it)", lambda c: not c.attention.sentinel),
+             Rule("model.readout", "luong or auto with attention.score key_value (c + s needs a context of hidden_size "
+                  "units)", lambda c: c.model.readout != "sum"),
+             Rule("model.hidden_size", "a multiple of 4 with attention.score key_value (each direction splits into "
+                  "key and value)", lambda c: c.model.hidden_size % 4 == 0))
 
     def __init__(self, hidden: int, cfg: AttentionConfig):
         super().__init__(hidden, cfg)
@@ -220,8 +220,15 @@ class KeyValueScore(Score):
 
 # ---- temperature: the softmax's divisor tau_t, and what it keeps from the last step -------------------
 
-class Temperature(nn.Module):
+class Temperature(nn.Module, Part):
     """What a temperature offers the pipeline: tau_t (None: a plain softmax) and what it keeps for the next step."""
+
+    adaptive: ClassVar[bool] = False  # tau_t changes from token to token: heatmaps and word statistics show it
+
+    @classmethod
+    def tau_bound(cls, a: AttentionConfig) -> float | None:
+        """b where tau_t lies in (1/b, b) (diagnostics count the tokens at a bound); None: unbounded or constant."""
+        return None
 
     def __init__(self, hidden: int, cfg: AttentionConfig, context_size: int):
         super().__init__()
@@ -246,6 +253,12 @@ class NoTemperature(Temperature):
 class FixedTemperature(Temperature):
     """softmax(e / tau) with a constant tau."""
 
+    settings = ("attention.tau",)
+
+    @classmethod
+    def label(cls, a: AttentionConfig) -> str | None:
+        return f"tau{a.tau:g}"
+
     def forward(self, s: Tensor, state: AttentionState) -> Tensor | None:
         return s.new_full(s.shape[:1], self.cfg.tau)
 
@@ -254,6 +267,17 @@ class FixedTemperature(Temperature):
 class SelfAdaptiveTemperature(Temperature):
     """SACT: tau_t = lambda^beta_t (S eq. 1), beta_t = tanh(W_c c~_{t-1} + U_s s_t) (S eq. 2, no bias unless
     `attention.sact_bias`), c~_0 = the decoder's initial state; tau_t lies in (1/lambda, lambda)."""
+
+    adaptive = True
+    settings = ("attention.lambda", "attention.sact_bias")
+
+    @classmethod
+    def label(cls, a: AttentionConfig) -> str | None:
+        return f"sact{a.lambda_:g}"
+
+    @classmethod
+    def tau_bound(cls, a: AttentionConfig) -> float | None:
+        return a.lambda_
 
     def __init__(self, hidden: int, cfg: AttentionConfig, context_size: int):
         super().__init__(hidden, cfg, context_size)
@@ -273,9 +297,67 @@ class SelfAdaptiveTemperature(Temperature):
         return {"sact": context}
 
 
+# ---- on/off mechanisms: each an attention.* flag, hooked into the pipeline's stages ----------------------
+
+@dataclass
+class Step:
+    """What one decoder step offers the mechanisms (s_t, the decoder's input x_t, the LSTM's memory cell m_t, tau_t,
+    the state), and what a mechanism keeps between its own stages within the step (`own`, under its name)."""
+
+    s: Tensor
+    x: Tensor | None
+    cell: Tensor | None
+    tau: Tensor | None
+    state: AttentionState
+    own: dict[str, Tensor] = field(default_factory=dict)
+
+
+class Mechanism(nn.Module, Part):
+    """An on/off part of the pipeline. Each stage is a hook that passes its input through unchanged unless the
+    mechanism acts there; the stages run in the pipeline's order whatever the order of registration."""
+
+    needs_memory_cell = False  # reads the LSTM's memory cell m_t, so the decoder must step its RNN one token at a time
+
+    def __init__(self, hidden: int, cfg: AttentionConfig, step_input_size: int, decoder_cell: str, score: Score):
+        """One signature for every mechanism: the sizes, the config, and the score (whose projection one may share)."""
+        super().__init__()
+
+    def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
+        return {}
+
+    def adjust(self, e: Tensor, step: Step) -> Tensor:
+        """The source scores after temperature (B, S)."""
+        return e
+
+    def extend(self, e: Tensor, mask: Tensor, step: Step) -> tuple[Tensor, Tensor]:
+        """Extra softmax slots after the source's: scores (B, S + n) and mask."""
+        return e, mask
+
+    def split(self, alpha: Tensor, gate: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """The softmax's output -> the weights on source positions and a gate."""
+        return alpha, gate
+
+    def mix(self, context: Tensor, gate: Tensor | None, step: Step) -> Tensor:
+        """The context the decoder reads."""
+        return context
+
+    def next_state(self, step: Step, weights: Tensor) -> dict[str, Tensor]:
+        return {}
+
+    def trace(self, memory: Memory) -> dict[str, Tensor]:
+        """What it adds to the decoder's trace (DecoderTrace fields) once per batch."""
+        return {}
+
+
 # ---- the sentinel: an extra softmax slot the decoder can attend to instead of the source ----------------
 
-class Sentinel(nn.Module):
+def _attends_after_step(cfg: TrialConfig) -> bool:
+    """Whether the placement attends from the state after the RNN step (t_i, which the sentinel mixes in)."""
+    return PLACEMENTS[cfg.attention.placement].attends_after_step
+
+
+@register(MECHANISMS, "sentinel")
+class Sentinel(Mechanism):
     """Li & Zhu's attention sentinel: a vector of what the decoder already knows, scored as one more softmax slot.
 
     g = sigmoid(W_x x_i + W_t t_{i-1}) (A eq. 7); s_i = g * tanh(W_s t_i) for a GRU decoder (A eq. 8), and
@@ -284,16 +366,20 @@ class Sentinel(nn.Module):
     of eq. 6 (concat; other scores have no U_a, and the slot gets its own).
     """
 
-    def __init__(self, hidden: int, step_input_size: int, decoder_cell: str, shared_U_a: nn.Linear | None):
-        super().__init__()
-        self.from_memory_cell = decoder_cell == "lstm"
+    rules = (Rule("attention.sentinel", "false with attention.placement {a.placement} (Li & Zhu's sentinel mixes in "
+                  "the state after the RNN step, t_i, which that placement attends before)", _attends_after_step),)
+
+    def __init__(self, hidden: int, cfg: AttentionConfig, step_input_size: int, decoder_cell: str, score: Score):
+        super().__init__(hidden, cfg, step_input_size, decoder_cell, score)
+        shared_U_a = score.encoder_projection()
+        self.from_memory_cell = self.needs_memory_cell = decoder_cell == "lstm"
         self.W_x = nn.Linear(step_input_size, hidden, bias=False)  # W_x x_i (x_i: the decoder's input)
         self.W_t = nn.Linear(hidden, hidden, bias=False)  # W_t t_{i-1}
         self.W_s = nn.Linear(hidden, hidden, bias=False)  # W_s of eq. 8 and eq. 10 (LSTM: eq. 10's only)
         self.U_a = shared_U_a if shared_U_a is not None else nn.Linear(hidden, hidden, bias=False)
         self.W_h = nn.Linear(hidden, 1, bias=False)
 
-    def initial_state(self, decoder_init: Tensor) -> dict[str, Tensor]:
+    def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
         return {"sentinel": decoder_init}  # t_0
 
     def forward(self, s: Tensor, x: Tensor, state: AttentionState, cell: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -302,16 +388,35 @@ class Sentinel(nn.Module):
         sentinel = g * torch.tanh(cell if self.from_memory_cell else self.W_s(s))  # A eq. 8 / Lu et al.
         return sentinel, self.W_h(torch.tanh(self.W_s(sentinel) + self.U_a(s)))  # A eq. 10
 
+    def extend(self, e: Tensor, mask: Tensor, step: Step) -> tuple[Tensor, Tensor]:
+        step.own["sentinel"], slot = self(step.s, step.x, step.state, step.cell)
+        if step.tau is not None:
+            slot = slot / step.tau.unsqueeze(-1)  # the slot is a logit like the others: tau divides it too
+        return torch.cat([e, slot], dim=-1), torch.cat([mask, mask.new_ones(mask.size(0), 1)], dim=-1)
+
+    def split(self, alpha: Tensor, gate: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        return alpha[:, :-1], alpha[:, -1]  # beta_i = alpha^[J+1]; alpha^[:J] = (1 - beta) alpha
+
+    def mix(self, context: Tensor, gate: Tensor | None, step: Step) -> Tensor:
+        return context + gate.unsqueeze(-1) * step.own["sentinel"]  # c+ = beta s + (1 - beta) c, A eq. 9
+
+    def next_state(self, step: Step, weights: Tensor) -> dict[str, Tensor]:
+        return {"sentinel": step.s}  # t_{i-1} of the next step
+
 
 # ---- position bias: what the scores get from where j lies in the source and i in the target ------------
 
-class PositionBias(nn.Module):
+class PositionBias(nn.Module, Part):
     """A term from positions: added to e_t (B, S), or (`inside`: the score has a tanh to put it in) returned for
     the additive score's tanh (B, S, H)."""
 
     def __init__(self, hidden: int, inside: bool):
         super().__init__()
         self.inside = inside
+
+    @classmethod
+    def label(cls, a: AttentionConfig) -> str | None:
+        return f"pos-{cls.name}"
 
     def initial_state(self, memory: Memory) -> dict[str, Tensor]:
         return {}
@@ -327,6 +432,10 @@ class PositionBias(nn.Module):
 @register(POSITION_BIASES, "none")
 class NoPositionBias(PositionBias):
     """Attention sees no positions."""
+
+    @classmethod
+    def label(cls, a: AttentionConfig) -> str | None:
+        return None
 
 
 @register(POSITION_BIASES, "log")
@@ -392,15 +501,90 @@ def intra_temporal(z: Tensor, past: Tensor) -> tuple[Tensor, Tensor]:
     return torch.where(torch.isneginf(past), z, z - past), torch.logaddexp(past, z)
 
 
-class Fertility(nn.Module):
+@register(MECHANISMS, "intra_temporal")
+class IntraTemporal(Mechanism):
+    """Paulus et al.'s intra-temporal attention: each step's scores divided by the past steps' (`intra_temporal`)."""
+
+    @classmethod
+    def label(cls, a: AttentionConfig) -> str | None:
+        return "intra"
+
+    def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
+        return {"intra_temporal": memory.keys.new_full(memory.mask.shape, float("-inf"))}  # no past step
+
+    def adjust(self, e: Tensor, step: Step) -> Tensor:
+        e, step.own["intra_temporal"] = intra_temporal(e, step.state["intra_temporal"])  # P eq. 3
+        return e
+
+    def next_state(self, step: Step, weights: Tensor) -> dict[str, Tensor]:
+        return {"intra_temporal": step.own["intra_temporal"]}
+
+
+@register(MECHANISMS, "coverage")
+class Coverage(Mechanism):
+    """Tu et al.'s coverage vector C_t = C_{t-1} + alpha_t (T eq. 7), C_0 = 0, which the additive score reads
+    inside its tanh (ConcatScore, T eq. 6)."""
+
+    rules = (Rule("attention.coverage", "false unless attention.score is concat (Tu et al. feed coverage inside the "
+                  "additive score's tanh)", lambda c: c.attention.score == "concat"),)
+    settings = ("attention.coverage_weight",)
+
+    def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
+        return {"coverage": memory.keys.new_zeros(memory.mask.shape)}  # C_0 = 0
+
+    def next_state(self, step: Step, weights: Tensor) -> dict[str, Tensor]:
+        return {"coverage": step.state["coverage"] + weights}  # C_t = C_{t-1} + alpha_t (T eq. 7)
+
+
+@register(MECHANISMS, "fertility")
+class Fertility(Mechanism):
     """f_j = N sigmoid(W_j h_j) (lecture 003; Tu et al. 2016 eq. 11 with N = 2): how many target words h_j covers."""
 
-    def __init__(self, hidden: int):
-        super().__init__()
+    rules = (Rule("attention.fertility", "false unless attention.coverage is true (fertility is what coverage is "
+                  "drawn towards)", lambda c: c.attention.coverage),)
+
+    def __init__(self, hidden: int, cfg: AttentionConfig, step_input_size: int, decoder_cell: str, score: Score):
+        super().__init__(hidden, cfg, step_input_size, decoder_cell, score)
         self.W_j = nn.Linear(hidden, 1, bias=False)
 
     def forward(self, h: Tensor) -> Tensor:
         return FERTILITY_MAX * torch.sigmoid(self.W_j(h)).squeeze(-1)
+
+    def trace(self, memory: Memory) -> dict[str, Tensor]:
+        return {"fertility": self(memory.values)}  # f_j from h_j
+
+
+# ---- self-attention: which sides attend over their own states (report 004) -------------------------------
+
+class SelfAttentionSides(Part):
+    """`attention.self_attention`: whether the encoder and the decoder each have a SelfAttention layer."""
+
+    encoder: ClassVar[bool] = False
+    decoder: ClassVar[bool] = False
+
+    @classmethod
+    def label(cls, a: AttentionConfig) -> str | None:
+        return f"self-{cls.name}" if cls.encoder or cls.decoder else None
+
+
+@register(SELF_ATTENTIONS, "none")
+class NoSelfAttention(SelfAttentionSides):
+    """Neither side attends over itself."""
+
+
+@register(SELF_ATTENTIONS, "encoder")
+class EncoderSelfAttention(SelfAttentionSides):
+    encoder = True
+
+
+@register(SELF_ATTENTIONS, "decoder")
+class DecoderSelfAttention(SelfAttentionSides):
+    decoder = True
+
+
+@register(SELF_ATTENTIONS, "both")
+class BothSelfAttention(SelfAttentionSides):
+    encoder = decoder = True
 
 
 class SelfAttention(nn.Module):
@@ -422,8 +606,8 @@ class SelfAttention(nn.Module):
 
 
 class Attention(nn.Module):
-    """The pipeline: score (+ coverage, position) -> temperature -> intra-temporal -> softmax over source words
-    (+ sentinel slot) -> context."""
+    """The pipeline: score (+ position) -> temperature -> the mechanisms' stages (intra-temporal, the sentinel's
+    slot) -> softmax -> context; each on/off mechanism is a submodule under its flag's name."""
 
     def __init__(self, cfg: AttentionConfig, hidden: int, step_input_size: int, decoder_cell: str = "lstm"):
         super().__init__()
@@ -432,59 +616,51 @@ class Attention(nn.Module):
         self.context_size = self.score.context_size
         self.temperature = TEMPERATURES[cfg.temperature](hidden, cfg, self.context_size)
         self.position = POSITION_BIASES[cfg.position_bias](hidden, self.score.takes_position_inside())
-        self.sentinel = (Sentinel(hidden, step_input_size, decoder_cell, self.score.encoder_projection())
-                         if cfg.sentinel else None)
-        self.fertility = Fertility(hidden) if cfg.fertility else None
-        self.needs_memory_cell = self.sentinel is not None and self.sentinel.from_memory_cell
+        self.mechanisms: list[Mechanism] = []
+        for name, mechanism in MECHANISMS.items():
+            if getattr(cfg, name):
+                self.add_module(name, mechanism(hidden, cfg, step_input_size, decoder_cell, self.score))
+                self.mechanisms.append(getattr(self, name))
+        self.needs_memory_cell = any(m.needs_memory_cell for m in self.mechanisms)
 
     def memory(self, h: Tensor, mask: Tensor) -> Memory:
         return self.score.memory(h, mask)
 
     def initial_state(self, memory: Memory, decoder_init: Tensor) -> AttentionState:
         parts = self.temperature.initial_state(decoder_init)
-        if self.cfg.coverage:
-            parts["coverage"] = memory.keys.new_zeros(memory.mask.shape)  # C_0 = 0
-        if self.sentinel is not None:
-            parts.update(self.sentinel.initial_state(decoder_init))
+        for part in self.mechanisms:
+            parts.update(part.initial_state(memory, decoder_init))
         parts.update(self.position.initial_state(memory))
-        if self.cfg.intra_temporal:
-            parts["intra_temporal"] = memory.keys.new_full(memory.mask.shape, float("-inf"))  # no past step
         return AttentionState(parts)
 
     def forward(self, s: Tensor, memory: Memory, state: AttentionState, step_input: Tensor | None = None,
                 cell: Tensor | None = None) -> tuple[AttentionOutput, AttentionState]:
         """One decoder step: s (B, H) the query (the decoder's state where the placement attends from); the
         sentinel also reads step_input (B, *), the decoder's input, and (LSTM) cell (B, H), its memory cell."""
-        bias, inside = self.position(s, memory, state)
+        bias, inside = self.position(s, memory, state)  # W_p psi inside an additive score's tanh (C eq. 3)
         e = raw_scores = self.score(s, memory, state, inside) if inside is not None else self.score(s, memory, state)
+        # e_t: L eq. 8 (with coverage inside the tanh: T eq. 6)
         if bias is not None:
             e = e + bias  # v_p^T tanh(W_p psi) (C) or G (Y)
-        mask = memory.mask
-        parts: dict[str, Tensor] = {}
         tau = self.temperature(s, state)
         if tau is not None:
             e = e / tau.unsqueeze(-1)  # softmax(e / tau_t), S eq. 4
-        if self.cfg.intra_temporal:
-            e, parts["intra_temporal"] = intra_temporal(e, state["intra_temporal"])  # P eq. 3
-        if self.sentinel is not None:
-            sentinel, slot = self.sentinel(s, step_input, state, cell)
-            if tau is not None:
-                slot = slot / tau.unsqueeze(-1)
-            e, mask = torch.cat([e, slot], dim=-1), torch.cat([mask, mask.new_ones(mask.size(0), 1)], dim=-1)
+        step, mask, gate = Step(s, step_input, cell, tau, state), memory.mask, None
+        for part in self.mechanisms:
+            e = part.adjust(e, step)  # intra-temporal, P eq. 3
+        for part in self.mechanisms:
+            e, mask = part.extend(e, mask, step)  # the sentinel's slot, A eq. 10
         e = e.masked_fill(~mask, float("-inf"))  # padding never gets weight (after tau: no inf * 0 in backward)
         precise = torch.promote_types(e.dtype, torch.float32)  # bf16 logits normalised in fp32, fp64 kept
         alpha = torch.softmax(e.to(precise), dim=-1).to(memory.values.dtype)  # A eq. 11 with the sentinel slot
-        gate = None
-        if self.sentinel is not None:
-            alpha, gate = alpha[:, :-1], alpha[:, -1]  # beta_i = alpha^[J+1]; alpha^[:J] = (1 - beta) alpha
+        for part in self.mechanisms:
+            alpha, gate = part.split(alpha, gate)  # the sentinel's gate beta_t
         context = memory.average(alpha)  # c~_t = sum_i alpha~_ti h_i, S eq. 3
-        if self.sentinel is not None:
-            context = context + gate.unsqueeze(-1) * sentinel  # c+ = beta s + (1 - beta) c, A eq. 9
-        parts.update(self.temperature.next_state(context))
-        if self.cfg.coverage:
-            parts["coverage"] = state["coverage"] + alpha  # C_t = C_{t-1} + alpha_t (T eq. 7)
-        if self.sentinel is not None:
-            parts["sentinel"] = s  # t_{i-1} of the next step
+        for part in self.mechanisms:
+            context = part.mix(context, gate, step)  # c+ = beta s + (1 - beta) c, A eq. 9
+        parts = self.temperature.next_state(context)
+        for part in self.mechanisms:
+            parts.update(part.next_state(step, alpha))
         parts.update(self.position.next_state(state))
         return AttentionOutput(context, alpha, tau, gate, raw_scores), AttentionState(parts)
 

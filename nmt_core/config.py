@@ -10,8 +10,9 @@ import dataclasses
 import importlib.util
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, ItemsView, Iterator, Mapping
 
+from nmt_core import registry
 from nmt_core.yaml_input import SHOWN_CHARS, ErrorType, load_yaml_file, parse_yaml, shown
 
 
@@ -124,35 +125,51 @@ class TrialConfig:
     def active(self) -> dict[str, Any]:
         """The flat config without the settings this variant ignores (`attention.lambda` without SACT, ...):
         MLflow's parameter views then compare what acted."""
-        flat = self.flat()
-        return {k: v for k, v in flat.items() if k not in INACTIVE_UNLESS or INACTIVE_UNLESS[k](flat)}
+        flat, owned, used = self.flat(), registry.settings(), registry.settings(self.attention)
+        return {k: v for k, v in flat.items() if (k not in owned or k in used)
+                and (k not in INACTIVE_UNLESS or INACTIVE_UNLESS[k](flat))}
 
 
-# a setting that acts only when its predicate on the flat config holds
+# a setting that acts only when its predicate on the flat config holds (the attention parts' own: their `settings`)
 INACTIVE_UNLESS: dict[str, Any] = {
-    "attention.tau": lambda c: c["attention.temperature"] == "fixed",
-    "attention.lambda": lambda c: c["attention.temperature"] == "sact",
-    "attention.sact_bias": lambda c: c["attention.temperature"] == "sact",
-    "attention.coverage_weight": lambda c: c["attention.coverage"],
-    "model.input_feeding": lambda c: c["attention.placement"] == "luong",  # the others feed c_t instead
     "data.subword_vocab": lambda c: c["data.tokenizer"] == "sentencepiece",
     "train.lr_patience": lambda c: c["train.lr_decay"] < 1,
     "decode.length_penalty": lambda c: c["decode.beam_size"] > 1,
 }
 
-CHOICES: dict[str, tuple[str, ...]] = {
+
+
+class Choices(Mapping[str, tuple[str, ...]]):
+    """The allowed values of each string key: fixed ones, and the attention.* parts' from nmt_core.registry, read
+    when asked (a part registered after this import, a test's or a user's own, is allowed like the built-ins)."""
+
+    def __init__(self, fixed: dict[str, tuple[str, ...]]):
+        self.fixed = fixed
+
+    def _all(self) -> dict[str, tuple[str, ...]]:
+        return {**self.fixed, **registry.choices()}
+
+    def __getitem__(self, key: str) -> tuple[str, ...]:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def items(self) -> ItemsView[str, tuple[str, ...]]:
+        return self._all().items()  # one read of the registries, not one per key
+
+
+CHOICES = Choices({
     "data.tokenizer": ("word", "space", "sentencepiece"),
     "model.cell": ("lstm", "gru"),
     "model.readout": ("auto", "luong", "sum"),
     "model.compile": ("none", "default", "reduce-overhead"),
-    "attention.score": ("dot", "general", "concat", "scaled_dot", "key_value"),
-    "attention.temperature": ("none", "fixed", "sact"),
-    "attention.placement": ("luong", "bahdanau", "cgru"),
-    "attention.position_bias": ("none", "log", "gaussian"),
-    "attention.self_attention": ("none", "encoder", "decoder", "both"),
     "train.device": ("auto", "cpu", "cuda"),
     "decode.bleu_tokenize": ("13a", "none", "intl", "char"),
-}
+})
 
 
 
@@ -341,32 +358,18 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
     for key, bound in BOUNDS.items():
         require(bound.holds(_value(cfg, key)), key, str(bound), _value(cfg, key))
     a, m, t = cfg.attention, cfg.model, cfg.train
-    require(not a.coverage or a.score == "concat", "attention.coverage",
-            "false unless attention.score is concat (Tu et al. feed coverage inside the additive score's tanh)",
-            a.coverage)
+    require(m.hidden_size % 2 == 0, "model.hidden_size",
+            "even (each encoder direction has hidden_size / 2 units)", m.hidden_size)
+    for rule in registry.rules_of(cfg):  # what each selected attention part asks of the rest (nmt_core.attention)
+        if not rule.holds(cfg):
+            require(False, rule.key, rule.message(cfg), _value(cfg, rule.key))
     require(not (a.coverage_weight > 0 and not a.coverage), "attention.coverage_weight",
             "0 unless attention.coverage is true", a.coverage_weight)
-    require(not a.fertility or a.coverage, "attention.fertility",
-            "false unless attention.coverage is true (fertility is what coverage is drawn towards)", a.fertility)
-    require(a.placement == "luong" or not a.sentinel, "attention.sentinel",
-            f"false with attention.placement {a.placement} (Li & Zhu's sentinel mixes in the state after the RNN step, "
-            "t_i, which that placement attends before)", a.sentinel)
-    require(a.placement != "cgru" or m.decoder_layers == 1, "model.decoder_layers",
-            "1 with attention.placement cgru (its two transitions are the decoder's layers)", m.decoder_layers)
     gold = cfg.data.corpus in GOLD_ALIGNED and cfg.data.tokenizer == "space"
     require(t.guided_alignment == 0 or gold or importlib.util.find_spec("eflomal") is not None,
             "train.guided_alignment", f"0 here (corpus {shown(cfg.data.corpus)} with tokenizer {cfg.data.tokenizer!r} "
             f"has no gold word alignments and eflomal, which would compute them, is not installed: {INSTALL_EFLOMAL})",
             t.guided_alignment)
-    require(m.hidden_size % 2 == 0, "model.hidden_size",
-            "even (each encoder direction has hidden_size / 2 units)", m.hidden_size)
-    require(a.score != "key_value" or not a.sentinel, "attention.sentinel",
-            "false with attention.score key_value (its context has hidden_size / 2 units; Li & Zhu mix the sentinel, "
-            "of hidden_size units, into it)", a.sentinel)
-    require(a.score != "key_value" or m.readout != "sum", "model.readout",
-            "luong or auto with attention.score key_value (c + s needs a context of hidden_size units)", m.readout)
-    require(a.score != "key_value" or m.hidden_size % 4 == 0, "model.hidden_size",
-            "a multiple of 4 with attention.score key_value (each direction splits into key and value)", m.hidden_size)
     require(not m.tie_embeddings or m.emb_size == m.hidden_size, "model.tie_embeddings",
             "false unless model.emb_size == model.hidden_size", m.tie_embeddings)
 

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from nmt_core.config import AttentionConfig
 from nmt_core.model import DecoderTrace
+from nmt_core.registry import TEMPERATURES
 
 SATURATED_WEIGHT = 0.95  # a step is saturated when one source word takes more than this
 BOUND_TOLERANCE = 0.01  # tau within 1% of 1/lambda or lambda counts as "at a bound"
@@ -58,8 +59,8 @@ class AttentionDiagnostics:
             p5, p50, p95 = torch.quantile(tau, torch.tensor([0.05, 0.5, 0.95], dtype=tau.dtype)).tolist()
             out.update({TAU_MEAN: tau.mean().item(), TAU_STD: tau.std(unbiased=False).item(),
                         TAU_P5: p5, TAU_P50: p50, TAU_P95: p95})
-            if self.cfg.temperature == "sact":
-                lam = self.cfg.lambda_
+            lam = TEMPERATURES[self.cfg.temperature].tau_bound(self.cfg)  # SACT's lambda
+            if lam is not None:
                 at_bound = (tau >= lam * (1 - BOUND_TOLERANCE)) | (tau <= (1 + BOUND_TOLERANCE) / lam)
                 out[TAU_AT_BOUND] = at_bound.double().mean().item()
         if "gate" in v:

@@ -10,6 +10,7 @@ c+ = beta s + (1 - beta) c need no extra projections.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -18,6 +19,7 @@ from torch.nn.utils.rnn import PackedSequence, invert_permutation, pack_padded_s
 
 from nmt_core.attention import SCORES, Attention, AttentionOutput, AttentionState, Memory, SelfAttention
 from nmt_core.config import AttentionConfig, ModelConfig
+from nmt_core.registry import PLACEMENTS, SELF_ATTENTIONS, Part, Rule, register
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 RnnState = Tensor | tuple[Tensor, Tensor]
@@ -148,32 +150,112 @@ def rnn_step(rnn: nn.LSTM | nn.GRU, x: Tensor, state: RnnState) -> tuple[Tensor,
     return h, ((torch.stack(hidden), torch.stack(cells)) if lstm else torch.stack(hidden))
 
 
-class Decoder(nn.Module):
-    """LSTM or GRU decoder with attention where `attention.placement` puts it, and the attentional readout h~_t.
+class Placement(Part):
+    """Where attention sits in a decoder step: what the decoder's RNN reads, and one step (`transition`)."""
 
-    luong (L sec. 3): s_t = RNN([y_{t-1}; h~_{t-1}], s_{t-1}) with input feeding, then c_t = ATT(C, s_t).
-    bahdanau (B sec. 3.1): c_t = ATT(C, s_{t-1}), then s_t = RNN([y_{t-1}; c_t], s_{t-1}).
-    cgru (lecture 003, dl4mt): s'_t = RNN_1(y_{t-1}, s_{t-1}); c_t = ATT(C, s'_t); s_t = RNN_2(c_t, s'_t).
-    Every placement reads out h~_t = tanh(W_c [c_t; s_t]) (L eq. 5), so they differ only where attention sits.
-    """
+    attends_after_step: ClassVar[bool] = False  # attends from s_t, the state after this step's RNN (the sentinel's t_i)
+    feeds_input: ClassVar[bool] = False  # the RNN reads h~_{t-1} (input feeding), so `model.input_feeding` acts
+
+    @staticmethod
+    def rnn_input(emb_size: int, context: int, luong_input: int) -> int:
+        """The size of the (first) RNN's input."""
+        raise NotImplementedError
+
+    @staticmethod
+    def build(decoder: Decoder, rnn: type[nn.Module], context: int) -> None:
+        """Add the placement's own modules to the decoder."""
+
+    @staticmethod
+    def transition(decoder: Decoder, emb: Tensor, state: DecoderState,
+                   memory: Memory) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
+        """One step from the embedded y_{t-1}: s_t, the RNN state, what attention did and its next state."""
+        raise NotImplementedError
+
+
+@register(PLACEMENTS, "luong")
+class LuongPlacement(Placement):
+    """L sec. 3: s_t = RNN([y_{t-1}; h~_{t-1}], s_{t-1}) with input feeding, then c_t = ATT(C, s_t)."""
+
+    attends_after_step = feeds_input = True
+    settings = ("model.input_feeding",)  # the others feed c_t instead
+
+    @classmethod
+    def label(cls, a: AttentionConfig) -> str | None:
+        return None
+
+    @staticmethod
+    def rnn_input(emb_size: int, context: int, luong_input: int) -> int:
+        return luong_input
+
+    @staticmethod
+    def transition(decoder: Decoder, emb: Tensor, state: DecoderState,
+                   memory: Memory) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
+        x = torch.cat([emb, state.feed], dim=-1) if decoder.input_feeding else emb  # [y_{t-1}; h~_{t-1}]
+        s, rnn = decoder.recur(decoder.rnn, x, state.rnn)  # s_t
+        cell = rnn[1][-1] if isinstance(rnn, tuple) else None  # m_t of the top LSTM layer (the sentinel's)
+        out, attention = decoder.attention(s, memory, state.attention, x, cell)  # c_t = ATT(C, s_t)
+        return s, rnn, out, attention
+
+
+@register(PLACEMENTS, "bahdanau")
+class BahdanauPlacement(Placement):
+    """B sec. 3.1: c_t = ATT(C, s_{t-1}), then s_t = RNN([y_{t-1}; c_t], s_{t-1})."""
+
+    @staticmethod
+    def rnn_input(emb_size: int, context: int, luong_input: int) -> int:
+        return emb_size + context
+
+    @staticmethod
+    def transition(decoder: Decoder, emb: Tensor, state: DecoderState,
+                   memory: Memory) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
+        out, attention = decoder.attention(top_layer(state.rnn), memory, state.attention)  # c_t = ATT(C, s_{t-1})
+        s, rnn = decoder.recur(decoder.rnn, torch.cat([emb, out.context], dim=-1), state.rnn)  # RNN([y; c_t], s_{t-1})
+        return s, rnn, out, attention
+
+
+@register(PLACEMENTS, "cgru")
+class ConditionalGRUPlacement(Placement):
+    """lecture 003, dl4mt: s'_t = RNN_1(y_{t-1}, s_{t-1}); c_t = ATT(C, s'_t); s_t = RNN_2(c_t, s'_t)."""
+
+    rules = (Rule("model.decoder_layers", "1 with attention.placement cgru (its two transitions are the decoder's "
+                  "layers)", lambda c: c.model.decoder_layers == 1),)
+
+    @staticmethod
+    def rnn_input(emb_size: int, context: int, luong_input: int) -> int:
+        return emb_size
+
+    @staticmethod
+    def build(decoder: Decoder, rnn: type[nn.Module], context: int) -> None:
+        decoder.rnn2 = rnn(context, decoder.cfg.hidden_size, batch_first=True)  # RNN_2(c_t, s'_t)
+
+    @staticmethod
+    def transition(decoder: Decoder, emb: Tensor, state: DecoderState,
+                   memory: Memory) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
+        s_prime, rnn_prime = decoder.recur(decoder.rnn, emb, state.rnn)  # s'_t = RNN_1(y_{t-1}, s_{t-1})
+        out, attention = decoder.attention(s_prime, memory, state.attention)  # c_t = ATT(C, s'_t)
+        s, rnn = decoder.recur(decoder.rnn2, out.context, rnn_prime)  # s_t = RNN_2(c_t, s'_t)
+        return s, rnn, out, attention
+
+
+class Decoder(nn.Module):
+    """LSTM or GRU decoder with attention where `attention.placement` (a Placement above) puts it, and the
+    attentional readout h~_t = tanh(W_c [c_t; s_t]) (L eq. 5): the placements differ only where attention sits."""
 
     def __init__(self, vocab_size: int, cfg: ModelConfig, attention: AttentionConfig):
         super().__init__()
         hidden = cfg.hidden_size
-        self.cfg, self.placement = cfg, attention.placement
-        self.input_feeding = cfg.input_feeding and self.placement == "luong"
+        self.cfg, self.placement = cfg, PLACEMENTS[attention.placement]
+        self.input_feeding = cfg.input_feeding and self.placement.feeds_input
         self.embed = nn.Embedding(vocab_size, cfg.emb_size, padding_idx=PAD)
         self.bridge = nn.Linear(hidden, hidden)
         rnn = nn.LSTM if cfg.cell == "lstm" else nn.GRU
         luong_input = cfg.emb_size + (hidden if self.input_feeding else 0)
         context = SCORES[attention.score].context_size_of(hidden)
-        rnn_input = {"luong": luong_input, "bahdanau": cfg.emb_size + context, "cgru": cfg.emb_size}[self.placement]
-        self.rnn = rnn(rnn_input, hidden, cfg.decoder_layers, batch_first=True,
-                       dropout=cfg.dropout if cfg.decoder_layers > 1 else 0.0)
+        self.rnn = rnn(self.placement.rnn_input(cfg.emb_size, context, luong_input), hidden, cfg.decoder_layers,
+                       batch_first=True, dropout=cfg.dropout if cfg.decoder_layers > 1 else 0.0)
         self.attention = Attention(attention, hidden, luong_input, cfg.cell)
-        if self.placement == "cgru":
-            self.rnn2 = rnn(context, hidden, batch_first=True)  # RNN_2(c_t, s'_t)
-        self.self_attention = SelfAttention(hidden) if attention.self_attention in ("decoder", "both") else None
+        self.placement.build(self, rnn, context)
+        self.self_attention = SelfAttention(hidden) if SELF_ATTENTIONS[attention.self_attention].decoder else None
         self.readout = cfg.readout if cfg.readout != "auto" else "sum" if attention.sentinel else "luong"
         if self.readout == "luong":
             self.combine = nn.Linear(context + hidden * (2 if self.self_attention else 1), hidden, bias=False)
@@ -181,8 +263,8 @@ class Decoder(nn.Module):
         if cfg.tie_embeddings:
             self.output.weight = self.embed.weight
         self.dropout = nn.Dropout(cfg.dropout)
-        # all s_t in one (cuDNN) call when no step's RNN input depends on the step before
-        self.whole_sequence_rnn = (self.placement == "luong" and not self.input_feeding
+        # all s_t in one (cuDNN) call when no step's RNN input depends on the step before (attention after the RNN)
+        self.whole_sequence_rnn = (self.placement.attends_after_step and not self.input_feeding
                                    and not self.attention.needs_memory_cell)
 
     def initial_state(self, encoder_final: Tensor, memory: Memory) -> DecoderState:
@@ -216,18 +298,7 @@ class Decoder(nn.Module):
 
     def transition(self, emb: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
         """One target step from the embedded y_{t-1} (B, E): the readout h~_t, the next state, what attention did."""
-        if self.placement == "luong":
-            x = torch.cat([emb, state.feed], dim=-1) if self.input_feeding else emb  # [y_{t-1}; h~_{t-1}]
-            s, rnn = self.recur(self.rnn, x, state.rnn)  # s_t
-            cell = rnn[1][-1] if isinstance(rnn, tuple) else None  # m_t of the top LSTM layer (the sentinel's)
-            out, attention = self.attention(s, memory, state.attention, x, cell)  # c_t = ATT(C, s_t)
-        elif self.placement == "bahdanau":
-            out, attention = self.attention(top_layer(state.rnn), memory, state.attention)  # c_t = ATT(C, s_{t-1})
-            s, rnn = self.recur(self.rnn, torch.cat([emb, out.context], dim=-1), state.rnn)  # RNN([y; c_t], s_{t-1})
-        else:
-            s_prime, rnn_prime = self.recur(self.rnn, emb, state.rnn)  # s'_t = RNN_1(y_{t-1}, s_{t-1})
-            out, attention = self.attention(s_prime, memory, state.attention)  # c_t = ATT(C, s'_t)
-            s, rnn = self.recur(self.rnn2, out.context, rnn_prime)  # s_t = RNN_2(c_t, s'_t)
+        s, rnn, out, attention = self.placement.transition(self, emb, state, memory)
         h_tilde, past = self.read_out(out.context, s, state.past)
         return h_tilde, DecoderState(rnn, h_tilde, attention, past), out
 
@@ -265,7 +336,7 @@ class Decoder(nn.Module):
 class Seq2Seq(nn.Module):
     def __init__(self, model: ModelConfig, attention: AttentionConfig, src_vocab: int, tgt_vocab: int):
         super().__init__()
-        self.encoder = Encoder(src_vocab, model, attention.self_attention in ("encoder", "both"))
+        self.encoder = Encoder(src_vocab, model, SELF_ATTENTIONS[attention.self_attention].encoder)
         self.decoder = Decoder(tgt_vocab, model, attention)
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> tuple[Memory, DecoderState]:
@@ -278,9 +349,9 @@ class Seq2Seq(nn.Module):
         """Logits (B, T, V), or (N, V) at N flat positions of tgt_in, and the attention trace."""
         memory, state = self.encode(src, src_lengths)
         logits, trace = self.decoder(tgt_in, state, memory, positions)
-        fertility = self.decoder.attention.fertility
-        if fertility is not None:
-            trace.fertility = fertility(memory.values)  # f_j from h_j
+        for part in self.decoder.attention.mechanisms:
+            for name, value in part.trace(memory).items():  # fertility's f_j from h_j
+                setattr(trace, name, value)
         return logits, trace
 
     def n_params(self) -> int:

@@ -38,6 +38,22 @@ class SweeperError(Exception):
         self.exit_code = exit_code
 
 
+DRIVER_ENVIRONMENT = {
+    # fail over in seconds, not minutes (MLflow's own defaults retry 7 times with a growing backoff)
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
+    # Tune warns about frequent experiment snapshots whenever trials are short; that is the expected case here
+    "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0",
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",  # one bar per downloaded file is noise here
+}
+
+
+def configure_driver() -> None:
+    """The sweep driver's defaults, set by the entry points (the CLI, run() and summarize()) and never at import:
+    importing sweeper changes nothing in a process that embeds it; a value already set wins."""
+    for key, value in DRIVER_ENVIRONMENT.items():
+        os.environ.setdefault(key, value)
+
+
 def bad_input() -> tuple[type[Exception], ...]:
     """The errors whose message is one line naming what to fix (exit 2); read when one is raised, so that importing
     this module imports no corpus code (pyarrow)."""
@@ -102,6 +118,7 @@ def run(space: str | Path | Mapping[str, Any], *, overrides: Mapping[str, Any] |
     from sweeper.runner import run_sweep
     from sweeper.storage import open_storage
 
+    configure_driver()
     with one_error():
         check_arguments(name, tracking_uri, address, "--name", "sweeper run", uses_ray=True)
         spec = load_space(space, overrides)
@@ -167,6 +184,7 @@ def summarize(name: str, *, storage: str = "./sweeps", tracking_uri: str | None 
     beside results.parquet in storage; the tracking URI defaults to the one the sweep ran with."""
     from sweeper.space import SignificanceSpec
 
+    configure_driver()
     with one_error():  # bad input is refused before anything is read, written or (slowly) imported
         check_arguments(name, tracking_uri, None, "NAME", "sweeper summarize")
         if resamples is not None:

@@ -7,6 +7,7 @@ import numpy as np
 
 from nmt_core.data import surface
 from nmt_core.evaluate import ALIGNMENT_STATS, trace_table, write_traces
+from nmt_core.registry import is_adaptive
 from nmt_core.train import SetResult, TrainResult
 from sweeper import plots
 
@@ -35,7 +36,7 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
         write_alignment_stats(score.per_sentence, out / "alignment" / f"{name}.tsv")
     dev = sets["dev"]
     shown = range(min(N_PLOTTED, len(dev.translations)))
-    if cfg.attention.temperature == "sact":  # a fixed temperature would paint one flat colour
+    if is_adaptive(cfg.attention.temperature):  # a fixed temperature would paint one flat colour
         plots.temperature_heatmap([(words_of(data.tgt_vocab.decode(dev.translations[i].tokens)), dev.translations[i].tau)
                                    for i in shown
                                    if dev.translations[i].tokens], out / "plots" / "temperature_heatmap.png",

@@ -175,8 +175,9 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sweeper.api import SweeperError
+    from sweeper.api import SweeperError, configure_driver
 
+    configure_driver()
     parser = build_parser()
     enable_completion(parser)
     args = parser.parse_args(argv)

@@ -10,6 +10,7 @@ import statistics
 from dataclasses import dataclass
 
 from nmt_core import diagnostics as d
+from nmt_core.registry import is_adaptive
 
 SHARE = 0.9  # a degenerate behaviour counts when it holds for at least this share of dev tokens
 STILL_RISING = 0.02  # dev BLEU that rose by more than 2% (relative) in the last epoch has not converged
@@ -51,12 +52,14 @@ def degenerate(history: VariantHistory) -> list[str]:
         found.append(f"{label}: attention saturated by the last epoch (max weight > {d.SATURATED_WEIGHT} on "
                      f"{last:.0%} of dev steps).")
     at_bound = history.at(d.TAU_AT_BOUND, -1)
-    if history.temperature == "sact" and at_bound is not None and at_bound >= SHARE:
+    if is_adaptive(history.temperature) and at_bound is not None and at_bound >= SHARE:
         upper = (history.at(d.TAU_P50, -1) or 1.0) > 1.0
-        bound = f"{history.lam:g}" if upper else f"1/{history.lam:g}"
+        fixed = ("the temperature acts as a fixed one" if history.lam is None  # a bounded temperature other than SACT
+                 else f"SACT acts as a fixed temperature {history.lam:g}" if upper
+                 else f"SACT acts as a fixed temperature 1/{history.lam:g}")
         found.append(f"{label}: tau at its {'upper' if upper else 'lower'} bound for {at_bound:.0%} of dev tokens "
-                     f"(p5 {history.at(d.TAU_P5, -1):.2f}, p95 {history.at(d.TAU_P95, -1):.2f}): SACT acts as a "
-                     f"fixed temperature {bound} here, not an adaptive one.")
+                     f"(p5 {history.at(d.TAU_P5, -1):.2f}, p95 {history.at(d.TAU_P95, -1):.2f}): {fixed} here, "
+                     "not an adaptive one.")
     collapsed, gate = history.at(d.GATE_COLLAPSED, -1), history.at(d.GATE_MEAN, -1)
     if history.sentinel and collapsed is not None and collapsed >= SHARE:
         found.append(f"{label}: sentinel gate collapsed: beta < {d.COLLAPSED_GATE} for {collapsed:.0%} of dev tokens "
@@ -81,7 +84,7 @@ def still_rising(history: VariantHistory) -> str | None:
 def missing_controls(histories: list[VariantHistory]) -> list[str]:
     """SACT with lambda L spans temperatures up to L: a fixed tau = L tells scale from adaptivity."""
     fixed = {h.tau for h in histories if h.temperature == "fixed"}
-    lambdas = sorted({h.lam for h in histories if h.temperature == "sact"})
+    lambdas = sorted({h.lam for h in histories if is_adaptive(h.temperature) and h.lam is not None})
     return [f"no fixed-temperature control at tau = {lam:g} for SACT lambda {lam:g}: a gain of SACT cannot be told "
             "apart from a constant rescaling of the logits." for lam in lambdas if lam not in fixed]
 

@@ -27,10 +27,9 @@ from ray.tune.search import ConcurrencyLimiter
 
 from nmt_core.corpora import default_cache_dir, load_corpus
 from nmt_core.credentials import check_uri, redact
-from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.mlflow_model import choose_tracking_uri
-from nmt_core.train import PAPER_BLEU
 from sweeper.console import ray_calls
+from sweeper.metrics import AGGREGATED, BEST, BEST_RUN_ID, BEST_VARIANT, MEAN, final_result, to_parent
 from sweeper.progress import SweepProgress, failure_cause, open_board
 from sweeper.space import SpecError, SweepSpec, TrialPlan, check_name, mutation_range, plan_trials, trial_config
 from sweeper.backlog import BACKLOG_FILE
@@ -40,8 +39,6 @@ from sweeper.tracking import (MlflowTrackingCallback, SweepTracker, check_holds_
                               runs_link)
 from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
 
-# Tune warns about frequent experiment snapshots whenever trials are short; that is the expected case here
-os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
 STATE_LIMIT = 1_000_000  # bytes: a sweep's state is a few KB; more is damage, not read into memory
 STATE_KEYS = ("name", "tracking_uri", "parent_run_id", "base", "cpu", "gpu", "metric", "mode", "trials")
@@ -397,11 +394,9 @@ def result_rows(grid, outcomes: dict[str, str], tracker: SweepTracker | None, pa
             best = epochs.loc[epochs["bleu_dev"].idxmax()]  # the epoch whose weights are tested
             row["bleu_dev"] = float(best["bleu_dev"])
             row["bleu_dev_by_epoch"] = [float(v) for v in epochs.sort_values("epoch")["bleu_dev"]]
-            row.update({k: float(epochs[k].mean()) for k in ("epoch_time_s", "tokens_per_s") if k in epochs})
-            row.update({k: float(best[k]) for k in DIAGNOSTICS if k in epochs and not math.isnan(best[k])})
-        row.update({k: v for k, v in last.items()
-                    if finished and k.startswith(("bleu_test_", f"{PAPER_BLEU}_test_", "n_params", "aer_",
-                                                  "gold_attention_"))})
+            row.update({k: float(epochs[k].mean()) for k in AGGREGATED[MEAN] if k in epochs})
+            row.update({k: float(best[k]) for k in AGGREGATED[BEST] if k in epochs and not math.isnan(best[k])})
+        row.update({k: v for k, v in last.items() if finished and final_result(k)})
         row["restores"] = int(last.get("restores", 0))
         row["error"] = error_summary(result.error) if result.error else None
         row["mlflow_run_id"] = tracker.find_trial_run(parent_id, trial_id) if tracker else None
@@ -439,10 +434,9 @@ def register_best(tracker: SweepTracker, parent_id: str, rows: list[dict[str, An
     best = best_row(rows, metric, mode)
     if best is None:
         return
-    metrics = {k: v for k, v in best.items() if k.startswith(("bleu_", f"{PAPER_BLEU}_test_", "aer_"))
-               and isinstance(v, (int, float))}
+    metrics = {k: v for k, v in best.items() if to_parent(k) and isinstance(v, (int, float))}
     tracker.log_metrics(parent_id, metrics, step=0)
-    tracker.set_tags(parent_id, {"sweeper.best_run_id": best["mlflow_run_id"], "sweeper.best_variant": best["variant"]})
+    tracker.set_tags(parent_id, {BEST_RUN_ID: best["mlflow_run_id"], BEST_VARIANT: best["variant"]})
     description = (f"Best trial of sweep {tracker.experiment} by {mode} {metric} = {best[metric]:.2f}: trial "
                    f"{best['trial_id']}, variant {best['variant']}, seed {best['seed']}, test BLEU avg "
                    f"{best.get('bleu_test_avg', float('nan')):.2f} (run {best['mlflow_run_id']}). Best-dev weights.")

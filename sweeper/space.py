@@ -19,6 +19,7 @@ import yaml
 from nmt_core.config import Bound, ConfigError, TrialConfig, all_keys, build_config, finite, set_dotted
 from nmt_core.corpora import CorpusError, check_name as check_corpus_name
 from nmt_core.credentials import check_uri
+from nmt_core.registry import parts_of
 from nmt_core.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
@@ -175,10 +176,7 @@ def variant_label(cfg: TrialConfig) -> str:
     """A short human label: score + temperature (+ tau) (+ sentinel) (+ coverage), then whatever else departs from
     the defaults (placement, position bias, ...), e.g. `general+sact4`, `concat+none+coverage+fertility+bahdanau`."""
     a, t = cfg.attention, cfg.train
-    temperature = {"none": "none", "fixed": f"tau{a.tau:g}", "sact": f"sact{a.lambda_:g}"}[a.temperature]
-    parts = [a.score, temperature] + ["sentinel"] * a.sentinel + ["coverage"] * a.coverage + ["fertility"] * a.fertility
-    parts += [a.placement] * (a.placement != "luong") + [f"pos-{a.position_bias}"] * (a.position_bias != "none")
-    parts += ["intra"] * a.intra_temporal + [f"self-{a.self_attention}"] * (a.self_attention != "none")
+    parts = [label for part in parts_of(a) if (label := part.label(a)) is not None]  # each part names itself
     parts += [f"guided{t.guided_alignment:g}"] * (t.guided_alignment > 0) + [f"sym{t.symmetry_weight:g}"] * (t.symmetry_weight > 0)
     return "+".join(parts)
 

@@ -19,7 +19,8 @@ from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
 from mlflow.system_metrics.metrics.network_monitor import NetworkMonitor
 from mlflow.system_metrics.metrics.rocm_monitor import ROCMMonitor
 
-PREFIX = "system/"  # MLflow's prefix for system metrics: its UI groups them in a "System metrics" section
+from sweeper.metrics import SYSTEM_PREFIX as PREFIX
+
 INTERVAL_S = 2.0  # shorter than MLflow's 10 s: a small trial's epoch takes seconds
 
 

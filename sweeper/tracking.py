@@ -27,32 +27,21 @@ from ray.tune import Callback
 
 from nmt_core.config import ConfigError
 from nmt_core.credentials import redact
-from nmt_core.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.mlflow_model import mlflow_store
-from nmt_core.train import PAPER_BLEU
 
 from sweeper.backlog import Backlog, Write
+from sweeper.metrics import (AT_END, ERROR_FILE, EXPLOITS, NOTE, PARENT, PER_EPOCH, RESTORES, ROLE, SIGNATURE_TAGS,
+                             TRIAL_ID, VARIANT, is_logged)
 from sweeper.provenance import as_tags, code_version, package_versions
 from sweeper.storage import open_storage
-from sweeper.system_metrics import PREFIX as SYSTEM
-from sweeper.trainable import ARTIFACTS, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX, describe_trial
+from sweeper.trainable import ARTIFACTS, FINAL, MODEL, PBT_EVENT, describe_trial
 
 log = logging.getLogger("sweeper.tracking")
 T = TypeVar("T")
 
-ROLE, TRIAL_ID, VARIANT = "sweeper.role", "sweeper.trial_id", "sweeper.variant"
-NOTE = "mlflow.note.content"  # what MLflow's UI shows as an experiment's or a run's description
-PBT_EVENTS, EXPLOITS = "pbt_events.json", "sweeper.pbt_exploits"  # a trial's PBT exploits: artifact, count tag
-EPOCH_KEYS = ("train_loss", "dev_loss", "dev_ppl", "bleu_dev", "tokens_per_s", "epoch_time_s", *DIAGNOSTICS)
-FINAL_PREFIXES = ("bleu_test_", f"{PAPER_BLEU}_test_", "n_params", "best_epoch", "bleu_dev_final_beam", "aer_",
-                  "gold_attention_")
+PBT_EVENTS = "pbt_events.json"  # a trial's PBT exploits (the artifact; their count is the tag EXPLOITS)
 # the tracking stores MLflow 3 serves here (a database's SQLAlchemy driver may follow '+'); not its file store
 STORES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")
-SIGNATURE_TAGS = {"bleu_signature": "sweeper.bleu_signature", f"{PAPER_BLEU}_signature": f"sweeper.{PAPER_BLEU}_signature"}
-
-# fail over in seconds, not minutes (MLflow's own defaults retry 7 times with a growing backoff)
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
 
 
 class TrackingError(ConfigError):
@@ -175,7 +164,7 @@ class SweepTracker:
     def find_trial_run(self, parent_id: str, trial_id: str) -> str | None:
         runs = self.client.search_runs(
             [self.experiment_id], max_results=1,
-            filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' and tags.`{TRIAL_ID}` = '{trial_id}'")
+            filter_string=f"tags.`{PARENT}` = '{parent_id}' and tags.`{TRIAL_ID}` = '{trial_id}'")
         return runs[0].info.run_id if runs else None
 
     def trial_run(self, parent_id: str, trial_id: str, variant: str, params: dict[str, Any]) -> str:
@@ -187,7 +176,7 @@ class SweepTracker:
                     "translations/*.tsv (source, reference, hypothesis), traces/, plots/. Its model (best-dev "
                     "weights, an MLflow pyfunc) is the LoggedModel `model` in the Models tab: runs:/<id>/model.")
             run = self.client.create_run(self.experiment_id, run_name=f"{variant}-{trial_id}",
-                                         tags={"mlflow.parentRunId": parent_id, ROLE: "trial",
+                                         tags={PARENT: parent_id, ROLE: "trial",
                                                TRIAL_ID: trial_id, VARIANT: variant, NOTE: note})
             run_id = run.info.run_id
             self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
@@ -445,9 +434,9 @@ class MlflowTrackingCallback(Callback):
             self._write({"kind": "exploits", "trial": trial_id, "events": list(events), "rewind_to": int(event["epoch"])})
             self._last_step[trial_id] = min(self._last_step[trial_id], int(event["epoch"]))
         if result.get(FINAL):
-            metrics = {k: v for k, v in result.items() if k.startswith(FINAL_PREFIXES)}
+            metrics = {k: v for k, v in result.items() if is_logged(k, AT_END)}
             tags = {tag: str(result.get(key, "")) for key, tag in SIGNATURE_TAGS.items()}
-            tags["sweeper.restores"] = str(result.get("restores", 0))
+            tags[RESTORES] = str(result.get("restores", 0))
             self._final[trial_id] = {"kind": "metrics", "trial": trial_id, "metrics": metrics, "step": step,
                                      "timestamp": now, "epoch": False}
             self._write(self._final[trial_id])
@@ -455,9 +444,8 @@ class MlflowTrackingCallback(Callback):
             return
         if step <= self._last_step[trial_id]:
             return  # Tune re-reported an epoch after a retry
-        metrics = {k: result[k] for k in EPOCH_KEYS if k in result}
-        metrics.update({k: v for k, v in result.items() if k.startswith(SETTING_PREFIX)})  # PBT's values in force
-        metrics.update({k: v for k, v in result.items() if k.startswith(SYSTEM)})  # the trial's CPU/memory/GPU
+        # the epoch's numbers, PBT's settings in force and the trial's CPU/memory/GPU
+        metrics = {k: v for k, v in result.items() if is_logged(k, PER_EPOCH)}
         self._write({"kind": "metrics", "trial": trial_id, "metrics": metrics, "step": step, "timestamp": now,
                      "epoch": True})
         self._last_step[trial_id] = step
@@ -486,7 +474,7 @@ class MlflowTrackingCallback(Callback):
         self.outcomes[trial.trial_id] = "error"
         self._open(trial)
         error = str(getattr(trial, "error_file", "") or "")
-        self._write({"kind": "tags", "trial": trial.trial_id, "tags": {"sweeper.error_file": error}})
+        self._write({"kind": "tags", "trial": trial.trial_id, "tags": {ERROR_FILE: error}})
         self._write({"kind": "end", "trial": trial.trial_id, "status": "FAILED"})
 
     def get_state(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from nmt_core import checkpoint
 from nmt_core.config import TrialConfig
 from nmt_core.mlflow_model import save_model
 from nmt_core.train import PAPER_BLEU, TrainingDiverged, evaluate_split, resolve_device, train
+from sweeper.metrics import SETTING_PREFIX
 from sweeper.progress import TrialProgress
 from sweeper.provenance import trial_provenance
 from sweeper.space import trial_config, variant_label
@@ -30,7 +31,6 @@ ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking 
 MODEL = "model"  # the MLflow model's folder in the final checkpoint, logged as the run's LoggedModel `model`
 FINAL = "final"  # the key that marks the last report of a trial (test BLEU, n_params)
 PBT_EVENT = "pbt_event"  # JSON of an exploit: the epoch, the trial copied from, the settings explored
-SETTING_PREFIX = "setting."  # `setting.<key>`: the value of a PBT-mutated key in force during an epoch
 DIVERGED = "diverged.txt"  # left in the trial folder by a trial whose loss became NaN
 
 
@@ -68,6 +68,25 @@ def share_gpu_memory(gpus_per_trial: float) -> None:
         torch.cuda.set_per_process_memory_fraction(gpus_per_trial)
 
 
+def restore(trial_id: str, settings: dict[str, Any], unsent: dict[str, Any]) -> tuple[dict | None, int]:
+    """The checkpoint Tune hands this trial (a retry's own, or a PBT donor's) and how often the trial restored its
+    own; a PBT exploit goes into `unsent`, reported with the next result."""
+    saved = tune.get_checkpoint()
+    if not saved:
+        return None, 0
+    with saved.as_directory() as folder:
+        resume = checkpoint.load(Path(folder) / checkpoint.LAST)
+    donor = resume.get("trial_id", trial_id)
+    if donor != trial_id:  # PBT exploit: another trial's weights, this trial's new (explored) settings
+        unsent[PBT_EVENT] = json.dumps({"epoch": resume["epoch"], "copied_from": donor, "settings": settings})
+        print(f"PBT: continuing from trial {donor}'s checkpoint of epoch {resume['epoch']} with {settings}",
+              file=sys.stderr)
+        return resume, 0
+    restores = int(resume.get("restores", 0)) + 1
+    print(f"restored from the checkpoint of epoch {resume['epoch']} (restore #{restores})", file=sys.stderr)
+    return resume, restores
+
+
 def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     torch.set_num_threads(max(1, int(context.cpus_per_trial)))
     share_gpu_memory(context.gpus_per_trial)
@@ -75,22 +94,9 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     cfg = trial_config(context.base, params, seed)
     trial_id = tune.get_context().get_trial_id()
     settings = {k: v for k, v in cfg.flat().items() if k in context.mutable}  # PBT: the values in force now
-    resume, restores = None, 0
     # what trained this trial, reported with the first result of this process (the driver tags the run)
     unsent = trial_provenance(resolve_device(cfg.train.device), ray.get_runtime_context().get_node_id())
-    saved = tune.get_checkpoint()
-    if saved:
-        with saved.as_directory() as folder:
-            resume = checkpoint.load(Path(folder) / checkpoint.LAST)
-        donor = resume.get("trial_id", trial_id)
-        if donor != trial_id:  # PBT exploit: another trial's weights, this trial's new (explored) settings
-            unsent[PBT_EVENT] = json.dumps({"epoch": resume["epoch"], "copied_from": donor, "settings": settings})
-            print(f"PBT: continuing from trial {donor}'s checkpoint of epoch {resume['epoch']} with {settings}",
-                  file=sys.stderr)
-        else:
-            restores = int(resume.get("restores", 0)) + 1
-            print(f"restored from the checkpoint of epoch {resume['epoch']} (restore #{restores})", file=sys.stderr)
-
+    resume, restores = restore(trial_id, settings, unsent)
     latest = {"state": resume}
     in_force = {f"{SETTING_PREFIX}{k}": v for k, v in settings.items()}
 

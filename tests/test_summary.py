@@ -16,6 +16,7 @@ from nmt_core.evaluate import corpus_bleu
 from nmt_core.decode import Translation
 from nmt_core.evaluate import trace_table, write_traces
 from sweeper.cli import main as sweeper_main
+from sweeper.metrics import EXPLOITS
 from sweeper.summary import (TrialRecord, build_summary, mean_std, render_csv, render_latex, render_markdown,
                              summarize)
 
@@ -240,7 +241,7 @@ def test_alignment_table_tests_aer_and_gold_mass_as_bleu_is_tested():
     import numpy as np
 
     from sweeper.space import SignificanceSpec
-    from sweeper.summary import render_alignment
+    from sweeper.summary import alignment_table, render_alignment
 
     refs = {"test": ["a b c d", "e f g h", "i j k l", "m n o p"]}
 
@@ -255,7 +256,79 @@ def test_alignment_table_tests_aer_and_gold_mass_as_bleu_is_tested():
             record("guided", "0.5", 1, 3, 3), record("guided", "0.5", 2, 3, 3)]
     records = [r for r, _ in made]
     summary = build_summary(records, {r.run_id: refs for r in records}, refs, {"train.guided_alignment": "0.0"})
-    table = render_alignment(summary, {r.run_id: s for r, s in made}, SignificanceSpec(resamples=200))
+    table = render_alignment(summary, alignment_table(summary, {r.run_id: s for r, s in made},
+                                                      SignificanceSpec(resamples=200)))
     rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
     assert "| 0.750 ± 0.000 | baseline |  | 0.500 ± 0.000 | baseline |" in rows["plain"]
     assert "| 0.250 ± 0.000 | -0.500** | 0.00498 | 0.750 ± 0.000 | +0.250** | 0.00498 |" in rows["guided"]  # p = 1 / 201
+
+
+def test_a_full_summary_renders_from_a_snapshot_without_a_tracking_server(tmp_path, monkeypatch):
+    """records -> statistics -> findings -> tables and figures: nothing after the one read needs MLflow (a tracking
+    URI that nothing answers would fail any call)."""
+    from collections import Counter
+
+    from sweeper.summary import SweepSnapshot, write_report
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    refs = [f"w{i} x{i} y{i} z{i} end" for i in range(20)]
+    words = [["le", "NOUN1", "VERB2", "ga"], ["la", "NOUN3", "ga"]]
+    gated = trace_table([Translation([5, 6, 7, 8], 0.0, torch.full((4, 3), 0.25), [0.5, 2.0, 0.6, 3.0],
+                                     [0.95, 0.1, 0.92, 0.97]),
+                         Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.5), [0.4, 2.5, 3.5], [0.91, 0.2, 0.99])],
+                        words)
+
+    def record(variant, attention, seed, bleu, settings=None):
+        params = {**_params(**attention), "train.seed": str(seed)}
+        curves = {"bleu_dev": [bleu - 1.0, bleu - 0.9], "epoch_time_s": [2.0, 2.0], "attn_saturated": [0.3, 0.3]}
+        return TrialRecord(f"{variant}-{seed}", f"t{seed}{variant[-1]}", variant, params,
+                           {"bleu_test_test": bleu, "bleu_test_avg": bleu, "multibleu_test_avg": bleu + 1,
+                            "n_params": 2e6}, curves, {EXPLOITS: "1"} if settings else {},
+                           {"setting.train.lr": settings} if settings else {},
+                           [{"epoch": 1, "copied_from": "t1e"}] if settings else [])
+
+    records = [record("general+none", {}, 1, 20.0, {1: 0.005, 2: 0.004}), record("general+none", {}, 2, 21.0),
+               record("general+tau4", {"temperature": "fixed", "tau": 4.0}, 1, 19.0),
+               record("general+sact4+sentinel", {"temperature": "sact", "sentinel": True}, 1, 25.0)]
+    worse = [" ".join(r.split()[:2]) for r in refs]
+    translations = {r.run_id: {"test": refs if "sact" in r.variant else worse} for r in records}
+    snapshot = SweepSnapshot("by-hand", "p0", "FINISHED", {"significance": {"resamples": 200}}, records,
+                             Counter({"failed": 1}), {"test": refs}, translations,
+                             traces={("general+sact4+sentinel-1", "dev"): gated,
+                                     ("general+sact4+sentinel-1", "test"): gated})
+    out = tmp_path / "out"
+    summary = write_report(snapshot, out, ["csv", "latex"])
+    text = (out / "summary.md").read_text()
+    assert text.startswith("# Sweep `by-hand`\n\nMLflow parent run `p0` (FINISHED); 4 finished trials.\n")
+    assert "| general+none | 2 | 20.50 ± 0.71 | 20.50 ± 0.71 | 21.50 ± 0.71 | 2.00M | 2.0 | baseline |  |" in text
+    assert "| general+sact4+sentinel | 1 | 25.00 | 25.00 | 26.00 | 2.00M | 2.0 | +4.50** |" in text
+    assert "Note: 1 trial(s) left out of every table and figure: 1 failed" in text
+    for section in ("## What this sweep shows", "## Fixed temperature vs SACT", "## Temperature heatmap",
+                    "## Words with sentinel gate >= 0.9", "## Function vs content words (test)",
+                    "## Parameter importance", "## PBT schedules"):
+        assert section in text, section
+    assert "| ga | 2 |" in text and "| general+sact4+sentinel | 1.786 / nan | 0.720 / nan |" in text
+    assert "epochs 1-1: train.lr=0.005<br>epochs 2-2: train.lr=0.004 (weights of trial t1e at epoch 1)" in text
+    for name in ("bleu_table.csv", "bleu_table.tex", "dev_bleu_curves.png", "fixed_tau_curve.png",
+                 "temperature_heatmap.png", "parallel_coordinates.png"):
+        assert (out / name).stat().st_size > 200, name
+    assert [row.label for row in summary.rows] == ["general+none", "general+sact4+sentinel", "general+tau4"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "http"])
+def test_histories_are_read_in_bulk_with_the_latest_value_of_an_epoch_trained_again(kind, tmp_path, request):
+    """One call per metric for up to 100 runs (a server's get-history-bulk, a database's bulk query), the same
+    histories as one call per run: an epoch logged again after a PBT exploit counts with its latest value."""
+    from sweeper.summary.records import bulk_values, by_epoch, read_histories
+
+    uri = f"sqlite:///{tmp_path / 'bulk.db'}" if kind == "sqlite" else request.getfixturevalue("mlflow_server").uri
+    client = MlflowClient(uri)
+    experiment = client.create_experiment(f"bulk-{kind}-{tmp_path.name}")
+    runs = [client.create_run(experiment).info.run_id for _ in range(3)]
+    for i, run_id in enumerate(runs):
+        client.log_batch(run_id, metrics=[Metric("bleu_dev", 10.0 * i + step, 1000 + step, step) for step in (1, 2, 3)])
+    client.log_batch(runs[0], metrics=[Metric("bleu_dev", 99.0, 2000, 2)])  # epoch 2 trained again
+    assert sorted(v[0] for v in bulk_values(client, "bleu_dev", runs)) == sorted(runs * 3 + runs[:1])
+    histories = read_histories(client, [(run_id, "bleu_dev") for run_id in runs])
+    assert histories == {(run_id, "bleu_dev"): by_epoch(client, run_id, "bleu_dev") for run_id in runs}
+    assert histories[(runs[0], "bleu_dev")] == {1: 1.0, 2: 99.0, 3: 3.0}

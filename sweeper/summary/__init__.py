@@ -1,0 +1,21 @@
+"""The papers' tables and figures from a finished sweep, read back from MLflow (never from trial memory).
+
+- Findings first: mechanisms that degenerated (saturated attention, tau at a bound, a collapsed gate), dev
+  curves still rising, SACT lambdas without a fixed-tau control (sweeper.findings).
+- BLEU table (SACT Tables 1-2, Li & Zhu Table 1): a row per variant (seeds grouped), mean +- sample std,
+  the paper-comparable multi-bleu, #params, time per epoch, delta to the baseline with a two-sided
+  seed-averaged paired bootstrap, Holm-corrected (** / * better, †† / † worse), and what the sweep shows.
+- Fixed-tau curve (SACT Figure 1), temperature heatmaps (Figure 2), sentinel words (Li & Zhu Table 2),
+  and mean tau / gate for frequent (function) versus other (content) target words.
+
+By job: records (one read of a sweep into a SweepSnapshot) -> statistics -> findings -> tables (pure renderers)
+and figures (data, then drawing) -> report (orchestration and write-back to the parent run).
+"""
+from sweeper.summary.records import SummaryError, SweepSnapshot, TrialRecord, read_snapshot
+from sweeper.summary.report import summarize, write_report
+from sweeper.summary.statistics import Summary, VariantRow, alignment_table, build_summary, mean_std
+from sweeper.summary.tables import render_alignment, render_csv, render_latex, render_markdown
+
+__all__ = ["Summary", "SummaryError", "SweepSnapshot", "TrialRecord", "VariantRow", "alignment_table", "build_summary",
+           "mean_std", "read_snapshot", "render_alignment", "render_csv", "render_latex", "render_markdown",
+           "summarize", "write_report"]

@@ -1,0 +1,263 @@
+"""One read of a finished sweep from MLflow into a snapshot: the trials' metrics and per-epoch histories, their
+translations and the references they were scored against, alignment statistics, attention traces and PBT events.
+Everything after this (statistics, findings, tables, figures) works on the snapshot and needs no tracking server.
+
+Reading is bulk where MLflow allows: one search for every trial's params, tags and latest metrics; per-epoch
+histories one call per metric for up to 100 runs (the get-history-bulk read MLflow's server answers its own UI's
+charts with, or a database store's bulk query; MlflowClient has no bulk history call), a few in parallel, and only
+for the metrics the summary reads; artifacts are downloaded once, only those the summary uses. A store without the
+bulk read (or an answer that hit its limit) is read one run at a time.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+from mlflow.tracking import MlflowClient
+from mlflow.utils.rest_utils import http_request
+
+from nmt_core.config import ConfigError, build_config, scalar, set_dotted
+from nmt_core.registry import is_adaptive
+from sweeper.artifacts import read_alignment_stats
+from sweeper.metrics import CURVES, EXPLOITS, PARENT, ROLE, SETTING_PREFIX, TRIAL_ID, VARIANT
+from sweeper.tracking import PBT_EVENTS
+
+SEED_KEY = "train.seed"
+HISTORY_THREADS = 4  # history requests in flight at once
+BULK_RUNS, BULK_LIMIT = 100, 25000  # what MLflow's get-history-bulk answers at most: runs, values per call
+BULK_PATH = "/ajax-api/2.0/mlflow/metrics/get-history-bulk"
+History = dict[int, float]  # a metric's value per epoch
+LEFT_OUT = {"FAILED": "failed", "KILLED": "stopped early by the scheduler (no test BLEU)"}
+
+
+class SummaryError(ValueError):
+    """A sweep that cannot be summarised; the message says why and what to do."""
+
+
+@dataclass
+class TrialRecord:
+    run_id: str
+    trial_id: str
+    variant: str
+    params: dict[str, str]
+    metrics: dict[str, float]
+    curves: dict[str, list[float]]  # per-epoch dev history (CURVES), in epoch order
+    tags: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, dict[int, float]] = field(default_factory=dict)  # PBT: `setting.<key>` by epoch
+    pbt_events: list[dict[str, Any]] = field(default_factory=list)  # PBT exploits (pbt_events.json)
+
+    @property
+    def epoch_time_s(self) -> float | None:
+        times = self.curves.get("epoch_time_s")
+        return statistics.fmean(times) if times else None
+
+    @property
+    def group(self) -> tuple:
+        return tuple(sorted((k, v) for k, v in self.params.items() if k != SEED_KEY))
+
+    @property
+    def test_sets(self) -> list[str]:
+        return sorted(k.removeprefix("bleu_test_") for k in self.metrics
+                      if k.startswith("bleu_test_") and k != "bleu_test_avg")
+
+
+@dataclass
+class SweepSnapshot:
+    """What a summary reads of one `sweeper run`, read once."""
+
+    name: str
+    parent_id: str
+    parent_status: str
+    space: dict[str, Any]  # the sweep's space.yaml ({} for an older sweep without one)
+    records: list[TrialRecord]
+    left_out: Counter  # trials left out of every table, by why
+    references: dict[str, list[str]]  # test set -> reference lines
+    translations: dict[str, dict[str, list[str]]]  # run id -> test set -> hypothesis lines
+    alignment: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # run id -> set -> ALIGNMENT_STATS
+    traces: dict[tuple[str, str], pa.Table] = field(default_factory=dict)  # (run id, split) -> attention trace
+
+    @property
+    def objective(self) -> dict[str, str]:
+        return {"metric": "bleu_dev", "mode": "max", **(self.space.get("objective") or {})}
+
+
+def find_parent(client: MlflowClient, name: str, run_id: str | None = None) -> tuple[str, str]:
+    """The sweep's parent run: `run_id` when given (an older sweep of the same name), else the newest."""
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        known = sorted(e.name for e in client.search_experiments() if e.name != "Default")
+        raise ConfigError("NAME", f"no sweep named {name!r} in {client.tracking_uri} (check --tracking-uri); "
+                          f"sweeps there: {', '.join(known) or 'none'}", "sweeper summarize")
+    parents = client.search_runs([experiment.experiment_id], filter_string=f"tags.`{ROLE}` = 'sweep'",
+                                 order_by=["attributes.start_time DESC"], max_results=1000)
+    if not parents:
+        raise SummaryError(f"sweep {name!r} has no sweep run in this tracking store")
+    if run_id is None:
+        return experiment.experiment_id, parents[0].info.run_id
+    if run_id not in {p.info.run_id for p in parents}:
+        raise ConfigError("--run-id", f"{run_id} is not a sweep run of {name!r}; its sweep runs, newest first: "
+                          + ", ".join(p.info.run_id for p in parents[:5]), "sweeper summarize")
+    return experiment.experiment_id, run_id
+
+
+def by_epoch(client: MlflowClient, run_id: str, key: str) -> dict[int, float]:
+    """A metric's value per epoch; an epoch trained again (after a PBT exploit) is logged again, and its
+    latest value counts."""
+    history = sorted(client.get_metric_history(run_id, key), key=lambda m: (m.step, m.timestamp))
+    return {m.step: m.value for m in history if m.step > 0}
+
+
+def load_records(client: MlflowClient, experiment_id: str, parent_id: str,
+                 objective: str = "bleu_dev") -> tuple[list[TrialRecord], Counter]:
+    """The finished trials of one `sweeper run` with their histories, and how many trials were left out, by why."""
+    runs = client.search_runs([experiment_id], max_results=5000,
+                              filter_string=f"tags.`{PARENT}` = '{parent_id}' and tags.`{ROLE}` = 'trial'")
+    records, left_out = [], Counter()
+    for run in runs:
+        if run.info.status != "FINISHED" or "bleu_test_avg" not in run.data.metrics:
+            left_out[LEFT_OUT.get(run.info.status, "unfinished")] += 1
+            continue
+        records.append(TrialRecord(run.info.run_id, run.data.tags.get(TRIAL_ID, ""), run.data.tags.get(VARIANT, "?"),
+                                   dict(run.data.params), dict(run.data.metrics), {}, dict(run.data.tags)))
+    wanted = [(record, key) for record in records for key in dict.fromkeys((*CURVES, objective))
+              if key in record.metrics]
+    wanted += [(record, key) for record in records for key in sorted(record.metrics) if key.startswith(SETTING_PREFIX)]
+    histories = read_histories(client, [(record.run_id, key) for record, key in wanted])
+    for record, key in wanted:
+        history = histories[(record.run_id, key)]
+        if key.startswith(SETTING_PREFIX):
+            record.settings[key] = history
+        else:
+            record.curves[key] = [history[step] for step in sorted(history)]
+    return records, left_out
+
+
+def read_histories(client: MlflowClient, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], History]:
+    """The per-epoch history of each (run id, metric): a call per metric and BULK_RUNS runs, HISTORY_THREADS at once."""
+    runs_of: dict[str, list[str]] = {}
+    for run_id, key in wanted:
+        runs_of.setdefault(key, []).append(run_id)
+    jobs = [(key, runs[i:i + BULK_RUNS]) for key, runs in runs_of.items() for i in range(0, len(runs), BULK_RUNS)]
+    histories: dict[tuple[str, str], History] = {}
+    with ThreadPoolExecutor(HISTORY_THREADS) as pool:
+        for part in pool.map(lambda job: histories_of(client, *job), jobs):
+            histories.update(part)
+    return histories
+
+
+def histories_of(client: MlflowClient, key: str, run_ids: list[str]) -> dict[tuple[str, str], History]:
+    values = bulk_values(client, key, run_ids)
+    if values is None:
+        return {(run_id, key): by_epoch(client, run_id, key) for run_id in run_ids}
+    histories: dict[tuple[str, str], History] = {(run_id, key): {} for run_id in run_ids}
+    for run_id, step, _, value in sorted(values, key=lambda v: (v[1], v[2])):  # as by_epoch: the latest value counts
+        if step > 0:
+            histories[(run_id, key)][step] = value
+    return histories
+
+
+def bulk_values(client: MlflowClient, key: str, run_ids: list[str]) -> list[tuple[str, int, int, float]] | None:
+    """(run id, step, timestamp, value) of every value of `key` logged in `run_ids`, in one call; None where the
+    store has no bulk read or its answer may be cut at BULK_LIMIT."""
+    store = client._tracking_client.store  # noqa: SLF001 - MlflowClient does not expose the bulk read
+    try:
+        if hasattr(store, "get_metric_history_bulk"):  # a database store
+            found = [(m.run_id, m.step, m.timestamp, m.value)
+                     for m in store.get_metric_history_bulk(run_ids, key, BULK_LIMIT)]
+        elif hasattr(store, "get_host_creds"):  # MLflow's server
+            response = http_request(store.get_host_creds(), BULK_PATH, "GET", max_retries=0, raise_on_status=False,
+                                    params={"run_id": run_ids, "metric_key": key, "max_results": BULK_LIMIT})
+            if response.status_code != 200:
+                return None
+            found = [(m["run_id"], int(m.get("step", 0)), int(m.get("timestamp", 0)), float(m["value"]))
+                     for m in response.json().get("metrics", [])]
+        else:
+            return None
+    except Exception:  # noqa: BLE001 - an older or a proxied server without the endpoint: read run by run
+        return None
+    return found if len(found) < BULK_LIMIT else None
+
+
+def trial_config_of(record: TrialRecord):
+    nested: dict[str, Any] = {}
+    for key, value in record.params.items():
+        if "." not in key:  # `variant`, logged beside the config
+            continue
+        set_dotted(nested, key, scalar(value))
+    return build_config(nested)
+
+
+def has_gate_or_sact(params: dict[str, str]) -> bool:
+    """A variant whose tau or sentinel gate varies by word: its traces are worth reading."""
+    return is_adaptive(params.get("attention.temperature")) or params.get("attention.sentinel") == "True"
+
+
+def best_of(records: list[TrialRecord]) -> TrialRecord:
+    """The trial with the best test BLEU (ties: the larger run id, so that every caller picks the same one)."""
+    return max(records, key=lambda record: (record.metrics["bleu_test_avg"], record.run_id))
+
+
+def wanted_traces(records: list[TrialRecord]) -> list[tuple[str, str]]:
+    """(run id, split) of the traces the figures draw: the best SACT trial's dev trace (the heatmap), and the first
+    test set's trace of each SACT or sentinel variant's best seed (function vs content words, sentinel words)."""
+    groups: dict[tuple, list[TrialRecord]] = {}
+    for record in records:
+        groups.setdefault(record.group, []).append(record)
+    sact = [r for r in records if is_adaptive(r.params.get("attention.temperature"))]
+    wanted = [(best_of(sact).run_id, "dev")] if sact else []
+    return wanted + [(best_of(members).run_id, records[0].test_sets[0]) for members in groups.values()
+                     if has_gate_or_sact(members[0].params)]
+
+
+def alignment_sets(records: list[TrialRecord]) -> list[str]:
+    """Test sets on which every trial scored its attention against gold word alignments."""
+    return sorted(k.removeprefix("aer_") for k in records[0].metrics
+                  if k.startswith("aer_") and all(k in r.metrics for r in records))
+
+
+def read_snapshot(client: MlflowClient, name: str, run_id: str | None, folder: Path) -> SweepSnapshot:
+    """Everything a summary of sweep `name` reads, from its tracking store; artifacts land in `folder`."""
+    experiment_id, parent_id = find_parent(client, name, run_id)
+    parent = client.get_run(parent_id)
+    try:
+        space = yaml.safe_load(Path(client.download_artifacts(parent_id, "space.yaml", str(folder))).read_text()) or {}
+    except Exception:  # an older sweep without space.yaml: default baseline
+        space = {}
+    objective = {"metric": "bleu_dev", **(space.get("objective") or {})}["metric"]
+    records, left_out = load_records(client, experiment_id, parent_id, objective)
+    if not records:
+        raise SummaryError(f"sweep {name!r} has no finished trial with test BLEU yet (see `sweeper resume`)")
+    test_sets = records[0].test_sets
+    snapshot = SweepSnapshot(
+        name, parent_id, parent.info.status, space, records, left_out,
+        {s: artifact_lines(client, records[0].run_id, f"references/{s}.txt", folder / "refs") for s in test_sets},
+        {r.run_id: {s: artifact_lines(client, r.run_id, f"translations/{s}.txt", folder / r.run_id)
+                    for s in test_sets} for r in records})
+    aligned = alignment_sets(records)
+    snapshot.alignment = {r.run_id: {s: read_alignment_stats(Path(client.download_artifacts(
+        r.run_id, f"alignment/{s}.tsv", str(folder / r.run_id)))) for s in aligned} for r in records} if aligned else {}
+    snapshot.traces = {(run, split): pq.read_table(client.download_artifacts(
+        run, f"traces/{split}.parquet", str(folder / "trace" / run / split))) for run, split in wanted_traces(records)}
+    for record in records:
+        if record.tags.get(EXPLOITS):
+            local = client.download_artifacts(record.run_id, PBT_EVENTS, str(folder / record.run_id))
+            record.pbt_events = json.loads(Path(local).read_text())
+    return snapshot
+
+
+def artifact_lines(client: MlflowClient, run_id: str, path: str, folder: Path) -> list[str]:
+    try:
+        local = client.download_artifacts(run_id, path, str(folder))
+    except Exception as err:  # noqa: BLE001 - MLflow raises several types for a missing artifact
+        raise SummaryError(f"run {run_id} has no {path} ({type(err).__name__}): it was made by an older version; "
+                           "re-run the sweep") from None
+    return Path(local).read_text(encoding="utf-8").splitlines()

@@ -1,0 +1,86 @@
+"""Orchestration: read a sweep once (records), compute (statistics, findings), render (tables, figures) into a
+folder, and write the summary back to the sweep's parent run. `write_report` needs no tracking server: it renders a
+snapshot, read from MLflow or built by hand.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from nmt_core.train import bleu_options
+from sweeper.metrics import NOTE
+from sweeper.space import SignificanceSpec
+from sweeper.summary.figures import draw_figures, figure_data, importance_sections
+from sweeper.summary.findings import add_findings
+from sweeper.summary.records import SweepSnapshot, read_snapshot, trial_config_of
+from sweeper.summary.statistics import Summary, alignment_table, build_summary
+from sweeper.summary.tables import render_alignment, render_csv, render_latex, render_markdown, render_pbt_schedules
+
+
+def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resamples: int | None = None,
+              run_id: str | None = None) -> Summary:
+    """Write summary.md (+ csv / tex), figures, and log them to the sweep's parent run.
+
+    Everything comes from MLflow: the trials' metrics and histories, their translations and the references
+    they were scored against; no corpus is read.
+    """
+    client = MlflowClient(tracking_uri)
+    with tempfile.TemporaryDirectory() as tmp:
+        snapshot = read_snapshot(client, name, run_id, Path(tmp))
+    summary = write_report(snapshot, out, formats, resamples)
+    client.log_artifacts(snapshot.parent_id, str(out), "summary")
+    client.set_tag(snapshot.parent_id, NOTE, parent_note(snapshot.name, summary))
+    return summary
+
+
+def significance_of(snapshot: SweepSnapshot, resamples: int | None) -> SignificanceSpec:
+    """The space's significance test; `sweeper summarize --resamples` overrides its resamples."""
+    significance = SignificanceSpec(**snapshot.space.get("significance", {}))
+    if resamples is not None:
+        significance = SignificanceSpec(significance.method, resamples).check("sweeper summarize --resamples")
+    return significance
+
+
+def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
+    """The BLEU table with its tests, the findings, and a note on the trials left out."""
+    records = snapshot.records
+    summary = build_summary(records, snapshot.translations, snapshot.references, snapshot.space.get("baseline"),
+                            bleu_options(trial_config_of(records[0])), significance)
+    add_findings(summary)
+    if snapshot.left_out:
+        summary.notes.append(f"{sum(snapshot.left_out.values())} trial(s) left out of every table and figure: "
+                             + ", ".join(f"{n} {why}" for why, n in snapshot.left_out.items()))
+    return summary
+
+
+def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resamples: int | None = None) -> Summary:
+    """summary.md, the figures and the BLEU table in `formats` (csv, latex) into `out`, from the snapshot alone."""
+    significance = significance_of(snapshot, resamples)
+    summary = compute(snapshot, significance)
+    out.mkdir(parents=True, exist_ok=True)
+    sections = [f"# Sweep `{snapshot.name}`\n", f"MLflow parent run `{snapshot.parent_id}` ({snapshot.parent_status}); "
+                f"{len(snapshot.records)} finished trials.\n", "## BLEU\n", render_markdown(summary)]
+    if snapshot.alignment and any(row.is_baseline for row in summary.rows):
+        table = alignment_table(summary, snapshot.alignment, significance)
+        sections += ["## Attention and word alignment\n", render_alignment(summary, table)]
+    if summary.conclusion:
+        sections.append("## What this sweep shows, and what it cannot\n\n" + summary.conclusion)
+    sections += draw_figures(figure_data(summary, snapshot.traces), out)
+    objective = snapshot.objective
+    sections += importance_sections(snapshot.records, objective["metric"], objective["mode"], out)
+    sections += render_pbt_schedules(snapshot.records)
+    (out / "summary.md").write_text("\n".join(sections), encoding="utf-8")
+    if "csv" in formats:
+        (out / "bleu_table.csv").write_text(render_csv(summary), encoding="utf-8")
+    if "latex" in formats:
+        (out / "bleu_table.tex").write_text(render_latex(summary), encoding="utf-8")
+    return summary
+
+
+def parent_note(name: str, summary: Summary) -> str:
+    """The parent run's description in MLflow's UI: the table, the warnings and the conclusion."""
+    return (f"# Sweep `{name}`\n\n" + render_markdown(summary)
+            + (f"\n{summary.conclusion}" if summary.conclusion else "")
+            + "\nFigures and the full summary: artifacts, summary/summary.md")

@@ -1,0 +1,145 @@
+"""A variant is one class: a toy score and a toy temperature, defined and registered here only, go through config
+validation, one training step, greedy and beam decoding, the dev diagnostics, a variant label and a summary row
+without any other file knowing them."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from nmt_core import diagnostics
+from nmt_core.attention import SCORES, TEMPERATURES, AttentionState, Memory, Score, Temperature, register
+from nmt_core.config import CHOICES, AttentionConfig, ConfigError, build_config
+from nmt_core.data import Example, collate
+from nmt_core.decode import beam_search, greedy
+from nmt_core.model import PAD, Seq2Seq
+from nmt_core.registry import Rule, is_adaptive
+from nmt_core.train import batch_loss, build_optimizer, dev_pass, optimizer_step
+from sweeper import findings
+from sweeper.space import variant_label
+from sweeper.summary import TrialRecord, build_summary
+from sweeper.summary.findings import history_of
+
+SOURCES, TARGETS = [[4, 5, 6, 7], [8, 4], [6, 7, 5]], [[4, 5, 4], [5, 4, 5, 4], [4]]
+
+
+class CosineScore(Score):
+    """e = g cos(s, h): a learned gain g on the cosine of query and key (scale-free, unlike s^T h)."""
+
+    def __init__(self, hidden: int, cfg: AttentionConfig):
+        super().__init__(hidden, cfg)
+        self.gain = nn.Parameter(torch.tensor(3.0))
+
+    def keys(self, h: Tensor) -> Tensor:
+        return h / h.norm(dim=-1, keepdim=True).clamp_min(1e-6)  # once per batch
+
+    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
+        return self.gain * memory.match(self.keys(s))
+
+
+class GatedTemperature(Temperature):
+    """tau_t = tau^(2 sigmoid(u^T s_t) - 1), in (1/tau, tau): a per-token temperature read from s_t alone."""
+
+    adaptive = True
+    settings = ("attention.tau",)  # in a run's parameters with this temperature only
+    rules = (Rule("attention.tau", "> 1 with attention.temperature toy_gated (tau_t lies in (1/tau, tau))",
+                  lambda c: c.attention.tau > 1),)
+
+    def __init__(self, hidden: int, cfg: AttentionConfig, context_size: int):
+        super().__init__(hidden, cfg, context_size)
+        self.u = nn.Linear(hidden, 1, bias=False)
+
+    @classmethod
+    def label(cls, a: AttentionConfig) -> str | None:
+        return f"gated{a.tau:g}"
+
+    @classmethod
+    def tau_bound(cls, a: AttentionConfig) -> float | None:
+        return a.tau
+
+    def forward(self, s: Tensor, state: AttentionState) -> Tensor | None:
+        return torch.exp((2 * torch.sigmoid(self.u(s)).squeeze(-1) - 1) * math.log(self.cfg.tau))
+
+
+@pytest.fixture
+def toy_parts():
+    """The two toy parts registered for one test and taken out after it (the suite's registries stay built-in)."""
+    register(SCORES, "toy_cosine")(CosineScore)
+    register(TEMPERATURES, "toy_gated")(GatedTemperature)
+    yield
+    del SCORES["toy_cosine"], TEMPERATURES["toy_gated"]
+
+
+def _config(**attention):
+    return build_config({"model": {"emb_size": 8, "hidden_size": 8, "dropout": 0.0},
+                         "attention": {"score": "toy_cosine", "temperature": "toy_gated", "tau": 3.0, **attention},
+                         "decode": {"beam_size": 3, "max_len_offset": 3}})
+
+
+def test_toy_parts_are_validated_like_the_built_in_ones(toy_parts):
+    assert "toy_cosine" in CHOICES["attention.score"] and "toy_gated" in CHOICES["attention.temperature"]
+    cfg = _config(position_bias="log")
+    assert (cfg.attention.score, cfg.attention.temperature) == ("toy_cosine", "toy_gated")
+    with pytest.raises(ConfigError, match=r"^<config>: attention.tau: must be > 1 with attention.temperature "
+                                          r"toy_gated .*\(got 0.5\)$"):
+        _config(tau=0.5)  # the toy's own rule
+    with pytest.raises(ConfigError, match="attention.score: must be one of .*toy_cosine"):
+        _config(score="toy_sine")
+
+
+def test_toy_parts_are_gone_outside_their_test():
+    assert "toy_cosine" not in CHOICES["attention.score"]
+    with pytest.raises(ConfigError, match="attention.temperature: must be one of none, fixed, sact "):
+        build_config({"attention": {"temperature": "toy_gated"}})
+
+
+def test_toy_parts_train_decode_and_report(toy_parts):
+    cfg = _config()
+    torch.manual_seed(0)
+    model = Seq2Seq(cfg.model, cfg.attention, 10, 8)
+    batch = collate([Example(s, t, None) for s, t in zip(SOURCES, TARGETS)], [0, 1, 2])
+    optimizer = build_optimizer(model, cfg)
+    gain, u = model.decoder.attention.score.gain.item(), model.decoder.attention.temperature.u.weight.clone()
+    loss, trace = batch_loss(model, batch, cfg)
+    optimizer_step(optimizer, loss, model.parameters(), cfg.train.clip_norm)
+    assert math.isfinite(loss.item())
+    assert model.decoder.attention.score.gain.item() != gain  # both toy parts learn
+    assert not torch.equal(model.decoder.attention.temperature.u.weight, u)
+    tau = trace.tau[batch.tgt_out != PAD]
+    assert ((tau > 1 / 3) & (tau < 3)).all() and tau.std() > 0  # adaptive, within its bound
+
+    model.eval()
+    with torch.no_grad():
+        for translations in (greedy(model, batch, cfg.decode), beam_search(model, batch, cfg.decode, 3)):
+            assert len(translations) == 3
+            assert all(t.tau is not None and len(t.tau) == len(t.tokens) for t in translations)
+    assert diagnostics.TAU_AT_BOUND in dev_pass(model, [batch], cfg, torch.device("cpu"))  # from its tau_bound
+
+
+def test_toy_variant_label_and_summary_row(toy_parts):
+    toy, baseline = _config(position_bias="log"), build_config({})
+    assert variant_label(toy) == "toy_cosine+gated3+pos-log"
+    assert variant_label(baseline) == "general+none"
+
+    def record(run_id: str, cfg, seed: int, bleu: float) -> TrialRecord:
+        params = {k: str(v) for k, v in cfg.active().items() if k != "train.seed"} | {"train.seed": str(seed)}
+        curves = {"bleu_dev": [bleu - 2, bleu], diagnostics.TAU_AT_BOUND: [0.95, 0.95],
+                  **{key: [2.9, 2.9] for key in (diagnostics.TAU_P5, diagnostics.TAU_P50, diagnostics.TAU_P95)}}
+        return TrialRecord(run_id, run_id, variant_label(cfg), params, {"bleu_test_test": bleu, "bleu_test_avg": bleu},
+                           curves)
+
+    references = ["the cat sat on the mat", "a dog ran in the park", "birds sing at dawn"]
+    translations = {run: {"test": references} for run in "abc"}
+    summary = build_summary([record("a", baseline, 1, 20.0), record("b", toy, 1, 22.0), record("c", toy, 2, 23.0)],
+                            translations, {"test": references})
+    assert [(row.label, len(row.records)) for row in summary.rows] == [("general+none", 1),
+                                                                      ("toy_cosine+gated3+pos-log", 2)]
+    assert summary.rows[1].average == (22.5, pytest.approx(math.sqrt(0.5)))
+    assert summary.rows[1].records[0].params["attention.tau"] == "3.0"  # the toy's setting, owned by it
+    assert "attention.tau" not in summary.rows[0].records[0].params
+    assert is_adaptive("toy_gated") and not is_adaptive("fixed") and not is_adaptive("retired_temperature")
+    assert findings.degenerate(history_of(summary.rows[1])) == [
+        ("`toy_cosine+gated3+pos-log`: tau at its upper bound for 95% of dev tokens (p5 2.90, p95 2.90): the "
+         "temperature acts as a fixed one here, not an adaptive one.")]
