@@ -13,15 +13,18 @@ compiles a handful of graphs: training, teacher-forced dev (no grad, no dropout)
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable
 
 import torch
 import torch._dynamo
+from torch import Tensor
 from torch._dynamo.callback import CallbackArgs, on_compile_end, on_compile_start
 
+from nmt_core.attention import AttentionOutput, Memory
 from nmt_core.loss import summed_cross_entropy
-from nmt_core.model import Seq2Seq
+from nmt_core.model import DecoderState, Seq2Seq
 
 MODES = ("none", "default", "reduce-overhead")  # `model.compile`; none: eager
 # Graphs a model's step may compile: the first training step (its state needs no gradient yet) and the others,
@@ -71,8 +74,25 @@ def compile_model(model: Seq2Seq, mode: str) -> Seq2Seq:
     config = torch._dynamo.config
     config.recompile_limit = max(config.recompile_limit, GRAPHS_PER_MODEL * len(_COMPILED_MODELS))
     decoder = model.decoder
-    decoder.transition = _compile(decoder.transition, mode)
+    step = _compile(decoder.transition, mode)
+    decoder.transition = step if mode != "reduce-overhead" else _keeping_traces(step)
     return model
+
+
+def _keeping_traces(step: Callable) -> Callable:
+    """A CUDA-graph step whose readout and attention output outlive the next step. Without autograd (dev loss,
+    decoding) every call replays into the same static buffers, while the teacher-forced loop keeps every step's
+    readout and trace until it stacks them and beam search keeps every step's weights until it reads its hypotheses
+    back: those (R, H) and (R, S) tensors are copied out. The state is consumed by the next call, and training keeps
+    every step's buffers until backward anyway."""
+    def call(emb: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
+        h_tilde, state, out = step(emb, state, memory)
+        if torch.is_grad_enabled():
+            return h_tilde, state, out
+        kept = {f.name: getattr(out, f.name) for f in dataclasses.fields(out)}
+        return h_tilde.clone(), state, AttentionOutput(**{name: None if value is None else value.clone()
+                                                          for name, value in kept.items()})
+    return call
 
 
 _COMPILED_LOSS: dict[str, Callable] = {}
