@@ -26,7 +26,6 @@ from nmt_core.attention import AttentionOutput, Memory
 from nmt_core.loss import summed_cross_entropy
 from nmt_core.model import DecoderState, Seq2Seq
 
-MODES = ("none", "default", "reduce-overhead")  # `model.compile`; none: eager
 # Graphs a model's step may compile: the first training step (its state needs no gradient yet) and the others,
 # their no-grad twins for dev and greedy search, beam search's (k rows per sentence). Dynamo's recompile limit
 # counts graphs per function, whatever the model, so every compiled model (two with symmetry, one per variant in
