@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 import torch._dynamo
 from torch import Tensor
-from torch._dynamo.callback import CallbackArgs, on_compile_end, on_compile_start
+from torch._dynamo.callback import CallbackArgs, callback_handler, on_compile_end, on_compile_start
 
 from nmt_core.attention import AttentionOutput, Memory
 from nmt_core.loss import summed_cross_entropy
@@ -49,8 +49,13 @@ class _CompileClock:
 
 _CLOCK = _CompileClock()
 _COMPILED_MODELS: list[int] = []  # id of every model compiled in this process
-on_compile_start(_CLOCK.start)
-on_compile_end(_CLOCK.end)
+
+
+def _start_clock() -> None:
+    """Register the clock with Dynamo, again after torch._dynamo.reset(), which drops every callback."""
+    if _CLOCK.start not in callback_handler.start_callbacks:
+        on_compile_start(_CLOCK.start)
+        on_compile_end(_CLOCK.end)
 
 
 def compile_seconds() -> float:
@@ -69,6 +74,7 @@ def compile_model(model: Seq2Seq, mode: str) -> Seq2Seq:
     if mode == "none":
         return model
     torch._dynamo.config.allow_rnn = True  # the step reads the decoder LSTM's own weights (rnn_step), not nn.LSTM
+    _start_clock()
     _COMPILED_MODELS.append(id(model))
     config = torch._dynamo.config
     config.recompile_limit = max(config.recompile_limit, GRAPHS_PER_MODEL * len(_COMPILED_MODELS))
@@ -102,6 +108,7 @@ def loss_function(mode: str) -> Callable:
     backward's exp, subtraction and scatter become one or two passes over the (N, V) logits."""
     if mode == "none":
         return summed_cross_entropy
+    _start_clock()
     if mode not in _COMPILED_LOSS:
         _COMPILED_LOSS[mode] = _compile(summed_cross_entropy, mode)
     return _COMPILED_LOSS[mode]

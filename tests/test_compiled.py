@@ -128,3 +128,18 @@ def test_a_trial_compiles_a_handful_of_graphs_not_one_per_batch():
     assert counters["stats"]["unique_graphs"] <= after_first + 3
     assert not counters["graph_break"], dict(counters["graph_break"])
     assert compile_seconds() - before > 0
+
+
+@pytest.mark.slow
+def test_a_compiled_trial_trains_like_the_eager_one_and_reports_its_compile_time_once():
+    """The trial's loop (train, dev loss, greedy dev BLEU, beam test BLEU) through the compiled step: the same epoch
+    losses as eager in float32 (dropout 0; within 1e-4), and the compile seconds reported once, at the end."""
+    from nmt_core.train import train
+
+    results = {mode: train(tiny_config(model={"compile": mode}, train={"epochs": 2}), log=lambda _: None)
+               for mode in ("none", "default")}
+    eager, compiled = results["none"], results["default"]
+    for e, c in zip(eager.history, compiled.history):
+        assert abs(e["train_loss"] - c["train_loss"]) < 1e-4 and abs(e["dev_loss"] - c["dev_loss"]) < 1e-4
+    assert compiled.final["compile_time_s"] > 0 and "compile_time_s" not in eager.final
+    assert all("compile_time_s" not in report for report in compiled.history)
