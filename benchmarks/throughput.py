@@ -252,8 +252,8 @@ def table(results: dict) -> str:
              "decoding: </s> banned, so every sentence runs to 1.2 x its batch's longest source (out len)",
              "vs none: against the eager baseline for eager rows, the compiled one for compiled rows; compile s: "
              "seconds spent compiling (warm-up calls, not timed)",
-             "| variant | params | train tok/s | vs none | vs joeynmt | greedy sent/s (out len) | beam-10 sent/s (out len) "
-             "| compile s |",
+             "| variant | params | train tok/s | vs none | vs joeynmt | greedy sent/s (out len) "
+             "| beam-10 sent/s (out len) | compile s |",
              "|---|---|---|---|---|---|---|---|"]
     for name, row in results["variants"].items():
         baseline = results["variants"].get("none" + (COMPILED if name.endswith(COMPILED) else ""), {})
