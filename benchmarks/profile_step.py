@@ -1,9 +1,11 @@
 """Where a training step's time goes, by kind of work, at the SACT paper's size (torch.profiler, CPU).
 
     python benchmarks/profile_step.py [--variant none|plain|fixed|sact|...] [--steps N] [--threads T]
-                                      [--size paper|tiny]
+                                      [--size paper|tiny] [--compile]
 
-`--variant plain` is the baseline with `model.fast_path: false`.
+`--variant plain` is the baseline with `model.fast_path: false`. `--compile` profiles the step with
+`model.compile: default` too and shows its breakdown beside the eager one: Inductor's fused kernels get their own
+bucket, and so do the compiled graphs' wrappers (guards, the runtime that calls the kernels).
 
 Each profiled op's *self* time is put in one bucket: matrix products, LSTM kernels (oneDNN's sequence kernel
 and its backward), elementwise ops, softmax and cross-entropy, the optimiser (Adam and gradient clipping), the
@@ -18,11 +20,14 @@ import re
 import time
 
 import torch
+import torch._inductor.config
 from torch.profiler import ProfilerActivity, profile
 
 from throughput import SIZES, VARIANTS, build_variant, synthetic_batches, train_step_fn  # run from benchmarks/ or with it on sys.path
 
 BUCKETS = (  # first match wins: (bucket, pattern on the op name); case matters only for autograd's node names
+    ("fused kernels (Inductor)", r"^(graph_\d+_)?cpp_fused|^triton_"),
+    ("compiled-graph wrappers", r"Torch-Compiled Region|CompiledFunction|^## Call CompiledFxGraph|TorchDynamo"),
     ("optimiser", r"(?i)adam|_foreach|clip_grad|norm\b|linalg_vector_norm|optimizer|zero_"),
     ("softmax and cross-entropy", r"(?i)softmax|nll_loss|cross_entropy|logsumexp|SummedCrossEntropy"),
     ("LSTM kernels", r"(?i)lstm|rnn|_thnn_fused|gru"),  # oneDNN's sequence kernel (forward and backward), lstm_cell
@@ -43,11 +48,13 @@ def bucket_of(name: str) -> str:
     return "other ops"
 
 
-def profile_steps(variant: str, steps: int, size_name: str = "paper") -> tuple[dict[str, float], float, int]:
-    """Self CPU seconds per bucket, wall seconds and target tokens over `steps` training steps."""
+def profile_steps(variant: str, steps: int, size_name: str = "paper",
+                  compile_mode: str = "none") -> tuple[dict[str, float], float, int]:
+    """Self CPU seconds per bucket, wall seconds and target tokens over `steps` training steps (after two warm-up
+    steps, which also compile)."""
     size = SIZES[size_name]
     device = torch.device("cpu")
-    model, cfg = build_variant(variant, size, device, input_feeding=True, amp=False)
+    model, cfg = build_variant(variant, size, device, input_feeding=True, amp=False, compile_mode=compile_mode)
     model.train()
     step = train_step_fn(model, cfg, device)
     batches = synthetic_batches(steps + 2, size[4], size[2], size[3])
@@ -64,13 +71,29 @@ def profile_steps(variant: str, steps: int, size_name: str = "paper") -> tuple[d
     return buckets, wall, tokens
 
 
-def render(variant: str, buckets: dict[str, float], wall: float, tokens: int, steps: int) -> str:
-    ops = sum(buckets.values())
-    rows = sorted(buckets.items(), key=lambda kv: -kv[1]) + [("Python and dispatch overhead", max(wall - ops, 0.0))]
-    lines = [f"variant {variant}, {steps} steps, {tokens / wall:,.0f} target tokens/s under the profiler "
-             f"({wall / steps * 1000:.0f} ms per step, {torch.get_num_threads()} threads)", "",
-             "| kind of work | ms per step | share |", "|---|---|---|"]
-    lines += [f"| {name} | {seconds / steps * 1000:.1f} | {100 * seconds / wall:.0f}% |" for name, seconds in rows]
+OVERHEAD = "Python and dispatch overhead"
+
+
+def with_overhead(buckets: dict[str, float], wall: float) -> dict[str, float]:
+    """The buckets and what the ops leave unaccounted of the wall time."""
+    return {**buckets, OVERHEAD: max(wall - sum(buckets.values()), 0.0)}
+
+
+def render(variant: str, profiles: dict[str, tuple[dict[str, float], float, int]], steps: int) -> str:
+    """One column pair (ms per step, share) per profile (eager, compiled), rows by the first profile's time."""
+    lines = [f"variant {variant}, {steps} steps, {torch.get_num_threads()} threads; target tokens/s under the "
+             "profiler: " + ", ".join(f"{label} {tokens / wall:,.0f} ({wall / steps * 1000:.0f} ms per step)"
+                                        for label, (_, wall, tokens) in profiles.items()), ""]
+    columns = {label: with_overhead(buckets, wall) for label, (buckets, wall, _) in profiles.items()}
+    walls = {label: wall for label, (_, wall, _) in profiles.items()}
+    names = list(dict.fromkeys(name for column in columns.values()
+                               for name in sorted(column, key=lambda n: -column[n]) if name != OVERHEAD))
+    lines += ["| kind of work | " + " | ".join(f"{label} ms per step | {label} share" for label in columns) + " |",
+              "|---|" + "---|---|" * len(columns)]
+    for name in names + [OVERHEAD]:
+        cells = [f"{column.get(name, 0.0) / steps * 1000:.1f} | {100 * column.get(name, 0.0) / walls[label]:.0f}%"
+                 for label, column in columns.items()]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -80,10 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--size", choices=list(SIZES), default="paper")
+    parser.add_argument("--compile", action="store_true", help="the compiled step's breakdown beside the eager one")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    buckets, wall, tokens = profile_steps(args.variant, args.steps, args.size)
-    print(render(args.variant, buckets, wall, tokens, args.steps))
+    torch._inductor.config.cpp.enable_kernel_profile = True  # Inductor's kernels named in the profile
+    modes = {"eager": "none", **({"compiled": "default"} if args.compile else {})}
+    profiles = {label: profile_steps(args.variant, args.steps, args.size, mode) for label, mode in modes.items()}
+    print(render(args.variant, profiles, args.steps))
     return 0
 
 

@@ -2,8 +2,11 @@
 
     python benchmarks/throughput.py [--arch rnn|transformer] [--device cpu|cuda|all] [--steps N] [--rounds R]
                                     [--amp] [--json OUT] [--variants V ...] [--decode-batches N]
+                                    [--compile [--compile-mode MODE]]
 
-`--rounds 0` times decoding alone.
+`--rounds 0` times decoding alone. `--compile` times every variant twice in the same rounds, eager and with
+`model.compile` (rows `<variant>+compile`), and gives each compiled row its compilation seconds (Dynamo, Inductor,
+backward graphs), which its warm-up calls spend and its timed calls do not.
 
 Emb 512, hidden 512, vocabularies 17.7K / 7K, batch 64, sentence lengths like IWSLT'15 En-Vi (mean ~20
 source words), synthetic token ids. joeynmt 2.3's recurrent model with the same sizes (bi-LSTM encoder,
@@ -28,11 +31,13 @@ import torch
 from torch import nn
 
 from nmt_core.architectures import build_model
+from nmt_core.compiled import compile_model, compile_seconds
 from nmt_core.config import build_config
 from nmt_core.data import Example, collate
 from nmt_core.decode import beam_search, greedy
 from nmt_core.model import EOS, PAD, Seq2Seq
-from nmt_core.train import autocast, batch_loss, build_optimizer, optimizer_step, symmetric_loss, use_tensor_cores
+from nmt_core.train import (autocast, batch_loss, build_model, build_optimizer, optimizer_step, symmetric_loss,
+                            use_tensor_cores)
 
 VARIANTS = {  # config sections over the defaults (general score, Luong placement, the fast path)
     "none": {},
@@ -114,8 +119,8 @@ def train_step_fn(model: Seq2Seq, cfg, device: torch.device) -> Callable:
     reverse = None
     if cfg.train.symmetry_weight > 0:
         torch.manual_seed(1)
-        reverse = Seq2Seq(cfg.model, cfg.attention, model.decoder.output.out_features,
-                          model.encoder.embed.num_embeddings).to(device).train()
+        reverse = build_model(cfg, model.decoder.output.out_features,
+                              model.encoder.embed.num_embeddings).to(device).train()
     trained = nn.ModuleList([model] if reverse is None else [model, reverse])
     optimizer = build_optimizer(trained, cfg)
 
@@ -227,28 +232,53 @@ def model_section(arch: str, size: tuple, input_feeding: bool) -> dict:
 
 
 def build_variant(name: str, size: tuple, device: torch.device, input_feeding: bool, amp: bool,
-                  arch: str = "rnn"):
+                  arch: str = "rnn", compile_mode: str = "none"):
     _, _, src_vocab, tgt_vocab, _ = size
     variant = ARCH_VARIANTS[arch][name]
-    cfg = build_config({"model": {**model_section(arch, size, input_feeding), **variant.get("model", {})},
+    compiled = {"compile": compile_mode} if compile_mode != "none" else {}
+    cfg = build_config({"model": {**model_section(arch, size, input_feeding), **compiled, **variant.get("model", {})},
                         "attention": variant.get("attention", {}), "train": {"amp": amp, **variant.get("train", {})},
                         "decode": {"max_len_ratio": 1.2}})
     torch.manual_seed(0)
-    return build_model(cfg.model, cfg.attention, src_vocab, tgt_vocab).to(device), cfg
+    model = build_model(cfg.model, cfg.attention, src_vocab, tgt_vocab)
+    return compile_model(model, cfg.model.compile).to(device), cfg
+
+
+COMPILED = "+compile"  # the suffix of a compiled variant's row
+
+
+def contender_names(variants: list[str], compile_mode: str) -> dict[str, tuple[str, str]]:
+    """Row name -> (variant, model.compile): every variant eager, and compiled too unless compile_mode is none."""
+    names = {name: (name, "none") for name in variants}
+    if compile_mode != "none":
+        names.update({name + COMPILED: (name, compile_mode) for name in variants})
+    return names
 
 
 def run(device: torch.device, size_name: str, steps: int, decode_batches: int, variants: list[str],
-        input_feeding: bool, amp: bool, rounds: int = 1, log=print, arch: str = "rnn", clock: str = "wall") -> dict:
-    """Training speed is timed in `rounds` rounds that interleave all contenders (joeynmt and every variant),
-    so drift on a shared machine hits them alike; the table gives each one's best round, the JSON every round."""
+        input_feeding: bool, amp: bool, rounds: int = 1, log=print, arch: str = "rnn", clock: str = "wall",
+        compile_mode: str = "none") -> dict:
+    """Training speed is timed in `rounds` rounds that interleave all contenders (joeynmt and every variant, eager
+    and compiled), so drift on a shared machine hits them alike; the table gives each one's best round, the JSON
+    every round."""
     use_tensor_cores(device)  # process-wide, so joeynmt gets TF32 too: the ratio compares the models' code
     size = SIZES[size_name]
     batch = size[4]
     batches = synthetic_batches(max(steps, 4), batch, size[2], size[3])
     results = {"arch": arch, "clock": clock, "device": str(device), "size": size_name, "steps": steps, "rounds": rounds,
-               "input_feeding": input_feeding, "amp": amp, "variants": {}}
-    models = {name: build_variant(name, size, device, input_feeding, amp, arch) for name in variants}
+               "input_feeding": input_feeding, "amp": amp, "compile": compile_mode, "variants": {}}
+    models = {row: build_variant(name, size, device, input_feeding, amp, arch, mode)
+              for row, (name, mode) in contender_names(variants, compile_mode).items()}
     contenders = {name: train_step_fn(model.train(), cfg, device) for name, (model, cfg) in models.items()}
+    compiling = {name: 0.0 for name in models}  # seconds each contender spent compiling
+
+    def timed_compiling(name: str, *args, **kwargs) -> float:
+        before = compile_seconds()
+        rate = timed(*args, clock=CLOCKS[clock], **kwargs)
+        if name in compiling:
+            compiling[name] += compile_seconds() - before
+        return rate
+
     joey = load_joeynmt(arch)
     if joey is not None:
         torch.manual_seed(0)
@@ -257,8 +287,7 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
     rates: dict[str, list[float]] = {name: [] for name in contenders}
     for round_ in range(rounds):
         for name, step in contenders.items():
-            rates[name].append(timed(step, batches, steps, device, warmup=2 if round_ == 0 else 0,
-                                     clock=CLOCKS[clock]))
+            rates[name].append(timed_compiling(name, step, batches, steps, device, warmup=2 if round_ == 0 else 0))
         log(f"  round {round_ + 1}: " + ", ".join(f"{name} {rates[name][-1]:.0f}" for name in contenders) + " train tok/s")
     if joey is not None and rounds:
         results["joeynmt_tokens_per_s"] = max(rates["joeynmt"])
@@ -273,9 +302,10 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
             model.decoder.output.bias[EOS] = float("-inf")  # decodes 1.2 x its longest source, like a trained model
         for beam, key in ((1, "greedy"), (10, "beam10")):
             produced: list[int] = []
-            row[f"{key}_sentences_per_s"] = timed(decode_fn(model, cfg, device, beam, produced), batches,
-                                                  decode_batches, device, warmup=1, clock=CLOCKS[clock])
+            row[f"{key}_sentences_per_s"] = timed_compiling(name, decode_fn(model, cfg, device, beam, produced),
+                                                            batches, decode_batches, device, warmup=1)
             row[f"{key}_tokens_per_sentence"] = sum(produced[1:]) / (decode_batches * batch)  # warm-up call untimed
+        row.update(compile=cfg.model.compile, compile_time_s=compiling[name])
         results["variants"][name] = row
     return results
 
@@ -284,22 +314,26 @@ def table(results: dict) -> str:
     lines = [f"{results.get('arch', 'rnn')}, device {results['device']}, size {results['size']}, best of "
              f"{results['rounds']} rounds of {results.get('clock', 'wall')}-clock time, "
              f"{results['steps']} steps, "
-             f"input feeding {results['input_feeding']}, amp {results['amp']}"
+             f"input feeding {results['input_feeding']}, amp {results['amp']}, compile {results.get('compile', 'none')}"
              + (f", joeynmt 2.3: {results['joeynmt_tokens_per_s']:.0f} train tok/s" if "joeynmt_tokens_per_s" in results
                 else ", training not timed" if not results["rounds"]
                 else ", joeynmt not installed (benchmarks/install_joeynmt.sh)"),
              "decoding: </s> banned, so every sentence runs to 1.2 x its batch's longest source (out len)",
-             "| variant | params | train tok/s | vs none | vs joeynmt "
-             "| greedy sent/s (out len) | beam-10 sent/s (out len) |",
-             "|---|---|---|---|---|---|---|"]
-    baseline = results["variants"].get("none", {}).get("train_tokens_per_s")
+             "vs none: against the eager baseline for eager rows, the compiled one for compiled rows; compile s: "
+             "seconds spent compiling (warm-up calls, not timed)",
+             "| variant | params | train tok/s | vs none | vs joeynmt | greedy sent/s (out len) "
+             "| beam-10 sent/s (out len) | compile s |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, row in results["variants"].items():
+        baseline = results["variants"].get("none" + (COMPILED if name.endswith(COMPILED) else ""), {})
+        baseline = baseline.get("train_tokens_per_s")
         ratio = f"{row['ratio_to_joeynmt']:.2f}x" if "ratio_to_joeynmt" in row else "-"
         to_none = f"{row['train_tokens_per_s'] / baseline:.2f}x" if baseline else "-"
         trained = f"{row['train_tokens_per_s']:.0f}" if row["train_rounds"] else "-"
         lines.append(f"| {name} | {row['n_params'] / 1e6:.1f}M | {trained} | {to_none} | {ratio} | "
                      f"{row['greedy_sentences_per_s']:.1f} ({row['greedy_tokens_per_sentence']:.0f}) | "
-                     f"{row['beam10_sentences_per_s']:.1f} ({row['beam10_tokens_per_sentence']:.0f}) |")
+                     f"{row['beam10_sentences_per_s']:.1f} ({row['beam10_tokens_per_sentence']:.0f}) | "
+                     f"{row['compile_time_s']:.0f} |")
     return "\n".join(lines)
 
 
@@ -315,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: all of --arch's")
     parser.add_argument("--no-input-feeding", action="store_true", help="one cuDNN call for the decoder RNN")
     parser.add_argument("--amp", action="store_true", help="bf16 autocast, for joeynmt too (CUDA, or a CPU with native bf16)")
+    parser.add_argument("--compile", action="store_true", help="time every variant compiled too (model.compile)")
+    parser.add_argument("--compile-mode", choices=["default", "reduce-overhead"], default="default",
+                        help="torch.compile's mode with --compile; reduce-overhead replays CUDA graphs (CUDA only)")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's; 1 on a CPU others share)")
     parser.add_argument("--clock", choices=list(CLOCKS), default="wall",
@@ -335,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     for device in devices:
         print(f"{device}:")
         results = run(torch.device(device), args.size, args.steps, args.decode_batches, variants,
-                      not args.no_input_feeding, args.amp, args.rounds, arch=args.arch, clock=args.clock)
+                      not args.no_input_feeding, args.amp, args.rounds, arch=args.arch, clock=args.clock,
+                      compile_mode=args.compile_mode if args.compile else "none")
         all_results.append(results)
         print(table(results))
     if args.json:

@@ -61,6 +61,7 @@ class ModelConfig:
     heads: int = 8  # transformer: attention heads (each has hidden_size / heads units)
     ff_size: int = 2048  # transformer: inner size of the feed-forward blocks
     norm: str = "pre"  # transformer: pre: x + f(LN(x)) (no warm-up tuning); post: LN(x + f(x)) (Vaswani)
+    compile: str = "none"  # torch.compile the decoder step and the loss: default, or reduce-overhead (CUDA graphs)
 
 
 @dataclass
@@ -148,8 +149,8 @@ INACTIVE_UNLESS: dict[str, Any] = {
 }
 
 # keys that only one architecture reads: the other refuses them unless left at their defaults (_check_arch)
-RNN_ONLY = ("model.cell", "model.input_feeding", "model.readout", "model.encoder_layers", "model.decoder_layers",
-            "attention.score", "attention.placement", "attention.coverage", "attention.coverage_weight",
+RNN_ONLY = ("model.cell", "model.compile", "model.input_feeding", "model.readout", "model.encoder_layers",
+            "model.decoder_layers", "attention.score", "attention.placement", "attention.coverage", "attention.coverage_weight",
             "attention.fertility", "attention.intra_temporal", "attention.self_attention")
 TRANSFORMER_ONLY = ("model.layers", "model.heads", "model.ff_size", "model.norm", "attention.sact_reading",
                     "attention.temperature_at", "attention.position_layers")
@@ -192,6 +193,7 @@ CHOICES = Choices({
     "data.tokenizer": ("word", "space", "sentencepiece"),
     "model.cell": ("lstm", "gru"),
     "model.readout": ("auto", "luong", "sum"),
+    "model.compile": ("none", "default", "reduce-overhead"),
     "train.device": ("auto", "cpu", "cuda"),
     "model.arch": ("rnn", "transformer"),
     "model.norm": ("pre", "post"),

@@ -21,12 +21,12 @@ from nmt_core import architectures
 from nmt_core.alignment import guided_alignment_loss
 from nmt_core.attention import coverage_penalty
 from nmt_core.checkpoint import FORMAT as CHECKPOINT_FORMAT
+from nmt_core.compiled import compile_model, compile_seconds, loss_function
 from nmt_core.config import TrialConfig
 from nmt_core.data import Batch, Example, Segmenter, TrialData, Vocab, load_trial_data, make_batches
 from nmt_core.decode import Translation, translate
 from nmt_core.diagnostics import AttentionDiagnostics
 from nmt_core.evaluate import AlignmentScore, BleuResult, attention_alignment, corpus_bleu
-from nmt_core.loss import summed_cross_entropy
 from nmt_core.model import EOS, PAD, DecoderTrace, Seq2Seq
 from nmt_core.progress import EpochProgress
 from nmt_core.symmetry import reverse_batch, reversed_data, trace_bonus
@@ -55,7 +55,8 @@ def use_tensor_cores(device: torch.device) -> None:
 
 
 def build_model(cfg: TrialConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
-    return architectures.build_model(cfg.model, cfg.attention, src_vocab, tgt_vocab)
+    return compile_model(architectures.build_model(cfg.model, cfg.attention, src_vocab, tgt_vocab),
+                         cfg.model.compile)
 
 
 def native_bf16(device: torch.device) -> bool:
@@ -86,7 +87,7 @@ def summed_token_loss(logits: Tensor, targets: Tensor, cfg: TrialConfig, label_s
     """Cross-entropy summed over target tokens: fused on the fast path (no padding rows there), else PyTorch's."""
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 logits normalised in fp32
     if cfg.model.fast_path:
-        return summed_cross_entropy(logits, targets, label_smoothing)
+        return loss_function(cfg.model.compile)(logits, targets, label_smoothing)
     return nn.functional.cross_entropy(logits, targets, ignore_index=PAD, reduction="sum",
                                        label_smoothing=label_smoothing)
 
@@ -267,6 +268,7 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
     """Train one configuration; `resume` is a state an earlier run handed to `on_epoch_end`."""
     device = resolve_device(cfg.train.device)
     use_tensor_cores(device)
+    compiled_before = compile_seconds()
     vocabs = (Vocab(resume["vocab"]["src"]), Vocab(resume["vocab"]["tgt"])) if resume else None
     data = data or load_trial_data(cfg.data, vocabs, subword_models(resume) if resume else None,
                                    training_links=cfg.train.guided_alignment > 0,
@@ -323,6 +325,8 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
         reverse.load_state_dict(best_reverse)
     final, tests, alignments = final_scores(model, reverse, data, cfg, device)
     final.update(n_params=n_params, best_epoch=progress["best_epoch"])
+    if cfg.model.compile != "none":  # what this run spent compiling, inside its epoch and evaluation times
+        final["compile_time_s"] = compile_seconds() - compiled_before
     log(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items())
         + f"  ({next(iter(tests.values())).signature})")
     return TrainResult(cfg, model, data, progress["history"], final, tests, alignments)

@@ -46,6 +46,7 @@ METRICS = (
     Metric("aer_", AT_END, prefix=True, parent=True, results=LAST),
     Metric("gold_attention_", AT_END, prefix=True, results=LAST),
     Metric("n_params", AT_END, results=LAST), Metric("best_epoch", AT_END), Metric("bleu_dev_final_beam", AT_END),
+    Metric("compile_time_s", AT_END, results=LAST),  # model.compile: seconds the trial spent compiling
 )
 CURVES = tuple(m.name for m in METRICS if m.curve)  # per-epoch histories the summary reads
 AGGREGATED = {how: tuple(m.name for m in METRICS if m.when == PER_EPOCH and m.results == how) for how in (BEST, MEAN)}

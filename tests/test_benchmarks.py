@@ -65,6 +65,7 @@ def test_profile_breakdown_smoke(capsys):
     assert profile_step.bucket_of("aten::addmm") == "matrix products"
     assert profile_step.bucket_of("autograd::engine::evaluate_function: AddmmBackward0").startswith("autograd engine")
     assert profile_step.bucket_of("aten::_log_softmax") == "softmax and cross-entropy"
+    assert profile_step.bucket_of("graph_2_cpp_fused__softmax_add_mul_sigmoid") == "fused kernels (Inductor)"
 
 
 @pytest.mark.slow
@@ -79,3 +80,19 @@ def test_sweep_overhead_reports_each_size_with_the_drivers_memory_and_delay(caps
         sweep_mb, peak_mb = map(float, row[6].split(" / "))
         median_s, longest_s = map(float, row[7].rstrip(" |").split(" / "))
         assert 100 < sweep_mb <= peak_mb < 10_000 and 0 <= median_s <= longest_s < 60
+
+
+@pytest.mark.slow
+def test_compiled_rows_and_breakdown_smoke(capsys):
+    """--compile: each variant eager and compiled in the same rounds, the compiled row with its compile seconds; the
+    profile's compiled column beside the eager one."""
+    import profile_step
+
+    results = throughput.run(throughput.torch.device("cpu"), "tiny", 1, 1, ["sact"], input_feeding=True, amp=False,
+                             log=lambda _: None, compile_mode="default")
+    assert set(results["variants"]) == {"sact", "sact+compile"}
+    assert results["variants"]["sact+compile"]["compile_time_s"] > 0 == results["variants"]["sact"]["compile_time_s"]
+    assert "| sact+compile |" in throughput.table(results)
+    assert profile_step.main(["--size", "tiny", "--steps", "1", "--threads", "1", "--compile"]) == 0
+    out = capsys.readouterr().out
+    assert "compiled ms per step" in out and "| fused kernels (Inductor) |" in out

@@ -1,0 +1,114 @@
+"""torch.compile for what a trial repeats most: the decoder's step and the loss (`model.compile`).
+
+A training batch runs the decoder's step once per target position, and decoding once per output token; between
+its matrix products a step is a string of small elementwise ops, each a pass over memory and a dispatch on a CPU
+and a kernel launch on a GPU. Inductor fuses them; on CUDA `reduce-overhead` replays the step as a CUDA graph.
+What stays eager, and why: the encoder is one oneDNN/cuDNN LSTM call over packed sequences (nothing to fuse,
+and packing is data-dependent); the Python loop over target positions stays, because a loop traced whole would
+compile one graph per target length.
+
+Shapes are dynamic from the first call (batch rows, source length, the output positions of the loss), so a trial
+compiles a handful of graphs: training, teacher-forced dev (no grad, no dropout), greedy search and beam search
+(k rows per sentence); not one per batch. The step holds no host-device sync and no data-dependent shape.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import torch
+import torch._dynamo
+from torch import Tensor
+from torch._dynamo.callback import CallbackArgs, callback_handler, on_compile_end, on_compile_start
+
+from nmt_core.attention import AttentionOutput, Memory
+from nmt_core.loss import summed_cross_entropy
+from nmt_core.model import DecoderState, Seq2Seq
+
+# Graphs a model's step may compile: the first training step (its state needs no gradient yet) and the others,
+# their no-grad twins for dev and greedy search, beam search's (k rows per sentence). Dynamo's recompile limit
+# counts graphs per function, whatever the model, so every compiled model (two with symmetry, one per variant in
+# a benchmark) widens it by this much; past it Dynamo falls back to eager and warns.
+GRAPHS_PER_MODEL = 8
+
+
+class _CompileClock:
+    """Wall seconds this process has spent compiling: Dynamo's tracing, Inductor's code generation, backward graphs
+    compiled at their first backward and CUDA graph recording (Dynamo calls start and end once around each)."""
+
+    def __init__(self):
+        self.seconds, self._start = 0.0, 0.0
+
+    def start(self, _: CallbackArgs) -> None:
+        self._start = time.perf_counter()
+
+    def end(self, _: CallbackArgs) -> None:
+        self.seconds += time.perf_counter() - self._start
+
+
+_CLOCK = _CompileClock()
+_COMPILED_MODELS: list[int] = []  # id of every model compiled in this process
+
+
+def _start_clock() -> None:
+    """Register the clock with Dynamo, again after torch._dynamo.reset(), which drops every callback."""
+    if _CLOCK.start not in callback_handler.start_callbacks:
+        on_compile_start(_CLOCK.start)
+        on_compile_end(_CLOCK.end)
+
+
+def compile_seconds() -> float:
+    """Seconds spent compiling in this process so far: a trial reports the difference over its run."""
+    return _CLOCK.seconds
+
+
+def _compile(fn: Callable, mode: str) -> Callable:
+    return torch.compile(fn, dynamic=True, mode=None if mode == "default" else mode)
+
+
+def compile_model(model: Seq2Seq, mode: str) -> Seq2Seq:
+    """The model with its decoder step compiled (in place; `none` leaves it eager). Training and decoding both
+    call `Decoder.transition` per target position; its parameters stay the module's, so checkpoints, the optimiser
+    and `state_dict` see no difference."""
+    if mode == "none":
+        return model
+    torch._dynamo.config.allow_rnn = True  # the step reads the decoder LSTM's own weights (rnn_step), not nn.LSTM
+    _start_clock()
+    _COMPILED_MODELS.append(id(model))
+    config = torch._dynamo.config
+    config.recompile_limit = max(config.recompile_limit, GRAPHS_PER_MODEL * len(_COMPILED_MODELS))
+    decoder = model.decoder
+    step = _compile(decoder.transition, mode)
+    decoder.transition = step if mode != "reduce-overhead" else _keeping_traces(step)
+    return model
+
+
+def _keeping_traces(step: Callable) -> Callable:
+    """A CUDA-graph step whose readout and attention output outlive the next step. Without autograd (dev loss,
+    decoding) every call replays into the same static buffers, while the teacher-forced loop keeps every step's
+    readout and trace until it stacks them and beam search keeps every step's weights until it reads its hypotheses
+    back: those (R, H) and (R, S) tensors are copied out. The state is consumed by the next call, and training keeps
+    every step's buffers until backward anyway."""
+    def call(emb: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
+        h_tilde, state, out = step(emb, state, memory)
+        if torch.is_grad_enabled():
+            return h_tilde, state, out
+        kept = {f.name: getattr(out, f.name) for f in dataclasses.fields(out)}
+        return h_tilde.clone(), state, AttentionOutput(**{name: None if value is None else value.clone()
+                                                          for name, value in kept.items()})
+    return call
+
+
+_COMPILED_LOSS: dict[str, Callable] = {}
+
+
+def loss_function(mode: str) -> Callable:
+    """The fused cross-entropy (nmt_core.loss), compiled unless `mode` is none: its softmax, gather and the
+    backward's exp, subtraction and scatter become one or two passes over the (N, V) logits."""
+    if mode == "none":
+        return summed_cross_entropy
+    _start_clock()
+    if mode not in _COMPILED_LOSS:
+        _COMPILED_LOSS[mode] = _compile(summed_cross_entropy, mode)
+    return _COMPILED_LOSS[mode]
