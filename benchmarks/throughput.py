@@ -30,8 +30,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from nmt_core.architectures import build_model
-from nmt_core.compiled import compile_model, compile_seconds
+from nmt_core.compiled import compile_seconds
 from nmt_core.config import build_config
 from nmt_core.data import Example, collate
 from nmt_core.decode import beam_search, greedy
@@ -240,8 +239,7 @@ def build_variant(name: str, size: tuple, device: torch.device, input_feeding: b
                         "attention": variant.get("attention", {}), "train": {"amp": amp, **variant.get("train", {})},
                         "decode": {"max_len_ratio": 1.2}})
     torch.manual_seed(0)
-    model = build_model(cfg.model, cfg.attention, src_vocab, tgt_vocab)
-    return compile_model(model, cfg.model.compile).to(device), cfg
+    return build_model(cfg, src_vocab, tgt_vocab).to(device), cfg  # compiled as a trial compiles it
 
 
 COMPILED = "+compile"  # the suffix of a compiled variant's row
