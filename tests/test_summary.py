@@ -18,6 +18,7 @@ from nmt_core.decode import Translation
 from nmt_core.evaluate import trace_table, write_traces
 from sweeper.cli import main as sweeper_main
 from sweeper.metrics import EXPLOITS
+from sweeper.space import SignificanceSpec
 from sweeper.summary import (TrialRecord, build_summary, mean_std, render_csv, render_latex, render_markdown,
                              summarize)
 
@@ -465,3 +466,24 @@ def test_summary_p_values_are_sacrebleus_on_the_same_files(tmp_path, method, fla
     assert comparison.p_value == pytest.approx(sacrebleu_p, abs=1e-12)
     assert 1 / 1001 < comparison.p_value < 1
     assert ("sacrebleu --paired-ar semantics" if flag == "ar" else "sacrebleu --paired-bs semantics") in summary.method
+
+
+def test_a_sact_row_finds_its_control_with_the_parameters_a_real_trial_logs():
+    """A real SACT trial logs what its part owns (attention.lambda and attention.sact_bias), a fixed one
+    attention.tau: the control is found all the same (the quickstart's sact4 against tau4)."""
+    refs = [f"w{i} x{i} y{i} z{i} end" for i in range(12)]
+
+    def record(run: str, attention: dict, bleu: float) -> TrialRecord:
+        cfg = build_config({"data": {"corpus": "synthetic"}, "attention": attention})
+        params = {k: str(v) for k, v in cfg.active().items()}
+        return TrialRecord(run, run, run, params, {"bleu_test_test": bleu, "bleu_test_avg": bleu}, {"bleu_dev": [bleu]})
+
+    records = [record("base", {}, 20.0), record("sact", {"temperature": "sact", "lambda": 4.0}, 21.0),
+               record("fixed", {"temperature": "fixed", "tau": 4.0}, 19.0)]
+    assert "attention.sact_bias" in records[1].params and "attention.sact_bias" not in records[2].params
+    translations = {r.run_id: {"test": [" ".join(ref.split()[: 2 + i % 3]) for ref in refs]}
+                    for i, r in enumerate(records)}
+    summary = build_summary(records, translations, {"test": refs}, significance=SignificanceSpec(resamples=100))
+    controls = [(c.row.records[0].run_id, c.against.records[0].run_id) for c in summary.comparisons
+                if c.kind == "control"]
+    assert controls == [("sact", "fixed")]

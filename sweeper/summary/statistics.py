@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nmt_core.evaluate import AlignmentBootstrap, ApproximateRandomization, PairedBootstrap, SentenceBootstrap, holm
-from nmt_core.registry import is_adaptive
+from nmt_core.registry import TEMPERATURES, choices, is_adaptive
 from nmt_core.train import PAPER_BLEU
 from sweeper.metrics import SIGNATURE_TAGS
 from sweeper.space import SignificanceSpec
@@ -21,7 +21,6 @@ from sweeper.summary.records import SummaryError, TrialRecord
 
 BETTER, WORSE = ("**", "*"), ("††", "†")  # p < 0.01, p < 0.05 after Holm's correction
 BASELINE, CONTROL = "baseline", "control"  # what a row is compared with
-CONTROL_KEYS = ("attention.temperature", "attention.tau", "attention.lambda", "variant")  # SACT vs its control
 AR_INTERVAL_RESAMPLES = 1000  # the interval's bootstrap beside approximate randomization (sacrebleu's default)
 
 
@@ -135,17 +134,25 @@ def significance_mark(delta: float, p: float) -> str:
     return marks[0] if p < 0.01 else marks[1] if p < 0.05 else ""
 
 
-def _beside_temperature(row: VariantRow) -> tuple:
-    return tuple((k, v) for k, v in row.records[0].group if k not in CONTROL_KEYS)
+def temperature_keys() -> set[str]:
+    """What a SACT row and its control may differ in: the temperature and every setting a temperature part owns
+    (tau; lambda and sact_bias), and the variant label that names them."""
+    choices()  # the registries, filled
+    return {"attention.temperature", "variant", *(key for part in TEMPERATURES.values() for key in part.settings)}
+
+
+def _beside_temperature(row: VariantRow, keys: set[str]) -> tuple:
+    return tuple((k, v) for k, v in row.records[0].group if k not in keys)
 
 
 def controls_by_setting(rows: list[VariantRow]) -> dict[tuple, VariantRow]:
     """The fixed-temperature rows by (tau, every other setting): one pass, so finding controls stays linear."""
     controls: dict[tuple, VariantRow] = {}
+    keys = temperature_keys()
     for r in rows:
         params = r.records[0].params
         if params.get("attention.temperature") == "fixed":
-            controls.setdefault((float(params.get("attention.tau", "nan")), _beside_temperature(r)), r)
+            controls.setdefault((float(params.get("attention.tau", "nan")), _beside_temperature(r, keys)), r)
     return controls
 
 
@@ -154,7 +161,7 @@ def control_of(controls: dict[tuple, VariantRow], row: VariantRow) -> VariantRow
     params = row.records[0].params
     if not is_adaptive(params.get("attention.temperature")) or "attention.lambda" not in params:
         return None
-    return controls.get((float(params["attention.lambda"]), _beside_temperature(row)))
+    return controls.get((float(params["attention.lambda"]), _beside_temperature(row, temperature_keys())))
 
 
 def pairs_of(rows: list[VariantRow], criteria: dict[str, Any]) -> list[tuple[VariantRow, VariantRow, str]]:
