@@ -8,6 +8,7 @@ sharing, and this benchmark runs without a Ray cluster. Each process builds the 
 waits for the others at a barrier, then trains on synthetic batches for `--seconds`; the table shows the
 GPU's total tokens/s and each trial's share. `--device cpu` runs the same on CPU cores (the smoke test).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,9 @@ def packed(k: int, device: str, size: str, amp: bool, seconds: float) -> list[fl
     context = mp.get_context("spawn")  # CUDA cannot be used in forked children
     start, rates = context.Barrier(k), context.Queue()
     threads = max(1, (torch.get_num_threads() if device == "cpu" else 1) // k)
-    processes = [context.Process(target=trial, args=(device, size, amp, seconds, threads, start, rates))
-                 for _ in range(k)]
+    processes = [
+        context.Process(target=trial, args=(device, size, amp, seconds, threads, start, rates)) for _ in range(k)
+    ]
     for p in processes:
         p.start()
     results = [rates.get() for _ in processes]
@@ -75,8 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
-        print("packing.py measures GPU sharing and needs a CUDA GPU; none is visible here (--device cpu runs it on "
-              "CPU cores)")
+        print(
+            "packing.py measures GPU sharing and needs a CUDA GPU; none is visible here (--device cpu runs it on "
+            "CPU cores)"
+        )
         return 1
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     print(f"{where}, size {args.size}, SACT, amp {args.amp}, {args.seconds:g}s per measurement")
@@ -89,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"trials": k, "total_tokens_per_s": total, "per_trial": rates})
         print(f"| {k} | {total:.0f} | {total / k:.0f} | {total / alone:.2f}x |", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"device": where, "size": args.size, "amp": args.amp, "rows": rows},
-                                              indent=2))
+        Path(args.json).write_text(
+            json.dumps({"device": where, "size": args.size, "amp": args.amp, "rows": rows}, indent=2)
+        )
     return 0
 
 

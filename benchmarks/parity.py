@@ -17,6 +17,7 @@ greedily its own way (the decoder re-run over the whole prefix each step, as its
     python benchmarks/parity.py [--arch rnn|transformer] [--space search_spaces/quickstart.yaml]
                                 [--score general|concat] [--epochs 10] [--lr LR] [--json parity.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,10 +39,17 @@ from nmt_core.evaluate import corpus_bleu  # noqa: E402
 from nmt_core.model import BOS, EOS, PAD  # noqa: E402
 from nmt_core.train import bleu_options, optimizer_step, scheduled_lr, train  # noqa: E402
 
-
 JOEYNMT_ATTENTION = {"general": "luong", "concat": "bahdanau"}  # the same formulas under joeynmt's names
-TRANSFORMER_MODEL = {"arch": "transformer", "emb_size": 128, "hidden_size": 128, "heads": 4, "layers": 3,
-                     "ff_size": 512, "dropout": 0.1, "norm": "pre"}  # a small Transformer for the quickstart data
+TRANSFORMER_MODEL = {
+    "arch": "transformer",
+    "emb_size": 128,
+    "hidden_size": 128,
+    "heads": 4,
+    "layers": 3,
+    "ff_size": 512,
+    "dropout": 0.1,
+    "norm": "pre",
+}  # a small Transformer for the quickstart data
 TRANSFORMER_TRAIN = {"lr": 2e-3, "schedule": "inverse_sqrt", "warmup": 200, "label_smoothing": 0.1}
 
 
@@ -54,13 +62,27 @@ class JoeyModel(nn.Module):
         m = cfg.model
         self.src_embed = Embeddings(embedding_dim=m.emb_size, vocab_size=src_vocab, padding_idx=PAD)
         self.trg_embed = Embeddings(embedding_dim=m.emb_size, vocab_size=tgt_vocab, padding_idx=PAD)
-        self.encoder = RecurrentEncoder(rnn_type="lstm", hidden_size=m.hidden_size // 2, emb_size=m.emb_size,
-                                        bidirectional=True, dropout=m.dropout, emb_dropout=m.dropout)
-        self.decoder = RecurrentDecoder(rnn_type="lstm", emb_size=m.emb_size, hidden_size=m.hidden_size,
-                                        encoder=self.encoder, attention=JOEYNMT_ATTENTION[cfg.attention.score],
-                                        vocab_size=tgt_vocab,
-                                        dropout=m.dropout, emb_dropout=m.dropout, hidden_dropout=m.dropout,
-                                        init_hidden="bridge", input_feeding=True)
+        self.encoder = RecurrentEncoder(
+            rnn_type="lstm",
+            hidden_size=m.hidden_size // 2,
+            emb_size=m.emb_size,
+            bidirectional=True,
+            dropout=m.dropout,
+            emb_dropout=m.dropout,
+        )
+        self.decoder = RecurrentDecoder(
+            rnn_type="lstm",
+            emb_size=m.emb_size,
+            hidden_size=m.hidden_size,
+            encoder=self.encoder,
+            attention=JOEYNMT_ATTENTION[cfg.attention.score],
+            vocab_size=tgt_vocab,
+            dropout=m.dropout,
+            emb_dropout=m.dropout,
+            hidden_dropout=m.dropout,
+            init_hidden="bridge",
+            input_feeding=True,
+        )
         from joeynmt.initialization import initialize_model
 
         initialize_model(self, {"encoder": {"type": "recurrent"}, "decoder": {"type": "recurrent"}}, PAD, PAD)
@@ -76,10 +98,24 @@ class JoeyModel(nn.Module):
     def loss(self, batch: Batch) -> torch.Tensor:
         order, output, hidden, mask = self.encode(batch)
         tgt_in, tgt_out = batch.tgt_in[order], batch.tgt_out[order]
-        logits, _, _, _ = self.decoder(trg_embed=self.trg_embed(tgt_in), encoder_output=output, encoder_hidden=hidden,
-                                       src_mask=mask, unroll_steps=tgt_in.size(1), trg_mask=(tgt_in != PAD).unsqueeze(1))
-        return nn.functional.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD,
-                                           reduction="sum", label_smoothing=self.smoothing) / batch.n_tokens
+        logits, _, _, _ = self.decoder(
+            trg_embed=self.trg_embed(tgt_in),
+            encoder_output=output,
+            encoder_hidden=hidden,
+            src_mask=mask,
+            unroll_steps=tgt_in.size(1),
+            trg_mask=(tgt_in != PAD).unsqueeze(1),
+        )
+        return (
+            nn.functional.cross_entropy(
+                logits.flatten(0, 1),
+                tgt_out.flatten(),
+                ignore_index=PAD,
+                reduction="sum",
+                label_smoothing=self.smoothing,
+            )
+            / batch.n_tokens
+        )
 
     @torch.no_grad()
     def greedy(self, batch: Batch, max_len: int) -> list[list[int]]:
@@ -87,9 +123,16 @@ class JoeyModel(nn.Module):
         y = torch.full((order.numel(), 1), BOS, dtype=torch.long)
         state, att, tokens = None, None, []
         for _ in range(max_len):
-            logits, state, _, att = self.decoder(trg_embed=self.trg_embed(y), encoder_output=output,
-                                                 encoder_hidden=hidden, src_mask=mask, unroll_steps=1, hidden=state,
-                                                 prev_att_vector=att, trg_mask=torch.ones_like(y, dtype=torch.bool).unsqueeze(1))
+            logits, state, _, att = self.decoder(
+                trg_embed=self.trg_embed(y),
+                encoder_output=output,
+                encoder_hidden=hidden,
+                src_mask=mask,
+                unroll_steps=1,
+                hidden=state,
+                prev_att_vector=att,
+                trg_mask=torch.ones_like(y, dtype=torch.bool).unsqueeze(1),
+            )
             y = logits.argmax(-1)
             tokens.append(y)
             if (torch.cat(tokens, 1) == EOS).any(1).all():
@@ -105,8 +148,15 @@ class JoeyTransformer(nn.Module):
         super().__init__()
         TransformerEncoder, TransformerDecoder, Embeddings = load_joeynmt("transformer")
         m = cfg.model
-        shape = {"hidden_size": m.hidden_size, "ff_size": m.ff_size, "num_layers": m.layers, "num_heads": m.heads,
-                 "dropout": m.dropout, "emb_dropout": m.dropout, "layer_norm": m.norm}
+        shape = {
+            "hidden_size": m.hidden_size,
+            "ff_size": m.ff_size,
+            "num_layers": m.layers,
+            "num_heads": m.heads,
+            "dropout": m.dropout,
+            "emb_dropout": m.dropout,
+            "layer_norm": m.norm,
+        }
         self.src_embed = Embeddings(embedding_dim=m.hidden_size, scale=True, vocab_size=src_vocab, padding_idx=PAD)
         self.trg_embed = Embeddings(embedding_dim=m.hidden_size, scale=True, vocab_size=tgt_vocab, padding_idx=PAD)
         self.encoder, self.decoder = TransformerEncoder(**shape), TransformerDecoder(vocab_size=tgt_vocab, **shape)
@@ -116,15 +166,30 @@ class JoeyTransformer(nn.Module):
         self.smoothing = cfg.train.label_smoothing
 
     def decode(self, encoded: torch.Tensor, mask: torch.Tensor, tgt_in: torch.Tensor, tgt_mask: torch.Tensor):
-        return self.decoder(trg_embed=self.trg_embed(tgt_in), encoder_output=encoded, encoder_hidden=None,
-                            src_mask=mask, unroll_steps=tgt_in.size(1), hidden=None, trg_mask=tgt_mask)[0]
+        return self.decoder(
+            trg_embed=self.trg_embed(tgt_in),
+            encoder_output=encoded,
+            encoder_hidden=None,
+            src_mask=mask,
+            unroll_steps=tgt_in.size(1),
+            hidden=None,
+            trg_mask=tgt_mask,
+        )[0]
 
     def loss(self, batch: Batch) -> torch.Tensor:
         mask = (batch.src != PAD).unsqueeze(1)
         encoded, _ = self.encoder(self.src_embed(batch.src), batch.src_lengths, mask)
         logits = self.decode(encoded, mask, batch.tgt_in, (batch.tgt_in != PAD).unsqueeze(1))
-        return nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD,
-                                           reduction="sum", label_smoothing=self.smoothing) / batch.n_tokens
+        return (
+            nn.functional.cross_entropy(
+                logits.flatten(0, 1),
+                batch.tgt_out.flatten(),
+                ignore_index=PAD,
+                reduction="sum",
+                label_smoothing=self.smoothing,
+            )
+            / batch.n_tokens
+        )
 
     @torch.no_grad()
     def greedy(self, batch: Batch, max_len: int) -> list[list[int]]:
@@ -161,8 +226,12 @@ def train_joeynmt(cfg: TrialConfig, data: TrialData) -> dict:
     for epoch in range(1, cfg.train.epochs + 1):
         model.train()
         start = time.perf_counter()
-        for batch in make_batches(data.splits["train"], cfg.train.batch_size, cfg.train.token_budget,
-                                  shuffle_seed=cfg.train.seed * 100_003 + epoch):  # the batches ours trains on
+        for batch in make_batches(
+            data.splits["train"],
+            cfg.train.batch_size,
+            cfg.train.token_budget,
+            shuffle_seed=cfg.train.seed * 100_003 + epoch,
+        ):  # the batches ours trains on
             updates += 1
             for group in optimizer.param_groups:
                 group["lr"] = scheduled_lr(cfg, updates)  # train.lr itself unless train.schedule says otherwise
@@ -176,17 +245,26 @@ def train_joeynmt(cfg: TrialConfig, data: TrialData) -> dict:
             best, best_state = dev, copy.deepcopy(model.state_dict())
     model.load_state_dict(best_state)
     test, signature = joey_bleu(model, data, "test", cfg)
-    return {"bleu_test": test, "signature": signature, "bleu_dev_by_epoch": curve, "tokens_per_s": tokens / seconds,
-            "n_params": sum(p.numel() for p in model.parameters())}
+    return {
+        "bleu_test": test,
+        "signature": signature,
+        "bleu_dev_by_epoch": curve,
+        "tokens_per_s": tokens / seconds,
+        "n_params": sum(p.numel() for p in model.parameters()),
+    }
 
 
 def train_ours(cfg: TrialConfig, data: TrialData) -> dict:
     result = train(cfg, log=lambda line: print("ours " + line, file=sys.stderr), data=data)
     history = result.history
-    return {"bleu_test": result.final["bleu_test_test"], "signature": result.tests["test"].signature,
-            "bleu_dev_by_epoch": [h["bleu_dev"] for h in history],
-            "tokens_per_s": sum(h["tokens_per_s"] * h["epoch_time_s"] for h in history) / sum(h["epoch_time_s"] for h in history),
-            "n_params": result.final["n_params"]}
+    return {
+        "bleu_test": result.final["bleu_test_test"],
+        "signature": result.tests["test"].signature,
+        "bleu_dev_by_epoch": [h["bleu_dev"] for h in history],
+        "tokens_per_s": sum(h["tokens_per_s"] * h["epoch_time_s"] for h in history)
+        / sum(h["epoch_time_s"] for h in history),
+        "n_params": result.final["n_params"],
+    }
 
 
 def parity_config(space: Path, score: str, epochs: int, lr: float | None, arch: str = "rnn") -> TrialConfig:
@@ -198,15 +276,22 @@ def parity_config(space: Path, score: str, epochs: int, lr: float | None, arch: 
     base["attention"] = {"score": score, "temperature": "none"} if arch == "rnn" else {}
     if arch == "transformer":
         base["model"], base["train"] = dict(TRANSFORMER_MODEL), {**base.get("train", {}), **TRANSFORMER_TRAIN}
-    base["train"] = {**base.get("train", {}), "epochs": epochs, "lr_decay": 1.0, "early_stopping": 0,
-                     **({"lr": lr} if lr else {})}
+    base["train"] = {
+        **base.get("train", {}),
+        "epochs": epochs,
+        "lr_decay": 1.0,
+        "early_stopping": 0,
+        **({"lr": lr} if lr else {}),
+    }
     base["decode"] = {**base.get("decode", {}), "beam_size": 1}
     return build_config(base, source=str(space))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--space", type=Path, default=Path(__file__).parent.parent / "search_spaces" / "quickstart.yaml")
+    parser.add_argument(
+        "--space", type=Path, default=Path(__file__).parent.parent / "search_spaces" / "quickstart.yaml"
+    )
     parser.add_argument("--arch", choices=sorted(JOEY_MODELS), default="rnn")
     parser.add_argument("--score", choices=sorted(JOEYNMT_ATTENTION), default="general", help="rnn only")
     parser.add_argument("--epochs", type=int, default=10)
@@ -222,12 +307,16 @@ def main() -> None:
     results = {"joeynmt 2.3": train_joeynmt(cfg, data), "nmt_core": train_ours(cfg, data)}
     m = cfg.model
     what = f"score {args.score}" if args.arch == "rnn" else f"transformer {m.layers} layers d {m.hidden_size}"
-    print(f"\n{len(data.splits['train']):,} training pairs, {what}, {args.epochs} epochs, lr {cfg.train.lr:g}, greedy, "
-          f"signature {results['nmt_core']['signature']}")
+    print(
+        f"\n{len(data.splits['train']):,} training pairs, {what}, {args.epochs} epochs, lr {cfg.train.lr:g}, greedy, "
+        f"signature {results['nmt_core']['signature']}"
+    )
     print(f"{'model':<12} {'params':>10} {'test BLEU':>10} {'train tok/s':>12}  dev BLEU by epoch")
     for name, r in results.items():
-        print(f"{name:<12} {r['n_params']:>10,} {r['bleu_test']:>10.2f} {r['tokens_per_s']:>12.0f}  "
-              + " ".join(f"{v:.1f}" for v in r["bleu_dev_by_epoch"]))
+        print(
+            f"{name:<12} {r['n_params']:>10,} {r['bleu_test']:>10.2f} {r['tokens_per_s']:>12.0f}  "
+            + " ".join(f"{v:.1f}" for v in r["bleu_dev_by_epoch"])
+        )
     assert results["joeynmt 2.3"]["signature"] == results["nmt_core"]["signature"]
     if args.json:
         args.json.write_text(json.dumps({"config": cfg.to_dict(), "results": results}, indent=2))

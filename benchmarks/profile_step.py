@@ -13,6 +13,7 @@ autograd engine's own records (its nodes, not the backward kernels they call), e
 and concatenation, other ops. What the ops do not account for of the wall time is Python and dispatch
 overhead (the decoder's Python loop over target steps, allocation).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,9 +22,14 @@ import time
 
 import torch
 import torch._inductor.config
+from throughput import (
+    SIZES,
+    VARIANTS,
+    build_variant,
+    synthetic_batches,
+    train_step_fn,
+)  # run from benchmarks/ or with it on sys.path
 from torch.profiler import ProfilerActivity, profile
-
-from throughput import SIZES, VARIANTS, build_variant, synthetic_batches, train_step_fn  # run from benchmarks/ or with it on sys.path
 
 BUCKETS = (  # first match wins: (bucket, pattern on the op name); case matters only for autograd's node names
     ("fused kernels (Inductor)", r"^(graph_\d+_)?cpp_fused|^triton_"),
@@ -34,10 +40,16 @@ BUCKETS = (  # first match wins: (bucket, pattern on the op name); case matters 
     ("autograd engine (per-node bookkeeping)", r"^autograd::|^[A-Z]\w*Backward\d*$"),  # AddmmBackward0, not kernels
     ("matrix products", r"^aten::(mm|addmm|bmm|matmul|linear|baddbmm|addbmm|_mkldnn\w*|mkldnn_matmul)$"),
     ("embedding and indexing", r"(?i)embedding|index|gather|scatter|masked|where|nonzero"),
-    ("copies and concatenation", r"(?i)copy_|cat|stack|clone|contiguous|to$|_to_copy|empty|zeros|fill_|resize|"
-                                 r"unsqueeze|view|reshape|permute|transpose|expand|split|narrow|slice|select|t$"),
-    ("elementwise", r"(?i)add|mul|sub|div|tanh|sigmoid|exp|pow|dropout|bernoulli|relu|neg|sum|mean|max|min|clamp|"
-                    r"rsub|sqrt|log|abs|sign|threshold|ones_like|lt|gt|eq|ne|ge|le"),
+    (
+        "copies and concatenation",
+        r"(?i)copy_|cat|stack|clone|contiguous|to$|_to_copy|empty|zeros|fill_|resize|"
+        r"unsqueeze|view|reshape|permute|transpose|expand|split|narrow|slice|select|t$",
+    ),
+    (
+        "elementwise",
+        r"(?i)add|mul|sub|div|tanh|sigmoid|exp|pow|dropout|bernoulli|relu|neg|sum|mean|max|min|clamp|"
+        r"rsub|sqrt|log|abs|sign|threshold|ones_like|lt|gt|eq|ne|ge|le",
+    ),
 )
 
 
@@ -48,8 +60,9 @@ def bucket_of(name: str) -> str:
     return "other ops"
 
 
-def profile_steps(variant: str, steps: int, size_name: str = "paper",
-                  compile_mode: str = "none") -> tuple[dict[str, float], float, int]:
+def profile_steps(
+    variant: str, steps: int, size_name: str = "paper", compile_mode: str = "none"
+) -> tuple[dict[str, float], float, int]:
     """Self CPU seconds per bucket, wall seconds and target tokens over `steps` training steps (after two warm-up
     steps, which also compile)."""
     size = SIZES[size_name]
@@ -81,18 +94,31 @@ def with_overhead(buckets: dict[str, float], wall: float) -> dict[str, float]:
 
 def render(variant: str, profiles: dict[str, tuple[dict[str, float], float, int]], steps: int) -> str:
     """One column pair (ms per step, share) per profile (eager, compiled), rows by the first profile's time."""
-    lines = [f"variant {variant}, {steps} steps, {torch.get_num_threads()} threads; target tokens/s under the "
-             "profiler: " + ", ".join(f"{label} {tokens / wall:,.0f} ({wall / steps * 1000:.0f} ms per step)"
-                                        for label, (_, wall, tokens) in profiles.items()), ""]
+    lines = [
+        f"variant {variant}, {steps} steps, {torch.get_num_threads()} threads; target tokens/s under the "
+        "profiler: "
+        + ", ".join(
+            f"{label} {tokens / wall:,.0f} ({wall / steps * 1000:.0f} ms per step)"
+            for label, (_, wall, tokens) in profiles.items()
+        ),
+        "",
+    ]
     columns = {label: with_overhead(buckets, wall) for label, (buckets, wall, _) in profiles.items()}
     walls = {label: wall for label, (_, wall, _) in profiles.items()}
-    names = list(dict.fromkeys(name for column in columns.values()
-                               for name in sorted(column, key=lambda n: -column[n]) if name != OVERHEAD))
-    lines += ["| kind of work | " + " | ".join(f"{label} ms per step | {label} share" for label in columns) + " |",
-              "|---|" + "---|---|" * len(columns)]
+    names = list(
+        dict.fromkeys(
+            name for column in columns.values() for name in sorted(column, key=lambda n: -column[n]) if name != OVERHEAD
+        )
+    )
+    lines += [
+        "| kind of work | " + " | ".join(f"{label} ms per step | {label} share" for label in columns) + " |",
+        "|---|" + "---|---|" * len(columns),
+    ]
     for name in names + [OVERHEAD]:
-        cells = [f"{column.get(name, 0.0) / steps * 1000:.1f} | {100 * column.get(name, 0.0) / walls[label]:.0f}%"
-                 for label, column in columns.items()]
+        cells = [
+            f"{column.get(name, 0.0) / steps * 1000:.1f} | {100 * column.get(name, 0.0) / walls[label]:.0f}%"
+            for label, column in columns.items()
+        ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -12,6 +12,7 @@ on its own (`--writers` callbacks send at once, as concurrent drivers' sender th
 summarize` runs as a subprocess and its wall time and peak memory (max RSS) are reported. No model is logged:
 the summary does not read it, and its upload is the sweep's cost, not the summary's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,12 @@ from tests.servers import MlflowServer
 EPOCHS = 10
 DATA = {"corpus": "synthetic", "eval_subset": 200}
 BASE = {"data": DATA, "train": {"epochs": EPOCHS}}
-KINDS = {"none": {"temperature": "none"}, "fixed": {"temperature": "fixed"}, "sact": {"temperature": "sact"},
-         "sentinel": {"temperature": "none", "sentinel": True}}
+KINDS = {
+    "none": {"temperature": "none"},
+    "fixed": {"temperature": "fixed"},
+    "sact": {"temperature": "sact"},
+    "sentinel": {"temperature": "none", "sentinel": True},
+}
 SYSTEM = ("cpu_utilization_percentage", "system_memory_usage_megabytes", "process_memory_rss_megabytes")
 
 
@@ -83,8 +88,9 @@ def traces(kind: str, words: list[list[str]], folder: Path) -> None:
         write_traces(trace_table(translations, words), str(folder / "traces" / f"{split}.parquet"))
 
 
-def write_artifacts(folder: Path, references: list[str], sources: list[str], output: list[str],
-                    trace_of_kind: Path) -> None:
+def write_artifacts(
+    folder: Path, references: list[str], sources: list[str], output: list[str], trace_of_kind: Path
+) -> None:
     """The final checkpoint's artifacts folder, as sweeper.artifacts.write_trial_artifacts lays it out."""
     out = folder / ARTIFACTS
     shutil.copytree(trace_of_kind, out)
@@ -99,10 +105,19 @@ def write_artifacts(folder: Path, references: list[str], sources: list[str], out
 def epoch_result(epoch: int, bleu: float, kind: str, rng: random.Random) -> dict[str, Any]:
     """One epoch's report with the keys a real trial's carries (diagnostics by mechanism, system metrics)."""
     dev = bleu * (1 - math.exp(-epoch / 3))
-    result = {"epoch": epoch, "train_loss": 4 / epoch, "dev_loss": 4.5 / epoch, "dev_ppl": math.exp(4.5 / epoch),
-              "bleu_dev": dev, "epoch_time_s": 2 + rng.random(), "tokens_per_s": 9000 + 500 * rng.random(),
-              "attn_score_range": 8.0, "attn_entropy": 1.2, "attn_saturated": 0.1,
-              **{f"system/{key}": 50 * rng.random() for key in SYSTEM}}
+    result = {
+        "epoch": epoch,
+        "train_loss": 4 / epoch,
+        "dev_loss": 4.5 / epoch,
+        "dev_ppl": math.exp(4.5 / epoch),
+        "bleu_dev": dev,
+        "epoch_time_s": 2 + rng.random(),
+        "tokens_per_s": 9000 + 500 * rng.random(),
+        "attn_score_range": 8.0,
+        "attn_entropy": 1.2,
+        "attn_saturated": 0.1,
+        **{f"system/{key}": 50 * rng.random() for key in SYSTEM},
+    }
     if kind == "sact":
         result.update(tau_mean=2.0, tau_std=0.5, tau_p5=1.1, tau_p50=2.0, tau_p95=3.5, tau_at_bound=0.01)
     if kind == "sentinel":
@@ -128,15 +143,34 @@ def make_trials(n: int, folder: Path, seed: int = 0) -> list[dict[str, Any]]:
         scored = corpus_bleu(output, references)
         write_artifacts(folder / f"trial{i}", references, sources, output, kinds[kind])
         config = {"trial": {"params": trial_params(rng, kind), "seed": rng.randint(1, 5)}}
-        final = {"epoch": EPOCHS, "bleu_dev": scored.score, "bleu_test_test": scored.score,
-                 "bleu_test_avg": scored.score, "multibleu_test_test": scored.score + 1,
-                 "multibleu_test_avg": scored.score + 1, "n_params": 1_500_000, "best_epoch": EPOCHS,
-                 "bleu_dev_final_beam": scored.score, "bleu_signature": scored.signature,
-                 "multibleu_signature": scored.signature, "restores": 0, FINAL: 1}
-        trial = SimpleNamespace(trial_id=f"{i:05d}", config=config, last_result=final,
-                                checkpoint=SimpleNamespace(path=str(folder / f"trial{i}")))
-        trials.append({"trial": trial, "epochs": [epoch_result(e, scored.score, kind, rng) for e in
-                                                   range(1, EPOCHS + 1)], "final": final})
+        final = {
+            "epoch": EPOCHS,
+            "bleu_dev": scored.score,
+            "bleu_test_test": scored.score,
+            "bleu_test_avg": scored.score,
+            "multibleu_test_test": scored.score + 1,
+            "multibleu_test_avg": scored.score + 1,
+            "n_params": 1_500_000,
+            "best_epoch": EPOCHS,
+            "bleu_dev_final_beam": scored.score,
+            "bleu_signature": scored.signature,
+            "multibleu_signature": scored.signature,
+            "restores": 0,
+            FINAL: 1,
+        }
+        trial = SimpleNamespace(
+            trial_id=f"{i:05d}",
+            config=config,
+            last_result=final,
+            checkpoint=SimpleNamespace(path=str(folder / f"trial{i}")),
+        )
+        trials.append(
+            {
+                "trial": trial,
+                "epochs": [epoch_result(e, scored.score, kind, rng) for e in range(1, EPOCHS + 1)],
+                "final": final,
+            }
+        )
     return trials
 
 
@@ -155,8 +189,7 @@ def fill(uri: str, name: str, trials: list[dict[str, Any]], writers: int) -> flo
     """Seconds to write the sweep: its parent run, then every trial through `writers` tracking callbacks."""
     start = time.perf_counter()
     space = {"name": name, "data": DATA, "parameters": {"train.lr": {"loguniform": [3e-4, 1e-2]}}}
-    parent = SweepTracker(uri, name).start_sweep(yaml.safe_dump(space), {"trials": len(trials),
-                                                                        "algorithm": "random"})
+    parent = SweepTracker(uri, name).start_sweep(yaml.safe_dump(space), {"trials": len(trials), "algorithm": "random"})
     callbacks = [MlflowTrackingCallback(uri, name, parent, BASE) for _ in range(writers)]
     with ThreadPoolExecutor(writers) as pool, contextlib.redirect_stdout(io.StringIO()):  # MLflow's "View run" lines
         list(pool.map(drive, callbacks, [trials[i::writers] for i in range(writers)]))
@@ -167,12 +200,34 @@ def summarize(uri: str, name: str, storage: Path, profile: Path | None = None) -
     """Wall seconds and peak memory (MiB, max RSS by GNU time) of `sweeper summarize` as a subprocess; under
     cProfile (its stats into `profile`) when given."""
     peak = storage.parent / "peak_kib"
-    command = ([sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "sweeper.cli"] if profile
-               else [str(Path(sys.executable).with_name("sweeper"))])
+    command = (
+        [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "sweeper.cli"]
+        if profile
+        else [str(Path(sys.executable).with_name("sweeper"))]
+    )
     start = time.perf_counter()
-    done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(peak), *command, "summarize", name,
-                           "--storage", str(storage), "--tracking-uri", uri, "--format", "csv"],
-                          capture_output=True, text=True, cwd=ROOT, check=False)
+    done = subprocess.run(
+        [
+            "/usr/bin/time",
+            "-f",
+            "%M",
+            "-o",
+            str(peak),
+            *command,
+            "summarize",
+            name,
+            "--storage",
+            str(storage),
+            "--tracking-uri",
+            uri,
+            "--format",
+            "csv",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(done.stdout[-2000:] + done.stderr[-2000:])
@@ -203,8 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--writers", type=int, default=4, help="tracking callbacks sending at once (the fill)")
-    parser.add_argument("--folder", type=Path, help="keep the server's store and the summaries here; a later run "
-                        "with the same folder summarises the sweeps it holds again without filling them")
+    parser.add_argument(
+        "--folder",
+        type=Path,
+        help="keep the server's store and the summaries here; a later run "
+        "with the same folder summarises the sweeps it holds again without filling them",
+    )
     parser.add_argument("--profile", type=Path, help="run summarize under cProfile: scale-<N>.prof here")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = parser.parse_args(argv)
@@ -212,8 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.trials:
         with tempfile.TemporaryDirectory() as tmp:
             rows.append(run(n, args.writers, args.folder or Path(tmp), args.profile))
-        print(f"{n} trials: fill {seconds(rows[-1]['fill_s'])}, summarize {rows[-1]['summarize_s']:.1f} s, "
-              f"peak {rows[-1]['peak_mib']:.0f} MiB", flush=True)
+        print(
+            f"{n} trials: fill {seconds(rows[-1]['fill_s'])}, summarize {rows[-1]['summarize_s']:.1f} s, "
+            f"peak {rows[-1]['peak_mib']:.0f} MiB",
+            flush=True,
+        )
     print("\n| trials | fill | summarize (s) | summarize peak memory (MiB) |\n|---|---|---|---|")
     for row in rows:
         print(f"| {row['trials']} | {seconds(row['fill_s'])} | {row['summarize_s']:.1f} | {row['peak_mib']:.0f} |")

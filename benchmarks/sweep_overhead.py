@@ -14,6 +14,7 @@ between the driver receiving a trial's epoch and that epoch's metrics being writ
 sender's queue wait plus the write). `--memory 24 96` instead traces the driver's allocations (tracemalloc, which
 slows it: no timings then) and prints what grew most between the snapshots taken when that many trials had ended.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,21 +87,34 @@ class Ours:
     peak_rss_mb: float  # ... and with the summary
 
 
-def ours(trials: int, concurrent: int, folder: Path, system_metrics: bool = True,
-         snapshot_at: tuple[int, ...] = ()) -> Ours:
+def ours(
+    trials: int, concurrent: int, folder: Path, system_metrics: bool = True, snapshot_at: tuple[int, ...] = ()
+) -> Ours:
     import pyarrow.parquet as pq
 
     folder.mkdir(parents=True, exist_ok=True)
-    space = {"name": "overhead", "data": {"corpus": "synthetic", "train_subset": 600, "eval_subset": 40},
-             "base": {"model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
-                      "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1}, "decode": {"beam_size": 2}},
-             "parameters": {"train.seed": {"grid": list(range(1, trials + 1))}},
-             "search": {"max_concurrent": concurrent}, "tracking": {"system_metrics": system_metrics}}
+    space = {
+        "name": "overhead",
+        "data": {"corpus": "synthetic", "train_subset": 600, "eval_subset": 40},
+        "base": {
+            "model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
+            "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1},
+            "decode": {"beam_size": 2},
+        },
+        "parameters": {"train.seed": {"grid": list(range(1, trials + 1))}},
+        "search": {"max_concurrent": concurrent},
+        "tracking": {"system_metrics": system_metrics},
+    }
     (folder / "space.yaml").write_text(yaml.safe_dump(space))
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", DRIVER, "driver.json", "run", "space.yaml"], cwd=folder,
-                          capture_output=True, text=True, check=False,
-                          env={**os.environ, "SNAPSHOT_AT": " ".join(map(str, snapshot_at))})
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, "driver.json", "run", "space.yaml"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "SNAPSHOT_AT": " ".join(map(str, snapshot_at))},
+    )
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(done.stdout[-2000:] + done.stderr[-2000:])
@@ -108,8 +122,14 @@ def ours(trials: int, concurrent: int, folder: Path, system_metrics: bool = True
     driver = json.loads((folder / "driver.json").read_text())
     if driver["growth"]:
         print(driver["growth"], flush=True)
-    return Ours(wall, sum(r["epoch_time_s"] for r in rows), driver["max_delay_s"], driver["median_delay_s"],
-                driver["sweep_rss_mb"], driver["peak_rss_mb"])
+    return Ours(
+        wall,
+        sum(r["epoch_time_s"] for r in rows),
+        driver["max_delay_s"],
+        driver["median_delay_s"],
+        driver["sweep_rss_mb"],
+        driver["peak_rss_mb"],
+    )
 
 
 BARE = """
@@ -133,8 +153,12 @@ tune.Tuner(tune.with_resources(trainable, {"cpu": 1}), param_space={"i": tune.gr
 def bare(trials: int, concurrent: int, folder: Path) -> float:
     """Wall seconds of bare Ray Tune reusing worker processes (as `sweeper run` does), Ray's start included."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", BARE, str(trials), str(concurrent), str(folder / "bare")],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", BARE, str(trials), str(concurrent), str(folder / "bare")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise SystemExit(done.stderr[-2000:])
     return time.perf_counter() - start
@@ -145,9 +169,11 @@ def measure(trials: int, concurrent: int, folder: Path, system_metrics: bool) ->
     bare_per_trial = bare(trials, concurrent, folder) / trials
     run = ours(trials, concurrent, folder / "ours", system_metrics)
     per_trial = (run.wall - run.training / concurrent) / trials
-    return (f"| {trials} | {run.wall:.0f} | {run.training:.0f} | {per_trial:.2f} | {bare_per_trial:.2f} | "
-            f"{per_trial / bare_per_trial:.2f}x | {run.sweep_rss_mb:.0f} / {run.peak_rss_mb:.0f} | "
-            f"{run.median_delay_s:.2f} / {run.max_delay_s:.2f} |")
+    return (
+        f"| {trials} | {run.wall:.0f} | {run.training:.0f} | {per_trial:.2f} | {bare_per_trial:.2f} | "
+        f"{per_trial / bare_per_trial:.2f}x | {run.sweep_rss_mb:.0f} / {run.peak_rss_mb:.0f} | "
+        f"{run.median_delay_s:.2f} / {run.max_delay_s:.2f} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,16 +181,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, nargs="+", default=[24], help="sweep sizes, each measured in turn")
     parser.add_argument("--concurrent", type=int, default=2)
     parser.add_argument("--no-system-metrics", action="store_true", help="tracking.system_metrics: false (its cost)")
-    parser.add_argument("--memory", type=int, nargs="+", metavar="N",
-                        help="trace the driver's memory in one sweep of the largest N trials instead of timing")
+    parser.add_argument(
+        "--memory",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="trace the driver's memory in one sweep of the largest N trials instead of timing",
+    )
     args = parser.parse_args(argv)
     if args.memory:
         with tempfile.TemporaryDirectory() as tmp:
             ours(max(args.memory), args.concurrent, Path(tmp), not args.no_system_metrics, tuple(args.memory))
         return 0
     print(f"{args.concurrent} trials at a time; per trial = seconds per trial besides training\n")
-    print("| trials | ours: wall s | training s | ours per trial s | bare Tune per trial s | ratio | "
-          "driver peak MB: trials / with summary | epoch-to-MLflow s: median / longest |")
+    print(
+        "| trials | ours: wall s | training s | ours per trial s | bare Tune per trial s | ratio | "
+        "driver peak MB: trials / with summary | epoch-to-MLflow s: median / longest |"
+    )
     print("|---|---|---|---|---|---|---|---|", flush=True)
     for trials in args.trials:
         with tempfile.TemporaryDirectory() as tmp:

@@ -16,6 +16,7 @@ LSTM decoder, Luong attention, input feeding) is timed in the same process when 
 size `paper`; pre-norm) and its attention family against joeynmt 2.3's Transformer of the same sizes and norm.
 Not a test: tests/test_benchmarks.py only runs it for a few steps so it cannot rot.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,8 @@ import platform
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import nn
@@ -35,8 +36,15 @@ from nmt_core.config import build_config
 from nmt_core.data import Example, collate
 from nmt_core.decode import beam_search, greedy
 from nmt_core.model import EOS, PAD, Seq2Seq
-from nmt_core.train import (autocast, batch_loss, build_model, build_optimizer, optimizer_step, symmetric_loss,
-                            use_tensor_cores)
+from nmt_core.train import (
+    autocast,
+    batch_loss,
+    build_model,
+    build_optimizer,
+    optimizer_step,
+    symmetric_loss,
+    use_tensor_cores,
+)
 
 VARIANTS = {  # config sections over the defaults (general score, Luong placement, the fast path)
     "none": {},
@@ -83,8 +91,13 @@ def synthetic_batches(n: int, batch: int, src_vocab: int, tgt_vocab: int, seed: 
             src_len = min(50, max(3, int(rng.gauss(20, 9))))
             tgt_len = min(60, max(3, int(src_len * rng.uniform(1.0, 1.4))))
             links = [(round(i * src_len / tgt_len), i) for i in range(tgt_len)]  # a diagonal, for guided alignment
-            examples.append(Example([rng.randrange(4, src_vocab) for _ in range(src_len)],
-                                    [rng.randrange(4, tgt_vocab) for _ in range(tgt_len)], links))
+            examples.append(
+                Example(
+                    [rng.randrange(4, src_vocab) for _ in range(src_len)],
+                    [rng.randrange(4, tgt_vocab) for _ in range(tgt_len)],
+                    links,
+                )
+            )
         batches.append(collate(examples, list(range(batch))))
     return batches
 
@@ -100,8 +113,14 @@ def synchronize(device: torch.device) -> None:
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def timed(step: Callable[[object], int], batches: list, steps: int, device: torch.device, warmup: int = 2,
-          clock: Callable[[], float] = time.perf_counter) -> float:
+def timed(
+    step: Callable[[object], int],
+    batches: list,
+    steps: int,
+    device: torch.device,
+    warmup: int = 2,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
     """Units (tokens or sentences) per second of `clock` over `steps` calls after `warmup` calls."""
     for batch in batches[:warmup]:
         step(batch)
@@ -118,8 +137,9 @@ def train_step_fn(model: Seq2Seq, cfg, device: torch.device) -> Callable:
     reverse = None
     if cfg.train.symmetry_weight > 0:
         torch.manual_seed(1)
-        reverse = build_model(cfg, model.decoder.output.out_features,
-                              model.encoder.embed.num_embeddings).to(device).train()
+        reverse = (
+            build_model(cfg, model.decoder.output.out_features, model.encoder.embed.num_embeddings).to(device).train()
+        )
     trained = nn.ModuleList([model] if reverse is None else [model, reverse])
     optimizer = build_optimizer(trained, cfg)
 
@@ -129,17 +149,20 @@ def train_step_fn(model: Seq2Seq, cfg, device: torch.device) -> Callable:
             loss = batch_loss(model, batch, cfg)[0] if reverse is None else symmetric_loss(model, reverse, batch, cfg)
         optimizer_step(optimizer, loss, trained.parameters(), 10.0)
         return batch.n_tokens
+
     return step
 
 
 def decode_fn(model: nn.Module, cfg, device: torch.device, beam: int, produced: list[int]) -> Callable:
     """Sentences per call; `produced` collects the output tokens."""
+
     def step(batch) -> int:
         batch = batch.to(device)
         with torch.no_grad(), autocast(cfg, device):
             out = greedy(model, batch, cfg.decode) if beam == 1 else beam_search(model, batch, cfg.decode, beam)
         produced.append(sum(len(t.tokens) + 1 for t in out))
         return batch.src.size(0)
+
     return step
 
 
@@ -162,8 +185,15 @@ def joeynmt_transformer_train_fn(parts, size, device: torch.device, amp: bool) -
     TransformerEncoder, TransformerDecoder, Embeddings = parts
     _, hidden, src_vocab, tgt_vocab, _ = size
     layers, heads, ff_size = TRANSFORMER_SHAPES[size_name_of(size)]
-    shape = {"hidden_size": hidden, "ff_size": ff_size, "num_layers": layers, "num_heads": heads, "dropout": 0.1,
-             "emb_dropout": 0.1, "layer_norm": "pre"}
+    shape = {
+        "hidden_size": hidden,
+        "ff_size": ff_size,
+        "num_layers": layers,
+        "num_heads": heads,
+        "dropout": 0.1,
+        "emb_dropout": 0.1,
+        "layer_norm": "pre",
+    }
     src_embed = Embeddings(embedding_dim=hidden, scale=True, vocab_size=src_vocab, padding_idx=PAD)
     trg_embed = Embeddings(embedding_dim=hidden, scale=True, vocab_size=tgt_vocab, padding_idx=PAD)
     encoder, decoder = TransformerEncoder(**shape), TransformerDecoder(vocab_size=tgt_vocab, **shape)
@@ -175,13 +205,24 @@ def joeynmt_transformer_train_fn(parts, size, device: torch.device, amp: bool) -
         src_mask = (src != PAD).unsqueeze(1)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
             encoded, _ = encoder(src_embed(src), batch.src_lengths, src_mask)
-            outputs, _, _, _ = decoder(trg_embed=trg_embed(tgt_in), encoder_output=encoded, encoder_hidden=None,
-                                       src_mask=src_mask, unroll_steps=tgt_in.size(1), hidden=None,
-                                       trg_mask=(tgt_in != PAD).unsqueeze(1))
-            loss = nn.functional.cross_entropy(outputs.flatten(0, 1).float(), tgt_out.flatten(),
-                                               ignore_index=PAD, reduction="sum") / batch.n_tokens
+            outputs, _, _, _ = decoder(
+                trg_embed=trg_embed(tgt_in),
+                encoder_output=encoded,
+                encoder_hidden=None,
+                src_mask=src_mask,
+                unroll_steps=tgt_in.size(1),
+                hidden=None,
+                trg_mask=(tgt_in != PAD).unsqueeze(1),
+            )
+            loss = (
+                nn.functional.cross_entropy(
+                    outputs.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=PAD, reduction="sum"
+                )
+                / batch.n_tokens
+            )
         optimizer_step(optimizer, loss, modules.parameters(), 10.0)
         return batch.n_tokens
+
     return step
 
 
@@ -195,11 +236,22 @@ def joeynmt_train_fn(parts, size, device: torch.device, amp: bool) -> Callable:
     emb, hidden, src_vocab, tgt_vocab, _ = size
     src_embed = Embeddings(embedding_dim=emb, vocab_size=src_vocab, padding_idx=PAD)
     trg_embed = Embeddings(embedding_dim=emb, vocab_size=tgt_vocab, padding_idx=PAD)
-    encoder = RecurrentEncoder(rnn_type="lstm", hidden_size=hidden // 2, emb_size=emb, bidirectional=True,
-                               dropout=0.4, emb_dropout=0.4)
-    decoder = RecurrentDecoder(rnn_type="lstm", emb_size=emb, hidden_size=hidden, encoder=encoder, attention="luong",
-                               vocab_size=tgt_vocab, dropout=0.4, emb_dropout=0.4, hidden_dropout=0.4,
-                               init_hidden="bridge", input_feeding=True)
+    encoder = RecurrentEncoder(
+        rnn_type="lstm", hidden_size=hidden // 2, emb_size=emb, bidirectional=True, dropout=0.4, emb_dropout=0.4
+    )
+    decoder = RecurrentDecoder(
+        rnn_type="lstm",
+        emb_size=emb,
+        hidden_size=hidden,
+        encoder=encoder,
+        attention="luong",
+        vocab_size=tgt_vocab,
+        dropout=0.4,
+        emb_dropout=0.4,
+        hidden_dropout=0.4,
+        init_hidden="bridge",
+        input_feeding=True,
+    )
     modules = nn.ModuleList([src_embed, trg_embed, encoder, decoder]).to(device)
     optimizer = torch.optim.Adam(modules.parameters(), lr=3e-4)
 
@@ -210,13 +262,23 @@ def joeynmt_train_fn(parts, size, device: torch.device, amp: bool) -> Callable:
         src_mask = (src != PAD).unsqueeze(1)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
             encoder_output, encoder_hidden = encoder(src_embed(src), lengths, src_mask)
-            outputs, _, _, _ = decoder(trg_embed=trg_embed(tgt_in), encoder_output=encoder_output,
-                                       encoder_hidden=encoder_hidden, src_mask=src_mask,
-                                       unroll_steps=tgt_in.size(1), trg_mask=(tgt_in != PAD).unsqueeze(1))
-            loss = nn.functional.cross_entropy(outputs.flatten(0, 1).float(), tgt_out.flatten(),
-                                               ignore_index=PAD, reduction="sum") / batch.n_tokens
+            outputs, _, _, _ = decoder(
+                trg_embed=trg_embed(tgt_in),
+                encoder_output=encoder_output,
+                encoder_hidden=encoder_hidden,
+                src_mask=src_mask,
+                unroll_steps=tgt_in.size(1),
+                trg_mask=(tgt_in != PAD).unsqueeze(1),
+            )
+            loss = (
+                nn.functional.cross_entropy(
+                    outputs.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=PAD, reduction="sum"
+                )
+                / batch.n_tokens
+            )
         optimizer_step(optimizer, loss, modules.parameters(), 10.0)
         return batch.n_tokens
+
     return step
 
 
@@ -226,18 +288,37 @@ def model_section(arch: str, size: tuple, input_feeding: bool) -> dict:
     if arch == "rnn":
         return {"emb_size": emb, "hidden_size": hidden, "dropout": 0.4, "input_feeding": input_feeding}
     layers, heads, ff_size = TRANSFORMER_SHAPES[size_name_of(size)]
-    return {"arch": "transformer", "emb_size": hidden, "hidden_size": hidden, "dropout": 0.1, "layers": layers,
-            "heads": heads, "ff_size": ff_size}
+    return {
+        "arch": "transformer",
+        "emb_size": hidden,
+        "hidden_size": hidden,
+        "dropout": 0.1,
+        "layers": layers,
+        "heads": heads,
+        "ff_size": ff_size,
+    }
 
 
-def build_variant(name: str, size: tuple, device: torch.device, input_feeding: bool, amp: bool,
-                  arch: str = "rnn", compile_mode: str = "none"):
+def build_variant(
+    name: str,
+    size: tuple,
+    device: torch.device,
+    input_feeding: bool,
+    amp: bool,
+    arch: str = "rnn",
+    compile_mode: str = "none",
+):
     _, _, src_vocab, tgt_vocab, _ = size
     variant = ARCH_VARIANTS[arch][name]
     compiled = {"compile": compile_mode} if compile_mode != "none" else {}
-    cfg = build_config({"model": {**model_section(arch, size, input_feeding), **compiled, **variant.get("model", {})},
-                        "attention": variant.get("attention", {}), "train": {"amp": amp, **variant.get("train", {})},
-                        "decode": {"max_len_ratio": 1.2}})
+    cfg = build_config(
+        {
+            "model": {**model_section(arch, size, input_feeding), **compiled, **variant.get("model", {})},
+            "attention": variant.get("attention", {}),
+            "train": {"amp": amp, **variant.get("train", {})},
+            "decode": {"max_len_ratio": 1.2},
+        }
+    )
     torch.manual_seed(0)
     return build_model(cfg, src_vocab, tgt_vocab).to(device), cfg  # compiled as a trial compiles it
 
@@ -253,9 +334,20 @@ def contender_names(variants: list[str], compile_mode: str) -> dict[str, tuple[s
     return names
 
 
-def run(device: torch.device, size_name: str, steps: int, decode_batches: int, variants: list[str],
-        input_feeding: bool, amp: bool, rounds: int = 1, log=print, arch: str = "rnn", clock: str = "wall",
-        compile_mode: str = "none") -> dict:
+def run(
+    device: torch.device,
+    size_name: str,
+    steps: int,
+    decode_batches: int,
+    variants: list[str],
+    input_feeding: bool,
+    amp: bool,
+    rounds: int = 1,
+    log=print,
+    arch: str = "rnn",
+    clock: str = "wall",
+    compile_mode: str = "none",
+) -> dict:
     """Training speed is timed in `rounds` rounds that interleave all contenders (joeynmt and every variant, eager
     and compiled), so drift on a shared machine hits them alike; the table gives each one's best round, the JSON
     every round."""
@@ -263,10 +355,22 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
     size = SIZES[size_name]
     batch = size[4]
     batches = synthetic_batches(max(steps, 4), batch, size[2], size[3])
-    results = {"arch": arch, "clock": clock, "device": str(device), "size": size_name, "steps": steps, "rounds": rounds,
-               "input_feeding": input_feeding, "amp": amp, "compile": compile_mode, "variants": {}}
-    models = {row: build_variant(name, size, device, input_feeding, amp, arch, mode)
-              for row, (name, mode) in contender_names(variants, compile_mode).items()}
+    results = {
+        "arch": arch,
+        "clock": clock,
+        "device": str(device),
+        "size": size_name,
+        "steps": steps,
+        "rounds": rounds,
+        "input_feeding": input_feeding,
+        "amp": amp,
+        "compile": compile_mode,
+        "variants": {},
+    }
+    models = {
+        row: build_variant(name, size, device, input_feeding, amp, arch, mode)
+        for row, (name, mode) in contender_names(variants, compile_mode).items()
+    }
     contenders = {name: train_step_fn(model.train(), cfg, device) for name, (model, cfg) in models.items()}
     compiling = {name: 0.0 for name in models}  # seconds each contender spent compiling
 
@@ -286,13 +390,20 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
     for round_ in range(rounds):
         for name, step in contenders.items():
             rates[name].append(timed_compiling(name, step, batches, steps, device, warmup=2 if round_ == 0 else 0))
-        log(f"  round {round_ + 1}: " + ", ".join(f"{name} {rates[name][-1]:.0f}" for name in contenders) + " train tok/s")
+        log(
+            f"  round {round_ + 1}: "
+            + ", ".join(f"{name} {rates[name][-1]:.0f}" for name in contenders)
+            + " train tok/s"
+        )
     if joey is not None and rounds:
         results["joeynmt_tokens_per_s"] = max(rates["joeynmt"])
         results["joeynmt_rounds"] = rates["joeynmt"]
     for name, (model, cfg) in models.items():
-        row = {"n_params": model.n_params(), "train_tokens_per_s": max(rates[name], default=None),
-               "train_rounds": rates[name]}
+        row = {
+            "n_params": model.n_params(),
+            "train_tokens_per_s": max(rates[name], default=None),
+            "train_rounds": rates[name],
+        }
         if "joeynmt_tokens_per_s" in results:
             row["ratio_to_joeynmt"] = row["train_tokens_per_s"] / results["joeynmt_tokens_per_s"]
         model.eval()
@@ -300,8 +411,9 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
             model.decoder.output.bias[EOS] = float("-inf")  # decodes 1.2 x its longest source, like a trained model
         for beam, key in ((1, "greedy"), (10, "beam10")):
             produced: list[int] = []
-            row[f"{key}_sentences_per_s"] = timed_compiling(name, decode_fn(model, cfg, device, beam, produced),
-                                                            batches, decode_batches, device, warmup=1)
+            row[f"{key}_sentences_per_s"] = timed_compiling(
+                name, decode_fn(model, cfg, device, beam, produced), batches, decode_batches, device, warmup=1
+            )
             row[f"{key}_tokens_per_sentence"] = sum(produced[1:]) / (decode_batches * batch)  # warm-up call untimed
         row.update(compile=cfg.model.compile, compile_time_s=compiling[name])
         results["variants"][name] = row
@@ -309,29 +421,37 @@ def run(device: torch.device, size_name: str, steps: int, decode_batches: int, v
 
 
 def table(results: dict) -> str:
-    lines = [f"{results.get('arch', 'rnn')}, device {results['device']}, size {results['size']}, best of "
-             f"{results['rounds']} rounds of {results.get('clock', 'wall')}-clock time, "
-             f"{results['steps']} steps, "
-             f"input feeding {results['input_feeding']}, amp {results['amp']}, compile {results.get('compile', 'none')}"
-             + (f", joeynmt 2.3: {results['joeynmt_tokens_per_s']:.0f} train tok/s" if "joeynmt_tokens_per_s" in results
-                else ", training not timed" if not results["rounds"]
-                else ", joeynmt not installed (benchmarks/install_joeynmt.sh)"),
-             "decoding: </s> banned, so every sentence runs to 1.2 x its batch's longest source (out len)",
-             "vs none: against the eager baseline for eager rows, the compiled one for compiled rows; compile s: "
-             "seconds spent compiling (warm-up calls, not timed)",
-             "| variant | params | train tok/s | vs none | vs joeynmt | greedy sent/s (out len) "
-             "| beam-10 sent/s (out len) | compile s |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"{results.get('arch', 'rnn')}, device {results['device']}, size {results['size']}, best of "
+        f"{results['rounds']} rounds of {results.get('clock', 'wall')}-clock time, "
+        f"{results['steps']} steps, "
+        f"input feeding {results['input_feeding']}, amp {results['amp']}, compile {results.get('compile', 'none')}"
+        + (
+            f", joeynmt 2.3: {results['joeynmt_tokens_per_s']:.0f} train tok/s"
+            if "joeynmt_tokens_per_s" in results
+            else ", training not timed"
+            if not results["rounds"]
+            else ", joeynmt not installed (benchmarks/install_joeynmt.sh)"
+        ),
+        "decoding: </s> banned, so every sentence runs to 1.2 x its batch's longest source (out len)",
+        "vs none: against the eager baseline for eager rows, the compiled one for compiled rows; compile s: "
+        "seconds spent compiling (warm-up calls, not timed)",
+        "| variant | params | train tok/s | vs none | vs joeynmt | greedy sent/s (out len) "
+        "| beam-10 sent/s (out len) | compile s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, row in results["variants"].items():
         baseline = results["variants"].get("none" + (COMPILED if name.endswith(COMPILED) else ""), {})
         baseline = baseline.get("train_tokens_per_s")
         ratio = f"{row['ratio_to_joeynmt']:.2f}x" if "ratio_to_joeynmt" in row else "-"
         to_none = f"{row['train_tokens_per_s'] / baseline:.2f}x" if baseline else "-"
         trained = f"{row['train_tokens_per_s']:.0f}" if row["train_rounds"] else "-"
-        lines.append(f"| {name} | {row['n_params'] / 1e6:.1f}M | {trained} | {to_none} | {ratio} | "
-                     f"{row['greedy_sentences_per_s']:.1f} ({row['greedy_tokens_per_sentence']:.0f}) | "
-                     f"{row['beam10_sentences_per_s']:.1f} ({row['beam10_tokens_per_sentence']:.0f}) | "
-                     f"{row['compile_time_s']:.0f} |")
+        lines.append(
+            f"| {name} | {row['n_params'] / 1e6:.1f}M | {trained} | {to_none} | {ratio} | "
+            f"{row['greedy_sentences_per_s']:.1f} ({row['greedy_tokens_per_sentence']:.0f}) | "
+            f"{row['beam10_sentences_per_s']:.1f} ({row['beam10_tokens_per_sentence']:.0f}) | "
+            f"{row['compile_time_s']:.0f} |"
+        )
     return "\n".join(lines)
 
 
@@ -341,37 +461,67 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
     parser.add_argument("--size", choices=list(SIZES), default="paper")
     parser.add_argument("--steps", type=int, default=10, help="timed training steps per variant")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved training rounds (the best one counts; 0: decoding only)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="interleaved training rounds (the best one counts; 0: decoding only)"
+    )
     parser.add_argument("--decode-batches", type=int, default=2, help="timed decoding batches per variant and beam")
-    parser.add_argument("--variants", nargs="+", choices=sorted({v for vs in ARCH_VARIANTS.values() for v in vs}),
-                        help="default: all of --arch's")
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=sorted({v for vs in ARCH_VARIANTS.values() for v in vs}),
+        help="default: all of --arch's",
+    )
     parser.add_argument("--no-input-feeding", action="store_true", help="one cuDNN call for the decoder RNN")
-    parser.add_argument("--amp", action="store_true", help="bf16 autocast, for joeynmt too (CUDA, or a CPU with native bf16)")
+    parser.add_argument(
+        "--amp", action="store_true", help="bf16 autocast, for joeynmt too (CUDA, or a CPU with native bf16)"
+    )
     parser.add_argument("--compile", action="store_true", help="time every variant compiled too (model.compile)")
-    parser.add_argument("--compile-mode", choices=["default", "reduce-overhead"], default="default",
-                        help="torch.compile's mode with --compile; reduce-overhead replays CUDA graphs (CUDA only)")
+    parser.add_argument(
+        "--compile-mode",
+        choices=["default", "reduce-overhead"],
+        default="default",
+        help="torch.compile's mode with --compile; reduce-overhead replays CUDA graphs (CUDA only)",
+    )
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's; 1 on a CPU others share)")
-    parser.add_argument("--clock", choices=list(CLOCKS), default="wall",
-                        help="cpu: per second of this process's CPU time (a shared CPU, with --threads 1)")
+    parser.add_argument(
+        "--clock",
+        choices=list(CLOCKS),
+        default="wall",
+        help="cpu: per second of this process's CPU time (a shared CPU, with --threads 1)",
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     variants = args.variants or list(ARCH_VARIANTS[args.arch])
     unknown = sorted(set(variants) - set(ARCH_VARIANTS[args.arch]))
     if unknown:
-        parser.error(f"--variants: {', '.join(unknown)} not among --arch {args.arch}'s: "
-                     + ", ".join(ARCH_VARIANTS[args.arch]))
+        parser.error(
+            f"--variants: {', '.join(unknown)} not among --arch {args.arch}'s: " + ", ".join(ARCH_VARIANTS[args.arch])
+        )
     devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
     devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
-    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"{torch.get_num_threads()} threads" + (f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""))
+    print(
+        f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+        f"{torch.get_num_threads()} threads"
+        + (f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "")
+    )
     all_results = []
     for device in devices:
         print(f"{device}:")
-        results = run(torch.device(device), args.size, args.steps, args.decode_batches, variants,
-                      not args.no_input_feeding, args.amp, args.rounds, arch=args.arch, clock=args.clock,
-                      compile_mode=args.compile_mode if args.compile else "none")
+        results = run(
+            torch.device(device),
+            args.size,
+            args.steps,
+            args.decode_batches,
+            variants,
+            not args.no_input_feeding,
+            args.amp,
+            args.rounds,
+            arch=args.arch,
+            clock=args.clock,
+            compile_mode=args.compile_mode if args.compile else "none",
+        )
         all_results.append(results)
         print(table(results))
     if args.json:

@@ -5,6 +5,7 @@ Gold links index the corpus's own tokens, so they serve only a trial that splits
 IBM models, Ostling & Tiedemann 2016) over the trial's own training tokens; the links are cached next to the
 corpus under the hash of those tokens, so every trial with the same data reuses them.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -37,8 +38,9 @@ def _run_eflomal(pairs: list[tuple[list[str], list[str]]]) -> list[Links]:
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "forward.links"
-        eflomal.Aligner().align([" ".join(s) for s, _ in pairs], [" ".join(t) for _, t in pairs],
-                                links_filename_fwd=str(out), quiet=True)
+        eflomal.Aligner().align(
+            [" ".join(s) for s, _ in pairs], [" ".join(t) for _, t in pairs], links_filename_fwd=str(out), quiet=True
+        )
         lines = out.read_text().splitlines()
     return [[tuple(int(i) for i in link.split("-")) for link in line.split()] for line in lines]
 
@@ -48,8 +50,15 @@ def alignment_matrix(links: list[Links], src_len: int, tgt_len: int) -> Tensor:
     "if multiple source words align to the same target word, normalise so that sum_j A_ij = 1"); zero rows for
     unaligned target words and </s>."""
     matrix = torch.zeros(len(links), tgt_len, src_len)
-    index = torch.tensor([(row, tgt, src) for row, sentence in enumerate(links) for src, tgt in sentence
-                          if src < src_len and tgt < tgt_len], dtype=torch.long).reshape(-1, 3)
+    index = torch.tensor(
+        [
+            (row, tgt, src)
+            for row, sentence in enumerate(links)
+            for src, tgt in sentence
+            if src < src_len and tgt < tgt_len
+        ],
+        dtype=torch.long,
+    ).reshape(-1, 3)
     matrix[index[:, 0], index[:, 1], index[:, 2]] = 1.0  # one indexed write per batch, not one per link
     return matrix / matrix.sum(-1, keepdim=True).clamp_min(1.0)
 

@@ -1,4 +1,5 @@
 """`model.arch` -> the encoder-decoder class: the one place training, checkpoints and translation build a model."""
+
 from __future__ import annotations
 
 from torch import nn

@@ -17,6 +17,7 @@ SACT (Lin et al. 2018, S), Li & Zhu 2017 (A), Tu et al. 2016 (T), Cohn et al. 20
 Yang et al. 2018 (Y, the slides' Gaussian bias G), the lecture on attention variants (lecture 003) and the
 course report (report 004).
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,17 @@ import torch
 from torch import Tensor, nn
 
 from nmt_core.config import AttentionConfig, TrialConfig
-from nmt_core.registry import (MECHANISMS, PLACEMENTS, POSITION_BIASES, SCORES, SELF_ATTENTIONS, TEMPERATURES, Part,
-                               Rule, register)
+from nmt_core.registry import (
+    MECHANISMS,
+    PLACEMENTS,
+    POSITION_BIASES,
+    SCORES,
+    SELF_ATTENTIONS,
+    TEMPERATURES,
+    Part,
+    Rule,
+    register,
+)
 
 __all__ = ["MECHANISMS", "POSITION_BIASES", "SCORES", "SELF_ATTENTIONS", "TEMPERATURES", "register"]
 FERTILITY_MAX = 2.0  # N in f_j = N sigmoid(W_j h_j): a source word covers at most two target words (Tu et al.)
@@ -48,7 +58,7 @@ class Memory:
     mask: Tensor  # (R, S) bool, True on real source tokens
     rows_per_sentence: int = 1
 
-    def for_hypotheses(self, k: int) -> "Memory":
+    def for_hypotheses(self, k: int) -> Memory:
         """The memory of k consecutive rows per sentence (beam search's hypotheses)."""
         return Memory(self.values, self.keys, self.mask.repeat_interleave(k, dim=0), k)
 
@@ -80,7 +90,7 @@ class AttentionState:
     def __getitem__(self, name: str) -> Tensor | None:
         return self.parts.get(name)
 
-    def select(self, index: Tensor) -> "AttentionState":
+    def select(self, index: Tensor) -> AttentionState:
         return AttentionState({name: value.index_select(0, index) for name, value in self.parts.items()})
 
 
@@ -94,6 +104,7 @@ class AttentionOutput:
 
 
 # ---- scores: e_{t,i} for every source position at once -------------------------------------------
+
 
 class Score(nn.Module, Part):
     """`memory` turns h into what `forward` compares s against; the base class compares s with h itself."""
@@ -154,7 +165,7 @@ class ConcatScore(Score):
         self.U = nn.Linear(hidden, hidden, bias=False)  # U h
         self.v = nn.Linear(hidden, 1, bias=False)
         if cfg.coverage:
-            self.coverage_V = nn.Parameter(torch.empty(hidden).uniform_(-hidden ** -0.5, hidden ** -0.5))
+            self.coverage_V = nn.Parameter(torch.empty(hidden).uniform_(-(hidden**-0.5), hidden**-0.5))
 
     def keys(self, h: Tensor) -> Tensor:
         return self.U(h)
@@ -191,12 +202,24 @@ class KeyValueScore(Score):
     both directions feed key and value; the context has H/2 units. W_Y k_j is computed once per batch.
     """
 
-    rules = (Rule("attention.sentinel", "false with attention.score key_value (its context has hidden_size / 2 units; "
-                  "Li & Zhu mix the sentinel, of hidden_size units, into it)", lambda c: not c.attention.sentinel),
-             Rule("model.readout", "luong or auto with attention.score key_value (c + s needs a context of hidden_size "
-                  "units)", lambda c: c.model.readout != "sum"),
-             Rule("model.hidden_size", "a multiple of 4 with attention.score key_value (each direction splits into "
-                  "key and value)", lambda c: c.model.hidden_size % 4 == 0))
+    rules = (
+        Rule(
+            "attention.sentinel",
+            "false with attention.score key_value (its context has hidden_size / 2 units; "
+            "Li & Zhu mix the sentinel, of hidden_size units, into it)",
+            lambda c: not c.attention.sentinel,
+        ),
+        Rule(
+            "model.readout",
+            "luong or auto with attention.score key_value (c + s needs a context of hidden_size units)",
+            lambda c: c.model.readout != "sum",
+        ),
+        Rule(
+            "model.hidden_size",
+            "a multiple of 4 with attention.score key_value (each direction splits into key and value)",
+            lambda c: c.model.hidden_size % 4 == 0,
+        ),
+    )
 
     def __init__(self, hidden: int, cfg: AttentionConfig):
         super().__init__(hidden, cfg)
@@ -214,11 +237,12 @@ class KeyValueScore(Score):
         return Memory(values=torch.cat([fv, bv], dim=-1), keys=self.W_Y(torch.cat([fk, bk], dim=-1)), mask=mask)
 
     def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
-        key = s[:, :self.hidden // 2]  # k_t: the key half of the decoder output
+        key = s[:, : self.hidden // 2]  # k_t: the key half of the decoder output
         return self.w(torch.tanh(memory.plus_keys(self.W_h(key)))).squeeze(-1)
 
 
 # ---- temperature: the softmax's divisor tau_t, and what it keeps from the last step -------------------
+
 
 class Temperature(nn.Module, Part):
     """What a temperature offers the pipeline: tau_t (None: a plain softmax) and what it keeps for the next step."""
@@ -286,7 +310,7 @@ class SelfAdaptiveTemperature(Temperature):
 
     def initial_state(self, decoder_init: Tensor) -> dict[str, Tensor]:
         # c~_0: the decoder's initial state (its last context_size units when the context is smaller: key_value)
-        return {"sact": decoder_init[:, decoder_init.size(-1) - self.context_size:]}
+        return {"sact": decoder_init[:, decoder_init.size(-1) - self.context_size :]}
 
     def forward(self, s: Tensor, state: AttentionState) -> Tensor | None:
         beta = torch.tanh(self.W_c(state["sact"]) + self.U_s(s)).squeeze(-1)  # S eq. 2
@@ -298,6 +322,7 @@ class SelfAdaptiveTemperature(Temperature):
 
 
 # ---- on/off mechanisms: each an attention.* flag, hooked into the pipeline's stages ----------------------
+
 
 @dataclass
 class Step:
@@ -351,6 +376,7 @@ class Mechanism(nn.Module, Part):
 
 # ---- the sentinel: an extra softmax slot the decoder can attend to instead of the source ----------------
 
+
 def _attends_after_step(cfg: TrialConfig) -> bool:
     """Whether the placement attends from the state after the RNN step (t_i, which the sentinel mixes in)."""
     return PLACEMENTS[cfg.attention.placement].attends_after_step
@@ -366,8 +392,14 @@ class Sentinel(Mechanism):
     of eq. 6 (concat; other scores have no U_a, and the slot gets its own).
     """
 
-    rules = (Rule("attention.sentinel", "false with attention.placement {a.placement} (Li & Zhu's sentinel mixes in "
-                  "the state after the RNN step, t_i, which that placement attends before)", _attends_after_step),)
+    rules = (
+        Rule(
+            "attention.sentinel",
+            "false with attention.placement {a.placement} (Li & Zhu's sentinel mixes in "
+            "the state after the RNN step, t_i, which that placement attends before)",
+            _attends_after_step,
+        ),
+    )
 
     def __init__(self, hidden: int, cfg: AttentionConfig, step_input_size: int, decoder_cell: str, score: Score):
         super().__init__(hidden, cfg, step_input_size, decoder_cell, score)
@@ -405,6 +437,7 @@ class Sentinel(Mechanism):
 
 
 # ---- position bias: what the scores get from where j lies in the source and i in the target ------------
+
 
 class PositionBias(nn.Module, Part):
     """A term from positions: added to e_t (B, S), or (`inside`: the score has a tanh to put it in) returned for
@@ -458,8 +491,10 @@ class LogPositionBias(PositionBias):
         j = torch.arange(1, mask.size(1) + 1, device=mask.device, dtype=dtype).expand(mask.shape)
         length = mask.sum(-1, keepdim=True).to(dtype).expand(mask.shape)
         psi = torch.log1p(torch.stack([j, torch.zeros_like(j), length], dim=-1))  # psi(j, 0, I): no target part
-        return {"position": mask.new_ones(mask.size(0), dtype=torch.long),  # i = 1
-                "position_source": self.W_p(psi)}
+        return {
+            "position": mask.new_ones(mask.size(0), dtype=torch.long),  # i = 1
+            "position_source": self.W_p(psi),
+        }
 
     def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
         i = torch.log1p(state["position"].to(s.dtype))  # log(1 + i)
@@ -489,7 +524,7 @@ class GaussianPositionBias(PositionBias):
         centre = length * torch.sigmoid(self.v_p(hidden))  # P_i (B, 1)
         sigma = (length * torch.sigmoid(self.v_d(hidden)) / 2).clamp_min(1e-3)  # D_i / 2; bf16 sigmoid can reach 0
         j = torch.arange(memory.mask.size(1), device=s.device, dtype=s.dtype)
-        return -(j - centre) ** 2 / (2 * sigma ** 2), None  # G_i
+        return -((j - centre) ** 2) / (2 * sigma**2), None  # G_i
 
 
 def intra_temporal(z: Tensor, past: Tensor) -> tuple[Tensor, Tensor]:
@@ -525,8 +560,13 @@ class Coverage(Mechanism):
     """Tu et al.'s coverage vector C_t = C_{t-1} + alpha_t (T eq. 7), C_0 = 0, which the additive score reads
     inside its tanh (ConcatScore, T eq. 6)."""
 
-    rules = (Rule("attention.coverage", "false unless attention.score is concat (Tu et al. feed coverage inside the "
-                  "additive score's tanh)", lambda c: c.attention.score == "concat"),)
+    rules = (
+        Rule(
+            "attention.coverage",
+            "false unless attention.score is concat (Tu et al. feed coverage inside the additive score's tanh)",
+            lambda c: c.attention.score == "concat",
+        ),
+    )
     settings = ("attention.coverage_weight",)
 
     def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
@@ -540,8 +580,13 @@ class Coverage(Mechanism):
 class Fertility(Mechanism):
     """f_j = N sigmoid(W_j h_j) (lecture 003; Tu et al. 2016 eq. 11 with N = 2): how many target words h_j covers."""
 
-    rules = (Rule("attention.fertility", "false unless attention.coverage is true (fertility is what coverage is "
-                  "drawn towards)", lambda c: c.attention.coverage),)
+    rules = (
+        Rule(
+            "attention.fertility",
+            "false unless attention.coverage is true (fertility is what coverage is drawn towards)",
+            lambda c: c.attention.coverage,
+        ),
+    )
 
     def __init__(self, hidden: int, cfg: AttentionConfig, step_input_size: int, decoder_cell: str, score: Score):
         super().__init__(hidden, cfg, step_input_size, decoder_cell, score)
@@ -555,6 +600,7 @@ class Fertility(Mechanism):
 
 
 # ---- self-attention: which sides attend over their own states (report 004) -------------------------------
+
 
 class SelfAttentionSides(Part):
     """`attention.self_attention`: whether the encoder and the decoder each have a SelfAttention layer."""
@@ -633,8 +679,14 @@ class Attention(nn.Module):
         parts.update(self.position.initial_state(memory))
         return AttentionState(parts)
 
-    def forward(self, s: Tensor, memory: Memory, state: AttentionState, step_input: Tensor | None = None,
-                cell: Tensor | None = None) -> tuple[AttentionOutput, AttentionState]:
+    def forward(
+        self,
+        s: Tensor,
+        memory: Memory,
+        state: AttentionState,
+        step_input: Tensor | None = None,
+        cell: Tensor | None = None,
+    ) -> tuple[AttentionOutput, AttentionState]:
         """One decoder step: s (B, H) the query (the decoder's state where the placement attends from); the
         sentinel also reads step_input (B, *), the decoder's input, and (LSTM) cell (B, H), its memory cell."""
         bias, inside = self.position(s, memory, state)  # W_p psi inside an additive score's tanh (C eq. 3)

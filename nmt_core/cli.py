@@ -1,5 +1,6 @@
 # PYTHON_ARGCOMPLETE_OK
 """`nmt train | translate | evaluate | data`: one configuration, without Ray or MLflow."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,10 +17,10 @@ from nmt_core.config import BOUNDS, ConfigError, TrialConfig, build_config, load
 from nmt_core.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_bounded, read_lines
 from nmt_core.data import Example, Vocab, cut_long, surface, tokenize
 from nmt_core.evaluate import attention_alignment, trace_table, write_traces
-from nmt_core.transformer import head_labels
 from nmt_core.inference import translate_lines
 from nmt_core.progress import ConsoleProgress
 from nmt_core.train import TrainingDiverged, score_text, teacher_forced_weights, train
+from nmt_core.transformer import head_labels
 from nmt_core.yaml_input import shown
 
 
@@ -34,8 +35,11 @@ OUTPUTS = (checkpoint.LAST, checkpoint.BEST, "metrics.jsonl", "final.json", "tra
 def changed_keys(saved: dict, cfg: TrialConfig) -> list[str]:
     """`key (old -> new)` for every setting, other than RESUMABLE_CHANGES, that differs from the saved run's."""
     before, after = build_config(saved).flat(), cfg.flat()
-    return [f"{k} ({before.get(k)!r} -> {after.get(k)!r})" for k in sorted(after)
-            if before.get(k) != after.get(k) and k not in RESUMABLE_CHANGES]
+    return [
+        f"{k} ({before.get(k)!r} -> {after.get(k)!r})"
+        for k in sorted(after)
+        if before.get(k) != after.get(k) and k not in RESUMABLE_CHANGES
+    ]
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -53,8 +57,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     if resume:
         changed = changed_keys(resume["config"], cfg)
         if changed:
-            raise ConfigError("--out", f"{out} holds a run trained with other settings: {', '.join(changed)}; pass "
-                              "--restart to train from scratch there, or choose another --out", "nmt train")
+            raise ConfigError(
+                "--out",
+                f"{out} holds a run trained with other settings: {', '.join(changed)}; pass "
+                "--restart to train from scratch there, or choose another --out",
+                "nmt train",
+            )
         _log(f"resuming from {out / checkpoint.LAST} after epoch {resume['epoch']}")
 
     def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
@@ -84,8 +92,9 @@ def check_beam(args: argparse.Namespace, command: str) -> None:
     """--beam within decode.beam_size's bound, refused before a model is loaded."""
     limit = int(BOUNDS["decode.beam_size"].high)
     if not 0 <= args.beam <= limit:
-        raise ConfigError("--beam", f"must be in [1, {limit}], or 0 for the config's decode.beam_size "
-                          f"(got {args.beam})", command)
+        raise ConfigError(
+            "--beam", f"must be in [1, {limit}], or 0 for the config's decode.beam_size (got {args.beam})", command
+        )
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -105,24 +114,33 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if len(sources) != len(references):
         raise CorpusError(f"{args.src}: {len(sources)} lines but {args.ref} has {len(references)}")
     gold = read_links(args.align, len(sources)) if args.align else []
-    hypotheses, keep, decoded = translate_lines(sources, loaded, args.beam or loaded.config.decode.beam_size,
-                                                args.src)
+    hypotheses, keep, decoded = translate_lines(sources, loaded, args.beam or loaded.config.decode.beam_size, args.src)
     bleu, paper = score_text(hypotheses, references, loaded.tgt_segmenter, loaded.config, args.lowercase)
     print(f"{bleu}\nmulti-bleu {paper}")  # against the raw reference text, as in training
     if args.align:
         limit = loaded.config.decode.max_src_len  # the sources were cut, and named, above; references are cut too
-        examples = [Example(loaded.src_vocab.encode(s), loaded.tgt_vocab.encode(r)) for s, r in zip(
-            cut_long([loaded.src_segmenter.tokenize(s) for s in sources], limit, args.src, lambda line: None),
-            cut_long([loaded.tgt_segmenter.tokenize(r) for r in references], limit, args.ref, _log))]
+        examples = [
+            Example(loaded.src_vocab.encode(s), loaded.tgt_vocab.encode(r))
+            for s, r in zip(
+                cut_long([loaded.src_segmenter.tokenize(s) for s in sources], limit, args.src, lambda line: None),
+                cut_long([loaded.tgt_segmenter.tokenize(r) for r in references], limit, args.ref, _log),
+            )
+        ]
         keep = [i for i, e in enumerate(examples) if e.src and e.tgt]
-        weights = teacher_forced_weights(loaded.model, [examples[i] for i in keep], loaded.config,
-                                         next(loaded.model.parameters()).device)
+        weights = teacher_forced_weights(
+            loaded.model, [examples[i] for i in keep], loaded.config, next(loaded.model.parameters()).device
+        )
         score = attention_alignment(weights, [gold[i] for i in keep])
-        print(f"attention as alignment (reference forced, argmax): AER {score.aer:.4f}, "
-              f"attention mass on gold links {score.gold_mass:.4f}")
+        print(
+            f"attention as alignment (reference forced, argmax): AER {score.aer:.4f}, "
+            f"attention mass on gold links {score.gold_mass:.4f}"
+        )
     if args.traces:
-        table = trace_table(decoded, [[surface(t) for t in loaded.tgt_vocab.decode(d.tokens)] for d in decoded],
-                            head_labels(loaded.model))
+        table = trace_table(
+            decoded,
+            [[surface(t) for t in loaded.tgt_vocab.decode(d.tokens)] for d in decoded],
+            head_labels(loaded.model),
+        )
         write_traces(table, args.traces)
         _log(f"traces: {table.num_rows} target tokens -> {args.traces}")
     return 0
@@ -135,8 +153,9 @@ def check_traces(path: str | None) -> None:
     except OSError:  # a name no path can be
         usable = False
     if not usable:
-        raise ConfigError("--traces", f"must name a Parquet file in an existing folder (got {shown(path)})",
-                          "nmt evaluate")
+        raise ConfigError(
+            "--traces", f"must name a Parquet file in an existing folder (got {shown(path)})", "nmt evaluate"
+        )
 
 
 def read_links(path: str, count: int) -> list[list[tuple[int, int]]]:
@@ -156,8 +175,9 @@ def parse_links(line: str, where: str) -> list[tuple[int, int]]:
     for pair in line.split():
         match = LINK.fullmatch(pair)
         if match is None:
-            raise CorpusError(f"{where}: not a Pharaoh link `src-tgt` of zero-based word positions, such as 0-1 "
-                              f"(got {shown(pair)})")
+            raise CorpusError(
+                f"{where}: not a Pharaoh link `src-tgt` of zero-based word positions, such as 0-1 (got {shown(pair)})"
+            )
         links.append((int(match[1]), int(match[2])))
     return links
 
@@ -169,10 +189,14 @@ def cmd_data(args: argparse.Namespace) -> int:
         print(f"{corpus.name}: prepared, {sum(len(p) for p in corpus.splits.values()):,} pairs")
         return 0
     total = sum(len(p) for p in corpus.splits.values())
-    print(f"{corpus.name} ({corpus.src_lang}-{corpus.tgt_lang}): {total:,} pairs; licence: {corpus.licence or 'see source'}")
+    print(
+        f"{corpus.name} ({corpus.src_lang}-{corpus.tgt_lang}): {total:,} pairs; licence: {corpus.licence or 'see source'}"
+    )
     train_tokens = [(tokenize(s, cfg), tokenize(t, cfg)) for s, t in corpus.splits["train"]]
-    vocabs = [Vocab.build([pair[side] for pair in train_tokens], size, cfg.min_freq)
-              for side, size in ((0, cfg.src_vocab), (1, cfg.tgt_vocab))]
+    vocabs = [
+        Vocab.build([pair[side] for pair in train_tokens], size, cfg.min_freq)
+        for side, size in ((0, cfg.src_vocab), (1, cfg.tgt_vocab))
+    ]
     for split, pairs in corpus.splits.items():
         toks = train_tokens if split == "train" else [(tokenize(s, cfg), tokenize(t, cfg)) for s, t in pairs]
         parts = []
@@ -180,11 +204,15 @@ def cmd_data(args: argparse.Namespace) -> int:
             lengths = [len(pair[side]) for pair in toks]
             tokens = [w for pair in toks for w in pair[side]]
             covered = sum(w in vocab.index for w in tokens) / max(len(tokens), 1)
-            parts.append(f"{(corpus.src_lang, corpus.tgt_lang)[side]} mean {sum(lengths) / max(len(lengths), 1):.1f} "
-                         f"max {max(lengths, default=0)} words, vocab coverage {100 * covered:.1f}%")
+            parts.append(
+                f"{(corpus.src_lang, corpus.tgt_lang)[side]} mean {sum(lengths) / max(len(lengths), 1):.1f} "
+                f"max {max(lengths, default=0)} words, vocab coverage {100 * covered:.1f}%"
+            )
         print(f"  {split:>8}: {len(pairs):>7,} pairs | " + " | ".join(parts))
-    print(f"  vocabularies (top {cfg.src_vocab:,}/{cfg.tgt_vocab:,} training words): "
-          f"{len(vocabs[0]) - 4:,} / {len(vocabs[1]) - 4:,}")
+    print(
+        f"  vocabularies (top {cfg.src_vocab:,}/{cfg.tgt_vocab:,} training words): "
+        f"{len(vocabs[0]) - 4:,} / {len(vocabs[1]) - 4:,}"
+    )
     rng = random.Random(args.seed)
     for src, tgt in rng.sample(corpus.splits["train"], min(args.samples, len(corpus.splits["train"]))):
         print(f"  | {src}\n  | {tgt}\n")
@@ -193,12 +221,17 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--checkpoint", help="a training output folder, a Ray trial checkpoint folder or a .pt file "
-                                            "(the best-dev weights are used)")
-    which.add_argument("--model", help="an MLflow model: models:/<sweep>/<version>, models:/<sweep>@<alias> "
-                                       "or runs:/<run id>/model")
-    p.add_argument("--tracking-uri", help="the MLflow store --model is read from (default: $MLFLOW_TRACKING_URI, "
-                                          "else sqlite:///mlflow.db)")
+    which.add_argument(
+        "--checkpoint",
+        help="a training output folder, a Ray trial checkpoint folder or a .pt file (the best-dev weights are used)",
+    )
+    which.add_argument(
+        "--model", help="an MLflow model: models:/<sweep>/<version>, models:/<sweep>@<alias> or runs:/<run id>/model"
+    )
+    p.add_argument(
+        "--tracking-uri",
+        help="the MLflow store --model is read from (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)",
+    )
     p.add_argument("--beam", type=int, default=0, help="beam size (default: the config's decode.beam_size)")
 
 
@@ -209,8 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train one configuration; resumes if --out holds last.pt")
     p.add_argument("config", help="trial config YAML (sections data, model, attention, train, decode)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a dotted key")
-    p.add_argument("--out", default="runs/nmt", help="output folder: last.pt, best.pt, metrics.jsonl (default "
-                   "%(default)s); a folder holding a run resumes it, if only train.epochs or train.device differ")
+    p.add_argument(
+        "--out",
+        default="runs/nmt",
+        help="output folder: last.pt, best.pt, metrics.jsonl (default "
+        "%(default)s); a folder holding a run resumes it, if only train.epochs or train.device differ",
+    )
     p.add_argument("--restart", action="store_true", help="remove the run in --out and train from scratch")
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("translate", help="translate stdin line by line to stdout")
@@ -220,14 +257,22 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(p)
     p.add_argument("--src", required=True, help="source sentences, one per line")
     p.add_argument("--ref", required=True, help="reference translations, one per line (raw text, as in training)")
-    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (the papers' lowercased tokenised number is printed as multi-bleu)")
+    p.add_argument(
+        "--lowercase",
+        action="store_true",
+        help="case-insensitive BLEU (the papers' lowercased tokenised number is printed as multi-bleu)",
+    )
     p.add_argument("--traces", help="write per-token traces (tau, gate, attention) to this Parquet file")
-    p.add_argument("--align", help="gold word alignments (Pharaoh `src-tgt` per line): report the AER of the "
-                                   "attention argmax on the reference and the attention mass on gold links")
+    p.add_argument(
+        "--align",
+        help="gold word alignments (Pharaoh `src-tgt` per line): report the AER of the "
+        "attention argmax on the reference and the attention mass on gold links",
+    )
     p.set_defaults(func=cmd_evaluate)
     p = sub.add_parser("data", help="prepare a corpus into the cache, or print its statistics")
-    p.add_argument("action", choices=["prepare", "info"], help="prepare: fetch and cache it; info: its statistics "
-                   "and sample pairs")
+    p.add_argument(
+        "action", choices=["prepare", "info"], help="prepare: fetch and cache it; info: its statistics and sample pairs"
+    )
     p.add_argument("name", help=f"synthetic, {', '.join(REGISTRY)}, or a folder")
     p.add_argument("--src", default="en", help="source language of a folder corpus")
     p.add_argument("--tgt", default="vi", help="target language of a folder corpus")

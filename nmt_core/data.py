@@ -1,12 +1,13 @@
 """Tokenising, vocabularies and length-bucketed batches for one trial."""
+
 from __future__ import annotations
 
 import io
 import random
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import Tensor
@@ -88,7 +89,7 @@ class Segmenter:
             self._processor = sentencepiece.SentencePieceProcessor(model_proto=model)
 
     @classmethod
-    def train(cls, cfg: DataConfig, texts: list[str]) -> "Segmenter":
+    def train(cls, cfg: DataConfig, texts: list[str]) -> Segmenter:
         """Words need no training; SentencePiece learns a unigram model of data.subword_vocab pieces."""
         if cfg.tokenizer != "sentencepiece":
             return cls(cfg)
@@ -97,9 +98,19 @@ class Segmenter:
         model = io.BytesIO()
         lines = [t.lower() if cfg.lowercase else t for t in texts]
         sentencepiece.SentencePieceTrainer.train(
-            sentence_iterator=iter(lines), model_writer=model, vocab_size=cfg.subword_vocab, model_type="unigram",
-            character_coverage=1.0, hard_vocab_limit=False, num_threads=1, minloglevel=2,
-            unk_id=UNK, pad_id=PAD, bos_id=BOS, eos_id=EOS)
+            sentence_iterator=iter(lines),
+            model_writer=model,
+            vocab_size=cfg.subword_vocab,
+            model_type="unigram",
+            character_coverage=1.0,
+            hard_vocab_limit=False,
+            num_threads=1,
+            minloglevel=2,
+            unk_id=UNK,
+            pad_id=PAD,
+            bos_id=BOS,
+            eos_id=EOS,
+        )
         return cls(cfg, model.getvalue())
 
     def tokenize(self, text: str) -> list[str]:
@@ -125,7 +136,7 @@ class Vocab:
         self.index = {w: i for i, w in enumerate(self.words)}
 
     @classmethod
-    def build(cls, sentences: list[list[str]], size: int, min_freq: int = 1) -> "Vocab":
+    def build(cls, sentences: list[list[str]], size: int, min_freq: int = 1) -> Vocab:
         counts = Counter(token for sentence in sentences for token in sentence)
         ranked = sorted((w for w, c in counts.items() if c >= min_freq), key=lambda w: (-counts[w], w))
         return cls(SPECIALS + ranked[:size])
@@ -165,12 +176,15 @@ class Batch:
     alignment: Tensor | None = None  # (B, T, S) A_ij of guided alignment, when every example has links
     real: Tensor | None = None  # (n_tokens,) flat positions of the real tokens in tgt_out, found on the CPU
 
-    def to(self, device: torch.device) -> "Batch":
+    def to(self, device: torch.device) -> Batch:
         """The batch on `device` (src_lengths and tgt_lengths stay on the CPU, where packing reads them)."""
-        src, tgt_in, tgt_out, alignment, real = (None if t is None else host_to_device(t, device) for t in
-                                                 (self.src, self.tgt_in, self.tgt_out, self.alignment, self.real))
-        return Batch(src, self.src_lengths, tgt_in, tgt_out, self.index, self.n_tokens, self.tgt_lengths, alignment,
-                     real)
+        src, tgt_in, tgt_out, alignment, real = (
+            None if t is None else host_to_device(t, device)
+            for t in (self.src, self.tgt_in, self.tgt_out, self.alignment, self.real)
+        )
+        return Batch(
+            src, self.src_lengths, tgt_in, tgt_out, self.index, self.n_tokens, self.tgt_lengths, alignment, real
+        )
 
     def real_positions(self) -> Tensor:
         """Flat positions of the real target tokens; collate finds them on the CPU, so that a GPU never waits."""
@@ -190,19 +204,25 @@ def collate(examples: list[Example], index: list[int]) -> Batch:
     tgt_in = torch.full((batch, tgt_len), PAD, dtype=torch.long)
     tgt_out = torch.full((batch, tgt_len), PAD, dtype=torch.long)
     for row, e in enumerate(examples):
-        src[row, :len(e.src)] = torch.tensor(e.src)
-        tgt_in[row, :len(e.tgt) + 1] = torch.tensor([BOS] + e.tgt)
-        tgt_out[row, :len(e.tgt) + 1] = torch.tensor(e.tgt + [EOS])
+        src[row, : len(e.src)] = torch.tensor(e.src)
+        tgt_in[row, : len(e.tgt) + 1] = torch.tensor([BOS] + e.tgt)
+        tgt_out[row, : len(e.tgt) + 1] = torch.tensor(e.tgt + [EOS])
     lengths = torch.tensor([len(e.src) for e in examples])
     tgt_lengths = torch.tensor([len(e.tgt) + 1 for e in examples])
     links = [e.links for e in examples]
     alignment = None if any(l is None for l in links) else alignment_matrix(links, src_len, tgt_len)
-    return Batch(src, lengths, tgt_in, tgt_out, index, int(tgt_lengths.sum()), tgt_lengths, alignment,
-                 real_positions(tgt_out))
+    return Batch(
+        src, lengths, tgt_in, tgt_out, index, int(tgt_lengths.sum()), tgt_lengths, alignment, real_positions(tgt_out)
+    )
 
 
-def make_batches(examples: list[Example], batch_size: int, token_budget: int = 0,
-                 shuffle_seed: int | None = None, width: Callable[[Example], int] | None = None) -> list[Batch]:
+def make_batches(
+    examples: list[Example],
+    batch_size: int,
+    token_budget: int = 0,
+    shuffle_seed: int | None = None,
+    width: Callable[[Example], int] | None = None,
+) -> list[Batch]:
     """Batches of similar source length; the same seed gives the same batches.
 
     With a seed, examples are shuffled, sorted by length inside pools of 50 batches and the batches
@@ -215,8 +235,11 @@ def make_batches(examples: list[Example], batch_size: int, token_budget: int = 0
     if shuffle_seed is not None:
         rng.shuffle(order)
     pool = batch_size * 50
-    order = [i for start in range(0, len(order), pool)
-             for i in sorted(order[start:start + pool], key=lambda i: (len(examples[i].src), len(examples[i].tgt)))]
+    order = [
+        i
+        for start in range(0, len(order), pool)
+        for i in sorted(order[start : start + pool], key=lambda i: (len(examples[i].src), len(examples[i].tgt)))
+    ]
     groups, group, widest = [], [], 0
     for i in order:
         size = width(examples[i])
@@ -241,8 +264,10 @@ def cut_long(sentences: list[list[str]], limit: int, where: str, log: Callable[[
     long = [n for n, sentence in enumerate(sentences, 1) if len(sentence) > limit]
     if long:
         lines = ", ".join(map(str, long[:10])) + (f" and {len(long) - 10:,} more" if len(long) > 10 else "")
-        log(f"{where}: line{'s' * (len(long) > 1)} {lines} longer than decode.max_src_len={limit} tokens: "
-            f"only the first {limit} are used")
+        log(
+            f"{where}: line{'s' * (len(long) > 1)} {lines} longer than decode.max_src_len={limit} tokens: "
+            f"only the first {limit} are used"
+        )
     return [sentence[:limit] for sentence in sentences]
 
 
@@ -263,16 +288,25 @@ class TrialData:
         return self.corpus.test_sets
 
 
-def encode_split(pairs: list[tuple[list[str], list[str]]], src_vocab: Vocab, tgt_vocab: Vocab,
-                 links: list[list[tuple[int, int]]] | None = None) -> list[Example]:
-    return [Example(src_vocab.encode(s), tgt_vocab.encode(t), links[i] if links else None)
-            for i, (s, t) in enumerate(pairs)]
+def encode_split(
+    pairs: list[tuple[list[str], list[str]]],
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    links: list[list[tuple[int, int]]] | None = None,
+) -> list[Example]:
+    return [
+        Example(src_vocab.encode(s), tgt_vocab.encode(t), links[i] if links else None) for i, (s, t) in enumerate(pairs)
+    ]
 
 
-def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
-                    subword_models: tuple[bytes | None, bytes | None] | None = None,
-                    training_links: bool = False, eval_max_len: int = 0,
-                    log: Callable[[str], None] = print) -> TrialData:
+def load_trial_data(
+    cfg: DataConfig,
+    vocabs: tuple[Vocab, Vocab] | None = None,
+    subword_models: tuple[bytes | None, bytes | None] | None = None,
+    training_links: bool = False,
+    eval_max_len: int = 0,
+    log: Callable[[str], None] = print,
+) -> TrialData:
     """Tokenise a corpus, drop empty and over-long training pairs, build (or reuse) segmenters and vocabularies.
 
     `training_links`: training examples carry word alignments (guided alignment): the corpus's gold links when
@@ -280,7 +314,7 @@ def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
     cut to that many tokens a side (`log` names them); BLEU still reads the whole reference."""
     corpus = load_corpus(cfg.corpus, cfg.src, cfg.tgt, cfg.cache_dir)
     if subword_models is None:
-        train_pairs = corpus.splits["train"][:cfg.train_subset or None]
+        train_pairs = corpus.splits["train"][: cfg.train_subset or None]
         src_seg = Segmenter.train(cfg, [s for s, _ in train_pairs])
         tgt_seg = Segmenter.train(cfg, [t for _, t in train_pairs])
     else:
@@ -292,11 +326,15 @@ def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
     for split, pairs in corpus.splits.items():
         links = gold.get(split) or [None] * len(pairs)
         limit = cfg.train_subset if split == "train" else cfg.eval_subset
-        rows = [(src_seg.tokenize(s), tgt_seg.tokenize(t), a, (s, t))
-                for (s, t), a in list(zip(pairs, links))[:limit or None]]
+        rows = [
+            (src_seg.tokenize(s), tgt_seg.tokenize(t), a, (s, t))
+            for (s, t), a in list(zip(pairs, links))[: limit or None]
+        ]
         if split != "train" and eval_max_len:
-            sides = [cut_long([row[side] for row in rows], eval_max_len, f"{cfg.corpus} {split} {name}", log)
-                     for side, name in ((0, "source"), (1, "target"))]
+            sides = [
+                cut_long([row[side] for row in rows], eval_max_len, f"{cfg.corpus} {split} {name}", log)
+                for side, name in ((0, "source"), (1, "target"))
+            ]
             rows = [(s, t, a, raw) for s, t, (_, _, a, raw) in zip(*sides, rows)]
         rows = [row for row in rows if row[0] and row[1]]  # empty lines are removed pairwise
         if split == "train":
@@ -310,18 +348,24 @@ def load_trial_data(cfg: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None,
             if split in gold:
                 alignments[split] = [a for _, _, a, _ in rows]
         if not toks:
-            raise CorpusError(f"{cfg.corpus}: split {split!r} has no sentence pairs left "
-                              f"(after removing empty lines and pairs longer than data.max_len={cfg.max_len})")
+            raise CorpusError(
+                f"{cfg.corpus}: split {split!r} has no sentence pairs left "
+                f"(after removing empty lines and pairs longer than data.max_len={cfg.max_len})"
+            )
         tokenized[split] = toks
     if vocabs is None:
         src_vocab = Vocab.build([s for s, _ in tokenized["train"]], cfg.src_vocab, cfg.min_freq)
         tgt_vocab = Vocab.build([t for _, t in tokenized["train"]], cfg.tgt_vocab, cfg.min_freq)
         for side, vocab in (("source", src_vocab), ("target", tgt_vocab)):
             if len(vocab) == len(SPECIALS):
-                raise CorpusError(f"{cfg.corpus}: the {side} vocabulary is empty "
-                                  f"(no training word occurs data.min_freq={cfg.min_freq} times)")
+                raise CorpusError(
+                    f"{cfg.corpus}: the {side} vocabulary is empty "
+                    f"(no training word occurs data.min_freq={cfg.min_freq} times)"
+                )
     else:
         src_vocab, tgt_vocab = vocabs
-    splits = {split: encode_split(toks, src_vocab, tgt_vocab, train_links if split == "train" else None)
-              for split, toks in tokenized.items()}
+    splits = {
+        split: encode_split(toks, src_vocab, tgt_vocab, train_links if split == "train" else None)
+        for split, toks in tokenized.items()
+    }
     return TrialData(corpus, src_vocab, tgt_vocab, src_seg, tgt_seg, splits, references, sources, alignments)

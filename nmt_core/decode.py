@@ -3,6 +3,7 @@
 Both run the whole batch at once on the device: no Python loop over sentences or beams, and the only
 host-device sync inside the step loop is an early-exit check every few steps.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,15 +11,15 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from nmt_core.attention import AttentionOutput
 from nmt_core.config import DecodeConfig
 from nmt_core.data import Batch, Example, make_batches
-from nmt_core.attention import AttentionOutput
 from nmt_core.model import BOS, EOS, PAD, Seq2Seq
 
 EXIT_CHECK_EVERY = 4  # steps between the (syncing) "is every sentence finished?" checks
 # attention-trace cells (hypotheses x steps x source positions) one decoding batch may hold: 64 MB in float32, a
 # few copies of it at once; batch_size sentences of ordinary length stay far below it
-DECODE_CELLS = 2 ** 24
+DECODE_CELLS = 2**24
 
 
 @dataclass
@@ -51,10 +52,13 @@ class TraceBuffer:
     tau_heads: Tensor | None = None  # (rows, max_len, heads): a Transformer's tau per head, from its first step
 
     @classmethod
-    def empty(cls, rows: int, max_len: int, src_len: int, like: Tensor) -> "TraceBuffer":
-        return cls(torch.full((rows, max_len), PAD, dtype=torch.long, device=like.device),
-                   like.new_zeros(rows, max_len, src_len), like.new_full((rows, max_len), float("nan")),
-                   like.new_full((rows, max_len), float("nan")))
+    def empty(cls, rows: int, max_len: int, src_len: int, like: Tensor) -> TraceBuffer:
+        return cls(
+            torch.full((rows, max_len), PAD, dtype=torch.long, device=like.device),
+            like.new_zeros(rows, max_len, src_len),
+            like.new_full((rows, max_len), float("nan")),
+            like.new_full((rows, max_len), float("nan")),
+        )
 
     def write(self, t: int, tokens: Tensor, out: AttentionOutput | StepTrace, rows: Tensor | None = None) -> None:
         """Column t gets tokens and the step's attention output (taken at `rows` when given)."""
@@ -77,10 +81,16 @@ class TraceBuffer:
         result = []
         for row, (seq, score) in enumerate(zip(tokens.tolist(), scores.cpu().tolist())):
             n = seq.index(EOS) if EOS in seq else len(seq)
-            result.append(Translation(seq[:n], score, weights[row, :n, :int(src_lengths[row])],
-                                      tau[row, :n].tolist() if has_tau else None,
-                                      gate[row, :n].tolist() if has_gate else None,
-                                      None if heads is None else heads[row, :n].tolist()))
+            result.append(
+                Translation(
+                    seq[:n],
+                    score,
+                    weights[row, :n, : int(src_lengths[row])],
+                    tau[row, :n].tolist() if has_tau else None,
+                    gate[row, :n].tolist() if has_gate else None,
+                    None if heads is None else heads[row, :n].tolist(),
+                )
+            )
         return result
 
 
@@ -134,8 +144,9 @@ class BeamHistory:
         self.tokens.append(tokens)
         self.parents.append(parents)
 
-    def read_back(self, last_step: Tensor, last_row: Tensor, last_token: Tensor, max_len: int,
-                  src_len: int) -> TraceBuffer:
+    def read_back(
+        self, last_step: Tensor, last_row: Tensor, last_token: Tensor, max_len: int, src_len: int
+    ) -> TraceBuffer:
         """The trace of one hypothesis per sentence that ends at step last_step[n] (B,) with token last_token[n],
         its step read from row last_row[n] of the rows alive before that step."""
         buffer = TraceBuffer.empty(last_step.size(0), max_len, src_len, self.outs[0].weights.float())
@@ -175,7 +186,9 @@ def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int)
         logits, state, out = model.decoder.step(y, state, memory)
         logits = logits.float()
         vocab = logits.size(-1)
-        candidates = logits.log_softmax(dim=-1).add_(scores.view(-1, 1)).view(n_sent, -1)  # score + log p, one fused pass
+        candidates = (
+            logits.log_softmax(dim=-1).add_(scores.view(-1, 1)).view(n_sent, -1)
+        )  # score + log p, one fused pass
         top_scores, top_index = candidates.topk(2 * k, dim=-1)
         top_beam, top_token = top_index // vocab, top_index % vocab
         # hypotheses that end here: </s> among the top K, for sentences not yet done
@@ -204,17 +217,19 @@ def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int)
     best_step = torch.where(unfinished, last, best_step)
     best_row = torch.where(unfinished, history.parents[last].index_select(0, first_row), best_row)
     best_token = torch.where(unfinished, history.tokens[last].index_select(0, first_row), EOS)
-    best_score = torch.where(unfinished, scores[:, 0] / steps ** cfg.length_penalty, best_score)
+    best_score = torch.where(unfinished, scores[:, 0] / steps**cfg.length_penalty, best_score)
     best = history.read_back(best_step, best_row, best_token, steps, batch.src.size(1))
     return best.translations(best_score, batch.src_lengths, out.tau is not None, out.gate is not None)
 
 
-def translate(model: Seq2Seq, examples: list[Example], cfg: DecodeConfig, beam_size: int,
-              batch_size: int, device: torch.device) -> list[Translation]:
+def translate(
+    model: Seq2Seq, examples: list[Example], cfg: DecodeConfig, beam_size: int, batch_size: int, device: torch.device
+) -> list[Translation]:
     """Translate examples (in their order) with greedy search for beam 1, else beam search.
 
     Batches hold at most batch_size sentences and DECODE_CELLS attention-trace cells: a long sentence decodes in a
     smaller batch (alone, at worst), so memory is bounded by decode.max_src_len, not by the input."""
+
     def cells(example: Example) -> int:
         return beam_size * len(example.src) * steps_for(len(example.src), cfg)
 

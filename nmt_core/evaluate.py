@@ -1,4 +1,5 @@
 """BLEU with its sacrebleu signature, paired bootstrap resampling, and per-token traces as Arrow tables."""
+
 from __future__ import annotations
 
 import math
@@ -11,12 +12,19 @@ from sacrebleu.metrics import BLEU
 
 from nmt_core.decode import Translation
 
-TRACE_SCHEMA = pa.schema([
-    ("sent_id", pa.int32()), ("pos", pa.int32()), ("token", pa.string()),
-    ("tau", pa.float32()), ("sentinel", pa.float32()), ("entropy", pa.float32()),
-    ("argmax_src", pa.int32()), ("weights", pa.list_(pa.float32())),
-    ("tau_heads", pa.list_(pa.float32())),  # the Transformer's tau per head; the schema's metadata names them
-])
+TRACE_SCHEMA = pa.schema(
+    [
+        ("sent_id", pa.int32()),
+        ("pos", pa.int32()),
+        ("token", pa.string()),
+        ("tau", pa.float32()),
+        ("sentinel", pa.float32()),
+        ("entropy", pa.float32()),
+        ("argmax_src", pa.int32()),
+        ("weights", pa.list_(pa.float32())),
+        ("tau_heads", pa.list_(pa.float32())),  # the Transformer's tau per head; the schema's metadata names them
+    ]
+)
 HEAD_LABELS = b"tau_heads"  # schema metadata key: the labels of tau_heads, comma-separated (l<layer>.<block>.h<head>)
 
 
@@ -37,8 +45,9 @@ def bleu_metric(tokenize: str = "13a", lowercase: bool = False) -> BLEU:
     return BLEU(tokenize=tokenize, lowercase=lowercase, force=tokenize == "none")
 
 
-def corpus_bleu(hypotheses: list[str], references: list[str], tokenize: str = "13a",
-                lowercase: bool = False) -> BleuResult:
+def corpus_bleu(
+    hypotheses: list[str], references: list[str], tokenize: str = "13a", lowercase: bool = False
+) -> BleuResult:
     metric = bleu_metric(tokenize, lowercase)
     score = metric.corpus_score(hypotheses, [references])
     return BleuResult(score.score, str(metric.get_signature()))
@@ -62,11 +71,12 @@ def _bleu_from_stats(metric: BLEU, stats: np.ndarray) -> np.ndarray:
     if metric.smooth_method != "exp" or metric.effective_order:
         return np.array([metric._compute_score_from_stats(list(row)).score for row in stats])
     order = metric.max_ngram_order
-    correct, total = stats[:, 2:2 + order].astype("float32"), stats[:, 2 + order:].astype("float32")
+    correct, total = stats[:, 2 : 2 + order].astype("float32"), stats[:, 2 + order :].astype("float32")
     halvings = np.cumsum(correct == 0, axis=1).astype("float32")  # sacrebleu's smooth_mteval doubles per zero
     with np.errstate(divide="ignore", invalid="ignore"):
-        precisions = np.where(correct == 0, np.float32(100.0) / (np.float32(2.0) ** halvings * total),
-                              np.float32(100.0) * correct / total)
+        precisions = np.where(
+            correct == 0, np.float32(100.0) / (np.float32(2.0) ** halvings * total), np.float32(100.0) * correct / total
+        )
     precisions = np.where(np.cumsum(total == 0, axis=1) > 0, np.float32(0.0), precisions)  # orders after a break
     scores = []
     for (sys_len, ref_len), row, matched in zip(stats[:, :2].tolist(), precisions.tolist(), correct.any(axis=1)):
@@ -117,8 +127,9 @@ class SentenceBootstrap:
         sample = np.abs(system[1] - baseline[1])
         return float(((sample - sample.mean() > real).sum() + 1) / (self.resamples + 1))
 
-    def interval(self, baseline: tuple[float, np.ndarray], system: tuple[float, np.ndarray],
-                 level: float = 0.95) -> tuple[float, float]:
+    def interval(
+        self, baseline: tuple[float, np.ndarray], system: tuple[float, np.ndarray], level: float = 0.95
+    ) -> tuple[float, float]:
         """The percentile interval of the seed-averaged difference system - baseline over the same resamples."""
         low, high = np.quantile(system[1] - baseline[1], [(1 - level) / 2, (1 + level) / 2])
         return float(low), float(high)
@@ -127,8 +138,14 @@ class SentenceBootstrap:
 class PairedBootstrap(SentenceBootstrap):
     """BLEU's paired bootstrap, as `sacrebleu --paired-bs` computes it (see SentenceBootstrap)."""
 
-    def __init__(self, references: dict[str, list[str]], resamples: int = 1000, seed: int = 12345,
-                 tokenize: str = "13a", lowercase: bool = False):
+    def __init__(
+        self,
+        references: dict[str, list[str]],
+        resamples: int = 1000,
+        seed: int = 12345,
+        tokenize: str = "13a",
+        lowercase: bool = False,
+    ):
         super().__init__({name: len(refs) for name, refs in references.items()}, resamples, seed)
         self.metric, self.references = bleu_metric(tokenize, lowercase), references
 
@@ -137,8 +154,10 @@ class PairedBootstrap(SentenceBootstrap):
 
     def stats(self, system: list[dict[str, list[str]]]) -> list[dict[str, np.ndarray]]:
         """Each seed's per-sentence BLEU statistics by test set; `system` holds one {test set: hypotheses} per seed."""
-        return [{name: _sentence_stats(self.metric, hypotheses[name], refs) for name, refs in self.references.items()}
-                for hypotheses in system]
+        return [
+            {name: _sentence_stats(self.metric, hypotheses[name], refs) for name, refs in self.references.items()}
+            for hypotheses in system
+        ]
 
     def scores(self, system: list[dict[str, list[str]]]) -> tuple[float, np.ndarray]:
         """`system` holds one {test set: hypotheses} per seed."""
@@ -181,8 +200,9 @@ class ApproximateRandomization:
         real, shuffled = [], []
         for name, keep in self.swaps.items():
             for base, other in ((b[name].astype(np.float64), s[name].astype(np.float64)) for b, s in pairs):
-                real.append(self.scorer.score(other.sum(0, keepdims=True))[0]
-                            - self.scorer.score(base.sum(0, keepdims=True))[0])
+                real.append(
+                    self.scorer.score(other.sum(0, keepdims=True))[0] - self.scorer.score(base.sum(0, keepdims=True))[0]
+                )
                 kept = self.kept(keep, other - base)  # keep @ other + ~keep @ base, less base's total
                 shuffled.append(self.scorer.score(base.sum(0) + kept) - self.scorer.score(other.sum(0) - kept))
         difference = abs(float(np.mean(real)))
@@ -195,7 +215,7 @@ class ApproximateRandomization:
     def kept(keep: np.ndarray, difference: np.ndarray, chunk: int = 1000) -> np.ndarray:
         """keep @ difference (trials, k), a chunk of trials at a time: a float copy of all trials x N swaps would
         take gigabytes at sacrebleu's 10,000 trials and a few thousand sentences. Exact for counts below 2**53."""
-        return np.concatenate([keep[i:i + chunk].astype(np.float64) @ difference for i in range(0, len(keep), chunk)])
+        return np.concatenate([keep[i : i + chunk].astype(np.float64) @ difference for i in range(0, len(keep), chunk)])
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -208,8 +228,9 @@ def holm(p_values: list[float]) -> list[float]:
     return adjusted
 
 
-def trace_table(translations: list[Translation], target_words: list[list[str]],
-                head_labels: list[str] = ()) -> pa.Table:
+def trace_table(
+    translations: list[Translation], target_words: list[list[str]], head_labels: list[str] = ()
+) -> pa.Table:
     """One row per output token: tau_t, sentinel gate, attention entropy, argmax and the weights (a Transformer:
     tau_t and the gate are means over heads, tau_heads each head's, named by `head_labels`)."""
     columns: dict[str, list] = {name: [] for name in TRACE_SCHEMA.names}
@@ -241,8 +262,9 @@ class AlignmentScore:
     per_sentence: np.ndarray  # (N, len(ALIGNMENT_STATS)): what the paired bootstrap resamples
 
 
-def alignment_error_rate(predicted: set[tuple[int, int]], sure: set[tuple[int, int]],
-                         possible: set[tuple[int, int]] | None = None) -> float:
+def alignment_error_rate(
+    predicted: set[tuple[int, int]], sure: set[tuple[int, int]], possible: set[tuple[int, int]] | None = None
+) -> float:
     """AER = 1 - (|A & S| + |A & P|) / (|A| + |S|), with S a subset of P."""
     possible = sure | (possible or set())
     if not predicted and not sure:
@@ -277,8 +299,11 @@ def attention_alignment(weights: list[np.ndarray], gold: list[list[tuple[int, in
         for s, t in links:
             by_target.setdefault(t, []).append(s)
         # a sentence cut to decode.max_src_len: links past the cut count as missed
-        masses = [float(matrix[t, [s for s in sources if s < matrix.shape[1]]].sum())
-                  for t, sources in by_target.items() if t < matrix.shape[0]]
+        masses = [
+            float(matrix[t, [s for s in sources if s < matrix.shape[1]]].sum())
+            for t, sources in by_target.items()
+            if t < matrix.shape[0]
+        ]
         rows[sent] = (len(predicted), len(set(links)), len(predicted & set(links)), sum(masses), len(masses))
     aer, gold_mass = alignment_from_stats(rows.sum(0))
     return AlignmentScore(float(aer[0]), float(gold_mass[0]), rows)
@@ -286,4 +311,3 @@ def attention_alignment(weights: list[np.ndarray], gold: list[list[tuple[int, in
 
 def write_traces(table: pa.Table, path: str) -> None:
     pq.write_table(table, path)
-

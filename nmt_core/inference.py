@@ -1,8 +1,9 @@
 """Raw source lines in, detokenised translations out: what `nmt translate`, `nmt evaluate` and the MLflow model share."""
+
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from nmt_core.checkpoint import LoadedModel
 from nmt_core.data import Example, cut_long
@@ -14,8 +15,9 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def translate_lines(lines: list[str], loaded: LoadedModel, beam: int, where: str = "input",
-                    log: Callable[[str], None] = _stderr) -> tuple[list[str], list[int], list[Translation]]:
+def translate_lines(
+    lines: list[str], loaded: LoadedModel, beam: int, where: str = "input", log: Callable[[str], None] = _stderr
+) -> tuple[list[str], list[int], list[Translation]]:
     """Translate non-empty lines; empty lines stay empty (and get no trace rows). A line longer than
     decode.max_src_len tokens is translated from its first max_src_len tokens, and `log` names it.
 
@@ -23,12 +25,14 @@ def translate_lines(lines: list[str], loaded: LoadedModel, beam: int, where: str
     """
     device = resolve_device(loaded.config.train.device)
     model = loaded.model.to(device)
-    tokens = cut_long([loaded.src_segmenter.tokenize(line) for line in lines], loaded.config.decode.max_src_len,
-                      where, log)
+    tokens = cut_long(
+        [loaded.src_segmenter.tokenize(line) for line in lines], loaded.config.decode.max_src_len, where, log
+    )
     examples = [Example(loaded.src_vocab.encode(sentence), []) for sentence in tokens]
     keep = [i for i, e in enumerate(examples) if e.src]
-    decoded = translate(model, [examples[i] for i in keep], loaded.config.decode, beam,
-                        loaded.config.train.batch_size, device)
+    decoded = translate(
+        model, [examples[i] for i in keep], loaded.config.decode, beam, loaded.config.train.batch_size, device
+    )
     hypotheses = [""] * len(lines)
     for i, translation in zip(keep, decoded):
         hypotheses[i] = loaded.tgt_segmenter.detokenize(loaded.tgt_vocab.decode(translation.tokens))

@@ -5,6 +5,7 @@ gradients into it and runs log_softmax's backward over it and the saved log-prob
 are the largest tensors of a step. Here backward writes softmax(z) - (1 - eps) onehot(y) - eps / V directly
 from the saved log-probabilities: the same loss and gradient.
 """
+
 from __future__ import annotations
 
 import torch

@@ -11,16 +11,18 @@ cloudpickled, tying the model to this Python's pickle of it), and loading is the
 The trial only saves the folder; the sweep's driver logs it as an MLflow 3 LoggedModel of the trial's run
 (sweeper/tracking.py), as the single writer to the tracking store.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from nmt_core import checkpoint
 from nmt_core.credentials import check_uri, redact
@@ -65,8 +67,14 @@ def _load_pyfunc(data_path: str) -> Translator:
 
 def best_model_state(state: dict[str, Any]) -> dict[str, Any]:
     """What translation needs from a training state: the best-dev weights, config, vocabularies, subwords."""
-    return {"format": checkpoint.FORMAT, "model": state["best_model"], "config": state["config"],
-            "vocab": state["vocab"], "subword": state.get("subword", {}), "epoch": state["best_epoch"]}
+    return {
+        "format": checkpoint.FORMAT,
+        "model": state["best_model"],
+        "config": state["config"],
+        "vocab": state["vocab"],
+        "subword": state.get("subword", {}),
+        "epoch": state["best_epoch"],
+    }
 
 
 def requirements() -> list[str]:
@@ -83,14 +91,23 @@ def save_model(state: dict[str, Any], out: Path, example: list[str]) -> None:
     from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
     beam = int(state["config"]["decode"]["beam_size"])
-    signature = ModelSignature(inputs=Schema([ColSpec("string")]), outputs=Schema([ColSpec("string")]),
-                               params=ParamSchema([ParamSpec(BEAM, "long", beam)]))
+    signature = ModelSignature(
+        inputs=Schema([ColSpec("string")]),
+        outputs=Schema([ColSpec("string")]),
+        params=ParamSchema([ParamSpec(BEAM, "long", beam)]),
+    )
     logging.getLogger("mlflow.pyfunc").setLevel(logging.WARNING)  # not a line per trial: "Validating input example"
     with tempfile.TemporaryDirectory() as folder:
         weights = Path(folder) / checkpoint.BEST
         checkpoint.save(best_model_state(state), weights)
-        mlflow.pyfunc.save_model(str(out), loader_module=__name__, data_path=str(weights), signature=signature,
-                                 input_example=example, pip_requirements=requirements())
+        mlflow.pyfunc.save_model(
+            str(out),
+            loader_module=__name__,
+            data_path=str(weights),
+            signature=signature,
+            input_example=example,
+            pip_requirements=requirements(),
+        )
 
 
 @contextmanager
@@ -129,11 +146,16 @@ def download_model(uri: str, tracking_uri: str | None) -> Path:
     if not uri.startswith(("models:/", "runs:/")):
         raise ModelUriError(uri, store, "expected models:/<name>/<version>, models:/<name>@<alias> or runs:/<id>/model")
     if store.startswith("sqlite:///") and not Path(store.removeprefix("sqlite:///")).exists():
-        raise ModelUriError(uri, store, "no tracking store there (pass --tracking-uri, or run from the folder "
-                            "holding mlflow.db)")
+        raise ModelUriError(
+            uri, store, "no tracking store there (pass --tracking-uri, or run from the folder holding mlflow.db)"
+        )
     if uri.startswith("models:/") and (store.startswith("file:") or "://" not in store):
-        raise ModelUriError(uri, store, "a file store has no model registry in MLflow 3; models are registered in a "
-                            "database store (sqlite:///mlflow.db) or an MLflow server; runs:/<id>/model still works")
+        raise ModelUriError(
+            uri,
+            store,
+            "a file store has no model registry in MLflow 3; models are registered in a "
+            "database store (sqlite:///mlflow.db) or an MLflow server; runs:/<id>/model still works",
+        )
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a bar per file is noise
     import mlflow
     from mlflow.exceptions import MlflowException
@@ -141,8 +163,9 @@ def download_model(uri: str, tracking_uri: str | None) -> Path:
     destination = tempfile.mkdtemp(prefix="nmt-model-")
     try:
         with mlflow_store(store):  # models:/ URIs resolve through the registry, which does not follow tracking_uri
-            folder = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=store,
-                                                              dst_path=destination))
+            folder = Path(
+                mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=store, dst_path=destination)
+            )
     except MlflowException as err:
         shutil.rmtree(destination, ignore_errors=True)  # nothing left behind by a failed download
         raise ModelUriError(uri, store, err.message.strip().splitlines()[0][:200]) from None

@@ -7,6 +7,7 @@ Sizes: the encoder's two directions have H/2 units each and are concatenated, so
 sentinel all have size H: dot attention, SACT's c~_0 (the decoder's initial state) and the sentinel's
 c+ = beta s + (1 - beta) c need no extra projections.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,8 +33,14 @@ class Encoder(nn.Module):
     def __init__(self, vocab_size: int, cfg: ModelConfig, self_attention: bool = False):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, cfg.emb_size, padding_idx=PAD)
-        self.rnn = nn.LSTM(cfg.emb_size, cfg.hidden_size // 2, cfg.encoder_layers, batch_first=True,
-                           bidirectional=True, dropout=cfg.dropout if cfg.encoder_layers > 1 else 0.0)
+        self.rnn = nn.LSTM(
+            cfg.emb_size,
+            cfg.hidden_size // 2,
+            cfg.encoder_layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=cfg.dropout if cfg.encoder_layers > 1 else 0.0,
+        )
         self.self_attention = SelfAttention(cfg.hidden_size) if self_attention else None
         self.dropout = nn.Dropout(cfg.dropout)
 
@@ -79,10 +86,13 @@ class DecoderState:
     attention: AttentionState
     past: tuple[Tensor, Tensor] | None = None  # s_0..s_{t-1} and their keys (B, t, H): decoder self-attention
 
-    def select(self, index: Tensor) -> "DecoderState":
+    def select(self, index: Tensor) -> DecoderState:
         """Reorder along the batch (beam search)."""
-        rnn = (tuple(part.index_select(1, index) for part in self.rnn) if isinstance(self.rnn, tuple)
-               else self.rnn.index_select(1, index))
+        rnn = (
+            tuple(part.index_select(1, index) for part in self.rnn)
+            if isinstance(self.rnn, tuple)
+            else self.rnn.index_select(1, index)
+        )
         past = None if self.past is None else tuple(part.index_select(0, index) for part in self.past)
         return DecoderState(rnn, self.feed.index_select(0, index), self.attention.select(index), past)
 
@@ -99,7 +109,7 @@ class DecoderTrace:
     fertility: Tensor | None = None
 
     @staticmethod
-    def stack(steps: list[AttentionOutput]) -> "DecoderTrace":
+    def stack(steps: list[AttentionOutput]) -> DecoderTrace:
         def along_time(name: str) -> Tensor | None:
             values = [getattr(step, name) for step in steps]
             return None if values[0] is None else torch.stack(values, dim=1)
@@ -107,8 +117,9 @@ class DecoderTrace:
         return DecoderTrace(along_time("weights"), along_time("tau"), along_time("gate"), along_time("scores"))
 
 
-def run_rnn(rnn: nn.LSTM | nn.GRU, inputs: Tensor | PackedSequence,
-            state: RnnState | None = None) -> tuple[Tensor | PackedSequence, RnnState]:
+def run_rnn(
+    rnn: nn.LSTM | nn.GRU, inputs: Tensor | PackedSequence, state: RnnState | None = None
+) -> tuple[Tensor | PackedSequence, RnnState]:
     """rnn(inputs, state), in fp32 on CUDA whatever autocast asks for.
 
     Under torch.autocast(dtype=torch.bfloat16) PyTorch runs cuDNN's RNN (`_cudnn_rnn`) in fp16, not bf16: seen on
@@ -166,8 +177,9 @@ class Placement(Part):
         """Add the placement's own modules to the decoder."""
 
     @staticmethod
-    def transition(decoder: Decoder, emb: Tensor, state: DecoderState,
-                   memory: Memory) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
+    def transition(
+        decoder: Decoder, emb: Tensor, state: DecoderState, memory: Memory
+    ) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
         """One step from the embedded y_{t-1}: s_t, the RNN state, what attention did and its next state."""
         raise NotImplementedError
 
@@ -188,8 +200,9 @@ class LuongPlacement(Placement):
         return luong_input
 
     @staticmethod
-    def transition(decoder: Decoder, emb: Tensor, state: DecoderState,
-                   memory: Memory) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
+    def transition(
+        decoder: Decoder, emb: Tensor, state: DecoderState, memory: Memory
+    ) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
         x = torch.cat([emb, state.feed], dim=-1) if decoder.input_feeding else emb  # [y_{t-1}; h~_{t-1}]
         s, rnn = decoder.recur(decoder.rnn, x, state.rnn)  # s_t
         cell = rnn[1][-1] if isinstance(rnn, tuple) else None  # m_t of the top LSTM layer (the sentinel's)
@@ -206,8 +219,9 @@ class BahdanauPlacement(Placement):
         return emb_size + context
 
     @staticmethod
-    def transition(decoder: Decoder, emb: Tensor, state: DecoderState,
-                   memory: Memory) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
+    def transition(
+        decoder: Decoder, emb: Tensor, state: DecoderState, memory: Memory
+    ) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
         out, attention = decoder.attention(top_layer(state.rnn), memory, state.attention)  # c_t = ATT(C, s_{t-1})
         s, rnn = decoder.recur(decoder.rnn, torch.cat([emb, out.context], dim=-1), state.rnn)  # RNN([y; c_t], s_{t-1})
         return s, rnn, out, attention
@@ -217,8 +231,13 @@ class BahdanauPlacement(Placement):
 class ConditionalGRUPlacement(Placement):
     """lecture 003, dl4mt: s'_t = RNN_1(y_{t-1}, s_{t-1}); c_t = ATT(C, s'_t); s_t = RNN_2(c_t, s'_t)."""
 
-    rules = (Rule("model.decoder_layers", "1 with attention.placement cgru (its two transitions are the decoder's "
-                  "layers)", lambda c: c.model.decoder_layers == 1),)
+    rules = (
+        Rule(
+            "model.decoder_layers",
+            "1 with attention.placement cgru (its two transitions are the decoder's layers)",
+            lambda c: c.model.decoder_layers == 1,
+        ),
+    )
 
     @staticmethod
     def rnn_input(emb_size: int, context: int, luong_input: int) -> int:
@@ -229,8 +248,9 @@ class ConditionalGRUPlacement(Placement):
         decoder.rnn2 = rnn(context, decoder.cfg.hidden_size, batch_first=True)  # RNN_2(c_t, s'_t)
 
     @staticmethod
-    def transition(decoder: Decoder, emb: Tensor, state: DecoderState,
-                   memory: Memory) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
+    def transition(
+        decoder: Decoder, emb: Tensor, state: DecoderState, memory: Memory
+    ) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
         s_prime, rnn_prime = decoder.recur(decoder.rnn, emb, state.rnn)  # s'_t = RNN_1(y_{t-1}, s_{t-1})
         out, attention = decoder.attention(s_prime, memory, state.attention)  # c_t = ATT(C, s'_t)
         s, rnn = decoder.recur(decoder.rnn2, out.context, rnn_prime)  # s_t = RNN_2(c_t, s'_t)
@@ -251,8 +271,13 @@ class Decoder(nn.Module):
         rnn = nn.LSTM if cfg.cell == "lstm" else nn.GRU
         luong_input = cfg.emb_size + (hidden if self.input_feeding else 0)
         context = SCORES[attention.score].context_size_of(hidden)
-        self.rnn = rnn(self.placement.rnn_input(cfg.emb_size, context, luong_input), hidden, cfg.decoder_layers,
-                       batch_first=True, dropout=cfg.dropout if cfg.decoder_layers > 1 else 0.0)
+        self.rnn = rnn(
+            self.placement.rnn_input(cfg.emb_size, context, luong_input),
+            hidden,
+            cfg.decoder_layers,
+            batch_first=True,
+            dropout=cfg.dropout if cfg.decoder_layers > 1 else 0.0,
+        )
         self.attention = Attention(attention, hidden, luong_input, cfg.cell)
         self.placement.build(self, rnn, context)
         self.self_attention = SelfAttention(hidden) if SELF_ATTENTIONS[attention.self_attention].decoder else None
@@ -264,8 +289,9 @@ class Decoder(nn.Module):
             self.output.weight = self.embed.weight
         self.dropout = nn.Dropout(cfg.dropout)
         # all s_t in one (cuDNN) call when no step's RNN input depends on the step before (attention after the RNN)
-        self.whole_sequence_rnn = (self.placement.attends_after_step and not self.input_feeding
-                                   and not self.attention.needs_memory_cell)
+        self.whole_sequence_rnn = (
+            self.placement.attends_after_step and not self.input_feeding and not self.attention.needs_memory_cell
+        )
 
     def initial_state(self, encoder_final: Tensor, memory: Memory) -> DecoderState:
         s_0 = torch.tanh(self.bridge(encoder_final))  # s_0 = tanh(W_b [h->_n; h<-_1])
@@ -276,8 +302,9 @@ class Decoder(nn.Module):
             past = (s_0.unsqueeze(1), self.self_attention.W_K(s_0).unsqueeze(1))  # s_0 and its key
         return DecoderState(rnn, torch.zeros_like(s_0), self.attention.initial_state(memory, s_0), past)
 
-    def read_out(self, context: Tensor, s: Tensor,
-                 past: tuple[Tensor, Tensor] | None) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
+    def read_out(
+        self, context: Tensor, s: Tensor, past: tuple[Tensor, Tensor] | None
+    ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
         """What the output layer reads: h~_t = tanh(W_c [c_t; s_t]) (L eq. 5), or c+_i + t_i (A eq. 12); with
         decoder self-attention d_t = sum_{k<t} a_tk s_k joins them (report 004: [c_t; d_t; s_t], or c + d + s)."""
         parts = [context, s]
@@ -285,7 +312,10 @@ class Decoder(nn.Module):
             states, keys = past
             d = self.self_attention(s.unsqueeze(1), states, keys).squeeze(1)  # d_t over s_0..s_{t-1}
             parts.insert(1, d)
-            past = (torch.cat([states, s.unsqueeze(1)], 1), torch.cat([keys, self.self_attention.W_K(s).unsqueeze(1)], 1))
+            past = (
+                torch.cat([states, s.unsqueeze(1)], 1),
+                torch.cat([keys, self.self_attention.W_K(s).unsqueeze(1)], 1),
+            )
         h_tilde = sum(parts) if self.readout == "sum" else torch.tanh(self.combine(torch.cat(parts, dim=-1)))
         return self.dropout(h_tilde), past
 
@@ -296,20 +326,22 @@ class Decoder(nn.Module):
         s, state = run_rnn(rnn, x.unsqueeze(1), state)
         return s.squeeze(1), state
 
-    def transition(self, emb: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
+    def transition(
+        self, emb: Tensor, state: DecoderState, memory: Memory
+    ) -> tuple[Tensor, DecoderState, AttentionOutput]:
         """One target step from the embedded y_{t-1} (B, E): the readout h~_t, the next state, what attention did."""
         s, rnn, out, attention = self.placement.transition(self, emb, state, memory)
         h_tilde, past = self.read_out(out.context, s, state.past)
         return h_tilde, DecoderState(rnn, h_tilde, attention, past), out
 
-    def step(self, y_prev: Tensor, state: DecoderState,
-             memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
+    def step(self, y_prev: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
         """One step of decoding: y_prev (B,) ids -> logits (B, V)."""
         h_tilde, state, out = self.transition(self.dropout(self.embed(y_prev)), state, memory)
         return self.output(h_tilde), state, out  # p = softmax(W_s h~_t), L eq. 6
 
-    def forward(self, tgt_in: Tensor, state: DecoderState, memory: Memory,
-                positions: Tensor | None = None) -> tuple[Tensor, DecoderTrace]:
+    def forward(
+        self, tgt_in: Tensor, state: DecoderState, memory: Memory, positions: Tensor | None = None
+    ) -> tuple[Tensor, DecoderTrace]:
         """Teacher forcing over tgt_in (B, T) -> logits (B, T, V), or (N, V) at N flat positions of (B, T) (the
         loss needs no logits on padding), and the attention trace."""
         emb = self.dropout(self.embed(tgt_in))
@@ -344,8 +376,9 @@ class Seq2Seq(nn.Module):
         memory = self.decoder.attention.memory(h, src != PAD)  # keys projected once per batch
         return memory, self.decoder.initial_state(final, memory)
 
-    def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
-                positions: Tensor | None = None) -> tuple[Tensor, DecoderTrace]:
+    def forward(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, positions: Tensor | None = None
+    ) -> tuple[Tensor, DecoderTrace]:
         """Logits (B, T, V), or (N, V) at N flat positions of tgt_in, and the attention trace."""
         memory, state = self.encode(src, src_lengths)
         logits, trace = self.decoder(tgt_in, state, memory, positions)

@@ -17,6 +17,7 @@ Every head h of a block computes e^h = q^h k^hT / sqrt(d_k) over its keys, then,
 With none of these active a block runs torch.nn.functional.scaled_dot_product_attention (fused kernels) unless it
 must report its weights (the decoder's last cross-attention, which the traces and diagnostics read).
 """
+
 from __future__ import annotations
 
 import math
@@ -49,6 +50,7 @@ def shifted(x: Tensor, dim: int) -> Tensor:
 
 # ---- SACT readings: what stands for c~_{t-1} inside a layer ------------------------------------------------
 
+
 class SactReading(nn.Module):
     """The term beta gets from the previous position's context (B, heads, T); none for the query-only reading."""
 
@@ -76,13 +78,14 @@ class FirstPassReading(SactReading):
 
     def __init__(self, heads: int, head_size: int):
         super().__init__(heads, head_size)
-        self.W_c = nn.Parameter(torch.empty(heads, head_size).uniform_(-head_size ** -0.5, head_size ** -0.5))
+        self.W_c = nn.Parameter(torch.empty(heads, head_size).uniform_(-(head_size**-0.5), head_size**-0.5))
 
     def forward(self, previous: Tensor | None) -> Tensor | int:
         return torch.einsum("bhtd,hd->bht", previous, self.W_c)
 
 
 # ---- temperatures per head ---------------------------------------------------------------------------------
+
 
 class HeadTemperature(nn.Module):
     """tau (B, heads, T) from the block's input x (B, T, D) and c0_{i-1} (B, heads, T, d_k); None: tau = 1."""
@@ -128,6 +131,7 @@ class SactHeadTemperature(HeadTemperature):
 
 # ---- position biases per head ------------------------------------------------------------------------------
 
+
 class HeadPositionBias(nn.Module):
     """A bias (B, heads, T, S) added to the scores from the queries (B, heads, T, d_k) and the real keys (B, S)."""
 
@@ -149,7 +153,7 @@ class GaussianLocalness(HeadPositionBias):
 
     def __init__(self, heads: int, head_size: int):
         super().__init__(heads, head_size)
-        bound = head_size ** -0.5
+        bound = head_size**-0.5
         self.W_p = nn.Linear(head_size, head_size, bias=False)
         self.v_p = nn.Parameter(torch.empty(heads, head_size).uniform_(-bound, bound))
         self.v_d = nn.Parameter(torch.empty(heads, head_size).uniform_(-bound, bound))
@@ -160,7 +164,7 @@ class GaussianLocalness(HeadPositionBias):
         centre = length * torch.sigmoid(torch.einsum("bhtd,hd->bht", hidden, self.v_p))  # P_i
         sigma = (length * torch.sigmoid(torch.einsum("bhtd,hd->bht", hidden, self.v_d)) / 2).clamp_min(1e-3)
         j = torch.arange(key_mask.size(-1), device=q.device, dtype=q.dtype)
-        return -(j - centre.unsqueeze(-1)) ** 2 / (2 * sigma.unsqueeze(-1) ** 2)
+        return -((j - centre.unsqueeze(-1)) ** 2) / (2 * sigma.unsqueeze(-1) ** 2)
 
 
 class HeadSentinel(nn.Module):
@@ -213,9 +217,16 @@ class MultiHeadAttention(nn.Module):
         attention, once per step (and cached) for a decoder self-attention."""
         return self.split(self.W_K(memory)), self.split(self.W_V(memory))
 
-    def forward(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, key_mask: Tensor | None = None,
-                causal: bool = False, carried: dict[str, Tensor] | None = None
-                ) -> tuple[Tensor, HeadTrace, dict[str, Tensor]]:
+    def forward(
+        self,
+        x: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | None,
+        key_mask: Tensor | None = None,
+        causal: bool = False,
+        carried: dict[str, Tensor] | None = None,
+    ) -> tuple[Tensor, HeadTrace, dict[str, Tensor]]:
         """x (B, T, D) attends over k, v (B, heads, S, d_k); mask (B, 1, T or 1, S) True where a key may be read
         (None: all; `causal` with it for a decoder's self-attention over all T positions). key_mask (B, S): real
         keys (the localness' I). `carried`: what the previous position left (one decoding step); None: the T
@@ -224,8 +235,9 @@ class MultiHeadAttention(nn.Module):
         q = self.split(self.W_Q(x))
         if not self.parts.explicit():
             dropout = self.dropout if self.training else 0.0
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal else mask, dropout_p=dropout,
-                                                 is_causal=causal)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=None if causal else mask, dropout_p=dropout, is_causal=causal
+            )
             return self.W_O(out.transpose(1, 2).flatten(2)), HeadTrace(), {}
         if causal:  # position i reads keys 0..i
             mask = torch.ones(q.size(2), k.size(2), dtype=torch.bool, device=q.device).tril()[None, None]
@@ -235,8 +247,16 @@ class MultiHeadAttention(nn.Module):
         """What position i - 1 had of `now` (its last position when decoding step by step)."""
         return shifted(now, dim) if carried is None else carried[name]
 
-    def explicit(self, x: Tensor, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, key_mask: Tensor | None,
-                 carried: dict[str, Tensor] | None) -> tuple[Tensor, HeadTrace, dict[str, Tensor]]:
+    def explicit(
+        self,
+        x: Tensor,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | None,
+        key_mask: Tensor | None,
+        carried: dict[str, Tensor] | None,
+    ) -> tuple[Tensor, HeadTrace, dict[str, Tensor]]:
         """The attention with its mechanisms, spelled out (what the module docstring describes)."""
         e = raw = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_size)  # (B, h, T, S)
         keep = torch.ones_like(e, dtype=torch.bool) if mask is None else mask.expand_as(e)

@@ -3,11 +3,13 @@
 `train()` calls `start(epoch, epochs, steps)`, then `step(step, tokens, mean_loss)` after every update; the
 loss is a callable so that it is read (a host-device sync on a GPU) only when something is shown.
 """
+
 from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, Protocol, TextIO
+from collections.abc import Callable
+from typing import Protocol, TextIO
 
 
 class EpochProgress(Protocol):
@@ -18,8 +20,11 @@ class EpochProgress(Protocol):
 
 def eta(seconds: float) -> str:
     seconds = int(max(seconds, 0))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else \
-        f"{seconds // 60}:{seconds % 60:02d}"
+    return (
+        f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        if seconds >= 3600
+        else f"{seconds // 60}:{seconds % 60:02d}"
+    )
 
 
 class ConsoleProgress:
@@ -42,8 +47,10 @@ class ConsoleProgress:
             return
         self.last = now
         elapsed = now - self.begin
-        line = (f"epoch {self.epoch}/{self.epochs} {step}/{self.steps} steps, {tokens / elapsed:,.0f} tok/s, "
-                f"loss {mean_loss():.3f}, ETA {eta(elapsed / step * (self.steps - step))}")
+        line = (
+            f"epoch {self.epoch}/{self.epochs} {step}/{self.steps} steps, {tokens / elapsed:,.0f} tok/s, "
+            f"loss {mean_loss():.3f}, ETA {eta(elapsed / step * (self.steps - step))}"
+        )
         if self.tty:
             done = int(20 * step / self.steps)
             self.stream.write(f"\r[{'#' * done}{'.' * (20 - done)}] {line}\x1b[K")

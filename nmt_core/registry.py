@@ -6,6 +6,7 @@ config (`rules`), its words in a variant label (`label`) and which diagnostics i
 The modules (nmt_core.attention, nmt_core.model) register the built-in parts; this module imports neither torch nor
 them until a question needs the registries filled, so the config can read it without a circular import.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -57,18 +58,34 @@ MECHANISMS: dict[str, type] = {}  # on/off mechanisms by their attention.* flag,
 HEAD_TEMPERATURES: dict[str, type] = {}
 HEAD_POSITION_BIASES: dict[str, type] = {}
 SACT_READINGS: dict[str, type] = {}  # attention.sact_reading: how a head reads SACT's c~_{t-1} without recurrence
-SELECTED_BY = {"score": SCORES, "temperature": TEMPERATURES, "placement": PLACEMENTS,
-               "position_bias": POSITION_BIASES, "self_attention": SELF_ATTENTIONS}
-LABEL_ORDER = ("score", "temperature", "sentinel", "coverage", "fertility", "placement", "position_bias",
-               "intra_temporal", "self_attention")  # as variant labels have always named the parts
+SELECTED_BY = {
+    "score": SCORES,
+    "temperature": TEMPERATURES,
+    "placement": PLACEMENTS,
+    "position_bias": POSITION_BIASES,
+    "self_attention": SELF_ATTENTIONS,
+}
+LABEL_ORDER = (
+    "score",
+    "temperature",
+    "sentinel",
+    "coverage",
+    "fertility",
+    "placement",
+    "position_bias",
+    "intra_temporal",
+    "self_attention",
+)  # as variant labels have always named the parts
 
 
 def register(registry: dict[str, type], name: str) -> Callable[[T], T]:
     """Class decorator: the part answers to `name` (its config value, or its flag in MECHANISMS)."""
+
     def add(cls: T) -> T:
         cls.name = name
         registry[name] = cls
         return cls
+
     return add
 
 
@@ -82,8 +99,10 @@ def _builtins() -> None:
 def choices() -> dict[str, tuple[str, ...]]:
     """attention.<key> -> the registered values, for config validation and the JSON Schema."""
     _builtins()
-    return {**{f"attention.{key}": tuple(registry) for key, registry in SELECTED_BY.items()},
-            "attention.sact_reading": tuple(SACT_READINGS)}
+    return {
+        **{f"attention.{key}": tuple(registry) for key, registry in SELECTED_BY.items()},
+        "attention.sact_reading": tuple(SACT_READINGS),
+    }
 
 
 def head_choices() -> dict[str, tuple[str, ...]]:

@@ -4,6 +4,7 @@ matrices that are each other's transpose.
 The reverse model reads the same batch the other way round, so both attention matrices cover the same
 sentence pairs and the trace bonus B = sum_i sum_j alpha^{s->t}_ij alpha^{s<-t}_ji needs no extra data.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,16 @@ def reverse_batch(batch: Batch) -> Batch:
     tgt_lengths = batch.src_lengths + 1
     width = tgt_out.size(1)
     real = (torch.arange(width) < tgt_lengths.unsqueeze(1)).flatten().nonzero().squeeze(1)  # on the CPU
-    return Batch(tgt_words, batch.tgt_lengths - 1, torch.cat([bos, batch.src], dim=1), tgt_out, batch.index,
-                 int(tgt_lengths.sum()), tgt_lengths, real=host_to_device(real, device))
+    return Batch(
+        tgt_words,
+        batch.tgt_lengths - 1,
+        torch.cat([bos, batch.src], dim=1),
+        tgt_out,
+        batch.index,
+        int(tgt_lengths.sum()),
+        tgt_lengths,
+        real=host_to_device(real, device),
+    )
 
 
 def trace_bonus(forward: Tensor, backward: Tensor, batch: Batch) -> Tensor:
@@ -48,6 +57,14 @@ def reversed_data(data: TrialData) -> TrialData:
     """The trial's data the other way round (t->s), to decode and score the reverse model: its references are
     the source texts."""
     splits = {name: [Example(e.tgt, e.src) for e in examples] for name, examples in data.splits.items()}
-    return dataclasses.replace(data, src_vocab=data.tgt_vocab, tgt_vocab=data.src_vocab,
-                               src_segmenter=data.tgt_segmenter, tgt_segmenter=data.src_segmenter, splits=splits,
-                               references=data.sources, sources=data.references, alignments={})
+    return dataclasses.replace(
+        data,
+        src_vocab=data.tgt_vocab,
+        tgt_vocab=data.src_vocab,
+        src_segmenter=data.tgt_segmenter,
+        tgt_segmenter=data.src_segmenter,
+        splits=splits,
+        references=data.sources,
+        sources=data.references,
+        alignments={},
+    )

@@ -5,6 +5,7 @@ attention), function words with no source counterpart (articles chosen by the no
 sentinel and a high temperature should show), and reordering (adjectives follow their noun, the verb
 moves to the end).
 """
+
 from __future__ import annotations
 
 import random
@@ -40,5 +41,7 @@ def sentence_pair(rng: random.Random) -> tuple[str, str]:
 
 def generate(n_train: int = 4000, n_eval: int = 200, seed: int = 0) -> dict[str, list[tuple[str, str]]]:
     rng = random.Random(seed)
-    return {split: [sentence_pair(rng) for _ in range(n)]
-            for split, n in (("train", n_train), ("dev", n_eval), ("test", n_eval))}
+    return {
+        split: [sentence_pair(rng) for _ in range(n)]
+        for split, n in (("train", n_train), ("dev", n_eval), ("test", n_eval))
+    }

@@ -4,14 +4,16 @@ Resume is exact: the state handed to the callback holds the model, optimiser, RN
 and the batches of epoch k depend only on (seed, k), so a run stopped after epoch k and resumed
 reproduces the losses of an uninterrupted run.
 """
+
 from __future__ import annotations
 
 import math
 import random
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -55,8 +57,7 @@ def use_tensor_cores(device: torch.device) -> None:
 
 
 def build_model(cfg: TrialConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
-    return compile_model(architectures.build_model(cfg.model, cfg.attention, src_vocab, tgt_vocab),
-                         cfg.model.compile)
+    return compile_model(architectures.build_model(cfg.model, cfg.attention, src_vocab, tgt_vocab), cfg.model.compile)
 
 
 def native_bf16(device: torch.device) -> bool:
@@ -88,8 +89,9 @@ def summed_token_loss(logits: Tensor, targets: Tensor, cfg: TrialConfig, label_s
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 logits normalised in fp32
     if cfg.model.fast_path:
         return loss_function(cfg.model.compile)(logits, targets, label_smoothing)
-    return nn.functional.cross_entropy(logits, targets, ignore_index=PAD, reduction="sum",
-                                       label_smoothing=label_smoothing)
+    return nn.functional.cross_entropy(
+        logits, targets, ignore_index=PAD, reduction="sum", label_smoothing=label_smoothing
+    )
 
 
 def batch_loss(model: Seq2Seq, batch: Batch, cfg: TrialConfig) -> tuple[Tensor, DecoderTrace]:
@@ -99,7 +101,8 @@ def batch_loss(model: Seq2Seq, batch: Batch, cfg: TrialConfig) -> tuple[Tensor, 
     loss = summed_token_loss(logits, targets, cfg, cfg.train.label_smoothing)
     if cfg.attention.coverage_weight > 0:
         loss = loss + cfg.attention.coverage_weight * coverage_penalty(
-            trace.weights, batch.src != PAD, batch.tgt_out != PAD, trace.fertility)
+            trace.weights, batch.src != PAD, batch.tgt_out != PAD, trace.fertility
+        )
     loss = loss / batch.n_tokens
     if cfg.train.guided_alignment > 0 and batch.alignment is not None:
         tgt_words = (batch.tgt_out != PAD).sum(-1) - 1
@@ -178,8 +181,9 @@ class SetResult:
     translations: list[Translation]
 
 
-def evaluate_split(model: Seq2Seq, data: TrialData, split: str, cfg: TrialConfig, device: torch.device,
-                   beam_size: int) -> SetResult:
+def evaluate_split(
+    model: Seq2Seq, data: TrialData, split: str, cfg: TrialConfig, device: torch.device, beam_size: int
+) -> SetResult:
     """BLEU of the detokenised output against the corpus' raw reference text, and the paper-comparable BLEU."""
     with autocast(cfg, device):  # decoding in bf16 too: 1.7x faster greedy search on a bf16 CPU
         translations = translate(model, data.splits[split], cfg.decode, beam_size, cfg.train.batch_size, device)
@@ -188,8 +192,9 @@ def evaluate_split(model: Seq2Seq, data: TrialData, split: str, cfg: TrialConfig
     return SetResult(bleu.score, bleu.signature, paper.score, paper.signature, hypotheses, translations)
 
 
-def score_text(hypotheses: list[str], references: list[str], segmenter: Segmenter, cfg: TrialConfig,
-               lowercase: bool = False) -> tuple[BleuResult, BleuResult]:
+def score_text(
+    hypotheses: list[str], references: list[str], segmenter: Segmenter, cfg: TrialConfig, lowercase: bool = False
+) -> tuple[BleuResult, BleuResult]:
     """sacrebleu's BLEU with the trial's options (`lowercase` forces case-insensitive), and multi-bleu: lowercased
     BLEU of word tokens, the papers' number."""
     options = bleu_options(cfg)
@@ -199,8 +204,9 @@ def score_text(hypotheses: list[str], references: list[str], segmenter: Segmente
 
 
 @torch.no_grad()
-def teacher_forced_weights(model: Seq2Seq, examples: list[Example], cfg: TrialConfig,
-                           device: torch.device) -> list[np.ndarray]:
+def teacher_forced_weights(
+    model: Seq2Seq, examples: list[Example], cfg: TrialConfig, device: torch.device
+) -> list[np.ndarray]:
     """Attention weights (target words, source words) of each example forced through its reference."""
     model.eval()
     weights: list[np.ndarray | None] = [None] * len(examples)
@@ -210,14 +216,19 @@ def teacher_forced_weights(model: Seq2Seq, examples: list[Example], cfg: TrialCo
             _, trace = model(batch.src, batch.src_lengths, batch.tgt_in)
         matrices = trace.weights.float().cpu().numpy()
         for row, i in enumerate(batch.index):
-            weights[i] = matrices[row, :len(examples[i].tgt), :len(examples[i].src)]  # </s> row left out
+            weights[i] = matrices[row, : len(examples[i].tgt), : len(examples[i].src)]  # </s> row left out
     return weights
 
 
-def alignment_scores(model: Seq2Seq, data: TrialData, cfg: TrialConfig, device: torch.device) -> dict[str, AlignmentScore]:
+def alignment_scores(
+    model: Seq2Seq, data: TrialData, cfg: TrialConfig, device: torch.device
+) -> dict[str, AlignmentScore]:
     """Attention against the gold word alignments of every test set that has them."""
-    return {name: attention_alignment(teacher_forced_weights(model, data.splits[name], cfg, device), data.alignments[name])
-            for name in data.test_sets if name in data.alignments}
+    return {
+        name: attention_alignment(teacher_forced_weights(model, data.splits[name], cfg, device), data.alignments[name])
+        for name in data.test_sets
+        if name in data.alignments
+    }
 
 
 @dataclass
@@ -262,23 +273,34 @@ def _cpu_copy(obj: Any) -> Any:
     return obj
 
 
-def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: dict[str, Any] | None = None,
-          log: Callable[[str], None] = print, data: TrialData | None = None,
-          step_progress: EpochProgress | None = None) -> TrainResult:
+def train(
+    cfg: TrialConfig,
+    on_epoch_end: EpochCallback | None = None,
+    resume: dict[str, Any] | None = None,
+    log: Callable[[str], None] = print,
+    data: TrialData | None = None,
+    step_progress: EpochProgress | None = None,
+) -> TrainResult:
     """Train one configuration; `resume` is a state an earlier run handed to `on_epoch_end`."""
     device = resolve_device(cfg.train.device)
     use_tensor_cores(device)
     compiled_before = compile_seconds()
     vocabs = (Vocab(resume["vocab"]["src"]), Vocab(resume["vocab"]["tgt"])) if resume else None
-    data = data or load_trial_data(cfg.data, vocabs, subword_models(resume) if resume else None,
-                                   training_links=cfg.train.guided_alignment > 0,
-                                   eval_max_len=cfg.decode.max_src_len, log=log)
+    data = data or load_trial_data(
+        cfg.data,
+        vocabs,
+        subword_models(resume) if resume else None,
+        training_links=cfg.train.guided_alignment > 0,
+        eval_max_len=cfg.decode.max_src_len,
+        log=log,
+    )
     torch.manual_seed(cfg.train.seed)
     random.seed(cfg.train.seed)
     model = build_model(cfg, len(data.src_vocab), len(data.tgt_vocab)).to(device)
     # bilingual symmetry trains t->s beside s->t, with one optimiser; best weights are chosen by s->t's dev BLEU
-    reverse = (build_model(cfg, len(data.tgt_vocab), len(data.src_vocab)).to(device)
-               if cfg.train.symmetry_weight > 0 else None)
+    reverse = (
+        build_model(cfg, len(data.tgt_vocab), len(data.src_vocab)).to(device) if cfg.train.symmetry_weight > 0 else None
+    )
     trained = nn.ModuleList([model] if reverse is None else [model, reverse])
     optimizer = build_optimizer(trained, cfg)
     progress, best_weights, best_reverse = restore_state(resume, model, reverse, optimizer, cfg)
@@ -286,18 +308,22 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
     n_params = model.n_params()
     if cfg.train.amp and not native_bf16(device):
         log("train.amp: this CPU has no native bf16 (AVX-512 BF16 or AMX): training in fp32 instead")
-    log(f"model: {n_params:,} parameters on {device}; {len(data.splits['train']):,} training pairs, "
-        f"vocab {len(data.src_vocab):,}/{len(data.tgt_vocab):,}")
+    log(
+        f"model: {n_params:,} parameters on {device}; {len(data.splits['train']):,} training pairs, "
+        f"vocab {len(data.src_vocab):,}/{len(data.tgt_vocab):,}"
+    )
 
     updates = updates_done(optimizer)
     for epoch in range(progress["epoch"] + 1, cfg.train.epochs + 1):
         start = time.perf_counter()
-        train_loss, tokens, updates = train_epoch(model, reverse, optimizer, data, cfg, device, epoch, updates,
-                                                  step_progress)
+        train_loss, tokens, updates = train_epoch(
+            model, reverse, optimizer, data, cfg, device, epoch, updates, step_progress
+        )
         if not math.isfinite(train_loss):
             raise TrainingDiverged(f"epoch {epoch}: training loss is {train_loss}")
-        report = epoch_report(model, data, dev_batches, cfg, device, epoch, train_loss,
-                              tokens / (time.perf_counter() - start))
+        report = epoch_report(
+            model, data, dev_batches, cfg, device, epoch, train_loss, tokens / (time.perf_counter() - start)
+        )
         report["epoch_time_s"] = time.perf_counter() - start
         bleu_dev = report["bleu_dev"]
         is_best = bleu_dev > progress["best_bleu"]
@@ -314,8 +340,11 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
         progress["history"].append(report)
         log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in report.items()))
         if on_epoch_end:
-            on_epoch_end(report, checkpoint_state(progress, model, reverse, optimizer, best_weights, best_reverse,
-                                                  cfg, data), is_best)
+            on_epoch_end(
+                report,
+                checkpoint_state(progress, model, reverse, optimizer, best_weights, best_reverse, cfg, data),
+                is_best,
+            )
         if cfg.train.early_stopping and progress["bad_epochs"] >= cfg.train.early_stopping:
             log(f"early stopping: no better dev BLEU for {progress['bad_epochs']} epochs")
             break
@@ -327,13 +356,20 @@ def train(cfg: TrialConfig, on_epoch_end: EpochCallback | None = None, resume: d
     final.update(n_params=n_params, best_epoch=progress["best_epoch"])
     if cfg.model.compile != "none":  # what this run spent compiling, inside its epoch and evaluation times
         final["compile_time_s"] = compile_seconds() - compiled_before
-    log(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items())
-        + f"  ({next(iter(tests.values())).signature})")
+    log(
+        " ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items())
+        + f"  ({next(iter(tests.values())).signature})"
+    )
     return TrainResult(cfg, model, data, progress["history"], final, tests, alignments)
 
 
-def restore_state(resume: dict[str, Any] | None, model: Seq2Seq, reverse: Seq2Seq | None,
-                  optimizer: torch.optim.Optimizer, cfg: TrialConfig) -> tuple[dict[str, Any], dict, dict | None]:
+def restore_state(
+    resume: dict[str, Any] | None,
+    model: Seq2Seq,
+    reverse: Seq2Seq | None,
+    optimizer: torch.optim.Optimizer,
+    cfg: TrialConfig,
+) -> tuple[dict[str, Any], dict, dict | None]:
     """(progress, best weights, best reverse weights): a fresh run's, or a checkpoint's with the model, optimiser
     and RNG put back where it stopped."""
     progress = {"epoch": 0, "best_bleu": -1.0, "best_epoch": 0, "bad_epochs": 0, "history": []}
@@ -347,30 +383,59 @@ def restore_state(resume: dict[str, Any] | None, model: Seq2Seq, reverse: Seq2Se
         for group in optimizer.param_groups:
             group["lr"] = cfg.train.lr
     _set_rng_state(resume["rng"])
-    return ({k: resume[k] for k in progress}, resume["best_model"],
-            resume["best_reverse_model"] if reverse is not None else None)
+    return (
+        {k: resume[k] for k in progress},
+        resume["best_model"],
+        resume["best_reverse_model"] if reverse is not None else None,
+    )
 
 
-def epoch_report(model: Seq2Seq, data: TrialData, dev_batches: list[Batch], cfg: TrialConfig, device: torch.device,
-                 epoch: int, train_loss: float, tokens_per_s: float) -> dict[str, Any]:
+def epoch_report(
+    model: Seq2Seq,
+    data: TrialData,
+    dev_batches: list[Batch],
+    cfg: TrialConfig,
+    device: torch.device,
+    epoch: int,
+    train_loss: float,
+    tokens_per_s: float,
+) -> dict[str, Any]:
     """An epoch's metrics: training loss and speed, dev loss and perplexity, dev BLEU, the attention diagnostics."""
     dev = dev_pass(model, dev_batches, cfg, device)
     bleu_dev = evaluate_split(model, data, "dev", cfg, device, cfg.decode.dev_beam_size).bleu
-    return {"epoch": epoch, "train_loss": train_loss, "dev_loss": dev["dev_loss"],
-            "dev_ppl": math.exp(min(dev["dev_loss"], 50.0)), "bleu_dev": bleu_dev, "tokens_per_s": tokens_per_s,
-            **{k: v for k, v in dev.items() if k != "dev_loss"}}
+    return {
+        "epoch": epoch,
+        "train_loss": train_loss,
+        "dev_loss": dev["dev_loss"],
+        "dev_ppl": math.exp(min(dev["dev_loss"], 50.0)),
+        "bleu_dev": bleu_dev,
+        "tokens_per_s": tokens_per_s,
+        **{k: v for k, v in dev.items() if k != "dev_loss"},
+    }
 
 
-def train_epoch(model: Seq2Seq, reverse: Seq2Seq | None, optimizer: torch.optim.Optimizer, data: TrialData,
-                cfg: TrialConfig, device: torch.device, epoch: int, updates: int,
-                step_progress: EpochProgress | None) -> tuple[float, int, int]:
+def train_epoch(
+    model: Seq2Seq,
+    reverse: Seq2Seq | None,
+    optimizer: torch.optim.Optimizer,
+    data: TrialData,
+    cfg: TrialConfig,
+    device: torch.device,
+    epoch: int,
+    updates: int,
+    step_progress: EpochProgress | None,
+) -> tuple[float, int, int]:
     """One pass over the shuffled training batches: (mean loss per target token, target tokens, updates so far)."""
     trained = nn.ModuleList([model] if reverse is None else [model, reverse])
     trained.train()
-    batches = make_batches(data.splits["train"], cfg.train.batch_size, cfg.train.token_budget,
-                           shuffle_seed=cfg.train.seed * 100_003 + epoch)
+    batches = make_batches(
+        data.splits["train"],
+        cfg.train.batch_size,
+        cfg.train.token_budget,
+        shuffle_seed=cfg.train.seed * 100_003 + epoch,
+    )
     if cfg.train.max_steps_per_epoch:
-        batches = batches[:cfg.train.max_steps_per_epoch]
+        batches = batches[: cfg.train.max_steps_per_epoch]
     loss_sum, tokens = torch.zeros((), device=device), 0
     if step_progress:
         step_progress.start(epoch, cfg.train.epochs, len(batches))
@@ -392,24 +457,42 @@ def train_epoch(model: Seq2Seq, reverse: Seq2Seq | None, optimizer: torch.optim.
     return loss_sum.item() / tokens, tokens, updates  # the one host-device sync of the epoch
 
 
-def checkpoint_state(progress: dict[str, Any], model: Seq2Seq, reverse: Seq2Seq | None,
-                     optimizer: torch.optim.Optimizer, best_weights: dict, best_reverse: dict | None,
-                     cfg: TrialConfig, data: TrialData) -> dict[str, Any]:
+def checkpoint_state(
+    progress: dict[str, Any],
+    model: Seq2Seq,
+    reverse: Seq2Seq | None,
+    optimizer: torch.optim.Optimizer,
+    best_weights: dict,
+    best_reverse: dict | None,
+    cfg: TrialConfig,
+    data: TrialData,
+) -> dict[str, Any]:
     """Everything a resumed run needs, on the CPU: weights (current and best), optimiser, RNG, config, vocabularies
     and subword models."""
-    state = {**progress, "format": CHECKPOINT_FORMAT, "history": list(progress["history"]),
-             "model": _cpu_copy(model.state_dict()), "optimizer": _cpu_copy(optimizer.state_dict()),
-             "best_model": best_weights, "rng": _rng_state(), "config": cfg.to_dict(),
-             "vocab": {"src": data.src_vocab.words, "tgt": data.tgt_vocab.words},
-             "subword": {side: seg.model for side, seg in (("src", data.src_segmenter), ("tgt", data.tgt_segmenter))
-                         if seg.model is not None}}
+    state = {
+        **progress,
+        "format": CHECKPOINT_FORMAT,
+        "history": list(progress["history"]),
+        "model": _cpu_copy(model.state_dict()),
+        "optimizer": _cpu_copy(optimizer.state_dict()),
+        "best_model": best_weights,
+        "rng": _rng_state(),
+        "config": cfg.to_dict(),
+        "vocab": {"src": data.src_vocab.words, "tgt": data.tgt_vocab.words},
+        "subword": {
+            side: seg.model
+            for side, seg in (("src", data.src_segmenter), ("tgt", data.tgt_segmenter))
+            if seg.model is not None
+        },
+    }
     if reverse is not None:
         state.update(reverse_model=_cpu_copy(reverse.state_dict()), best_reverse_model=best_reverse)
     return state
 
 
-def final_scores(model: Seq2Seq, reverse: Seq2Seq | None, data: TrialData, cfg: TrialConfig,
-                 device: torch.device) -> tuple[dict[str, Any], dict[str, SetResult], dict[str, AlignmentScore]]:
+def final_scores(
+    model: Seq2Seq, reverse: Seq2Seq | None, data: TrialData, cfg: TrialConfig, device: torch.device
+) -> tuple[dict[str, Any], dict[str, SetResult], dict[str, AlignmentScore]]:
     """The best-dev weights on every test set: BLEU (and the papers' multi-bleu), AER where gold links exist, and
     t->s BLEU against the source texts for a symmetric pair."""
     tests = {name: evaluate_split(model, data, name, cfg, device, cfg.decode.beam_size) for name in data.test_sets}
@@ -422,6 +505,10 @@ def final_scores(model: Seq2Seq, reverse: Seq2Seq | None, data: TrialData, cfg: 
         final[f"aer_{name}"], final[f"gold_attention_{name}"] = score.aer, score.gold_mass
     if reverse is not None:
         back = reversed_data(data)
-        final.update({f"reverse_bleu_test_{name}": evaluate_split(reverse, back, name, cfg, device,
-                                                                   cfg.decode.beam_size).bleu for name in data.test_sets})
+        final.update(
+            {
+                f"reverse_bleu_test_{name}": evaluate_split(reverse, back, name, cfg, device, cfg.decode.beam_size).bleu
+                for name in data.test_sets
+            }
+        )
     return final, tests, alignments

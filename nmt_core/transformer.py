@@ -12,11 +12,12 @@ warm-up without tuning; post-norm LN(x + f(x)), the paper's, needs the warm-up t
 defaults to pre-norm in its encoder layers (encoders.py), post-norm in its decoder (decoders.py) and adds the
 final LN only where `layer_norm: pre` is set, so its configs name it; here both stacks follow `model.norm`.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import Tensor, nn
@@ -33,7 +34,7 @@ def sinusoids(start: int, length: int, size: int, like: Tensor) -> Tensor:
     rate = torch.exp(torch.arange(0, size, 2, device=like.device, dtype=torch.float32) * (-math.log(10000.0) / size))
     table = torch.zeros(length, size, device=like.device)
     table[:, 0::2] = torch.sin(position * rate)
-    table[:, 1::2] = torch.cos(position * rate)[:, :size // 2]
+    table[:, 1::2] = torch.cos(position * rate)[:, : size // 2]
     return table.to(like.dtype)
 
 
@@ -52,8 +53,12 @@ class Residual(nn.Module):
 
 def feed_forward(cfg: ModelConfig) -> nn.Sequential:
     """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (V eq. 2)."""
-    return nn.Sequential(nn.Linear(cfg.hidden_size, cfg.ff_size), nn.ReLU(), nn.Dropout(cfg.dropout),
-                         nn.Linear(cfg.ff_size, cfg.hidden_size))
+    return nn.Sequential(
+        nn.Linear(cfg.hidden_size, cfg.ff_size),
+        nn.ReLU(),
+        nn.Dropout(cfg.dropout),
+        nn.Linear(cfg.ff_size, cfg.hidden_size),
+    )
 
 
 def localness_in(attention: AttentionConfig, layer: int) -> str:
@@ -70,12 +75,15 @@ class EncoderLayer(nn.Module):
         self.self_attention = MultiHeadAttention(cfg.hidden_size, cfg.heads, cfg.dropout, attention, parts)
         self.feed_forward = feed_forward(cfg)
         pre = cfg.norm == "pre"
-        self.attend, self.transform = Residual(cfg.hidden_size, cfg.dropout, pre), Residual(cfg.hidden_size,
-                                                                                             cfg.dropout, pre)
+        self.attend, self.transform = (
+            Residual(cfg.hidden_size, cfg.dropout, pre),
+            Residual(cfg.hidden_size, cfg.dropout, pre),
+        )
 
     def forward(self, x: Tensor, mask: Tensor, key_mask: Tensor) -> Tensor:
         def attend(h: Tensor) -> Tensor:
             return self.self_attention(h, *self.self_attention.keys_values(h), mask, key_mask)[0]
+
         return self.transform(self.attend(x, attend), self.feed_forward)
 
 
@@ -85,20 +93,27 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig, attention: AttentionConfig, layer: int):
         super().__init__()
         at = attention.temperature_at
-        self_parts = BlockParts(temperature=attention.temperature if at in ("self", "both") else "none",
-                                fused=cfg.fast_path)
-        cross_parts = BlockParts(temperature=attention.temperature if at in ("cross", "both") else "none",
-                                 position_bias=localness_in(attention, layer), sentinel=attention.sentinel,
-                                 keep_weights=layer == cfg.layers - 1, fused=cfg.fast_path)
+        self_parts = BlockParts(
+            temperature=attention.temperature if at in ("self", "both") else "none", fused=cfg.fast_path
+        )
+        cross_parts = BlockParts(
+            temperature=attention.temperature if at in ("cross", "both") else "none",
+            position_bias=localness_in(attention, layer),
+            sentinel=attention.sentinel,
+            keep_weights=layer == cfg.layers - 1,
+            fused=cfg.fast_path,
+        )
         self.self_attention = MultiHeadAttention(cfg.hidden_size, cfg.heads, cfg.dropout, attention, self_parts)
         self.cross_attention = MultiHeadAttention(cfg.hidden_size, cfg.heads, cfg.dropout, attention, cross_parts)
         self.feed_forward = feed_forward(cfg)
         pre = cfg.norm == "pre"
-        self.attend_self, self.attend_source, self.transform = (Residual(cfg.hidden_size, cfg.dropout, pre)
-                                                                for _ in range(3))
+        self.attend_self, self.attend_source, self.transform = (
+            Residual(cfg.hidden_size, cfg.dropout, pre) for _ in range(3)
+        )
 
-    def forward(self, x: Tensor, source: tuple[Tensor, Tensor], mask: Tensor, key_mask: Tensor,
-                cache: dict[str, Tensor] | None) -> tuple[Tensor, tuple[HeadTrace, HeadTrace], dict[str, Tensor]]:
+    def forward(
+        self, x: Tensor, source: tuple[Tensor, Tensor], mask: Tensor, key_mask: Tensor, cache: dict[str, Tensor] | None
+    ) -> tuple[Tensor, tuple[HeadTrace, HeadTrace], dict[str, Tensor]]:
         """x (B, T, D) over all target positions (cache None), or one step (T = 1) after the cached ones."""
         traces: list[HeadTrace] = []
         new: dict[str, Tensor] = {}
@@ -132,7 +147,7 @@ class Embed(nn.Module):
     def __init__(self, vocab_size: int, cfg: ModelConfig):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, cfg.hidden_size, padding_idx=PAD)
-        nn.init.normal_(self.embed.weight, std=cfg.hidden_size ** -0.5)
+        nn.init.normal_(self.embed.weight, std=cfg.hidden_size**-0.5)
         nn.init.zeros_(self.embed.weight[PAD])
         self.scale, self.dropout = math.sqrt(cfg.hidden_size), nn.Dropout(cfg.dropout)
 
@@ -166,10 +181,12 @@ class TransformerMemory:
     mask: Tensor  # (B, S) True on real source tokens
     source: list[tuple[Tensor, Tensor]]  # per layer: keys, values (B, heads, S, d_k)
 
-    def for_hypotheses(self, k: int) -> "TransformerMemory":
+    def for_hypotheses(self, k: int) -> TransformerMemory:
         """k consecutive rows per sentence (beam search's hypotheses)."""
+
         def rows(t: Tensor) -> Tensor:
             return t.repeat_interleave(k, dim=0)
+
         return TransformerMemory(rows(self.values), rows(self.mask), [(rows(a), rows(b)) for a, b in self.source])
 
 
@@ -181,7 +198,7 @@ class TransformerState:
     t: int
     caches: list[dict[str, Tensor]]
 
-    def select(self, index: Tensor) -> "TransformerState":
+    def select(self, index: Tensor) -> TransformerState:
         """Reorder along the batch (beam search)."""
         return TransformerState(self.t, [{k: v.index_select(0, index) for k, v in c.items()} for c in self.caches])
 
@@ -225,18 +242,24 @@ class Decoder(nn.Module):
         rows, size, heads = memory.values.size(0), self.cfg.hidden_size, self.cfg.heads
         empty = memory.values.new_zeros(rows, heads, 0, size // heads)
         previous = memory.values.new_zeros(rows, heads, 1, size // heads)  # c0_{-1} = 0
-        cache = {"k": empty, "v": empty, **{f"{b}.first_pass": previous for b in ("self", "cross")},
-                 **{f"{b}.input": memory.values.new_zeros(rows, 1, size) for b in ("self", "cross")}}
+        cache = {
+            "k": empty,
+            "v": empty,
+            **{f"{b}.first_pass": previous for b in ("self", "cross")},
+            **{f"{b}.input": memory.values.new_zeros(rows, 1, size) for b in ("self", "cross")},
+        }
         return TransformerState(0, [dict(cache) for _ in self.layers])
 
-    def run(self, x: Tensor, memory: TransformerMemory, caches: list[dict[str, Tensor]] | None
-            ) -> tuple[Tensor, list[HeadTrace], list[HeadTrace], list[dict[str, Tensor]]]:
+    def run(
+        self, x: Tensor, memory: TransformerMemory, caches: list[dict[str, Tensor]] | None
+    ) -> tuple[Tensor, list[HeadTrace], list[HeadTrace], list[dict[str, Tensor]]]:
         """All layers; the output after the last norm, the self- and cross-attention traces, the new caches."""
         mask = memory.mask[:, None, None, :]
         selfs, crosses, new = [], [], []
         for i, layer in enumerate(self.layers):
-            x, (self_trace, cross_trace), cache = layer(x, memory.source[i], mask, memory.mask,
-                                                        None if caches is None else caches[i])
+            x, (self_trace, cross_trace), cache = layer(
+                x, memory.source[i], mask, memory.mask, None if caches is None else caches[i]
+            )
             selfs.append(self_trace)
             crosses.append(cross_trace)
             new.append(cache)
@@ -248,12 +271,18 @@ class Decoder(nn.Module):
         guided alignment and the plots read); tau and gate (B, T, K): every head that has one."""
         blocks = [block for pair in zip(selfs, crosses) for block in pair]
         last = crosses[-1]
-        return HeadsTrace(last.weights.mean(1), heads_along(blocks, "tau"), heads_along(crosses, "gate"),
-                          last.scores.mean(1), head_weights=last.weights.transpose(1, 2),
-                          head_scores=last.scores.transpose(1, 2))
+        return HeadsTrace(
+            last.weights.mean(1),
+            heads_along(blocks, "tau"),
+            heads_along(crosses, "gate"),
+            last.scores.mean(1),
+            head_weights=last.weights.transpose(1, 2),
+            head_scores=last.scores.transpose(1, 2),
+        )
 
-    def step(self, y_prev: Tensor, state: TransformerState,
-             memory: TransformerMemory) -> tuple[Tensor, TransformerState, HeadsOutput]:
+    def step(
+        self, y_prev: Tensor, state: TransformerState, memory: TransformerMemory
+    ) -> tuple[Tensor, TransformerState, HeadsOutput]:
         """One decoding step: y_prev (B,) ids -> logits (B, V)."""
         x = self.embed(y_prev.unsqueeze(1), state.t)
         h, selfs, crosses, caches = self.run(x, memory, state.caches)
@@ -261,13 +290,22 @@ class Decoder(nn.Module):
 
         def now(t: Tensor | None) -> Tensor | None:
             return None if t is None else t[:, 0]
+
         tau, gate = now(trace.tau), now(trace.gate)
-        out = HeadsOutput(h[:, 0], now(trace.weights), None if tau is None else tau.mean(-1),
-                          None if gate is None else gate.mean(-1), now(trace.scores), tau, gate)
+        out = HeadsOutput(
+            h[:, 0],
+            now(trace.weights),
+            None if tau is None else tau.mean(-1),
+            None if gate is None else gate.mean(-1),
+            now(trace.scores),
+            tau,
+            gate,
+        )
         return self.output(h[:, 0]), TransformerState(state.t + 1, caches), out
 
-    def forward(self, tgt_in: Tensor, memory: TransformerMemory,
-                positions: Tensor | None = None) -> tuple[Tensor, DecoderTrace]:
+    def forward(
+        self, tgt_in: Tensor, memory: TransformerMemory, positions: Tensor | None = None
+    ) -> tuple[Tensor, DecoderTrace]:
         """Teacher forcing over tgt_in (B, T) -> logits (B, T, V), or (N, V) at N flat positions, and the trace."""
         h, selfs, crosses, _ = self.run(self.embed(tgt_in), memory, None)
         if positions is not None:
@@ -292,8 +330,9 @@ class Transformer(nn.Module):
         memory = TransformerMemory(h, src != PAD, source)
         return memory, self.decoder.initial_state(memory)
 
-    def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
-                positions: Tensor | None = None) -> tuple[Tensor, DecoderTrace]:
+    def forward(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, positions: Tensor | None = None
+    ) -> tuple[Tensor, DecoderTrace]:
         memory, _ = self.encode(src, src_lengths)
         return self.decoder(tgt_in, memory, positions)
 

@@ -5,10 +5,12 @@ printed), lets a duplicate key silently win, reads `.nan` and `.inf` as numbers 
 each of those is refused in one line naming the file and, where there is one, the dotted key, before anything
 is expanded: an alias or anchor, or nesting deeper than MAX_DEPTH, is refused at the parser's event for it.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import yaml
 
@@ -39,7 +41,7 @@ def read_text(path: str, error: ErrorType) -> str:
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = body[:err.start].count(b"\n") + 1
+        line = body[: err.start].count(b"\n") + 1
         raise error("(file)", f"not UTF-8 (undecodable byte on line {line})", path) from None
 
 
@@ -67,14 +69,14 @@ def _construct(loader: Any, node: yaml.Node, source: str, error: ErrorType) -> A
     try:
         return loader.construct_document(node)
     except ValueError as err:
-        raise error("(file)", f"not a usable value: {str(err).split(':')[0][:2 * SHOWN_CHARS]}", source) from None
+        raise error("(file)", f"not a usable value: {str(err).split(':')[0][: 2 * SHOWN_CHARS]}", source) from None
 
 
 def _problem(err: yaml.YAMLError) -> str:
     """The parser's complaint and where, in one short line."""
     mark = getattr(err, "problem_mark", None)
     where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-    return f"{getattr(err, 'problem', None) or str(err).splitlines()[0]}{where}"[:2 * SHOWN_CHARS]
+    return f"{getattr(err, 'problem', None) or str(err).splitlines()[0]}{where}"[: 2 * SHOWN_CHARS]
 
 
 def load_yaml_file(path: str, error: ErrorType) -> Any:
@@ -87,8 +89,11 @@ def _check_events(text: str, source: str, error: ErrorType) -> None:
     for event in yaml.parse(text, Loader=_LOADER):
         line = event.start_mark.line + 1
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            raise error("(file)", f"YAML anchors and aliases (&name, *name) are not allowed (line {line}): write "
-                        "the values out", source)
+            raise error(
+                "(file)",
+                f"YAML anchors and aliases (&name, *name) are not allowed (line {line}): write the values out",
+                source,
+            )
         if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
             depth += 1
             if depth > MAX_DEPTH:

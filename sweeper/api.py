@@ -9,14 +9,16 @@ objects; the CLI calls these functions (one code path) and prints.
 Every error is a SweeperError whose message is the line the CLI prints after `sweeper: error: `.
 Heavy imports (Ray, MLflow, torch) wait for the call: importing this module stays cheap.
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from nmt_core.config import ConfigError
 
@@ -40,7 +42,8 @@ class SweeperError(Exception):
 
 DRIVER_ENVIRONMENT = {
     # fail over in seconds, not minutes (MLflow's own defaults retry 7 times with a growing backoff)
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
     # Tune warns about frequent experiment snapshots whenever trials are short; that is the expected case here
     "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0",
     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",  # one bar per downloaded file is noise here
@@ -67,7 +70,7 @@ def one_error(kinds: tuple[type[Exception], ...] = (), exit_code: int = 2) -> It
     """The project's one-line errors (`kinds`, else bad input) as the API's one exception type."""
     try:
         yield
-    except (kinds or bad_input()) as err:
+    except kinds or bad_input() as err:
         raise SweeperError(str(err), exit_code) from err
 
 
@@ -80,7 +83,7 @@ class SweepResult:
     storage: str  # the sweep's folder: trials, results.parquet, summary/, sweep.log
     tracking_uri: str
     parent_run_id: str | None
-    results: "pd.DataFrame"  # one row per trial (results.parquet)
+    results: pd.DataFrame  # one row per trial (results.parquet)
     summary_path: str | None  # summary.md, written when some trial finished
     best_model_uri: str | None  # models:/<sweep>/<version> (registered), else runs:/<id>/model
 
@@ -93,12 +96,12 @@ class SweepResult:
 class SummaryResult:
     """One `summarize()`: the tables as data and as Markdown, and the folder they were written to."""
 
-    summary: "Summary"
+    summary: Summary
     markdown: str
     folder: str
 
 
-def load_space(space: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> "SweepSpec":
+def load_space(space: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> SweepSpec:
     """A sweep YAML's path, or the same content as a mapping (labelled `<dict>` in errors), validated alike."""
     from sweeper.space import load_spec, spec_from_mapping
 
@@ -109,9 +112,16 @@ def load_space(space: str | Path | Mapping[str, Any], overrides: Mapping[str, An
         return load_spec(str(space), pairs)
 
 
-def run(space: str | Path | Mapping[str, Any], *, overrides: Mapping[str, Any] | None = None, name: str | None = None,
-        storage: str = "./sweeps", tracking_uri: str | None = None, address: str | None = None,
-        verbose: bool = False) -> SweepResult:
+def run(
+    space: str | Path | Mapping[str, Any],
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    storage: str = "./sweeps",
+    tracking_uri: str | None = None,
+    address: str | None = None,
+    verbose: bool = False,
+) -> SweepResult:
     """Run a sweep as `sweeper run` does: our lines on stdout, Ray's in `<storage>/<name>/sweep.log` (and on
     stdout too with verbose); `overrides` are dotted YAML keys, e.g. {"base.train.epochs": 1}."""
     from sweeper.console import sweep_console
@@ -130,8 +140,9 @@ def run(space: str | Path | Mapping[str, Any], *, overrides: Mapping[str, Any] |
         return sweep_result(experiment, spec.name, code)
 
 
-def check_arguments(name: str | None, tracking_uri: str | None, address: str | None, name_key: str,
-                    source: str, uses_ray: bool = False) -> None:
+def check_arguments(
+    name: str | None, tracking_uri: str | None, address: str | None, name_key: str, source: str, uses_ray: bool = False
+) -> None:
     """A sweep's name, the tracking URI and the Ray address (a command that uses Ray: --address, else
     $RAY_ADDRESS, as Ray reads it), before anything is read or written (--storage is checked where it is opened):
     the name rule, and no credential in a URI."""
@@ -148,7 +159,7 @@ def check_arguments(name: str | None, tracking_uri: str | None, address: str | N
         check_uri(os.environ["RAY_ADDRESS"], "ray", "RAY_ADDRESS", source)
 
 
-def sweep_result(experiment: "Storage", name: str, code: int) -> SweepResult:
+def sweep_result(experiment: Storage, name: str, code: int) -> SweepResult:
     """What a finished `run_sweep` left: sweeper.json, results.parquet, summary.md, the parent run's best trial."""
     import pandas as pd
 
@@ -158,8 +169,16 @@ def sweep_result(experiment: "Storage", name: str, code: int) -> SweepResult:
     results = experiment.read_parquet(RESULTS_FILE).to_pandas() if experiment.exists(RESULTS_FILE) else pd.DataFrame()
     written = code == 0 and experiment.exists(SUMMARY_DIR, "summary.md")  # not an earlier run's
     best = best_model_uri(state["tracking_uri"], state["parent_run_id"], name) if code == 0 else None
-    return SweepResult(name, code, experiment.uri, state["tracking_uri"], state["parent_run_id"], results,
-                       experiment.display(SUMMARY_DIR, "summary.md") if written else None, best)
+    return SweepResult(
+        name,
+        code,
+        experiment.uri,
+        state["tracking_uri"],
+        state["parent_run_id"],
+        results,
+        experiment.display(SUMMARY_DIR, "summary.md") if written else None,
+        best,
+    )
 
 
 def best_model_uri(tracking_uri: str, parent_run_id: str, name: str) -> str | None:
@@ -178,8 +197,16 @@ def best_model_uri(tracking_uri: str, parent_run_id: str, name: str) -> str | No
     return f"models:/{name}/{versions[0].version}" if versions else f"runs:/{best}/model"
 
 
-def summarize(name: str, *, storage: str = "./sweeps", tracking_uri: str | None = None, out: str | None = None,
-              format: str = "md", resamples: int | None = None, run_id: str | None = None) -> SummaryResult:
+def summarize(
+    name: str,
+    *,
+    storage: str = "./sweeps",
+    tracking_uri: str | None = None,
+    out: str | None = None,
+    format: str = "md",
+    resamples: int | None = None,
+    run_id: str | None = None,
+) -> SummaryResult:
     """The papers' tables and figures of a finished sweep, as `sweeper summarize` writes them: into `out`, else
     beside results.parquet in storage; the tracking URI defaults to the one the sweep ran with."""
     from sweeper.space import SignificanceSpec
@@ -192,7 +219,8 @@ def summarize(name: str, *, storage: str = "./sweeps", tracking_uri: str | None 
     from nmt_core.mlflow_model import choose_tracking_uri
     from sweeper.runner import STATE_FILE, SUMMARY_DIR, read_state
     from sweeper.storage import open_storage
-    from sweeper.summary import SummaryError, render_markdown, summarize as write_summary
+    from sweeper.summary import SummaryError, render_markdown
+    from sweeper.summary import summarize as write_summary
     from sweeper.tracking import check_reachable, resolve_uri
 
     with one_error(), one_error((SummaryError,), exit_code=1):  # no finished trial yet: exit 1
@@ -202,9 +230,13 @@ def summarize(name: str, *, storage: str = "./sweeps", tracking_uri: str | None 
         uri = resolve_uri(choose_tracking_uri(tracking_uri, recorded))
         check_reachable(uri)
         if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():  # never create one
-            raise ConfigError("NAME", f"no sweep named {name!r}: no {experiment.display(STATE_FILE)} and no tracking "
-                              f"store {uri.removeprefix('sqlite:///')} (pass the --storage or --tracking-uri the sweep "
-                              "ran with)", "sweeper summarize")
+            raise ConfigError(
+                "NAME",
+                f"no sweep named {name!r}: no {experiment.display(STATE_FILE)} and no tracking "
+                f"store {uri.removeprefix('sqlite:///')} (pass the --storage or --tracking-uri the sweep "
+                "ran with)",
+                "sweeper summarize",
+            )
         with tempfile.TemporaryDirectory() as staging:
             folder = Path(out) if out else Path(staging)  # by default into storage, beside results.parquet
             summary = write_summary(name, uri, folder, [format], resamples, run_id=run_id)
@@ -213,8 +245,9 @@ def summarize(name: str, *, storage: str = "./sweeps", tracking_uri: str | None 
         return SummaryResult(summary, render_markdown(summary), out or experiment.display(SUMMARY_DIR))
 
 
-def translate(sentences: list[str], model_uri: str, *, beam_size: int | None = None,
-              tracking_uri: str | None = None) -> list[str]:
+def translate(
+    sentences: list[str], model_uri: str, *, beam_size: int | None = None, tracking_uri: str | None = None
+) -> list[str]:
     """Translate raw source sentences with an MLflow model (models:/<sweep>@best, models:/<sweep>/<version>,
     runs:/<id>/model) as `nmt translate --model` does; beam_size defaults to the model's decode.beam_size."""
     from nmt_core import checkpoint

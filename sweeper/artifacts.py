@@ -1,5 +1,6 @@
 """What a finished trial leaves for MLflow: traces Parquet, translations, references, and the heatmaps of a few dev
 sentences (their data always, the drawings where `tracking.plots` is `all`)."""
+
 from __future__ import annotations
 
 import json
@@ -33,12 +34,15 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
         (out / sub).mkdir(parents=True, exist_ok=True)
     for name, evaluation in sets.items():
         words = [words_of(data.tgt_vocab.decode(t.tokens)) for t in evaluation.translations]  # one per trace row
-        write_traces(trace_table(evaluation.translations, words, head_labels(result.model)),
-                     str(out / "traces" / f"{name}.parquet"))
+        write_traces(
+            trace_table(evaluation.translations, words, head_labels(result.model)),
+            str(out / "traces" / f"{name}.parquet"),
+        )
         (out / "translations" / f"{name}.txt").write_text("\n".join(evaluation.hypotheses) + "\n", encoding="utf-8")
         (out / "references" / f"{name}.txt").write_text("\n".join(data.references[name]) + "\n", encoding="utf-8")
-        write_side_by_side(data.sources[name], data.references[name], evaluation.hypotheses,
-                           out / "translations" / f"{name}.tsv")
+        write_side_by_side(
+            data.sources[name], data.references[name], evaluation.hypotheses, out / "translations" / f"{name}.tsv"
+        )
     for name, score in result.alignments.items():
         write_alignment_stats(score.per_sentence, out / "alignment" / f"{name}.tsv")
     figures = heatmap_data(result, sets["dev"])
@@ -54,27 +58,43 @@ def heatmap_data(result: TrainResult, dev: SetResult) -> dict[str, Any]:
     (to 4 decimals: a colour; traces/dev.parquet has them whole), sentinel gates and temperatures; `lambda` only for
     SACT (a fixed temperature would paint one flat colour)."""
     data, attention = result.data, result.config.attention
-    sentences = [{"index": i, "source": words_of(data.src_vocab.decode(data.splits["dev"][i].src)),
-                  "target": words_of(data.tgt_vocab.decode(t.tokens)), "weights": t.weights.numpy().round(4).tolist(),
-                  "gate": t.gate, "tau": t.tau}
-                 for i, t in enumerate(dev.translations[:N_PLOTTED]) if t.tokens]
+    sentences = [
+        {
+            "index": i,
+            "source": words_of(data.src_vocab.decode(data.splits["dev"][i].src)),
+            "target": words_of(data.tgt_vocab.decode(t.tokens)),
+            "weights": t.weights.numpy().round(4).tolist(),
+            "gate": t.gate,
+            "tau": t.tau,
+        }
+        for i, t in enumerate(dev.translations[:N_PLOTTED])
+        if t.tokens
+    ]
     first = dev.translations[0] if dev.translations else None
     heads = None
     if is_adaptive(attention.temperature) and first is not None and first.tau_heads and first.tokens:
-        heads = {"target": words_of(data.tgt_vocab.decode(first.tokens)), "tau_heads": first.tau_heads,
-                 "labels": head_labels(result.model)}  # a Transformer: every layer's heads, dev sentence 0
-    return {"lambda": attention.lambda_ if is_adaptive(attention.temperature) else None, "sentences": sentences,
-            "heads": heads}
+        heads = {
+            "target": words_of(data.tgt_vocab.decode(first.tokens)),
+            "tau_heads": first.tau_heads,
+            "labels": head_labels(result.model),
+        }  # a Transformer: every layer's heads, dev sentence 0
+    return {
+        "lambda": attention.lambda_ if is_adaptive(attention.temperature) else None,
+        "sentences": sentences,
+        "heads": heads,
+    }
 
 
 def write_side_by_side(sources: list[str], references: list[str], hypotheses: list[str], path: Path) -> None:
     """source, reference and hypothesis per line, tab-separated with a header (MLflow shows .tsv as text;
     a spreadsheet opens it as a table)."""
+
     def cell(text: str) -> str:
         return text.replace("\t", " ")
 
-    lines = ["source\treference\thypothesis"] + [f"{cell(s)}\t{cell(r)}\t{cell(h)}"
-                                                  for s, r, h in zip(sources, references, hypotheses)]
+    lines = ["source\treference\thypothesis"] + [
+        f"{cell(s)}\t{cell(r)}\t{cell(h)}" for s, r, h in zip(sources, references, hypotheses)
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

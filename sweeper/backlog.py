@@ -4,10 +4,12 @@ Ray's storage already holds every result, so an outage of the tracking server mu
 driver queues each write it could not send, and replays the queue on reconnect, at the end of the sweep,
 and on `sweeper resume` (by then possibly another driver on another machine).
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sweeper.storage import Storage
 

@@ -4,6 +4,7 @@ Drawing four heatmaps with matplotlib costs a small trial about a second, most o
 still logs what they are drawn from (traces/heatmaps.json beside its traces), so any trial's figures can be drawn
 later with `sweeper.plots.heatmaps`.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,9 @@ def best_trials(rows: list, metric: str, mode: str) -> list[tuple[str, Any]]:
     """(variant label, its best trial by the sweep's objective) for every variant with a scored trial."""
     best = []
     for row in rows:
-        scored = [(value, record) for record in row.records
-                  if (value := objective_of(record, metric, mode)) is not None]
+        scored = [
+            (value, record) for record in row.records if (value := objective_of(record, metric, mode)) is not None
+        ]
         if scored:
             pick = max if mode == "max" else min
             best.append((row.label, pick(scored, key=lambda pair: pair[0])[1]))
@@ -56,12 +58,16 @@ def log_best_heatmaps(client: MlflowClient, rows: list, objective: dict[str, str
     saying where they are (nothing under `all` or `none`)."""
     if policy(space) != "best":
         return []
-    lines = [f"| {label} | {record.trial_id} | `{record.run_id}` |"
-             for label, record in best_trials(rows, objective["metric"], objective["mode"])
-             if draw_into_run(client, record.run_id)]
+    lines = [
+        f"| {label} | {record.trial_id} | `{record.run_id}` |"
+        for label, record in best_trials(rows, objective["metric"], objective["mode"])
+        if draw_into_run(client, record.run_id)
+    ]
     if not lines:
         return []
-    return [f"## Attention heatmaps (best trial of each variant by {objective['metric']})\n\nIn each run's artifacts, "
-            f"{PLOTS_FOLDER}/: attention_dev<i>.png for the first dev sentences (the sentinel gate as a last column), "
-            "and temperature_heatmap.png for SACT. Every trial's data for them is in traces/heatmaps.json.\n\n"
-            "| variant | trial | MLflow run |\n|---|---|---|\n" + "\n".join(lines) + "\n"]
+    return [
+        f"## Attention heatmaps (best trial of each variant by {objective['metric']})\n\nIn each run's artifacts, "
+        f"{PLOTS_FOLDER}/: attention_dev<i>.png for the first dev sentences (the sentinel gate as a last column), "
+        "and temperature_heatmap.png for SACT. Every trial's data for them is in traces/heatmaps.json.\n\n"
+        "| variant | trial | MLflow run |\n|---|---|---|\n" + "\n".join(lines) + "\n"
+    ]

@@ -1,5 +1,6 @@
 # PYTHON_ARGCOMPLETE_OK
 """`sweeper validate | run | resume | submit | summarize | schema`."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,10 @@ RESUME_HELP = """finish an interrupted sweep: trials that finished are kept and 
 failed ones continue from their last checkpoint. Limits (Ray Tune's): the search space cannot change on
 resume, and ASHA's rung state is lost, so a resumed ASHA sweep may let a trial run past a rung it would
 have been stopped at."""
-VERBOSE_HELP = ("also show Ray's output (its banners, checkpoint lines, every trial's per-epoch lines); by default "
-                "it goes to STORAGE/NAME/sweep.log only")
+VERBOSE_HELP = (
+    "also show Ray's output (its banners, checkpoint lines, every trial's per-epoch lines); by default "
+    "it goes to STORAGE/NAME/sweep.log only"
+)
 
 RUN_EXAMPLE = """example:
   sweeper run search_spaces/quickstart.yaml --set base.train.epochs=1 --set search.repeats=1
@@ -23,8 +26,10 @@ RUN_EXAMPLE = """example:
 Tracking URI: --tracking-uri, else $MLFLOW_TRACKING_URI, else the space's tracking.uri, else sqlite:///mlflow.db.
 Ray: --address, else $RAY_ADDRESS, else a local Ray for this run."""
 SET_HELP = "override a dotted YAML key, e.g. --set base.train.epochs=1 (repeatable)"
-TRACKING_RECORDED_HELP = ("MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the one the sweep ran with, "
-                          "from --storage, else sqlite:///mlflow.db)")
+TRACKING_RECORDED_HELP = (
+    "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the one the sweep ran with, "
+    "from --storage, else sqlite:///mlflow.db)"
+)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -40,16 +45,26 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from sweeper.storage import open_storage
         from sweeper.study import describe, study_url
 
-        print(f"  plan: {spec.search.num_samples} trials suggested by Optuna's {spec.search.sampler} sampler "
-              f"(at most {spec.search.max_concurrent} at once); conditionals are suggested only when active")
+        print(
+            f"  plan: {spec.search.num_samples} trials suggested by Optuna's {spec.search.sampler} sampler "
+            f"(at most {spec.search.max_concurrent} at once); conditionals are suggested only when active"
+        )
         default = open_storage("./sweeps", "sweeper validate").below(spec.name)  # `run`'s default --storage
-        print(f"  {describe(spec, study_url(spec, default, ''))}" + ("" if spec.search.study_storage else
-              " (with --storage ./sweeps; beside a SQLite tracking store when --storage is s3:// or gs://)"))
+        print(
+            f"  {describe(spec, study_url(spec, default, ''))}"
+            + (
+                ""
+                if spec.search.study_storage
+                else " (with --storage ./sweeps; beside a SQLite tracking store when --storage is s3:// or gs://)"
+            )
+        )
     else:
         plans = plan_trials(spec)
         grid = count_grid(spec)
-        print(f"  plan: {len(plans)} trials = {grid} configurations x {spec.search.num_samples} samples "
-              f"x {spec.search.repeats} seeds (grid without conditionals: {grid_product_size(spec)})")
+        print(
+            f"  plan: {len(plans)} trials = {grid} configurations x {spec.search.num_samples} samples "
+            f"x {spec.search.repeats} seeds (grid without conditionals: {grid_product_size(spec)})"
+        )
         for line in conditional_summary(spec):
             print(f"  conditional: {line}")
         variants: dict[str, int] = {}
@@ -62,9 +77,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from sweeper import api
 
-    return api.run(args.space, overrides=dict(parse_overrides(args.set, "--set")), name=args.name,
-                   storage=args.storage, tracking_uri=args.tracking_uri, address=args.address,
-                   verbose=args.verbose).exit_code
+    return api.run(
+        args.space,
+        overrides=dict(parse_overrides(args.set, "--set")),
+        name=args.name,
+        storage=args.storage,
+        tracking_uri=args.tracking_uri,
+        address=args.address,
+        verbose=args.verbose,
+    ).exit_code
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -91,12 +112,21 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_summarize(args: argparse.Namespace) -> int:
     from sweeper import api
 
-    done = api.summarize(args.name, storage=args.storage, tracking_uri=args.tracking_uri, out=args.out,
-                         format=args.format, resamples=args.resamples, run_id=args.run_id)
+    done = api.summarize(
+        args.name,
+        storage=args.storage,
+        tracking_uri=args.tracking_uri,
+        out=args.out,
+        format=args.format,
+        resamples=args.resamples,
+        run_id=args.run_id,
+    )
     print(done.markdown)
-    print(f"written to {done.folder}/ (summary.md"
-          f"{', bleu_table.csv' if args.format == 'csv' else ''}{', bleu_table.tex' if args.format == 'latex' else ''}"
-          ", figures) and logged to the sweep's MLflow run")
+    print(
+        f"written to {done.folder}/ (summary.md"
+        f"{', bleu_table.csv' if args.format == 'csv' else ''}{', bleu_table.tex' if args.format == 'latex' else ''}"
+        ", figures) and logged to the sweep's MLflow run"
+    )
     return 0
 
 
@@ -113,9 +143,14 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def add_run_options(p: argparse.ArgumentParser, address_help: str) -> None:
     p.add_argument("space", help="sweep YAML (see search_spaces/)")
     p.add_argument("--name", help="sweep name (default: the YAML's name); the MLflow experiment and Ray run name")
-    p.add_argument("--storage", default="./sweeps", help="where Ray keeps trials and results.parquet (default %(default)s)")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the YAML's "
-                   "tracking.uri, else sqlite:///mlflow.db)")
+    p.add_argument(
+        "--storage", default="./sweeps", help="where Ray keeps trials and results.parquet (default %(default)s)"
+    )
+    p.add_argument(
+        "--tracking-uri",
+        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the YAML's "
+        "tracking.uri, else sqlite:///mlflow.db)",
+    )
     p.add_argument("--address", help=address_help)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
 
@@ -128,8 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("space", help="sweep YAML (see search_spaces/)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     p.set_defaults(func=cmd_validate)
-    p = sub.add_parser("run", help="run a sweep on a local Ray (or --address) and track it in MLflow",
-                       epilog=RUN_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "run",
+        help="run a sweep on a local Ray (or --address) and track it in MLflow",
+        epilog=RUN_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_run_options(p, "Ray cluster address (default: $RAY_ADDRESS, else a local Ray for this run)")
     p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     p.set_defaults(func=cmd_run)
@@ -137,8 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(p, "the Ray cluster's dashboard, e.g. http://HEAD:8265 (default: $RAY_ADDRESS)")
     p.set_defaults(storage="~/sweeps")
     p.add_argument("--wait", action="store_true", help="stream the job's log and exit with its result")
-    p.add_argument("--no-code", action="store_true",
-                   help="use the nmt-sweeper installed on the cluster instead of shipping this checkout's code")
+    p.add_argument(
+        "--no-code",
+        action="store_true",
+        help="use the nmt-sweeper installed on the cluster instead of shipping this checkout's code",
+    )
     p.set_defaults(func=cmd_submit)
     p = sub.add_parser("resume", help="finish an interrupted sweep", description=RESUME_HELP)
     p.add_argument("name", help="the sweep's name (its folder under --storage)")
@@ -150,14 +192,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("summarize", help="the papers' tables and figures from a finished sweep (read from MLflow)")
     p.add_argument("name", help="the sweep's name (its MLflow experiment)")
     p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP)
-    p.add_argument("--storage", default="./sweeps", help="where the sweep ran; its summary goes there (default "
-                   "%(default)s)")
-    p.add_argument("--format", choices=["md", "csv", "latex"], default="md",
-                   help="summary.md is always written; csv or latex adds the BLEU table in that format")
+    p.add_argument(
+        "--storage", default="./sweeps", help="where the sweep ran; its summary goes there (default %(default)s)"
+    )
+    p.add_argument(
+        "--format",
+        choices=["md", "csv", "latex"],
+        default="md",
+        help="summary.md is always written; csv or latex adds the BLEU table in that format",
+    )
     p.add_argument("--out", help="output folder (default: STORAGE/NAME/summary)")
     p.add_argument("--run-id", help="the sweep's MLflow parent run (default: the newest sweep of that name)")
-    p.add_argument("--resamples", type=int, help="paired-bootstrap resamples or approximate-randomization shuffles, "
-                   ">= 100 (default: the space's significance.resamples, else 1000)")
+    p.add_argument(
+        "--resamples",
+        type=int,
+        help="paired-bootstrap resamples or approximate-randomization shuffles, "
+        ">= 100 (default: the space's significance.resamples, else 1000)",
+    )
     p.set_defaults(func=cmd_summarize)
     p = sub.add_parser("schema", help="write the JSON Schemas of the sweep YAML and the trial config, for editors")
     p.add_argument("--out", help="folder (default: the package's sweeper/schemas/, which search_spaces/ points to)")
@@ -170,8 +221,14 @@ def check_arguments(args: argparse.Namespace) -> None:
     from sweeper.api import check_arguments as check
 
     name_key = "NAME" if args.command in ("resume", "summarize") else "--name"
-    check(getattr(args, "name", None), getattr(args, "tracking_uri", None), getattr(args, "address", None), name_key,
-          f"sweeper {args.command}", uses_ray=hasattr(args, "address"))
+    check(
+        getattr(args, "name", None),
+        getattr(args, "tracking_uri", None),
+        getattr(args, "address", None),
+        name_key,
+        f"sweeper {args.command}",
+        uses_ray=hasattr(args, "address"),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ So while a sweep runs, `sys.stdout` and `sys.stderr` route by who writes: the sw
 written inside Ray's calls (the progress board, one line per trial) go to `console()`. Every line also lands in the
 log, without ANSI codes; the console gets none either unless it is a terminal.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +25,9 @@ import re
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import TextIO
 
 from sweeper.storage import Storage
 

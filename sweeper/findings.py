@@ -4,6 +4,7 @@ A table that marks SACT `**` over a baseline whose attention saturated in epoch 
 at lambda on every token, would publish the wrong claim. These checks read the per-epoch dev diagnostics
 (nmt_core.diagnostics) of every trial and say, per variant, what a reviewer would ask about.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -47,25 +48,37 @@ def degenerate(history: VariantHistory) -> list[str]:
     first, last = history.at(d.SATURATED, 1), history.at(d.SATURATED, -1)
     score_range = history.at(d.SCORE_RANGE, 1)
     if first is not None and first >= SHARE:
-        found.append(f"{label}: attention saturated from epoch 1: one source word takes > {d.SATURATED_WEIGHT} of "
-                     f"the weight on {first:.0%} of dev steps (median score range {score_range:.1f}); the softmax "
-                     "passes almost no gradient to other words, so the alignment freezes early.")
+        found.append(
+            f"{label}: attention saturated from epoch 1: one source word takes > {d.SATURATED_WEIGHT} of "
+            f"the weight on {first:.0%} of dev steps (median score range {score_range:.1f}); the softmax "
+            "passes almost no gradient to other words, so the alignment freezes early."
+        )
     elif last is not None and last >= SHARE:
-        found.append(f"{label}: attention saturated by the last epoch (max weight > {d.SATURATED_WEIGHT} on "
-                     f"{last:.0%} of dev steps).")
+        found.append(
+            f"{label}: attention saturated by the last epoch (max weight > {d.SATURATED_WEIGHT} on "
+            f"{last:.0%} of dev steps)."
+        )
     at_bound = history.at(d.TAU_AT_BOUND, -1)
     if is_adaptive(history.temperature) and at_bound is not None and at_bound >= SHARE:
         upper = (history.at(d.TAU_P50, -1) or 1.0) > 1.0
-        fixed = ("the temperature acts as a fixed one" if history.lam is None  # a bounded temperature other than SACT
-                 else f"SACT acts as a fixed temperature {history.lam:g}" if upper
-                 else f"SACT acts as a fixed temperature 1/{history.lam:g}")
-        found.append(f"{label}: tau at its {'upper' if upper else 'lower'} bound for {at_bound:.0%} of dev tokens "
-                     f"(p5 {history.at(d.TAU_P5, -1):.2f}, p95 {history.at(d.TAU_P95, -1):.2f}): {fixed} here, "
-                     "not an adaptive one.")
+        fixed = (
+            "the temperature acts as a fixed one"
+            if history.lam is None  # a bounded temperature other than SACT
+            else f"SACT acts as a fixed temperature {history.lam:g}"
+            if upper
+            else f"SACT acts as a fixed temperature 1/{history.lam:g}"
+        )
+        found.append(
+            f"{label}: tau at its {'upper' if upper else 'lower'} bound for {at_bound:.0%} of dev tokens "
+            f"(p5 {history.at(d.TAU_P5, -1):.2f}, p95 {history.at(d.TAU_P95, -1):.2f}): {fixed} here, "
+            "not an adaptive one."
+        )
     collapsed, gate = history.at(d.GATE_COLLAPSED, -1), history.at(d.GATE_MEAN, -1)
     if history.sentinel and collapsed is not None and collapsed >= SHARE:
-        found.append(f"{label}: sentinel gate collapsed: beta < {d.COLLAPSED_GATE} for {collapsed:.0%} of dev tokens "
-                     f"(mean {gate:.3f}); the model does not use its sentinel.")
+        found.append(
+            f"{label}: sentinel gate collapsed: beta < {d.COLLAPSED_GATE} for {collapsed:.0%} of dev tokens "
+            f"(mean {gate:.3f}); the model does not use its sentinel."
+        )
     elif history.sentinel and gate is not None and gate >= SHARE:
         found.append(f"{label}: sentinel gate stuck open (mean {gate:.2f}): the decoder ignores the source.")
     return found
@@ -78,8 +91,10 @@ def still_rising(history: VariantHistory) -> str | None:
     last, before = history.at("bleu_dev", -1), history.at("bleu_dev", history.epochs - 1)
     rise = last - before
     if rise > MIN_RISE and rise > STILL_RISING * max(last, 1e-9):
-        return (f"`{history.label}`: dev BLEU still rising at the last epoch (+{rise:.2f} to {last:.2f} in epoch "
-                f"{history.epochs}): not converged, longer training could change the ranking.")
+        return (
+            f"`{history.label}`: dev BLEU still rising at the last epoch (+{rise:.2f} to {last:.2f} in epoch "
+            f"{history.epochs}): not converged, longer training could change the ranking."
+        )
     return None
 
 
@@ -87,8 +102,12 @@ def missing_controls(histories: list[VariantHistory]) -> list[str]:
     """SACT with lambda L spans temperatures up to L: a fixed tau = L tells scale from adaptivity."""
     fixed = {h.tau for h in histories if h.temperature == "fixed"}
     lambdas = sorted({h.lam for h in histories if is_adaptive(h.temperature) and h.lam is not None})
-    return [f"no fixed-temperature control at tau = {lam:g} for SACT lambda {lam:g}: a gain of SACT cannot be told "
-            "apart from a constant rescaling of the logits." for lam in lambdas if lam not in fixed]
+    return [
+        f"no fixed-temperature control at tau = {lam:g} for SACT lambda {lam:g}: a gain of SACT cannot be told "
+        "apart from a constant rescaling of the logits."
+        for lam in lambdas
+        if lam not in fixed
+    ]
 
 
 def few_seeds(seeds: list[tuple[str, int]]) -> str | None:
@@ -97,19 +116,30 @@ def few_seeds(seeds: list[tuple[str, int]]) -> str | None:
     if not few:
         return None
     named = ", ".join(f"`{label}` ({n})" for label, n in few[:SHOWN]) + (
-        f" and {len(few) - SHOWN} more" if len(few) > SHOWN else "")
-    return (f"fewer than {MIN_SEEDS} seeds in {len(few)} of {len(seeds)} rows ({named}): their marks and p-values are "
-            f"not to be published; run the sweep with search.repeats >= {MIN_SEEDS}.")
+        f" and {len(few) - SHOWN} more" if len(few) > SHOWN else ""
+    )
+    return (
+        f"fewer than {MIN_SEEDS} seeds in {len(few)} of {len(seeds)} rows ({named}): their marks and p-values are "
+        f"not to be published; run the sweep with search.repeats >= {MIN_SEEDS}."
+    )
 
 
-OUTCOMES = {"better": "significantly better: ",
-            "degenerate": "significantly better, but with a mechanism flagged as degenerate above (not a win of the "
-                          "method): ",
-            "worse": "significantly worse: ", "same": "no significant difference: "}
+OUTCOMES = {
+    "better": "significantly better: ",
+    "degenerate": "significantly better, but with a mechanism flagged as degenerate above (not a win of the method): ",
+    "worse": "significantly worse: ",
+    "same": "no significant difference: ",
+}
 
 
-def what_it_shows(claims: list[tuple[str, str, str, str]], degenerate: set[str], seeds: str, sentences: int,
-                  comparisons: int, caveats: list[str]) -> str:
+def what_it_shows(
+    claims: list[tuple[str, str, str, str]],
+    degenerate: set[str],
+    seeds: str,
+    sentences: int,
+    comparisons: int,
+    caveats: list[str],
+) -> str:
     """The closing paragraph: a sentence per baseline or control, naming it and what was tested against it.
 
     `claims`: (variant, what it was tested against, "baseline" or "control", one of OUTCOMES but "degenerate");
@@ -119,15 +149,25 @@ def what_it_shows(claims: list[tuple[str, str, str, str]], degenerate: set[str],
     for label, against, kind, outcome in claims:
         outcome = "degenerate" if outcome == "better" and label in degenerate else outcome
         tested.setdefault((kind, against), {}).setdefault(outcome, []).append(f"`{label}`")
-    lines = [f"Each claim names the row it was tested against ({seeds} per variant, {sentences} test sentences, "
-             f"Holm-corrected over all {comparisons} comparisons of the table)."]
+    lines = [
+        f"Each claim names the row it was tested against ({seeds} per variant, {sentences} test sentences, "
+        f"Holm-corrected over all {comparisons} comparisons of the table)."
+    ]
     for (kind, against), outcomes in tested.items():
-        whom = (f"the baseline `{against}`" if kind == "baseline" else
-                f"the fixed-temperature control `{against}` (tau = lambda, every other setting the same)")
-        lines.append(f"Against {whom}: " + "; ".join(OUTCOMES[o] + ", ".join(outcomes[o]) for o in OUTCOMES
-                                                      if o in outcomes) + ".")
-    cannot = ["The test covers the sampling of test sentences and the spread over the seeds run; it does not "
-              "cover other corpora, language pairs or model sizes.",
-              "Every variant trains with the settings of the space's `base` unless the sweep varies them: a "
-              "variant tuned on its own (learning rate, dropout) could rank differently."]
+        whom = (
+            f"the baseline `{against}`"
+            if kind == "baseline"
+            else f"the fixed-temperature control `{against}` (tau = lambda, every other setting the same)"
+        )
+        lines.append(
+            f"Against {whom}: "
+            + "; ".join(OUTCOMES[o] + ", ".join(outcomes[o]) for o in OUTCOMES if o in outcomes)
+            + "."
+        )
+    cannot = [
+        "The test covers the sampling of test sentences and the spread over the seeds run; it does not "
+        "cover other corpora, language pairs or model sizes.",
+        "Every variant trains with the settings of the space's `base` unless the sweep varies them: a "
+        "variant tuned on its own (learning rate, dropout) could rank differently.",
+    ]
     return "\n".join([*lines, "", *cannot, *caveats]) + "\n"

@@ -3,6 +3,7 @@
 Any sweep (grid, random or Optuna) is replayed into an in-memory Optuna study, so the same evaluator
 that the Optuna dashboard uses reads every search algorithm's trials.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,10 @@ def trial_points(runs: list[tuple[str, dict[str, str], float | None]]) -> tuple[
     keys = sorted({k for _, params, _ in runs for k in params if "." in k})
     # a setting only some variants have (attention.lambda with SACT) varies only if it takes several values
     varying = [k for k in keys if len({params[k] for _, params, _ in runs if k in params}) > 1]
-    return [TrialPoint(label, {k: scalar(params[k]) if k in params else None for k in varying}, objective)
-            for label, params, objective in runs], varying
+    return [
+        TrialPoint(label, {k: scalar(params[k]) if k in params else None for k in varying}, objective)
+        for label, params, objective in runs
+    ], varying
 
 
 def is_number(value: Any) -> bool:
@@ -56,12 +59,16 @@ def parameter_importance(points: list[TrialPoint], varying: list[str], objective
         result.scores = {varying[0]: 1.0}
         result.verdict = f"only {varying[0]} varies: all of the objective's variation is attributed to it"
     elif len(scored) < max(MIN_TRIALS, 2 * len(varying)):
-        result.verdict = (f"too few trials to tell: {len(scored)} trials with {objective} for {len(varying)} varying "
-                          f"parameters; fANOVA needs at least {max(MIN_TRIALS, 2 * len(varying))}")
+        result.verdict = (
+            f"too few trials to tell: {len(scored)} trials with {objective} for {len(varying)} varying "
+            f"parameters; fANOVA needs at least {max(MIN_TRIALS, 2 * len(varying))}"
+        )
     else:
         result.scores = fanova(scored, varying, mode)
-        result.verdict = (f"fANOVA (Optuna's FanovaImportanceEvaluator, seed 0) over {len(scored)} trials: the share "
-                          f"of {objective}'s variance each parameter explains on its own")
+        result.verdict = (
+            f"fANOVA (Optuna's FanovaImportanceEvaluator, seed 0) over {len(scored)} trials: the share "
+            f"of {objective}'s variance each parameter explains on its own"
+        )
     return result
 
 
@@ -85,8 +92,10 @@ def fanova(points: list[TrialPoint], varying: list[str], mode: str) -> dict[str,
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize" if mode == "max" else "minimize")
     for point in points:
-        params = {k: (inactive[k] if v is None else float(v)) if isinstance(distributions[k], FloatDistribution)
-                  else str(v) for k, v in point.params.items()}
+        params = {
+            k: (inactive[k] if v is None else float(v)) if isinstance(distributions[k], FloatDistribution) else str(v)
+            for k, v in point.params.items()
+        }
         study.add_trial(optuna.trial.create_trial(params=params, distributions=distributions, value=point.objective))
     return get_param_importances(study, evaluator=FanovaImportanceEvaluator(max_depth=FANOVA_DEPTH, seed=0))
 

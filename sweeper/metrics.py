@@ -6,6 +6,7 @@ results.parquet).
 A metric is logged per epoch (step = epoch) or once when the trial is final (after testing); the best trial's
 copy goes to the sweep's parent run where `parent` is set; results.parquet holds it as `results` says.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,17 +36,23 @@ class Metric:
 
 
 METRICS = (
-    Metric("train_loss", PER_EPOCH), Metric("dev_loss", PER_EPOCH), Metric("dev_ppl", PER_EPOCH),
+    Metric("train_loss", PER_EPOCH),
+    Metric("dev_loss", PER_EPOCH),
+    Metric("dev_ppl", PER_EPOCH),
     Metric("bleu_dev", PER_EPOCH, parent=True, results=BEST, curve=True),
-    Metric("epoch_time_s", PER_EPOCH, results=MEAN, curve=True), Metric("tokens_per_s", PER_EPOCH, results=MEAN),
+    Metric("epoch_time_s", PER_EPOCH, results=MEAN, curve=True),
+    Metric("tokens_per_s", PER_EPOCH, results=MEAN),
     *(Metric(key, PER_EPOCH, results=BEST, curve=True) for key in DIAGNOSTICS),
-    Metric(SETTING_PREFIX, PER_EPOCH, prefix=True), Metric(SYSTEM_PREFIX, PER_EPOCH, prefix=True),
+    Metric(SETTING_PREFIX, PER_EPOCH, prefix=True),
+    Metric(SYSTEM_PREFIX, PER_EPOCH, prefix=True),
     Metric("bleu_test_", AT_END, prefix=True, parent=True, results=LAST),
     Metric(f"{PAPER_BLEU}_test_", AT_END, prefix=True, parent=True, results=LAST),
     Metric("reverse_bleu_test_", AT_END, prefix=True, parent=True, results=LAST),  # train.symmetry_weight > 0
     Metric("aer_", AT_END, prefix=True, parent=True, results=LAST),
     Metric("gold_attention_", AT_END, prefix=True, results=LAST),
-    Metric("n_params", AT_END, results=LAST), Metric("best_epoch", AT_END), Metric("bleu_dev_final_beam", AT_END),
+    Metric("n_params", AT_END, results=LAST),
+    Metric("best_epoch", AT_END),
+    Metric("bleu_dev_final_beam", AT_END),
     Metric("compile_time_s", AT_END, results=LAST),  # model.compile: seconds the trial spent compiling
 )
 CURVES = tuple(m.name for m in METRICS if m.curve)  # per-epoch histories the summary reads
@@ -57,8 +64,10 @@ PARENT = "mlflow.parentRunId"
 NOTE = "mlflow.note.content"  # what MLflow's UI shows as an experiment's or a run's description
 EXPLOITS, RESTORES, ERROR_FILE = "sweeper.pbt_exploits", "sweeper.restores", "sweeper.error_file"
 BEST_RUN_ID, BEST_VARIANT = "sweeper.best_run_id", "sweeper.best_variant"
-SIGNATURE_TAGS = {"bleu_signature": "sweeper.bleu_signature",
-                  f"{PAPER_BLEU}_signature": f"sweeper.{PAPER_BLEU}_signature"}
+SIGNATURE_TAGS = {
+    "bleu_signature": "sweeper.bleu_signature",
+    f"{PAPER_BLEU}_signature": f"sweeper.{PAPER_BLEU}_signature",
+}
 
 
 def metric_of(key: str) -> Metric | None:

@@ -5,6 +5,7 @@ searcher: its storage reconnects to the same URL and its study keeps its name, s
 trial is told once (OptunaSearch ignores a second completion). So a trial that failed for good and that
 `sweeper resume` retries to the end stays FAIL in the study, though results.parquet and MLflow show it finished.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,13 @@ from sweeper.space import OptunaSpace, SearchSpec, SpecError, SweepSpec
 from sweeper.storage import first_line
 from sweeper.study import shown
 
-SAMPLER_CLASSES = {"tpe": "TPESampler", "cmaes": "CmaEsSampler", "gp": "GPSampler", "random": "RandomSampler",
-                   "qmc": "QMCSampler"}  # search.sampler -> its class in optuna.samplers
+SAMPLER_CLASSES = {
+    "tpe": "TPESampler",
+    "cmaes": "CmaEsSampler",
+    "gp": "GPSampler",
+    "random": "RandomSampler",
+    "qmc": "QMCSampler",
+}  # search.sampler -> its class in optuna.samplers
 TRIAL_ID_ATTR = "sweeper.trial_id"  # on every Optuna trial: the Tune trial id, as results.parquet and MLflow name it
 
 
@@ -62,17 +68,27 @@ def open_study_storage(url: str, spec: SweepSpec) -> tuple[optuna.storages.RDBSt
         earlier = next((s for s in optuna.get_all_study_summaries(storage) if s.study_name == spec.name), None)
         trials = optuna.load_study(study_name=spec.name, storage=storage).get_trials() if earlier else []
     except Exception as err:  # noqa: BLE001 - a missing database driver, a server that does not answer, ...
-        raise SpecError("search.study_storage", f"{shown(url)}: cannot open ({type(err).__name__}: "
-                        f"{first_line(err)[:100]})", spec.source) from None
+        raise SpecError(
+            "search.study_storage",
+            f"{shown(url)}: cannot open ({type(err).__name__}: {first_line(err)[:100]})",
+            spec.source,
+        ) from None
     direction = "maximize" if spec.mode == "max" else "minimize"
     delete = f"optuna delete-study --study-name {spec.name} --storage {shown(url)}"
     if earlier is not None and earlier.direction.name.lower() != direction:
-        raise SpecError("objective.mode", f"the Optuna study {spec.name!r} in {shown(url)} was made to "
-                        f"{earlier.direction.name.lower()}; use another --name, or `{delete}`", spec.source)
+        raise SpecError(
+            "objective.mode",
+            f"the Optuna study {spec.name!r} in {shown(url)} was made to "
+            f"{earlier.direction.name.lower()}; use another --name, or `{delete}`",
+            spec.source,
+        )
     if trials:
-        print(f"note: the Optuna study {spec.name!r} holds {len(trials)} trials of an earlier run; this run adds to "
-              f"them, its sampler learns from them (seed {spec.search.seed} + {len(trials)}) and skips starting "
-              f"points they tried (`{delete}` starts afresh)", flush=True)
+        print(
+            f"note: the Optuna study {spec.name!r} holds {len(trials)} trials of an earlier run; this run adds to "
+            f"them, its sampler learns from them (seed {spec.search.seed} + {len(trials)}) and skips starting "
+            f"points they tried (`{delete}` starts afresh)",
+            flush=True,
+        )
     return storage, trials
 
 
@@ -85,6 +101,12 @@ def optuna_searcher(spec: SweepSpec, url: str | None) -> SweepOptunaSearch:
     """The define-by-run searcher with the sweep's sampler and starting points (asked for first, in order)."""
     storage, earlier = open_study_storage(url, spec) if url else (None, [])
     points = [p for p in spec.search.points_to_evaluate if not tried(p, earlier)]
-    return SweepOptunaSearch(space=OptunaSpace(spec.parameters), metric=spec.metric, mode=spec.mode,
-                             sampler=make_sampler(spec.search, len(earlier)), study_name=spec.name,
-                             storage=storage, points_to_evaluate=points or None)
+    return SweepOptunaSearch(
+        space=OptunaSpace(spec.parameters),
+        metric=spec.metric,
+        mode=spec.mode,
+        sampler=make_sampler(spec.search, len(earlier)),
+        study_name=spec.name,
+        storage=storage,
+        points_to_evaluate=points or None,
+    )

@@ -1,4 +1,5 @@
 """Figures of the papers: temperature heatmaps (SACT Fig. 2), attention heatmaps, the fixed-tau curve (Fig. 1)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,15 +18,28 @@ def heatmaps(figures: dict[str, Any], folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     sentences = figures["sentences"]
     if figures["lambda"] is not None and sentences:
-        temperature_heatmap([(s["target"], s["tau"]) for s in sentences], folder / "temperature_heatmap.png",
-                            figures["lambda"])
+        temperature_heatmap(
+            [(s["target"], s["tau"]) for s in sentences], folder / "temperature_heatmap.png", figures["lambda"]
+        )
     heads = figures.get("heads")
     if heads:
-        head_temperature_heatmap(heads["target"], heads["tau_heads"], heads["labels"], folder / "temperature_heads.png",
-                                 figures["lambda"], "dev sentence 0")
+        head_temperature_heatmap(
+            heads["target"],
+            heads["tau_heads"],
+            heads["labels"],
+            folder / "temperature_heads.png",
+            figures["lambda"],
+            "dev sentence 0",
+        )
     for s in sentences:
-        attention_heatmap(s["source"], s["target"], np.array(s["weights"]), folder / f"attention_dev{s['index']}.png",
-                          s["gate"], title=f"dev sentence {s['index']}")
+        attention_heatmap(
+            s["source"],
+            s["target"],
+            np.array(s["weights"]),
+            folder / f"attention_dev{s['index']}.png",
+            s["gate"],
+            title=f"dev sentence {s['index']}",
+        )
 
 
 def temperature_heatmap(sentences: list[tuple[list[str], list[float]]], path: Path, lam: float) -> None:
@@ -34,14 +48,18 @@ def temperature_heatmap(sentences: list[tuple[list[str], list[float]]], path: Pa
     Dark = low temperature = sharp attention (SACT Figure 2); each cell also prints its value.
     """
     width = max(len(words) for words, _ in sentences)
-    fig, axes = plt.subplots(len(sentences), 1, figsize=(max(6, 0.8 * width), 1.5 * len(sentences) + 0.5),
-                             squeeze=False, gridspec_kw={"hspace": 1.2})
+    fig, axes = plt.subplots(
+        len(sentences),
+        1,
+        figsize=(max(6, 0.8 * width), 1.5 * len(sentences) + 0.5),
+        squeeze=False,
+        gridspec_kw={"hspace": 1.2},
+    )
     norm = matplotlib.colors.LogNorm(vmin=1 / lam, vmax=lam)  # tau = lambda^beta: beta is linear in log tau
     for ax, (words, taus) in zip(axes[:, 0], sentences):
         image = ax.imshow(np.array([taus]), cmap="gray", aspect="auto", norm=norm)
         for x, tau in enumerate(taus):
-            ax.text(x, 0, f"{tau:.2f}", ha="center", va="center", fontsize=7,
-                    color="white" if tau < 1 else "black")
+            ax.text(x, 0, f"{tau:.2f}", ha="center", va="center", fontsize=7, color="white" if tau < 1 else "black")
         ax.set_xticks(range(len(words)), words, rotation=45, ha="right", fontsize=8)
         ax.set_yticks([])
     tau_ticks(fig.colorbar(image, ax=axes[:, 0].tolist(), label="temperature tau_t"), lam)
@@ -56,8 +74,9 @@ def tau_ticks(bar, lam: float) -> None:
     bar.ax.minorticks_off()
 
 
-def head_temperature_heatmap(words: list[str], tau_heads: list[list[float]], labels: list[str], path: Path,
-                             lam: float, title: str = "") -> None:
+def head_temperature_heatmap(
+    words: list[str], tau_heads: list[list[float]], labels: list[str], path: Path, lam: float, title: str = ""
+) -> None:
     """A Transformer's tau per tempered head (rows, `l<layer>.<block>.h<head>`) for each target word (columns), on
     the same scale as temperature_heatmap: which layers and heads sharpen or flatten where."""
     matrix = np.array(tau_heads).T
@@ -71,8 +90,14 @@ def head_temperature_heatmap(words: list[str], tau_heads: list[list[float]], lab
     plt.close(fig)
 
 
-def attention_heatmap(source: list[str], target: list[str], weights: np.ndarray, path: Path,
-                      gate: list[float] | None = None, title: str = "") -> None:
+def attention_heatmap(
+    source: list[str],
+    target: list[str],
+    weights: np.ndarray,
+    path: Path,
+    gate: list[float] | None = None,
+    title: str = "",
+) -> None:
     """Target x source attention weights; the sentinel gate (if any) as an extra last column."""
     matrix, columns = weights, list(source)
     if gate is not None:
@@ -87,8 +112,12 @@ def attention_heatmap(source: list[str], target: list[str], weights: np.ndarray,
     plt.close(fig)
 
 
-def fixed_tau_curve(points: list[tuple[float, float, float]], sact: tuple[float, float] | None, paths: list[Path],
-                    ylabel: str = "test BLEU") -> None:
+def fixed_tau_curve(
+    points: list[tuple[float, float, float]],
+    sact: tuple[float, float] | None,
+    paths: list[Path],
+    ylabel: str = "test BLEU",
+) -> None:
     """BLEU (mean, std) against a fixed temperature, with SACT as a horizontal line (SACT Figure 1)."""
     fig, ax = plt.subplots(figsize=(5, 3.5))
     taus, means, stds = zip(*sorted(points))
@@ -114,7 +143,7 @@ def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path) -> Non
             continue
         values = np.array([curve[:epochs] for curve in seeds])
         x = np.arange(1, epochs + 1)
-        line, = ax.plot(x, values.mean(0), marker="o", markersize=3, label=label)
+        (line,) = ax.plot(x, values.mean(0), marker="o", markersize=3, label=label)
         ax.fill_between(x, values.min(0), values.max(0), color=line.get_color(), alpha=0.12)
     ax.set_xlabel("epoch")
     ax.set_ylabel("dev BLEU (greedy)")
@@ -125,8 +154,7 @@ def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path) -> Non
     plt.close(fig)
 
 
-def parallel_coordinates(axes_values: dict[str, list], objective: list[float], objective_name: str,
-                         path: Path) -> None:
+def parallel_coordinates(axes_values: dict[str, list], objective: list[float], objective_name: str, path: Path) -> None:
     """One line per trial through one axis per varying parameter, ending on the objective, coloured by it.
 
     Numbers keep their scale (log when they span more than 10x), anything else gets one evenly spaced
@@ -146,8 +174,13 @@ def parallel_coordinates(axes_values: dict[str, list], objective: list[float], o
     colours = plt.get_cmap("viridis")
     many = len(objective) > 100  # a large sweep's lines thin and light; the highest objective drawn last, on top
     for i in sorted(range(len(objective)), key=lambda i: objective[i]):
-        ax.plot(range(len(names)), [column[i] for column in columns], color=colours((objective[i] - low) / span),
-                alpha=0.35 if many else 0.8, linewidth=0.6 if many else 1.4)
+        ax.plot(
+            range(len(names)),
+            [column[i] for column in columns],
+            color=colours((objective[i] - low) / span),
+            alpha=0.35 if many else 0.8,
+            linewidth=0.6 if many else 1.4,
+        )
     for x, labels in enumerate(ticks):
         ax.axvline(x, color="black", linewidth=0.8)
         for y, label in labels:
@@ -178,8 +211,10 @@ def _axis(values: list) -> tuple[list[float], list[tuple[float, str]]]:
         span = ((high - low) or 1.0) / (1 - bottom)
         marks = sorted(set(numbers))
         ticks = [(bottom + (scale(v) - low) / span, f"{v:.3g}") for v in (marks[0], marks[len(marks) // 2], marks[-1])]
-        return ([0.0 if v is None else bottom + (scale(v) - low) / span for v in values],
-                ticks + ([(0.0, "n/a")] if bottom else []))
+        return (
+            [0.0 if v is None else bottom + (scale(v) - low) / span for v in values],
+            ticks + ([(0.0, "n/a")] if bottom else []),
+        )
     labels = sorted({"n/a" if v is None else str(v) for v in values})
     where = {label: (i / (len(labels) - 1) if len(labels) > 1 else 0.5) for i, label in enumerate(labels)}
     return [where["n/a" if v is None else str(v)] for v in values], [(y, label) for label, y in where.items()]

@@ -5,14 +5,16 @@ Trials report their step to a small Ray actor (the board, found by the sweep's n
 on any node and after `sweeper resume`); a Tune callback on the driver reads it and prints. Tune's
 result reports stay once per epoch: schedulers and searchers see no extra results.
 """
+
 from __future__ import annotations
 
 import os
 import posixpath
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import ray
 from ray.tune import Callback
@@ -84,8 +86,9 @@ class SweepProgress(Callback):
 
     metric, logs = "bleu_dev", ""  # for a callback restored from a sweep started before they existed
 
-    def __init__(self, sweep: str, planned: int, name_of: Callable[[Any], str], metric: str = "bleu_dev",
-                 logs: str = ""):
+    def __init__(
+        self, sweep: str, planned: int, name_of: Callable[[Any], str], metric: str = "bleu_dev", logs: str = ""
+    ):
         self.sweep, self.planned, self.name_of = sweep, planned, name_of
         self.metric, self.logs = metric, logs
         self.started = time.time()
@@ -152,16 +155,20 @@ class SweepProgress(Callback):
         pending = max(self.planned - done - failed - len(running), 0)
         fractions = {t.trial_id: fraction(board.get(t.trial_id)) for t in running}
         left = self.eta(pending, running, fractions)
-        lines = [f"[{datetime.now():%H:%M:%S}] sweep {self.sweep}: {done} done, {failed} failed, {len(running)} running, "
-                 f"{pending} pending; elapsed {eta(time.time() - self.started)}"
-                 + (f", ETA {eta(left)}" if left is not None else ", ETA after the first epochs")]
+        lines = [
+            f"[{datetime.now():%H:%M:%S}] sweep {self.sweep}: {done} done, {failed} failed, {len(running)} running, "
+            f"{pending} pending; elapsed {eta(time.time() - self.started)}"
+            + (f", ETA {eta(left)}" if left is not None else ", ETA after the first epochs")
+        ]
         for t in running:
             where = board.get(t.trial_id)
             if where:
                 speed = f", {where['tokens_per_s']:,.0f} tok/s" if where["tokens_per_s"] else ""
-                lines.append(f"    {self.name_of(t)}: epoch {where['epoch']}/{where['epochs']}, "
-                             f"{100 * where['step'] / max(where['steps'], 1):.0f}% of it "
-                             f"({where['step']}/{where['steps']} steps){speed}")
+                lines.append(
+                    f"    {self.name_of(t)}: epoch {where['epoch']}/{where['epochs']}, "
+                    f"{100 * where['step'] / max(where['steps'], 1):.0f}% of it "
+                    f"({where['step']}/{where['steps']} steps){speed}"
+                )
             else:
                 lines.append(f"    {self.name_of(t)}: starting")
         return lines

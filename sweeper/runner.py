@@ -1,4 +1,5 @@
 """Build the Tuner (search algorithm, scheduler, resources, failures), run it, resume it, write results."""
+
 from __future__ import annotations
 
 import copy
@@ -9,12 +10,13 @@ import pickle
 import random
 import re
 import tempfile
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,15 +30,22 @@ from ray.tune.search import ConcurrencyLimiter
 from nmt_core.corpora import default_cache_dir, load_corpus
 from nmt_core.credentials import check_uri, redact
 from nmt_core.mlflow_model import choose_tracking_uri
+from sweeper.backlog import BACKLOG_FILE
 from sweeper.console import ray_calls
 from sweeper.metrics import AGGREGATED, BEST, BEST_RUN_ID, BEST_VARIANT, MEAN, final_result, to_parent
 from sweeper.progress import SweepProgress, failure_cause, open_board
 from sweeper.space import SpecError, SweepSpec, TrialPlan, check_name, mutation_range, plan_trials, trial_config
-from sweeper.backlog import BACKLOG_FILE
 from sweeper.storage import Storage, check_writable, first_line, open_storage
-from sweeper.study import describe as describe_study, shown, study_url
-from sweeper.tracking import (MlflowTrackingCallback, SweepTracker, check_holds_run, check_reachable, resolve_uri,
-                              runs_link)
+from sweeper.study import describe as describe_study
+from sweeper.study import shown, study_url
+from sweeper.tracking import (
+    MlflowTrackingCallback,
+    SweepTracker,
+    check_holds_run,
+    check_reachable,
+    resolve_uri,
+    runs_link,
+)
 from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
 
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
@@ -69,9 +78,13 @@ def init_ray(address: str | None) -> None:
         try:
             ray.init(address=address)
         except (ConnectionError, TimeoutError, ValueError, RuntimeError) as err:  # an address no cluster answers at
-            raise SpecError(key, f"{redact(address)}: no Ray cluster answers there ({type(err).__name__}: "
-                            f"{first_line(err)[:100]}); pass the head's address (ray://HEAD:10001, HEAD:6379, or auto "
-                            "on a node of the cluster)", "Ray") from None
+            raise SpecError(
+                key,
+                f"{redact(address)}: no Ray cluster answers there ({type(err).__name__}: "
+                f"{first_line(err)[:100]}); pass the head's address (ray://HEAD:10001, HEAD:6379, or auto "
+                "on a node of the cluster)",
+                "Ray",
+            ) from None
     else:
         with loopback_only():
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
@@ -110,12 +123,18 @@ def check_gpus(spec: SweepSpec) -> None:
         return
     reachable = autoscaler_max_gpus()
     if reachable >= spec.gpu:
-        print(f"the Ray cluster has {available:g} GPUs now; its autoscaler can add up to {reachable:g}: trials wait "
-              "for GPU nodes to start (often minutes)", flush=True)
+        print(
+            f"the Ray cluster has {available:g} GPUs now; its autoscaler can add up to {reachable:g}: trials wait "
+            "for GPU nodes to start (often minutes)",
+            flush=True,
+        )
         return
-    raise SpecError("resources.gpu", f"{spec.gpu:g} GPU per trial asked for, but the Ray cluster has {available:g} "
-                    "GPUs and no autoscaler node type with GPUs; set resources.gpu: 0 or run on a cluster with GPUs",
-                    spec.source)
+    raise SpecError(
+        "resources.gpu",
+        f"{spec.gpu:g} GPU per trial asked for, but the Ray cluster has {available:g} "
+        "GPUs and no autoscaler node type with GPUs; set resources.gpu: 0 or run on a cluster with GPUs",
+        spec.source,
+    )
 
 
 def autoscaler_max_gpus() -> float:
@@ -128,10 +147,24 @@ def autoscaler_max_gpus() -> float:
         return 0.0
 
 
-def build_trainable(base: dict[str, Any], cpu: float, gpu: float, sweep: str, mutable: list[str],
-                    system_metrics: bool = True, plots: str = "best"):
-    context = SweepContext(base=base, cpus_per_trial=cpu, gpus_per_trial=gpu, sweep=sweep, mutable=tuple(mutable),
-                           system_metrics=system_metrics, plots=plots)
+def build_trainable(
+    base: dict[str, Any],
+    cpu: float,
+    gpu: float,
+    sweep: str,
+    mutable: list[str],
+    system_metrics: bool = True,
+    plots: str = "best",
+):
+    context = SweepContext(
+        base=base,
+        cpus_per_trial=cpu,
+        gpus_per_trial=gpu,
+        sweep=sweep,
+        mutable=tuple(mutable),
+        system_metrics=system_metrics,
+        plots=plots,
+    )
     return tune.with_resources(tune.with_parameters(run_trial, context=context), {"cpu": cpu, "gpu": gpu})
 
 
@@ -147,37 +180,56 @@ def trial_folder_name(trial: Trial, base: dict[str, Any]) -> str:
     return f"{trial.trial_id}_{variant}_seed{cfg.train.seed}"
 
 
-def build_tune_config(spec: SweepSpec, base: dict[str, Any],
-                      study: str | None = None) -> tuple[tune.TuneConfig, dict[str, Any]]:
+def build_tune_config(
+    spec: SweepSpec, base: dict[str, Any], study: str | None = None
+) -> tuple[tune.TuneConfig, dict[str, Any]]:
     """`study`: where an Optuna sweep keeps its study (sweeper.study.study_url; None: in memory)."""
     scheduler = None
     # reuse_actors: a finished trial's worker process runs the next trial, so torch and the rest are imported once
     # per worker, not once per trial (every trial seeds its own RNGs and sets its own thread count)
-    every_search = {"trial_name_creator": partial(trial_name, base=base),
-                    "trial_dirname_creator": partial(trial_folder_name, base=base), "reuse_actors": True}
+    every_search = {
+        "trial_name_creator": partial(trial_name, base=base),
+        "trial_dirname_creator": partial(trial_folder_name, base=base),
+        "reuse_actors": True,
+    }
     if spec.scheduler.type == "asha":
         # max_t beyond the last epoch: ASHA must never stop a trial at its last epoch, before its test BLEU
-        scheduler = ASHAScheduler(time_attr="epoch", max_t=spec.epochs + 1,
-                                  grace_period=spec.scheduler.grace_period,
-                                  reduction_factor=spec.scheduler.reduction_factor)
+        scheduler = ASHAScheduler(
+            time_attr="epoch",
+            max_t=spec.epochs + 1,
+            grace_period=spec.scheduler.grace_period,
+            reduction_factor=spec.scheduler.reduction_factor,
+        )
     elif spec.scheduler.type == "hyperband":
-        scheduler = HyperBandScheduler(time_attr="epoch", max_t=spec.epochs + 1,
-                                       reduction_factor=spec.scheduler.reduction_factor)
+        scheduler = HyperBandScheduler(
+            time_attr="epoch", max_t=spec.epochs + 1, reduction_factor=spec.scheduler.reduction_factor
+        )
     elif spec.scheduler.type == "pbt":
         scheduler = pbt_scheduler(spec)
     if spec.search.algorithm == "optuna":
         from sweeper.optuna_search import optuna_searcher
 
         searcher = optuna_searcher(spec, study)
-        config = tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler,
-                                 search_alg=ConcurrencyLimiter(searcher, max_concurrent=spec.search.max_concurrent),
-                                 num_samples=spec.search.num_samples, **every_search)
+        config = tune.TuneConfig(
+            metric=spec.metric,
+            mode=spec.mode,
+            scheduler=scheduler,
+            search_alg=ConcurrencyLimiter(searcher, max_concurrent=spec.search.max_concurrent),
+            num_samples=spec.search.num_samples,
+            **every_search,
+        )
         return config, {}
     plans = plan_trials(spec)
     if spec.scheduler.type == "pbt":
         plans = with_initial_values(plans, spec)
-    config = tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler, num_samples=1,
-                             max_concurrent_trials=spec.search.max_concurrent, **every_search)
+    config = tune.TuneConfig(
+        metric=spec.metric,
+        mode=spec.mode,
+        scheduler=scheduler,
+        num_samples=1,
+        max_concurrent_trials=spec.search.max_concurrent,
+        **every_search,
+    )
     return config, {"trial": tune.grid_search([asdict(p) for p in plans])}
 
 
@@ -203,9 +255,12 @@ def pbt_scheduler(spec: SweepSpec) -> PopulationBasedTraining:
         return config
 
     return PopulationBasedTraining(
-        time_attr="epoch", perturbation_interval=spec.scheduler.perturbation_interval,
-        quantile_fraction=spec.scheduler.quantile_fraction, custom_explore_fn=clamp,
-        hyperparam_mutations={"trial": {"params": {k: _domain(v) for k, v in mutations.items()}}})
+        time_attr="epoch",
+        perturbation_interval=spec.scheduler.perturbation_interval,
+        quantile_fraction=spec.scheduler.quantile_fraction,
+        custom_explore_fn=clamp,
+        hyperparam_mutations={"trial": {"params": {k: _domain(v) for k, v in mutations.items()}}},
+    )
 
 
 def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPlan]:
@@ -221,16 +276,23 @@ def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPl
                 params[key] = rng.choice(raw)
             else:
                 kind, low, high = found
-                params[key] = (math.exp(rng.uniform(math.log(low), math.log(high))) if kind == "loguniform"
-                               else rng.uniform(low, high))
+                params[key] = (
+                    math.exp(rng.uniform(math.log(low), math.log(high)))
+                    if kind == "loguniform"
+                    else rng.uniform(low, high)
+                )
         out.append(TrialPlan(params, plan.seed, plan.variant))
     return out
 
 
 def damaged(experiment: Storage, file: str, why: str) -> SpecError:
     """One line for a state file in storage that cannot be read: nothing else is read or written."""
-    return SpecError("(file)", f"the sweep's storage is damaged: {why}; restore the file from a copy, or run the "
-                     "sweep again under another --name", experiment.display(file))
+    return SpecError(
+        "(file)",
+        f"the sweep's storage is damaged: {why}; restore the file from a copy, or run the "
+        "sweep again under another --name",
+        experiment.display(file),
+    )
 
 
 def read_state(experiment: Storage) -> dict[str, Any]:
@@ -277,37 +339,74 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     tune_config, param_space = build_tune_config(spec, base, study)
     n_trials = len(param_space["trial"]["grid_search"]) if param_space else spec.search.num_samples
     tracker = SweepTracker(uri, spec.name, opening.result())
-    parent_id = tracker.start_sweep(spec.text, {"source": spec.source, "trials": n_trials,
-                                                "algorithm": spec.search.algorithm, "scheduler": spec.scheduler.type,
-                                                "storage": storage.display(spec.name)})
+    parent_id = tracker.start_sweep(
+        spec.text,
+        {
+            "source": spec.source,
+            "trials": n_trials,
+            "algorithm": spec.search.algorithm,
+            "scheduler": spec.scheduler.type,
+            "storage": storage.display(spec.name),
+        },
+    )
     callback = MlflowTrackingCallback(uri, spec.name, parent_id, base, experiment.uri, new_sweep=True)
     if earlier:
-        print(f"note: {experiment.uri} holds an earlier sweep {spec.name!r}: its trial folders stay, results.parquet "
-              f"will describe this run, and `sweeper summarize {spec.name} --run-id {earlier['parent_run_id']}` still "
-              "summarises the earlier one", flush=True)
-    experiment.write_text(json.dumps({
-        "name": spec.name, "source": spec.source, "tracking_uri": uri, "parent_run_id": parent_id,
-        "experiment_id": tracker.experiment_id, "base": base, "cpu": spec.cpu, "gpu": spec.gpu,
-        "metric": spec.metric, "mode": spec.mode, "trials": n_trials,
-        "mutable": list(spec.scheduler.mutations), "system_metrics": spec.system_metrics,
-        "plots": spec.plots,
-        "study": {"name": spec.name, "storage": shown(study)} if study else None}, indent=2), STATE_FILE)
-    print(f"sweep {spec.name}: {n_trials} trials ({spec.search.algorithm}, {spec.scheduler.type}), "
-          f"{spec.cpu:g} CPU / {spec.gpu:g} GPU each; storage {experiment.uri}; tracking {uri}", flush=True)
+        print(
+            f"note: {experiment.uri} holds an earlier sweep {spec.name!r}: its trial folders stay, results.parquet "
+            f"will describe this run, and `sweeper summarize {spec.name} --run-id {earlier['parent_run_id']}` still "
+            "summarises the earlier one",
+            flush=True,
+        )
+    experiment.write_text(
+        json.dumps(
+            {
+                "name": spec.name,
+                "source": spec.source,
+                "tracking_uri": uri,
+                "parent_run_id": parent_id,
+                "experiment_id": tracker.experiment_id,
+                "base": base,
+                "cpu": spec.cpu,
+                "gpu": spec.gpu,
+                "metric": spec.metric,
+                "mode": spec.mode,
+                "trials": n_trials,
+                "mutable": list(spec.scheduler.mutations),
+                "system_metrics": spec.system_metrics,
+                "plots": spec.plots,
+                "study": {"name": spec.name, "storage": shown(study)} if study else None,
+            },
+            indent=2,
+        ),
+        STATE_FILE,
+    )
+    print(
+        f"sweep {spec.name}: {n_trials} trials ({spec.search.algorithm}, {spec.scheduler.type}), "
+        f"{spec.cpu:g} CPU / {spec.gpu:g} GPU each; storage {experiment.uri}; tracking {uri}",
+        flush=True,
+    )
     if spec.search.algorithm == "optuna":
         print(describe_study(spec, study), flush=True)
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
     progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base), spec.metric, experiment.uri)
-    trainable = build_trainable(base, spec.cpu, spec.gpu, spec.name, list(spec.scheduler.mutations),
-                                spec.system_metrics, spec.plots)
-    tuner = tune.Tuner(trainable, param_space=param_space, tune_config=tune_config,
-                       run_config=tune.RunConfig(  # verbose 0: our progress lines instead of Tune's tables
-                           name=spec.name, storage_path=storage.root, storage_filesystem=storage.fs,
-                           callbacks=[callback, progress], verbose=0,
-                           failure_config=tune.FailureConfig(max_failures=spec.max_retries),
-                           # PBT copies other trials' checkpoints: keep enough of them
-                           checkpoint_config=tune.CheckpointConfig(
-                               num_to_keep=4 if spec.scheduler.type == "pbt" else 2)))
+    trainable = build_trainable(
+        base, spec.cpu, spec.gpu, spec.name, list(spec.scheduler.mutations), spec.system_metrics, spec.plots
+    )
+    tuner = tune.Tuner(
+        trainable,
+        param_space=param_space,
+        tune_config=tune_config,
+        run_config=tune.RunConfig(  # verbose 0: our progress lines instead of Tune's tables
+            name=spec.name,
+            storage_path=storage.root,
+            storage_filesystem=storage.fs,
+            callbacks=[callback, progress],
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=spec.max_retries),
+            # PBT copies other trials' checkpoints: keep enough of them
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=4 if spec.scheduler.type == "pbt" else 2),
+        ),
+    )
     with ray_calls():
         grid = tuner.fit()
     return finish(grid, callback, storage, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
@@ -317,8 +416,11 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
     storage = open_storage(storage_uri, "sweeper resume")
     experiment = storage.below(name)
     if not experiment.exists(STATE_FILE) or not tune.Tuner.can_restore(experiment.root, storage_filesystem=storage.fs):
-        raise SpecError("NAME", f"no sweep named {name!r} to resume under {storage.uri} "
-                        "(pass the --storage the sweep ran with)", "sweeper resume")
+        raise SpecError(
+            "NAME",
+            f"no sweep named {name!r} to resume under {storage.uri} (pass the --storage the sweep ran with)",
+            "sweeper resume",
+        )
     state = read_state(experiment)
     uri = resolve_uri(choose_tracking_uri(tracking_uri, state["tracking_uri"]))
     check_reachable(uri)
@@ -328,27 +430,59 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
         init_ray(address)
     board = open_board(name)  # noqa: F841 - held while the sweep runs
     try:  # Tune unpickles tuner.pkl: storage must be writable only by people the resuming user trusts
-        tuner = tune.Tuner.restore(experiment.root, trainable=build_trainable(state["base"], state["cpu"],
-                                                                              state["gpu"], name,
-                                                                              state.get("mutable", []),
-                                                                              state.get("system_metrics", True),
-                                                                              state.get("plots", "best")),
-                                   resume_unfinished=True, resume_errored=True, storage_filesystem=storage.fs)
-    except (pickle.UnpicklingError, EOFError, AttributeError, KeyError, TypeError, ValueError, IndexError,
-            ImportError) as err:
-        raise damaged(experiment, TUNER_FILE, f"Ray Tune cannot load it ({type(err).__name__}: "
-                      f"{str(err).splitlines()[0][:100] if str(err) else ''})") from None
+        tuner = tune.Tuner.restore(
+            experiment.root,
+            trainable=build_trainable(
+                state["base"],
+                state["cpu"],
+                state["gpu"],
+                name,
+                state.get("mutable", []),
+                state.get("system_metrics", True),
+                state.get("plots", "best"),
+            ),
+            resume_unfinished=True,
+            resume_errored=True,
+            storage_filesystem=storage.fs,
+        )
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        AttributeError,
+        KeyError,
+        TypeError,
+        ValueError,
+        IndexError,
+        ImportError,
+    ) as err:
+        raise damaged(
+            experiment,
+            TUNER_FILE,
+            f"Ray Tune cannot load it ({type(err).__name__}: {str(err).splitlines()[0][:100] if str(err) else ''})",
+        ) from None
     tracker = SweepTracker(uri, state["name"])
     study = state.get("study")  # the searcher comes back with Tune's state and reconnects to its study
-    print(f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run"
-          + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""), flush=True)
+    print(
+        f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run"
+        + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""),
+        flush=True,
+    )
     # the tracking callback comes back from Tune's saved experiment state, with the parent run id in it
     [callback] = [c for c in tuner._local_tuner.get_run_config().callbacks if isinstance(c, MlflowTrackingCallback)]
     callback.uri = uri  # and the store's address as resolved now
     with ray_calls():
         grid = tuner.fit()
-    return finish(grid, callback, storage, tracker, state["parent_run_id"], state["base"],
-                  state["metric"], state["mode"], state["trials"])
+    return finish(
+        grid,
+        callback,
+        storage,
+        tracker,
+        state["parent_run_id"],
+        state["base"],
+        state["metric"],
+        state["mode"],
+        state["trials"],
+    )
 
 
 def error_summary(error: BaseException) -> str:
@@ -371,8 +505,9 @@ def trial_status(outcome: str | None, finished: bool) -> str:
     return "UNFINISHED"
 
 
-def result_rows(grid, outcomes: dict[str, str], tracker: SweepTracker | None, parent_id: str,
-                base: dict[str, Any]) -> list[dict[str, Any]]:
+def result_rows(
+    grid, outcomes: dict[str, str], tracker: SweepTracker | None, parent_id: str, base: dict[str, Any]
+) -> list[dict[str, Any]]:
     """One row per trial: status, variant, the flattened config, best dev BLEU, test BLEU, cost, run id."""
     rows = []
     for result in grid:
@@ -417,12 +552,16 @@ def print_best(rows: list[dict[str, Any]], metric: str, mode: str, limit: int = 
     print(f"\n{'variant':<32} {'seed':>4} {'status':<10} {metric:>9} {'test avg':>9} {'params':>10}")
     for row in shown:
         test = row.get("bleu_test_avg")
-        print(f"{row['variant']:<32} {row['seed']:>4} {row['status']:<10} {row[metric]:>9.2f} "
-              f"{'' if test is None else f'{test:.2f}':>9} {row.get('n_params') or '':>10}")
+        print(
+            f"{row['variant']:<32} {row['seed']:>4} {row['status']:<10} {row[metric]:>9.2f} "
+            f"{'' if test is None else f'{test:.2f}':>9} {row.get('n_params') or '':>10}"
+        )
     left_out = len(rows) - len(shown)
     if left_out:
-        print(f"({left_out} more trial{'s' if left_out > 1 else ''} not shown: {len(ranked) - len(shown)} ranked "
-              f"lower, {len(rows) - len(ranked)} without {metric}; all are in results.parquet)")
+        print(
+            f"({left_out} more trial{'s' if left_out > 1 else ''} not shown: {len(ranked) - len(shown)} ranked "
+            f"lower, {len(rows) - len(ranked)} without {metric}; all are in results.parquet)"
+        )
 
 
 def best_row(rows: list[dict[str, Any]], metric: str, mode: str) -> dict[str, Any] | None:
@@ -439,29 +578,47 @@ def register_best(tracker: SweepTracker, parent_id: str, rows: list[dict[str, An
     metrics = {k: v for k, v in best.items() if to_parent(k) and isinstance(v, (int, float))}
     tracker.log_metrics(parent_id, metrics, step=0)
     tracker.set_tags(parent_id, {BEST_RUN_ID: best["mlflow_run_id"], BEST_VARIANT: best["variant"]})
-    description = (f"Best trial of sweep {tracker.experiment} by {mode} {metric} = {best[metric]:.2f}: trial "
-                   f"{best['trial_id']}, variant {best['variant']}, seed {best['seed']}, test BLEU avg "
-                   f"{best.get('bleu_test_avg', float('nan')):.2f} (run {best['mlflow_run_id']}). Best-dev weights.")
+    description = (
+        f"Best trial of sweep {tracker.experiment} by {mode} {metric} = {best[metric]:.2f}: trial "
+        f"{best['trial_id']}, variant {best['variant']}, seed {best['seed']}, test BLEU avg "
+        f"{best.get('bleu_test_avg', float('nan')):.2f} (run {best['mlflow_run_id']}). Best-dev weights."
+    )
     try:
         version = tracker.register_best(best["mlflow_run_id"], description)
-        print(f"model: registered as models:/{tracker.experiment}/{version} (alias @best); translate with "
-              f"`nmt translate --model models:/{tracker.experiment}@best --tracking-uri {tracker.uri}`")
+        print(
+            f"model: registered as models:/{tracker.experiment}/{version} (alias @best); translate with "
+            f"`nmt translate --model models:/{tracker.experiment}@best --tracking-uri {tracker.uri}`"
+        )
     except Exception as err:  # noqa: BLE001 - a store without a registry must not fail a finished sweep
-        print(f"model: not registered ({type(err).__name__}: {str(err).splitlines()[0][:160]}); the best trial's "
-              f"model is at runs:/{best['mlflow_run_id']}/model")
+        print(
+            f"model: not registered ({type(err).__name__}: {str(err).splitlines()[0][:160]}); the best trial's "
+            f"model is at runs:/{best['mlflow_run_id']}/model"
+        )
 
 
-def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: SweepTracker, parent_id: str,
-           base: dict[str, Any], metric: str, mode: str, planned: int) -> int:
+def finish(
+    grid,
+    callback: MlflowTrackingCallback,
+    storage: Storage,
+    tracker: SweepTracker,
+    parent_id: str,
+    base: dict[str, Any],
+    metric: str,
+    mode: str,
+    planned: int,
+) -> int:
     """results.parquet, the best trials, the MLflow link; exit 0 (some trial finished), 1 (none), 3 (tracking writes
     wait in storage for `sweeper resume`), 130 (interrupted)."""
     experiment = storage.below(tracker.experiment)
     if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
-        experiment.write_parquet(results_table(result_rows(grid, callback.outcomes, None, parent_id, base)),
-                                 RESULTS_FILE)
-        print(f"\ntracking server {tracker.uri} did not answer for {TRACKING_WAIT_S:.0f} s: "
-              f"{len(callback.backlog)} tracking writes wait in {experiment.display(BACKLOG_FILE)}; once it "
-              f"answers, `sweeper resume {tracker.experiment} --storage {storage.uri}` sends them")
+        experiment.write_parquet(
+            results_table(result_rows(grid, callback.outcomes, None, parent_id, base)), RESULTS_FILE
+        )
+        print(
+            f"\ntracking server {tracker.uri} did not answer for {TRACKING_WAIT_S:.0f} s: "
+            f"{len(callback.backlog)} tracking writes wait in {experiment.display(BACKLOG_FILE)}; once it "
+            f"answers, `sweeper resume {tracker.experiment} --storage {storage.uri}` sends them"
+        )
         return 3
     rows = result_rows(grid, callback.outcomes, tracker, parent_id, base)
     table = results_table(rows)
@@ -471,15 +628,19 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
         tracker.client.log_artifact(parent_id, str(Path(folder) / RESULTS_FILE))
     count = {s: sum(r["status"] == s for r in rows) for s in ("TERMINATED", "STOPPED", "ERROR", "UNFINISHED")}
     print_best(rows, metric, mode)
-    print(f"\n{count['TERMINATED']}/{len(rows)} trials finished, {count['STOPPED']} stopped early, "
-          f"{count['ERROR']} failed; results: {experiment.display(RESULTS_FILE)}")
+    print(
+        f"\n{count['TERMINATED']}/{len(rows)} trials finished, {count['STOPPED']} stopped early, "
+        f"{count['ERROR']} failed; results: {experiment.display(RESULTS_FILE)}"
+    )
     register_best(tracker, parent_id, rows, metric, mode)
     print(f"MLflow runs: {runs_link(tracker.uri, tracker.experiment_id, metric, mode)}")
     not_started = max(planned - len(rows), 0)  # Tune creates trials lazily: an interrupt leaves some unborn
     if count["UNFINISHED"] or not_started:
         tracker.client.set_terminated(parent_id, "KILLED")
-        print(f"interrupted with {count['UNFINISHED'] + not_started} of {planned} trials unfinished; continue with: "
-              f"sweeper resume {tracker.experiment} --storage {storage.uri}")
+        print(
+            f"interrupted with {count['UNFINISHED'] + not_started} of {planned} trials unfinished; continue with: "
+            f"sweeper resume {tracker.experiment} --storage {storage.uri}"
+        )
         return 130
     ok = count["TERMINATED"] + count["STOPPED"]
     tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
@@ -500,4 +661,3 @@ def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) ->
         print("\n" + render_markdown(summary) + f"summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
     except Exception as err:  # noqa: BLE001 - reported, the sweep itself succeeded
         print(f"summary skipped: {err} (run `sweeper summarize {tracker.experiment}` to retry)")
-

@@ -4,6 +4,7 @@ Everything a user can get wrong is caught here, before Ray starts: one line nami
 key and what is allowed. Conditional parameters (`if:`) are resolved here too, for every algorithm, so
 the plan `sweeper validate` prints is exactly the set of trials `sweeper run` starts.
 """
+
 from __future__ import annotations
 
 import copy
@@ -11,13 +12,15 @@ import importlib.util
 import math
 import random
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
 from nmt_core.config import Bound, ConfigError, TrialConfig, all_keys, build_config, finite, set_dotted
-from nmt_core.corpora import CorpusError, check_name as check_corpus_name
+from nmt_core.corpora import CorpusError
+from nmt_core.corpora import check_name as check_corpus_name
 from nmt_core.credentials import check_uri
 from nmt_core.registry import is_adaptive, parts_of
 from nmt_core.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
@@ -28,8 +31,21 @@ ALGORITHMS = ("grid", "random", "optuna")
 SAMPLERS = {"tpe": (), "cmaes": ("cmaes",), "gp": ("scipy", "torch"), "random": (), "qmc": ("scipy",)}
 STUDY_SCHEMES = ("sqlite", "postgresql", "mysql")  # what Optuna's RDBStorage opens (an SQLAlchemy URL)
 SCHEDULERS = ("fifo", "asha", "hyperband", "pbt")
-TOP_LEVEL = ("name", "description", "data", "base", "parameters", "search", "objective", "scheduler",
-             "resources", "failure", "tracking", "baseline", "significance")
+TOP_LEVEL = (
+    "name",
+    "description",
+    "data",
+    "base",
+    "parameters",
+    "search",
+    "objective",
+    "scheduler",
+    "resources",
+    "failure",
+    "tracking",
+    "baseline",
+    "significance",
+)
 OBJECTIVE_METRICS = ("bleu_dev", "dev_loss", "dev_ppl", "train_loss")
 MODES = ("max", "min")
 # nmt_core.evaluate.PairedBootstrap (sacrebleu --paired-bs), ApproximateRandomization (sacrebleu --paired-ar)
@@ -39,10 +55,15 @@ MIN_RESAMPLES = 100
 MAX_RESAMPLES = 1_000_000  # the bootstrap's time and memory grow with it; 10,000 already resolves p < 0.001
 MAX_TRIALS = 10_000  # a plan beyond this is a typo (num_samples: 1000000000); refused before it is enumerated
 NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # every sweep name, in full (DESIGN.md)
-SPEC_CHOICES = {"search.algorithm": ALGORITHMS, "search.sampler": tuple(SAMPLERS),
-                "objective.metric": OBJECTIVE_METRICS, "objective.mode": MODES,
-                "scheduler.type": SCHEDULERS, "significance.method": SIGNIFICANCE_METHODS,
-                "tracking.plots": PLOTS}  # for the JSON Schema
+SPEC_CHOICES = {
+    "search.algorithm": ALGORITHMS,
+    "search.sampler": tuple(SAMPLERS),
+    "objective.metric": OBJECTIVE_METRICS,
+    "objective.mode": MODES,
+    "scheduler.type": SCHEDULERS,
+    "significance.method": SIGNIFICANCE_METHODS,
+    "tracking.plots": PLOTS,
+}  # for the JSON Schema
 # the small sections' keys and types (search, scheduler and significance are the dataclasses below)
 OBJECTIVE_FIELDS: dict[str, type] = {"metric": str, "mode": str}
 RESOURCES_FIELDS: dict[str, type] = {"cpu": float, "gpu": float}
@@ -50,13 +71,19 @@ FAILURE_FIELDS: dict[str, type] = {"max_retries": int}
 TRACKING_FIELDS: dict[str, type] = {"uri": str, "system_metrics": bool, "plots": str}
 GPU_SHARES = "a fraction in (0, 1] to pack trials, or a whole number"
 SPEC_BOUNDS: dict[str, Bound] = {
-    "search.num_samples": Bound(1), "search.max_concurrent": Bound(1), "search.repeats": Bound(1),
-    "scheduler.grace_period": Bound(1), "scheduler.reduction_factor": Bound(2),
-    "scheduler.perturbation_interval": Bound(1), "scheduler.quantile_fraction": Bound(0, 0.5, open_low=True),
-    "resources.cpu": Bound(0, open_low=True), "resources.gpu": Bound(0, note=GPU_SHARES),
+    "search.num_samples": Bound(1),
+    "search.max_concurrent": Bound(1),
+    "search.repeats": Bound(1),
+    "scheduler.grace_period": Bound(1),
+    "scheduler.reduction_factor": Bound(2),
+    "scheduler.perturbation_interval": Bound(1),
+    "scheduler.quantile_fraction": Bound(0, 0.5, open_low=True),
+    "resources.cpu": Bound(0, open_low=True),
+    "resources.gpu": Bound(0, note=GPU_SHARES),
     "failure.max_retries": Bound(0),
-    "significance.resamples": Bound(MIN_RESAMPLES, MAX_RESAMPLES, note="fewer cannot resolve p < 0.01; more cost "
-                                     "time and memory"),
+    "significance.resamples": Bound(
+        MIN_RESAMPLES, MAX_RESAMPLES, note="fewer cannot resolve p < 0.01; more cost time and memory"
+    ),
 }
 
 
@@ -121,13 +148,19 @@ class SignificanceSpec:
     method: str = "paired_bootstrap"
     resamples: int = 1000  # bootstrap resamples, or approximate randomization's shuffles (sacrebleu's default: 10000)
 
-    def check(self, source: str) -> "SignificanceSpec":
+    def check(self, source: str) -> SignificanceSpec:
         if self.method not in SIGNIFICANCE_METHODS:
-            raise SpecError("significance.method", "must be one of " + ", ".join(SIGNIFICANCE_METHODS)
-                            + f" (got {shown(self.method)})", source)
+            raise SpecError(
+                "significance.method",
+                "must be one of " + ", ".join(SIGNIFICANCE_METHODS) + f" (got {shown(self.method)})",
+                source,
+            )
         if not SPEC_BOUNDS["significance.resamples"].holds(self.resamples):
-            raise SpecError("significance.resamples", f"must be {SPEC_BOUNDS['significance.resamples']} (got "
-                            f"{self.resamples:,})", source)
+            raise SpecError(
+                "significance.resamples",
+                f"must be {SPEC_BOUNDS['significance.resamples']} (got {self.resamples:,})",
+                source,
+            )
         return self
 
 
@@ -146,7 +179,7 @@ class SweepSpec:
     max_retries: int
     tracking_uri: str | None
     baseline: dict[str, Any]  # dotted key -> value naming the baseline variant for the summary
-    significance: "SignificanceSpec"
+    significance: SignificanceSpec
     text: str  # the YAML as written, logged to MLflow as space.yaml
     system_metrics: bool = True  # tracking.system_metrics: CPU/memory/GPU of every trial, logged as system/...
     plots: str = "best"  # tracking.plots: best (the summary draws the best trials' heatmaps), all, none
@@ -185,7 +218,9 @@ def variant_label(cfg: TrialConfig) -> str:
         temperature = parts[1] + f"-{a.sact_reading}" * is_adaptive(a.temperature)
         temperature += f"@{a.temperature_at}" * (a.temperature != "none" and a.temperature_at != "cross")
         parts[:2] = ["transformer", temperature]  # the score is the Transformer's scaled dot product
-    parts += [f"guided{t.guided_alignment:g}"] * (t.guided_alignment > 0) + [f"sym{t.symmetry_weight:g}"] * (t.symmetry_weight > 0)
+    parts += [f"guided{t.guided_alignment:g}"] * (t.guided_alignment > 0) + [f"sym{t.symmetry_weight:g}"] * (
+        t.symmetry_weight > 0
+    )
     return "+".join(parts)
 
 
@@ -197,8 +232,11 @@ def check_name(name: Any, key: str, source: str) -> str:
     """The one rule for a sweep's name (YAML, --name, resume and summarize NAME): it becomes a folder below the
     storage root, an MLflow experiment and a word in printed shell lines, so never '..', a '/' or a newline."""
     if not isinstance(name, str) or not NAME_RULE.fullmatch(name):
-        raise SpecError(key, f"must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit "
-                        f"(got {shown(name)})", source)
+        raise SpecError(
+            key,
+            f"must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit (got {shown(name)})",
+            source,
+        )
     return name
 
 
@@ -251,20 +289,29 @@ def _where(base: dict, condition: Mapping[str, Any]) -> dict:
 def _parameter(key: str, raw: Any, base: dict, source: str) -> Parameter:
     dotted = f"parameters.{key}"
     if key not in all_keys():
-        raise SpecError(dotted, "not a trial-config key; allowed keys look like attention.lambda "
-                                "(sections data, model, attention, train, decode)", source)
+        raise SpecError(
+            dotted,
+            "not a trial-config key; allowed keys look like attention.lambda "
+            "(sections data, model, attention, train, decode)",
+            source,
+        )
     raw = _mapping(raw, dotted, source)
     condition = _mapping(raw.pop("if", None), f"{dotted}.if", source)
     kinds = [k for k in raw if k in DISTRIBUTIONS]
     unknown = [k for k in raw if k not in DISTRIBUTIONS]
     if unknown or len(kinds) != 1:
-        raise SpecError(dotted, "expected exactly one distribution (" + ", ".join(DISTRIBUTIONS) + ") and "
-                        f"optionally `if`, got {', '.join(map(str, raw)) or 'nothing'}", source)
+        raise SpecError(
+            dotted,
+            "expected exactly one distribution (" + ", ".join(DISTRIBUTIONS) + ") and "
+            f"optionally `if`, got {', '.join(map(str, raw)) or 'nothing'}",
+            source,
+        )
     kind, values = kinds[0], raw[kinds[0]]
     where = f"{dotted}.{kind}"
     if not isinstance(values, list) or not values:
-        raise SpecError(where, "expected a non-empty list" + (" [low, high]" if kind not in ("choice", "grid") else ""),
-                        source)
+        raise SpecError(
+            where, "expected a non-empty list" + (" [low, high]" if kind not in ("choice", "grid") else ""), source
+        )
     if len(values) > MAX_TRIALS:  # each value is checked below by building a config: refuse a typo's list first
         raise SpecError(where, f"{len(values):,} values; at most {MAX_TRIALS:,} (the trial limit)", source)
     values = ["none" if v is None else v for v in values]  # YAML reads a bare `none` as null
@@ -301,8 +348,9 @@ def _order_by_conditions(parameters: list[Parameter], source: str) -> list[Param
             p.condition[key] = allowed
             bad = [v for v in allowed if v not in parent.values]
             if bad:
-                raise SpecError(where, f"{shown(bad[0])} is not a value of {key}; allowed: "
-                                + _listed(parent.values), source)
+                raise SpecError(
+                    where, f"{shown(bad[0])} is not a value of {key}; allowed: " + _listed(parent.values), source
+                )
     ordered: list[Parameter] = []
     pending = list(parameters)
     while pending:
@@ -318,7 +366,7 @@ def mutation_range(raw: list | Mapping) -> tuple[str, float, float] | None:
     """A checked mutation's (uniform|loguniform, low, high), or None for a list of values."""
     if isinstance(raw, list):
         return None
-    (kind, (low, high)), = raw.items()
+    ((kind, (low, high)),) = raw.items()
     return kind, low, high
 
 
@@ -329,8 +377,12 @@ def _check_pbt(scheduler: SchedulerSpec, search: SearchSpec, base: dict, source:
             raise SpecError("scheduler.mutations", f"only with scheduler.type pbt (got {scheduler.type})", source)
         return
     if not scheduler.mutations:
-        raise SpecError("scheduler.mutations", "pbt needs at least one mutation, e.g. {train.lr: {loguniform: "
-                        "[1.0e-4, 1.0e-2]}}; allowed keys: " + ", ".join(PBT_MUTABLE), source)
+        raise SpecError(
+            "scheduler.mutations",
+            "pbt needs at least one mutation, e.g. {train.lr: {loguniform: "
+            "[1.0e-4, 1.0e-2]}}; allowed keys: " + ", ".join(PBT_MUTABLE),
+            source,
+        )
     if search.algorithm == "optuna":
         raise SpecError("scheduler.type", "pbt explores by itself: use search.algorithm grid or random", source)
     for key, raw in scheduler.mutations.items():
@@ -339,17 +391,29 @@ def _check_pbt(scheduler: SchedulerSpec, search: SearchSpec, base: dict, source:
             raise SpecError(where, "PBT can change only " + ", ".join(PBT_MUTABLE) + " while a trial trains", source)
         values = raw if isinstance(raw, list) else next(iter(raw.values()), None) if isinstance(raw, Mapping) else None
         if isinstance(raw, Mapping) and (len(raw) != 1 or next(iter(raw)) not in ("uniform", "loguniform")):
-            raise SpecError(where, "expected a list of numbers or {uniform|loguniform: [low, high]}, "
-                            f"got {shown(raw)}", source)
-        numbers = isinstance(values, list) and values and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            raise SpecError(
+                where, f"expected a list of numbers or {{uniform|loguniform: [low, high]}}, got {shown(raw)}", source
+            )
+        numbers = (
+            isinstance(values, list)
+            and values
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        )
         if not numbers:
-            raise SpecError(where, f"mutations must be numbers: expected a list of numbers or {{uniform|loguniform: "
-                            f"[low, high]}}, got {shown(raw)}", source)
-        if isinstance(raw, Mapping) and (len(values) != 2 or not 0 <= values[0] < values[1]
-                                         or (values[0] <= 0 and "loguniform" in raw)):
-            raise SpecError(where, "expected [low, high] with 0 <= low < high (low > 0 on a log scale), "
-                            f"got {shown(values)}", source)
+            raise SpecError(
+                where,
+                f"mutations must be numbers: expected a list of numbers or {{uniform|loguniform: "
+                f"[low, high]}}, got {shown(raw)}",
+                source,
+            )
+        if isinstance(raw, Mapping) and (
+            len(values) != 2 or not 0 <= values[0] < values[1] or (values[0] <= 0 and "loguniform" in raw)
+        ):
+            raise SpecError(
+                where,
+                f"expected [low, high] with 0 <= low < high (low > 0 on a log scale), got {shown(values)}",
+                source,
+            )
         for value in values:
             nested = copy.deepcopy(base)
             set_dotted(nested, key, value)
@@ -362,26 +426,38 @@ def _check_pbt(scheduler: SchedulerSpec, search: SearchSpec, base: dict, source:
 def _check_optuna_search(search: SearchSpec, parameters: list[Parameter], source: str) -> None:
     """The sampler (its packages installed), the study's storage URL and the starting points: Optuna only."""
     if search.algorithm != "optuna":
-        given = [k for k, default in (("sampler", "tpe"), ("points_to_evaluate", []), ("study_storage", None))
-                 if getattr(search, k) != default]
+        given = [
+            k
+            for k, default in (("sampler", "tpe"), ("points_to_evaluate", []), ("study_storage", None))
+            if getattr(search, k) != default
+        ]
         if given:
             raise SpecError(f"search.{given[0]}", f"only with search.algorithm optuna (got {search.algorithm})", source)
         return
     if search.sampler not in SAMPLERS:
-        raise SpecError("search.sampler", "must be one of " + ", ".join(SAMPLERS) + f" (got {search.sampler!r})",
-                        source)
+        raise SpecError(
+            "search.sampler", "must be one of " + ", ".join(SAMPLERS) + f" (got {search.sampler!r})", source
+        )
     missing = [m for m in SAMPLERS[search.sampler] if importlib.util.find_spec(m) is None]
     if missing:
-        raise SpecError("search.sampler", f"{search.sampler} needs {', '.join(missing)}: pip install "
-                        + " ".join(missing), source)
-    if search.study_storage is not None and not re.match(rf"^({'|'.join(STUDY_SCHEMES)})(\+\w+)?://",
-                                                         search.study_storage):
-        raise SpecError("search.study_storage", "expected an SQLAlchemy URL Optuna's RDBStorage opens: "
-                        "sqlite:///path/optuna.db, postgresql://host/db or mysql://host/db", source)
+        raise SpecError(
+            "search.sampler", f"{search.sampler} needs {', '.join(missing)}: pip install " + " ".join(missing), source
+        )
+    if search.study_storage is not None and not re.match(
+        rf"^({'|'.join(STUDY_SCHEMES)})(\+\w+)?://", search.study_storage
+    ):
+        raise SpecError(
+            "search.study_storage",
+            "expected an SQLAlchemy URL Optuna's RDBStorage opens: "
+            "sqlite:///path/optuna.db, postgresql://host/db or mysql://host/db",
+            source,
+        )
     if search.study_storage is not None:
         check_uri(search.study_storage, "database", "search.study_storage", source)
-    search.points_to_evaluate = [_check_point(point, f"search.points_to_evaluate[{i}]", parameters, source)
-                                 for i, point in enumerate(search.points_to_evaluate)]
+    search.points_to_evaluate = [
+        _check_point(point, f"search.points_to_evaluate[{i}]", parameters, source)
+        for i, point in enumerate(search.points_to_evaluate)
+    ]
 
 
 def _check_point(point: Any, where: str, parameters: list[Parameter], source: str) -> dict[str, Any]:
@@ -394,14 +470,15 @@ def _check_point(point: Any, where: str, parameters: list[Parameter], source: st
     for key, value in point.items():
         parameter = by_key.get(key)
         if parameter is None:
-            raise SpecError(f"{where}.{key}", "not a parameter of this space; parameters: " + ", ".join(by_key),
-                            source)
+            raise SpecError(f"{where}.{key}", "not a parameter of this space; parameters: " + ", ".join(by_key), source)
         if not parameter.admits(value):
-            raise SpecError(f"{where}.{key}", f"{_short(value)} is outside {parameter.kind} {parameter.values}",
-                            source)
+            raise SpecError(f"{where}.{key}", f"{_short(value)} is outside {parameter.kind} {parameter.values}", source)
         if all(k in point for k in parameter.condition) and not parameter.active(point):
-            raise SpecError(f"{where}.{key}", "not active at this point: only if " + ", ".join(
-                f"{k} in {v}" for k, v in parameter.condition.items()), source)
+            raise SpecError(
+                f"{where}.{key}",
+                "not active at this point: only if " + ", ".join(f"{k} in {v}" for k, v in parameter.condition.items()),
+                source,
+            )
     return point
 
 
@@ -424,15 +501,28 @@ def parse_spec(text: str, source: str) -> SweepSpec:
             raise SpecError(str(key), "unknown key; allowed: " + ", ".join(TOP_LEVEL), source)
     name = check_name(raw.get("name"), "name", source)
     base, data = _base_config(raw, source)
-    parameters = [_parameter(k, v, base, source) for k, v in _mapping(raw.get("parameters"), "parameters", source).items()]
+    parameters = [
+        _parameter(k, v, base, source) for k, v in _mapping(raw.get("parameters"), "parameters", source).items()
+    ]
     parameters = _order_by_conditions(parameters, source)
     _check_corpora(build_config(base).data.corpus, "data" if "corpus" in data else "base.data", parameters, source)
     search = _search(raw, parameters, source)
     metric, mode = _objective(raw, source)
-    scheduler = SchedulerSpec(**_fields(_mapping(raw.get("scheduler"), "scheduler", source), "scheduler",
-                                        {"type": str, "grace_period": int, "reduction_factor": int,
-                                         "perturbation_interval": int, "quantile_fraction": float,
-                                         "mutations": dict}, source))
+    scheduler = SchedulerSpec(
+        **_fields(
+            _mapping(raw.get("scheduler"), "scheduler", source),
+            "scheduler",
+            {
+                "type": str,
+                "grace_period": int,
+                "reduction_factor": int,
+                "perturbation_interval": int,
+                "quantile_fraction": float,
+                "mutations": dict,
+            },
+            source,
+        )
+    )
     _one_of("scheduler.type", scheduler.type, SCHEDULERS, source)
     _check_bounds("scheduler", vars(scheduler), source)
     _check_pbt(scheduler, search, base, source)
@@ -446,11 +536,33 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     for key in baseline:
         if key not in all_keys():
             raise SpecError(f"baseline.{key}", "not a trial-config key", source)
-    significance = SignificanceSpec(**_fields(_mapping(raw.get("significance"), "significance", source), "significance",
-                                              {"method": str, "resamples": int}, source)).check(source)
-    spec = SweepSpec(name, source, base, parameters, search, metric, mode, scheduler, cpu, gpu,
-                     failure.get("max_retries", 2), tracking.get("uri"), baseline, significance, text,
-                     tracking.get("system_metrics", True), tracking.get("plots", "best"))
+    significance = SignificanceSpec(
+        **_fields(
+            _mapping(raw.get("significance"), "significance", source),
+            "significance",
+            {"method": str, "resamples": int},
+            source,
+        )
+    ).check(source)
+    spec = SweepSpec(
+        name,
+        source,
+        base,
+        parameters,
+        search,
+        metric,
+        mode,
+        scheduler,
+        cpu,
+        gpu,
+        failure.get("max_retries", 2),
+        tracking.get("uri"),
+        baseline,
+        significance,
+        text,
+        tracking.get("system_metrics", True),
+        tracking.get("plots", "best"),
+    )
     _check_plan_size(spec)
     return spec
 
@@ -475,15 +587,32 @@ def _base_config(raw: dict, source: str) -> tuple[dict, dict]:
 
 
 def _search(raw: dict, parameters: list[Parameter], source: str) -> SearchSpec:
-    search = SearchSpec(**_fields(_mapping(raw.get("search"), "search", source), "search",
-                                  {"algorithm": str, "num_samples": int, "max_concurrent": int, "seed": int,
-                                   "repeats": int, "sampler": str, "points_to_evaluate": list,
-                                   "study_storage": str}, source))
+    search = SearchSpec(
+        **_fields(
+            _mapping(raw.get("search"), "search", source),
+            "search",
+            {
+                "algorithm": str,
+                "num_samples": int,
+                "max_concurrent": int,
+                "seed": int,
+                "repeats": int,
+                "sampler": str,
+                "points_to_evaluate": list,
+                "study_storage": str,
+            },
+            source,
+        )
+    )
     _one_of("search.algorithm", search.algorithm, ALGORITHMS, source)
     _check_bounds("search", vars(search), source)
     if search.algorithm == "optuna" and search.repeats != 1:
-        raise SpecError("search.repeats", "must be 1 with algorithm optuna (TPE learns from one result per "
-                        "configuration; use grid or random to repeat seeds)", source)
+        raise SpecError(
+            "search.repeats",
+            "must be 1 with algorithm optuna (TPE learns from one result per "
+            "configuration; use grid or random to repeat seeds)",
+            source,
+        )
     _check_optuna_search(search, parameters, source)
     return search
 
@@ -508,8 +637,9 @@ def _resources(raw: dict, source: str) -> tuple[float, float]:
 def _check_corpora(corpus: str, section: str, parameters: list[Parameter], source: str) -> None:
     """Every corpus name the sweep would load, checked before anything is created: a typo would otherwise leave a
     tracking store and storage behind and fail every trial."""
-    names = [(f"{section}.corpus", corpus)] + [(f"parameters.data.corpus.{p.kind}", name) for p in parameters
-                                                if p.key == "data.corpus" for name in p.values]
+    names = [(f"{section}.corpus", corpus)] + [
+        (f"parameters.data.corpus.{p.kind}", name) for p in parameters if p.key == "data.corpus" for name in p.values
+    ]
     for where, name in names:
         try:
             check_corpus_name(name)
@@ -524,16 +654,23 @@ def _check_plan_size(spec: SweepSpec) -> None:
     search = spec.search
     passes = search.num_samples * search.repeats
     if passes > MAX_TRIALS:
-        raise SpecError("search.num_samples", f"{search.num_samples:,} samples x {search.repeats} seeds is more than "
-                        f"{MAX_TRIALS:,} trials", spec.source)
+        raise SpecError(
+            "search.num_samples",
+            f"{search.num_samples:,} samples x {search.repeats} seeds is more than {MAX_TRIALS:,} trials",
+            spec.source,
+        )
     if search.algorithm == "optuna" or passes * grid_product_size(spec) <= MAX_TRIALS:
         return
     rng, trials = random.Random(search.seed), 0
     for _ in range(search.num_samples):
         trials += len(_expand(spec.parameters, rng, limit=MAX_TRIALS)) * search.repeats
         if trials > MAX_TRIALS:
-            raise SpecError("parameters", f"the plan (grid configurations x {search.num_samples:,} samples x "
-                            f"{search.repeats} seeds) has more than {MAX_TRIALS:,} trials", spec.source)
+            raise SpecError(
+                "parameters",
+                f"the plan (grid configurations x {search.num_samples:,} samples x "
+                f"{search.repeats} seeds) has more than {MAX_TRIALS:,} trials",
+                spec.source,
+            )
 
 
 def load_spec(path: str, overrides: list[tuple[str, Any]] = ()) -> SweepSpec:
@@ -544,8 +681,13 @@ def load_spec(path: str, overrides: list[tuple[str, Any]] = ()) -> SweepSpec:
     return parse_spec(text, path)
 
 
-def spec_from_mapping(raw: Mapping[str, Any], overrides: list[tuple[str, Any]] = (), source: str = "<dict>",
-                      header: str = "# with overrides ", label: str = "--set") -> SweepSpec:
+def spec_from_mapping(
+    raw: Mapping[str, Any],
+    overrides: list[tuple[str, Any]] = (),
+    source: str = "<dict>",
+    header: str = "# with overrides ",
+    label: str = "--set",
+) -> SweepSpec:
     """A space as a mapping (the Python API's dict, or a YAML file's content with `--set` pairs), validated as a
     file is; the YAML it becomes is what runs, what MLflow shows and what a job gets."""
     if not isinstance(raw, Mapping):
@@ -630,11 +772,13 @@ def count_grid(spec: SweepSpec) -> int:
 
 
 def conditional_summary(spec: SweepSpec) -> list[str]:
-    return [f"{p.key} only if " + ", ".join(f"{k} in {v}" for k, v in p.condition.items())
-            for p in spec.parameters if p.condition]
+    return [
+        f"{p.key} only if " + ", ".join(f"{k} in {v}" for k, v in p.condition.items())
+        for p in spec.parameters
+        if p.condition
+    ]
 
 
 def grid_product_size(spec: SweepSpec) -> int:
     """What the grid would be without conditionals (shown so users see what `if` saved)."""
     return math.prod(len(p.values) for p in spec.parameters if p.kind == "grid") if spec.parameters else 1
-

@@ -4,6 +4,7 @@ Every file the sweeper keeps there goes through pyarrow.fs, the abstraction Ray 
 `--storage` takes what Tune takes: a folder, `file://`, `s3://bucket/prefix` (with pyarrow's query options
 for S3-compatible stores: `?endpoint_override=host:9000&scheme=http`) or `gs://bucket/prefix`.
 """
+
 from __future__ import annotations
 
 import io
@@ -22,8 +23,10 @@ from sweeper.space import SpecError
 
 SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 OBJECT_STORES = ("s3", "gs", "gcs")  # what pyarrow.fs (and so Ray) opens besides local folders
-CREDENTIALS = {"s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)",  # by pyarrow's type_name
-               "gcs": "GOOGLE_APPLICATION_CREDENTIALS"}
+CREDENTIALS = {
+    "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)",  # by pyarrow's type_name
+    "gcs": "GOOGLE_APPLICATION_CREDENTIALS",
+}
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ class Storage:
         self.fs.create_dir(target, recursive=True)
         pafs.copy_files(str(local), target, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=self.fs)
 
-    def below(self, *parts: str) -> "Storage":
+    def below(self, *parts: str) -> Storage:
         return Storage(self.display(*parts), self.fs, self.path(*parts))
 
 
@@ -107,9 +110,13 @@ def open_storage(storage: str, source: str) -> Storage:
         folder = Path(storage.removeprefix("file://")).expanduser().resolve()
         return Storage(str(folder), pafs.LocalFileSystem(), folder.as_posix())
     if scheme not in OBJECT_STORES:
-        raise SpecError("--storage", f"{redact(storage)}: {scheme[:20]}:// is not a storage Ray Tune can use; use a "
-                        "folder every node sees (a ReadWriteMany volume or NFS on a cluster), s3://bucket/prefix or "
-                        "gs://bucket/prefix", source)
+        raise SpecError(
+            "--storage",
+            f"{redact(storage)}: {scheme[:20]}:// is not a storage Ray Tune can use; use a "
+            "folder every node sees (a ReadWriteMany volume or NFS on a cluster), s3://bucket/prefix or "
+            "gs://bucket/prefix",
+            source,
+        )
     try:
         fs, root = pafs.FileSystem.from_uri(storage)
     except (pa.ArrowInvalid, OSError) as err:
@@ -122,16 +129,18 @@ def check_writable(storage: Storage, source: str) -> None:
     bucket = storage.root.split("/", 1)[0]
     try:
         if not storage.is_local and storage.fs.get_file_info(bucket).type == pafs.FileType.NotFound:
-            raise SpecError("--storage", f"{redact(storage.uri)}: bucket {bucket[:100]!r} does not exist; create it "
-                            "first", source)
+            raise SpecError(
+                "--storage", f"{redact(storage.uri)}: bucket {bucket[:100]!r} does not exist; create it first", source
+            )
         probe = f".sweeper-probe-{uuid.uuid4().hex[:8]}"
         storage.write_bytes(b"", probe)
         storage.delete(probe)
     except OSError as err:
         credentials = CREDENTIALS.get(storage.fs.type_name)
         hint = f"; check the endpoint and {credentials}" if credentials else ""
-        raise SpecError("--storage", f"{redact(storage.uri)}: cannot write there ({first_line(err)}){hint}",
-                        source) from None
+        raise SpecError(
+            "--storage", f"{redact(storage.uri)}: cannot write there ({first_line(err)}){hint}", source
+        ) from None
 
 
 def first_line(err: BaseException) -> str:

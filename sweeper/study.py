@@ -7,6 +7,7 @@ The study is persistent and named after the sweep, so `optuna-dashboard <storage
 in `optuna.db` beside a SQLite tracking store; else (object storage and a tracking server) in memory, pickled with
 Tune's experiment state as before, and the start line says how to keep it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -39,8 +40,14 @@ def shown(url: str) -> str:
 
 def describe(spec: SweepSpec, url: str | None) -> str:
     """One line for the start of a sweep and for `sweeper validate`: the sampler and where the study is."""
-    where = (f"in {shown(url)}; watch it with `optuna-dashboard {shown(url)}`" if url else
-             "in memory (object storage and a tracking server: set search.study_storage to an RDB URL to keep it)")
+    where = (
+        f"in {shown(url)}; watch it with `optuna-dashboard {shown(url)}`"
+        if url
+        else "in memory (object storage and a tracking server: set search.study_storage to an RDB URL to keep it)"
+    )
     points = len(spec.search.points_to_evaluate)
-    return (f"Optuna study {spec.name!r}, sampler {spec.search.sampler} (seed {spec.search.seed})"
-            + (f", {points} starting point{'s' * (points > 1)} first" if points else "") + f", {where}")
+    return (
+        f"Optuna study {spec.name!r}, sampler {spec.search.sampler} (seed {spec.search.seed})"
+        + (f", {points} starting point{'s' * (points > 1)} first" if points else "")
+        + f", {where}"
+    )

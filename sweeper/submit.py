@@ -5,6 +5,7 @@ The job carries the space YAML in its working dir and, unless told otherwise, th
 Python environment provides torch, ray, mlflow (deploy/ installs them on every node). Ray's token
 authentication works as Ray's own CLI does: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,28 +43,47 @@ def connect(address: str):
         return client
     except AuthenticationError as err:
         reason = "no token was found" if "Missing" in str(err) else "the token was refused"
-        raise SubmitError(f"{address}: the Ray cluster wants token authentication and {reason}; set "
-                          "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token) to the cluster's token") from None
+        raise SubmitError(
+            f"{address}: the Ray cluster wants token authentication and {reason}; set "
+            "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token) to the cluster's token"
+        ) from None
     except (ConnectionError, OSError) as err:
-        raise SubmitError(f"{address}: no Ray dashboard answers there ({type(err).__name__}); pass the head's "
-                          "dashboard address, e.g. http://HEAD:8265") from None
+        raise SubmitError(
+            f"{address}: no Ray dashboard answers there ({type(err).__name__}); pass the head's "
+            "dashboard address, e.g. http://HEAD:8265"
+        ) from None
 
 
 def entrypoint(spec: SweepSpec, storage: str, tracking_uri: str) -> str:
-    args = ["python", "-m", "sweeper.cli", "run", "space.yaml", "--name", spec.name,
-            "--storage", storage, "--tracking-uri", tracking_uri]
+    args = [
+        "python",
+        "-m",
+        "sweeper.cli",
+        "run",
+        "space.yaml",
+        "--name",
+        spec.name,
+        "--storage",
+        storage,
+        "--tracking-uri",
+        tracking_uri,
+    ]
     return " ".join(shlex.quote(a) for a in args)
 
 
-def submit(spec: SweepSpec, address: str | None, storage: str, tracking_uri: str | None, wait: bool,
-           ship_code: bool = True) -> int:
+def submit(
+    spec: SweepSpec, address: str | None, storage: str, tracking_uri: str | None, wait: bool, ship_code: bool = True
+) -> int:
     address = address or os.environ.get("RAY_ADDRESS")  # as `ray job submit` reads it
     if not address:
         raise SubmitError("name the Ray cluster's dashboard, e.g. --address http://HEAD:8265 (or set RAY_ADDRESS)")
     uri = choose_tracking_uri(tracking_uri, spec.tracking_uri)
     if not uri.startswith(("http://", "https://", "sqlite:////")):
-        raise SubmitError("a job's working folder is deleted when it ends: give an MLflow server the cluster "
-                          "reaches (http://...) or an absolute sqlite:////path on the head", "--tracking-uri")
+        raise SubmitError(
+            "a job's working folder is deleted when it ends: give an MLflow server the cluster "
+            "reaches (http://...) or an absolute sqlite:////path on the head",
+            "--tracking-uri",
+        )
     uri = resolve_uri(uri)
     if uri.startswith("http"):
         check_reachable(uri)
@@ -73,8 +93,12 @@ def submit(spec: SweepSpec, address: str | None, storage: str, tracking_uri: str
         runtime_env = {"working_dir": folder, "env_vars": {"MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}}
         if ship_code:
             runtime_env["py_modules"] = [str(Path(nmt_core.__file__).parent), str(Path(sweeper.__file__).parent)]
-        job_id = submit_when_an_agent_is_up(client, entrypoint=entrypoint(spec, storage, uri),
-                                            runtime_env=runtime_env, metadata={"sweep": spec.name, "tracking_uri": uri})
+        job_id = submit_when_an_agent_is_up(
+            client,
+            entrypoint=entrypoint(spec, storage, uri),
+            runtime_env=runtime_env,
+            metadata={"sweep": spec.name, "tracking_uri": uri},
+        )
     print(f"submitted sweep {spec.name!r} as Ray job {job_id} to {address}")
     print(f"follow it: ray job logs --address {address} --follow {job_id}   (status: ray job status {job_id})")
     if not wait:
@@ -112,4 +136,3 @@ def follow(client, job_id: str) -> int:
     if info.driver_exit_code is not None:
         return int(info.driver_exit_code)
     return 0 if str(status) == "SUCCEEDED" else 1
-

@@ -7,6 +7,7 @@ report, under MLflow's names (`system/cpu_utilization_percentage`, `system/gpu_0
 the driver's tracking callback logs them with the epoch's metrics. The sampling interval is MLflow's setting,
 `MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL` (seconds), else INTERVAL_S.
 """
+
 from __future__ import annotations
 
 import threading
@@ -66,8 +67,11 @@ class SystemSampler:
         """`system/<name>` averages of the samples since the last call (one is taken now: never empty)."""
         self._collect()
         with self._lock:
-            metrics = {f"{PREFIX}{key}": float(value) for monitor in self.monitors
-                       for key, value in monitor.aggregate_metrics().items()}
+            metrics = {
+                f"{PREFIX}{key}": float(value)
+                for monitor in self.monitors
+                for key, value in monitor.aggregate_metrics().items()
+            }
             for monitor in self.monitors:
                 monitor.clear_metrics()
         return metrics

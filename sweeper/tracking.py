@@ -4,6 +4,7 @@ The driver is the only writer, through `MlflowTrackingCallback` (a Tune callback
 and a retried or resumed trial finds its own run by its trial id and skips epochs it already logged.
 A tracking server that drops out mid-sweep costs nothing: what it misses waits in storage and is replayed.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,10 @@ import queue
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
 import requests
@@ -28,10 +30,21 @@ from ray.tune import Callback
 from nmt_core.config import ConfigError
 from nmt_core.credentials import redact
 from nmt_core.mlflow_model import mlflow_store
-
 from sweeper.backlog import Backlog, Write
-from sweeper.metrics import (AT_END, ERROR_FILE, EXPLOITS, NOTE, PARENT, PER_EPOCH, RESTORES, ROLE, SIGNATURE_TAGS,
-                             TRIAL_ID, VARIANT, is_logged)
+from sweeper.metrics import (
+    AT_END,
+    ERROR_FILE,
+    EXPLOITS,
+    NOTE,
+    PARENT,
+    PER_EPOCH,
+    RESTORES,
+    ROLE,
+    SIGNATURE_TAGS,
+    TRIAL_ID,
+    VARIANT,
+    is_logged,
+)
 from sweeper.provenance import as_tags, code_version, package_versions
 from sweeper.storage import open_storage
 from sweeper.trainable import ARTIFACTS, FINAL, MODEL, PBT_EVENT, describe_trial
@@ -62,14 +75,18 @@ def check_reachable(uri: str) -> None:
     """Before anything is written: a store MLflow can track in, a server that answers and lets us in, or a SQLite
     database whose folder exists."""
     if uri.split(":", 1)[0].split("+", 1)[0].lower() not in STORES:
-        raise TrackingError(f"{redact(uri)}: not a tracking store MLflow can use; use {', '.join(STORES[:-1])} or "
-                            f"{STORES[-1]} (e.g. sqlite:///mlflow.db, http://127.0.0.1:5000, postgresql+psycopg2://)")
+        raise TrackingError(
+            f"{redact(uri)}: not a tracking store MLflow can use; use {', '.join(STORES[:-1])} or "
+            f"{STORES[-1]} (e.g. sqlite:///mlflow.db, http://127.0.0.1:5000, postgresql+psycopg2://)"
+        )
     if uri.startswith(("http://", "https://")):
         try:
             requests.get(uri.rstrip("/") + "/health", timeout=5).raise_for_status()
         except requests.RequestException as err:
-            raise TrackingError(f"tracking server {redact(uri)} is not reachable ({type(err).__name__}); start it "
-                                "(`mlflow server --host 127.0.0.1 --port 5000`) or pass --tracking-uri") from None
+            raise TrackingError(
+                f"tracking server {redact(uri)} is not reachable ({type(err).__name__}); start it "
+                "(`mlflow server --host 127.0.0.1 --port 5000`) or pass --tracking-uri"
+            ) from None
         check_credentials(uri)
     elif uri.startswith("sqlite:///"):
         folder = Path(uri.removeprefix("sqlite:///")).parent
@@ -88,9 +105,11 @@ def check_holds_run(uri: str, run_id: str, recorded: str) -> None:
             return
         except MlflowException:
             pass
-    raise TrackingError(f"{redact(uri)} does not hold this sweep's parent run {run_id}; it ran with "
-                        f"{redact(recorded)}: pass that as --tracking-uri (or unset MLFLOW_TRACKING_URI)",
-                        "sweeper resume")
+    raise TrackingError(
+        f"{redact(uri)} does not hold this sweep's parent run {run_id}; it ran with "
+        f"{redact(recorded)}: pass that as --tracking-uri (or unset MLFLOW_TRACKING_URI)",
+        "sweeper resume",
+    )
 
 
 def check_credentials(uri: str) -> None:
@@ -106,15 +125,19 @@ def check_credentials(uri: str) -> None:
             raise
         who = os.environ.get("MLFLOW_TRACKING_USERNAME")
         who = f"user {who[:100]!r}" if who else "a request without credentials"
-        raise TrackingError(f"tracking server {redact(uri)} refused {who} (HTTP {status}); set "
-                            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD") from None
+        raise TrackingError(
+            f"tracking server {redact(uri)} refused {who} (HTTP {status}); set "
+            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+        ) from None
 
 
 def runs_link(uri: str, experiment_id: str, metric: str, mode: str) -> str:
     """The runs table in the Model training view, best trial first: MLflow 3's UI otherwise opens an
     experiment on its GenAI overview page, where child runs are labelled "Evaluations"."""
-    page = (f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning&orderByKey=metrics.%60{metric}%60"
-            f"&orderByAsc={'true' if mode == 'min' else 'false'}")
+    page = (
+        f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning&orderByKey=metrics.%60{metric}%60"
+        f"&orderByAsc={'true' if mode == 'min' else 'false'}"
+    )
     if uri.startswith(("http://", "https://")):
         return uri.rstrip("/") + page
     return f"mlflow ui --backend-store-uri {uri}   then open http://127.0.0.1:5000{page}"
@@ -132,7 +155,7 @@ def _retry(call: Callable[[], T], what: str, attempts: int | None = None) -> T:
         except Exception as err:  # the server's or the network's: retry, the trial must not die of it
             if attempt == attempts - 1:
                 raise
-            wait = 2 ** attempt
+            wait = 2**attempt
             log.warning("MLflow: %s failed (%s); retrying in %ss", what, err, wait)
             time.sleep(wait)
     raise AssertionError("unreachable")
@@ -145,44 +168,63 @@ class SweepTracker:
         self.uri, self.experiment = uri, experiment
         self.client = client or MlflowClient(uri)
         found = _retry(lambda: self.client.get_experiment_by_name(experiment), "get experiment")
-        self.experiment_id = found.experiment_id if found else _retry(
-            lambda: self.client.create_experiment(experiment), "create experiment")
+        self.experiment_id = (
+            found.experiment_id
+            if found
+            else _retry(lambda: self.client.create_experiment(experiment), "create experiment")
+        )
 
     def start_sweep(self, space_yaml: str, plan: dict[str, Any]) -> str:
-        about = (f"Sweep `{self.experiment}` ({plan.get('source', '?')}): {plan.get('trials', '?')} trials, "
-                 f"{plan.get('algorithm', '?')} search, {plan.get('scheduler', '?')} scheduling. The parent run (role "
-                 "`sweep`) carries the summary and the best trial's metrics; each child run is one trial.")
+        about = (
+            f"Sweep `{self.experiment}` ({plan.get('source', '?')}): {plan.get('trials', '?')} trials, "
+            f"{plan.get('algorithm', '?')} search, {plan.get('scheduler', '?')} scheduling. The parent run (role "
+            "`sweep`) carries the summary and the best trial's metrics; each child run is one trial."
+        )
         self.client.set_experiment_tag(self.experiment_id, NOTE, about)
-        run = self.client.create_run(self.experiment_id, run_name=f"{self.experiment}-sweep",
-                                     tags={ROLE: "sweep", **{f"sweeper.plan.{k}": str(v) for k, v in plan.items()},
-                                           "sweeper.code": code_version(), "sweeper.versions": package_versions(),
-                                           NOTE: about + "\n\nThe summary appears here when the sweep ends."})
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=f"{self.experiment}-sweep",
+            tags={
+                ROLE: "sweep",
+                **{f"sweeper.plan.{k}": str(v) for k, v in plan.items()},
+                "sweeper.code": code_version(),
+                "sweeper.versions": package_versions(),
+                NOTE: about + "\n\nThe summary appears here when the sweep ends.",
+            },
+        )
         self.client.log_text(run.info.run_id, space_yaml, "space.yaml")
         self.client.log_batch(run.info.run_id, params=[Param(f"plan.{k}", str(v)[:500]) for k, v in plan.items()])
         return run.info.run_id
 
     def find_trial_run(self, parent_id: str, trial_id: str) -> str | None:
         runs = self.client.search_runs(
-            [self.experiment_id], max_results=1,
-            filter_string=f"tags.`{PARENT}` = '{parent_id}' and tags.`{TRIAL_ID}` = '{trial_id}'")
+            [self.experiment_id],
+            max_results=1,
+            filter_string=f"tags.`{PARENT}` = '{parent_id}' and tags.`{TRIAL_ID}` = '{trial_id}'",
+        )
         return runs[0].info.run_id if runs else None
 
-    def trial_run(self, parent_id: str, trial_id: str, variant: str, params: dict[str, Any],
-                  look_first: bool = True) -> tuple[str, bool]:
+    def trial_run(
+        self, parent_id: str, trial_id: str, variant: str, params: dict[str, Any], look_first: bool = True
+    ) -> tuple[str, bool]:
         """The trial's run and whether it was created now: found by its trial id when it may exist (retry,
         resume: `look_first`), else created. Its params are logged either way (the same values again are a no-op):
         a run found may be one whose creation's answer was lost before its params went in."""
         run_id = self.find_trial_run(parent_id, trial_id) if look_first else None
         created = run_id is None
         if created:
-            note = (f"Trial {trial_id} of sweep `{self.experiment}`: variant `{variant}`, seed "
-                    f"{params.get('train.seed')}. Params are the settings active for this variant. Artifacts: "
-                    "translations/*.tsv (source, reference, hypothesis), traces/, plots/ (if drawn: tracking.plots). "
-                    "Its model (best-dev weights, an MLflow pyfunc) is the LoggedModel `model` in the Models tab: "
-                    "runs:/<id>/model.")
-            run = self.client.create_run(self.experiment_id, run_name=f"{variant}-{trial_id}",
-                                         tags={PARENT: parent_id, ROLE: "trial",
-                                               TRIAL_ID: trial_id, VARIANT: variant, NOTE: note})
+            note = (
+                f"Trial {trial_id} of sweep `{self.experiment}`: variant `{variant}`, seed "
+                f"{params.get('train.seed')}. Params are the settings active for this variant. Artifacts: "
+                "translations/*.tsv (source, reference, hypothesis), traces/, plots/ (if drawn: tracking.plots). "
+                "Its model (best-dev weights, an MLflow pyfunc) is the LoggedModel `model` in the Models tab: "
+                "runs:/<id>/model."
+            )
+            run = self.client.create_run(
+                self.experiment_id,
+                run_name=f"{variant}-{trial_id}",
+                tags={PARENT: parent_id, ROLE: "trial", TRIAL_ID: trial_id, VARIANT: variant, NOTE: note},
+            )
             run_id = run.info.run_id
         self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
         return run_id, created
@@ -199,8 +241,9 @@ class SweepTracker:
         if model is None:
             raise LookupError(f"run {run_id} has no LoggedModel {MODEL!r}")
         with mlflow_store(self.uri):  # a SQL registry resolves a models:/<model id> source through it
-            version = self.client.create_model_version(self.experiment, f"models:/{model.model_id}", run_id,
-                                                       description=description, model_id=model.model_id)
+            version = self.client.create_model_version(
+                self.experiment, f"models:/{model.model_id}", run_id, description=description, model_id=model.model_id
+            )
         # the Models tab's "Registered models" column reads this tag, which `mlflow.register_model` sets
         versions = json.loads(model.tags.get(MLFLOW_MODEL_VERSIONS, "[]"))
         versions.append({"name": self.experiment, "version": version.version})
@@ -211,11 +254,21 @@ class SweepTracker:
     def trial_model(self, run_id: str) -> LoggedModel | None:
         """The trial run's LoggedModel `model` (what runs:/<run id>/model resolves to), if it was created."""
         found = self.client.search_logged_models(
-            [self.experiment_id], filter_string=f"source_run_id = '{run_id}' AND name = '{MODEL}'", max_results=1)
+            [self.experiment_id], filter_string=f"source_run_id = '{run_id}' AND name = '{MODEL}'", max_results=1
+        )
         return found[0] if found else None
 
-    def log_model(self, run_id: str, folder: Path, params: dict[str, Any], tags: dict[str, str],
-                  metrics: dict[str, float], step: int, timestamp: int, look_first: bool = True) -> str:
+    def log_model(
+        self,
+        run_id: str,
+        folder: Path,
+        params: dict[str, Any],
+        tags: dict[str, str],
+        metrics: dict[str, float],
+        step: int,
+        timestamp: int,
+        look_first: bool = True,
+    ) -> str:
         """A trial's saved pyfunc folder as an MLflow 3 LoggedModel of its run, as `mlflow.pyfunc.log_model`
         makes one (output of the run at `step`, params, metrics linked, READY), written here by the driver.
 
@@ -225,8 +278,13 @@ class SweepTracker:
         if model is not None and model.status == LoggedModelStatus.READY:
             return model.model_id
         if model is None:
-            model = self.client.create_logged_model(self.experiment_id, name=MODEL, source_run_id=run_id, tags=tags,
-                                                    params={k: str(v)[:500] for k, v in params.items()})
+            model = self.client.create_logged_model(
+                self.experiment_id,
+                name=MODEL,
+                source_run_id=run_id,
+                tags=tags,
+                params={k: str(v)[:500] for k, v in params.items()},
+            )
         self.client.log_model_artifacts(model.model_id, str(folder))
         with tempfile.TemporaryDirectory() as tmp:  # MLmodel names the model and its run, as log_model's does
             mlmodel = Model.load(folder)
@@ -235,8 +293,9 @@ class SweepTracker:
             mlmodel.save(Path(tmp) / "MLmodel")
             self.client.log_model_artifact(model.model_id, str(Path(tmp) / "MLmodel"))
         self.client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step)])
-        self.client.log_batch(run_id, metrics=[Metric(k, float(v), timestamp, step, model_id=model.model_id)
-                                               for k, v in metrics.items()])
+        self.client.log_batch(
+            run_id, metrics=[Metric(k, float(v), timestamp, step, model_id=model.model_id) for k, v in metrics.items()]
+        )
         self.client.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
         return model.model_id
 
@@ -248,13 +307,22 @@ class SweepTracker:
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
 
-    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int, timestamp: int | None = None,
-                    tags: dict[str, str] | None = None) -> None:
+    def log_metrics(
+        self,
+        run_id: str,
+        metrics: dict[str, float],
+        step: int,
+        timestamp: int | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> None:
         """One request for a report's metrics and tags. A fixed timestamp makes a replayed write the same row:
         the store keeps it once."""
         now = timestamp or int(time.time() * 1000)
-        self.client.log_batch(run_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()],
-                              tags=[RunTag(k, v) for k, v in (tags or {}).items()])
+        self.client.log_batch(
+            run_id,
+            metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()],
+            tags=[RunTag(k, v) for k, v in (tags or {}).items()],
+        )
 
 
 class MlflowTrackingCallback(Callback):
@@ -266,8 +334,15 @@ class MlflowTrackingCallback(Callback):
     tags and artifacts are in.
     """
 
-    def __init__(self, uri: str, experiment: str, parent_id: str, base: dict[str, Any], storage_uri: str | None = None,
-                 new_sweep: bool = False):
+    def __init__(
+        self,
+        uri: str,
+        experiment: str,
+        parent_id: str,
+        base: dict[str, Any],
+        storage_uri: str | None = None,
+        new_sweep: bool = False,
+    ):
         self.uri, self.experiment, self.parent_id = uri, experiment, parent_id
         # the parent run was created by this driver: a trial's run or model not tried yet cannot exist, so it is
         # created without a search first; False once pickled for `sweeper resume`
@@ -288,8 +363,20 @@ class MlflowTrackingCallback(Callback):
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
-        state.update(_tracker=None, _backlog=None, _last_try=0.0, _runs={}, _server_step={}, _last_step={},
-                     outcomes={}, _exploits={}, _final={}, _outbox=None, new_sweep=False, _tried=set())
+        state.update(
+            _tracker=None,
+            _backlog=None,
+            _last_try=0.0,
+            _runs={},
+            _server_step={},
+            _last_step={},
+            outcomes={},
+            _exploits={},
+            _final={},
+            _outbox=None,
+            new_sweep=False,
+            _tried=set(),
+        )
         return state
 
     @property
@@ -355,8 +442,11 @@ class MlflowTrackingCallback(Callback):
         try:
             _retry(lambda: self._send(write), f"{write['kind']} for trial {write['trial']}")
         except Exception as err:  # noqa: BLE001 - the server's or the network's: trials never see it
-            log.warning("MLflow: %s does not answer (%s); tracking writes are kept in storage and sent when it "
-                        "answers again", self.uri, str(err).splitlines()[0][:200] if str(err) else type(err).__name__)
+            log.warning(
+                "MLflow: %s does not answer (%s); tracking writes are kept in storage and sent when it answers again",
+                self.uri,
+                str(err).splitlines()[0][:200] if str(err) else type(err).__name__,
+            )
             self._last_try = time.monotonic()
             self.backlog.append(write)
 
@@ -380,16 +470,21 @@ class MlflowTrackingCallback(Callback):
         while not self.reconnect(now=True):
             if time.monotonic() > deadline:
                 return False
-            print(f"waiting for the tracking server {self.uri}: {len(self.backlog)} tracking writes to send",
-                  flush=True)
+            print(
+                f"waiting for the tracking server {self.uri}: {len(self.backlog)} tracking writes to send", flush=True
+            )
             time.sleep(RECONNECT_S)
         return True
 
     def _send(self, write: Write) -> None:
         trial_id, kind = write["trial"], write["kind"]
         if kind == "open":
-            self._adopt(trial_id, *self.tracker.trial_run(self.parent_id, trial_id, write["variant"], write["params"],
-                                                          self._look_first(write)))
+            self._adopt(
+                trial_id,
+                *self.tracker.trial_run(
+                    self.parent_id, trial_id, write["variant"], write["params"], self._look_first(write)
+                ),
+            )
             return
         run_id = self._run_id(trial_id)
         if kind == "metrics":
@@ -414,8 +509,16 @@ class MlflowTrackingCallback(Callback):
         elif kind == "model":
             with self._local_copy(write["path"]) as folder:
                 if folder is not None:
-                    self.tracker.log_model(run_id, folder, write["params"], write["tags"], write["metrics"],
-                                           write["step"], write["timestamp"], self._look_first(write))
+                    self.tracker.log_model(
+                        run_id,
+                        folder,
+                        write["params"],
+                        write["tags"],
+                        write["metrics"],
+                        write["step"],
+                        write["timestamp"],
+                        self._look_first(write),
+                    )
         elif kind == "end":
             self.tracker.client.set_terminated(run_id, write["status"])
 
@@ -438,8 +541,14 @@ class MlflowTrackingCallback(Callback):
         if trial.trial_id not in self._last_step:
             cfg, variant = describe_trial(trial.config, self.base)
             self._last_step[trial.trial_id] = 0
-            self._write({"kind": "open", "trial": trial.trial_id, "variant": variant,
-                         "params": {**cfg.active(), "variant": variant}})
+            self._write(
+                {
+                    "kind": "open",
+                    "trial": trial.trial_id,
+                    "variant": variant,
+                    "params": {**cfg.active(), "variant": variant},
+                }
+            )
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self._open(trial)
@@ -453,14 +562,23 @@ class MlflowTrackingCallback(Callback):
             event = json.loads(result[PBT_EVENT])
             events = self._exploits.setdefault(trial_id, [])
             events.append(event)
-            self._write({"kind": "exploits", "trial": trial_id, "events": list(events), "rewind_to": int(event["epoch"])})
+            self._write(
+                {"kind": "exploits", "trial": trial_id, "events": list(events), "rewind_to": int(event["epoch"])}
+            )
             self._last_step[trial_id] = min(self._last_step[trial_id], int(event["epoch"]))
         if result.get(FINAL):
             metrics = {k: v for k, v in result.items() if is_logged(k, AT_END)}
             tags.update({tag: str(result.get(key, "")) for key, tag in SIGNATURE_TAGS.items()})
             tags[RESTORES] = str(result.get("restores", 0))
-            self._final[trial_id] = {"kind": "metrics", "trial": trial_id, "metrics": metrics, "step": step,
-                                     "timestamp": now, "epoch": False, "tags": tags}
+            self._final[trial_id] = {
+                "kind": "metrics",
+                "trial": trial_id,
+                "metrics": metrics,
+                "step": step,
+                "timestamp": now,
+                "epoch": False,
+                "tags": tags,
+            }
             self._write(self._final[trial_id])
             return
         if step <= self._last_step[trial_id]:  # Tune re-reported an epoch after a retry
@@ -469,8 +587,17 @@ class MlflowTrackingCallback(Callback):
             return
         # the epoch's numbers, PBT's settings in force and the trial's CPU/memory/GPU, with its tags: one request
         metrics = {k: v for k, v in result.items() if is_logged(k, PER_EPOCH)}
-        self._write({"kind": "metrics", "trial": trial_id, "metrics": metrics, "step": step, "timestamp": now,
-                     "epoch": True, "tags": tags})
+        self._write(
+            {
+                "kind": "metrics",
+                "trial": trial_id,
+                "metrics": metrics,
+                "step": step,
+                "timestamp": now,
+                "epoch": True,
+                "tags": tags,
+            }
+        )
         self._last_step[trial_id] = step
 
     def on_trial_complete(self, iteration, trials, trial, **info):
@@ -488,10 +615,18 @@ class MlflowTrackingCallback(Callback):
         cfg, variant = describe_trial(trial.config, self.base)
         final = self._final.pop(trial.trial_id, {})  # the last use of it: a sweep of thousands keeps none
         step = final.get("step", int((trial.last_result or {}).get("epoch", 0)))
-        self._write({"kind": "model", "trial": trial.trial_id, "path": f"{trial.checkpoint.path}/{MODEL}",
-                     "params": {**cfg.active(), "variant": variant},
-                     "tags": {TRIAL_ID: trial.trial_id, VARIANT: variant}, "metrics": final.get("metrics", {}),
-                     "step": step, "timestamp": final.get("timestamp", int(time.time() * 1000))})
+        self._write(
+            {
+                "kind": "model",
+                "trial": trial.trial_id,
+                "path": f"{trial.checkpoint.path}/{MODEL}",
+                "params": {**cfg.active(), "variant": variant},
+                "tags": {TRIAL_ID: trial.trial_id, VARIANT: variant},
+                "metrics": final.get("metrics", {}),
+                "step": step,
+                "timestamp": final.get("timestamp", int(time.time() * 1000)),
+            }
+        )
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.outcomes[trial.trial_id] = "error"

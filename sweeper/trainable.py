@@ -4,6 +4,7 @@ Trials never talk to MLflow: they hand metrics and artifact files to Tune, and t
 callback is the only writer (SQLite breaks under concurrent writers; one writer also makes retries
 idempotent).
 """
+
 from __future__ import annotations
 
 import functools
@@ -83,8 +84,10 @@ def restore(trial_id: str, settings: dict[str, Any], unsent: dict[str, Any]) -> 
     donor = resume.get("trial_id", trial_id)
     if donor != trial_id:  # PBT exploit: another trial's weights, this trial's new (explored) settings
         unsent[PBT_EVENT] = json.dumps({"epoch": resume["epoch"], "copied_from": donor, "settings": settings})
-        print(f"PBT: continuing from trial {donor}'s checkpoint of epoch {resume['epoch']} with {settings}",
-              file=sys.stderr)
+        print(
+            f"PBT: continuing from trial {donor}'s checkpoint of epoch {resume['epoch']} with {settings}",
+            file=sys.stderr,
+        )
         return resume, 0
     restores = int(resume.get("restores", 0)) + 1
     print(f"restored from the checkpoint of epoch {resume['epoch']} (restore #{restores})", file=sys.stderr)
@@ -103,8 +106,9 @@ def trial_data(cfg: TrialConfig) -> TrialData:
     key = repr((cfg.data, links, cut))
     if key not in _loaded:
         _loaded.clear()
-        _loaded[key] = load_trial_data(cfg.data, training_links=links, eval_max_len=cut,
-                                       log=lambda line: print(line, file=sys.stderr))
+        _loaded[key] = load_trial_data(
+            cfg.data, training_links=links, eval_max_len=cut, log=lambda line: print(line, file=sys.stderr)
+        )
     return _loaded[key]
 
 
@@ -126,8 +130,10 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
         system = sampler.take() if sampler else {}
         with tempfile.TemporaryDirectory() as folder:
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
-            tune.report({**report, **in_force, **unsent, **system, "restores": restores},
-                        checkpoint=tune.Checkpoint.from_directory(folder))
+            tune.report(
+                {**report, **in_force, **unsent, **system, "restores": restores},
+                checkpoint=tune.Checkpoint.from_directory(folder),
+            )
         unsent.clear()
 
     # training is deterministic: a trial that diverged would diverge again from its checkpoint, so a retry
@@ -142,8 +148,14 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
 
         sampler = SystemSampler()
     try:
-        result = train(cfg, on_epoch_end, resume, log=lambda line: print(line, file=sys.stderr),
-                       data=None if resume else trial_data(cfg), step_progress=TrialProgress(context.sweep, trial_id))
+        result = train(
+            cfg,
+            on_epoch_end,
+            resume,
+            log=lambda line: print(line, file=sys.stderr),
+            data=None if resume else trial_data(cfg),
+            step_progress=TrialProgress(context.sweep, trial_id),
+        )
     except TrainingDiverged as err:
         trial_folder.write_text(str(err), DIVERGED)
         raise
@@ -160,7 +172,17 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
             save_model(latest["state"], Path(folder) / MODEL, result.data.sources["dev"][:2])
         # the best epoch's report (schedulers and searchers read the objective from the last result)
-        tune.report({**best, **result.final, "epoch": last_epoch, "bleu_dev_final_beam": sets["dev"].bleu,
-                     "bleu_signature": sets["dev"].signature, f"{PAPER_BLEU}_signature": sets["dev"].paper_signature,
-                     "restores": restores, **unsent, FINAL: 1},  # unsent: restored after the last epoch
-                    checkpoint=tune.Checkpoint.from_directory(folder))
+        tune.report(
+            {
+                **best,
+                **result.final,
+                "epoch": last_epoch,
+                "bleu_dev_final_beam": sets["dev"].bleu,
+                "bleu_signature": sets["dev"].signature,
+                f"{PAPER_BLEU}_signature": sets["dev"].paper_signature,
+                "restores": restores,
+                **unsent,
+                FINAL: 1,
+            },  # unsent: restored after the last epoch
+            checkpoint=tune.Checkpoint.from_directory(folder),
+        )

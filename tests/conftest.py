@@ -1,4 +1,5 @@
 """Shared fixtures: tiny configurations that train in seconds on a CPU."""
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,10 @@ def tiny_config(**sections) -> TrialConfig:
     return build_config(raw)
 
 
-MLFLOW_URI_HOLDERS = {"mlflow.tracking._tracking_service.utils": "_tracking_uri",
-                      "mlflow.tracking._model_registry.utils": "_registry_uri"}
+MLFLOW_URI_HOLDERS = {
+    "mlflow.tracking._tracking_service.utils": "_tracking_uri",
+    "mlflow.tracking._model_registry.utils": "_registry_uri",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -38,8 +41,10 @@ def _mlflow_store_put_back():
     """A test that points MLflow's process-wide store somewhere (mlflow.set_tracking_uri also exports
     $MLFLOW_TRACKING_URI, which every command reads first) must not send the next test's sweeps there."""
     variables = {name: os.environ.get(name) for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
-    saved = {module: getattr(sys.modules[module], name, None) if module in sys.modules else None
-             for module, name in MLFLOW_URI_HOLDERS.items()}
+    saved = {
+        module: getattr(sys.modules[module], name, None) if module in sys.modules else None
+        for module, name in MLFLOW_URI_HOLDERS.items()
+    }
     yield
     for module, name in MLFLOW_URI_HOLDERS.items():
         if module in sys.modules:

@@ -1,10 +1,11 @@
 """Real servers for end-to-end tests, on 127.0.0.1 only: an MLflow tracking server with a SQL backend."""
+
 from __future__ import annotations
 
 import os
 import re
-import signal
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -38,22 +39,36 @@ def wait_for(url: str, process: subprocess.Popen, timeout: float = 90.0) -> None
 class MlflowServer:
     """`mlflow server` with a SQLite backend and proxied artifacts, as deployments run it (with PostgreSQL)."""
 
-    def __init__(self, folder: Path, artifacts: str | None = None, env: dict[str, str] | None = None,
-                 args: tuple[str, ...] = ()):
+    def __init__(
+        self, folder: Path, artifacts: str | None = None, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+    ):
         self.port = free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
         mlflow = Path(sys.executable).with_name("mlflow")
         self.log = open(folder / "mlflow-server.log", "w")
-        self.command = [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
-                        "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
-                        "--artifacts-destination", artifacts or str(folder / "artifacts"), *args]
+        self.command = [
+            str(mlflow),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{folder / 'mlflow.db'}",
+            "--artifacts-destination",
+            artifacts or str(folder / "artifacts"),
+            *args,
+        ]
         self.env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **(env or {})}
         self.start()
 
     def start(self) -> None:
         """In its own process group: `kill` takes the server and its workers down at once, as a crash would."""
-        self.process = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT, env=self.env,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            self.command, stdout=self.log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+        )
         wait_for(self.uri + "/health", self.process)
 
     def kill(self) -> None:
@@ -76,17 +91,46 @@ class RayHead:
         self.token = token
         self.dashboard = f"http://127.0.0.1:{free_port()}"
         ray = Path(sys.executable).with_name("ray")
-        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token,
-                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        self.env = {
+            **os.environ,
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": token,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
         self.env.pop("RAY_ADDRESS", None)
         self.log = open(folder / "ray-head.log", "w")
         self.temp_dir = tempfile.mkdtemp(prefix="rayh", dir="/tmp")  # short: Unix socket paths max 107 bytes
         self.process = subprocess.Popen(
-            [str(ray), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(free_port()),
-             "--dashboard-host", "127.0.0.1", "--dashboard-port", self.dashboard.rsplit(":", 1)[1],
-             "--ray-client-server-port", str(free_port()), "--min-worker-port", "0", "--max-worker-port", "0",
-             "--num-cpus", str(num_cpus), "--disable-usage-stats", "--temp-dir", self.temp_dir],
-            stdout=self.log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+            [
+                str(ray),
+                "start",
+                "--head",
+                "--block",
+                "--node-ip-address",
+                "127.0.0.1",
+                "--port",
+                str(free_port()),
+                "--dashboard-host",
+                "127.0.0.1",
+                "--dashboard-port",
+                self.dashboard.rsplit(":", 1)[1],
+                "--ray-client-server-port",
+                str(free_port()),
+                "--min-worker-port",
+                "0",
+                "--max-worker-port",
+                "0",
+                "--num-cpus",
+                str(num_cpus),
+                "--disable-usage-stats",
+                "--temp-dir",
+                self.temp_dir,
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
+        )
         headers = {"Authorization": f"Bearer {token}"}
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -117,16 +161,23 @@ class MotoS3:
     (Ray nodes, drivers, the MLflow server) inherits them.
     """
 
-    ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-           "AWS_EC2_METADATA_DISABLED": "true"}
+    ENV = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
 
     def __init__(self, folder: Path, bucket: str = "sweeps"):
         os.environ.update(self.ENV)
         self.port, self.bucket = free_port(), bucket
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log = open(folder / "moto.log", "w")
-        self.process = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1",
-                                         "-p", str(self.port)], stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         wait_for(self.endpoint + "/moto-api/", self.process)
         import boto3
 
@@ -146,23 +197,58 @@ class RayNode:
     """One `ray start --block` process on 127.0.0.1 (a head, or a worker joining `head`), in its own process group,
     so that killing the group kills the node as a lost machine would: its raylet and its workers."""
 
-    def __init__(self, folder: Path, name: str, num_cpus: int, env: dict[str, str], head: str | None = None,
-                 temp_dir: str | None = None):
+    def __init__(
+        self,
+        folder: Path,
+        name: str,
+        num_cpus: int,
+        env: dict[str, str],
+        head: str | None = None,
+        temp_dir: str | None = None,
+    ):
         ray = Path(sys.executable).with_name("ray")
         self.address = head or f"127.0.0.1:{free_port()}"
-        ports = ["--node-manager-port", "--object-manager-port", "--metrics-export-port", "--runtime-env-agent-port",
-                 "--dashboard-agent-grpc-port", "--dashboard-agent-listen-port"]
-        command = [str(ray), "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", str(num_cpus),
-                   "--disable-usage-stats", "--min-worker-port", "0", "--max-worker-port", "0",
-                   *[x for port in ports for x in (port, str(free_port()))]]
+        ports = [
+            "--node-manager-port",
+            "--object-manager-port",
+            "--metrics-export-port",
+            "--runtime-env-agent-port",
+            "--dashboard-agent-grpc-port",
+            "--dashboard-agent-listen-port",
+        ]
+        command = [
+            str(ray),
+            "start",
+            "--block",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--num-cpus",
+            str(num_cpus),
+            "--disable-usage-stats",
+            "--min-worker-port",
+            "0",
+            "--max-worker-port",
+            "0",
+            *[x for port in ports for x in (port, str(free_port()))],
+        ]
         if head is None:
-            command += ["--head", "--port", self.address.rsplit(":", 1)[1], "--include-dashboard", "false",
-                        "--ray-client-server-port", str(free_port()), "--temp-dir", temp_dir]
+            command += [
+                "--head",
+                "--port",
+                self.address.rsplit(":", 1)[1],
+                "--include-dashboard",
+                "false",
+                "--ray-client-server-port",
+                str(free_port()),
+                "--temp-dir",
+                temp_dir,
+            ]
         else:
             command += ["--address", head]
         self.log = open(folder / f"ray-{name}.log", "w")
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=env,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            command, stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
 
     def node_id(self) -> str:
         """The Ray node id of this node's raylet (what the trials' `sweeper.node` tags name)."""
@@ -186,8 +272,12 @@ class RayCluster:
     def __init__(self, folder: Path, workers: int = 2, cpus_per_worker: int = 1, token: str = "multi-node-test"):
         self.temp_dir = tempfile.mkdtemp(prefix="rayc", dir="/tmp")  # short: Unix socket paths max 107 bytes
         # what every node and every driver of this cluster runs with (token authentication, as a cluster runs)
-        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token,
-                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        self.env = {
+            **os.environ,
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": token,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
         self.env.pop("RAY_ADDRESS", None)
         self.head = RayNode(folder, "head", 0, self.env, temp_dir=self.temp_dir)
         self.address = self.head.address
@@ -202,8 +292,9 @@ class RayCluster:
         ray = Path(sys.executable).with_name("ray")
         deadline = time.time() + timeout
         while time.time() < deadline:
-            status = subprocess.run([str(ray), "status", "--address", self.address], capture_output=True, text=True,
-                                    env=self.env)
+            status = subprocess.run(
+                [str(ray), "status", "--address", self.address], capture_output=True, text=True, env=self.env
+            )
             active = status.stdout.partition("Active:")[2].partition("Pending:")[0]
             if status.returncode == 0 and active.count(" node_") == nodes:
                 return
@@ -234,10 +325,27 @@ class Postgres:
             shutil.chown(self.data, "postgres", "postgres")
         # passwords count over TCP, as on a real server; the superuser gets in through the socket in the data folder
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256")
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.data / "server.log"), "-w", "start", "-o",
-                  f"-h 127.0.0.1 -p {self.port} -k {self.data}")
-        self.psql = [*self.as_owner, str(self.bin / "psql"), "-h", str(self.data), "-p", str(self.port),
-                     "-U", "postgres"]  # the superuser's psql, through the socket
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.data / "server.log"),
+            "-w",
+            "start",
+            "-o",
+            f"-h 127.0.0.1 -p {self.port} -k {self.data}",
+        )
+        self.psql = [
+            *self.as_owner,
+            str(self.bin / "psql"),
+            "-h",
+            str(self.data),
+            "-p",
+            str(self.port),
+            "-U",
+            "postgres",
+        ]  # the superuser's psql, through the socket
         self._sql(f"CREATE USER {user} WITH PASSWORD '{password}'")
         self._sql(f"CREATE DATABASE {database} OWNER {user}")
         self.uri = f"postgresql://{user}:{password}@127.0.0.1:{self.port}/{database}"
@@ -249,6 +357,7 @@ class Postgres:
         subprocess.run([*self.psql, "-c", statement], check=True, capture_output=True, text=True)
 
     def stop(self) -> None:
-        subprocess.run([*self.as_owner, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "stop"],
-                       capture_output=True)
+        subprocess.run(
+            [*self.as_owner, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "stop"], capture_output=True
+        )
         shutil.rmtree(self.data, ignore_errors=True)

@@ -1,5 +1,6 @@
 """The Python API (sweeper.api): a tiny sweep from a dict through a local Ray in this process and a real MLflow
 server, its results, model and console; errors as one SweeperError carrying the CLI's line."""
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,11 @@ from sweeper import api
 SPACE = {
     "name": "api-tiny",
     "data": {"corpus": "synthetic", "train_subset": 400, "eval_subset": 30},
-    "base": {"model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
-             "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1}, "decode": {"beam_size": 2}},
+    "base": {
+        "model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
+        "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1},
+        "decode": {"beam_size": 2},
+    },
     "parameters": {"attention.temperature": {"grid": ["none", "sact"]}},
     "search": {"max_concurrent": 1},
 }
@@ -37,8 +41,9 @@ def local_ray(monkeypatch, tmp_path):
 
 @pytest.mark.slow
 def test_a_sweep_from_a_dict_gives_its_results_and_a_model_that_translates(tmp_path, mlflow_server, local_ray, capfd):
-    sweep = api.run(SPACE, overrides={"base.train.seed": 3}, storage=str(tmp_path / "sweeps"),
-                    tracking_uri=mlflow_server.uri)
+    sweep = api.run(
+        SPACE, overrides={"base.train.seed": 3}, storage=str(tmp_path / "sweeps"), tracking_uri=mlflow_server.uri
+    )
     out = capfd.readouterr().out
     assert sweep.exit_code == 0 and sweep.status == "finished", out[-3000:]
 
@@ -57,9 +62,24 @@ def test_a_sweep_from_a_dict_gives_its_results_and_a_model_that_translates(tmp_p
 
     sentences = ["noun3 verb2 noun5", "adj1 noun4"]
     translations = api.translate(sentences, sweep.best_model_uri, beam_size=2, tracking_uri=sweep.tracking_uri)
-    cli = subprocess.run([sys.executable, "-m", "nmt_core.cli", "translate", "--model", sweep.best_model_uri,
-                          "--tracking-uri", sweep.tracking_uri, "--beam", "2"], input="\n".join(sentences) + "\n",
-                         capture_output=True, text=True, cwd=tmp_path)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nmt_core.cli",
+            "translate",
+            "--model",
+            sweep.best_model_uri,
+            "--tracking-uri",
+            sweep.tracking_uri,
+            "--beam",
+            "2",
+        ],
+        input="\n".join(sentences) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert cli.returncode == 0, cli.stderr
     assert translations == cli.stdout.splitlines() and all(translations)  # the API translates as the CLI does
 
@@ -67,8 +87,9 @@ def test_a_sweep_from_a_dict_gives_its_results_and_a_model_that_translates(tmp_p
     assert "Checkpoint successfully created" not in out and "\x1b[" not in out and "epoch=1 " not in out
     assert "Configuration for experiment" not in out and "TensorBoard" not in out
     trial_lines = [line for line in out.splitlines() if TRIAL_LINE.match(line)]
-    assert len(trial_lines) == 2 and all(re.search(r" finished in \d+:\d\d: bleu_dev \d+\.\d\d$", line)
-                                         for line in trial_lines), trial_lines
+    assert len(trial_lines) == 2 and all(
+        re.search(r" finished in \d+:\d\d: bleu_dev \d+\.\d\d$", line) for line in trial_lines
+    ), trial_lines
     assert out.splitlines()[0].startswith("sweep api-tiny: 2 trials (grid, fifo)")
     log_file = tmp_path / "sweeps" / "api-tiny" / "sweep.log"
     assert f"Ray's output: {log_file} (--verbose shows it)" in out
@@ -86,8 +107,12 @@ def test_a_bad_dict_space_raises_one_sweeper_error_with_the_line_the_cli_prints(
 
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(bad))
-    done = subprocess.run([sys.executable, "-m", "sweeper.cli", "run", str(path), "--storage", str(tmp_path / "s")],
-                          capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "sweeper.cli", "run", str(path), "--storage", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert done.returncode == 2
     assert done.stderr == f"sweeper: error: {str(raised.value).replace('<dict>', str(path))}\n"  # the same line
 
@@ -95,11 +120,14 @@ def test_a_bad_dict_space_raises_one_sweeper_error_with_the_line_the_cli_prints(
 def test_overrides_of_a_dict_are_checked_as_the_yaml_keys_they_name():
     with pytest.raises(api.SweeperError) as raised:
         api.load_space(SPACE, {"bogus.key": 1})
-    assert str(raised.value) == ("overrides: bogus.key: unknown key; overrides takes dotted YAML keys such as "
-                                 "base.train.epochs")
+    assert str(raised.value) == (
+        "overrides: bogus.key: unknown key; overrides takes dotted YAML keys such as base.train.epochs"
+    )
     spec = api.load_space(SPACE, {"base.train.epochs": 3, "parameters.train.lr": {"grid": [1e-3, 5e-3]}})
-    assert spec.base["train"]["epochs"] == 3 and [p.key for p in spec.parameters] == ["attention.temperature",
-                                                                                      "train.lr"]
+    assert spec.base["train"]["epochs"] == 3 and [p.key for p in spec.parameters] == [
+        "attention.temperature",
+        "train.lr",
+    ]
     assert spec.source == "<dict>" and spec.text.startswith("# with overrides base.train.epochs=3")
     with pytest.raises(api.SweeperError, match=r"^<dict>: base.train.epochs: "):
         api.load_space(SPACE, {"base.train.epochs": 0})

@@ -1,4 +1,5 @@
 """The attention family: every combination trains, and each variant does what its equations say."""
+
 import itertools
 
 import pytest
@@ -35,17 +36,26 @@ def _model(**attention):
     return Seq2Seq(cfg.model, cfg.attention, 30, 20)
 
 
-COMBINATIONS = [(score, temperature, sentinel, coverage)
-                for score, temperature, sentinel, coverage in itertools.product(SCORES_UNDER_TEST, TEMPERATURES_UNDER_TEST, [False, True],
-                                                                                [False, True])
-                if (score == "concat" or not coverage)  # coverage lives inside the additive score (Tu et al.)
-                and not (score == "key_value" and sentinel)]  # c+ would mix vectors of different sizes
+COMBINATIONS = [
+    (score, temperature, sentinel, coverage)
+    for score, temperature, sentinel, coverage in itertools.product(
+        SCORES_UNDER_TEST, TEMPERATURES_UNDER_TEST, [False, True], [False, True]
+    )
+    if (score == "concat" or not coverage)  # coverage lives inside the additive score (Tu et al.)
+    and not (score == "key_value" and sentinel)
+]  # c+ would mix vectors of different sizes
 
 
 @pytest.mark.parametrize("score, temperature, sentinel, coverage", COMBINATIONS)
 def test_every_combination_runs_and_every_parameter_learns(score, temperature, sentinel, coverage):
-    model = _model(score=score, temperature=temperature, sentinel=sentinel, coverage=coverage,
-                   coverage_weight=0.5 if coverage else 0.0, tau=0.8)
+    model = _model(
+        score=score,
+        temperature=temperature,
+        sentinel=sentinel,
+        coverage=coverage,
+        coverage_weight=0.5 if coverage else 0.0,
+        tau=0.8,
+    )
     src, lengths, tgt = _batch()
     logits, trace = model(src, lengths, tgt)
     assert logits.shape == (4, 5, 20) and torch.isfinite(logits).all()
@@ -83,7 +93,7 @@ def test_sact_temperature_stays_in_its_bounds_and_varies(lam):
     tau = model(src, lengths, tgt)[1].tau
     assert tau.shape == (4, 9)
     assert (tau > 1 / lam).all() and (tau < lam).all()
-    assert tau.max() / tau.min() > lam ** 0.5, "tau should use a good part of its range"
+    assert tau.max() / tau.min() > lam**0.5, "tau should use a good part of its range"
     assert tau.std(dim=1).min() > 0, "tau must vary across steps"
     assert tau.std(dim=0).min() > 0, "tau must vary across sentences"
     with torch.no_grad():  # saturated tanh: float32 reaches the closed bounds, never beyond
@@ -122,8 +132,9 @@ def test_teacher_forcing_matches_step_by_step_decoding(cell, input_feeding, scor
     with SACT and (where defined) the sentinel and coverage; LSTM + sentinel without input feeding takes the
     step-by-step path because the sentinel reads the memory cell of every step."""
     attention = {"score": score, "temperature": "sact", "sentinel": score != "key_value", "coverage": score == "concat"}
-    assert_teacher_forcing_matches_steps(tiny_config(model={"cell": cell, "input_feeding": input_feeding},
-                                                     attention=attention))
+    assert_teacher_forcing_matches_steps(
+        tiny_config(model={"cell": cell, "input_feeding": input_feeding}, attention=attention)
+    )
 
 
 def assert_teacher_forcing_matches_steps(cfg) -> None:

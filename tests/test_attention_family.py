@@ -1,6 +1,7 @@
 """The rest of the attention family as sweepable keys: every sensible combination with every score, temperature
 and the sentinel runs and learns; teacher forcing equals step-by-step decoding; beam search runs; the
 combinations that make no sense, and the other bad inputs, are refused in one line naming the key."""
+
 import importlib.util
 import itertools
 import subprocess
@@ -16,7 +17,12 @@ from nmt_core.decode import beam_search, greedy
 from nmt_core.model import Seq2Seq
 from sweeper.cli import main as sweeper_main
 from tests.conftest import tiny_config
-from tests.test_attention import SCORES_UNDER_TEST, TEMPERATURES_UNDER_TEST, _batch, assert_teacher_forcing_matches_steps
+from tests.test_attention import (
+    SCORES_UNDER_TEST,
+    TEMPERATURES_UNDER_TEST,
+    _batch,
+    assert_teacher_forcing_matches_steps,
+)
 
 # (attention keys, model keys) of each new variant
 FAMILY = {
@@ -39,8 +45,10 @@ def test_position_biases_registered_as_the_config_allows():
 
 def _config(name, score, temperature, sentinel):
     attention, model = FAMILY[name]
-    return tiny_config(attention={**attention, "score": score, "temperature": temperature, "sentinel": sentinel,
-                                  "tau": 0.8}, model=model)
+    return tiny_config(
+        attention={**attention, "score": score, "temperature": temperature, "sentinel": sentinel, "tau": 0.8},
+        model=model,
+    )
 
 
 def _combinations():
@@ -63,7 +71,9 @@ def test_only_the_combinations_without_meaning_are_refused():
     sentinel with key-value and coverage (hence fertility) outside the additive score, as before."""
     for (name, score, _, sentinel), key in REFUSED:
         placement = FAMILY[name][0].get("placement", "luong")
-        assert (sentinel and (placement != "luong" or score == "key_value")) or (name == "fertility" and score != "concat"), (name, score, sentinel, key)
+        assert (sentinel and (placement != "luong" or score == "key_value")) or (
+            name == "fertility" and score != "concat"
+        ), (name, score, sentinel, key)
     assert len(ACCEPTED) == 213  # of 10 x 5 x 3 x 2 = 300
 
 
@@ -107,15 +117,26 @@ def test_beam_search_runs_and_beam_one_is_greedy(name):
         assert g.tokens == b.tokens
 
 
-@pytest.mark.parametrize("keys, key, says", [
-    ({"attention": {"placement": "sideways"}}, "attention.placement", "one of luong, bahdanau, cgru"),
-    ({"attention": {"position_bias": "cosine"}}, "attention.position_bias", "one of none, log, gaussian"),
-    ({"attention": {"self_attention": "all"}}, "attention.self_attention", "one of none, encoder, decoder, both"),
-    ({"attention": {"score": "concat", "fertility": True}}, "attention.fertility", "unless attention.coverage"),
-    ({"attention": {"placement": "bahdanau", "sentinel": True}}, "attention.sentinel", "attention.placement bahdanau"),
-    ({"attention": {"placement": "cgru"}, "model": {"decoder_layers": 2}}, "model.decoder_layers", "placement cgru"),
-    ({"train": {"symmetry_weight": -1}}, "train.symmetry_weight", ">= 0"),
-])
+@pytest.mark.parametrize(
+    "keys, key, says",
+    [
+        ({"attention": {"placement": "sideways"}}, "attention.placement", "one of luong, bahdanau, cgru"),
+        ({"attention": {"position_bias": "cosine"}}, "attention.position_bias", "one of none, log, gaussian"),
+        ({"attention": {"self_attention": "all"}}, "attention.self_attention", "one of none, encoder, decoder, both"),
+        ({"attention": {"score": "concat", "fertility": True}}, "attention.fertility", "unless attention.coverage"),
+        (
+            {"attention": {"placement": "bahdanau", "sentinel": True}},
+            "attention.sentinel",
+            "attention.placement bahdanau",
+        ),
+        (
+            {"attention": {"placement": "cgru"}, "model": {"decoder_layers": 2}},
+            "model.decoder_layers",
+            "placement cgru",
+        ),
+        ({"train": {"symmetry_weight": -1}}, "train.symmetry_weight", ">= 0"),
+    ],
+)
 def test_bad_values_and_combinations_name_the_keys(keys, key, says):
     with pytest.raises(ConfigError) as err:
         build_config(keys)
@@ -134,14 +155,19 @@ def test_guided_alignment_without_alignments_or_eflomal_says_how_to_install_it(m
 def test_nmt_train_and_sweeper_validate_refuse_in_one_line_with_exit_2(tmp_path, capsys):
     config = tmp_path / "bad.yaml"
     config.write_text("attention: {placement: bahdanau, sentinel: true}\n")
-    done = subprocess.run([sys.executable, "-m", "nmt_core.cli", "train", str(config), "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "nmt_core.cli", "train", str(config), "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "attention.sentinel" in done.stderr and "attention.placement bahdanau" in done.stderr
     assert not (tmp_path / "run").exists()
     space = tmp_path / "space.yaml"
-    space.write_text("name: bad\ndata: {corpus: synthetic}\nbase: {attention: {score: dot}}\n"
-                     "parameters:\n  attention.fertility: {grid: [false, true]}\n")
+    space.write_text(
+        "name: bad\ndata: {corpus: synthetic}\nbase: {attention: {score: dot}}\n"
+        "parameters:\n  attention.fertility: {grid: [false, true]}\n"
+    )
     assert sweeper_main(["validate", str(space)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "attention.fertility" in err and "attention.coverage" in err

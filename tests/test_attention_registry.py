@@ -1,6 +1,7 @@
 """A variant is one class: a toy score and a toy temperature, defined and registered here only, go through config
 validation, one training step, greedy and beam decoding, the dev diagnostics, a variant label and a summary row
 without any other file knowing them."""
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,13 @@ class GatedTemperature(Temperature):
 
     adaptive = True
     settings = ("attention.tau",)  # in a run's parameters with this temperature only
-    rules = (Rule("attention.tau", "> 1 with attention.temperature toy_gated (tau_t lies in (1/tau, tau))",
-                  lambda c: c.attention.tau > 1),)
+    rules = (
+        Rule(
+            "attention.tau",
+            "> 1 with attention.temperature toy_gated (tau_t lies in (1/tau, tau))",
+            lambda c: c.attention.tau > 1,
+        ),
+    )
 
     def __init__(self, hidden: int, cfg: AttentionConfig, context_size: int):
         super().__init__(hidden, cfg, context_size)
@@ -73,17 +79,24 @@ def toy_parts():
 
 
 def _config(**attention):
-    return build_config({"model": {"emb_size": 8, "hidden_size": 8, "dropout": 0.0},
-                         "attention": {"score": "toy_cosine", "temperature": "toy_gated", "tau": 3.0, **attention},
-                         "decode": {"beam_size": 3, "max_len_offset": 3}})
+    return build_config(
+        {
+            "model": {"emb_size": 8, "hidden_size": 8, "dropout": 0.0},
+            "attention": {"score": "toy_cosine", "temperature": "toy_gated", "tau": 3.0, **attention},
+            "decode": {"beam_size": 3, "max_len_offset": 3},
+        }
+    )
 
 
 def test_toy_parts_are_validated_like_the_built_in_ones(toy_parts):
     assert "toy_cosine" in CHOICES["attention.score"] and "toy_gated" in CHOICES["attention.temperature"]
     cfg = _config(position_bias="log")
     assert (cfg.attention.score, cfg.attention.temperature) == ("toy_cosine", "toy_gated")
-    with pytest.raises(ConfigError, match=r"^<config>: attention.tau: must be > 1 with attention.temperature "
-                                          r"toy_gated .*\(got 0.5\)$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^<config>: attention.tau: must be > 1 with attention.temperature "
+        r"toy_gated .*\(got 0.5\)$",
+    ):
         _config(tau=0.5)  # the toy's own rule
     with pytest.raises(ConfigError, match="attention.score: must be one of .*toy_cosine"):
         _config(score="toy_sine")
@@ -125,21 +138,33 @@ def test_toy_variant_label_and_summary_row(toy_parts):
 
     def record(run_id: str, cfg, seed: int, bleu: float) -> TrialRecord:
         params = {k: str(v) for k, v in cfg.active().items() if k != "train.seed"} | {"train.seed": str(seed)}
-        curves = {"bleu_dev": [bleu - 2, bleu], diagnostics.TAU_AT_BOUND: [0.95, 0.95],
-                  **{key: [2.9, 2.9] for key in (diagnostics.TAU_P5, diagnostics.TAU_P50, diagnostics.TAU_P95)}}
-        return TrialRecord(run_id, run_id, variant_label(cfg), params, {"bleu_test_test": bleu, "bleu_test_avg": bleu},
-                           curves)
+        curves = {
+            "bleu_dev": [bleu - 2, bleu],
+            diagnostics.TAU_AT_BOUND: [0.95, 0.95],
+            **{key: [2.9, 2.9] for key in (diagnostics.TAU_P5, diagnostics.TAU_P50, diagnostics.TAU_P95)},
+        }
+        return TrialRecord(
+            run_id, run_id, variant_label(cfg), params, {"bleu_test_test": bleu, "bleu_test_avg": bleu}, curves
+        )
 
     references = ["the cat sat on the mat", "a dog ran in the park", "birds sing at dawn"]
     translations = {run: {"test": references} for run in "abc"}
-    summary = build_summary([record("a", baseline, 1, 20.0), record("b", toy, 1, 22.0), record("c", toy, 2, 23.0)],
-                            translations, {"test": references})
-    assert [(row.label, len(row.records)) for row in summary.rows] == [("general+none", 1),
-                                                                      ("toy_cosine+gated3+pos-log", 2)]
+    summary = build_summary(
+        [record("a", baseline, 1, 20.0), record("b", toy, 1, 22.0), record("c", toy, 2, 23.0)],
+        translations,
+        {"test": references},
+    )
+    assert [(row.label, len(row.records)) for row in summary.rows] == [
+        ("general+none", 1),
+        ("toy_cosine+gated3+pos-log", 2),
+    ]
     assert summary.rows[1].average == (22.5, pytest.approx(math.sqrt(0.5)))
     assert summary.rows[1].records[0].params["attention.tau"] == "3.0"  # the toy's setting, owned by it
     assert "attention.tau" not in summary.rows[0].records[0].params
     assert is_adaptive("toy_gated") and not is_adaptive("fixed") and not is_adaptive("retired_temperature")
     assert findings.degenerate(history_of(summary.rows[1])) == [
-        ("`toy_cosine+gated3+pos-log`: tau at its upper bound for 95% of dev tokens (p5 2.90, p95 2.90): the "
-         "temperature acts as a fixed one here, not an adaptive one.")]
+        (
+            "`toy_cosine+gated3+pos-log`: tau at its upper bound for 95% of dev tokens (p5 2.90, p95 2.90): the "
+            "temperature acts as a fixed one here, not an adaptive one."
+        )
+    ]

@@ -1,4 +1,5 @@
 """The benchmarks run end to end (tiny sizes, a few steps) so they cannot rot; they are not timing tests."""
+
 import json
 import sys
 from pathlib import Path
@@ -12,8 +13,12 @@ import throughput  # noqa: E402
 
 def test_throughput_benchmark_smoke(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert throughput.main(["--size", "tiny", "--steps", "2", "--decode-batches", "1", "--device", "cpu",
-                            "--json", str(out)]) == 0
+    assert (
+        throughput.main(
+            ["--size", "tiny", "--steps", "2", "--decode-batches", "1", "--device", "cpu", "--json", str(out)]
+        )
+        == 0
+    )
     [results] = json.loads(out.read_text())
     assert set(results["variants"]) == set(throughput.VARIANTS)
     for row in results["variants"].values():
@@ -23,8 +28,18 @@ def test_throughput_benchmark_smoke(tmp_path, capsys):
 
 
 def test_transformer_throughput_benchmark_smoke(capsys):
-    results = throughput.run(throughput.torch.device("cpu"), "tiny", 1, 1, ["none", "sact_first_pass", "sentinel"],
-                             input_feeding=True, amp=False, log=lambda _: None, arch="transformer", clock="cpu")
+    results = throughput.run(
+        throughput.torch.device("cpu"),
+        "tiny",
+        1,
+        1,
+        ["none", "sact_first_pass", "sentinel"],
+        input_feeding=True,
+        amp=False,
+        log=lambda _: None,
+        arch="transformer",
+        clock="cpu",
+    )
     assert results["arch"] == "transformer" and results["clock"] == "cpu"
     assert set(results["variants"]) == {"none", "sact_first_pass", "sentinel"}
     for row in results["variants"].values():
@@ -33,16 +48,33 @@ def test_transformer_throughput_benchmark_smoke(capsys):
 
 
 def test_zero_rounds_times_decoding_alone(capsys):
-    assert throughput.main(["--size", "tiny", "--rounds", "0", "--decode-batches", "1", "--device", "cpu",
-                            "--variants", "none", "sact"]) == 0
+    assert (
+        throughput.main(
+            [
+                "--size",
+                "tiny",
+                "--rounds",
+                "0",
+                "--decode-batches",
+                "1",
+                "--device",
+                "cpu",
+                "--variants",
+                "none",
+                "sact",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "training not timed" in out and "round 1" not in out
     assert [line.split(" | ")[2] for line in out.splitlines() if line.startswith(("| none ", "| sact "))] == ["-", "-"]
 
 
 def test_no_input_feeding_path_runs():
-    results = throughput.run(throughput.torch.device("cpu"), "tiny", 1, 1, ["sact"], input_feeding=False, amp=False,
-                             log=lambda _: None)
+    results = throughput.run(
+        throughput.torch.device("cpu"), "tiny", 1, 1, ["sact"], input_feeding=False, amp=False, log=lambda _: None
+    )
     assert results["variants"]["sact"]["train_tokens_per_s"] > 0
 
 
@@ -50,8 +82,9 @@ def test_packing_benchmark_smoke(tmp_path):
     import packing
 
     out = tmp_path / "packing.json"
-    assert packing.main(["--device", "cpu", "--size", "tiny", "--trials", "2", "--seconds", "1",
-                         "--json", str(out)]) == 0
+    assert (
+        packing.main(["--device", "cpu", "--size", "tiny", "--trials", "2", "--seconds", "1", "--json", str(out)]) == 0
+    )
     [row] = json.loads(out.read_text())["rows"]
     assert row["trials"] == 2 and len(row["per_trial"]) == 2 and all(rate > 0 for rate in row["per_trial"])
 
@@ -88,8 +121,17 @@ def test_compiled_rows_and_breakdown_smoke(capsys):
     profile's compiled column beside the eager one."""
     import profile_step
 
-    results = throughput.run(throughput.torch.device("cpu"), "tiny", 1, 1, ["sact"], input_feeding=True, amp=False,
-                             log=lambda _: None, compile_mode="default")
+    results = throughput.run(
+        throughput.torch.device("cpu"),
+        "tiny",
+        1,
+        1,
+        ["sact"],
+        input_feeding=True,
+        amp=False,
+        log=lambda _: None,
+        compile_mode="default",
+    )
     assert set(results["variants"]) == {"sact", "sact+compile"}
     assert results["variants"]["sact+compile"]["compile_time_s"] > 0 == results["variants"]["sact"]["compile_time_s"]
     assert "| sact+compile |" in throughput.table(results)

@@ -1,4 +1,5 @@
 """Hostile or careless input costs little and is answered in one line, exit 2, with nothing written (issue #26)."""
+
 import io
 import subprocess
 import sys
@@ -47,30 +48,57 @@ def validate(tmp_path, capsys, text: str | bytes, *args: str) -> str:
     return one_line_error(capsys, f"sweeper: error: {space if '--set' not in args else ''}")
 
 
-@pytest.mark.parametrize("text, expected", [
-    (SPACE.replace("parameters:", LAUGHS + "parameters:"), "(file): YAML anchors and aliases (&name, *name) are not "
-                                                           "allowed (line 4)"),
-    (LAUGHS + "name: *g\n", "(file): YAML anchors and aliases"),
-    (SPACE + "description: " + "x" * MAX_BYTES + "\n", f"(file): larger than {MAX_BYTES:,} bytes"),
-    ("name: " + "[" * 100_000, f"(file): nested deeper than {MAX_DEPTH} levels (line 1)"),
-    (SPACE + "base: {train: {epochs: 2}}\n", "base: duplicate key, on lines 3 and 6"),
-    (SPACE.replace("epochs: 1}", "epochs: 1, epochs: 2}"), "base.train.epochs: duplicate key, twice on line 3"),
-    (SPACE + "resources: {cpu: .nan}\n", "resources.cpu: must be a finite number (got nan)"),
-    (SPACE + "resources: {gpu: .inf}\n", "resources.gpu: must be a finite number (got inf)"),
-    (SPACE.replace("epochs: 1}", "epochs: 1}, attention: {tau: .inf}"), "base.attention.tau: must be a finite number"),
-    (SPACE.replace("epochs: 1}", "epochs: 1}, decode: {max_len_ratio: .nan}"), "base.decode.max_len_ratio: must be a "
-                                                                               "finite number (got nan)"),
-    (SPACE + "  attention.tau: {uniform: [0.5, .inf]}\n", "parameters.attention.tau.uniform.1: must be a finite"),
-    (SPACE.replace("hidden_size: 16", f"hidden_size: {2 ** 40}"), "base.model.hidden_size: must be in [1, 8192] (what it allocates"),
-    (SPACE + "search: {algorithm: random, num_samples: 1000000000}\n",
-     f"search.num_samples: 1,000,000,000 samples x 1 seeds is more than {MAX_TRIALS:,} trials"),
-    (SPACE + "  train.seed: {grid: [" + ", ".join(map(str, range(101))) + "]}\n  train.lr: {grid: ["
-     + ", ".join(f"0.00{i}" for i in range(1, 10)) + "]}\n  train.clip_norm: {grid: [1, 2, 3, 4, 5, 6]}\n",
-     f"parameters: the plan (grid configurations x 1 samples x 1 seeds) has more than {MAX_TRIALS:,} trials"),
-    (SPACE + "significance: {resamples: 100000000000}\n", f"significance.resamples: must be in [100, {MAX_RESAMPLES}]"),
-    (SPACE.replace("corpus: synthetic", "corpus: wmt99"), "data.corpus: unknown corpus 'wmt99'; allowed: synthetic, "),
-    (SPACE + "  data.corpus: {grid: [synthetic, wmt99]}\n", "parameters.data.corpus.grid: unknown corpus 'wmt99'"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            SPACE.replace("parameters:", LAUGHS + "parameters:"),
+            "(file): YAML anchors and aliases (&name, *name) are not allowed (line 4)",
+        ),
+        (LAUGHS + "name: *g\n", "(file): YAML anchors and aliases"),
+        (SPACE + "description: " + "x" * MAX_BYTES + "\n", f"(file): larger than {MAX_BYTES:,} bytes"),
+        ("name: " + "[" * 100_000, f"(file): nested deeper than {MAX_DEPTH} levels (line 1)"),
+        (SPACE + "base: {train: {epochs: 2}}\n", "base: duplicate key, on lines 3 and 6"),
+        (SPACE.replace("epochs: 1}", "epochs: 1, epochs: 2}"), "base.train.epochs: duplicate key, twice on line 3"),
+        (SPACE + "resources: {cpu: .nan}\n", "resources.cpu: must be a finite number (got nan)"),
+        (SPACE + "resources: {gpu: .inf}\n", "resources.gpu: must be a finite number (got inf)"),
+        (
+            SPACE.replace("epochs: 1}", "epochs: 1}, attention: {tau: .inf}"),
+            "base.attention.tau: must be a finite number",
+        ),
+        (
+            SPACE.replace("epochs: 1}", "epochs: 1}, decode: {max_len_ratio: .nan}"),
+            "base.decode.max_len_ratio: must be a finite number (got nan)",
+        ),
+        (SPACE + "  attention.tau: {uniform: [0.5, .inf]}\n", "parameters.attention.tau.uniform.1: must be a finite"),
+        (
+            SPACE.replace("hidden_size: 16", f"hidden_size: {2**40}"),
+            "base.model.hidden_size: must be in [1, 8192] (what it allocates",
+        ),
+        (
+            SPACE + "search: {algorithm: random, num_samples: 1000000000}\n",
+            f"search.num_samples: 1,000,000,000 samples x 1 seeds is more than {MAX_TRIALS:,} trials",
+        ),
+        (
+            SPACE
+            + "  train.seed: {grid: ["
+            + ", ".join(map(str, range(101)))
+            + "]}\n  train.lr: {grid: ["
+            + ", ".join(f"0.00{i}" for i in range(1, 10))
+            + "]}\n  train.clip_norm: {grid: [1, 2, 3, 4, 5, 6]}\n",
+            f"parameters: the plan (grid configurations x 1 samples x 1 seeds) has more than {MAX_TRIALS:,} trials",
+        ),
+        (
+            SPACE + "significance: {resamples: 100000000000}\n",
+            f"significance.resamples: must be in [100, {MAX_RESAMPLES}]",
+        ),
+        (
+            SPACE.replace("corpus: synthetic", "corpus: wmt99"),
+            "data.corpus: unknown corpus 'wmt99'; allowed: synthetic, ",
+        ),
+        (SPACE + "  data.corpus: {grid: [synthetic, wmt99]}\n", "parameters.data.corpus.grid: unknown corpus 'wmt99'"),
+    ],
+)
 def test_bad_space_is_one_line_in_well_under_a_second(tmp_path, capsys, text, expected):
     assert expected in validate(tmp_path, capsys, text)
 
@@ -80,23 +108,33 @@ def test_non_utf8_space_names_the_line(tmp_path, capsys):
     assert "(file): not UTF-8 (undecodable byte on line 6)" in err
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("k=[1,2", "--set: k: not valid YAML: did not find expected ',' or ']'"),
-    ("resources.cpu=nan", "resources.cpu: must be a finite number (got nan)"),
-    ("base.attention.tau=inf", "base.attention.tau: must be a finite number (got inf)"),
-    ("search.num_samples=1000000000", "search.num_samples: 1,000,000,000 samples"),
-    ("data.corpus=nope", "data.corpus: unknown corpus 'nope'"),
-    ("base.data.max_len=" + "9" * 300, "base.data.max_len: must be in [1, 1000] (what it allocates grows with it) (got "
-                                        + "9" * 100 + "... (300 characters))"),
-    ("base.data.max_len=" + "9" * 5000, "base.data.max_len: must be a finite number (got inf)"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("k=[1,2", "--set: k: not valid YAML: did not find expected ',' or ']'"),
+        ("resources.cpu=nan", "resources.cpu: must be a finite number (got nan)"),
+        ("base.attention.tau=inf", "base.attention.tau: must be a finite number (got inf)"),
+        ("search.num_samples=1000000000", "search.num_samples: 1,000,000,000 samples"),
+        ("data.corpus=nope", "data.corpus: unknown corpus 'nope'"),
+        (
+            "base.data.max_len=" + "9" * 300,
+            "base.data.max_len: must be in [1, 1000] (what it allocates grows with it) (got "
+            + "9" * 100
+            + "... (300 characters))",
+        ),
+        ("base.data.max_len=" + "9" * 5000, "base.data.max_len: must be a finite number (got inf)"),
+    ],
+)
 def test_bad_set_values_are_one_line(tmp_path, capsys, override, expected):
     assert expected in validate(tmp_path, capsys, SPACE, "--set", override)
 
 
 def test_an_offending_value_is_shown_short(tmp_path, capsys):
-    err = validate(tmp_path, capsys, SPACE.replace("temperature: {grid: [none, fixed]}",
-                                                   "temperature: {grid: [none, " + "x" * 50_000 + "]}"))
+    err = validate(
+        tmp_path,
+        capsys,
+        SPACE.replace("temperature: {grid: [none, fixed]}", "temperature: {grid: [none, " + "x" * 50_000 + "]}"),
+    )
     assert "must be one of none, fixed, sact" in err and "(50,002 characters)" in err and len(err) < 600
     err = validate(tmp_path, capsys, SPACE + "? " + "y" * 50_000 + "\n: 1\n")  # an explicit key: any length
     assert "unknown key" in err and len(err) < 400
@@ -118,10 +156,23 @@ def test_run_with_an_unknown_corpus_creates_nothing(tmp_path, capsys, monkeypatc
     assert sorted(p.name for p in work.iterdir()) == ["space.yaml"] and not (tmp_path / "cache").exists()
 
 
-SIZES = ("model.emb_size", "model.hidden_size", "model.encoder_layers", "model.decoder_layers", "data.src_vocab",
-         "data.tgt_vocab", "data.subword_vocab", "data.max_len", "train.batch_size", "train.token_budget",
-         "decode.beam_size", "decode.dev_beam_size", "decode.max_src_len", "decode.max_len_ratio",
-         "decode.max_len_offset")
+SIZES = (
+    "model.emb_size",
+    "model.hidden_size",
+    "model.encoder_layers",
+    "model.decoder_layers",
+    "data.src_vocab",
+    "data.tgt_vocab",
+    "data.subword_vocab",
+    "data.max_len",
+    "train.batch_size",
+    "train.token_budget",
+    "decode.beam_size",
+    "decode.dev_beam_size",
+    "decode.max_src_len",
+    "decode.max_len_ratio",
+    "decode.max_len_offset",
+)
 
 
 @pytest.mark.parametrize("key", SIZES)
@@ -141,8 +192,16 @@ WORDS = SPECIALS + ["a", "b", "c"]
 def write_checkpoint(path, **decode):
     cfg = build_config({"model": {"emb_size": 8, "hidden_size": 8}, "decode": {"beam_size": 2, **decode}})
     model = Seq2Seq(cfg.model, cfg.attention, len(WORDS), len(WORDS))
-    checkpoint.save({"format": checkpoint.FORMAT, "model": model.state_dict(), "config": cfg.to_dict(),
-                     "vocab": {"src": WORDS, "tgt": WORDS}, "epoch": 1}, path)
+    checkpoint.save(
+        {
+            "format": checkpoint.FORMAT,
+            "model": model.state_dict(),
+            "config": cfg.to_dict(),
+            "vocab": {"src": WORDS, "tgt": WORDS},
+            "epoch": 1,
+        },
+        path,
+    )
     return path
 
 
@@ -160,8 +219,9 @@ def test_a_long_line_is_translated_cut_with_a_warning_naming_it(model_file, monk
     assert translate(monkeypatch, b"a b\n" + b"a b c " * 1000 + b"\n\nc\n", "--checkpoint", str(model_file)) == 0
     captured = capsys.readouterr()
     assert captured.out.count("\n") == 4
-    assert captured.err.strip().splitlines()[-1] == ("stdin: line 2 longer than decode.max_src_len=8 tokens: only the "
-                                                     "first 8 are used")
+    assert captured.err.strip().splitlines()[-1] == (
+        "stdin: line 2 longer than decode.max_src_len=8 tokens: only the first 8 are used"
+    )
 
 
 def test_translate_refuses_bad_input_in_one_line(model_file, monkeypatch, capsys):
@@ -172,23 +232,35 @@ def test_translate_refuses_bad_input_in_one_line(model_file, monkeypatch, capsys
 
 
 def test_a_checkpoint_config_out_of_range_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
-    state = {"format": checkpoint.FORMAT, "model": {}, "vocab": {"src": WORDS, "tgt": WORDS}, "epoch": 1,
-             "config": {"model": {"hidden_size": 2 ** 40}}}
+    state = {
+        "format": checkpoint.FORMAT,
+        "model": {},
+        "vocab": {"src": WORDS, "tgt": WORDS},
+        "epoch": 1,
+        "config": {"model": {"hidden_size": 2**40}},
+    }
     checkpoint.save(state, tmp_path / "best.pt")
     assert translate(monkeypatch, b"a\n", "--checkpoint", str(tmp_path)) == 2
     one_line_error(capsys, f"nmt: error: {tmp_path / 'best.pt'}: model.hidden_size: must be in [1, 8192]")
 
 
-@pytest.mark.parametrize("src, ref, expected", [
-    ("dir", "ok.txt", "dir: cannot read (Is a directory)"),
-    ("ok.txt", "latin1.txt", "latin1.txt: not UTF-8 (undecodable byte on line 2)"),
-])
+@pytest.mark.parametrize(
+    "src, ref, expected",
+    [
+        ("dir", "ok.txt", "dir: cannot read (Is a directory)"),
+        ("ok.txt", "latin1.txt", "latin1.txt: not UTF-8 (undecodable byte on line 2)"),
+    ],
+)
 def test_evaluate_refuses_unreadable_files_in_one_line(tmp_path, model_file, capsys, src, ref, expected):
     (tmp_path / "dir").mkdir()
     (tmp_path / "ok.txt").write_text("a b\nc\n")
     (tmp_path / "latin1.txt").write_bytes(b"a b\ncaf\xe9\n")
-    assert nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", str(tmp_path / src),
-                     "--ref", str(tmp_path / ref)]) == 2
+    assert (
+        nmt_main(
+            ["evaluate", "--checkpoint", str(model_file), "--src", str(tmp_path / src), "--ref", str(tmp_path / ref)]
+        )
+        == 2
+    )
     one_line_error(capsys, f"nmt: error: {tmp_path / expected}")
 
 
@@ -205,18 +277,25 @@ def corpus_folder(tmp_path):
     return folder
 
 
-@pytest.mark.parametrize("corpus, damage, expected", [
-    ("wmt99", None, "data.corpus: unknown corpus 'wmt99'"),
-    ("FOLDER", b"caf\xe9\n", "dev.tgt: not UTF-8 (undecodable byte on line 1)"),
-])
-def test_nmt_train_with_a_bad_corpus_writes_nothing(tmp_path, corpus_folder, monkeypatch, capsys, corpus, damage,
-                                                     expected):
+@pytest.mark.parametrize(
+    "corpus, damage, expected",
+    [
+        ("wmt99", None, "data.corpus: unknown corpus 'wmt99'"),
+        ("FOLDER", b"caf\xe9\n", "dev.tgt: not UTF-8 (undecodable byte on line 1)"),
+    ],
+)
+def test_nmt_train_with_a_bad_corpus_writes_nothing(
+    tmp_path, corpus_folder, monkeypatch, capsys, corpus, damage, expected
+):
     monkeypatch.setenv("NMT_DATA_DIR", str(tmp_path / "cache"))
     if damage:
         (corpus_folder / "dev.tgt").write_bytes(damage)
     config = tmp_path / "trial.yaml"
-    config.write_text(yaml.safe_dump({"data": {"corpus": str(corpus_folder) if corpus == "FOLDER" else corpus,
-                                               "src": "src", "tgt": "tgt"}}))
+    config.write_text(
+        yaml.safe_dump(
+            {"data": {"corpus": str(corpus_folder) if corpus == "FOLDER" else corpus, "src": "src", "tgt": "tgt"}}
+        )
+    )
     assert nmt_main(["train", str(config), "--out", str(tmp_path / "run")]) == 2
     assert expected in one_line_error(capsys, "nmt: error: ")
     assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()
@@ -236,15 +315,19 @@ def test_dev_and_test_sentences_are_cut_for_training_but_bleu_reads_the_whole_re
     data = load_trial_data(cfg, eval_max_len=16, log=said.append)
     assert [len(e.src) for e in data.splits["dev"]] == [2, 16, 2] and len(data.splits["dev"][1].tgt) == 16
     assert data.references["dev"][1] == CORPUS_FOLDER_LINES["dev"][1]
-    assert said == [f"{corpus_folder} dev {side}: line 2 longer than decode.max_src_len=16 tokens: only the first 16 "
-                    "are used" for side in ("source", "target")]
+    assert said == [
+        f"{corpus_folder} dev {side}: line 2 longer than decode.max_src_len=16 tokens: only the first 16 are used"
+        for side in ("source", "target")
+    ]
 
 
 def test_cut_long_names_at_most_ten_lines():
     said = []
     assert cut_long([["w"] * n for n in range(15)], 2, "x", said.append)[-1] == ["w", "w"]
-    assert said == ["x: lines 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 and 2 more longer than decode.max_src_len=2 tokens: "
-                    "only the first 2 are used"]
+    assert said == [
+        "x: lines 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 and 2 more longer than decode.max_src_len=2 tokens: "
+        "only the first 2 are used"
+    ]
 
 
 def test_a_width_budget_puts_a_long_sentence_in_a_batch_of_its_own():
@@ -258,9 +341,11 @@ def test_one_100000_character_line_translates_in_bounded_memory(tmp_path):
     """The default decode.max_src_len: peak RSS well under 2 GB (it asked for 20-40 GB before). A small beam keeps
     the test short: the untrained model never ends a hypothesis, and beam search's cost grows with length cubed."""
     write_checkpoint(tmp_path / "best.pt", beam_size=3)
-    script = ("import resource, sys\nfrom nmt_core.cli import main\nrc = main(['translate', '--checkpoint', "
-              f"{str(tmp_path)!r}])\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
-              "sys.exit(rc)")
+    script = (
+        "import resource, sys\nfrom nmt_core.cli import main\nrc = main(['translate', '--checkpoint', "
+        f"{str(tmp_path)!r}])\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        "sys.exit(rc)"
+    )
     line = ("a b c " * 20_000)[:100_000]
     done = subprocess.run([sys.executable, "-c", script], input=f"a b\n{line}\n", capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -270,19 +355,35 @@ def test_one_100000_character_line_translates_in_bounded_memory(tmp_path):
 
 
 # hostile-input review F3-F6, F10-F12
-@pytest.mark.parametrize("text, args, expected", [
-    (SPACE.replace("epochs: 1}", "epochs: " + "9" * 5000 + "}"), (),
-     "(file): not a usable value: Exceeds the limit (4300 digits) for integer string conversion"),
-    (SPACE, ("--set", "base.train.epochs=[" + "9" * 5000 + "]"), "--set: base.train.epochs: not a usable value: "),
-    (SPACE, ("--set", "name=\udcff\udcfe"), "--set: name: not UTF-8 text (got '\\udcff\\udcfe')"),
-    (SPACE, ("--set", "data.corpus=" + "k" * 100_000), "data.corpus: longer than a path can be (255 characters a "
-                                                         "part, 4096 in all; got 'kkk"),
-    (SPACE, ("--set", "data.corpus=./" + "é" * 200), "data.corpus: cannot look at './éé"),
-    (SPACE + "  train.seed: {grid: [" + ", ".join(map(str, range(MAX_TRIALS + 1))) + "]}\n", (),
-     f"parameters.train.seed.grid: {MAX_TRIALS + 1:,} values; at most {MAX_TRIALS:,} (the trial limit)"),
-    (SPACE.replace("[none, fixed]", "[" + ", ".join(["none"] * 1000) + "]") + "  attention.tau: {grid: [2], if: "
-     "{attention.temperature: fixed}}\n", (), "'fixed' is not a value of attention.temperature; allowed: none, none"),
-])
+@pytest.mark.parametrize(
+    "text, args, expected",
+    [
+        (
+            SPACE.replace("epochs: 1}", "epochs: " + "9" * 5000 + "}"),
+            (),
+            "(file): not a usable value: Exceeds the limit (4300 digits) for integer string conversion",
+        ),
+        (SPACE, ("--set", "base.train.epochs=[" + "9" * 5000 + "]"), "--set: base.train.epochs: not a usable value: "),
+        (SPACE, ("--set", "name=\udcff\udcfe"), "--set: name: not UTF-8 text (got '\\udcff\\udcfe')"),
+        (
+            SPACE,
+            ("--set", "data.corpus=" + "k" * 100_000),
+            "data.corpus: longer than a path can be (255 characters a part, 4096 in all; got 'kkk",
+        ),
+        (SPACE, ("--set", "data.corpus=./" + "é" * 200), "data.corpus: cannot look at './éé"),
+        (
+            SPACE + "  train.seed: {grid: [" + ", ".join(map(str, range(MAX_TRIALS + 1))) + "]}\n",
+            (),
+            f"parameters.train.seed.grid: {MAX_TRIALS + 1:,} values; at most {MAX_TRIALS:,} (the trial limit)",
+        ),
+        (
+            SPACE.replace("[none, fixed]", "[" + ", ".join(["none"] * 1000) + "]") + "  attention.tau: {grid: [2], if: "
+            "{attention.temperature: fixed}}\n",
+            (),
+            "'fixed' is not a value of attention.temperature; allowed: none, none",
+        ),
+    ],
+)
 def test_huge_or_undecodable_values_are_one_short_line(tmp_path, capsys, text, args, expected):
     err = validate(tmp_path, capsys, text, *args)
     assert expected in err and len(err) < 400
@@ -291,20 +392,32 @@ def test_huge_or_undecodable_values_are_one_short_line(tmp_path, capsys, text, a
 def good_state() -> dict:
     cfg = build_config({"model": {"emb_size": 8, "hidden_size": 8}})
     model = Seq2Seq(cfg.model, cfg.attention, len(WORDS), len(WORDS))
-    return {"format": checkpoint.FORMAT, "model": model.state_dict(), "config": cfg.to_dict(),
-            "vocab": {"src": WORDS, "tgt": WORDS}, "epoch": 1}
+    return {
+        "format": checkpoint.FORMAT,
+        "model": model.state_dict(),
+        "config": cfg.to_dict(),
+        "vocab": {"src": WORDS, "tgt": WORDS},
+        "epoch": 1,
+    }
 
 
-@pytest.mark.parametrize("damage, expected", [
-    ({"config": "model: {}"}, "config: not a trial config (a mapping of sections"),
-    ({"vocab": {"x": 1}}, "vocab.src: not a vocabulary (a list of words: <pad>, <unk>, <s>, </s>, then at most"),
-    ({"vocab": {"src": WORDS, "tgt": ["a", "b"]}}, "vocab.tgt: not a vocabulary"),
-    ({"vocab": {"src": WORDS + ["d"], "tgt": WORDS}, "config": {"data": {"src_vocab": 3}}},
-     "vocab.src: not a vocabulary (a list of words: <pad>, <unk>, <s>, </s>, then at most data.src_vocab=3 words)"),
-    ({"config": {"model": {"emb_size": 16, "hidden_size": 8}}}, "model: the weights do not fit the config (size "
-                                                                  "mismatch for "),
-    ({"model": {"x" * 10_000: 1}}, "model: the weights do not fit the config ("),
-])
+@pytest.mark.parametrize(
+    "damage, expected",
+    [
+        ({"config": "model: {}"}, "config: not a trial config (a mapping of sections"),
+        ({"vocab": {"x": 1}}, "vocab.src: not a vocabulary (a list of words: <pad>, <unk>, <s>, </s>, then at most"),
+        ({"vocab": {"src": WORDS, "tgt": ["a", "b"]}}, "vocab.tgt: not a vocabulary"),
+        (
+            {"vocab": {"src": WORDS + ["d"], "tgt": WORDS}, "config": {"data": {"src_vocab": 3}}},
+            "vocab.src: not a vocabulary (a list of words: <pad>, <unk>, <s>, </s>, then at most data.src_vocab=3 words)",
+        ),
+        (
+            {"config": {"model": {"emb_size": 16, "hidden_size": 8}}},
+            "model: the weights do not fit the config (size mismatch for ",
+        ),
+        ({"model": {"x" * 10_000: 1}}, "model: the weights do not fit the config ("),
+    ],
+)
 def test_a_crafted_checkpoint_is_refused_in_one_line(tmp_path, monkeypatch, capsys, damage, expected):
     checkpoint.save(good_state() | damage, tmp_path / "best.pt")
     assert translate(monkeypatch, b"a\n", "--checkpoint", str(tmp_path)) == 2
@@ -314,19 +427,32 @@ def test_a_crafted_checkpoint_is_refused_in_one_line(tmp_path, monkeypatch, caps
     assert translate(monkeypatch, b"a\n", "--checkpoint", str(tmp_path)) == 0
 
 
-@pytest.mark.parametrize("align, traces, expected", [
-    ("0-0 1-1\nthe cat sat\n", None, "align.txt: line 2: not a Pharaoh link `src-tgt` of zero-based word positions, "
-                                     "such as 0-1 (got 'the')"),
-    ("0-0 1-2-3\n0-0\n", None, "align.txt: line 1: not a Pharaoh link"),
-    ("0-" + "9" * 5000 + "\n0-0\n", None, "align.txt: line 1: not a Pharaoh link"),
-    ("0-0 1-1\n", None, "align.txt: 1 lines but --src has 2; one line of links per sentence"),
-    (None, "FOLDER", "nmt evaluate: --traces: must name a Parquet file in an existing folder"),
-    (None, "no/such/folder/t.parquet", "nmt evaluate: --traces: must name a Parquet file in an existing folder"),
-])
+@pytest.mark.parametrize(
+    "align, traces, expected",
+    [
+        (
+            "0-0 1-1\nthe cat sat\n",
+            None,
+            "align.txt: line 2: not a Pharaoh link `src-tgt` of zero-based word positions, such as 0-1 (got 'the')",
+        ),
+        ("0-0 1-2-3\n0-0\n", None, "align.txt: line 1: not a Pharaoh link"),
+        ("0-" + "9" * 5000 + "\n0-0\n", None, "align.txt: line 1: not a Pharaoh link"),
+        ("0-0 1-1\n", None, "align.txt: 1 lines but --src has 2; one line of links per sentence"),
+        (None, "FOLDER", "nmt evaluate: --traces: must name a Parquet file in an existing folder"),
+        (None, "no/such/folder/t.parquet", "nmt evaluate: --traces: must name a Parquet file in an existing folder"),
+    ],
+)
 def test_evaluate_side_inputs_are_refused_before_decoding(tmp_path, model_file, capsys, align, traces, expected):
     (tmp_path / "ok.txt").write_text("a b\nc\n")
-    args = ["evaluate", "--checkpoint", str(model_file), "--src", str(tmp_path / "ok.txt"), "--ref",
-            str(tmp_path / "ok.txt")]
+    args = [
+        "evaluate",
+        "--checkpoint",
+        str(model_file),
+        "--src",
+        str(tmp_path / "ok.txt"),
+        "--ref",
+        str(tmp_path / "ok.txt"),
+    ]
     if align is not None:
         (tmp_path / "align.txt").write_text(align)
         args += ["--align", str(tmp_path / "align.txt")]
@@ -342,28 +468,51 @@ def test_evaluate_reads_good_links_and_writes_traces(tmp_path, model_file, capsy
     (tmp_path / "ok.txt").write_text("a b\nc\n")
     (tmp_path / "align.txt").write_text("0-0 1-1\n\n")
     ok = str(tmp_path / "ok.txt")
-    assert nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", ok, "--ref", ok, "--align",
-                     str(tmp_path / "align.txt"), "--traces", str(tmp_path / "t.parquet")]) == 0
+    assert (
+        nmt_main(
+            [
+                "evaluate",
+                "--checkpoint",
+                str(model_file),
+                "--src",
+                ok,
+                "--ref",
+                ok,
+                "--align",
+                str(tmp_path / "align.txt"),
+                "--traces",
+                str(tmp_path / "t.parquet"),
+            ]
+        )
+        == 0
+    )
     assert "AER" in capsys.readouterr().out and (tmp_path / "t.parquet").is_file()
 
 
 def test_a_device_is_not_read_as_a_text_file(tmp_path, model_file, capsys):
     (tmp_path / "ok.txt").write_text("a b\nc\n")
-    assert nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", "/dev/null", "--ref",
-                     str(tmp_path / "ok.txt")]) == 2  # /dev/null: a device that, unlike /dev/zero, ends if read
+    assert (
+        nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", "/dev/null", "--ref", str(tmp_path / "ok.txt")])
+        == 2
+    )  # /dev/null: a device that, unlike /dev/zero, ends if read
     one_line_error(capsys, "nmt: error: /dev/null: not a regular file (a device, pipe or socket); give a text file")
 
 
 def test_text_over_the_read_limit_is_refused_in_bounded_memory(tmp_path, model_file, monkeypatch, capsys):
-    monkeypatch.setattr(corpora, "MAX_TEXT_BYTES", 4 * 2 ** 20)
-    (tmp_path / "big.txt").write_bytes(b"a b\n" * (2 ** 20 + 1))
+    monkeypatch.setattr(corpora, "MAX_TEXT_BYTES", 4 * 2**20)
+    (tmp_path / "big.txt").write_bytes(b"a b\n" * (2**20 + 1))
     ok = tmp_path / "ok.txt"
     ok.write_text("a b\n")
-    assert nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", str(ok), "--ref",
-                     str(tmp_path / "big.txt")]) == 2
-    one_line_error(capsys, f"nmt: error: {tmp_path / 'big.txt'}: larger than 4,194,304 bytes (4 MB), the most one "
-                           "text file is read; split it")
-    stdin = io.BytesIO(b"a b\n" * (2 ** 22))  # 16 MB: reading stops soon after the limit, not at the end
+    assert (
+        nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", str(ok), "--ref", str(tmp_path / "big.txt")])
+        == 2
+    )
+    one_line_error(
+        capsys,
+        f"nmt: error: {tmp_path / 'big.txt'}: larger than 4,194,304 bytes (4 MB), the most one "
+        "text file is read; split it",
+    )
+    stdin = io.BytesIO(b"a b\n" * (2**22))  # 16 MB: reading stops soon after the limit, not at the end
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stdin))
     assert nmt_main(["translate", "--checkpoint", str(model_file)]) == 2
     one_line_error(capsys, "nmt: error: stdin: larger than 4,194,304 bytes (4 MB)")

@@ -1,4 +1,5 @@
 """`nmt train | translate | evaluate` as a user runs them, in subprocesses."""
+
 import json
 import subprocess
 import sys
@@ -37,7 +38,9 @@ def test_train_translate_evaluate(tmp_path):
     assert [json.loads(line)["epoch"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     assert (out / "translations" / "test.txt").exists()
 
-    done = nmt("translate", "--checkpoint", str(out), "--beam", "2", stdin="noun3 verb2 noun5\n\nadj1 noun4 verb1 noun2\n")
+    done = nmt(
+        "translate", "--checkpoint", str(out), "--beam", "2", stdin="noun3 verb2 noun5\n\nadj1 noun4 verb1 noun2\n"
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 3 and lines[1] == "" and lines[0].endswith("ga")
@@ -45,8 +48,17 @@ def test_train_translate_evaluate(tmp_path):
     (tmp_path / "src.txt").write_text("noun3 verb2 noun5\nadj1 noun4 verb1 noun2\n")
     (tmp_path / "ref.txt").write_text("la NOUN3 la NOUN5 VERB2 ga\nle NOUN4 ADJ1 le NOUN2 VERB1 ga\n")
     traces = tmp_path / "traces.parquet"
-    done = nmt("evaluate", "--checkpoint", str(out), "--src", str(tmp_path / "src.txt"),
-               "--ref", str(tmp_path / "ref.txt"), "--traces", str(traces))
+    done = nmt(
+        "evaluate",
+        "--checkpoint",
+        str(out),
+        "--src",
+        str(tmp_path / "src.txt"),
+        "--ref",
+        str(tmp_path / "ref.txt"),
+        "--traces",
+        str(traces),
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("BLEU ") and "tok:13a" in done.stdout
     table = pq.read_table(traces)
@@ -58,7 +70,10 @@ def test_bad_config_exits_2_with_one_line(tmp_path):
     config.write_text("attention: {temperature: sact, lambda: 1}\n")
     done = nmt("train", str(config), "--out", str(tmp_path / "run"))
     assert done.returncode == 2
-    assert done.stderr.strip() == f"nmt: error: {config}: attention.lambda: must be > 1 (tau_t lies in (1/lambda, lambda)) (got 1.0)"
+    assert (
+        done.stderr.strip()
+        == f"nmt: error: {config}: attention.lambda: must be > 1 (tau_t lies in (1/lambda, lambda)) (got 1.0)"
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -72,8 +87,10 @@ def test_a_checkpoint_of_an_earlier_format_is_refused_in_one_line(tmp_path):
 
     old = tmp_path / "best.pt"
     torch.save({"model": {}, "config": {}, "vocab": {"src": [], "tgt": []}, "epoch": 1}, old)  # format 1: no key
-    for command in (["translate", "--checkpoint", str(old)],
-                    ["evaluate", "--checkpoint", str(old), "--src", str(old), "--ref", str(old)]):
+    for command in (
+        ["translate", "--checkpoint", str(old)],
+        ["evaluate", "--checkpoint", str(old), "--src", str(old), "--ref", str(old)],
+    ):
         done = nmt(*command, stdin="hello\n")
         assert done.returncode == 2
         assert done.stderr.startswith(f"nmt: error: {old}: checkpoint format 1 was written by an earlier version")
@@ -92,15 +109,20 @@ def trained(tmp_path, epochs: int = 1):
 def test_a_changed_config_is_refused_on_resume_and_restart_starts_over(tmp_path):
     config, out = trained(tmp_path)
     final = (out / "final.json").read_text()
-    for change, named in ((["--set", "train.lr=0.001"], "train.lr (0.005 -> 0.001)"),
-                          (["--set", "model.hidden_size=32"], "model.hidden_size (64 -> 32)")):
+    for change, named in (
+        (["--set", "train.lr=0.001"], "train.lr (0.005 -> 0.001)"),
+        (["--set", "model.hidden_size=32"], "model.hidden_size (64 -> 32)"),
+    ):
         done = nmt("train", str(config), "--out", str(out), "--set", "train.epochs=1", *change)
         assert done.returncode == 2, done.stderr
-        assert done.stderr.startswith(f"nmt: error: nmt train: --out: {out} holds a run trained with other settings: "
-                                      f"{named}"), done.stderr
+        assert done.stderr.startswith(
+            f"nmt: error: nmt train: --out: {out} holds a run trained with other settings: {named}"
+        ), done.stderr
         assert "--restart" in done.stderr and done.stderr.count("\n") == 1
         assert (out / "final.json").read_text() == final  # nothing rewritten
-    done = nmt("train", str(config), "--out", str(out), "--set", "train.epochs=1", "--set", "train.lr=0.001", "--restart")
+    done = nmt(
+        "train", str(config), "--out", str(out), "--set", "train.epochs=1", "--set", "train.lr=0.001", "--restart"
+    )
     assert done.returncode == 0, done.stderr
     assert "--restart: removed" in done.stderr and "resuming" not in done.stderr
     assert [json.loads(line)["epoch"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1]
@@ -113,8 +135,10 @@ def test_a_corrupt_or_truncated_checkpoint_is_one_line_naming_the_file(tmp_path)
     junk = tmp_path / "junk.pt"
     junk.write_text("not a checkpoint")
     for path in (broken, junk):
-        for command in (["translate", "--checkpoint", str(path)],
-                        ["evaluate", "--checkpoint", str(path), "--src", str(path), "--ref", str(path)]):
+        for command in (
+            ["translate", "--checkpoint", str(path)],
+            ["evaluate", "--checkpoint", str(path), "--src", str(path), "--ref", str(path)],
+        ):
             done = nmt(*command, stdin="hello\n")
             assert done.returncode == 2
             assert done.stderr.startswith(f"nmt: error: {path}: not a readable checkpoint"), done.stderr
@@ -131,8 +155,10 @@ def test_a_ray_trial_checkpoint_translates_with_its_best_dev_weights_and_says_so
     state = torch.load(out / "last.pt", weights_only=True)
     done = nmt("translate", "--checkpoint", str(ray_checkpoint), "--beam", "1", stdin="noun3 verb2 noun5\n")
     assert done.returncode == 0, done.stderr
-    assert (f"{ray_checkpoint / 'last.pt'}: using the best-dev weights (epoch {state['best_epoch']}), not the last "
-            f"epoch's ({state['epoch']})") in done.stderr
+    assert (
+        f"{ray_checkpoint / 'last.pt'}: using the best-dev weights (epoch {state['best_epoch']}), not the last "
+        f"epoch's ({state['epoch']})"
+    ) in done.stderr
     best = nmt("translate", "--checkpoint", str(out / "best.pt"), "--beam", "1", stdin="noun3 verb2 noun5\n")
     assert done.stdout == best.stdout
 
@@ -142,9 +168,11 @@ def test_a_model_uri_that_does_not_exist_is_one_line(tmp_path):
 
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     MlflowClient(store).search_experiments()  # an empty store with a registry
-    for uri, why in (("models:/nothing/1", "Registered Model with name=nothing not found"),
-                     ("runs:/0123456789abcdef/model", "Run with id=0123456789abcdef not found"),
-                     ("file:///tmp/model", "expected models:/<name>/<version>")):
+    for uri, why in (
+        ("models:/nothing/1", "Registered Model with name=nothing not found"),
+        ("runs:/0123456789abcdef/model", "Run with id=0123456789abcdef not found"),
+        ("file:///tmp/model", "expected models:/<name>/<version>"),
+    ):
         done = nmt("translate", "--model", uri, "--tracking-uri", store, stdin="x\n")
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith(f"nmt: error: --model {uri}: {why}"), done.stderr

@@ -4,6 +4,7 @@ throughput benchmark times; and the compiled step neither breaks its graph nor r
 
 Compiling is slow on a CPU (tens of seconds per variant), so the fast suite covers the baseline and SACT, and the
 `slow` suite one variant per code path of the step (all 15 passed once, in 30 minutes on a loaded 2-core machine)."""
+
 import sys
 from pathlib import Path
 
@@ -68,8 +69,11 @@ def _losses_and_grads(cfg, model, reverse) -> list[tuple[torch.Tensor, list[torc
 
 def _translations(cfg, model) -> list:
     model.eval()
-    return [decode(model, _batch(lengths, i), cfg.decode)
-            for decode in (greedy, lambda m, b, c: beam_search(m, b, c, 3)) for i, lengths in enumerate(BATCHES[:2])]
+    return [
+        decode(model, _batch(lengths, i), cfg.decode)
+        for decode in (greedy, lambda m, b, c: beam_search(m, b, c, 3))
+        for i, lengths in enumerate(BATCHES[:2])
+    ]
 
 
 def _run(name: str, mode: str) -> tuple[list, list]:
@@ -139,8 +143,10 @@ def test_a_compiled_trial_trains_like_the_eager_one_and_reports_its_compile_time
     losses as eager in float32 (dropout 0; within 1e-4), and the compile seconds reported once, at the end."""
     from nmt_core.train import train
 
-    results = {mode: train(tiny_config(model={"compile": mode}, train={"epochs": 2}), log=lambda _: None)
-               for mode in ("none", "default")}
+    results = {
+        mode: train(tiny_config(model={"compile": mode}, train={"epochs": 2}), log=lambda _: None)
+        for mode in ("none", "default")
+    }
     eager, compiled = results["none"], results["default"]
     for e, c in zip(eager.history, compiled.history):
         assert abs(e["train_loss"] - c["train_loss"]) < 1e-4 and abs(e["dev_loss"] - c["dev_loss"]) < 1e-4

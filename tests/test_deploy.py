@@ -1,5 +1,6 @@
 """Every deployment file parses, has the keys Ray / Kubernetes / Compose need, and runs our entry points; the
 MLflow server starts as deploy/ configures it."""
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,13 @@ def command_lines() -> list[str]:
 
 
 def run_server_script(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(DEPLOY / "mlflow" / "run-mlflow-server.sh"), *args], env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["bash", str(DEPLOY / "mlflow" / "run-mlflow-server.sh"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def sweeper_commands(text: str) -> list[list[str]]:
@@ -71,8 +77,14 @@ def test_every_yaml_file_parses():
 
 def test_ray_cluster_launcher_config():
     config = load("ray-cluster.yaml")
-    for key in ("cluster_name", "provider", "available_node_types", "head_node_type", "head_start_ray_commands",
-                "worker_start_ray_commands"):
+    for key in (
+        "cluster_name",
+        "provider",
+        "available_node_types",
+        "head_node_type",
+        "head_start_ray_commands",
+        "worker_start_ray_commands",
+    ):
         assert key in config, key
     assert config["head_node_type"] in config["available_node_types"]
     assert config["docker"]["image"] == IMAGE
@@ -167,10 +179,21 @@ def test_minio_setup_hands_mc_its_secrets_on_stdin_never_as_arguments(tmp_path):
     (bin_folder / "mc").write_text('#!/bin/sh\nprintf "%s\\n" "$*" >> "$CALLS"\ncat >> "$STDIN"\n')
     (bin_folder / "mc").chmod(0o755)
     secrets = {"MINIO_ROOT_PASSWORD": "root-'pw $1", "MINIO_MLFLOW_PASSWORD": 'mlflow-"pw\\2'}
-    env = {"PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}", "MINIO_ROOT_USER": "admin", **secrets,
-           "CALLS": str(tmp_path / "calls"), "STDIN": str(tmp_path / "stdin")}
-    done = subprocess.run(["sh", str(DEPLOY / "mlflow" / "setup-minio.sh")], env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=60)
+    env = {
+        "PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}",
+        "MINIO_ROOT_USER": "admin",
+        **secrets,
+        "CALLS": str(tmp_path / "calls"),
+        "STDIN": str(tmp_path / "stdin"),
+    }
+    done = subprocess.run(
+        ["sh", str(DEPLOY / "mlflow" / "setup-minio.sh")],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls[0] == "alias set local http://minio:9000"
@@ -188,8 +211,13 @@ def test_the_server_script_refuses_unsafe_secrets_in_one_line_before_starting(tm
         ini = ini.replace(EXAMPLE_ADMIN_PASSWORD, "own-admin-password")
     (tmp_path / "basic_auth.ini").write_text(ini)
     (tmp_path / "basic_auth.ini").chmod(0o644 if case == "ini others read" else 0o600)
-    env = {"PATH": os.environ["PATH"], "MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / "basic_auth.ini"),
-           "MLFLOW_FLASK_SERVER_SECRET_KEY": "k" * 32, "POSTGRES_PASSWORD": "pg-password", "ARTIFACTS": "s3://a"}
+    env = {
+        "PATH": os.environ["PATH"],
+        "MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / "basic_auth.ini"),
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "k" * 32,
+        "POSTGRES_PASSWORD": "pg-password",
+        "ARTIFACTS": "s3://a",
+    }
     if case == "example in the environment":
         env["MLFLOW_AUTH_ADMIN_PASSWORD"] = EXAMPLE_ADMIN_PASSWORD  # MLflow prefers it to the file
     if case == "uri password":
@@ -197,9 +225,12 @@ def test_the_server_script_refuses_unsafe_secrets_in_one_line_before_starting(tm
     refused = run_server_script(env=env)
     assert refused.returncode == 2 and not refused.stdout
     [line] = refused.stderr.splitlines()  # before `mlflow server` starts: it would print more
-    expected = {"example ini": "mlflow.admin_password: the example password",
-                "example in the environment": "mlflow.admin_password: the example password",
-                "ini others read": "mode 644", "uri password": "BACKEND_STORE_URI: holds a password"}[case]
+    expected = {
+        "example ini": "mlflow.admin_password: the example password",
+        "example in the environment": "mlflow.admin_password: the example password",
+        "ini others read": "mode 644",
+        "uri password": "BACKEND_STORE_URI: holds a password",
+    }[case]
     assert line.startswith("run-mlflow-server.sh: ") and expected in line, line
     assert "pg-password" not in line and "own-admin-password" not in line
 
@@ -214,9 +245,16 @@ def test_dockerfile_installs_the_project_and_its_entry_points_work():
 
 def test_readme_walks_through_every_file():
     readme = (DEPLOY / "README.md").read_text()
-    for name in ("deploy/Dockerfile", "deploy/ray-cluster.yaml", "deploy/kuberay/raycluster.yaml",
-                 "deploy/kuberay/rayjob.yaml", "deploy/mlflow/docker-compose.yaml", "run-mlflow-server.sh",
-                 "sweeper submit", "--wait"):
+    for name in (
+        "deploy/Dockerfile",
+        "deploy/ray-cluster.yaml",
+        "deploy/kuberay/raycluster.yaml",
+        "deploy/kuberay/rayjob.yaml",
+        "deploy/mlflow/docker-compose.yaml",
+        "run-mlflow-server.sh",
+        "sweeper submit",
+        "--wait",
+    ):
         assert name in readme, name
 
 
@@ -246,21 +284,34 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
     pg_password, admin_password = "pg 'quoted' \"pass\" $HOME \\ @:/", "admin-s3cret'word"
     ini = (DEPLOY / "mlflow" / "basic_auth.ini.example").read_text()
     ini = ini.replace("sqlite:////authdb/basic_auth.db", f"sqlite:///{tmp_path / 'auth.db'}").replace(
-        EXAMPLE_ADMIN_PASSWORD, admin_password)
+        EXAMPLE_ADMIN_PASSWORD, admin_password
+    )
     (tmp_path / "basic_auth.ini").write_text(ini)
     (tmp_path / "basic_auth.ini").chmod(0o600)
     port = free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}, "POSTGRES_PASSWORD": pg_password,
-           "BACKEND_STORE_URI": f"postgresql://mlflow@127.0.0.1:{postgres.port}/mlflow", "PORT": str(port),
-           "ARTIFACTS": str(tmp_path / "artifacts"), "MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / "basic_auth.ini"),
-           "MLFLOW_FLASK_SERVER_SECRET_KEY": "k" * 32, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-           "PSQL": " ".join(postgres.psql), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")},
+        "POSTGRES_PASSWORD": pg_password,
+        "BACKEND_STORE_URI": f"postgresql://mlflow@127.0.0.1:{postgres.port}/mlflow",
+        "PORT": str(port),
+        "ARTIFACTS": str(tmp_path / "artifacts"),
+        "MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / "basic_auth.ini"),
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "k" * 32,
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        "PSQL": " ".join(postgres.psql),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
     for _ in range(2):  # creates the user and database, then only sets the password again
         setup = run_server_script("--setup-db", env=env)
         assert setup.returncode == 0, setup.stderr
     log = open(tmp_path / "mlflow.log", "w")
-    server = subprocess.Popen(["bash", str(DEPLOY / "mlflow" / "run-mlflow-server.sh")], env=env, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        ["bash", str(DEPLOY / "mlflow" / "run-mlflow-server.sh")],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     uri = f"http://127.0.0.1:{port}"
     try:
         wait_for(uri + "/health", server, timeout=120)
@@ -272,17 +323,23 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
             auth = get_app_client("basic-auth", tracking_uri=uri)
             for username, password in users.items():
                 auth.create_user(username, password)
-        space = write_space(tmp_path, name="deployed", parameters={"attention.temperature": {"grid": ["none"]}},
-                            base={"model": {"emb_size": 16, "hidden_size": 16}, "train": {"epochs": 1}})
+        space = write_space(
+            tmp_path,
+            name="deployed",
+            parameters={"attention.temperature": {"grid": ["none"]}},
+            base={"model": {"emb_size": 16, "hidden_size": 16}, "train": {"epochs": 1}},
+        )
         for who in ({}, {"MLFLOW_TRACKING_USERNAME": "alice", "MLFLOW_TRACKING_PASSWORD": "wrong"}):
-            refused = sweeper("run", str(space), "--tracking-uri", uri, "--storage", str(tmp_path / "sweeps"),
-                              cwd=tmp_path, env=who)
+            refused = sweeper(
+                "run", str(space), "--tracking-uri", uri, "--storage", str(tmp_path / "sweeps"), cwd=tmp_path, env=who
+            )
             assert refused.returncode == 2, refused.stderr[-2000:]
             [line] = refused.stderr.strip().splitlines()
             assert f"tracking server {uri} refused" in line and "MLFLOW_TRACKING_PASSWORD" in line, line
         alice = {"MLFLOW_TRACKING_USERNAME": "alice", "MLFLOW_TRACKING_PASSWORD": users["alice"]}
-        done = sweeper("run", str(space), "--tracking-uri", uri, "--storage", str(tmp_path / "sweeps"), cwd=tmp_path,
-                       env=alice)
+        done = sweeper(
+            "run", str(space), "--tracking-uri", uri, "--storage", str(tmp_path / "sweeps"), cwd=tmp_path, env=alice
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         with as_mlflow_user("alice", users["alice"]):
             client = MlflowClient(uri)

@@ -3,6 +3,7 @@
 All real, all on 127.0.0.1: a Ray head with 0 CPUs and two worker nodes, each its own `ray start`; moto's S3 API
 server as the storage; an `mlflow server` whose artifacts go to the same bucket.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,25 +42,35 @@ def cluster(tmp_path_factory, s3):
 
 @pytest.fixture(scope="module")
 def tracking(tmp_path_factory, s3):
-    server = MlflowServer(tmp_path_factory.mktemp("mlflow-s3"), artifacts=f"s3://{s3.bucket}/{ARTIFACTS}",
-                          env={"MLFLOW_S3_ENDPOINT_URL": s3.endpoint})
+    server = MlflowServer(
+        tmp_path_factory.mktemp("mlflow-s3"),
+        artifacts=f"s3://{s3.bucket}/{ARTIFACTS}",
+        env={"MLFLOW_S3_ENDPOINT_URL": s3.endpoint},
+    )
     yield server
     server.stop()
 
 
 def space_for(folder: Path, name: str, epochs: int) -> Path:
     """Two trials, one CPU each (one per worker), epochs of a few seconds: long enough to be killed in."""
-    return write_space(folder, name=name, resources={"cpu": 1, "gpu": 0}, search={"max_concurrent": 2},
-                       data={**SPACE["data"], "train_subset": 3000},
-                       parameters={"attention.temperature": {"grid": ["none", "sact"]}},
-                       base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": epochs}})
+    return write_space(
+        folder,
+        name=name,
+        resources={"cpu": 1, "gpu": 0},
+        search={"max_concurrent": 2},
+        data={**SPACE["data"], "train_subset": 3000},
+        parameters={"attention.temperature": {"grid": ["none", "sact"]}},
+        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": epochs}},
+    )
 
 
 def wait_until(condition, timeout: float, what: str, driver=None):
     deadline = time.time() + timeout
     while time.time() < deadline:
         if driver is not None and driver.poll() is not None:
-            raise AssertionError(f"the driver exited ({driver.returncode}) before {what}:\n{driver.stdout.read()[-3000:]}")
+            raise AssertionError(
+                f"the driver exited ({driver.returncode}) before {what}:\n{driver.stdout.read()[-3000:]}"
+            )
         found = condition()
         if found:
             return found
@@ -88,8 +99,9 @@ def check_everything_landed(s3: MotoS3, client: MlflowClient, name: str, epochs:
     stored = boto3.client("s3", endpoint_url=s3.endpoint).list_objects_v2(Bucket=s3.bucket, Prefix=f"{ARTIFACTS}/")
     keys = [o["Key"] for o in stored.get("Contents", [])]
     for child in children:  # the trial's model: one READY LoggedModel of its run, its files in the bucket
-        [model] = client.search_logged_models([child.info.experiment_id],
-                                              filter_string=f"source_run_id = '{child.info.run_id}'")
+        [model] = client.search_logged_models(
+            [child.info.experiment_id], filter_string=f"source_run_id = '{child.info.run_id}'"
+        )
         assert model.status == LoggedModelStatus.READY
         assert any(model.model_id in k and k.endswith("best.pt") for k in keys)
     return children
@@ -100,11 +112,34 @@ def test_a_lost_worker_node_costs_nothing(tmp_path, s3, cluster, tracking):
     worker node (raylet and workers) in the middle of the sweep: its trial restarts on the other node from its last
     checkpoint in the bucket, and MLflow gets each epoch once."""
     client = MlflowClient(tracking.uri)
-    shortened = ["--set", "search.repeats=1", "--set", "base.train.epochs=3", "--set", "base.train.early_stopping=0",
-                 "--set", "data.train_subset=2000", "--set", "data.eval_subset=200"]
-    driver = sweeper("run", str(QUICKSTART), "--name", "nodeloss", *shortened, "--storage", s3.uri("sweeps"),
-                     "--tracking-uri", tracking.uri, "--address", cluster.address, cwd=tmp_path, background=True,
-                     env=cluster.env)
+    shortened = [
+        "--set",
+        "search.repeats=1",
+        "--set",
+        "base.train.epochs=3",
+        "--set",
+        "base.train.early_stopping=0",
+        "--set",
+        "data.train_subset=2000",
+        "--set",
+        "data.eval_subset=200",
+    ]
+    driver = sweeper(
+        "run",
+        str(QUICKSTART),
+        "--name",
+        "nodeloss",
+        *shortened,
+        "--storage",
+        s3.uri("sweeps"),
+        "--tracking-uri",
+        tracking.uri,
+        "--address",
+        cluster.address,
+        cwd=tmp_path,
+        background=True,
+        env=cluster.env,
+    )
 
     def both_training():
         runs = [r for r in trial_runs(client, "nodeloss") if epoch_steps(client, r.info.run_id)]
@@ -130,15 +165,30 @@ def test_a_killed_driver_is_resumed_from_another_folder(tmp_path, s3, cluster, t
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()
     second.mkdir()
-    driver = sweeper("run", str(space_for(first, "driverloss", epochs=3)), "--storage", s3.uri("sweeps"),
-                     "--tracking-uri", tracking.uri, "--address", cluster.address, cwd=first, background=True,
-                     env=cluster.env)
-    wait_until(lambda: any(epoch_steps(client, r.info.run_id) for r in trial_runs(client, "driverloss")), 300,
-               "a first epoch", driver)
+    driver = sweeper(
+        "run",
+        str(space_for(first, "driverloss", epochs=3)),
+        "--storage",
+        s3.uri("sweeps"),
+        "--tracking-uri",
+        tracking.uri,
+        "--address",
+        cluster.address,
+        cwd=first,
+        background=True,
+        env=cluster.env,
+    )
+    wait_until(
+        lambda: any(epoch_steps(client, r.info.run_id) for r in trial_runs(client, "driverloss")),
+        300,
+        "a first epoch",
+        driver,
+    )
     os.killpg(driver.pid, signal.SIGKILL)
     driver.wait(timeout=60)
-    done = sweeper("resume", "driverloss", "--storage", s3.uri("sweeps"), "--address", cluster.address, cwd=second,
-                   env=cluster.env)
+    done = sweeper(
+        "resume", "driverloss", "--storage", s3.uri("sweeps"), "--address", cluster.address, cwd=second, env=cluster.env
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     check_everything_landed(s3, client, "driverloss", epochs=3)
     summary = open_storage(s3.uri("sweeps"), "test").below("driverloss", "summary")
@@ -150,8 +200,16 @@ def test_a_killed_driver_is_resumed_from_another_folder(tmp_path, s3, cluster, t
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     summary.delete("summary.md")
-    done = sweeper("summarize", "driverloss", "--storage", s3.uri("sweeps"), "--tracking-uri", tracking.uri,
-                   cwd=elsewhere, env={"NMT_DATA_DIR": str(elsewhere / "no-cache")})
+    done = sweeper(
+        "summarize",
+        "driverloss",
+        "--storage",
+        s3.uri("sweeps"),
+        "--tracking-uri",
+        tracking.uri,
+        cwd=elsewhere,
+        env={"NMT_DATA_DIR": str(elsewhere / "no-cache")},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert summary.read_text("summary.md") == at_the_end
     assert sorted(p.name for p in elsewhere.iterdir()) == []
@@ -174,14 +232,27 @@ def test_a_tracking_outage_loses_nothing(tmp_path, s3):
     """Kill the MLflow server (its whole process group) after the first epoch and start it again two minutes later:
     the sweep goes on, and every epoch, tag, artifact and final result reaches the server once, in order."""
     (tmp_path / "mlflow").mkdir()
-    server = MlflowServer(tmp_path / "mlflow", artifacts=f"s3://{s3.bucket}/{ARTIFACTS}",
-                          env={"MLFLOW_S3_ENDPOINT_URL": s3.endpoint})
+    server = MlflowServer(
+        tmp_path / "mlflow", artifacts=f"s3://{s3.bucket}/{ARTIFACTS}", env={"MLFLOW_S3_ENDPOINT_URL": s3.endpoint}
+    )
     client = MlflowClient(server.uri)
     try:
-        driver = sweeper("run", str(space_for(tmp_path, "outage", epochs=4)), "--storage", s3.uri("sweeps"),
-                         "--tracking-uri", server.uri, cwd=tmp_path, background=True)
-        wait_until(lambda: any(epoch_steps(client, r.info.run_id) for r in trial_runs(client, "outage")), 300,
-                   "a first epoch", driver)
+        driver = sweeper(
+            "run",
+            str(space_for(tmp_path, "outage", epochs=4)),
+            "--storage",
+            s3.uri("sweeps"),
+            "--tracking-uri",
+            server.uri,
+            cwd=tmp_path,
+            background=True,
+        )
+        wait_until(
+            lambda: any(epoch_steps(client, r.info.run_id) for r in trial_runs(client, "outage")),
+            300,
+            "a first epoch",
+            driver,
+        )
         server.kill()
         time.sleep(120)
         server.start()

@@ -1,5 +1,6 @@
 """The README and docs/ link to each other by relative paths and #anchors; a page that moves or a heading that is
 renamed breaks them silently on GitHub. These tests resolve every such link, and keep the README a front door."""
+
 from __future__ import annotations
 
 import re
@@ -76,14 +77,18 @@ def test_every_relative_link_and_anchor_resolves():
 
 
 def test_the_checker_finds_a_broken_file_and_a_broken_anchor(tmp_path):
-    (tmp_path / "other.md").write_text("# A `code` heading: yes\n\n## Twice\n\n## Twice\n\n<a id=\"bib\"></a>\n")
+    (tmp_path / "other.md").write_text('# A `code` heading: yes\n\n## Twice\n\n## Twice\n\n<a id="bib"></a>\n')
     page = tmp_path / "page.md"
-    page.write_text("[ok](other.md#a-code-heading-yes) [ok](other.md#twice-1) [ok](other.md#bib) [ok](#top)\n"
-                    "# Top\n[bad](missing.md) [bad](other.md#nowhere) `[code](ignored.md)` [web](https://x.org/y)\n"
-                    "[[Key]](other.md#bib) [[Key]](#gone)\n")
-    assert broken_links(page) == ["missing.md: no such file",
-                                  "other.md#nowhere: no heading or anchor 'nowhere' in other.md",
-                                  "#gone: no heading or anchor 'gone' in page.md"]
+    page.write_text(
+        "[ok](other.md#a-code-heading-yes) [ok](other.md#twice-1) [ok](other.md#bib) [ok](#top)\n"
+        "# Top\n[bad](missing.md) [bad](other.md#nowhere) `[code](ignored.md)` [web](https://x.org/y)\n"
+        "[[Key]](other.md#bib) [[Key]](#gone)\n"
+    )
+    assert broken_links(page) == [
+        "missing.md: no such file",
+        "other.md#nowhere: no heading or anchor 'nowhere' in other.md",
+        "#gone: no heading or anchor 'gone' in page.md",
+    ]
 
 
 def test_the_readme_stays_a_front_door():
@@ -94,8 +99,9 @@ def test_the_readme_stays_a_front_door():
 def test_the_readme_keeps_the_two_commands_ci_runs():
     """.ci/run runs the README's test command; the quickstart command is the first thing a reader runs."""
     readme = (repository_root() / "README.md").read_text(encoding="utf-8")
-    assert ("pip install torch==2.13.0 && pip install -c constraints.txt -e . && sweeper run "
-            "search_spaces/quickstart.yaml") in readme
+    assert (
+        "pip install torch==2.13.0 && pip install -c constraints.txt -e . && sweeper run search_spaces/quickstart.yaml"
+    ) in readme
     assert 'pip install -c constraints.txt -e ".[test]" && python -m pytest -q' in readme
     ci = (repository_root() / ".ci" / "run").read_text(encoding="utf-8")
     assert 'pip install -q -c constraints.txt -e ".[test]" && python -m pytest -q' in ci

@@ -10,8 +10,7 @@ import torch
 from sacrebleu.metrics import BLEU
 
 from nmt_core.decode import Translation
-from nmt_core.evaluate import (ApproximateRandomization, PairedBootstrap, corpus_bleu, holm, trace_table,
-                               write_traces)
+from nmt_core.evaluate import ApproximateRandomization, PairedBootstrap, corpus_bleu, holm, trace_table, write_traces
 
 REFS = [f"the cat number {i} sat on the mat today" for i in range(60)]
 
@@ -27,15 +26,34 @@ def _degrade(references: list[str], every: int, offset: int, old: str, new: str)
     return [r.replace(old, new) if i % every == offset else r for i, r in enumerate(references)]
 
 
-def _sacrebleu_paired(tmp_path, baseline: list[str], system: list[str], references: list[str], test: str = "bs",
-                      n: int = 1000) -> float:
+def _sacrebleu_paired(
+    tmp_path, baseline: list[str], system: list[str], references: list[str], test: str = "bs", n: int = 1000
+) -> float:
     """p-value of the real `sacrebleu --paired-bs` (or `--paired-ar`) command line on the same files."""
     for name, lines in (("ref", references), ("base", baseline), ("sys", system)):
         (tmp_path / f"{name}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "sacrebleu", str(tmp_path / "ref.txt"), "-i", str(tmp_path / "base.txt"),
-                          str(tmp_path / "sys.txt"), "-m", "bleu", f"--paired-{test}", f"--paired-{test}-n", str(n),
-                          "-f", "json"],
-                         capture_output=True, text=True, check=True, env={**os.environ, "SACREBLEU_SEED": "12345"})
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sacrebleu",
+            str(tmp_path / "ref.txt"),
+            "-i",
+            str(tmp_path / "base.txt"),
+            str(tmp_path / "sys.txt"),
+            "-m",
+            "bleu",
+            f"--paired-{test}",
+            f"--paired-{test}-n",
+            str(n),
+            "-f",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "SACREBLEU_SEED": "12345"},
+    )
     return json.loads(out.stdout)[1]["BLEU"]["p_value"]
 
 
@@ -129,8 +147,10 @@ def test_trace_table_schema_and_parquet_round_trip(tmp_path):
     assert [r["argmax_src"] for r in rows] == [0, 2]
     assert rows[0]["tau"] == 0.5 and rows[0]["sentinel"] is None
     assert rows[1]["weights"] == pytest.approx([0.1, 0.1, 0.8])
-    assert rows[0]["entropy"] == pytest.approx(-(0.7 * torch.tensor(0.7).log() + 0.2 * torch.tensor(0.2).log()
-                                                 + 0.1 * torch.tensor(0.1).log()).item(), rel=1e-5)
+    assert rows[0]["entropy"] == pytest.approx(
+        -(0.7 * torch.tensor(0.7).log() + 0.2 * torch.tensor(0.2).log() + 0.1 * torch.tensor(0.1).log()).item(),
+        rel=1e-5,
+    )
 
 
 def test_alignment_error_rate_on_a_hand_made_alignment():
@@ -175,7 +195,12 @@ def test_bleu_of_resampled_statistics_is_sacrebleus_to_the_last_bit():
     for quality in (0.0, 0.05, 0.5, 1.0):
         hyps = [" ".join(w if rng.random() < quality else "x" for w in r.split()[: rng.randint(0, 12)]) for r in refs]
         stats = _sentence_stats(metric, hyps, refs)
-        rows = np.vstack([stats[np.random.default_rng(1).choice(100, size=(200, 100))].sum(axis=1), stats[:5],
-                          np.zeros((1, stats.shape[1]), "float32")])
+        rows = np.vstack(
+            [
+                stats[np.random.default_rng(1).choice(100, size=(200, 100))].sum(axis=1),
+                stats[:5],
+                np.zeros((1, stats.shape[1]), "float32"),
+            ]
+        )
         expected = [metric._compute_score_from_stats(list(row)).score for row in rows]
         assert _bleu_from_stats(metric, rows).tolist() == expected

@@ -2,6 +2,7 @@
 variant, the same loss, the same gradient for every parameter and the same greedy and beam translations, in
 float64 so that only summation order may differ; `model.fast_path: false` really runs the plain path. Beam search's
 hypotheses share their sentence's encoder memory and attend exactly as copies of it would."""
+
 import pytest
 import torch
 
@@ -27,22 +28,28 @@ def _variants() -> dict[str, dict]:
                 if sentinel and score == "key_value":
                     continue  # refused by the config
                 variants[f"{score}-{temperature}{'-sentinel' if sentinel else ''}"] = {
-                    "attention": {"score": score, "temperature": temperature, "tau": 0.8, "sentinel": sentinel}}
+                    "attention": {"score": score, "temperature": temperature, "tau": 0.8, "sentinel": sentinel}
+                }
     for name, (attention, model) in FAMILY.items():
         score = "concat" if name == "fertility" else "general"
         variants[name] = {"attention": {**attention, "score": score}, "model": model}
-    variants.update({
-        "gru": {"model": {"cell": "gru"}},
-        "gru-sentinel-sact": {"model": {"cell": "gru"}, "attention": {"sentinel": True, "temperature": "sact"}},
-        "two-layers": {"model": {"decoder_layers": 2, "encoder_layers": 2}},
-        "bahdanau-gru-two-layers": {"model": {"cell": "gru", "decoder_layers": 2}, "attention": {"placement": "bahdanau"}},
-        "no-input-feeding": {"model": {"input_feeding": False}},
-        "no-input-feeding-sentinel": {"model": {"input_feeding": False}, "attention": {"sentinel": True}},
-        "coverage": {"attention": {"score": "concat", "coverage": True, "coverage_weight": 0.5}},
-        "guided": {"train": {"guided_alignment": 0.5}},
-        "symmetry": {"train": {"symmetry_weight": 1.0}},
-        "label-smoothing": {"train": {"label_smoothing": 0.1}},
-    })
+    variants.update(
+        {
+            "gru": {"model": {"cell": "gru"}},
+            "gru-sentinel-sact": {"model": {"cell": "gru"}, "attention": {"sentinel": True, "temperature": "sact"}},
+            "two-layers": {"model": {"decoder_layers": 2, "encoder_layers": 2}},
+            "bahdanau-gru-two-layers": {
+                "model": {"cell": "gru", "decoder_layers": 2},
+                "attention": {"placement": "bahdanau"},
+            },
+            "no-input-feeding": {"model": {"input_feeding": False}},
+            "no-input-feeding-sentinel": {"model": {"input_feeding": False}, "attention": {"sentinel": True}},
+            "coverage": {"attention": {"score": "concat", "coverage": True, "coverage_weight": 0.5}},
+            "guided": {"train": {"guided_alignment": 0.5}},
+            "symmetry": {"train": {"symmetry_weight": 1.0}},
+            "label-smoothing": {"train": {"label_smoothing": 0.1}},
+        }
+    )
     return variants
 
 

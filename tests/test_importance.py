@@ -1,4 +1,5 @@
 """Parameter importance and parallel coordinates over a sweep's trials."""
+
 import random
 
 from sweeper import importance, plots
@@ -10,8 +11,13 @@ def runs(n: int, seed: int = 0):
     out = []
     for i in range(n):
         lr, dropout, score = rng.choice([1e-4, 1e-3, 1e-2]), rng.uniform(0, 0.5), rng.choice(["dot", "general"])
-        params = {"train.lr": str(lr), "model.dropout": str(dropout), "attention.score": score, "train.seed": "1",
-                  "variant": score}
+        params = {
+            "train.lr": str(lr),
+            "model.dropout": str(dropout),
+            "attention.score": score,
+            "train.seed": "1",
+            "variant": score,
+        }
         out.append((f"t{i}", params, {1e-4: 5.0, 1e-3: 20.0, 1e-2: 12.0}[lr]))
     return out
 
@@ -26,8 +32,9 @@ def test_too_few_trials_is_said_plainly():
     points, varying = importance.trial_points(runs(5))
     result = importance.parameter_importance(points, varying, "bleu_dev", "max")
     assert not result.scores
-    assert result.verdict == ("too few trials to tell: 5 trials with bleu_dev for 3 varying parameters; "
-                              "fANOVA needs at least 8")
+    assert result.verdict == (
+        "too few trials to tell: 5 trials with bleu_dev for 3 varying parameters; fANOVA needs at least 8"
+    )
 
 
 def test_fanova_finds_the_parameter_that_decides_the_objective():
@@ -46,9 +53,16 @@ def test_one_varying_parameter_gets_everything():
 
 def test_parallel_coordinates_draws_numbers_categories_and_inactive_values(tmp_path):
     path = tmp_path / "pc.png"
-    plots.parallel_coordinates({"train.lr": [1e-4, 1e-3, 1e-2], "attention.lambda": [4.0, None, 2.0],
-                                "attention.temperature": ["sact", "none", "sact"]},
-                               [10.0, 12.5, 11.0], "best bleu_dev", path)
+    plots.parallel_coordinates(
+        {
+            "train.lr": [1e-4, 1e-3, 1e-2],
+            "attention.lambda": [4.0, None, 2.0],
+            "attention.temperature": ["sact", "none", "sact"],
+        },
+        [10.0, 12.5, 11.0],
+        "best bleu_dev",
+        path,
+    )
     assert path.stat().st_size > 5000
     positions, ticks = plots._axis([4.0, None, 2.0])
     assert [label for _, label in ticks] == ["2.0", "4.0", "n/a"] and positions == [0.5, 1.0, 0.0]

@@ -1,4 +1,5 @@
 """The local Ray a sweep starts listens on the loopback only (issue #26 item 6): read from /proc while it runs."""
+
 from __future__ import annotations
 
 import os
@@ -71,13 +72,22 @@ def listeners(root: int) -> set[tuple[str, str]]:
 
 
 def test_the_sweepers_local_ray_listens_on_127_0_0_1_only(tmp_path):
-    space = write_space(tmp_path, name="loopback", parameters={"attention.temperature": {"grid": ["none"]}},
-                        data={**SPACE["data"], "train_subset": 2000}, base={**SPACE["base"], "train": {"epochs": 3}})
+    space = write_space(
+        tmp_path,
+        name="loopback",
+        parameters={"attention.temperature": {"grid": ["none"]}},
+        data={**SPACE["data"], "train_subset": 2000},
+        base={**SPACE["base"], "train": {"epochs": 3}},
+    )
     log = tmp_path / "sweep.log"
     with open(log, "w") as out:  # a file, not a pipe: a pipe nobody reads while we poll could fill and stall it
-        driver = subprocess.Popen([sys.executable, "-m", "sweeper.cli", "run", str(space), "--storage",
-                                   str(tmp_path / "sweeps")], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
-                                  env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "sweeper.cli", "run", str(space), "--storage", str(tmp_path / "sweeps")],
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+        )
         seen: set[tuple[str, str]] = set()
         while driver.poll() is None:
             seen |= listeners(driver.pid)

@@ -1,4 +1,5 @@
 """A small model must learn 50 short sentence pairs by heart: the plainest proof the model can learn."""
+
 import random
 
 import pytest
@@ -23,15 +24,19 @@ def _pairs(n=50, seed=3):
     return pairs
 
 
-@pytest.mark.parametrize("attention", [
-    {"temperature": "none"},
-    {"temperature": "sact", "lambda": 4.0},
-    {"sentinel": True},
-    {"temperature": "fixed", "tau": 0.8, "score": "concat"},
-])
+@pytest.mark.parametrize(
+    "attention",
+    [
+        {"temperature": "none"},
+        {"temperature": "sact", "lambda": 4.0},
+        {"sentinel": True},
+        {"temperature": "fixed", "tau": 0.8, "score": "concat"},
+    ],
+)
 def test_small_model_memorises_fifty_pairs(attention):
-    cfg = tiny_config(model={"emb_size": 32, "hidden_size": 64}, attention=attention,
-                      train={"lr": 1e-2, "batch_size": 10})
+    cfg = tiny_config(
+        model={"emb_size": 32, "hidden_size": 64}, attention=attention, train={"lr": 1e-2, "batch_size": 10}
+    )
     torch.manual_seed(0)
     model = Seq2Seq(cfg.model, cfg.attention, 40, 30)
     optimizer = build_optimizer(model, cfg)

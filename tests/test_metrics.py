@@ -1,6 +1,7 @@
 """The metric schema (sweeper/metrics.py) routes every metric training reports: to MLflow per epoch or once at the
 end, to the parent run and to results.parquet; and `reverse_bleu_test_<set>` (bilingual symmetry) reaches all three
 through a real sweep against a real `mlflow server`."""
+
 from __future__ import annotations
 
 import pyarrow.parquet as pq
@@ -17,8 +18,11 @@ def test_every_metric_training_reports_is_routed():
     """A tiny trial with bilingual symmetry: each key of its epoch reports and of its final dict has a schema entry
     (a metric added to nmt_core without one fails here), final ones reach results.parquet and the parent run."""
     reports = []
-    result = train(tiny_config(train={"epochs": 1, "symmetry_weight": 0.5}), log=lambda _: None,
-                   on_epoch_end=lambda report, state, best: reports.append(report))
+    result = train(
+        tiny_config(train={"epochs": 1, "symmetry_weight": 0.5}),
+        log=lambda _: None,
+        on_epoch_end=lambda report, state, best: reports.append(report),
+    )
     epoch = set(reports[0]) - {"epoch"}
     assert {"bleu_dev", "dev_loss", "epoch_time_s"} <= epoch and all(is_logged(k, PER_EPOCH) for k in epoch)
     assert "reverse_bleu_test_test" in result.final and all(is_logged(k, AT_END) for k in result.final)
@@ -35,11 +39,19 @@ def test_epoch_metrics_and_unknown_keys():
 
 @pytest.mark.slow
 def test_reverse_bleu_reaches_the_run_the_parent_and_results(tmp_path, mlflow_server):
-    space = write_space(tmp_path, name="e2e-symmetry", parameters={"train.symmetry_weight": {"grid": [0.5]}},
-                        base={"model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
-                              "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1}, "decode": {"beam_size": 2}})
-    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri,
-                   cwd=tmp_path)
+    space = write_space(
+        tmp_path,
+        name="e2e-symmetry",
+        parameters={"train.symmetry_weight": {"grid": [0.5]}},
+        base={
+            "model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
+            "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1},
+            "decode": {"beam_size": 2},
+        },
+    )
+    done = sweeper(
+        "run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [row] = pq.read_table(tmp_path / "sweeps" / "e2e-symmetry" / "results.parquet").to_pylist()
     assert row["status"] == "TERMINATED" and 0 <= row["reverse_bleu_test_test"] <= 100

@@ -1,5 +1,6 @@
 """One name rule for every sweep name (issue #26 item 2) and a damaged sweep state in storage (item 5): one line,
 exit 2, nothing written."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,23 @@ from nmt_core.config import ConfigError
 from sweeper import cli as sweeper_cli
 from sweeper.space import check_name
 
-REFUSED = ["", ".", "..", "../../x", "/tmp/elsewhere", "a\nb", "a/b", "a\\b", "-x", ".hidden", "x" * 101, "a b",
-           "sweep\r", 7, None]
+REFUSED = [
+    "",
+    ".",
+    "..",
+    "../../x",
+    "/tmp/elsewhere",
+    "a\nb",
+    "a/b",
+    "a\\b",
+    "-x",
+    ".hidden",
+    "x" * 101,
+    "a b",
+    "sweep\r",
+    7,
+    None,
+]
 
 
 @pytest.mark.parametrize("name", ["a", "A.b-c_9", "x" * 100, "tiny..v2"])
@@ -42,8 +58,15 @@ def work(tmp_path, monkeypatch):
     """A working folder two levels down: `../../x` would land in tmp_path, which is watched too."""
     folder = tmp_path / "a" / "b"
     folder.mkdir(parents=True)
-    (tmp_path / "space.yaml").write_text(yaml.safe_dump({
-        "name": "tiny", "base": {"train": {"epochs": 1}}, "parameters": {"attention.temperature": {"grid": ["none"]}}}))
+    (tmp_path / "space.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "tiny",
+                "base": {"train": {"epochs": 1}},
+                "parameters": {"attention.temperature": {"grid": ["none"]}},
+            }
+        )
+    )
     monkeypatch.chdir(folder)
     return folder
 
@@ -89,9 +112,20 @@ def test_resume_and_summarize_refuse_a_bad_name(command, name, work, capsys):
 
 
 def valid_state(tracking_uri: str) -> dict:
-    return {"name": "tiny", "source": "space.yaml", "tracking_uri": tracking_uri, "parent_run_id": "0" * 32,
-            "experiment_id": "1", "base": {}, "cpu": 1.0, "gpu": 0.0, "metric": "bleu_dev", "mode": "max",
-            "trials": 1, "mutable": []}
+    return {
+        "name": "tiny",
+        "source": "space.yaml",
+        "tracking_uri": tracking_uri,
+        "parent_run_id": "0" * 32,
+        "experiment_id": "1",
+        "base": {},
+        "cpu": 1.0,
+        "gpu": 0.0,
+        "metric": "bleu_dev",
+        "mode": "max",
+        "trials": 1,
+        "mutable": [],
+    }
 
 
 def damage(work: Path, state: str, tuner: bytes = b"\x80\x05\x95") -> Path:
@@ -102,10 +136,14 @@ def damage(work: Path, state: str, tuner: bytes = b"\x80\x05\x95") -> Path:
     return sweep
 
 
-DAMAGED_STATES = ['{"name": "tiny", "tracking', "[1, 2]", '{"name": "tiny"}', b"\xff\xfe not UTF-8",
-                  pytest.param("[" * 100_000, id="nested-100k-deep"),  # deeper than Python's JSON parser recurses
-                  pytest.param(json.dumps({**valid_state("sqlite:///mlflow.db"), "pad": "x" * 1_100_000}),
-                               id="valid-but-over-1MB")]  # runner.STATE_LIMIT: not read into memory
+DAMAGED_STATES = [
+    '{"name": "tiny", "tracking',
+    "[1, 2]",
+    '{"name": "tiny"}',
+    b"\xff\xfe not UTF-8",
+    pytest.param("[" * 100_000, id="nested-100k-deep"),  # deeper than Python's JSON parser recurses
+    pytest.param(json.dumps({**valid_state("sqlite:///mlflow.db"), "pad": "x" * 1_100_000}), id="valid-but-over-1MB"),
+]  # runner.STATE_LIMIT: not read into memory
 
 
 @pytest.mark.parametrize("command", ["resume tiny", "summarize tiny"])
@@ -133,8 +171,13 @@ def test_a_damaged_sweeper_json_is_one_line_naming_it(command, state, work, caps
 def test_a_damaged_tuner_pkl_is_one_line_naming_it(tuner, work):
     sweep = damage(work, json.dumps(valid_state(f"sqlite:///{work / 'mlflow.db'}")), tuner)
     # in its own process: resume starts a local Ray, which a Ray left by an earlier test in this one would replace
-    done = subprocess.run([sys.executable, "-m", "sweeper.cli", "resume", "tiny", "--storage", "./storage"],
-                          cwd=work, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "sweeper.cli", "resume", "tiny", "--storage", "./storage"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     # Ray, started before Tune reads the file, may print its own banner first
     [line] = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("sweeper")]

@@ -1,4 +1,5 @@
 """An Optuna sweep's study end to end: `sweeper run` then `optuna.load_study`, and an interrupted sweep resumed."""
+
 from __future__ import annotations
 
 import json
@@ -15,16 +16,22 @@ from tests.test_sweep_e2e import SPACE, _wait_until, sweeper, write_space
 
 pytestmark = pytest.mark.slow
 
-PARAMETERS = {"train.lr": {"loguniform": [1e-4, 1e-2]}, "attention.temperature": {"choice": ["none", "sact"]},
-              "attention.lambda": {"uniform": [2, 8], "if": {"attention.temperature": "sact"}}}
+PARAMETERS = {
+    "train.lr": {"loguniform": [1e-4, 1e-2]},
+    "attention.temperature": {"choice": ["none", "sact"]},
+    "attention.lambda": {"uniform": [2, 8], "if": {"attention.temperature": "sact"}},
+}
 POINT = {"train.lr": 2e-3, "attention.temperature": "sact", "attention.lambda": 4.0}
 
 
 def optuna_space(tmp_path, name: str, epochs: int):
-    return write_space(tmp_path, name=name, parameters=PARAMETERS,
-                       base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": epochs}},
-                       search={"algorithm": "optuna", "num_samples": 3, "max_concurrent": 1, "seed": 0,
-                               "points_to_evaluate": [POINT]})
+    return write_space(
+        tmp_path,
+        name=name,
+        parameters=PARAMETERS,
+        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": epochs}},
+        search={"algorithm": "optuna", "num_samples": 3, "max_concurrent": 1, "seed": 0, "points_to_evaluate": [POINT]},
+    )
 
 
 def finished(url: str, name: str) -> dict[str, optuna.trial.FrozenTrial]:
@@ -52,10 +59,14 @@ def test_the_study_holds_every_finished_trial_with_its_objective(tmp_path):
     done = sweeper("run", str(space), "--storage", str(storage), cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     url = f"sqlite:///{storage / 'e2e-study' / 'optuna.db'}"
-    assert f"Optuna study 'e2e-study', sampler tpe (seed 0), 1 starting point first, in {url}; watch it with " \
-           f"`optuna-dashboard {url}`" in done.stdout
-    assert json.loads((storage / "e2e-study" / "sweeper.json").read_text())["study"] == {"name": "e2e-study",
-                                                                                           "storage": url}
+    assert (
+        f"Optuna study 'e2e-study', sampler tpe (seed 0), 1 starting point first, in {url}; watch it with "
+        f"`optuna-dashboard {url}`" in done.stdout
+    )
+    assert json.loads((storage / "e2e-study" / "sweeper.json").read_text())["study"] == {
+        "name": "e2e-study",
+        "storage": url,
+    }
     results = pq.read_table(storage / "e2e-study" / "results.parquet").to_pylist()
     assert {r["status"] for r in results} == {"TERMINATED"}
     assert_study_matches_results(url, "e2e-study", results)
@@ -67,8 +78,10 @@ def test_a_resumed_sweep_continues_its_study(tmp_path):
     url = f"sqlite:///{storage / 'e2e-study-resume' / 'optuna.db'}"
     driver = sweeper("run", str(space), "--storage", str(storage), cwd=tmp_path, background=True)
     # sweeper.json is written once the study is made: reading earlier could race the driver creating its tables
-    _wait_until(lambda: (storage / "e2e-study-resume" / "sweeper.json").exists() and finished(url, "e2e-study-resume"),
-                what="a first finished trial in the study")
+    _wait_until(
+        lambda: (storage / "e2e-study-resume" / "sweeper.json").exists() and finished(url, "e2e-study-resume"),
+        what="a first finished trial in the study",
+    )
     os.killpg(driver.pid, signal.SIGINT)  # Ctrl+C on the driver
     output, _ = driver.communicate(timeout=120)
     assert driver.returncode == 130, output[-3000:]

@@ -5,6 +5,7 @@ Each expected value is computed here, independently of nmt_core.attention's tens
 reading only the module's learned parameters. Changing a formula (dropping 1/sqrt(d), adding a bias to
 SACT's eq. 2, swapping c~ and s) makes one of these fail.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,14 +63,15 @@ def P(module: torch.nn.Module, name: str):
     return dict(module.named_parameters())[name].tolist()
 
 
-def score_oracle(module: Attention, kind: str, s: list[float], h: list[list[float]],
-                 coverage: list[float] | None = None) -> list[float]:
+def score_oracle(
+    module: Attention, kind: str, s: list[float], h: list[list[float]], coverage: list[float] | None = None
+) -> list[float]:
     if kind == "dot":  # s^T h (Luong eq. 8)
         return [dot(s, hi) for hi in h]
     if kind == "key_value":  # w^T tanh(W_Y k_j + W_h k_t) (Daniluk et al.), k: each direction's first half
         W_Y, W_h, w = P(module, "score.W_Y.weight"), P(module, "score.W_h.weight"), P(module, "score.w.weight")[0]
-        query = mv(W_h, s[:H // 2])
-        keys = [hj[:H // 4] + hj[H // 2:3 * H // 4] for hj in h]
+        query = mv(W_h, s[: H // 2])
+        keys = [hj[: H // 4] + hj[H // 2 : 3 * H // 4] for hj in h]
         return [dot(w, [math.tanh(a + b) for a, b in zip(mv(W_Y, k), query)]) for k in keys]
     if kind in ("general", "scaled_dot"):  # s^T W h (Luong eq. 8), / sqrt(d) (Vaswani et al.)
         W = P(module, "score.W.weight")
@@ -89,7 +91,7 @@ def score_oracle(module: Attention, kind: str, s: list[float], h: list[list[floa
 
 def values_oracle(kind: str, h: list[list[float]]) -> list[list[float]]:
     """What the context averages: h itself, or (key_value) each direction's second half."""
-    return [hj[H // 4:H // 2] + hj[3 * H // 4:] for hj in h] if kind == "key_value" else h
+    return [hj[H // 4 : H // 2] + hj[3 * H // 4 :] for hj in h] if kind == "key_value" else h
 
 
 def _run(module: Attention, h, queries, init, x=None):  # a GRU-style sentinel (no memory cell) at most
@@ -106,7 +108,7 @@ def _run(module: Attention, h, queries, init, x=None):  # a GRU-style sentinel (
 def test_scores_weights_and_context_match_the_formulas(kind):
     module = _attention(score=kind)
     h, queries, init, _ = _inputs()
-    (out, _), = _run(module, h, queries[:1], init)
+    ((out, _),) = _run(module, h, queries[:1], init)
     for b in range(2):
         e = score_oracle(module, kind, queries[0][b].tolist(), h[b].tolist())
         alpha = softmax(e, MASK[b])
@@ -120,7 +122,7 @@ def test_scores_weights_and_context_match_the_formulas(kind):
 def test_fixed_temperature_divides_the_scores():
     module = _attention(score="general", temperature="fixed", tau=0.7)
     h, queries, init, _ = _inputs()
-    (out, _), = _run(module, h, queries[:1], init)
+    ((out, _),) = _run(module, h, queries[:1], init)
     for b in range(2):
         e = score_oracle(module, "general", queries[0][b].tolist(), h[b].tolist())
         assert out.weights[b].tolist() == pytest.approx(softmax(e, MASK[b], tau=0.7), rel=1e-10, abs=1e-12)
@@ -143,7 +145,7 @@ def test_sact_temperature_and_context_recurrence_over_three_steps(bias):
         for t, (out, state) in enumerate(outputs):
             s = queries[t][b].tolist()
             beta = math.tanh(dot(W_c, previous) + dot(U_s, s) + b_s)
-            tau = lam ** beta
+            tau = lam**beta
             alpha = softmax(score_oracle(module, "general", s, h[b].tolist()), MASK[b], tau)
             context = weighted_sum(alpha, h[b].tolist())
             assert out.tau[b].item() == pytest.approx(tau, rel=1e-10)
@@ -220,12 +222,19 @@ def test_sentinel_gate_slot_and_mixed_context(kind, cell):
 @pytest.mark.parametrize("readout, sentinel", [("auto", True), ("auto", False), ("sum", False), ("luong", True)])
 def test_readout_is_eq_12_with_the_sentinel_and_luong_eq_5_otherwise(readout, sentinel):
     """Li & Zhu eq. 12: p = softmax(W_p (c+ + t)); Luong eq. 5-6: p = softmax(W_s tanh(W_c [c; s]))."""
-    cfg = build_config({"model": {"emb_size": 4, "hidden_size": H, "dropout": 0.0, "readout": readout},
-                        "attention": {"sentinel": sentinel}})
+    cfg = build_config(
+        {
+            "model": {"emb_size": 4, "hidden_size": H, "dropout": 0.0, "readout": readout},
+            "attention": {"sentinel": sentinel},
+        }
+    )
     torch.manual_seed(0)
     decoder = Seq2Seq(cfg.model, cfg.attention, 10, 7).decoder.double()
     g = torch.Generator().manual_seed(5)
-    context, s = torch.randn(2, H, generator=g, dtype=torch.float64), torch.randn(2, H, generator=g, dtype=torch.float64)
+    context, s = (
+        torch.randn(2, H, generator=g, dtype=torch.float64),
+        torch.randn(2, H, generator=g, dtype=torch.float64),
+    )
     got, _ = decoder.read_out(context, s, None)
     uses_sum = readout == "sum" or (readout == "auto" and sentinel)
     for b in range(2):
@@ -247,4 +256,4 @@ def test_sact_with_the_sentinel_reads_the_mixed_context_of_the_last_step():
     W_c, U_s = P(module, "temperature.W_c.weight")[0], P(module, "temperature.U_s.weight")[0]
     for b in range(2):
         beta = math.tanh(dot(W_c, first.context[b].tolist()) + dot(U_s, queries[1][b].tolist()))
-        assert second.tau[b].item() == pytest.approx(lam ** beta, rel=1e-10)
+        assert second.tau[b].item() == pytest.approx(lam**beta, rel=1e-10)

@@ -4,6 +4,7 @@ Cohn et al. 2016 (log position features, fertility, trace bonus), the slides' Ga
 Paulus et al. 2017 eq. 3, lecture 003 (guided alignment's H(A, alpha), dl4mt's conditional GRU), Bahdanau et al.
 2015, and the course report's self-attention. Only the modules' learned parameters are read.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,7 +18,7 @@ from nmt_core.config import build_config
 from nmt_core.data import Batch
 from nmt_core.model import BOS, EOS, PAD, Seq2Seq
 from nmt_core.symmetry import reverse_batch, trace_bonus
-from tests.test_oracles import MASK, H, S, P, _attention, _inputs, _run, dot, mv, score_oracle, softmax, weighted_sum
+from tests.test_oracles import MASK, H, P, S, _attention, _inputs, _run, dot, mv, score_oracle, softmax, weighted_sum
 
 TOL = {"rel": 1e-9, "abs": 1e-12}
 
@@ -41,12 +42,16 @@ def test_log_position_features_over_two_steps(kind):
             psi = [[math.log(1 + j), math.log(1 + i), math.log(1 + length)] for j in range(1, S + 1)]
             if kind == "concat":
                 W, U, v = P(module, "score.W.weight"), P(module, "score.U.weight"), P(module, "score.v.weight")[0]
-                e = [dot(v, [math.tanh(a + c + d) for a, c, d in zip(mv(W, s), mv(U, hj), mv(W_p, p))])
-                     for hj, p in zip(h[b].tolist(), psi)]
+                e = [
+                    dot(v, [math.tanh(a + c + d) for a, c, d in zip(mv(W, s), mv(U, hj), mv(W_p, p))])
+                    for hj, p in zip(h[b].tolist(), psi)
+                ]
             else:
                 v_p = P(module, "position.v_p.weight")[0]
-                e = [base + dot(v_p, [math.tanh(x) for x in mv(W_p, p)])
-                     for base, p in zip(score_oracle(module, kind, s, h[b].tolist()), psi)]
+                e = [
+                    base + dot(v_p, [math.tanh(x) for x in mv(W_p, p)])
+                    for base, p in zip(score_oracle(module, kind, s, h[b].tolist()), psi)
+                ]
             assert out.weights[b].tolist() == pytest.approx(softmax(e, MASK[b]), **TOL)
 
 
@@ -54,13 +59,17 @@ def test_gaussian_bias_is_centred_where_the_state_says():
     """G_ij = -(j - P_i)^2 / (2 sigma_i^2), P_i = I sigmoid(v_p^T tanh(W_p s)), sigma_i = I sigmoid(v_d^T tanh(W_p s)) / 2."""
     module = _attention(score="dot", position_bias="gaussian", temperature="fixed", tau=1.5)
     h, queries, init, _ = _inputs()
-    (out, _), = _run(module, h, queries[:1], init)
-    W_p, v_p, v_d = P(module, "position.W_p.weight"), P(module, "position.v_p.weight")[0], P(module, "position.v_d.weight")[0]
+    ((out, _),) = _run(module, h, queries[:1], init)
+    W_p, v_p, v_d = (
+        P(module, "position.W_p.weight"),
+        P(module, "position.v_p.weight")[0],
+        P(module, "position.v_d.weight")[0],
+    )
     for b in range(2):
         s, length = queries[0][b].tolist(), sum(MASK[b])
         hidden = [math.tanh(x) for x in mv(W_p, s)]
         centre, sigma = length * sigmoid(dot(v_p, hidden)), length * sigmoid(dot(v_d, hidden)) / 2
-        e = [dot(s, hj) - (j - centre) ** 2 / (2 * sigma ** 2) for j, hj in enumerate(h[b].tolist())]
+        e = [dot(s, hj) - (j - centre) ** 2 / (2 * sigma**2) for j, hj in enumerate(h[b].tolist())]
         assert out.weights[b].tolist() == pytest.approx(softmax(e, MASK[b], tau=1.5), **TOL)
 
 
@@ -161,8 +170,10 @@ def test_placement_of_attention_in_the_decoder_step(placement):
     y = torch.tensor([4, 5])
     logits, _, out = decoder.step(y, state, memory)
     for b in range(2):
-        s_prev = [math.tanh(a + c) for a, c in zip(mv(P(decoder, "bridge.weight"), init[b].tolist()),
-                                                   P(decoder, "bridge.bias"))]  # s_0 = tanh(W_b h + b_b)
+        s_prev = [
+            math.tanh(a + c)
+            for a, c in zip(mv(P(decoder, "bridge.weight"), init[b].tolist()), P(decoder, "bridge.bias"))
+        ]  # s_0 = tanh(W_b h + b_b)
         emb = P(decoder, "embed.weight")[y[b].item()]
         rows = h[b].tolist()
         if placement == "bahdanau":
@@ -187,7 +198,9 @@ def test_decoder_self_attention_reads_out_the_past_states():
     context, past_states = queries[2], [queries[0], queries[1]]
     keys = torch.stack([decoder.self_attention.W_K(q) for q in past_states], 1)
     got, (states, _) = decoder.read_out(context, queries[1] * 0.5, (torch.stack(past_states, 1), keys))
-    W_Q, W_K, W_c = (P(decoder, n) for n in ("self_attention.W_Q.weight", "self_attention.W_K.weight", "combine.weight"))
+    W_Q, W_K, W_c = (
+        P(decoder, n) for n in ("self_attention.W_Q.weight", "self_attention.W_K.weight", "combine.weight")
+    )
     for b in range(2):
         s = (queries[1][b] * 0.5).tolist()
         past = [q[b].tolist() for q in past_states]
@@ -202,14 +215,25 @@ def test_reverse_batch_and_trace_bonus():
     B = sum_i sum_j alpha^{s->t}_ij alpha^{s<-t}_ji over real words only."""
     src = torch.tensor([[5, 6, 7], [8, 9, PAD]])
     tgt_out = torch.tensor([[10, 11, EOS], [12, EOS, PAD]])
-    batch = Batch(src, torch.tensor([3, 2]), torch.tensor([[BOS, 10, 11], [BOS, 12, PAD]]), tgt_out, [0, 1], 5,
-                  torch.tensor([3, 2]))
+    batch = Batch(
+        src,
+        torch.tensor([3, 2]),
+        torch.tensor([[BOS, 10, 11], [BOS, 12, PAD]]),
+        tgt_out,
+        [0, 1],
+        5,
+        torch.tensor([3, 2]),
+    )
     back = reverse_batch(batch)
     assert back.src.tolist() == [[10, 11, PAD], [12, PAD, PAD]] and back.src_lengths.tolist() == [2, 1]
     assert back.tgt_in.tolist() == [[BOS, 5, 6, 7], [BOS, 8, 9, PAD]]
     assert back.tgt_out.tolist() == [[5, 6, 7, EOS], [8, 9, EOS, PAD]] and back.n_tokens == 7
     g = torch.Generator().manual_seed(6)
     forward, backward = torch.rand(2, 3, 3, generator=g), torch.rand(2, 4, 3, generator=g)
-    expected = sum(forward[b, i, j].item() * backward[b, j, i].item()
-                   for b, (n_tgt, n_src) in enumerate([(2, 3), (1, 2)]) for i in range(n_tgt) for j in range(n_src))
+    expected = sum(
+        forward[b, i, j].item() * backward[b, j, i].item()
+        for b, (n_tgt, n_src) in enumerate([(2, 3), (1, 2)])
+        for i in range(n_tgt)
+        for j in range(n_src)
+    )
     assert trace_bonus(forward, backward, batch).item() == pytest.approx(expected, rel=1e-6)

@@ -1,5 +1,6 @@
 """`tracking.plots`: what each trial's run holds under best | all | none, and the summary's heatmaps of each
 variant's best trial, against a real MLflow server over HTTP and a local Ray."""
+
 from __future__ import annotations
 
 import json
@@ -12,16 +13,24 @@ from tests.test_sweep_e2e import child_runs, sweeper, write_space
 
 pytestmark = pytest.mark.slow
 
-ONE_EPOCH = {"model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
-             "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1}, "decode": {"beam_size": 2}}
+ONE_EPOCH = {
+    "model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
+    "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1},
+    "decode": {"beam_size": 2},
+}
 
 
 def run_sweep(tmp_path: Path, server_uri: str, name: str, plots: str, parameters: dict) -> tuple[list, str]:
     """A one-epoch sweep with tracking.plots = plots; its trial runs and its summary.md."""
-    space = write_space(tmp_path, name=name, base=ONE_EPOCH, parameters=parameters,
-                        search={"max_concurrent": 2}, tracking={"plots": plots})
-    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", server_uri,
-                   cwd=tmp_path)
+    space = write_space(
+        tmp_path,
+        name=name,
+        base=ONE_EPOCH,
+        parameters=parameters,
+        search={"max_concurrent": 2},
+        tracking={"plots": plots},
+    )
+    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", server_uri, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "summary skipped" not in done.stdout, done.stdout[-3000:]
     _, children = child_runs(MlflowClient(server_uri), name)
@@ -33,14 +42,19 @@ def artifacts(client: MlflowClient, run_id: str, folder: str) -> list[str]:
 
 
 def heatmap_data(client: MlflowClient, run_id: str, tmp_path: Path) -> dict:
-    return json.loads(Path(client.download_artifacts(run_id, "traces/heatmaps.json", str(tmp_path / run_id)))
-                      .read_text())
+    return json.loads(
+        Path(client.download_artifacts(run_id, "traces/heatmaps.json", str(tmp_path / run_id))).read_text()
+    )
 
 
 def test_best_policy_draws_only_each_variants_best_trial_once_in_the_summary(tmp_path, mlflow_server):
-    children, summary = run_sweep(tmp_path, mlflow_server.uri, "plots-best", "best",
-                                  {"attention.temperature": {"grid": ["none", "sact"]},
-                                   "train.seed": {"grid": [1, 2]}})
+    children, summary = run_sweep(
+        tmp_path,
+        mlflow_server.uri,
+        "plots-best",
+        "best",
+        {"attention.temperature": {"grid": ["none", "sact"]}, "train.seed": {"grid": [1, 2]}},
+    )
     client = MlflowClient(mlflow_server.uri)
     assert len(children) == 4
     by_variant: dict[str, list] = {}
@@ -64,8 +78,9 @@ def test_best_policy_draws_only_each_variants_best_trial_once_in_the_summary(tmp
 
 @pytest.mark.parametrize("policy", ["all", "none"])
 def test_all_has_every_trial_draw_and_none_draws_nothing(tmp_path, mlflow_server, policy):
-    children, summary = run_sweep(tmp_path, mlflow_server.uri, f"plots-{policy}", policy,
-                                  {"train.seed": {"grid": [1, 2]}})
+    children, summary = run_sweep(
+        tmp_path, mlflow_server.uri, f"plots-{policy}", policy, {"train.seed": {"grid": [1, 2]}}
+    )
     client = MlflowClient(mlflow_server.uri)
     assert len(children) == 2
     for child in children:

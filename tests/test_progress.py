@@ -1,4 +1,5 @@
 """Epoch progress for `nmt train` and the sweep's console lines."""
+
 import io
 from types import SimpleNamespace
 
@@ -48,8 +49,11 @@ def test_eta_format():
 def test_sweep_lines_name_running_trials_their_epoch_and_an_eta():
     progress = SweepProgress("demo", planned=4, name_of=lambda t: f"general+none-{t.trial_id}")
     progress.durations = [100.0]  # one trial took 100 s
-    trials = [SimpleNamespace(trial_id="a", status="TERMINATED"), SimpleNamespace(trial_id="b", status="RUNNING"),
-              SimpleNamespace(trial_id="c", status="RUNNING")]
+    trials = [
+        SimpleNamespace(trial_id="a", status="TERMINATED"),
+        SimpleNamespace(trial_id="b", status="RUNNING"),
+        SimpleNamespace(trial_id="c", status="RUNNING"),
+    ]
     progress.began = {"b": 0.0, "c": 0.0}
     board = {"b": {"epoch": 2, "epochs": 4, "step": 50, "steps": 100, "tokens_per_s": 1234.0}}
     lines = progress.lines(trials, board)
@@ -67,16 +71,22 @@ def test_fraction_of_training_done():
 def test_one_line_per_finished_retried_and_failed_trial_with_its_cause_and_traceback(tmp_path, capsys):
     from sweeper.trainable import FINAL
 
-    progress = SweepProgress("demo", planned=2, name_of=lambda t: f"general+none-{t.trial_id}",
-                             logs="s3://bucket/sweeps/demo")
-    done = SimpleNamespace(trial_id="a_00000", last_result={"bleu_dev": 12.345, FINAL: 1},
-                           path="bucket/sweeps/demo/a_00000_general+none_seed1")
+    progress = SweepProgress(
+        "demo", planned=2, name_of=lambda t: f"general+none-{t.trial_id}", logs="s3://bucket/sweeps/demo"
+    )
+    done = SimpleNamespace(
+        trial_id="a_00000",
+        last_result={"bleu_dev": 12.345, FINAL: 1},
+        path="bucket/sweeps/demo/a_00000_general+none_seed1",
+    )
     stopped = SimpleNamespace(trial_id="a_00002", last_result={"bleu_dev": 3.0, "epoch": 2}, path="x")
     error = tmp_path / "error.txt"
-    error.write_text("Failure # 1 (occurred at 2026)\n\x1b[36mray::run_trial()\x1b[39m (pid=7)\n  File x\n"
-                     "ValueError: boom\n")
-    failed = SimpleNamespace(trial_id="a_00001", last_result={}, error_file=str(error),
-                             path="bucket/sweeps/demo/a_00001_general+none_seed2")
+    error.write_text(
+        "Failure # 1 (occurred at 2026)\n\x1b[36mray::run_trial()\x1b[39m (pid=7)\n  File x\nValueError: boom\n"
+    )
+    failed = SimpleNamespace(
+        trial_id="a_00001", last_result={}, error_file=str(error), path="bucket/sweeps/demo/a_00001_general+none_seed2"
+    )
     progress.on_trial_start(0, [], done)
     progress.on_trial_complete(0, [], done)
     progress.on_trial_complete(0, [], stopped)
@@ -84,7 +94,9 @@ def test_one_line_per_finished_retried_and_failed_trial_with_its_cause_and_trace
     progress.on_trial_error(0, [], failed)
     lines = [line[11:] for line in capsys.readouterr().out.splitlines()]  # without [HH:MM:SS]
     traceback = "ValueError: boom; traceback: s3://bucket/sweeps/demo/a_00001_general+none_seed2/error.txt"
-    assert lines == ["trial general+none-a_00000 finished in 0:00: bleu_dev 12.35",
-                     "trial general+none-a_00002 stopped early after epoch 2 in 0:00: bleu_dev 3.00",
-                     f"trial general+none-a_00001 failed, retried from its last checkpoint: {traceback}",
-                     f"trial general+none-a_00001 FAILED after 0:00: {traceback}"]
+    assert lines == [
+        "trial general+none-a_00000 finished in 0:00: bleu_dev 12.35",
+        "trial general+none-a_00002 stopped early after epoch 2 in 0:00: bleu_dev 3.00",
+        f"trial general+none-a_00001 failed, retried from its last checkpoint: {traceback}",
+        f"trial general+none-a_00001 FAILED after 0:00: {traceback}",
+    ]

@@ -1,4 +1,5 @@
 """Provenance: which code, packages, device and node produced a run."""
+
 import subprocess
 
 import torch

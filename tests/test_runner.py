@@ -1,4 +1,5 @@
 """Runner helpers: trial ids read back from trial folders, statuses, error lines, the GPU check (on a local Ray)."""
+
 from pathlib import Path
 
 import pytest
@@ -6,19 +7,28 @@ import pytest
 from sweeper.runner import error_summary, trial_id_of, trial_status
 
 
-@pytest.mark.parametrize("folder, trial_id", [
-    ("bbdbe_00011_general+sact8+sentinel_seed1", "bbdbe_00011"),  # grid / random
-    ("8287bf51_general+sact4.62552_seed1", "8287bf51"),  # Optuna
-    ("f369adcd_dot+none_seed3", "f369adcd"),
-])
+@pytest.mark.parametrize(
+    "folder, trial_id",
+    [
+        ("bbdbe_00011_general+sact8+sentinel_seed1", "bbdbe_00011"),  # grid / random
+        ("8287bf51_general+sact4.62552_seed1", "8287bf51"),  # Optuna
+        ("f369adcd_dot+none_seed3", "f369adcd"),
+    ],
+)
 def test_trial_id_is_read_back_from_the_trial_folder(folder, trial_id):
     assert trial_id_of(Path("/storage/sweep") / folder) == trial_id
 
 
 def test_trial_status_and_error_line():
-    assert [trial_status("complete", True), trial_status("complete", False), trial_status("error", False),
-            trial_status(None, False)] == ["TERMINATED", "STOPPED", "ERROR", "UNFINISHED"]
-    error = RuntimeError("ray::ImplicitFunc.train() (pid=1, ip=127.0.0.1)\n  File x\n\x1b[36mTrainingDiverged: epoch 1\x1b[0m")
+    assert [
+        trial_status("complete", True),
+        trial_status("complete", False),
+        trial_status("error", False),
+        trial_status(None, False),
+    ] == ["TERMINATED", "STOPPED", "ERROR", "UNFINISHED"]
+    error = RuntimeError(
+        "ray::ImplicitFunc.train() (pid=1, ip=127.0.0.1)\n  File x\n\x1b[36mTrainingDiverged: epoch 1\x1b[0m"
+    )
     assert error_summary(error) == "TrainingDiverged: epoch 1"
 
 
@@ -28,16 +38,26 @@ def test_pbt_mutates_the_planned_params_and_gives_each_trial_an_initial_value():
     from sweeper.runner import build_tune_config
     from tests.test_space import spec_of
 
-    spec = spec_of(**{"scheduler": {"type": "pbt", "mutations": {"train.lr": {"loguniform": [1e-4, 1e-2]},
-                                                                 "train.label_smoothing": [0.0, 0.1, 0.2]}}})
+    spec = spec_of(
+        **{
+            "scheduler": {
+                "type": "pbt",
+                "mutations": {"train.lr": {"loguniform": [1e-4, 1e-2]}, "train.label_smoothing": [0.0, 0.1, 0.2]},
+            }
+        }
+    )
     config, space = build_tune_config(spec, spec.base)
     assert isinstance(config.scheduler, PopulationBasedTraining)
     trials = space["trial"]["grid_search"]
-    assert all(1e-4 <= t["params"]["train.lr"] <= 1e-2 and t["params"]["train.label_smoothing"] in (0.0, 0.1, 0.2)
-               for t in trials)
+    assert all(
+        1e-4 <= t["params"]["train.lr"] <= 1e-2 and t["params"]["train.label_smoothing"] in (0.0, 0.1, 0.2)
+        for t in trials
+    )
     assert len({t["params"]["train.lr"] for t in trials}) == len(trials)  # a population, not clones
     assert build_tune_config(spec, spec.base)[1] == space  # seeded: the same plan twice
-    explored = config.scheduler._custom_explore_fn({"trial": {"params": {"train.lr": 0.05, "train.label_smoothing": 0.1}}})
+    explored = config.scheduler._custom_explore_fn(
+        {"trial": {"params": {"train.lr": 0.05, "train.label_smoothing": 0.1}}}
+    )
     assert explored["trial"]["params"]["train.lr"] == 1e-2  # clamped back into its range after a * 1.2
     hyperband, _ = build_tune_config(spec_of(**{"scheduler": {"type": "hyperband"}}), spec.base)
     assert isinstance(hyperband.scheduler, HyperBandScheduler)
@@ -62,11 +82,15 @@ def test_a_cold_autoscaling_cluster_waits_for_gpu_nodes_and_a_fixed_one_is_refus
     try:
         with pytest.raises(SpecError, match="has 0 GPUs and no autoscaler node type with GPUs"):
             check_gpus(spec)
-        config = ClusterConfig(node_group_configs=[
-            NodeGroupConfig(name="head", resources={"CPU": 0}, min_count=1, max_count=1),
-            NodeGroupConfig(name="gpu-worker", resources={"CPU": 4, "GPU": 1}, min_count=0, max_count=4)])
-        _internal_kv_put(GCS_AUTOSCALER_CLUSTER_CONFIG_KEY, config.SerializeToString(),
-                         namespace=GCS_AUTOSCALER_STATE_NAMESPACE)
+        config = ClusterConfig(
+            node_group_configs=[
+                NodeGroupConfig(name="head", resources={"CPU": 0}, min_count=1, max_count=1),
+                NodeGroupConfig(name="gpu-worker", resources={"CPU": 4, "GPU": 1}, min_count=0, max_count=4),
+            ]
+        )
+        _internal_kv_put(
+            GCS_AUTOSCALER_CLUSTER_CONFIG_KEY, config.SerializeToString(), namespace=GCS_AUTOSCALER_STATE_NAMESPACE
+        )
         check_gpus(spec)
         assert "has 0 GPUs now; its autoscaler can add up to 4: trials wait for GPU nodes" in capsys.readouterr().out
     finally:

@@ -1,4 +1,5 @@
 """The JSON Schemas editors read: shipped as the code generates them, and saying what validation says."""
+
 from __future__ import annotations
 
 import copy
@@ -28,8 +29,9 @@ def validator(name: str) -> jsonschema.Draft202012Validator:
 
 @pytest.mark.parametrize("name", FILES)
 def test_the_shipped_schema_is_what_the_code_generates_now_and_valid_json_schema(name):
-    assert (SCHEMA_DIR / name).read_text(encoding="utf-8") == render(FILES[name]()), \
+    assert (SCHEMA_DIR / name).read_text(encoding="utf-8") == render(FILES[name]()), (
         "the code's definitions changed: run `sweeper schema` and commit sweeper/schemas/"
+    )
     jsonschema.Draft202012Validator.check_schema(json.loads((SCHEMA_DIR / name).read_text()))
 
 
@@ -44,8 +46,10 @@ def test_every_shipped_space_names_the_schema_on_its_first_line_and_validates(sp
     first = space.read_text().splitlines()[0]
     assert first == EDITOR_LINE
     assert (space.parent / first.split("$schema=")[1]).resolve() == SCHEMA_DIR / "sweep.schema.json"
-    errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
-              for e in validator("sweep.schema.json").iter_errors(yaml.safe_load(space.read_text()))]
+    errors = [
+        f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in validator("sweep.schema.json").iter_errors(yaml.safe_load(space.read_text()))
+    ]
     assert errors == []
 
 
@@ -104,8 +108,13 @@ def test_the_schema_refuses_what_the_code_refuses(case):
 def test_the_trial_schema_takes_a_trial_config_and_refuses_bad_ones():
     trial = validator("trial.schema.json")
     assert trial.is_valid(TINY) and trial.is_valid({})
-    for section, key, value in [("model", "cell", "transformer"), ("train", "epochs", 0), ("train", "lr", "fast"),
-                                ("decode", "beam", 4), ("attention", "lambda", 0.5)]:
+    for section, key, value in [
+        ("model", "cell", "transformer"),
+        ("train", "epochs", 0),
+        ("train", "lr", "fast"),
+        ("decode", "beam", 4),
+        ("attention", "lambda", 0.5),
+    ]:
         raw = {**TINY, section: {**TINY.get(section, {}), key: value}}
         assert not trial.is_valid(raw), (section, key, value)
         with pytest.raises(ConfigError):

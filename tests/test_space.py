@@ -1,7 +1,7 @@
 """Sweep YAML validation and plans: every bad input is one line naming file, key and what is allowed."""
-from pathlib import Path
 
 import pickle
+from pathlib import Path
 
 import optuna
 import pytest
@@ -53,8 +53,11 @@ def test_shipped_comparisons_have_seeds_and_a_fixed_tau_control_for_every_sact_l
     configs = [plan.config(load_spec(str(space)).base) for plan in plan_trials(load_spec(str(space)))]
     seeds: dict[str, set[int]] = {}
     for cfg in configs:
-        seeds.setdefault(f"{cfg.attention.score}/{cfg.attention.temperature}/{cfg.attention.tau}/{cfg.attention.lambda_}"
-                         f"/{cfg.attention.sentinel}", set()).add(cfg.train.seed)
+        seeds.setdefault(
+            f"{cfg.attention.score}/{cfg.attention.temperature}/{cfg.attention.tau}/{cfg.attention.lambda_}"
+            f"/{cfg.attention.sentinel}",
+            set(),
+        ).add(cfg.train.seed)
     assert min(len(s) for s in seeds.values()) >= 2
     lambdas = {c.attention.lambda_ for c in configs if c.attention.temperature == "sact"}
     assert lambdas <= {c.attention.tau for c in configs if c.attention.temperature == "fixed"}
@@ -97,47 +100,68 @@ def test_optuna_define_by_run_suggests_conditionals_only_when_active():
         assert ("attention.lambda" in trial.params) == (temperature == "sact")
 
 
-@pytest.mark.parametrize("changes, key, allowed", [
-    ({"parameters/attention.lambda": {"uniform": [0.5, 10]}}, "parameters.attention.lambda.uniform", "> 1"),
-    ({"parameters/attention.tau": {"grid": [0.0, 1.0]}}, "parameters.attention.tau.grid", "> 0"),
-    ({"parameters/model.dropout": {"choice": [0.3, 1.0]}}, "parameters.model.dropout.choice", "[0, 1)"),
-    ({"parameters/model.dropout": {"choice": []}}, "parameters.model.dropout.choice", "non-empty list"),
-    ({"parameters/attention.score": {"choice": ["dot", "cosine"]}}, "parameters.attention.score.choice",
-     "dot, general, concat, scaled_dot, key_value"),
-    ({"parameters/attention.heat": {"choice": [1]}}, "parameters.attention.heat", "trial-config key"),
-    ({"parameters/train.lr": {"normal": [0, 1]}}, "parameters.train.lr", "choice, grid, uniform, loguniform, int"),
-    ({"parameters/train.lr": {"loguniform": [0, 1]}}, "parameters.train.lr.loguniform", "low > 0"),
-    ({"parameters/attention.tau": {"grid": [0.9], "if": {"attention.temperature": "hot"}}},
-     "parameters.attention.tau.if.attention.temperature", "none, fixed, sact"),
-    ({"base/attention": {"lambda": 1}}, "base.attention.lambda", "> 1"),
-    ({"base/model": {"cell": "transformer"}}, "base.model.cell", "lstm, gru"),
-    ({"data/corpus": 3}, "data.corpus", "string"),
-    ({"search": {"algorithm": "bayes"}}, "search.algorithm", "grid, random, optuna"),
-    ({"search": {"algorithm": "optuna", "repeats": 3}}, "search.repeats", "must be 1"),
-    ({"search": {"num_samples": 0}}, "search.num_samples", ">= 1"),
-    ({"scheduler": {"type": "median"}}, "scheduler.type", "fifo, asha, hyperband, pbt"),
-    ({"scheduler": {"type": "pbt", "mutations": {"train.lr": ["fast", "slow"]}}}, "scheduler.mutations.train.lr",
-     "mutations must be numbers"),
-    ({"scheduler": {"type": "pbt", "mutations": {"train.lr": {"loguniform": [0, 1]}}}},
-     "scheduler.mutations.train.lr", "low > 0"),
-    ({"scheduler": {"type": "pbt", "mutations": {"model.hidden_size": [64, 128]}}},
-     "scheduler.mutations.model.hidden_size", "train.lr, train.label_smoothing"),
-    ({"scheduler": {"type": "pbt"}}, "scheduler.mutations", "at least one mutation"),
-    ({"scheduler": {"type": "asha", "mutations": {"train.lr": [0.1]}}}, "scheduler.mutations", "only with"),
-    ({"objective": {"metric": "accuracy"}}, "objective.metric", "bleu_dev"),
-    ({"resources": {"gpu": -1}}, "resources.gpu", "fraction"),
-    ({"resources": {"tpu": 1}}, "resources.tpu", "cpu, gpu"),
-    ({"name": "my sweep!"}, "name", "1-100 letters, digits, '.', '_' or '-'"),
-    ({"significance": {"method": "t_test"}}, "significance.method", "one of paired_bootstrap"),
-    ({"significance": {"resamples": 99}}, "significance.resamples", "in [100, 1000000]"),
-    ({"significance": {"resamples": "many"}}, "significance.resamples", "expected int"),
-    ({"tracking": {"system_metrics": "yes"}}, "tracking.system_metrics", "expected bool"),
-    ({"tracking": {"system_metric": True}}, "tracking.system_metric", "uri, system_metrics"),
-    ({"tracking": {"plots": "every"}}, "tracking.plots", "must be one of best, all, none (got 'every')"),
-    ({"parameters/attention.tau": {"grid": [2, "lambda"], "if": {"attention.temperature": "fixed"}}},
-     "parameters.attention.tau.grid", "expected a number, got 'lambda'"),
-    ({"scheduler_type": "asha"}, "scheduler_type", "name, description, data, base, parameters"),
-])
+@pytest.mark.parametrize(
+    "changes, key, allowed",
+    [
+        ({"parameters/attention.lambda": {"uniform": [0.5, 10]}}, "parameters.attention.lambda.uniform", "> 1"),
+        ({"parameters/attention.tau": {"grid": [0.0, 1.0]}}, "parameters.attention.tau.grid", "> 0"),
+        ({"parameters/model.dropout": {"choice": [0.3, 1.0]}}, "parameters.model.dropout.choice", "[0, 1)"),
+        ({"parameters/model.dropout": {"choice": []}}, "parameters.model.dropout.choice", "non-empty list"),
+        (
+            {"parameters/attention.score": {"choice": ["dot", "cosine"]}},
+            "parameters.attention.score.choice",
+            "dot, general, concat, scaled_dot, key_value",
+        ),
+        ({"parameters/attention.heat": {"choice": [1]}}, "parameters.attention.heat", "trial-config key"),
+        ({"parameters/train.lr": {"normal": [0, 1]}}, "parameters.train.lr", "choice, grid, uniform, loguniform, int"),
+        ({"parameters/train.lr": {"loguniform": [0, 1]}}, "parameters.train.lr.loguniform", "low > 0"),
+        (
+            {"parameters/attention.tau": {"grid": [0.9], "if": {"attention.temperature": "hot"}}},
+            "parameters.attention.tau.if.attention.temperature",
+            "none, fixed, sact",
+        ),
+        ({"base/attention": {"lambda": 1}}, "base.attention.lambda", "> 1"),
+        ({"base/model": {"cell": "transformer"}}, "base.model.cell", "lstm, gru"),
+        ({"data/corpus": 3}, "data.corpus", "string"),
+        ({"search": {"algorithm": "bayes"}}, "search.algorithm", "grid, random, optuna"),
+        ({"search": {"algorithm": "optuna", "repeats": 3}}, "search.repeats", "must be 1"),
+        ({"search": {"num_samples": 0}}, "search.num_samples", ">= 1"),
+        ({"scheduler": {"type": "median"}}, "scheduler.type", "fifo, asha, hyperband, pbt"),
+        (
+            {"scheduler": {"type": "pbt", "mutations": {"train.lr": ["fast", "slow"]}}},
+            "scheduler.mutations.train.lr",
+            "mutations must be numbers",
+        ),
+        (
+            {"scheduler": {"type": "pbt", "mutations": {"train.lr": {"loguniform": [0, 1]}}}},
+            "scheduler.mutations.train.lr",
+            "low > 0",
+        ),
+        (
+            {"scheduler": {"type": "pbt", "mutations": {"model.hidden_size": [64, 128]}}},
+            "scheduler.mutations.model.hidden_size",
+            "train.lr, train.label_smoothing",
+        ),
+        ({"scheduler": {"type": "pbt"}}, "scheduler.mutations", "at least one mutation"),
+        ({"scheduler": {"type": "asha", "mutations": {"train.lr": [0.1]}}}, "scheduler.mutations", "only with"),
+        ({"objective": {"metric": "accuracy"}}, "objective.metric", "bleu_dev"),
+        ({"resources": {"gpu": -1}}, "resources.gpu", "fraction"),
+        ({"resources": {"tpu": 1}}, "resources.tpu", "cpu, gpu"),
+        ({"name": "my sweep!"}, "name", "1-100 letters, digits, '.', '_' or '-'"),
+        ({"significance": {"method": "t_test"}}, "significance.method", "one of paired_bootstrap"),
+        ({"significance": {"resamples": 99}}, "significance.resamples", "in [100, 1000000]"),
+        ({"significance": {"resamples": "many"}}, "significance.resamples", "expected int"),
+        ({"tracking": {"system_metrics": "yes"}}, "tracking.system_metrics", "expected bool"),
+        ({"tracking": {"system_metric": True}}, "tracking.system_metric", "uri, system_metrics"),
+        ({"tracking": {"plots": "every"}}, "tracking.plots", "must be one of best, all, none (got 'every')"),
+        (
+            {"parameters/attention.tau": {"grid": [2, "lambda"], "if": {"attention.temperature": "fixed"}}},
+            "parameters.attention.tau.grid",
+            "expected a number, got 'lambda'",
+        ),
+        ({"scheduler_type": "asha"}, "scheduler_type", "name, description, data, base, parameters"),
+    ],
+)
 def test_invalid_input_is_one_line_naming_file_key_and_allowed(changes, key, allowed):
     with pytest.raises(SpecError) as err:
         spec_of(**changes)
@@ -153,8 +177,10 @@ def test_cli_validate_and_run_exit_2_on_bad_input_and_write_nothing(tmp_path, ca
     for command in (["validate", str(bad)], ["run", str(bad), "--storage", str(tmp_path / "sweeps")]):
         assert sweeper_main(command) == 2
         err = capsys.readouterr().err.strip()
-        assert err == f"sweeper: error: {bad}: parameters.attention.lambda.choice: value 1: must be > 1 " \
-                      "(tau_t lies in (1/lambda, lambda)) (got 1.0)"
+        assert (
+            err == f"sweeper: error: {bad}: parameters.attention.lambda.choice: value 1: must be > 1 "
+            "(tau_t lies in (1/lambda, lambda)) (got 1.0)"
+        )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]  # no storage, no mlflow.db
 
 

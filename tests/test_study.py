@@ -1,4 +1,5 @@
 """Optuna sweeps' persistent study: where it lives, the samplers, the starting points, resume (real Optuna, SQLite)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -34,8 +35,9 @@ def test_every_sampler_is_named_once_and_builds_seeded():
             assert type(sampler).__name__ == SAMPLER_CLASSES[name]
 
 
-@pytest.mark.parametrize("sampler", [s for s, modules in SAMPLERS.items()
-                                     if all(importlib.util.find_spec(m) for m in modules)])
+@pytest.mark.parametrize(
+    "sampler", [s for s, modules in SAMPLERS.items() if all(importlib.util.find_spec(m) for m in modules)]
+)
 def test_each_installed_sampler_runs_the_conditional_space_with_starting_points_first(sampler):
     spec = optuna_spec(sampler=sampler, points_to_evaluate=[POINT, {"attention.temperature": "none"}])
     searcher = optuna_searcher(spec, None)
@@ -49,23 +51,38 @@ def test_each_installed_sampler_runs_the_conditional_space_with_starting_points_
     assert [t.user_attrs[TRIAL_ID_ATTR] for t in study.trials] == ["t0", "t1", "t2", "t3"]
 
 
-@pytest.mark.parametrize("search, key, message", [
-    ({"sampler": "bayes"}, "search.sampler", "must be one of tpe, cmaes, gp, random, qmc"),
-    ({"points_to_evaluate": [{"train.lr": 1e-3}]}, "search.points_to_evaluate[0].train.lr",
-     "not a parameter of this space"),
-    ({"points_to_evaluate": [{"attention.lambda": 99}]}, "search.points_to_evaluate[0].attention.lambda",
-     "99 is outside"),
-    ({"points_to_evaluate": [{"attention.temperature": "bogus"}]},
-     "search.points_to_evaluate[0].attention.temperature", "'bogus' is outside grid"),
-    ({"points_to_evaluate": [{"attention.temperature": "none", "attention.lambda": 4}]},
-     "search.points_to_evaluate[0].attention.lambda", "not active at this point: only if attention.temperature"),
-    ({"points_to_evaluate": ["x" * 500]}, "search.points_to_evaluate[0]", "expected a mapping"),
-    ({"points_to_evaluate": {"attention.lambda": 4}}, "search.points_to_evaluate", "expected list"),
-    ({"study_storage": "s3://bucket/optuna.db"}, "search.study_storage", "sqlite:///path/optuna.db"),
-    ({"study_storage": "postgresql://opt:pg-s3cret@db/optuna"}, "search.study_storage", "PGPASSWORD"),
-    ({"algorithm": "grid", "sampler": "gp"}, "search.sampler", "only with search.algorithm optuna"),
-    ({"algorithm": "random", "points_to_evaluate": [POINT]}, "search.points_to_evaluate", "only with"),
-])
+@pytest.mark.parametrize(
+    "search, key, message",
+    [
+        ({"sampler": "bayes"}, "search.sampler", "must be one of tpe, cmaes, gp, random, qmc"),
+        (
+            {"points_to_evaluate": [{"train.lr": 1e-3}]},
+            "search.points_to_evaluate[0].train.lr",
+            "not a parameter of this space",
+        ),
+        (
+            {"points_to_evaluate": [{"attention.lambda": 99}]},
+            "search.points_to_evaluate[0].attention.lambda",
+            "99 is outside",
+        ),
+        (
+            {"points_to_evaluate": [{"attention.temperature": "bogus"}]},
+            "search.points_to_evaluate[0].attention.temperature",
+            "'bogus' is outside grid",
+        ),
+        (
+            {"points_to_evaluate": [{"attention.temperature": "none", "attention.lambda": 4}]},
+            "search.points_to_evaluate[0].attention.lambda",
+            "not active at this point: only if attention.temperature",
+        ),
+        ({"points_to_evaluate": ["x" * 500]}, "search.points_to_evaluate[0]", "expected a mapping"),
+        ({"points_to_evaluate": {"attention.lambda": 4}}, "search.points_to_evaluate", "expected list"),
+        ({"study_storage": "s3://bucket/optuna.db"}, "search.study_storage", "sqlite:///path/optuna.db"),
+        ({"study_storage": "postgresql://opt:pg-s3cret@db/optuna"}, "search.study_storage", "PGPASSWORD"),
+        ({"algorithm": "grid", "sampler": "gp"}, "search.sampler", "only with search.algorithm optuna"),
+        ({"algorithm": "random", "points_to_evaluate": [POINT]}, "search.points_to_evaluate", "only with"),
+    ],
+)
 def test_bad_optuna_search_settings_are_one_line_errors(search, key, message):
     with pytest.raises(ConfigError) as err:  # SpecError, or the credentials check's ConfigError
         optuna_spec(**search)
@@ -80,8 +97,11 @@ def test_a_sampler_whose_package_is_missing_says_what_to_install(monkeypatch):
 
 
 def test_the_space_in_the_yaml_reads_the_new_keys():
-    spec = parse_spec("name: s\nparameters: {attention.temperature: {choice: [none, sact]}}\nsearch: {algorithm: "
-                      "optuna, sampler: qmc, points_to_evaluate: [{attention.temperature: none}]}\n", "s.yaml")
+    spec = parse_spec(
+        "name: s\nparameters: {attention.temperature: {choice: [none, sact]}}\nsearch: {algorithm: "
+        "optuna, sampler: qmc, points_to_evaluate: [{attention.temperature: none}]}\n",
+        "s.yaml",
+    )
     assert spec.search.sampler == "qmc" and spec.search.points_to_evaluate == [{"attention.temperature": "none"}]
 
 
@@ -135,7 +155,10 @@ def test_a_restored_searcher_continues_its_study_and_fails_trials_asked_after_it
     assert optuna.get_all_study_names(url) == [spec.name]
     trials = optuna.load_study(study_name=spec.name, storage=url).trials
     assert [(t.user_attrs[TRIAL_ID_ATTR], t.state, t.value) for t in trials] == [
-        ("a", TrialState.COMPLETE, 3.0), ("b", TrialState.COMPLETE, 5.0), ("c", TrialState.FAIL, None)]
+        ("a", TrialState.COMPLETE, 3.0),
+        ("b", TrialState.COMPLETE, 5.0),
+        ("c", TrialState.FAIL, None),
+    ]
     assert {k: trials[0].params[k] for k in POINT} == POINT
 
 
@@ -146,8 +169,10 @@ def test_validate_prints_the_sampler_and_where_the_study_will_be(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     assert sweeper_main(["validate", str(space), "--set", "search.sampler=random"]) == 0
     url = f"sqlite:///{tmp_path}/sweeps/lambda-search/optuna.db"
-    assert (f"Optuna study 'lambda-search', sampler random (seed 0), in {url}; watch it with `optuna-dashboard {url}` "
-            "(with --storage ./sweeps") in capsys.readouterr().out
+    assert (
+        f"Optuna study 'lambda-search', sampler random (seed 0), in {url}; watch it with `optuna-dashboard {url}` "
+        "(with --storage ./sweeps"
+    ) in capsys.readouterr().out
     assert not (tmp_path / "sweeps").exists()  # validate writes nothing
 
 

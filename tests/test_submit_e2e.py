@@ -1,4 +1,5 @@
 """`sweeper submit` to a real Ray head (token auth on) with a real MLflow server, all on 127.0.0.1."""
+
 from __future__ import annotations
 
 import os
@@ -14,9 +15,20 @@ from tests.servers import RayHead
 
 pytestmark = pytest.mark.slow
 QUICKSTART = Path(__file__).parent.parent / "search_spaces" / "quickstart.yaml"
-SHORT = ["--set", "data.train_subset=400", "--set", "data.eval_subset=20", "--set", "base.train.epochs=1",
-         "--set", "parameters.attention.tau={grid: [1.2]}", "--set", "parameters.attention.lambda={grid: [4]}",
-         "--set", "search.repeats=1"]
+SHORT = [
+    "--set",
+    "data.train_subset=400",
+    "--set",
+    "data.eval_subset=20",
+    "--set",
+    "base.train.epochs=1",
+    "--set",
+    "parameters.attention.tau={grid: [1.2]}",
+    "--set",
+    "parameters.attention.lambda={grid: [4]}",
+    "--set",
+    "search.repeats=1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -28,13 +40,27 @@ def ray_head(tmp_path_factory):
 
 def submit(head: RayHead, *args, token: str | None = None):
     env = {**head.env, "RAY_AUTH_TOKEN": token or head.token}
-    return subprocess.run([sys.executable, "-m", "sweeper.cli", "submit", str(QUICKSTART), "--address",
-                           head.dashboard, *args], env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "sweeper.cli", "submit", str(QUICKSTART), "--address", head.dashboard, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_submitted_quickstart_succeeds_and_lands_in_mlflow(ray_head, mlflow_server, tmp_path):
-    done = submit(ray_head, "--wait", "--name", "submitted-quickstart", "--storage", str(tmp_path / "sweeps"),
-                  "--tracking-uri", mlflow_server.uri, *SHORT)
+    done = submit(
+        ray_head,
+        "--wait",
+        "--name",
+        "submitted-quickstart",
+        "--storage",
+        str(tmp_path / "sweeps"),
+        "--tracking-uri",
+        mlflow_server.uri,
+        *SHORT,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "submitted sweep 'submitted-quickstart' as Ray job" in done.stdout
     assert "SUCCEEDED" in done.stdout and "3/3 trials finished" in done.stdout
@@ -55,13 +81,29 @@ def test_a_wrong_token_fails_fast_with_one_line(ray_head, mlflow_server):
 
 def test_a_wrong_address_fails_fast_with_one_line(ray_head, mlflow_server):
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": ray_head.token}
-    done = subprocess.run([sys.executable, "-m", "sweeper.cli", "submit", str(QUICKSTART), "--address",
-                           "http://127.0.0.1:9", "--tracking-uri", mlflow_server.uri], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeper.cli",
+            "submit",
+            str(QUICKSTART),
+            "--address",
+            "http://127.0.0.1:9",
+            "--tracking-uri",
+            mlflow_server.uri,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
-    assert done.stderr.strip() == ("sweeper: error: sweeper submit: --address: http://127.0.0.1:9: no Ray dashboard "
-                                   "answers there (ConnectionError); pass the head's dashboard address, "
-                                   "e.g. http://HEAD:8265")
+    assert done.stderr.strip() == (
+        "sweeper: error: sweeper submit: --address: http://127.0.0.1:9: no Ray dashboard "
+        "answers there (ConnectionError); pass the head's dashboard address, "
+        "e.g. http://HEAD:8265"
+    )
 
 
 def test_a_job_needs_a_tracking_store_that_outlives_it(ray_head):

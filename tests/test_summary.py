@@ -1,4 +1,5 @@
 """The summary tables from a tracking store of hand-made runs: every number is known in advance."""
+
 from __future__ import annotations
 
 import subprocess
@@ -13,14 +14,12 @@ from mlflow.tracking import MlflowClient
 
 from nmt_core.config import build_config
 from nmt_core.data import load_trial_data
-from nmt_core.evaluate import corpus_bleu
 from nmt_core.decode import Translation
-from nmt_core.evaluate import trace_table, write_traces
+from nmt_core.evaluate import corpus_bleu, trace_table, write_traces
 from sweeper.cli import main as sweeper_main
 from sweeper.metrics import EXPLOITS
 from sweeper.space import SignificanceSpec
-from sweeper.summary import (TrialRecord, build_summary, mean_std, render_csv, render_latex, render_markdown,
-                             summarize)
+from sweeper.summary import TrialRecord, build_summary, mean_std, render_csv, render_latex, render_markdown, summarize
 
 DATA = {"corpus": "synthetic", "eval_subset": 30}
 
@@ -49,16 +48,30 @@ def store(tmp_path_factory):
     def trial(variant, attention, seed, bleu, translations, time_per_epoch, trace=None, dev=None):
         params = _params(**attention)
         params["train.seed"] = str(seed)
-        run = client.create_run(experiment, tags={"mlflow.parentRunId": parent, "sweeper.role": "trial",
-                                                  "sweeper.trial_id": f"{variant}-{seed}", "sweeper.variant": variant,
-                                                  "sweeper.bleu_signature": signature})
+        run = client.create_run(
+            experiment,
+            tags={
+                "mlflow.parentRunId": parent,
+                "sweeper.role": "trial",
+                "sweeper.trial_id": f"{variant}-{seed}",
+                "sweeper.variant": variant,
+                "sweeper.bleu_signature": signature,
+            },
+        )
         run_id = run.info.run_id
         dev = {"bleu_dev": [bleu - 1.0, bleu - 0.9], "attn_saturated": [0.3, 0.4], **(dev or {})}
-        client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()],
-                         metrics=[Metric("bleu_test_test", bleu, 0, 2), Metric("bleu_test_avg", bleu, 0, 2),
-                                  Metric("multibleu_test_avg", bleu + 1, 0, 2), Metric("n_params", 1_500_000, 0, 2),
-                                  *(Metric("epoch_time_s", t, 0, i + 1) for i, t in enumerate(time_per_epoch)),
-                                  *(Metric(k, v, 0, i + 1) for k, values in dev.items() for i, v in enumerate(values))])
+        client.log_batch(
+            run_id,
+            params=[Param(k, v) for k, v in params.items()],
+            metrics=[
+                Metric("bleu_test_test", bleu, 0, 2),
+                Metric("bleu_test_avg", bleu, 0, 2),
+                Metric("multibleu_test_avg", bleu + 1, 0, 2),
+                Metric("n_params", 1_500_000, 0, 2),
+                *(Metric("epoch_time_s", t, 0, i + 1) for i, t in enumerate(time_per_epoch)),
+                *(Metric(k, v, 0, i + 1) for k, values in dev.items() for i, v in enumerate(values)),
+            ],
+        )
         client.log_text(run_id, "\n".join(translations) + "\n", "translations/test.txt")
         client.log_text(run_id, "\n".join(refs) + "\n", "references/test.txt")
         if trace is not None:
@@ -73,19 +86,42 @@ def store(tmp_path_factory):
     trial("general+none", {}, 1, 20.0, bad, [2.0, 4.0], dev=saturated)
     trial("general+none", {}, 2, 22.0, bad, [3.0, 3.0], dev=saturated)
     words = [["le", "NOUN1", "VERB2", "ga"], ["la", "NOUN3", "ga"]]
-    sact_trace = trace_table([Translation([5, 6, 7, 8], 0.0, torch.full((4, 3), 1 / 3), [0.5, 2.0, 0.6, 3.0], None),
-                              Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.5), [0.4, 2.5, 3.5], None)], words)
-    at_bound = {"tau_at_bound": [0.5, 0.97], "tau_p5": [1.0, 3.96], "tau_p50": [2.0, 4.0], "tau_p95": [3.9, 4.0],
-                "bleu_dev": [10.0, 20.0]}  # still rising steeply
+    sact_trace = trace_table(
+        [
+            Translation([5, 6, 7, 8], 0.0, torch.full((4, 3), 1 / 3), [0.5, 2.0, 0.6, 3.0], None),
+            Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.5), [0.4, 2.5, 3.5], None),
+        ],
+        words,
+    )
+    at_bound = {
+        "tau_at_bound": [0.5, 0.97],
+        "tau_p5": [1.0, 3.96],
+        "tau_p50": [2.0, 4.0],
+        "tau_p95": [3.9, 4.0],
+        "bleu_dev": [10.0, 20.0],
+    }  # still rising steeply
     trial("general+sact4", {"temperature": "sact"}, 1, 25.0, refs, [5.0], sact_trace, at_bound)
     trial("general+sact4", {"temperature": "sact"}, 2, 27.0, refs, [5.0], sact_trace, at_bound)
     trial("general+tau0.8", {"temperature": "fixed", "tau": 0.8}, 1, 21.0, bad, [2.0])
     trial("general+tau1.2", {"temperature": "fixed", "tau": 1.2}, 1, 23.5, bad, [2.0])
     trial("general+tau2", {"temperature": "fixed", "tau": 2.0}, 1, 9.0, [" ".join(r.split()[:2]) for r in refs], [2.0])
-    gated = trace_table([Translation([5, 6, 7, 8], 0.0, torch.full((4, 3), 0.05), None, [0.95, 0.1, 0.92, 0.97]),
-                         Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.02), None, [0.91, 0.2, 0.99])], words)
-    trial("general+none+sentinel", {"sentinel": True}, 1, 24.0, refs, [6.0], gated,
-          {"sentinel_collapsed": [0.99, 0.98], "sentinel_mean": [0.004, 0.003]})
+    gated = trace_table(
+        [
+            Translation([5, 6, 7, 8], 0.0, torch.full((4, 3), 0.05), None, [0.95, 0.1, 0.92, 0.97]),
+            Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.02), None, [0.91, 0.2, 0.99]),
+        ],
+        words,
+    )
+    trial(
+        "general+none+sentinel",
+        {"sentinel": True},
+        1,
+        24.0,
+        refs,
+        [6.0],
+        gated,
+        {"sentinel_collapsed": [0.99, 0.98], "sentinel_mean": [0.004, 0.003]},
+    )
     unfinished = client.create_run(experiment, tags={"mlflow.parentRunId": parent, "sweeper.role": "trial"})
     client.log_batch(unfinished.info.run_id, metrics=[Metric("bleu_dev", 1.0, 0, 1)])  # still running: left out
     return uri, folder
@@ -95,13 +131,19 @@ def test_bleu_table_numbers(store, tmp_path):
     uri, _ = store
     summary = summarize("hand", uri, tmp_path / "out", ["md"], resamples=1000)
     rows = {row.label: row for row in summary.rows}
-    assert list(rows) == ["general+none", "general+none+sentinel", "general+sact4", "general+tau0.8", "general+tau1.2",
-                          "general+tau2"]
+    assert list(rows) == [
+        "general+none",
+        "general+none+sentinel",
+        "general+sact4",
+        "general+tau0.8",
+        "general+tau1.2",
+        "general+tau2",
+    ]
     base, sact = rows["general+none"], rows["general+sact4"]
     assert base.is_baseline and base.delta is None
-    assert base.average == pytest.approx((21.0, 2 ** 0.5)) and base.tests["test"] == pytest.approx((21.0, 2 ** 0.5))
+    assert base.average == pytest.approx((21.0, 2**0.5)) and base.tests["test"] == pytest.approx((21.0, 2**0.5))
     assert base.epoch_time_s == pytest.approx(3.0) and base.n_params == 1_500_000
-    assert sact.average == pytest.approx((26.0, 2 ** 0.5)) and sact.delta == pytest.approx(5.0)
+    assert sact.average == pytest.approx((26.0, 2**0.5)) and sact.delta == pytest.approx(5.0)
     # perfect translations against degraded ones: the floor p = 1/1001, times 5 comparisons (Holm's first step)
     assert sact.p_value == pytest.approx(1 / 1001) and sact.p_adjusted == pytest.approx(5 / 1001) and sact.mark == "**"
     assert rows["general+none+sentinel"].delta == pytest.approx(3.0) and rows["general+none+sentinel"].mark == "**"
@@ -111,15 +153,25 @@ def test_bleu_table_numbers(store, tmp_path):
     assert worse.delta == pytest.approx(-12.0) and worse.mark == "††"  # two-sided: a worse system is marked too
     markdown = render_markdown(summary)
     low, high = sact.interval
-    assert ("| general+sact4 | 2 | 26.00 ± 1.41 | 26.00 ± 1.41 | 27.00 ± 1.41 | 1.50M | 5.0 | +5.00** | "
-            f"[{low:+.2f}, {high:+.2f}] | 0.005 |") in markdown and 0 < low < high
-    assert ("| general+none | 2 | 21.00 ± 1.41 | 21.00 ± 1.41 | 22.00 ± 1.41 | 1.50M | 3.0 | baseline |  |  |"
-            in markdown)
+    assert (
+        "| general+sact4 | 2 | 26.00 ± 1.41 | 26.00 ± 1.41 | 27.00 ± 1.41 | 1.50M | 5.0 | +5.00** | "
+        f"[{low:+.2f}, {high:+.2f}] | 0.005 |"
+    ) in markdown and 0 < low < high
+    assert (
+        "| general+none | 2 | 21.00 ± 1.41 | 21.00 ± 1.41 | 22.00 ± 1.41 | 1.50M | 3.0 | baseline |  |  |" in markdown
+    )
     assert "| general+tau1.2 | 1 | 23.50 | 23.50 | 24.50 | 1.50M | 2.0 | +2.50 | [+0.00, +0.00] | 1 |" in markdown
     assert "| general+tau2 | 1 | 9.00 | 9.00 | 10.00 | 1.50M | 2.0 | -12.00†† |" in markdown
-    assert ("two-sided paired bootstrap" in markdown and "1000 resamples" in markdown and "1-2 seeds per row" in markdown
-            and "Holm-corrected over 5 comparisons" in markdown and "nrefs:1|case:mixed|eff:no|tok:13a" in markdown)
-    assert "general+sact4,2,26.0000,1.4142,26.0000,1.4142,27.0000,1.4142,1500000,5.000,5.0000,**," in render_csv(summary)
+    assert (
+        "two-sided paired bootstrap" in markdown
+        and "1000 resamples" in markdown
+        and "1-2 seeds per row" in markdown
+        and "Holm-corrected over 5 comparisons" in markdown
+        and "nrefs:1|case:mixed|eff:no|tok:13a" in markdown
+    )
+    assert "general+sact4,2,26.0000,1.4142,26.0000,1.4142,27.0000,1.4142,1500000,5.000,5.0000,**," in render_csv(
+        summary
+    )
     assert render_csv(summary).splitlines()[0].endswith(",p_value,p_holm,ci_low,ci_high")
     latex = render_latex(summary)
     assert r"\toprule" in latex and r"26.00 $\pm$ 1.41" in latex and r"general{+}sact4" in latex
@@ -132,21 +184,27 @@ def test_degenerate_mechanisms_are_stated_before_the_table(store, tmp_path):
     text = (tmp_path / "out" / "summary.md").read_text()
     warnings = text.split("| variant |")[0]
     assert "`general+none`: attention saturated from epoch 1" in warnings and "97% of dev steps" in warnings
-    assert ("`general+sact4`: tau at its upper bound for 97% of dev tokens (p5 3.96, p95 4.00): SACT acts as a fixed "
-            "temperature 4 here") in warnings
+    assert (
+        "`general+sact4`: tau at its upper bound for 97% of dev tokens (p5 3.96, p95 4.00): SACT acts as a fixed "
+        "temperature 4 here"
+    ) in warnings
     assert "`general+none+sentinel`: sentinel gate collapsed: beta < 0.01 for 98% of dev tokens" in warnings
     assert "`general+sact4`: dev BLEU still rising at the last epoch (+10.00 to 20.00 in epoch 2)" in warnings
     assert "no fixed-temperature control at tau = 4 for SACT lambda 4" in warnings
-    few = ("fewer than 3 seeds in 6 of 6 rows (`general+none` (2), `general+none+sentinel` (1), `general+sact4` (2), "
-           "`general+tau0.8` (1), `general+tau1.2` (1) and 1 more): their marks and p-values are not to be published; "
-           "run the sweep with search.repeats >= 3.")
+    few = (
+        "fewer than 3 seeds in 6 of 6 rows (`general+none` (2), `general+none+sentinel` (1), `general+sact4` (2), "
+        "`general+tau0.8` (1), `general+tau1.2` (1) and 1 more): their marks and p-values are not to be published; "
+        "run the sweep with search.repeats >= 3."
+    )
     assert few in summary.warnings and f"- **{few}**" in warnings
     assert [w for w in summary.warnings if "`general+tau1.2`" in w] == [few]  # a healthy, flat variant: seeds only
     shows = text.split("## What this sweep shows, and what it cannot")[1]
     # both gains come from a degenerate mechanism (collapsed gate, tau at its bound): never listed as plain wins
-    assert ("Against the baseline `general+none`: significantly better, but with a mechanism flagged as degenerate "
-            "above (not a win of the method): `general+none+sentinel`, `general+sact4`; significantly worse: "
-            "`general+tau2`; no significant difference: `general+tau0.8`, `general+tau1.2`.") in shows
+    assert (
+        "Against the baseline `general+none`: significantly better, but with a mechanism flagged as degenerate "
+        "above (not a win of the method): `general+none+sentinel`, `general+sact4`; significantly worse: "
+        "`general+tau2`; no significant difference: `general+tau0.8`, `general+tau1.2`."
+    ) in shows
     assert "significantly better: " not in shows.replace("significantly better, but", "")
     assert "ranking may not hold at convergence" in shows and "degenerate behaviour, not the method" in shows
     assert (tmp_path / "out" / "dev_bleu_curves.png").stat().st_size > 2000
@@ -156,14 +214,27 @@ def test_figures_and_word_tables(store, tmp_path):
     uri, _ = store
     out = tmp_path / "out"
     summarize("hand", uri, out, ["csv", "latex"], resamples=100)
-    for name in ("summary.md", "bleu_table.csv", "bleu_table.tex", "fixed_tau_curve.png", "fixed_tau_curve.svg",
-                 "temperature_heatmap.png"):
+    for name in (
+        "summary.md",
+        "bleu_table.csv",
+        "bleu_table.tex",
+        "fixed_tau_curve.png",
+        "fixed_tau_curve.svg",
+        "temperature_heatmap.png",
+    ):
         assert (out / name).stat().st_size > 200, name
     text = (out / "summary.md").read_text()
     # gates >= 0.9: le (0.95), VERB2 (0.92), ga (0.97, 0.99), la (0.91)
-    assert "| ga | 2 |" in text and "| le | 1 |" in text and "| la | 1 |" in text and "NOUN1" not in text.split("Li & Zhu")[1]
-    assert ("## Function vs content words (test)\n\nstopwordsiso has no closed-class word list for the target language "
-            "`tgt` (data.tgt), so function and content words are not compared.") in text  # synthetic data
+    assert (
+        "| ga | 2 |" in text
+        and "| le | 1 |" in text
+        and "| la | 1 |" in text
+        and "NOUN1" not in text.split("Li & Zhu")[1]
+    )
+    assert (
+        "## Function vs content words (test)\n\nstopwordsiso has no closed-class word list for the target language "
+        "`tgt` (data.tgt), so function and content words are not compared."
+    ) in text  # synthetic data
 
 
 def test_summary_is_logged_to_the_parent_run(store, tmp_path):
@@ -181,8 +252,10 @@ def test_clear_messages_for_missing_sweeps_and_baselines(store, tmp_path, capsys
     err = capsys.readouterr().err
     assert err.startswith("sweeper: error: sweeper summarize: NAME: no sweep named 'nope' in sqlite:")
     assert "sweeps there: hand" in err and err.count("\n") == 1
-    assert sweeper_main(["summarize", "hand", "--tracking-uri", uri, "--out", str(tmp_path / "r"),
-                         "--resamples", "50"]) == 2
+    assert (
+        sweeper_main(["summarize", "hand", "--tracking-uri", uri, "--out", str(tmp_path / "r"), "--resamples", "50"])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "sweeper summarize --resamples: significance.resamples: must be in [100, 1000000]" in err
     assert err.count("\n") == 1 and not (tmp_path / "r").exists()
@@ -202,12 +275,27 @@ def test_run_id_picks_an_older_sweep_of_the_same_name(store, tmp_path, capsys):
     try:
         assert sweeper_main(["summarize", "hand", "--tracking-uri", uri, "--out", str(tmp_path / "a")]) == 1
         assert "no finished trial" in capsys.readouterr().err  # the newest sweep is the default
-        assert sweeper_main(["summarize", "hand", "--tracking-uri", uri, "--out", str(tmp_path / "b"),
-                             "--run-id", first.info.run_id]) == 0
+        assert (
+            sweeper_main(
+                [
+                    "summarize",
+                    "hand",
+                    "--tracking-uri",
+                    uri,
+                    "--out",
+                    str(tmp_path / "b"),
+                    "--run-id",
+                    first.info.run_id,
+                ]
+            )
+            == 0
+        )
         assert "general+sact4" in (tmp_path / "b" / "summary.md").read_text()
         assert sweeper_main(["summarize", "hand", "--tracking-uri", uri, "--run-id", "abc123"]) == 2
-        assert f"--run-id: abc123 is not a sweep run of 'hand'; its sweep runs, newest first: {rerun}" \
+        assert (
+            f"--run-id: abc123 is not a sweep run of 'hand'; its sweep runs, newest first: {rerun}"
             in capsys.readouterr().err
+        )
     finally:
         client.delete_run(rerun)
 
@@ -217,8 +305,9 @@ def test_rows_with_the_same_variant_label_are_told_apart_by_their_settings():
         params = {**_params(), "train.lr": str(lr)}
         return TrialRecord(run_id, run_id, "general+none", params, {"bleu_test_test": bleu, "bleu_test_avg": bleu}, {})
 
-    summary = build_summary([record("a", 0.0012520653814999472, 20.0), record("b", 0.006, 21.0),
-                             record("c", 0.006, 23.0)], {}, {"test": []})
+    summary = build_summary(
+        [record("a", 0.0012520653814999472, 20.0), record("b", 0.006, 21.0), record("c", 0.006, 23.0)], {}, {"test": []}
+    )
     assert [row.label for row in summary.rows] == ["general+none (train.lr=0.00125)", "general+none (train.lr=0.006)"]
     assert [len(row.records) for row in summary.rows] == [1, 2]  # seeds of one setting still pool
 
@@ -232,9 +321,11 @@ def test_an_unknown_sweep_in_an_empty_folder_creates_no_store(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     done = subprocess.run([sys.executable, "-m", "sweeper.cli", "summarize", "nope"], capture_output=True, text=True)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == (f"sweeper: error: sweeper summarize: NAME: no sweep named 'nope': no "
-                           f"{tmp_path / 'sweeps' / 'nope' / 'sweeper.json'} and no tracking store "
-                           f"{tmp_path / 'mlflow.db'} (pass the --storage or --tracking-uri the sweep ran with)\n")
+    assert done.stderr == (
+        f"sweeper: error: sweeper summarize: NAME: no sweep named 'nope': no "
+        f"{tmp_path / 'sweeps' / 'nope' / 'sweeper.json'} and no tracking store "
+        f"{tmp_path / 'mlflow.db'} (pass the --storage or --tracking-uri the sweep ran with)\n"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -260,21 +351,37 @@ def test_alignment_table_tests_aer_and_gold_mass_as_bleu_is_tested():
     refs = {"test": ["a b c d", "e f g h", "i j k l", "m n o p"]}
 
     def record(variant, guided, seed, both, mass):
-        metrics = {"bleu_test_test": 10.0, "bleu_test_avg": 10.0, "aer_test": 1 - 2 * both / 8, "gold_attention_test": mass / 4}
-        params = {"train.guided_alignment": guided, "attention.temperature": "none", "attention.sentinel": "False",
-                  "train.seed": str(seed)}
+        metrics = {
+            "bleu_test_test": 10.0,
+            "bleu_test_avg": 10.0,
+            "aer_test": 1 - 2 * both / 8,
+            "gold_attention_test": mass / 4,
+        }
+        params = {
+            "train.guided_alignment": guided,
+            "attention.temperature": "none",
+            "attention.sentinel": "False",
+            "train.seed": str(seed),
+        }
         stats = {"test": np.tile([4, 4, both, mass, 4], (4, 1)).astype(float)}
         return TrialRecord(f"{variant}{seed}", f"{variant}-{seed}", variant, params, metrics, {}), stats
 
-    made = [record("plain", "0.0", 1, 1, 2), record("plain", "0.0", 2, 1, 2),
-            record("guided", "0.5", 1, 3, 3), record("guided", "0.5", 2, 3, 3)]
+    made = [
+        record("plain", "0.0", 1, 1, 2),
+        record("plain", "0.0", 2, 1, 2),
+        record("guided", "0.5", 1, 3, 3),
+        record("guided", "0.5", 2, 3, 3),
+    ]
     records = [r for r, _ in made]
     summary = build_summary(records, {r.run_id: refs for r in records}, refs, {"train.guided_alignment": "0.0"})
-    table = render_alignment(summary, alignment_table(summary, {r.run_id: s for r, s in made},
-                                                      SignificanceSpec(resamples=200)))
+    table = render_alignment(
+        summary, alignment_table(summary, {r.run_id: s for r, s in made}, SignificanceSpec(resamples=200))
+    )
     rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
     assert "| 0.750 ± 0.000 | baseline |  | 0.500 ± 0.000 | baseline |" in rows["plain"]
-    assert "| 0.250 ± 0.000 | -0.500** | 0.00498 | 0.750 ± 0.000 | +0.250** | 0.00498 |" in rows["guided"]  # p = 1 / 201
+    assert (
+        "| 0.250 ± 0.000 | -0.500** | 0.00498 | 0.750 ± 0.000 | +0.250** | 0.00498 |" in rows["guided"]
+    )  # p = 1 / 201
 
 
 def test_a_full_summary_renders_from_a_snapshot_without_a_tracking_server(tmp_path, monkeypatch):
@@ -287,29 +394,48 @@ def test_a_full_summary_renders_from_a_snapshot_without_a_tracking_server(tmp_pa
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
     refs = [f"w{i} x{i} y{i} z{i} end" for i in range(20)]
     words = [["le", "NOUN1", "VERB2", "ga"], ["la", "NOUN3", "ga"]]
-    gated = trace_table([Translation([5, 6, 7, 8], 0.0, torch.full((4, 3), 0.25), [0.5, 2.0, 0.6, 3.0],
-                                     [0.95, 0.1, 0.92, 0.97]),
-                         Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.5), [0.4, 2.5, 3.5], [0.91, 0.2, 0.99])],
-                        words)
+    gated = trace_table(
+        [
+            Translation([5, 6, 7, 8], 0.0, torch.full((4, 3), 0.25), [0.5, 2.0, 0.6, 3.0], [0.95, 0.1, 0.92, 0.97]),
+            Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.5), [0.4, 2.5, 3.5], [0.91, 0.2, 0.99]),
+        ],
+        words,
+    )
 
     def record(variant, attention, seed, bleu, settings=None):
         params = {**_params(**attention), "train.seed": str(seed), "data.tgt": "fr"}
         curves = {"bleu_dev": [bleu - 1.0, bleu - 0.9], "epoch_time_s": [2.0, 2.0], "attn_saturated": [0.3, 0.3]}
-        return TrialRecord(f"{variant}-{seed}", f"t{seed}{variant[-1]}", variant, params,
-                           {"bleu_test_test": bleu, "bleu_test_avg": bleu, "multibleu_test_avg": bleu + 1,
-                            "n_params": 2e6}, curves, {EXPLOITS: "1"} if settings else {},
-                           {"setting.train.lr": settings} if settings else {},
-                           [{"epoch": 1, "copied_from": "t1e"}] if settings else [])
+        return TrialRecord(
+            f"{variant}-{seed}",
+            f"t{seed}{variant[-1]}",
+            variant,
+            params,
+            {"bleu_test_test": bleu, "bleu_test_avg": bleu, "multibleu_test_avg": bleu + 1, "n_params": 2e6},
+            curves,
+            {EXPLOITS: "1"} if settings else {},
+            {"setting.train.lr": settings} if settings else {},
+            [{"epoch": 1, "copied_from": "t1e"}] if settings else [],
+        )
 
-    records = [record("general+none", {}, 1, 20.0, {1: 0.005, 2: 0.004}), record("general+none", {}, 2, 21.0),
-               record("general+tau4", {"temperature": "fixed", "tau": 4.0}, 1, 19.0),
-               record("general+sact4+sentinel", {"temperature": "sact", "sentinel": True}, 1, 25.0)]
+    records = [
+        record("general+none", {}, 1, 20.0, {1: 0.005, 2: 0.004}),
+        record("general+none", {}, 2, 21.0),
+        record("general+tau4", {"temperature": "fixed", "tau": 4.0}, 1, 19.0),
+        record("general+sact4+sentinel", {"temperature": "sact", "sentinel": True}, 1, 25.0),
+    ]
     worse = [" ".join(r.split()[:2]) for r in refs]
     translations = {r.run_id: {"test": refs if "sact" in r.variant else worse} for r in records}
-    snapshot = SweepSnapshot("by-hand", "p0", "FINISHED", {"significance": {"resamples": 200}}, records,
-                             Counter({"failed": 1}), {"test": refs}, translations,
-                             traces={("general+sact4+sentinel-1", "dev"): gated,
-                                     ("general+sact4+sentinel-1", "test"): gated})
+    snapshot = SweepSnapshot(
+        "by-hand",
+        "p0",
+        "FINISHED",
+        {"significance": {"resamples": 200}},
+        records,
+        Counter({"failed": 1}),
+        {"test": refs},
+        translations,
+        traces={("general+sact4+sentinel-1", "dev"): gated, ("general+sact4+sentinel-1", "test"): gated},
+    )
     out = tmp_path / "out"
     summary = write_report(snapshot, out, ["csv", "latex"])
     text = (out / "summary.md").read_text()
@@ -317,18 +443,36 @@ def test_a_full_summary_renders_from_a_snapshot_without_a_tracking_server(tmp_pa
     assert "| general+none | 2 | 20.50 ± 0.71 | 20.50 ± 0.71 | 21.50 ± 0.71 | 2.00M | 2.0 | baseline |  |" in text
     assert "| general+sact4+sentinel | 1 | 25.00 | 25.00 | 26.00 | 2.00M | 2.0 | +4.50** |" in text
     assert "Note: 1 trial(s) left out of every table and figure: 1 failed" in text
-    for section in ("## What this sweep shows", "## Fixed temperature vs SACT", "## Temperature heatmap",
-                    "## Words with sentinel gate >= 0.9", "## Function vs content words (test)",
-                    "## Parameter importance", "## PBT schedules"):
+    for section in (
+        "## What this sweep shows",
+        "## Fixed temperature vs SACT",
+        "## Temperature heatmap",
+        "## Words with sentinel gate >= 0.9",
+        "## Function vs content words (test)",
+        "## Parameter importance",
+        "## PBT schedules",
+    ):
         assert section in text, section
     # function words (French closed class): le, la; content: the rest. A bootstrap over the 2 sentences bounds the
     # difference by the one-sentence extremes: tau 0.5 - 5.6 / 3 and 0.4 - 3.0; gate 0.95 - 1.99 / 3 and 0.91 - 0.595
-    assert "| ga | 2 |" in text and ("| general+sact4+sentinel | 0.450 / 2.320 | -1.870 [-2.600, -1.367] | "
-                                     "0.930 / 0.636 | +0.294 [+0.287, +0.315] |") in text
+    assert (
+        "| ga | 2 |" in text
+        and (
+            "| general+sact4+sentinel | 0.450 / 2.320 | -1.870 [-2.600, -1.367] | "
+            "0.930 / 0.636 | +0.294 [+0.287, +0.315] |"
+        )
+        in text
+    )
     assert "stopwordsiso's closed-class list for `fr`" in text
     assert "epochs 1-1: train.lr=0.005<br>epochs 2-2: train.lr=0.004 (weights of trial t1e at epoch 1)" in text
-    for name in ("bleu_table.csv", "bleu_table.tex", "dev_bleu_curves.png", "fixed_tau_curve.png",
-                 "temperature_heatmap.png", "parallel_coordinates.png"):
+    for name in (
+        "bleu_table.csv",
+        "bleu_table.tex",
+        "dev_bleu_curves.png",
+        "fixed_tau_curve.png",
+        "temperature_heatmap.png",
+        "parallel_coordinates.png",
+    ):
         assert (out / name).stat().st_size > 200, name
     assert [row.label for row in summary.rows] == ["general+none", "general+sact4+sentinel", "general+tau4"]
 
@@ -373,11 +517,20 @@ def _review_snapshot(rows: list[tuple[str, dict, float, int, dict]], seeds: int,
             bleu = corpus_bleu(hyps, REVIEW_REFS).score
             params = {**_params(**attention), "train.seed": str(seed), "train.lr": str(lr), "variant": variant}
             curves = {"bleu_dev": [bleu - 1.0, bleu - 0.95], "attn_saturated": [0.1, 0.1], **dev}
-            records.append(TrialRecord(run_id, run_id, variant, params, {"bleu_test_test": bleu, "bleu_test_avg": bleu},
-                                       curves))
+            records.append(
+                TrialRecord(run_id, run_id, variant, params, {"bleu_test_test": bleu, "bleu_test_avg": bleu}, curves)
+            )
             translations[run_id] = {"test": hyps}
-    return SweepSnapshot("review", "p0", "FINISHED", {"significance": significance}, records, Counter(),
-                         {"test": REVIEW_REFS}, translations)
+    return SweepSnapshot(
+        "review",
+        "p0",
+        "FINISHED",
+        {"significance": significance},
+        records,
+        Counter(),
+        {"test": REVIEW_REFS},
+        translations,
+    )
 
 
 AT_BOUND = {"tau_at_bound": [0.98, 0.98], "tau_p5": [3.9, 3.9], "tau_p50": [4.0, 4.0], "tau_p95": [4.0, 4.0]}
@@ -390,10 +543,18 @@ def test_each_claim_names_the_baseline_or_control_it_was_tested_against():
     from sweeper.summary.report import compute, significance_of
 
     sact, fixed = {"temperature": "sact", "lambda": 4.0}, {"temperature": "fixed", "tau": 4.0}
-    snapshot = _review_snapshot([("general+none", {}, 0.001, 2, {}), ("general+sact4", sact, 0.001, 0, {}),
-                                 ("general+tau4", fixed, 0.001, 4, {}), ("general+none", {}, 0.005, 2, {}),
-                                 ("general+sact4", sact, 0.005, 0, AT_BOUND), ("general+tau4", fixed, 0.005, 2, {})],
-                                3, {"resamples": 1000})
+    snapshot = _review_snapshot(
+        [
+            ("general+none", {}, 0.001, 2, {}),
+            ("general+sact4", sact, 0.001, 0, {}),
+            ("general+tau4", fixed, 0.001, 4, {}),
+            ("general+none", {}, 0.005, 2, {}),
+            ("general+sact4", sact, 0.005, 0, AT_BOUND),
+            ("general+tau4", fixed, 0.005, 2, {}),
+        ],
+        3,
+        {"resamples": 1000},
+    )
     summary = compute(snapshot, significance_of(snapshot, None))
     assert [(c.row.label, c.against.label, c.kind) for c in summary.comparisons] == [
         ("general+sact4 (train.lr=0.001)", "general+none (train.lr=0.001)", "baseline"),
@@ -401,7 +562,8 @@ def test_each_claim_names_the_baseline_or_control_it_was_tested_against():
         ("general+tau4 (train.lr=0.001)", "general+none (train.lr=0.001)", "baseline"),
         ("general+tau4 (train.lr=0.005)", "general+none (train.lr=0.005)", "baseline"),
         ("general+sact4 (train.lr=0.001)", "general+tau4 (train.lr=0.001)", "control"),
-        ("general+sact4 (train.lr=0.005)", "general+tau4 (train.lr=0.005)", "control")]
+        ("general+sact4 (train.lr=0.005)", "general+tau4 (train.lr=0.005)", "control"),
+    ]
     same = summary.comparisons[3]  # tau4 at lr 0.005 has the baseline's outputs
     assert same.delta == 0 and same.p_value == 1.0 and same.interval == (0.0, 0.0) and same.mark == ""
     for c in summary.comparisons[:3] + summary.comparisons[4:]:  # Holm over 6 comparisons: at most 6 / 1001
@@ -409,8 +571,10 @@ def test_each_claim_names_the_baseline_or_control_it_was_tested_against():
         assert c.interval[0] <= c.delta <= c.interval[1] and c.interval[0] > 0
     assert "fewer than 3 seeds" not in " ".join(summary.warnings)
     lines = summary.conclusion.splitlines()
-    assert lines[0] == ("Each claim names the row it was tested against (3 seeds per variant, 40 test sentences, "
-                        "Holm-corrected over all 6 comparisons of the table).")
+    assert lines[0] == (
+        "Each claim names the row it was tested against (3 seeds per variant, 40 test sentences, "
+        "Holm-corrected over all 6 comparisons of the table)."
+    )
     assert lines[1:5] == [
         "Against the baseline `general+none (train.lr=0.001)`: significantly better: `general+sact4 (train.lr=0.001)`, "
         "`general+tau4 (train.lr=0.001)`.",
@@ -421,15 +585,21 @@ def test_each_claim_names_the_baseline_or_control_it_was_tested_against():
         "same): significantly better: `general+sact4 (train.lr=0.001)`.",
         "Against the fixed-temperature control `general+tau4 (train.lr=0.005)` (tau = lambda, every other setting the "
         "same): significantly better, but with a mechanism flagged as degenerate above (not a win of the method): "
-        "`general+sact4 (train.lr=0.005)`."]
+        "`general+sact4 (train.lr=0.005)`.",
+    ]
     markdown = render_markdown(summary)
     control = summary.comparisons[4]
-    assert (f"| general+sact4 (train.lr=0.001) | general+tau4 (train.lr=0.001) | {control.delta:+.2f}** | "
-            f"[{control.interval[0]:+.2f}, {control.interval[1]:+.2f}] | 0.000999 | {control.p_adjusted:.3g} |"
-            ) in markdown
-    assert ("Holm-corrected over 6 comparisons (4 against a baseline, 2 SACT against its fixed tau = lambda control)"
-            in markdown and "95% CI: the percentile interval (2.5th to 97.5th) of the seed-averaged BLEU difference "
-            "over 1000 paired bootstrap resamples" in markdown)
+    assert (
+        f"| general+sact4 (train.lr=0.001) | general+tau4 (train.lr=0.001) | {control.delta:+.2f}** | "
+        f"[{control.interval[0]:+.2f}, {control.interval[1]:+.2f}] | 0.000999 | {control.p_adjusted:.3g} |"
+    ) in markdown
+    assert (
+        "Holm-corrected over 6 comparisons (4 against a baseline, 2 SACT against its fixed tau = lambda control)"
+        in markdown
+        and "95% CI: the percentile interval (2.5th to 97.5th) of the seed-averaged BLEU difference "
+        "over 1000 paired bootstrap resamples"
+        in markdown
+    )
     add_findings(summary)  # idempotent: the closing paragraph is rebuilt, not appended to
     assert summary.conclusion.count("Each claim names") == 1
 
@@ -439,8 +609,9 @@ def test_the_delta_interval_is_the_bootstrap_percentile_interval_of_the_seed_ave
     from sweeper.summary.report import compute, significance_of
 
     fixed = {"temperature": "fixed", "tau": 4.0}
-    snapshot = _review_snapshot([("general+none", {}, 0.001, 2, {}), ("general+tau4", fixed, 0.001, 5, {})], 2,
-                                {"resamples": 300})
+    snapshot = _review_snapshot(
+        [("general+none", {}, 0.001, 2, {}), ("general+tau4", fixed, 0.001, 5, {})], 2, {"resamples": 300}
+    )
     summary = compute(snapshot, significance_of(snapshot, None))
     [comparison] = summary.comparisons
     test = PairedBootstrap({"test": REVIEW_REFS}, 300)
@@ -458,8 +629,11 @@ def test_summary_p_values_are_sacrebleus_on_the_same_files(tmp_path, method, fla
     from tests.test_evaluate import _sacrebleu_paired
 
     fixed = {"temperature": "fixed", "tau": 4.0}
-    snapshot = _review_snapshot([("general+none", {}, 0.001, 3, {}), ("general+tau4", fixed, 0.001, 4, {})], 1,
-                                {"method": method, "resamples": 1000})
+    snapshot = _review_snapshot(
+        [("general+none", {}, 0.001, 3, {}), ("general+tau4", fixed, 0.001, 4, {})],
+        1,
+        {"method": method, "resamples": 1000},
+    )
     summary = compute(snapshot, significance_of(snapshot, None))
     [comparison] = summary.comparisons
     sacrebleu_p = _sacrebleu_paired(tmp_path, _hyps(3), _hyps(4), REVIEW_REFS, flag, 1000)
@@ -478,12 +652,17 @@ def test_a_sact_row_finds_its_control_with_the_parameters_a_real_trial_logs():
         params = {k: str(v) for k, v in cfg.active().items()}
         return TrialRecord(run, run, run, params, {"bleu_test_test": bleu, "bleu_test_avg": bleu}, {"bleu_dev": [bleu]})
 
-    records = [record("base", {}, 20.0), record("sact", {"temperature": "sact", "lambda": 4.0}, 21.0),
-               record("fixed", {"temperature": "fixed", "tau": 4.0}, 19.0)]
+    records = [
+        record("base", {}, 20.0),
+        record("sact", {"temperature": "sact", "lambda": 4.0}, 21.0),
+        record("fixed", {"temperature": "fixed", "tau": 4.0}, 19.0),
+    ]
     assert "attention.sact_bias" in records[1].params and "attention.sact_bias" not in records[2].params
-    translations = {r.run_id: {"test": [" ".join(ref.split()[: 2 + i % 3]) for ref in refs]}
-                    for i, r in enumerate(records)}
+    translations = {
+        r.run_id: {"test": [" ".join(ref.split()[: 2 + i % 3]) for ref in refs]} for i, r in enumerate(records)
+    }
     summary = build_summary(records, translations, {"test": refs}, significance=SignificanceSpec(resamples=100))
-    controls = [(c.row.records[0].run_id, c.against.records[0].run_id) for c in summary.comparisons
-                if c.kind == "control"]
+    controls = [
+        (c.row.records[0].run_id, c.against.records[0].run_id) for c in summary.comparisons if c.kind == "control"
+    ]
     assert controls == [("sact", "fixed")]

@@ -1,6 +1,7 @@
 """A summary of a large random sweep (a row per trial) stays readable: its tables show the best rows and the
 baselines they are compared with and say how many they left out; its figures draw the best rows' curves and read
 only the best variants' traces."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,15 +29,22 @@ KINDS = {"none": {}, "sact": {"temperature": "sact"}, "fixed": {"temperature": "
 def _record(i: int, kind: str, bleu: float) -> TrialRecord:
     cfg = build_config({"data": {"corpus": "synthetic"}, "attention": KINDS[kind], "train": {"lr": 1e-3 + i * 1e-5}})
     params = {k: str(v) for k, v in cfg.active().items()}
-    return TrialRecord(f"run{i}", f"t{i}", "general+" + kind, params, {"bleu_test_test": bleu, "bleu_test_avg": bleu},
-                       {"bleu_dev": [bleu - 2.0, bleu - 1.0]})
+    return TrialRecord(
+        f"run{i}",
+        f"t{i}",
+        "general+" + kind,
+        params,
+        {"bleu_test_test": bleu, "bleu_test_avg": bleu},
+        {"bleu_dev": [bleu - 2.0, bleu - 1.0]},
+    )
 
 
 def _large_sweep(trials: int = 3 * TOP_ROWS):
     """`trials` rows (every learning rate its own): trial i scores 10 + i, so the best rows are the last ones."""
     records = [_record(i, list(KINDS)[i % 3], 10.0 + i) for i in range(trials)]
-    translations = {r.run_id: {"test": [" ".join(ref.split()[: 1 + i % 5]) for ref in REFS]}
-                    for i, r in enumerate(records)}
+    translations = {
+        r.run_id: {"test": [" ".join(ref.split()[: 1 + i % 5]) for ref in REFS]} for i, r in enumerate(records)
+    }
     summary = build_summary(records, translations, {"test": REFS}, significance=SignificanceSpec(resamples=100))
     return records, summary
 
@@ -56,10 +64,13 @@ def test_a_large_sweeps_table_shows_its_best_rows_with_their_baselines_and_says_
     bases = {choose_baseline(summary.rows, row, summary.criteria).label for row in shown}
     assert bases and all(any(f"| {label} |" in line for line in rows) for label in bases)  # every delta's reference
     left = len(summary.rows) - len(rows)
-    assert (f"Rows: the {TOP_ROWS} best of {len(summary.rows)} by average BLEU, best first, with the baselines they "
-            f"are compared with; {left} rows left out") in render_markdown(summary)
+    assert (
+        f"Rows: the {TOP_ROWS} best of {len(summary.rows)} by average BLEU, best first, with the baselines they "
+        f"are compared with; {left} rows left out"
+    ) in render_markdown(summary)
     assert render_latex(summary).count(r" \\") == len(rows) + 1 and f"% Rows: the {TOP_ROWS} best" in render_latex(
-        summary)
+        summary
+    )
     assert len(render_csv(summary).splitlines()) == len(summary.rows) + 1  # the CSV keeps every row
 
 
@@ -77,11 +88,13 @@ def test_a_large_sweeps_figures_draw_the_best_rows_and_read_the_best_variants_tr
     assert wanted[0] == (best_sact.run_id, "dev")
     top = {r.run_id for r in sorted(records, key=lambda r: -r.metrics["bleu_test_avg"])[:TOP_ROWS]}
     assert {run for run, _ in wanted[1:]} == {r.run_id for r in records if r.run_id in top and "sact" in r.variant}
-    trace = trace_table([Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.5), [0.4, 2.5, 3.5], None)],
-                        [["le", "NOUN1", "ga"]])
+    trace = trace_table(
+        [Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.5), [0.4, 2.5, 3.5], None)], [["le", "NOUN1", "ga"]]
+    )
     data = figure_data(summary, {key: trace for key in wanted})
-    assert [label for label, _ in data.dev_curves] == [row.label for row in sorted(
-        summary.rows, key=lambda row: -row.average[0])[:TOP_CURVES]]
+    assert [label for label, _ in data.dev_curves] == [
+        row.label for row in sorted(summary.rows, key=lambda row: -row.average[0])[:TOP_CURVES]
+    ]
     assert data.rows == len(records) and len(data.words) == len(wanted) - 1  # a word row per trace read
 
 
@@ -116,8 +129,12 @@ def test_the_summary_scale_benchmark_fills_a_real_server_and_summarises_it(tmp_p
     sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
     import summary_scale
 
-    assert summary_scale.main(["--trials", "6", "--writers", "2", "--folder", str(tmp_path),
-                               "--json", str(tmp_path / "rows.json")]) == 0
+    assert (
+        summary_scale.main(
+            ["--trials", "6", "--writers", "2", "--folder", str(tmp_path), "--json", str(tmp_path / "rows.json")]
+        )
+        == 0
+    )
     [row] = json.loads((tmp_path / "rows.json").read_text())
     assert row["trials"] == 6 and row["fill_s"] > 0 and row["summarize_s"] > 0 and row["peak_mib"] > 50
     text = (tmp_path / "sweeps" / "scale-6" / "summary" / "summary.md").read_text()

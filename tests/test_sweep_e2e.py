@@ -1,4 +1,5 @@
 """`sweeper run | resume` end to end: a local Ray, a real MLflow server over HTTP, real Parquet."""
+
 from __future__ import annotations
 
 import json
@@ -26,10 +27,15 @@ pytestmark = pytest.mark.slow
 SPACE = {
     "name": "tiny",
     "data": {"corpus": "synthetic", "train_subset": 600, "eval_subset": 40},
-    "base": {"model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
-             "train": {"lr": 5e-3, "batch_size": 32, "epochs": 2}, "decode": {"beam_size": 2}},
-    "parameters": {"attention.temperature": {"grid": ["none", "sact"]},
-                   "attention.sentinel": {"grid": [False, True], "if": {"attention.temperature": "sact"}}},
+    "base": {
+        "model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
+        "train": {"lr": 5e-3, "batch_size": 32, "epochs": 2},
+        "decode": {"beam_size": 2},
+    },
+    "parameters": {
+        "attention.temperature": {"grid": ["none", "sact"]},
+        "attention.sentinel": {"grid": [False, True], "if": {"attention.temperature": "sact"}},
+    },
     "search": {"max_concurrent": 1},
 }
 
@@ -51,8 +57,15 @@ def sweeper(*args, cwd: Path, background=False, env: dict[str, str] | None = Non
     command = [sys.executable, "-m", "sweeper.cli", *args]
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **(env or {})}
     if background:
-        return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
+        return subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -70,8 +83,9 @@ def epoch_steps(client: MlflowClient, run_id: str) -> list[int]:
 
 def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
     space = write_space(tmp_path, name="e2e-tracking", data={**SPACE["data"], "lowercase": True})
-    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri,
-                   cwd=tmp_path)
+    done = sweeper(
+        "run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"{mlflow_server.uri}/#/experiments/" in done.stdout
 
@@ -127,16 +141,21 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
         assert (local / "references" / "test.txt").read_text(encoding="utf-8").splitlines() == references
         lowercased = sacrebleu.BLEU(lowercase=True)  # data.lowercase: the signature must say so
         assert lowercased.corpus_score(hypotheses, [references]).score == pytest.approx(
-            child.data.metrics["bleu_test_test"], abs=1e-9)
+            child.data.metrics["bleu_test_test"], abs=1e-9
+        )
         assert child.data.tags["sweeper.bleu_signature"] == str(lowercased.get_signature())
-        assert "case:lc" in child.data.tags["sweeper.bleu_signature"] and "tok:13a" in child.data.tags["sweeper.bleu_signature"]
+        assert (
+            "case:lc" in child.data.tags["sweeper.bleu_signature"]
+            and "tok:13a" in child.data.tags["sweeper.bleu_signature"]
+        )
         words = sacrebleu.BLEU(tokenize="none", lowercase=True)  # multi-bleu: lowercased word tokens
-        assert words.corpus_score([" ".join(word_tokens(h)) for h in hypotheses],
-                                  [[" ".join(word_tokens(r)) for r in references]]).score == pytest.approx(
-            child.data.metrics["multibleu_test_test"], abs=1e-9)
+        assert words.corpus_score(
+            [" ".join(word_tokens(h)) for h in hypotheses], [[" ".join(word_tokens(r)) for r in references]]
+        ).score == pytest.approx(child.data.metrics["multibleu_test_test"], abs=1e-9)
         assert child.data.tags["sweeper.multibleu_signature"] == str(words.get_signature())
-        assert [m.step for m in sorted(client.get_metric_history(child.info.run_id, "attn_saturated"),
-                                       key=lambda m: m.step)] == [1, 2]
+        assert [
+            m.step for m in sorted(client.get_metric_history(child.info.run_id, "attn_saturated"), key=lambda m: m.step)
+        ] == [1, 2]
         side_by_side = (local / "translations" / "test.tsv").read_text(encoding="utf-8").splitlines()
         assert side_by_side[0] == "source\treference\thypothesis" and len(side_by_side) == 41
         assert [line.split("\t")[1:] for line in side_by_side[1:]] == [[r, h] for r, h in zip(references, hypotheses)]
@@ -145,7 +164,9 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
         assert sorted(m.step for m in system) == [1, 2] and all(0 <= m.value <= 100 for m in system)
         assert child.data.metrics["system/system_memory_usage_megabytes"] > 0
     assert_registered_best_model_translates(client, mlflow_server.uri, parent, results, tmp_path)
-    assert client.get_experiment(parent.info.experiment_id).tags["mlflow.note.content"].startswith("Sweep `e2e-tracking`")
+    assert (
+        client.get_experiment(parent.info.experiment_id).tags["mlflow.note.content"].startswith("Sweep `e2e-tracking`")
+    )
     summary = (tmp_path / "sweeps" / "e2e-tracking" / "summary" / "summary.md").read_text()
     assert "## Parameter importance" in summary and "too few trials to tell" in summary
     assert (tmp_path / "sweeps" / "e2e-tracking" / "summary" / "parallel_coordinates.png").stat().st_size > 5000
@@ -157,8 +178,11 @@ def assert_trial_model(client, uri, child, row):
     """The trial's model is an MLflow 3 LoggedModel of its run: in the experiment's Models tab, with the trial's
     params, tags and test metrics, and a pyfunc that takes the beam size at predict time."""
     mlflow.set_tracking_uri(uri)
-    [model] = mlflow.search_logged_models(experiment_ids=[child.info.experiment_id], output_format="list",
-                                          filter_string=f"source_run_id = '{child.info.run_id}'")
+    [model] = mlflow.search_logged_models(
+        experiment_ids=[child.info.experiment_id],
+        output_format="list",
+        filter_string=f"source_run_id = '{child.info.run_id}'",
+    )
     assert model.name == "model" and model.status == LoggedModelStatus.READY
     assert model.tags["sweeper.trial_id"] == row["trial_id"] and model.params["variant"] == row["variant"]
     assert {m.key: m.value for m in model.metrics}["bleu_test_test"] == pytest.approx(row["bleu_test_test"])
@@ -175,17 +199,36 @@ def assert_registered_best_model_translates(client, uri, parent, results, tmp_pa
     best = max(results, key=lambda r: r["bleu_dev"])
     version = client.get_model_version_by_alias("e2e-tracking", "best")
     assert version.run_id == best["mlflow_run_id"] and "bleu_dev" in version.description
-    [model] = client.search_logged_models([parent.info.experiment_id],
-                                          filter_string=f"source_run_id = '{best['mlflow_run_id']}'")
+    [model] = client.search_logged_models(
+        [parent.info.experiment_id], filter_string=f"source_run_id = '{best['mlflow_run_id']}'"
+    )
     assert version.source == f"models:/{model.model_id}"  # the registry's version is the trial's LoggedModel
     parent_metrics = client.get_run(parent.info.run_id).data.metrics  # the best trial's numbers on the parent
     assert parent_metrics["bleu_test_avg"] == pytest.approx(best["bleu_test_avg"])
     expected = None
-    for model_uri in ("models:/e2e-tracking@best", f"models:/e2e-tracking/{version.version}",
-                      f"runs:/{best['mlflow_run_id']}/model"):
-        done = subprocess.run([sys.executable, "-m", "nmt_core.cli", "translate", "--model", model_uri,
-                               "--tracking-uri", uri, "--beam", "2"], input="noun3 verb2 noun5\nadj1 noun4\n",
-                              capture_output=True, text=True, cwd=tmp_path)
+    for model_uri in (
+        "models:/e2e-tracking@best",
+        f"models:/e2e-tracking/{version.version}",
+        f"runs:/{best['mlflow_run_id']}/model",
+    ):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "nmt_core.cli",
+                "translate",
+                "--model",
+                model_uri,
+                "--tracking-uri",
+                uri,
+                "--beam",
+                "2",
+            ],
+            input="noun3 verb2 noun5\nadj1 noun4\n",
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
         assert len(done.stdout.splitlines()) == 2 and done.stdout.split()[-1] == "ga"
         expected = expected or done.stdout
@@ -202,26 +245,37 @@ def _wait_until(condition, timeout=300, what="condition"):
 
 
 def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, mlflow_server):
-    space = write_space(tmp_path, name="e2e-resume", **{"base": {**SPACE["base"], "train": {
-        **SPACE["base"]["train"], "epochs": 3}}, "tracking.system_metrics": False})
+    space = write_space(
+        tmp_path,
+        name="e2e-resume",
+        **{
+            "base": {**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": 3}},
+            "tracking.system_metrics": False,
+        },
+    )
     storage = tmp_path / "sweeps"
-    driver = sweeper("run", str(space), "--storage", str(storage), "--tracking-uri", mlflow_server.uri,
-                     cwd=tmp_path, background=True)
+    driver = sweeper(
+        "run", str(space), "--storage", str(storage), "--tracking-uri", mlflow_server.uri, cwd=tmp_path, background=True
+    )
     client = MlflowClient(mlflow_server.uri)
 
     def one_trial_finished():
         experiment = client.get_experiment_by_name("e2e-resume")
-        return experiment and any(r.info.status == "FINISHED" and r.data.tags.get("sweeper.role") == "trial"
-                                  for r in client.search_runs([experiment.experiment_id]))
+        return experiment and any(
+            r.info.status == "FINISHED" and r.data.tags.get("sweeper.role") == "trial"
+            for r in client.search_runs([experiment.experiment_id])
+        )
 
     _wait_until(one_trial_finished, what="a first finished trial")
     os.killpg(driver.pid, signal.SIGINT)  # Ctrl+C on the driver
     output, _ = driver.communicate(timeout=120)
     assert driver.returncode == 130, output[-3000:]
     assert "sweeper resume e2e-resume --storage" in output
-    finished_dirs = {p: len((p / "result.json").read_text().splitlines())
-                     for p in (storage / "e2e-resume").glob("*_seed*") if (p / "result.json").exists()
-                     and '"final": 1' in (p / "result.json").read_text()}
+    finished_dirs = {
+        p: len((p / "result.json").read_text().splitlines())
+        for p in (storage / "e2e-resume").glob("*_seed*")
+        if (p / "result.json").exists() and '"final": 1' in (p / "result.json").read_text()
+    }
     assert 1 <= len(finished_dirs) < 3, "interrupted after the first trial, before the last"
     interrupted = pq.read_table(storage / "e2e-resume" / "results.parquet").to_pylist()
     assert "UNFINISHED" in {r["status"] for r in interrupted}, output[-3000:]
@@ -230,7 +284,7 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, m
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     log = (storage / "e2e-resume" / "sweep.log").read_text()  # the run's Ray output, then the resume's
     assert log.index("Checkpoint successfully created") < log.index("resuming sweep e2e-resume")
-    assert "Checkpoint successfully created" in log[log.index("resuming sweep e2e-resume"):]
+    assert "Checkpoint successfully created" in log[log.index("resuming sweep e2e-resume") :]
     for folder, lines in finished_dirs.items():  # finished trials were not run again
         assert len((folder / "result.json").read_text().splitlines()) == lines
     results = pq.read_table(storage / "e2e-resume" / "results.parquet").to_pylist()
@@ -240,18 +294,24 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, m
     for child in children:
         assert epoch_steps(client, child.info.run_id) == [1, 2, 3]
         assert not [key for key in child.data.metrics if key.startswith("system/")]  # tracking.system_metrics: false
-        models = client.search_logged_models([child.info.experiment_id],
-                                             filter_string=f"source_run_id = '{child.info.run_id}'")
+        models = client.search_logged_models(
+            [child.info.experiment_id], filter_string=f"source_run_id = '{child.info.run_id}'"
+        )
         assert [m.status for m in models] == [LoggedModelStatus.READY]  # one model per trial across the resume
 
 
 def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlflow_server):
-    space = write_space(tmp_path, name="e2e-kill", parameters={"attention.temperature": {"grid": ["sact"]}},
-                        data={"corpus": "synthetic", "train_subset": 3000, "eval_subset": 40},
-                        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": 5}})
+    space = write_space(
+        tmp_path,
+        name="e2e-kill",
+        parameters={"attention.temperature": {"grid": ["sact"]}},
+        data={"corpus": "synthetic", "train_subset": 3000, "eval_subset": 40},
+        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": 5}},
+    )
     storage = tmp_path / "sweeps"
-    driver = sweeper("run", str(space), "--storage", str(storage), "--tracking-uri", mlflow_server.uri,
-                     cwd=tmp_path, background=True)
+    driver = sweeper(
+        "run", str(space), "--storage", str(storage), "--tracking-uri", mlflow_server.uri, cwd=tmp_path, background=True
+    )
     client = MlflowClient(mlflow_server.uri)
 
     def second_epoch_logged() -> bool:
@@ -262,9 +322,11 @@ def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlfl
         return bool(children) and len(epoch_steps(client, children[0].info.run_id)) >= 2
 
     _wait_until(second_epoch_logged, what="a second epoch in MLflow")
-    trial_processes = [line.split()[0] for line in subprocess.run(["ps", "-eo", "pid,args"], capture_output=True,
-                                                                   text=True).stdout.splitlines()
-                       if "ray::" in line and ("run_trial" in line or "ImplicitFunc" in line)]
+    trial_processes = [
+        line.split()[0]
+        for line in subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
+        if "ray::" in line and ("run_trial" in line or "ImplicitFunc" in line)
+    ]
     assert trial_processes, "the trial's worker process is running"
     for pid in trial_processes:
         os.kill(int(pid), signal.SIGKILL)
@@ -278,11 +340,13 @@ def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlfl
 
 def test_unreachable_tracking_server_is_a_clear_error_before_anything_starts(tmp_path):
     space = write_space(tmp_path)
-    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", "http://127.0.0.1:9",
-                   cwd=tmp_path)
+    done = sweeper(
+        "run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", "http://127.0.0.1:9", cwd=tmp_path
+    )
     assert done.returncode == 2
-    assert done.stderr.strip().startswith("sweeper: error: --tracking-uri: tracking.uri: tracking server "
-                                          "http://127.0.0.1:9 is not reachable")
+    assert done.stderr.strip().startswith(
+        "sweeper: error: --tracking-uri: tracking.uri: tracking server http://127.0.0.1:9 is not reachable"
+    )
     assert not (tmp_path / "sweeps").exists()
 
 
@@ -294,8 +358,9 @@ def test_a_gpu_request_on_a_cluster_without_gpus_is_an_error(tmp_path):
 
 
 def test_a_diverging_trial_fails_alone_and_the_sweep_goes_on(tmp_path):
-    space = write_space(tmp_path, name="e2e-diverge", failure={"max_retries": 2},
-                        parameters={"train.lr": {"grid": [5e-3, 1e38]}})  # an infinite lr is refused
+    space = write_space(
+        tmp_path, name="e2e-diverge", failure={"max_retries": 2}, parameters={"train.lr": {"grid": [5e-3, 1e38]}}
+    )  # an infinite lr is refused
     done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "1/2 trials finished, 0 stopped early, 1 failed" in done.stdout
@@ -307,7 +372,9 @@ def test_a_diverging_trial_fails_alone_and_the_sweep_goes_on(tmp_path):
     assert "TrainingDiverged" in error_txt.read_text()
     assert "Checkpoint successfully created" not in done.stdout + done.stderr and "\x1b[" not in done.stdout
     assert "Checkpoint successfully created" in (tmp_path / "sweeps" / "e2e-diverge" / "sweep.log").read_text()
-    rows = {r["train.lr"]: r for r in pq.read_table(tmp_path / "sweeps" / "e2e-diverge" / "results.parquet").to_pylist()}
+    rows = {
+        r["train.lr"]: r for r in pq.read_table(tmp_path / "sweeps" / "e2e-diverge" / "results.parquet").to_pylist()
+    }
     assert rows[5e-3]["status"] == "TERMINATED" and rows[1e38]["status"] == "ERROR"
     assert "TrainingDiverged: epoch 1: training loss is nan (not retried" in rows[1e38]["error"]
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -316,13 +383,18 @@ def test_a_diverging_trial_fails_alone_and_the_sweep_goes_on(tmp_path):
 
 
 def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path):
-    space = write_space(tmp_path, name="e2e-optuna",
-                        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": 4}},
-                        parameters={"train.lr": {"loguniform": [1e-5, 1e-2]},
-                                    "attention.temperature": {"choice": ["none", "sact"]},
-                                    "attention.lambda": {"uniform": [2, 8], "if": {"attention.temperature": "sact"}}},
-                        search={"algorithm": "optuna", "num_samples": 6, "max_concurrent": 2, "seed": 0},
-                        scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2})
+    space = write_space(
+        tmp_path,
+        name="e2e-optuna",
+        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": 4}},
+        parameters={
+            "train.lr": {"loguniform": [1e-5, 1e-2]},
+            "attention.temperature": {"choice": ["none", "sact"]},
+            "attention.lambda": {"uniform": [2, 8], "if": {"attention.temperature": "sact"}},
+        },
+        search={"algorithm": "optuna", "num_samples": 6, "max_concurrent": 2, "seed": 0},
+        scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2},
+    )
     done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = pq.read_table(tmp_path / "sweeps" / "e2e-optuna" / "results.parquet").to_pylist()
@@ -330,8 +402,9 @@ def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path):
     assert any(r["status"] == "STOPPED" and r["epochs"] < 4 for r in rows)  # ASHA stopped someone at a rung
     assert len({r["train.lr"] for r in rows}) == 6  # TPE suggested the values
     for r in rows:  # lambda is suggested only where SACT is on; otherwise the base value stays
-        assert r["variant"] == ("general+none" if r["attention.temperature"] == "none"
-                                else f"general+sact{r['attention.lambda']:g}")
+        assert r["variant"] == (
+            "general+none" if r["attention.temperature"] == "none" else f"general+sact{r['attention.lambda']:g}"
+        )
         assert (tmp_path / "sweeps" / "e2e-optuna" / f"{r['trial_id']}_{r['variant']}_seed1").is_dir()
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     _, children = child_runs(client, "e2e-optuna")
@@ -344,14 +417,25 @@ def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path):
 
 def test_pbt_records_exploits_without_breaking_mlflow_and_the_console_shows_progress(tmp_path, mlflow_server):
     epochs = 6  # PBT exploits only when a bottom trial's report finds a top one's checkpoint saved: six chances each
-    space = write_space(tmp_path, name="e2e-pbt", resources={"cpu": 0.5},
-                        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": epochs}},
-                        parameters={"train.lr": {"grid": [1e-5, 2e-5, 5e-3, 8e-3]}},  # two trials cannot learn
-                        scheduler={"type": "pbt", "perturbation_interval": 1,
-                                   "mutations": {"train.lr": {"loguniform": [1e-5, 1e-2]}}},
-                        search={"max_concurrent": 4})
-    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri,
-                   cwd=tmp_path, env={"SWEEPER_PROGRESS_EVERY_S": "2"})
+    space = write_space(
+        tmp_path,
+        name="e2e-pbt",
+        resources={"cpu": 0.5},
+        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": epochs}},
+        parameters={"train.lr": {"grid": [1e-5, 2e-5, 5e-3, 8e-3]}},  # two trials cannot learn
+        scheduler={"type": "pbt", "perturbation_interval": 1, "mutations": {"train.lr": {"loguniform": [1e-5, 1e-2]}}},
+        search={"max_concurrent": 4},
+    )
+    done = sweeper(
+        "run",
+        str(space),
+        "--storage",
+        str(tmp_path / "sweeps"),
+        "--tracking-uri",
+        mlflow_server.uri,
+        cwd=tmp_path,
+        env={"SWEEPER_PROGRESS_EVERY_S": "2"},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "4/4 trials finished" in done.stdout
     assert re.search(r"sweep e2e-pbt: \d+ done, 0 failed, \d+ running, \d+ pending; elapsed", done.stdout)

@@ -1,4 +1,5 @@
 """The tracking callback survives a tracking server that is gone: trials go on, writes wait in storage, in order."""
+
 import http.server
 import json
 import os
@@ -13,12 +14,22 @@ from mlflow.tracking import MlflowClient
 from sweeper import tracking
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.storage import open_storage
-from sweeper.tracking import MlflowTrackingCallback, SweepTracker, TrackingError, check_reachable, resolve_uri, runs_link
+from sweeper.tracking import (
+    MlflowTrackingCallback,
+    SweepTracker,
+    TrackingError,
+    check_reachable,
+    resolve_uri,
+    runs_link,
+)
 
 BASE = {"data": {"corpus": "synthetic"}, "model": {"emb_size": 8, "hidden_size": 8}}
-TRIAL = SimpleNamespace(trial_id="abc_00000", config={"trial": {"params": {"attention.temperature": "sact"},
-                                                                "seed": 3, "variant": "general+sact4"}},
-                        checkpoint=None, last_result={})
+TRIAL = SimpleNamespace(
+    trial_id="abc_00000",
+    config={"trial": {"params": {"attention.temperature": "sact"}, "seed": 3, "variant": "general+sact4"}},
+    checkpoint=None,
+    last_result={},
+)
 
 
 def test_an_unreachable_server_never_raises_into_tune(monkeypatch, caplog, tmp_path):
@@ -69,8 +80,9 @@ def test_writes_kept_during_an_outage_reach_the_server_in_order_exactly_once(tmp
     assert second.flush(0) and not (tmp_path / "sweep" / BACKLOG_FILE).exists()
     assert sent == ["open", "metrics1", "metrics2", "metrics3", "open", "metrics3", "metrics4", "end"]
     client = MlflowClient(uri)
-    [run] = client.search_runs([client.get_experiment_by_name("outage").experiment_id],
-                               filter_string="tags.`sweeper.role` = 'trial'")
+    [run] = client.search_runs(
+        [client.get_experiment_by_name("outage").experiment_id], filter_string="tags.`sweeper.role` = 'trial'"
+    )
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "bleu_dev")) == [1, 2, 3, 4]
     assert run.info.status == "KILLED"  # ended without a final (test) result: stopped early
 
@@ -114,8 +126,13 @@ def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(
     uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
     tracker = SweepTracker(uri, "models")
     parent = tracker.start_sweep("name: models\n", {"trials": 1})
-    trial = SimpleNamespace(**{**vars(TRIAL), "checkpoint": SimpleNamespace(path=str(tmp_path / "checkpoint")),
-                               "last_result": {"final": 1, "epoch": 1}})
+    trial = SimpleNamespace(
+        **{
+            **vars(TRIAL),
+            "checkpoint": SimpleNamespace(path=str(tmp_path / "checkpoint")),
+            "last_result": {"final": 1, "epoch": 1},
+        }
+    )
     callback = MlflowTrackingCallback(uri, "models", parent, BASE)
     callback.on_trial_result(0, [], trial, {"epoch": 1, "bleu_dev": 1.0})
     callback.on_trial_result(0, [], trial, {"epoch": 1, "final": 1, "bleu_test_avg": 12.5})
@@ -148,12 +165,15 @@ def test_an_exploit_of_a_donor_that_trained_every_epoch_is_recorded(tmp_path):
     tracker = SweepTracker(uri, "pbt")
     parent = tracker.start_sweep("name: pbt\n", {"trials": 2})
     callback = MlflowTrackingCallback(uri, "pbt", parent, BASE)
-    events = [{"epoch": 2, "copied_from": "abc_00001", "settings": {"train.lr": 0.0064}},
-              {"epoch": 4, "copied_from": "abc_00001", "settings": {"train.lr": 0.0051}}]
+    events = [
+        {"epoch": 2, "copied_from": "abc_00001", "settings": {"train.lr": 0.0064}},
+        {"epoch": 4, "copied_from": "abc_00001", "settings": {"train.lr": 0.0051}},
+    ]
     callback.on_trial_result(0, [], TRIAL, {"epoch": 1, "bleu_dev": 1.0})
     callback.on_trial_result(0, [], TRIAL, {"epoch": 3, "bleu_dev": 3.0, "pbt_event": json.dumps(events[0])})
-    callback.on_trial_result(0, [], TRIAL, {"epoch": 4, "final": 1, "bleu_test_avg": 4.0,
-                                            "pbt_event": json.dumps(events[1])})
+    callback.on_trial_result(
+        0, [], TRIAL, {"epoch": 4, "final": 1, "bleu_test_avg": 4.0, "pbt_event": json.dumps(events[1])}
+    )
     callback.drain()
     client = MlflowClient(uri)
     [run] = client.search_runs([tracker.experiment_id], filter_string="tags.`sweeper.role` = 'trial'")
@@ -242,11 +262,17 @@ def test_a_retried_open_whose_run_reached_the_store_makes_no_second_run(tmp_path
     assert run.data.params["train.seed"] == "3"  # the params the lost attempt never sent
 
 
-@pytest.mark.parametrize("uri, expected", [
-    ("http://mlflow:5000", "http://mlflow:5000/#/experiments/7/runs?workflowType=machine_learning"),
-    ("sqlite:////data/m.db", "mlflow ui --backend-store-uri sqlite:////data/m.db   then open "
-                             "http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning"),
-])
+@pytest.mark.parametrize(
+    "uri, expected",
+    [
+        ("http://mlflow:5000", "http://mlflow:5000/#/experiments/7/runs?workflowType=machine_learning"),
+        (
+            "sqlite:////data/m.db",
+            "mlflow ui --backend-store-uri sqlite:////data/m.db   then open "
+            "http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning",
+        ),
+    ],
+)
 def test_runs_link_opens_the_runs_table_sorted_by_the_objective(uri, expected):
     link = runs_link(uri, "7", "bleu_dev", "max")
     assert link.startswith(expected) and link.endswith("&orderByKey=metrics.%60bleu_dev%60&orderByAsc=false")
@@ -286,9 +312,11 @@ def test_refused_credentials_are_one_line_exit_2_before_anything_starts(tmp_path
             check_reachable(uri)
     finally:
         server.shutdown()
-    assert str(err.value) == (f"--tracking-uri: tracking.uri: tracking server {uri} refused a request without "
-                              "credentials (HTTP 401); set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
-    assert f"refused user 'ada' (HTTP 401)" in str(as_ada.value)
+    assert str(err.value) == (
+        f"--tracking-uri: tracking.uri: tracking server {uri} refused a request without "
+        "credentials (HTTP 401); set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+    )
+    assert "refused user 'ada' (HTTP 401)" in str(as_ada.value)
 
 
 @pytest.mark.parametrize("storage", ["hdfs://nn/sweeps", "ftp://host/sweeps", "s3://bucket/sweeps?bogus=1"])
@@ -297,8 +325,11 @@ def test_storage_ray_cannot_use_is_refused_in_one_line_not_made_a_local_folder(t
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "space.yaml").write_text("name: s\ndata: {corpus: synthetic}\n")
-    for command in (["run", "space.yaml", "--storage", storage], ["summarize", "s", "--storage", storage],
-                    ["resume", "s", "--storage", storage]):
+    for command in (
+        ["run", "space.yaml", "--storage", storage],
+        ["summarize", "s", "--storage", storage],
+        ["resume", "s", "--storage", storage],
+    ):
         assert main(command) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["space.yaml"]
     assert open_storage("file:///tmp/sweeps", "x").root == "/tmp/sweeps"
@@ -308,6 +339,8 @@ def test_unusable_storage_message(capsys):
     from sweeper.cli import main
 
     assert main(["summarize", "s", "--storage", "hdfs://nn/sweeps"]) == 2
-    assert capsys.readouterr().err == ("sweeper: error: sweeper summarize: --storage: hdfs://nn/sweeps: hdfs:// is "
-                                       "not a storage Ray Tune can use; use a folder every node sees (a ReadWriteMany "
-                                       "volume or NFS on a cluster), s3://bucket/prefix or gs://bucket/prefix\n")
+    assert capsys.readouterr().err == (
+        "sweeper: error: sweeper summarize: --storage: hdfs://nn/sweeps: hdfs:// is "
+        "not a storage Ray Tune can use; use a folder every node sees (a ReadWriteMany "
+        "volume or NFS on a cluster), s3://bucket/prefix or gs://bucket/prefix\n"
+    )

@@ -1,4 +1,5 @@
 """Training end to end on the generated corpus: learning, exact resume, decoding and traces."""
+
 import math
 
 import pytest
@@ -10,8 +11,11 @@ from nmt_core.evaluate import corpus_bleu, trace_table
 from nmt_core.train import TrainingDiverged, autocast, native_bf16, train
 from tests.conftest import tiny_config
 
-SMALL = {"model": {"emb_size": 32, "hidden_size": 64}, "train": {"epochs": 2, "batch_size": 32, "lr": 5e-3},
-         "data": {"train_subset": 1500, "eval_subset": 100}}
+SMALL = {
+    "model": {"emb_size": 32, "hidden_size": 64},
+    "train": {"epochs": 2, "batch_size": 32, "lr": 5e-3},
+    "data": {"train_subset": 1500, "eval_subset": 100},
+}
 
 
 def _cfg(attention=None, **sections):
@@ -24,15 +28,18 @@ def _quiet(_):
     pass
 
 
-@pytest.mark.parametrize("attention, epochs", [({}, 2), ({"temperature": "fixed", "tau": 1.2}, 2),
-                                               ({"temperature": "sact"}, 2), ({"sentinel": True}, 4)])
+@pytest.mark.parametrize(
+    "attention, epochs",
+    [({}, 2), ({"temperature": "fixed", "tau": 1.2}, 2), ({"temperature": "sact"}, 2), ({"sentinel": True}, 4)],
+)
 def test_training_beats_copying_the_source(attention, epochs):
     """The paper's LSTM sentinel (memory cell, eq. 12 readout) starts with its gate stuck open (beta ~ 0.99 for
     two epochs here) before it attends: it gets 4 epochs (measured: 51.7 BLEU; 85.4 after 8, the baseline 99.0)."""
     result = train(_cfg(attention, train={"epochs": epochs}), log=_quiet)
     data = result.data
-    copy_bleu = corpus_bleu([" ".join(data.src_vocab.decode(e.src)) for e in data.splits["test"]],
-                            data.references["test"]).score
+    copy_bleu = corpus_bleu(
+        [" ".join(data.src_vocab.decode(e.src)) for e in data.splits["test"]], data.references["test"]
+    ).score
     assert result.final["bleu_test_test"] > copy_bleu + 30
     report = result.history[-1]
     assert set(report) >= {"epoch", "train_loss", "dev_loss", "dev_ppl", "bleu_dev", "tokens_per_s", "epoch_time_s"}
@@ -109,7 +116,9 @@ def test_sentencepiece_subwords_train_resume_and_score_on_detokenised_text(tmp_p
     data = full.data
     assert data.tgt_segmenter.model is not None and states[0]["subword"]["tgt"] == data.tgt_segmenter.model
     pieces = data.tgt_segmenter.tokenize("la NOUN3 le NOUN5 VERB2 ga")
-    assert any(p.startswith("▁") for p in pieces) and data.tgt_segmenter.detokenize(pieces) == "la NOUN3 le NOUN5 VERB2 ga"
+    assert (
+        any(p.startswith("▁") for p in pieces) and data.tgt_segmenter.detokenize(pieces) == "la NOUN3 le NOUN5 VERB2 ga"
+    )
     assert data.references["test"][0] == data.corpus.splits["test"][0][1]  # BLEU reads text, not pieces
     assert full.final["bleu_test_test"] > 20
     torch.save(states[0], tmp_path / "state.pt")
@@ -117,12 +126,15 @@ def test_sentencepiece_subwords_train_resume_and_score_on_detokenised_text(tmp_p
     assert resumed.history[1]["train_loss"] == full.history[1]["train_loss"]
 
 
-@pytest.mark.parametrize("attention, model", [
-    ({"score": "concat", "temperature": "sact", "sentinel": True, "coverage": True, "coverage_weight": 0.5}, {}),
-    ({"score": "key_value", "temperature": "sact"}, {}),
-    ({"score": "concat", "temperature": "fixed", "tau": 0.8}, {"input_feeding": False}),
-    ({}, {"cell": "gru"}),
-])
+@pytest.mark.parametrize(
+    "attention, model",
+    [
+        ({"score": "concat", "temperature": "sact", "sentinel": True, "coverage": True, "coverage_weight": 0.5}, {}),
+        ({"score": "key_value", "temperature": "sact"}, {}),
+        ({"score": "concat", "temperature": "fixed", "tau": 0.8}, {"input_feeding": False}),
+        ({}, {"cell": "gru"}),
+    ],
+)
 def test_bf16_autocast_trains_and_decodes_every_path(attention, model):
     """train.amp on a bf16 CPU takes the same mixed-precision path as on a GPU, so CI catches dtype mismatches;
     on a CPU without native bf16 it says so once and trains in fp32."""
@@ -145,7 +157,9 @@ def test_guided_alignment_trains_on_eflomal_links_cached_with_the_corpus(tmp_pat
     result = train(cfg, log=_quiet)
     assert math.isfinite(result.history[-1]["train_loss"])
     examples = result.data.splits["train"]
-    assert all(e.links is not None for e in examples) and sum(map(bool, (e.links for e in examples))) > len(examples) / 2
+    assert (
+        all(e.links is not None for e in examples) and sum(map(bool, (e.links for e in examples))) > len(examples) / 2
+    )
     assert len(list((tmp_path / "alignments").glob("eflomal-*.json.gz"))) == 1
     batch = make_batches(examples[:8], 8)[0]
     assert batch.alignment.shape == (8, batch.tgt_out.size(1), batch.src.size(1))
@@ -154,7 +168,10 @@ def test_guided_alignment_trains_on_eflomal_links_cached_with_the_corpus(tmp_pat
 
 def test_bilingual_symmetry_trains_both_directions_and_scores_the_reverse():
     states = []
-    result = train(_cfg(train={"epochs": 2, "symmetry_weight": 1.0}), log=_quiet,
-                   on_epoch_end=lambda report, state, best: states.append(state))
+    result = train(
+        _cfg(train={"epochs": 2, "symmetry_weight": 1.0}),
+        log=_quiet,
+        on_epoch_end=lambda report, state, best: states.append(state),
+    )
     assert result.final["reverse_bleu_test_test"] > 10  # t->s learns too (copying scores 0 here)
     assert {"reverse_model", "best_reverse_model"} <= set(states[-1])

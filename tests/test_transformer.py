@@ -1,6 +1,7 @@
 """The Transformer (model.arch transformer): its attention family against the papers' formulas in plain loops,
 teacher forcing against step-by-step decoding, the fused path against the explicit one, the schedule, and the
 config checks. float64 throughout, several heads and positions."""
+
 import math
 import subprocess
 import sys
@@ -24,8 +25,18 @@ HEADS, SIZE = 3, 12
 
 
 def transformer_config(model=None, **attention):
-    return tiny_config(model={"arch": "transformer", "emb_size": SIZE, "hidden_size": SIZE, "heads": HEADS,
-                              "layers": 2, "ff_size": 24, **(model or {})}, attention=attention)
+    return tiny_config(
+        model={
+            "arch": "transformer",
+            "emb_size": SIZE,
+            "hidden_size": SIZE,
+            "heads": HEADS,
+            "layers": 2,
+            "ff_size": 24,
+            **(model or {}),
+        },
+        attention=attention,
+    )
 
 
 def block(parts: BlockParts, **attention) -> MultiHeadAttention:
@@ -39,7 +50,7 @@ def block(parts: BlockParts, **attention) -> MultiHeadAttention:
 def head(w: torch.nn.Linear, x: torch.Tensor, h: int) -> torch.Tensor:
     """Head h's slice of the projection w x."""
     d = SIZE // HEADS
-    return (w.weight @ x + w.bias)[h * d:(h + 1) * d]
+    return (w.weight @ x + w.bias)[h * d : (h + 1) * d]
 
 
 def oracle(m: MultiHeadAttention, x, memory, real: list[int], cfg):
@@ -60,7 +71,7 @@ def oracle(m: MultiHeadAttention, x, memory, real: list[int], cfg):
                     hidden = torch.tanh(m.position.W_p.weight @ q)
                     centre = real[b] * torch.sigmoid(m.position.v_p[h] @ hidden)
                     sigma = real[b] * torch.sigmoid(m.position.v_d[h] @ hidden) / 2
-                    e = [e_j - (j - centre) ** 2 / (2 * sigma ** 2) for j, e_j in enumerate(e)]
+                    e = [e_j - (j - centre) ** 2 / (2 * sigma**2) for j, e_j in enumerate(e)]
                 tau = 1.0
                 if m.parts.temperature == "fixed":
                     tau = cfg.tau
@@ -99,13 +110,17 @@ def oracle(m: MultiHeadAttention, x, memory, real: list[int], cfg):
 MECHANISMS = [
     (BlockParts(temperature="fixed"), {"temperature": "fixed", "tau": 0.7}),
     (BlockParts(temperature="sact"), {"temperature": "sact", "lambda": 3.0, "sact_reading": "query"}),
-    (BlockParts(temperature="sact"), {"temperature": "sact", "lambda": 3.0, "sact_reading": "query",
-                                      "sact_bias": True}),
+    (
+        BlockParts(temperature="sact"),
+        {"temperature": "sact", "lambda": 3.0, "sact_reading": "query", "sact_bias": True},
+    ),
     (BlockParts(temperature="sact"), {"temperature": "sact", "lambda": 3.0, "sact_reading": "first_pass"}),
     (BlockParts(position_bias="gaussian"), {"position_bias": "gaussian"}),
     (BlockParts(sentinel=True), {"sentinel": True}),
-    (BlockParts(temperature="sact", sentinel=True, position_bias="gaussian"),
-     {"temperature": "sact", "lambda": 2.0, "sact_reading": "query", "sentinel": True, "position_bias": "gaussian"}),
+    (
+        BlockParts(temperature="sact", sentinel=True, position_bias="gaussian"),
+        {"temperature": "sact", "lambda": 2.0, "sact_reading": "query", "sentinel": True, "position_bias": "gaussian"},
+    ),
 ]
 
 
@@ -129,8 +144,11 @@ def test_each_head_mechanism_matches_its_formula(parts, attention):
 
 
 def _batch():
-    examples = [Example([5, 6, 7, 8, 9], [4, 5, 6, 7]), Example([10, 11, 12], [8, 9]),
-                Example([13, 14, 15, 16], [10, 11, 12, 13, 14])]
+    examples = [
+        Example([5, 6, 7, 8, 9], [4, 5, 6, 7]),
+        Example([10, 11, 12], [8, 9]),
+        Example([13, 14, 15, 16], [10, 11, 12, 13, 14]),
+    ]
     return make_batches(examples, 3)[0]
 
 
@@ -140,12 +158,15 @@ def model_of(model=None, **attention):
     return build_model(cfg.model, cfg.attention, 20, 20).double().eval(), cfg
 
 
-MODEL_VARIANTS = [{}, {"temperature": "sact", "sact_reading": "query"},
-                  {"temperature": "sact", "sact_reading": "first_pass"},
-                  {"temperature": "sact", "sact_reading": "first_pass", "temperature_at": "both"},
-                  {"temperature": "sact", "sact_reading": "query", "temperature_at": "self"},
-                  {"temperature": "fixed", "tau": 2.0, "sentinel": True},
-                  {"position_bias": "gaussian", "position_layers": 1}]
+MODEL_VARIANTS = [
+    {},
+    {"temperature": "sact", "sact_reading": "query"},
+    {"temperature": "sact", "sact_reading": "first_pass"},
+    {"temperature": "sact", "sact_reading": "first_pass", "temperature_at": "both"},
+    {"temperature": "sact", "sact_reading": "query", "temperature_at": "self"},
+    {"temperature": "fixed", "tau": 2.0, "sentinel": True},
+    {"position_bias": "gaussian", "position_layers": 1},
+]
 
 
 @pytest.mark.parametrize("attention", MODEL_VARIANTS, ids=str)
@@ -188,8 +209,9 @@ def test_the_fused_path_gives_the_explicit_paths_loss_gradients_and_translations
 def test_beam_search_of_width_one_is_greedy_search():
     model, cfg = model_of(temperature="sact", sentinel=True)
     batch = _batch()
-    assert [t.tokens for t in beam_search(model, batch, cfg.decode, 1)] == [t.tokens for t in greedy(model, batch,
-                                                                                                      cfg.decode)]
+    assert [t.tokens for t in beam_search(model, batch, cfg.decode, 1)] == [
+        t.tokens for t in greedy(model, batch, cfg.decode)
+    ]
 
 
 def test_inverse_square_root_schedule_warms_up_to_the_rate_then_decays():
@@ -201,21 +223,35 @@ def test_inverse_square_root_schedule_warms_up_to_the_rate_then_decays():
     assert scheduled_lr(tiny_config(train={"lr": 1e-3}), 7) == 1e-3
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["model.arch=transformer", "attention.placement=bahdanau"],
-     "attention.placement: must be luong (its default) with model.arch transformer: only the rnn reads it"),
-    (["model.arch=transformer", "model.cell=gru"],
-     "model.cell: must be lstm (its default) with model.arch transformer"),
-    (["model.arch=transformer", "attention.coverage=true"], "attention.coverage: must be False (its default)"),
-    (["model.arch=transformer", "model.input_feeding=false"], "model.input_feeding: must be True (its default)"),
-    (["model.heads=4"], "model.heads: must be 8 (its default) with model.arch rnn: only the transformer reads it"),
-    (["attention.sact_reading=query"], "attention.sact_reading: must be first_pass (its default) with model.arch rnn"),
-    (["model.arch=transformer", "model.hidden_size=60", "model.emb_size=60"],
-     "model.hidden_size: must be a multiple of model.heads (8)"),
-    (["model.arch=transformer", "attention.sact_reading=previous"],
-     "attention.sact_reading: must be one of query, first_pass (got 'previous')"),
-    (["model.arch=transformer", "train.schedule=inverse_sqrt", "train.lr_decay=0.5"], "train.lr_decay: must be 1"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (
+            ["model.arch=transformer", "attention.placement=bahdanau"],
+            "attention.placement: must be luong (its default) with model.arch transformer: only the rnn reads it",
+        ),
+        (
+            ["model.arch=transformer", "model.cell=gru"],
+            "model.cell: must be lstm (its default) with model.arch transformer",
+        ),
+        (["model.arch=transformer", "attention.coverage=true"], "attention.coverage: must be False (its default)"),
+        (["model.arch=transformer", "model.input_feeding=false"], "model.input_feeding: must be True (its default)"),
+        (["model.heads=4"], "model.heads: must be 8 (its default) with model.arch rnn: only the transformer reads it"),
+        (
+            ["attention.sact_reading=query"],
+            "attention.sact_reading: must be first_pass (its default) with model.arch rnn",
+        ),
+        (
+            ["model.arch=transformer", "model.hidden_size=60", "model.emb_size=60"],
+            "model.hidden_size: must be a multiple of model.heads (8)",
+        ),
+        (
+            ["model.arch=transformer", "attention.sact_reading=previous"],
+            "attention.sact_reading: must be one of query, first_pass (got 'previous')",
+        ),
+        (["model.arch=transformer", "train.schedule=inverse_sqrt", "train.lr_decay=0.5"], "train.lr_decay: must be 1"),
+    ],
+)
 def test_a_key_the_architecture_does_not_read_is_one_line(overrides, message):
     with pytest.raises(ConfigError) as raised:
         build_config({"data": {"corpus": "synthetic"}}, parse_overrides(overrides))
@@ -224,13 +260,21 @@ def test_a_key_the_architecture_does_not_read_is_one_line(overrides, message):
 
 def test_nmt_train_answers_a_key_of_the_other_architecture_with_exit_2_and_writes_nothing(tmp_path):
     config = tmp_path / "trial.yaml"
-    config.write_text(yaml.safe_dump({"data": {"corpus": "synthetic"}, "model": {"arch": "transformer"},
-                                      "attention": {"coverage": True}}))
-    done = subprocess.run([sys.executable, "-m", "nmt_core.cli", "train", str(config), "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True)
+    config.write_text(
+        yaml.safe_dump(
+            {"data": {"corpus": "synthetic"}, "model": {"arch": "transformer"}, "attention": {"coverage": True}}
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "nmt_core.cli", "train", str(config), "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
-    assert done.stderr.strip() == (f"nmt: error: {config}: attention.coverage: must be False (its default) with "
-                                   "model.arch transformer: only the rnn reads it (got True)")
+    assert done.stderr.strip() == (
+        f"nmt: error: {config}: attention.coverage: must be False (its default) with "
+        "model.arch transformer: only the rnn reads it (got True)"
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -266,19 +310,41 @@ def test_diagnostics_count_every_head_of_every_word():
 def test_train_resume_translate_and_trace_a_transformer(tmp_path):
     """`nmt train` for one epoch, resumed for a second, then translate and evaluate with per-head traces."""
     config = tmp_path / "trial.yaml"
-    config.write_text(yaml.safe_dump({
-        "data": {"corpus": "synthetic", "train_subset": 400, "eval_subset": 20},
-        "model": {"arch": "transformer", "emb_size": 32, "hidden_size": 32, "heads": 2, "layers": 1, "ff_size": 64,
-                  "dropout": 0.0, "tie_embeddings": True},
-        "attention": {"temperature": "sact", "lambda": 4, "sact_reading": "first_pass"},
-        "train": {"lr": 3e-3, "batch_size": 32, "epochs": 2, "schedule": "inverse_sqrt", "warmup": 10,
-                  "label_smoothing": 0.1, "device": "cpu"},
-        "decode": {"beam_size": 3}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "data": {"corpus": "synthetic", "train_subset": 400, "eval_subset": 20},
+                "model": {
+                    "arch": "transformer",
+                    "emb_size": 32,
+                    "hidden_size": 32,
+                    "heads": 2,
+                    "layers": 1,
+                    "ff_size": 64,
+                    "dropout": 0.0,
+                    "tie_embeddings": True,
+                },
+                "attention": {"temperature": "sact", "lambda": 4, "sact_reading": "first_pass"},
+                "train": {
+                    "lr": 3e-3,
+                    "batch_size": 32,
+                    "epochs": 2,
+                    "schedule": "inverse_sqrt",
+                    "warmup": 10,
+                    "label_smoothing": 0.1,
+                    "device": "cpu",
+                },
+                "decode": {"beam_size": 3},
+            }
+        )
+    )
     out = tmp_path / "run"
 
     def nmt(*args, stdin=None):
-        return subprocess.run([sys.executable, "-m", "nmt_core.cli", *args], input=stdin, capture_output=True,
-                              text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "nmt_core.cli", *args], input=stdin, capture_output=True, text=True
+        )
+
     done = nmt("train", str(config), "--out", str(out), "--set", "train.epochs=1")
     assert done.returncode == 0, done.stderr
     done = nmt("train", str(config), "--out", str(out))
@@ -290,8 +356,17 @@ def test_train_resume_translate_and_trace_a_transformer(tmp_path):
     (tmp_path / "src.txt").write_text("noun3 verb2 noun5\n")
     (tmp_path / "ref.txt").write_text("la NOUN3 la NOUN5 VERB2 ga\n")
     traces = tmp_path / "traces.parquet"
-    done = nmt("evaluate", "--checkpoint", str(out), "--src", str(tmp_path / "src.txt"),
-               "--ref", str(tmp_path / "ref.txt"), "--traces", str(traces))
+    done = nmt(
+        "evaluate",
+        "--checkpoint",
+        str(out),
+        "--src",
+        str(tmp_path / "src.txt"),
+        "--ref",
+        str(tmp_path / "ref.txt"),
+        "--traces",
+        str(traces),
+    )
     assert done.returncode == 0, done.stderr
     table = pq.read_table(traces)
     assert table.schema.metadata[b"tau_heads"] == b"l1.cross.h1,l1.cross.h2"
@@ -303,12 +378,27 @@ def test_a_space_grids_over_both_architectures_with_conditional_keys():
     """A key one architecture reads is validated where its `if:` puts it, and each trial gets only its own keys."""
     from sweeper.space import parse_spec, plan_trials
 
-    spec = parse_spec(yaml.safe_dump({
-        "name": "both", "data": {"corpus": "synthetic"}, "base": {"model": {"emb_size": 32, "hidden_size": 32}},
-        "parameters": {"model.arch": {"grid": ["rnn", "transformer"]},
-                       "model.heads": {"grid": [2, 4], "if": {"model.arch": ["transformer"]}},
-                       "attention.placement": {"grid": ["luong", "bahdanau"], "if": {"model.arch": ["rnn"]}}},
-        "search": {"algorithm": "grid"}, "objective": {"metric": "bleu_dev", "mode": "max"}}), "space.yaml")
+    spec = parse_spec(
+        yaml.safe_dump(
+            {
+                "name": "both",
+                "data": {"corpus": "synthetic"},
+                "base": {"model": {"emb_size": 32, "hidden_size": 32}},
+                "parameters": {
+                    "model.arch": {"grid": ["rnn", "transformer"]},
+                    "model.heads": {"grid": [2, 4], "if": {"model.arch": ["transformer"]}},
+                    "attention.placement": {"grid": ["luong", "bahdanau"], "if": {"model.arch": ["rnn"]}},
+                },
+                "search": {"algorithm": "grid"},
+                "objective": {"metric": "bleu_dev", "mode": "max"},
+            }
+        ),
+        "space.yaml",
+    )
     configs = [plan.config(spec.base) for plan in plan_trials(spec)]
     assert sorted((c.model.arch, c.model.heads, c.attention.placement) for c in configs) == [
-        ("rnn", 8, "bahdanau"), ("rnn", 8, "luong"), ("transformer", 2, "luong"), ("transformer", 4, "luong")]
+        ("rnn", 8, "bahdanau"),
+        ("rnn", 8, "luong"),
+        ("transformer", 2, "luong"),
+        ("transformer", 4, "luong"),
+    ]

@@ -9,6 +9,7 @@ steps, and a plain-Python re-computation from its own parameters (read by name) 
 memory cell, Lu et al. 2017), the slides' Gaussian bias (Yang et al. 2018), dl4mt's conditional GRU and guided
 alignment (lecture 003), fertility (Tu et al. 2016, N = 2) and the course report's self-attention (report 004).
 """
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,13 @@ TOL = {"rel": 1e-9, "abs": 1e-12}
 
 
 def _config(attention: dict, model: dict | None = None, **sections):
-    return build_config({"model": {"emb_size": E, "hidden_size": H, "dropout": 0.0, **(model or {})},
-                         "attention": attention, **sections})
+    return build_config(
+        {
+            "model": {"emb_size": E, "hidden_size": H, "dropout": 0.0, **(model or {})},
+            "attention": attention,
+            **sections,
+        }
+    )
 
 
 def _model(cfg) -> Seq2Seq:
@@ -53,12 +59,21 @@ def _batch(links: bool = False):
 
 # ---- the model, written out: plain Python over the model's own parameters ---------------------------------
 
-def lstm_cell(module: nn.LSTM, x: list[float], h: list[float], m: list[float],
-              suffix: str = "_l0") -> tuple[list[float], list[float]]:
+
+def lstm_cell(
+    module: nn.LSTM, x: list[float], h: list[float], m: list[float], suffix: str = "_l0"
+) -> tuple[list[float], list[float]]:
     """PyTorch's LSTM equations: i, f, g, o = W x + b + U h + c (sigmoid, sigmoid, tanh, sigmoid);
     m' = f m + i g; h' = o tanh(m')."""
-    z = [a + b + c + d for a, b, c, d in zip(mv(P(module, f"weight_ih{suffix}"), x), P(module, f"bias_ih{suffix}"),
-                                             mv(P(module, f"weight_hh{suffix}"), h), P(module, f"bias_hh{suffix}"))]
+    z = [
+        a + b + c + d
+        for a, b, c, d in zip(
+            mv(P(module, f"weight_ih{suffix}"), x),
+            P(module, f"bias_ih{suffix}"),
+            mv(P(module, f"weight_hh{suffix}"), h),
+            P(module, f"bias_hh{suffix}"),
+        )
+    ]
     n = len(h)
     m_next = [sigmoid(z[n + k]) * m[k] + sigmoid(z[k]) * math.tanh(z[2 * n + k]) for k in range(n)]
     return [sigmoid(z[3 * n + k]) * math.tanh(m_next[k]) for k in range(n)], m_next
@@ -88,9 +103,18 @@ def encoder_oracle(model: Seq2Seq, src: list[int]) -> tuple[list[list[float]], l
     if encoder.self_attention is not None:
         W_Q, W_K = P(encoder, "self_attention.W_Q.weight"), P(encoder, "self_attention.W_K.weight")
         real = [True] * len(states)
-        states = [[x + y for x, y in zip(hi, weighted_sum(
-            softmax([dot(mv(W_Q, hi), mv(W_K, hk)) / math.sqrt(H) for hk in states], real), states))]
-            for hi in states]
+        states = [
+            [
+                x + y
+                for x, y in zip(
+                    hi,
+                    weighted_sum(
+                        softmax([dot(mv(W_Q, hi), mv(W_K, hk)) / math.sqrt(H) for hk in states], real), states
+                    ),
+                )
+            ]
+            for hi in states
+        ]
     return states, final
 
 
@@ -102,8 +126,9 @@ def initial_state(model: Seq2Seq, final: list[float]) -> dict[str, list[float]]:
     return {"s": s_0, "m": [0.0] * H, "feed": [0.0] * H, "sact": s_0, "t": s_0, "i": 1}
 
 
-def attend(model: Seq2Seq, h: list[list[float]], s: list[float], state: dict, x: list[float] | None,
-           m: list[float]) -> dict:
+def attend(
+    model: Seq2Seq, h: list[list[float]], s: list[float], state: dict, x: list[float] | None, m: list[float]
+) -> dict:
     """Dot attention from s over the real source words: e_j = s^T h_j (L eq. 8), + G_j (the Gaussian bias) or
     + v_p^T tanh(W_p psi(j, i, I)) (the log features); SACT: softmax(e / tau_t), tau_t = lambda^beta_t, beta_t = tanh(W_c c~_{t-1} + U_s s_t) (S eq. 1, 2, 4);
     the sentinel's slot joins that softmax (A eq. 7-11). tau divides every logit: the bias and the slot too."""
@@ -114,7 +139,7 @@ def attend(model: Seq2Seq, h: list[list[float]], s: list[float], state: dict, x:
         hidden = [math.tanh(v) for v in mv(P(attention, "position.W_p.weight"), s)]
         centre = len(h) * sigmoid(dot(P(attention, "position.v_p.weight")[0], hidden))  # P_i (Y eq. 8)
         sigma = len(h) * sigmoid(dot(P(attention, "position.v_d.weight")[0], hidden)) / 2  # D_i / 2 (Y eq. 9)
-        e = [ej - (j - centre) ** 2 / (2 * sigma ** 2) for j, ej in enumerate(e)]  # + G_ij (Y eq. 10)
+        e = [ej - (j - centre) ** 2 / (2 * sigma**2) for j, ej in enumerate(e)]  # + G_ij (Y eq. 10)
     if cfg.position_bias == "log":  # psi(j, i, I) = [log(1 + j), log(1 + i), log(1 + I)], j and i from 1 (Cohn)
         W_p, v_p = P(attention, "position.W_p.weight"), P(attention, "position.v_p.weight")[0]
         psi = [[math.log(1 + j), math.log(1 + state["i"]), math.log(1 + len(h))] for j in range(1, len(h) + 1)]
@@ -131,12 +156,12 @@ def attend(model: Seq2Seq, h: list[list[float]], s: list[float], state: dict, x:
         slot = dot(P(attention, "sentinel.W_h.weight")[0], [math.tanh(a[k] + u[k]) for k in range(H)])
         logits.append(slot / (tau or 1.0))
     alpha = softmax(logits, [True] * len(logits))
-    context = weighted_sum(alpha[:len(h)], h)
+    context = weighted_sum(alpha[: len(h)], h)
     gate = None
     if cfg.sentinel:  # beta = alpha[J + 1]; c+ = beta s~ + sum_j alpha_j h_j (A eq. 9)
         gate = alpha[-1]
         context = [c + gate * v for c, v in zip(context, sentinel)]
-    return {"weights": alpha[:len(h)], "tau": tau, "gate": gate, "context": context}
+    return {"weights": alpha[: len(h)], "tau": tau, "gate": gate, "context": context}
 
 
 def step_oracle(model: Seq2Seq, h: list[list[float]], state: dict, y: int) -> tuple[list[float], dict, dict]:
@@ -183,10 +208,14 @@ def log_softmax(logits: list[float]) -> list[float]:
 WIRINGS = {
     "sact: c~_0 = s_0, then c~_t carried": ({"score": "dot", "temperature": "sact", "lambda": 3.0}, {}),
     "sentinel with sact: slot / tau, gate": ({"score": "dot", "temperature": "sact", "sentinel": True}, {}),
-    "gaussian bias with sact: (e + G) / tau": ({"score": "dot", "temperature": "sact", "position_bias": "gaussian"},
-                                               {}),
+    "gaussian bias with sact: (e + G) / tau": (
+        {"score": "dot", "temperature": "sact", "position_bias": "gaussian"},
+        {},
+    ),
     "log position features with sact: (e + v_p^T tanh(W_p psi)) / tau": (
-        {"score": "dot", "temperature": "sact", "position_bias": "log"}, {}),
+        {"score": "dot", "temperature": "sact", "position_bias": "log"},
+        {},
+    ),
     "cgru carries s_t": ({"score": "dot", "placement": "cgru"}, {"cell": "gru"}),
     "encoder self-attention with residual": ({"score": "dot", "self_attention": "encoder"}, {}),
 }
@@ -201,7 +230,7 @@ def test_teacher_forced_model_follows_the_equations(attention, model):
     assert batch.tgt_in.size(1) >= 4  # at least three steps carry state from one to the next
     for b, (src, tgt) in enumerate(zip(SOURCES, TARGETS)):
         for t, (expected, out) in enumerate(teacher_forced_oracle(seq2seq, src, [BOS] + tgt)):
-            assert trace.weights[b, t, :len(src)].tolist() == pytest.approx(out["weights"], **TOL)
+            assert trace.weights[b, t, : len(src)].tolist() == pytest.approx(out["weights"], **TOL)
             assert logits[b, t].tolist() == pytest.approx(expected, **TOL)
             if out["tau"] is not None:
                 assert trace.tau[b, t].item() == pytest.approx(out["tau"], **TOL)
@@ -218,8 +247,9 @@ def test_fertility_of_every_source_word_of_the_model():
     W_j = P(seq2seq, "decoder.attention.fertility.W_j.weight")[0]
     for b, src in enumerate(SOURCES):
         h, _ = encoder_oracle(seq2seq, src)
-        assert trace.fertility[b, :len(src)].tolist() == pytest.approx([n_max * sigmoid(dot(W_j, hj)) for hj in h],
-                                                                        **TOL)
+        assert trace.fertility[b, : len(src)].tolist() == pytest.approx(
+            [n_max * sigmoid(dot(W_j, hj)) for hj in h], **TOL
+        )
 
 
 def test_guided_alignment_divides_by_the_target_words():
@@ -227,8 +257,9 @@ def test_guided_alignment_divides_by_the_target_words():
     H(A, alpha) = -1/T_y sum_i sum_j A_ij log alpha_ij per sentence (lecture 003), T_y the sentence's target words
     (no </s>), averaged over sentences; A_ij = 1 / (links of target word i) on its linked source words."""
     weight = 0.5
-    cfg = _config({"score": "dot"}, data={"corpus": "bible-grc-en", "tokenizer": "space"},
-                  train={"guided_alignment": weight})
+    cfg = _config(
+        {"score": "dot"}, data={"corpus": "bible-grc-en", "tokenizer": "space"}, train={"guided_alignment": weight}
+    )
     seq2seq = _model(cfg)
     loss, _ = batch_loss(seq2seq, _batch(links=True), cfg)
     cross_entropy, guided, n_tokens = 0.0, 0.0, 0
@@ -249,11 +280,12 @@ def test_beam_search_picks_by_the_length_normalised_score():
     """Beam search returns argmax over hypotheses y of log p(y) / |y| ** length_penalty (|y| with </s>). Beams as
     wide as every hypothesis of at most `steps` tokens make it exact, so the oracle enumerates them all."""
     length_penalty, steps = 1.0, 3
-    cfg = _config({"score": "dot"}, decode={"length_penalty": length_penalty, "max_len_ratio": 0.01,
-                                            "max_len_offset": steps})
+    cfg = _config(
+        {"score": "dot"}, decode={"length_penalty": length_penalty, "max_len_ratio": 0.01, "max_len_offset": steps}
+    )
     seq2seq = _model(cfg)
     batch = _batch()
-    got = beam_search(seq2seq, batch, cfg.decode, beam_size=V_TGT ** steps)
+    got = beam_search(seq2seq, batch, cfg.decode, beam_size=V_TGT**steps)
     picks_differ = False
     for b, src in enumerate(SOURCES):
         h, final = encoder_oracle(seq2seq, src)
@@ -268,8 +300,9 @@ def test_beam_search_picks_by_the_length_normalised_score():
                     expand(state, word, prefix + [word], log_p + log_q)
 
         expand(initial_state(seq2seq, final), BOS, [], 0.0)
-        ranked = sorted(((log_p / (len(tokens) + 1) ** length_penalty, tokens) for log_p, tokens in finished),
-                        reverse=True)
+        ranked = sorted(
+            ((log_p / (len(tokens) + 1) ** length_penalty, tokens) for log_p, tokens in finished), reverse=True
+        )
         assert ranked[0][0] - ranked[1][0] > 1e-4  # no near tie that float32 could flip
         assert got[b].tokens == ranked[0][1]
         assert got[b].score == pytest.approx(ranked[0][0], rel=1e-5)

@@ -13,11 +13,26 @@
 By job: records (one read of a sweep into a SweepSnapshot) -> statistics -> findings -> tables (pure renderers)
 and figures (data, then drawing) -> report (orchestration and write-back to the parent run).
 """
+
 from sweeper.summary.records import SummaryError, SweepSnapshot, TrialRecord, read_snapshot
 from sweeper.summary.report import summarize, write_report
 from sweeper.summary.statistics import Summary, VariantRow, alignment_table, build_summary, mean_std
 from sweeper.summary.tables import render_alignment, render_csv, render_latex, render_markdown
 
-__all__ = ["Summary", "SummaryError", "SweepSnapshot", "TrialRecord", "VariantRow", "alignment_table", "build_summary",
-           "mean_std", "read_snapshot", "render_alignment", "render_csv", "render_latex", "render_markdown",
-           "summarize", "write_report"]
+__all__ = [
+    "Summary",
+    "SummaryError",
+    "SweepSnapshot",
+    "TrialRecord",
+    "VariantRow",
+    "alignment_table",
+    "build_summary",
+    "mean_std",
+    "read_snapshot",
+    "render_alignment",
+    "render_csv",
+    "render_latex",
+    "render_markdown",
+    "summarize",
+    "write_report",
+]

@@ -3,6 +3,7 @@ traces, no tracking server), then the drawing. Dev BLEU curves, the fixed-tau cu
 heatmap (Figure 2), sentinel words (Li & Zhu Table 2), mean tau / gate for function versus content words (function
 words: the target language's closed-class list from stopwordsiso), parameter importance and parallel coordinates.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -43,7 +44,9 @@ class FigureData:
     best_sact: tuple[float, float] | None = None  # the best SACT row's BLEU (mean, std), drawn as a line
     heatmap: list[tuple[list[str], list[float]]] = field(default_factory=list)  # (tokens, tau) per dev sentence
     heatmap_of: TrialRecord | None = None
-    heads: tuple[list[str], list[list[float]], list[str]] | None = None  # a Transformer's (tokens, tau per head, labels)
+    heads: tuple[list[str], list[list[float]], list[str]] | None = (
+        None  # a Transformer's (tokens, tau per head, labels)
+    )
     words: list[WordRow] = field(default_factory=list)
     language: str = ""  # the target language whose function words split `words`
     words_note: str = ""  # why `words` is empty although a variant has a varying tau or gate
@@ -123,9 +126,11 @@ def head_taus(trace: pa.Table) -> tuple[list[str], list[list[float]], list[str]]
     labels = (trace.schema.metadata or {}).get(HEAD_LABELS, b"").decode()
     if not labels or "tau_heads" not in trace.column_names:
         return None
-    rows = [(token, heads) for sent_id, token, heads in zip(*(trace.column(c).to_pylist()
-                                                              for c in ("sent_id", "token", "tau_heads")))
-            if sent_id == 0 and heads]
+    rows = [
+        (token, heads)
+        for sent_id, token, heads in zip(*(trace.column(c).to_pylist() for c in ("sent_id", "token", "tau_heads")))
+        if sent_id == 0 and heads
+    ]
     return ([t for t, _ in rows], [h for _, h in rows], labels.split(",")) if rows else None
 
 
@@ -133,8 +138,12 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table], resam
     """What the figures draw; `traces` holds those records.wanted_traces names; `resamples` for the word classes."""
     ranked = sorted(summary.rows, key=lambda row: -row.average[0])
     drawn = summary.rows if len(summary.rows) <= TOP_ROWS else ranked[:TOP_CURVES]
-    data = FigureData([(row.label, [r.curves.get("bleu_dev", []) for r in row.records]) for row in drawn],
-                      len(summary.rows), summary.test_sets[0], fixed_tau_points(summary))
+    data = FigureData(
+        [(row.label, [r.curves.get("bleu_dev", []) for r in row.records]) for row in drawn],
+        len(summary.rows),
+        summary.test_sets[0],
+        fixed_tau_points(summary),
+    )
     sact = [r for r in summary.rows if is_adaptive(r.records[0].params.get("attention.temperature"))]
     if data.fixed_tau and sact:
         data.best_sact = max(sact, key=lambda r: r.average[0]).average
@@ -150,11 +159,18 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table], resam
         if has_gate_or_sact(row.records[0].params) and trace in traces:
             table = traces[trace]
             gated = table.column("sentinel").to_pylist()[:1] not in ([], [None])
-            data.words.append(WordRow(row.label, {} if words is None else token_stats(table, words, resamples),
-                                      sentinel_words(table) if gated else None))
+            data.words.append(
+                WordRow(
+                    row.label,
+                    {} if words is None else token_stats(table, words, resamples),
+                    sentinel_words(table) if gated else None,
+                )
+            )
     if words is None and data.words:
-        data.words_note = (f"stopwordsiso has no closed-class word list for the target language `{data.language}` "
-                           "(data.tgt), so function and content words are not compared.")
+        data.words_note = (
+            f"stopwordsiso has no closed-class word list for the target language `{data.language}` "
+            "(data.tgt), so function and content words are not compared."
+        )
     return data
 
 
@@ -164,20 +180,29 @@ def draw_figures(data: FigureData, out: Path) -> list[str]:
     which = "" if len(data.dev_curves) == data.rows else f"; the {len(data.dev_curves)} best of {data.rows} rows"
     sections = [f"## Dev BLEU by epoch (mean over seeds; convergence{which})\n\n![dev curves](dev_bleu_curves.png)\n"]
     if data.fixed_tau:
-        plots.fixed_tau_curve(data.fixed_tau, data.best_sact,
-                              [out / "fixed_tau_curve.png", out / "fixed_tau_curve.svg"])
-        sections.append("## Fixed temperature vs SACT (SACT Figure 1)\n\nThe baseline (no temperature) stands at "
-                        "tau = 1. Mean ± std over seeds.\n\n![fixed tau](fixed_tau_curve.png)\n")
+        plots.fixed_tau_curve(
+            data.fixed_tau, data.best_sact, [out / "fixed_tau_curve.png", out / "fixed_tau_curve.svg"]
+        )
+        sections.append(
+            "## Fixed temperature vs SACT (SACT Figure 1)\n\nThe baseline (no temperature) stands at "
+            "tau = 1. Mean ± std over seeds.\n\n![fixed tau](fixed_tau_curve.png)\n"
+        )
     if data.heatmap:
-        plots.temperature_heatmap(data.heatmap, out / "temperature_heatmap.png",
-                                  float(data.heatmap_of.params["attention.lambda"]))
-        sections.append(f"## Temperature heatmap (SACT Figure 2), best SACT trial `{data.heatmap_of.variant}`\n\n"
-                        "![tau heatmap](temperature_heatmap.png)\n")
+        plots.temperature_heatmap(
+            data.heatmap, out / "temperature_heatmap.png", float(data.heatmap_of.params["attention.lambda"])
+        )
+        sections.append(
+            f"## Temperature heatmap (SACT Figure 2), best SACT trial `{data.heatmap_of.variant}`\n\n"
+            "![tau heatmap](temperature_heatmap.png)\n"
+        )
     if data.heads:
-        plots.head_temperature_heatmap(*data.heads, out / "temperature_heads.png",
-                                       float(data.heatmap_of.params["attention.lambda"]))
-        sections.append(f"## Temperature per layer and head, best SACT trial `{data.heatmap_of.variant}` "
-                        "(dev sentence 0)\n\n![tau per head](temperature_heads.png)\n")
+        plots.head_temperature_heatmap(
+            *data.heads, out / "temperature_heads.png", float(data.heatmap_of.params["attention.lambda"])
+        )
+        sections.append(
+            f"## Temperature per layer and head, best SACT trial `{data.heatmap_of.variant}` "
+            "(dev sentence 0)\n\n![tau per head](temperature_heads.png)\n"
+        )
     return sections + word_sections(data)
 
 
@@ -185,41 +210,60 @@ def word_sections(data: FigureData) -> list[str]:
     """Sentinel words per gated variant, then function vs content words of every SACT or gated variant."""
     sections, lines = [], []
     for row in data.words:
-        cells = [f"{row.stats[c].function:.3f} / {row.stats[c].content:.3f} | "
-                 f"{row.stats[c].function - row.stats[c].content:+.3f} "
-                 f"[{row.stats[c].interval[0]:+.3f}, {row.stats[c].interval[1]:+.3f}]" if c in row.stats else " | "
-                 for c in ("tau", "sentinel")]
+        cells = [
+            f"{row.stats[c].function:.3f} / {row.stats[c].content:.3f} | "
+            f"{row.stats[c].function - row.stats[c].content:+.3f} "
+            f"[{row.stats[c].interval[0]:+.3f}, {row.stats[c].interval[1]:+.3f}]"
+            if c in row.stats
+            else " | "
+            for c in ("tau", "sentinel")
+        ]
         lines.append(f"| {row.label} | {cells[0]} | {cells[1]} |")
         if row.sentinel_words is not None:
             words = row.sentinel_words
-            sections.append(f"## Words with sentinel gate >= {SENTINEL_THRESHOLD} (Li & Zhu Table 2), `{row.label}`\n\n"
-                            + ("| word | count |\n|---|---|\n" + "\n".join(f"| {w} | {n} |" for w, n in words)
-                               if words else "none on this test set") + "\n")
+            sections.append(
+                f"## Words with sentinel gate >= {SENTINEL_THRESHOLD} (Li & Zhu Table 2), `{row.label}`\n\n"
+                + (
+                    "| word | count |\n|---|---|\n" + "\n".join(f"| {w} | {n} |" for w, n in words)
+                    if words
+                    else "none on this test set"
+                )
+                + "\n"
+            )
     if data.words_note:
         sections.append(f"## Function vs content words ({data.test_set})\n\n{data.words_note}\n")
     elif lines:
-        sections.append(f"## Function vs content words ({data.test_set})\n\nMean over output tokens of each variant's "
-                        f"best seed: function words (stopwordsiso's closed-class list for `{data.language}`, "
-                        "lowercased) / content words (the rest), and the difference function - content with its 95% "
-                        "interval (percentile bootstrap over test sentences): SACT's claim is a different temperature "
-                        "for the two classes.\n\n"
-                        "| variant | tau: function / content | tau difference [95% CI] | gate: function / content | "
-                        "gate difference [95% CI] |\n|---|---|---|---|---|\n" + "\n".join(lines) + "\n")
+        sections.append(
+            f"## Function vs content words ({data.test_set})\n\nMean over output tokens of each variant's "
+            f"best seed: function words (stopwordsiso's closed-class list for `{data.language}`, "
+            "lowercased) / content words (the rest), and the difference function - content with its 95% "
+            "interval (percentile bootstrap over test sentences): SACT's claim is a different temperature "
+            "for the two classes.\n\n"
+            "| variant | tau: function / content | tau difference [95% CI] | gate: function / content | "
+            "gate difference [95% CI] |\n|---|---|---|---|---|\n" + "\n".join(lines) + "\n"
+        )
     return sections
 
 
 def importance_sections(records: list[TrialRecord], metric: str, mode: str, out: Path) -> list[str]:
     """Parameter importance and parallel coordinates over every finished trial (seeds separately)."""
-    points, varying = importance.trial_points([(f"{r.variant}-{r.trial_id}", r.params, objective_of(r, metric, mode))
-                                               for r in records])
+    points, varying = importance.trial_points(
+        [(f"{r.variant}-{r.trial_id}", r.params, objective_of(r, metric, mode)) for r in records]
+    )
     result = importance.parameter_importance(points, varying, metric, mode)
     sections = ["## Parameter importance\n\n" + importance.render(result)]
     drawn = [p for p in points if p.objective is not None]
     if varying and drawn:
-        plots.parallel_coordinates({k: [p.params[k] for p in drawn] for k in varying},
-                                   [p.objective for p in drawn], f"best {metric}", out / "parallel_coordinates.png")
+        plots.parallel_coordinates(
+            {k: [p.params[k] for p in drawn] for k in varying},
+            [p.objective for p in drawn],
+            f"best {metric}",
+            out / "parallel_coordinates.png",
+        )
         missing = len(points) - len(drawn)
         without = f", {missing} without {metric}" if missing else ""
-        sections.append(f"## Parallel coordinates ({len(drawn)} trials{without})"
-                        "\n\n![parallel coordinates](parallel_coordinates.png)\n")
+        sections.append(
+            f"## Parallel coordinates ({len(drawn)} trials{without})"
+            "\n\n![parallel coordinates](parallel_coordinates.png)\n"
+        )
     return sections

@@ -2,6 +2,7 @@
 mechanisms, dev curves still rising, missing controls), stated before the table, and the caveats they add to what
 the sweep shows.
 """
+
 from __future__ import annotations
 
 from sweeper import findings as checks
@@ -21,20 +22,30 @@ def add_findings(summary: Summary) -> None:
         return
     caveats = []
     if rising:
-        caveats.append(f"Training stopped while dev BLEU was still rising for {len(rising)} of {len(histories)} "
-                       "variants (see the warnings and the dev curves): the ranking may not hold at convergence.")
+        caveats.append(
+            f"Training stopped while dev BLEU was still rising for {len(rising)} of {len(histories)} "
+            "variants (see the warnings and the dev curves): the ranking may not hold at convergence."
+        )
     else:
         caveats.append("No variant's dev BLEU rose by more than 2% in its last epoch (dev curves below).")
     if degenerate:
-        caveats.append("The variants flagged above did not work as their papers intend: their rows measure the "
-                       "degenerate behaviour, not the method.")
+        caveats.append(
+            "The variants flagged above did not work as their papers intend: their rows measure the "
+            "degenerate behaviour, not the method."
+        )
     if few:
-        caveats.append(f"Rows with fewer than {checks.MIN_SEEDS} seeds (see the warnings): their marks are not to be "
-                       "published.")
+        caveats.append(
+            f"Rows with fewer than {checks.MIN_SEEDS} seeds (see the warnings): their marks are not to be published."
+        )
     claims = [(c.row.label, c.against.label, c.kind, outcome(c.mark)) for c in summary.comparisons]
-    summary.conclusion = checks.what_it_shows(claims, {label for label, lines in flagged.items() if lines},
-                                              seeds_phrase(summary.rows), summary.sentences, len(summary.comparisons),
-                                              caveats)
+    summary.conclusion = checks.what_it_shows(
+        claims,
+        {label for label, lines in flagged.items() if lines},
+        seeds_phrase(summary.rows),
+        summary.sentences,
+        len(summary.comparisons),
+        caveats,
+    )
 
 
 def outcome(mark: str) -> str:
@@ -45,6 +56,11 @@ def history_of(row: VariantRow) -> checks.VariantHistory:
     params = row.records[0].params
     lam, tau = (float(params[key]) if key in params else None for key in ("attention.lambda", "attention.tau"))
     curves = {key: [r.curves.get(key, []) for r in row.records] for key in CURVES}
-    return checks.VariantHistory(row.label, params.get("attention.temperature", "none"), lam, tau,
-                                 params.get("attention.sentinel") == "True", curves)
-
+    return checks.VariantHistory(
+        row.label,
+        params.get("attention.temperature", "none"),
+        lam,
+        tau,
+        params.get("attention.sentinel") == "True",
+        curves,
+    )

@@ -8,6 +8,7 @@ charts with, or a database store's bulk query; MlflowClient has no bulk history 
 for the metrics the summary reads; artifacts are downloaded once, only those the summary uses. A store without the
 bulk read (or an answer that hit its limit) is read one run at a time.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,8 +75,9 @@ class TrialRecord:
 
     @property
     def test_sets(self) -> list[str]:
-        return sorted(k.removeprefix("bleu_test_") for k in self.metrics
-                      if k.startswith("bleu_test_") and k != "bleu_test_avg")
+        return sorted(
+            k.removeprefix("bleu_test_") for k in self.metrics if k.startswith("bleu_test_") and k != "bleu_test_avg"
+        )
 
 
 @dataclass
@@ -103,17 +105,29 @@ def find_parent(client: MlflowClient, name: str, run_id: str | None = None) -> t
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         known = sorted(e.name for e in client.search_experiments() if e.name != "Default")
-        raise ConfigError("NAME", f"no sweep named {name!r} in {client.tracking_uri} (check --tracking-uri); "
-                          f"sweeps there: {', '.join(known) or 'none'}", "sweeper summarize")
-    parents = client.search_runs([experiment.experiment_id], filter_string=f"tags.`{ROLE}` = 'sweep'",
-                                 order_by=["attributes.start_time DESC"], max_results=1000)
+        raise ConfigError(
+            "NAME",
+            f"no sweep named {name!r} in {client.tracking_uri} (check --tracking-uri); "
+            f"sweeps there: {', '.join(known) or 'none'}",
+            "sweeper summarize",
+        )
+    parents = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"tags.`{ROLE}` = 'sweep'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1000,
+    )
     if not parents:
         raise SummaryError(f"sweep {name!r} has no sweep run in this tracking store")
     if run_id is None:
         return experiment.experiment_id, parents[0].info.run_id
     if run_id not in {p.info.run_id for p in parents}:
-        raise ConfigError("--run-id", f"{run_id} is not a sweep run of {name!r}; its sweep runs, newest first: "
-                          + ", ".join(p.info.run_id for p in parents[:5]), "sweeper summarize")
+        raise ConfigError(
+            "--run-id",
+            f"{run_id} is not a sweep run of {name!r}; its sweep runs, newest first: "
+            + ", ".join(p.info.run_id for p in parents[:5]),
+            "sweeper summarize",
+        )
     return experiment.experiment_id, run_id
 
 
@@ -124,19 +138,30 @@ def by_epoch(client: MlflowClient, run_id: str, key: str) -> dict[int, float]:
     return {m.step: m.value for m in history if m.step > 0}
 
 
-def load_records(client: MlflowClient, experiment_id: str, parent_id: str,
-                 objective: str = "bleu_dev") -> tuple[list[TrialRecord], Counter]:
+def load_records(
+    client: MlflowClient, experiment_id: str, parent_id: str, objective: str = "bleu_dev"
+) -> tuple[list[TrialRecord], Counter]:
     """The finished trials of one `sweeper run` with their histories, and how many trials were left out, by why."""
     records, left_out = [], Counter()
     for run in trial_runs(client, experiment_id, parent_id):
         if run.info.status != "FINISHED" or "bleu_test_avg" not in run.data.metrics:
             left_out[LEFT_OUT.get(run.info.status, "unfinished")] += 1
             continue
-        records.append(TrialRecord(run.info.run_id, run.data.tags.get(TRIAL_ID, ""), run.data.tags.get(VARIANT, "?"),
-                                   dict(run.data.params), dict(run.data.metrics), {}, dict(run.data.tags),
-                                   artifact_uri=run.info.artifact_uri))
-    wanted = [(record, key) for record in records for key in dict.fromkeys((*CURVES, objective))
-              if key in record.metrics]
+        records.append(
+            TrialRecord(
+                run.info.run_id,
+                run.data.tags.get(TRIAL_ID, ""),
+                run.data.tags.get(VARIANT, "?"),
+                dict(run.data.params),
+                dict(run.data.metrics),
+                {},
+                dict(run.data.tags),
+                artifact_uri=run.info.artifact_uri,
+            )
+        )
+    wanted = [
+        (record, key) for record in records for key in dict.fromkeys((*CURVES, objective)) if key in record.metrics
+    ]
     wanted += [(record, key) for record in records for key in sorted(record.metrics) if key.startswith(SETTING_PREFIX)]
     histories = read_histories(client, [(record.run_id, key) for record, key in wanted])
     for record, key in wanted:
@@ -153,8 +178,12 @@ def trial_runs(client: MlflowClient, experiment_id: str, parent_id: str) -> Iter
     sweep read in one page of 5,000 lost half of its trials)."""
     token = None
     while True:
-        page = client.search_runs([experiment_id], max_results=SEARCH_PAGE, page_token=token,
-                                  filter_string=f"tags.`{PARENT}` = '{parent_id}' and tags.`{ROLE}` = 'trial'")
+        page = client.search_runs(
+            [experiment_id],
+            max_results=SEARCH_PAGE,
+            page_token=token,
+            filter_string=f"tags.`{PARENT}` = '{parent_id}' and tags.`{ROLE}` = 'trial'",
+        )
         yield from page
         token = page.token
         if not token:
@@ -166,7 +195,7 @@ def read_histories(client: MlflowClient, wanted: list[tuple[str, str]]) -> dict[
     runs_of: dict[str, list[str]] = {}
     for run_id, key in wanted:
         runs_of.setdefault(key, []).append(run_id)
-    jobs = [(key, runs[i:i + BULK_RUNS]) for key, runs in runs_of.items() for i in range(0, len(runs), BULK_RUNS)]
+    jobs = [(key, runs[i : i + BULK_RUNS]) for key, runs in runs_of.items() for i in range(0, len(runs), BULK_RUNS)]
     histories: dict[tuple[str, str], History] = {}
     with ThreadPoolExecutor(HISTORY_THREADS) as pool:
         for part in pool.map(lambda job: histories_of(client, *job), jobs):
@@ -191,15 +220,25 @@ def bulk_values(client: MlflowClient, key: str, run_ids: list[str]) -> list[tupl
     store = client._tracking_client.store  # noqa: SLF001 - MlflowClient does not expose the bulk read
     try:
         if hasattr(store, "get_metric_history_bulk"):  # a database store
-            found = [(m.run_id, m.step, m.timestamp, m.value)
-                     for m in store.get_metric_history_bulk(run_ids, key, BULK_LIMIT)]
+            found = [
+                (m.run_id, m.step, m.timestamp, m.value)
+                for m in store.get_metric_history_bulk(run_ids, key, BULK_LIMIT)
+            ]
         elif hasattr(store, "get_host_creds"):  # MLflow's server
-            response = http_request(store.get_host_creds(), BULK_PATH, "GET", max_retries=0, raise_on_status=False,
-                                    params={"run_id": run_ids, "metric_key": key, "max_results": BULK_LIMIT})
+            response = http_request(
+                store.get_host_creds(),
+                BULK_PATH,
+                "GET",
+                max_retries=0,
+                raise_on_status=False,
+                params={"run_id": run_ids, "metric_key": key, "max_results": BULK_LIMIT},
+            )
             if response.status_code != 200:
                 return None
-            found = [(m["run_id"], int(m.get("step", 0)), int(m.get("timestamp", 0)), float(m["value"]))
-                     for m in response.json().get("metrics", [])]
+            found = [
+                (m["run_id"], int(m.get("step", 0)), int(m.get("timestamp", 0)), float(m["value"]))
+                for m in response.json().get("metrics", [])
+            ]
         else:
             return None
     except Exception:  # noqa: BLE001 - an older or a proxied server without the endpoint: read run by run
@@ -239,14 +278,20 @@ def wanted_traces(records: list[TrialRecord]) -> list[tuple[str, str]]:
     if len(variants) > TOP_ROWS:
         variants = sorted(variants, key=lambda members: -statistics.fmean(r.metrics["bleu_test_avg"] for r in members))
         variants = variants[:TOP_ROWS]
-    return wanted + [(best_of(members).run_id, records[0].test_sets[0]) for members in variants
-                     if has_gate_or_sact(members[0].params)]
+    return wanted + [
+        (best_of(members).run_id, records[0].test_sets[0])
+        for members in variants
+        if has_gate_or_sact(members[0].params)
+    ]
 
 
 def alignment_sets(records: list[TrialRecord]) -> list[str]:
     """Test sets on which every trial scored its attention against gold word alignments."""
-    return sorted(k.removeprefix("aer_") for k in records[0].metrics
-                  if k.startswith("aer_") and all(k in r.metrics for r in records))
+    return sorted(
+        k.removeprefix("aer_")
+        for k in records[0].metrics
+        if k.startswith("aer_") and all(k in r.metrics for r in records)
+    )
 
 
 def read_snapshot(client: MlflowClient, name: str, run_id: str | None, folder: Path) -> SweepSnapshot:
@@ -274,15 +319,35 @@ def read_snapshot(client: MlflowClient, name: str, run_id: str | None, folder: P
 
         references = dict(zip(test_sets, each(lines, [(records[0], f"references/{s}.txt") for s in test_sets])))
         texts = each(lines, [(r, f"translations/{s}.txt") for r in records for s in test_sets])
-        snapshot = SweepSnapshot(name, parent_id, parent.info.status, space, records, left_out, references,
-                                 {r.run_id: {s: next(texts) for s in test_sets} for r in records})
-        stats = each(lambda r, s: read_alignment_stats(download(client, r, f"alignment/{s}.tsv", folder / r.run_id)),
-                     [(r, s) for r in records for s in aligned])
+        snapshot = SweepSnapshot(
+            name,
+            parent_id,
+            parent.info.status,
+            space,
+            records,
+            left_out,
+            references,
+            {r.run_id: {s: next(texts) for s in test_sets} for r in records},
+        )
+        stats = each(
+            lambda r, s: read_alignment_stats(download(client, r, f"alignment/{s}.tsv", folder / r.run_id)),
+            [(r, s) for r in records for s in aligned],
+        )
         snapshot.alignment = {r.run_id: {s: next(stats) for s in aligned} for r in records} if aligned else {}
-        snapshot.traces = dict(zip(wanted, each(lambda run, split: pq.read_table(download(
-            client, by_id[run], f"traces/{split}.parquet", folder / "trace" / run / split)), wanted)))
-        for record, events in zip(exploited, each(lambda r: download(client, r, PBT_EVENTS, folder / r.run_id),
-                                                  [(r,) for r in exploited])):
+        snapshot.traces = dict(
+            zip(
+                wanted,
+                each(
+                    lambda run, split: pq.read_table(
+                        download(client, by_id[run], f"traces/{split}.parquet", folder / "trace" / run / split)
+                    ),
+                    wanted,
+                ),
+            )
+        )
+        for record, events in zip(
+            exploited, each(lambda r: download(client, r, PBT_EVENTS, folder / r.run_id), [(r,) for r in exploited])
+        ):
             record.pbt_events = json.loads(events.read_text())
     return snapshot
 
@@ -291,14 +356,19 @@ def download(client: MlflowClient, record: TrialRecord, path: str, folder: Path)
     """One artifact of a trial's run, by its URI under the run's artifact root (known from the search): two
     requests to a tracking server, where MlflowClient.download_artifacts makes four (it looks the run and its
     models up again)."""
-    return Path(download_artifacts(artifact_uri=f"{record.artifact_uri}/{path}", dst_path=str(folder),
-                                   tracking_uri=client.tracking_uri))
+    return Path(
+        download_artifacts(
+            artifact_uri=f"{record.artifact_uri}/{path}", dst_path=str(folder), tracking_uri=client.tracking_uri
+        )
+    )
 
 
 def artifact_lines(client: MlflowClient, record: TrialRecord, path: str, folder: Path) -> list[str]:
     try:
         local = download(client, record, path, folder)
     except Exception as err:  # noqa: BLE001 - MLflow raises several types for a missing artifact
-        raise SummaryError(f"run {record.run_id} has no {path} ({type(err).__name__}): it was made by an older "
-                           "version; re-run the sweep") from None
+        raise SummaryError(
+            f"run {record.run_id} has no {path} ({type(err).__name__}): it was made by an older "
+            "version; re-run the sweep"
+        ) from None
     return local.read_text(encoding="utf-8").splitlines()

@@ -2,6 +2,7 @@
 folder, and write the summary back to the sweep's parent run. `write_report` needs no tracking server: it renders a
 snapshot, read from MLflow or built by hand.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -20,8 +21,9 @@ from sweeper.summary.statistics import Summary, alignment_table, build_summary
 from sweeper.summary.tables import render_alignment, render_csv, render_latex, render_markdown, render_pbt_schedules
 
 
-def summarize(name: str, tracking_uri: str, out: Path, formats: list[str], resamples: int | None = None,
-              run_id: str | None = None) -> Summary:
+def summarize(
+    name: str, tracking_uri: str, out: Path, formats: list[str], resamples: int | None = None, run_id: str | None = None
+) -> Summary:
     """Write summary.md (+ csv / tex), figures, and log them to the sweep's parent run.
 
     Everything comes from MLflow: the trials' metrics and histories, their translations and the references
@@ -51,12 +53,20 @@ def significance_of(snapshot: SweepSnapshot, resamples: int | None) -> Significa
 def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
     """The BLEU table with its tests, the findings, and a note on the trials left out."""
     records = snapshot.records
-    summary = build_summary(records, snapshot.translations, snapshot.references, snapshot.space.get("baseline"),
-                            bleu_options(trial_config_of(records[0])), significance)
+    summary = build_summary(
+        records,
+        snapshot.translations,
+        snapshot.references,
+        snapshot.space.get("baseline"),
+        bleu_options(trial_config_of(records[0])),
+        significance,
+    )
     add_findings(summary)
     if snapshot.left_out:
-        summary.notes.append(f"{sum(snapshot.left_out.values())} trial(s) left out of every table and figure: "
-                             + ", ".join(f"{n} {why}" for why, n in snapshot.left_out.items()))
+        summary.notes.append(
+            f"{sum(snapshot.left_out.values())} trial(s) left out of every table and figure: "
+            + ", ".join(f"{n} {why}" for why, n in snapshot.left_out.items())
+        )
     return summary
 
 
@@ -65,8 +75,13 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
     significance = significance_of(snapshot, resamples)
     summary = compute(snapshot, significance)
     out.mkdir(parents=True, exist_ok=True)
-    sections = [f"# Sweep `{snapshot.name}`\n", f"MLflow parent run `{snapshot.parent_id}` ({snapshot.parent_status}); "
-                f"{len(snapshot.records)} finished trials.\n", "## BLEU\n", render_markdown(summary)]
+    sections = [
+        f"# Sweep `{snapshot.name}`\n",
+        f"MLflow parent run `{snapshot.parent_id}` ({snapshot.parent_status}); "
+        f"{len(snapshot.records)} finished trials.\n",
+        "## BLEU\n",
+        render_markdown(summary),
+    ]
     if snapshot.alignment and any(row.is_baseline for row in summary.rows):
         table = alignment_table(summary, snapshot.alignment, significance)
         sections += ["## Attention and word alignment\n", render_alignment(summary, table)]
@@ -86,6 +101,9 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
 
 def parent_note(name: str, summary: Summary) -> str:
     """The parent run's description in MLflow's UI: the table, the warnings and the conclusion."""
-    return (f"# Sweep `{name}`\n\n" + render_markdown(summary)
-            + (f"\n{summary.conclusion}" if summary.conclusion else "")
-            + "\nFigures and the full summary: artifacts, summary/summary.md")
+    return (
+        f"# Sweep `{name}`\n\n"
+        + render_markdown(summary)
+        + (f"\n{summary.conclusion}" if summary.conclusion else "")
+        + "\nFigures and the full summary: artifacts, summary/summary.md"
+    )

@@ -4,11 +4,13 @@ row against its baseline and each SACT lambda against its fixed tau = lambda con
 Holm-corrected over all of them (** / * better, †† / † worse); the bootstrap for attention against gold word
 alignments (AER, gold attention mass).
 """
+
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +78,6 @@ class Summary:
 def mean_std(values: list[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (0 for a single run)."""
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
-
 
 
 def objective_of(record: TrialRecord, metric: str, mode: str) -> float | None:
@@ -172,9 +173,13 @@ def pairs_of(rows: list[VariantRow], criteria: dict[str, Any]) -> list[tuple[Var
     return pairs + [(row, control, CONTROL) for row in rows if (control := control_of(controls, row)) is not None]
 
 
-def compare(pairs: list[tuple[VariantRow, VariantRow, str]], value: Callable[[VariantRow], float],
-            bootstrap: SentenceBootstrap, stats_of: Callable[[VariantRow], list[dict[str, np.ndarray]]],
-            randomization: ApproximateRandomization | None = None) -> list[Comparison]:
+def compare(
+    pairs: list[tuple[VariantRow, VariantRow, str]],
+    value: Callable[[VariantRow], float],
+    bootstrap: SentenceBootstrap,
+    stats_of: Callable[[VariantRow], list[dict[str, np.ndarray]]],
+    randomization: ApproximateRandomization | None = None,
+) -> list[Comparison]:
     """Each pair's delta of `value`, its bootstrap interval and p (the bootstrap's, or approximate randomization's
     where given), on the same resampled or shuffled sentences, Holm-corrected over all `pairs`; `stats_of` gives a
     row's per-seed, per-sentence statistics."""
@@ -190,27 +195,42 @@ def compare(pairs: list[tuple[VariantRow, VariantRow, str]], value: Callable[[Va
     for row, against, kind in pairs:
         (mine, scores), (theirs, base_scores) = of(row), of(against)
         p = randomization.p_value(theirs, mine) if randomization else bootstrap.p_value(base_scores, scores)
-        compared.append(Comparison(row, against, kind, value(row) - value(against),
-                                   bootstrap.interval(base_scores, scores), p))
+        compared.append(
+            Comparison(row, against, kind, value(row) - value(against), bootstrap.interval(base_scores, scores), p)
+        )
     for comparison, adjusted in zip(compared, holm([c.p_value for c in compared])):
         comparison.p_adjusted = adjusted
     return compared
 
 
-def test_significance(rows: list[VariantRow], criteria: dict[str, Any], references: dict[str, list[str]],
-                      translations: dict[str, dict[str, list[str]]], significance: SignificanceSpec,
-                      bleu: dict[str, Any]) -> list[Comparison]:
+def test_significance(
+    rows: list[VariantRow],
+    criteria: dict[str, Any],
+    references: dict[str, list[str]],
+    translations: dict[str, dict[str, list[str]]],
+    significance: SignificanceSpec,
+    bleu: dict[str, Any],
+) -> list[Comparison]:
     """Every comparison of the BLEU table, marked; each row's against its baseline also set on the row."""
     baselines = [r for r in rows if _matches(r.records[0], criteria)]
     for row in rows:
         row.is_baseline = closest(baselines, row) is row
     randomization = significance.method == "approximate_randomization"
-    bootstrap = PairedBootstrap(references, AR_INTERVAL_RESAMPLES if randomization else significance.resamples,
-                                **bleu)
-    shuffles = ApproximateRandomization(bootstrap, {name: len(refs) for name, refs in references.items()},
-                                        significance.resamples) if randomization else None
-    compared = compare(pairs_of(rows, criteria), lambda row: row.average[0], bootstrap,
-                       lambda row: bootstrap.stats([translations[r.run_id] for r in row.records]), shuffles)
+    bootstrap = PairedBootstrap(references, AR_INTERVAL_RESAMPLES if randomization else significance.resamples, **bleu)
+    shuffles = (
+        ApproximateRandomization(
+            bootstrap, {name: len(refs) for name, refs in references.items()}, significance.resamples
+        )
+        if randomization
+        else None
+    )
+    compared = compare(
+        pairs_of(rows, criteria),
+        lambda row: row.average[0],
+        bootstrap,
+        lambda row: bootstrap.stats([translations[r.run_id] for r in row.records]),
+        shuffles,
+    )
     for c in compared:
         c.mark = significance_mark(c.delta, c.p_adjusted)
         if c.kind == BASELINE:
@@ -222,23 +242,31 @@ def test_significance(rows: list[VariantRow], criteria: dict[str, Any], referenc
 def method_text(significance: SignificanceSpec, rows: list[VariantRow], comparisons: list[Comparison]) -> str:
     """The footer's account of the test, the interval and the correction."""
     if significance.method == "approximate_randomization":
-        test = (f"two-sided paired approximate randomization over test sentences (sacrebleu --paired-ar semantics, +1 "
-                f"correction; each test set shuffled on its own), {significance.resamples} shuffles, seed k of a "
-                f"system paired with seed k of the other and the pseudo-systems' BLEU averaged over the pairs")
+        test = (
+            f"two-sided paired approximate randomization over test sentences (sacrebleu --paired-ar semantics, +1 "
+            f"correction; each test set shuffled on its own), {significance.resamples} shuffles, seed k of a "
+            f"system paired with seed k of the other and the pseudo-systems' BLEU averaged over the pairs"
+        )
         resamples = AR_INTERVAL_RESAMPLES
     else:
-        test = (f"two-sided paired bootstrap over test sentences (sacrebleu --paired-bs semantics, +1 correction; "
-                f"each test set resampled on its own), {significance.resamples} resamples, each system's BLEU "
-                f"averaged over its seeds in every resample")
+        test = (
+            f"two-sided paired bootstrap over test sentences (sacrebleu --paired-bs semantics, +1 correction; "
+            f"each test set resampled on its own), {significance.resamples} resamples, each system's BLEU "
+            f"averaged over its seeds in every resample"
+        )
         resamples = significance.resamples
     controls = sum(c.kind == CONTROL for c in comparisons)
-    family = (f"{len(comparisons)} comparison{'s' if len(comparisons) != 1 else ''}"
-              + (f" ({len(comparisons) - controls} against a baseline, {controls} SACT against its fixed tau = "
-                 "lambda control)" if controls else ""))
-    return (f"{test} ({seeds_phrase(rows)} per row; seeds are never pooled as sentences), Holm-corrected over "
-            f"{family}: {BETTER[0]} p < 0.01, {BETTER[1]} p < 0.05 better than the baseline (or control), {WORSE[0]} "
-            f"p < 0.01, {WORSE[1]} p < 0.05 worse. 95% CI: the percentile interval (2.5th to 97.5th) of the "
-            f"seed-averaged BLEU difference over {resamples} paired bootstrap resamples of the test sentences")
+    family = f"{len(comparisons)} comparison{'s' if len(comparisons) != 1 else ''}" + (
+        f" ({len(comparisons) - controls} against a baseline, {controls} SACT against its fixed tau = lambda control)"
+        if controls
+        else ""
+    )
+    return (
+        f"{test} ({seeds_phrase(rows)} per row; seeds are never pooled as sentences), Holm-corrected over "
+        f"{family}: {BETTER[0]} p < 0.01, {BETTER[1]} p < 0.05 better than the baseline (or control), {WORSE[0]} "
+        f"p < 0.01, {WORSE[1]} p < 0.05 worse. 95% CI: the percentile interval (2.5th to 97.5th) of the "
+        f"seed-averaged BLEU difference over {resamples} paired bootstrap resamples of the test sentences"
+    )
 
 
 def seeds_phrase(rows: list[VariantRow]) -> str:
@@ -247,9 +275,14 @@ def seeds_phrase(rows: list[VariantRow]) -> str:
     return f"{n} seed{'s' if counts[-1] > 1 else ''}"
 
 
-def build_summary(records: list[TrialRecord], translations: dict[str, dict[str, list[str]]],
-                  references: dict[str, list[str]], baseline: dict[str, Any] | None = None,
-                  bleu: dict[str, Any] | None = None, significance: SignificanceSpec | None = None) -> Summary:
+def build_summary(
+    records: list[TrialRecord],
+    translations: dict[str, dict[str, list[str]]],
+    references: dict[str, list[str]],
+    baseline: dict[str, Any] | None = None,
+    bleu: dict[str, Any] | None = None,
+    significance: SignificanceSpec | None = None,
+) -> Summary:
     """The BLEU table; `translations[run_id][set]` and `references[set]` feed the paired bootstrap."""
     if not records:
         raise SummaryError("no finished trial with test BLEU in this sweep yet")
@@ -264,20 +297,34 @@ def build_summary(records: list[TrialRecord], translations: dict[str, dict[str, 
         tests = {s: mean_std([r.metrics[f"bleu_test_{s}"] for r in members]) for s in test_sets}
         paper = [r.metrics[f"{PAPER_BLEU}_test_avg"] for r in members if f"{PAPER_BLEU}_test_avg" in r.metrics]
         times = [r.epoch_time_s for r in members if r.epoch_time_s is not None]
-        rows.append(VariantRow(members[0].variant, members, tests,
-                               mean_std([r.metrics["bleu_test_avg"] for r in members]),
-                               mean_std(paper) if len(paper) == len(members) else None,
-                               int(members[0].metrics.get("n_params", 0)), statistics.fmean(times) if times else None))
+        rows.append(
+            VariantRow(
+                members[0].variant,
+                members,
+                tests,
+                mean_std([r.metrics["bleu_test_avg"] for r in members]),
+                mean_std(paper) if len(paper) == len(members) else None,
+                int(members[0].metrics.get("n_params", 0)),
+                statistics.fmean(times) if times else None,
+            )
+        )
     distinguish(rows)
     rows.sort(key=lambda r: (not _matches(r.records[0], criteria), r.label))
     summary = Summary(rows, test_sets, criteria=criteria)
-    summary.signatures = {name: records[0].tags[tag] for name, tag in
-                          (("BLEU", SIGNATURE_TAGS["bleu_signature"]),
-                           ("multi-bleu", SIGNATURE_TAGS[f"{PAPER_BLEU}_signature"]))
-                          if records[0].tags.get(tag)}
+    summary.signatures = {
+        name: records[0].tags[tag]
+        for name, tag in (
+            ("BLEU", SIGNATURE_TAGS["bleu_signature"]),
+            ("multi-bleu", SIGNATURE_TAGS[f"{PAPER_BLEU}_signature"]),
+        )
+        if records[0].tags.get(tag)
+    }
     if not any(_matches(r.records[0], criteria) for r in rows):
-        summary.notes.append("no baseline variant (" + ", ".join(f"{k}={v}" for k, v in criteria.items())
-                             + ") in this sweep: deltas are left out")
+        summary.notes.append(
+            "no baseline variant ("
+            + ", ".join(f"{k}={v}" for k, v in criteria.items())
+            + ") in this sweep: deltas are left out"
+        )
     summary.sentences = sum(len(refs) for refs in references.values())
     summary.comparisons = test_significance(rows, criteria, references, translations, significance, bleu or {})
     if summary.comparisons:
@@ -308,8 +355,9 @@ class AlignmentTable:
     cells: dict[int, list[AlignmentCell]]  # id(row) -> a cell per ALIGNMENT_METRICS
 
 
-def alignment_table(summary: Summary, stats: dict[str, dict[str, np.ndarray]],
-                    significance: SignificanceSpec) -> AlignmentTable:
+def alignment_table(
+    summary: Summary, stats: dict[str, dict[str, np.ndarray]], significance: SignificanceSpec
+) -> AlignmentTable:
     """AER and gold-attention mass per variant, each delta tested as BLEU is (seed-averaged paired bootstrap over the
     same test sentences, Holm-corrected over the column's comparisons). `stats[run_id][set]`: each trial's
     per-sentence ALIGNMENT_STATS."""
@@ -318,11 +366,14 @@ def alignment_table(summary: Summary, stats: dict[str, dict[str, np.ndarray]],
     cells: dict[int, list[AlignmentCell]] = {id(row): [] for row in summary.rows}
     for key, _, higher in ALIGNMENT_METRICS:
         test = AlignmentBootstrap(sizes, key, significance.resamples)
-        value = {id(row): mean_std([statistics.fmean(r.metrics[f"{key}_{s}"] for s in sets) for r in row.records])
-                 for row in summary.rows}
+        value = {
+            id(row): mean_std([statistics.fmean(r.metrics[f"{key}_{s}"] for s in sets) for r in row.records])
+            for row in summary.rows
+        }
         pairs = [pair for pair in pairs_of(summary.rows, summary.criteria) if pair[2] == BASELINE]
-        compared = compare(pairs, lambda row, value=value: value[id(row)][0], test,
-                           lambda row: [stats[r.run_id] for r in row.records])
+        compared = compare(
+            pairs, lambda row, value=value: value[id(row)][0], test, lambda row: [stats[r.run_id] for r in row.records]
+        )
         tested = {id(c.row): (c.delta, c.p_adjusted) for c in compared}
         for row in summary.rows:
             cell = AlignmentCell(*value[id(row)])
