@@ -190,7 +190,8 @@ def cmd_data(args: argparse.Namespace) -> int:
         return 0
     total = sum(len(p) for p in corpus.splits.values())
     print(
-        f"{corpus.name} ({corpus.src_lang}-{corpus.tgt_lang}): {total:,} pairs; licence: {corpus.licence or 'see source'}"
+        f"{corpus.name} ({corpus.src_lang}-{corpus.tgt_lang}): {total:,} pairs; "
+        f"licence: {corpus.licence or 'see source'}"
     )
     train_tokens = [(tokenize(s, cfg), tokenize(t, cfg)) for s, t in corpus.splits["train"]]
     vocabs = [

@@ -373,7 +373,7 @@ def parse_overrides(pairs: list[str], source: str = "--set") -> list[tuple[str, 
         if not sep or not key:
             raise ConfigError(pair or "''", "expected KEY=VALUE with a dotted key", source)
         key = key.strip()
-        parsed.append((key, scalar(raw, lambda _key, message, _source: ConfigError(key, message, source))))
+        parsed.append((key, scalar(raw, lambda _key, message, _source: ConfigError(key, message, source))))  # noqa: B023 (called at once)
     return parsed
 
 

@@ -210,7 +210,7 @@ def collate(examples: list[Example], index: list[int]) -> Batch:
     lengths = torch.tensor([len(e.src) for e in examples])
     tgt_lengths = torch.tensor([len(e.tgt) + 1 for e in examples])
     links = [e.links for e in examples]
-    alignment = None if any(l is None for l in links) else alignment_matrix(links, src_len, tgt_len)
+    alignment = None if any(link is None for link in links) else alignment_matrix(links, src_len, tgt_len)
     return Batch(
         src, lengths, tgt_in, tgt_out, index, int(tgt_lengths.sum()), tgt_lengths, alignment, real_positions(tgt_out)
     )

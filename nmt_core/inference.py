@@ -1,4 +1,5 @@
-"""Raw source lines in, detokenised translations out: what `nmt translate`, `nmt evaluate` and the MLflow model share."""
+"""Raw source lines in, detokenised translations out: what `nmt translate`, `nmt evaluate` and the MLflow model
+share."""
 
 from __future__ import annotations
 

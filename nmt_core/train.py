@@ -451,7 +451,7 @@ def train_epoch(
         loss_sum += loss.detach() * batch.n_tokens
         tokens += batch.n_tokens
         if step_progress:
-            step_progress.step(step, tokens, lambda: loss_sum.item() / tokens)
+            step_progress.step(step, tokens, lambda: loss_sum.item() / tokens)  # noqa: B023 (called at once)
     if step_progress:
         step_progress.end()
     return loss_sum.item() / tokens, tokens, updates  # the one host-device sync of the epoch

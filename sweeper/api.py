@@ -70,7 +70,7 @@ def one_error(kinds: tuple[type[Exception], ...] = (), exit_code: int = 2) -> It
     """The project's one-line errors (`kinds`, else bad input) as the API's one exception type."""
     try:
         yield
-    except kinds or bad_input() as err:
+    except kinds or bad_input() as err:  # noqa: B030 (a tuple of exception classes, chosen at run time)
         raise SweeperError(str(err), exit_code) from err
 
 

@@ -18,7 +18,10 @@ PACKAGES = ("torch", "ray", "mlflow", "sacrebleu")
 PREFIX = "provenance."  # report keys that become `sweeper.<name>` tags
 
 
-def code_version(package_dir: Path = Path(__file__).resolve().parent) -> str:
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def code_version(package_dir: Path = PACKAGE_DIR) -> str:
     """`git <commit>` (`+dirty` with uncommitted changes) for a checkout, else the installed package version."""
     try:
         commit = subprocess.run(

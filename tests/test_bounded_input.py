@@ -409,7 +409,8 @@ def good_state() -> dict:
         ({"vocab": {"src": WORDS, "tgt": ["a", "b"]}}, "vocab.tgt: not a vocabulary"),
         (
             {"vocab": {"src": WORDS + ["d"], "tgt": WORDS}, "config": {"data": {"src_vocab": 3}}},
-            "vocab.src: not a vocabulary (a list of words: <pad>, <unk>, <s>, </s>, then at most data.src_vocab=3 words)",
+            "vocab.src: not a vocabulary (a list of words: <pad>, <unk>, <s>, </s>, "
+            "then at most data.src_vocab=3 words)",
         ),
         (
             {"config": {"model": {"emb_size": 16, "hidden_size": 8}}},

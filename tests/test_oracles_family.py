@@ -56,7 +56,8 @@ def test_log_position_features_over_two_steps(kind):
 
 
 def test_gaussian_bias_is_centred_where_the_state_says():
-    """G_ij = -(j - P_i)^2 / (2 sigma_i^2), P_i = I sigmoid(v_p^T tanh(W_p s)), sigma_i = I sigmoid(v_d^T tanh(W_p s)) / 2."""
+    """G_ij = -(j - P_i)^2 / (2 sigma_i^2), P_i = I sigmoid(v_p^T tanh(W_p s)),
+    sigma_i = I sigmoid(v_d^T tanh(W_p s)) / 2."""
     module = _attention(score="dot", position_bias="gaussian", temperature="fixed", tau=1.5)
     h, queries, init, _ = _inputs()
     ((out, _),) = _run(module, h, queries[:1], init)
@@ -74,7 +75,8 @@ def test_gaussian_bias_is_centred_where_the_state_says():
 
 
 def test_intra_temporal_divides_by_the_past_exponentiated_scores():
-    """Paulus et al. eq. 3-4: e'_ti = exp(e_ti) / sum_{j<t} exp(e_ji) (t > 1), e'_1i = exp(e_1i); alpha = e' / sum e'."""
+    """Paulus et al. eq. 3-4: e'_ti = exp(e_ti) / sum_{j<t} exp(e_ji) (t > 1), e'_1i = exp(e_1i);
+    alpha = e' / sum e'."""
     module = _attention(score="general", intra_temporal=True)
     h, queries, init, _ = _inputs()
     outputs = _run(module, h, queries, init)
@@ -192,7 +194,8 @@ def test_placement_of_attention_in_the_decoder_step(placement):
 
 
 def test_decoder_self_attention_reads_out_the_past_states():
-    """d_t = sum_{k<t} softmax_k((W^Q s_t)^T (W^K s_k) / sqrt(H)) s_k over s_0..s_{t-1}; h~_t = tanh(W_c [c_t; d_t; s_t])."""
+    """d_t = sum_{k<t} softmax_k((W^Q s_t)^T (W^K s_k) / sqrt(H)) s_k over s_0..s_{t-1};
+    h~_t = tanh(W_c [c_t; d_t; s_t])."""
     decoder = _double_model({"self_attention": "decoder"}).decoder
     _, queries, _, _ = _inputs()
     context, past_states = queries[2], [queries[0], queries[1]]

@@ -42,7 +42,7 @@ def test_each_installed_sampler_runs_the_conditional_space_with_starting_points_
     spec = optuna_spec(sampler=sampler, points_to_evaluate=[POINT, {"attention.temperature": "none"}])
     searcher = optuna_searcher(spec, None)
     configs = [searcher.suggest(f"t{i}") for i in range(4)]
-    for i, config in enumerate(configs):
+    for i in range(len(configs)):
         searcher.on_trial_complete(f"t{i}", {"bleu_dev": float(i)})
     assert {k: configs[0][k] for k in POINT} == POINT
     assert configs[1]["attention.temperature"] == "none" and "attention.lambda" not in configs[1]

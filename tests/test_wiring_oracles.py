@@ -53,7 +53,7 @@ def _model(cfg) -> Seq2Seq:
 
 
 def _batch(links: bool = False):
-    examples = [Example(s, t, l if links else None) for s, t, l in zip(SOURCES, TARGETS, LINKS)]
+    examples = [Example(s, t, link if links else None) for s, t, link in zip(SOURCES, TARGETS, LINKS)]
     return collate(examples, list(range(len(examples))))
 
 
@@ -130,7 +130,8 @@ def attend(
     model: Seq2Seq, h: list[list[float]], s: list[float], state: dict, x: list[float] | None, m: list[float]
 ) -> dict:
     """Dot attention from s over the real source words: e_j = s^T h_j (L eq. 8), + G_j (the Gaussian bias) or
-    + v_p^T tanh(W_p psi(j, i, I)) (the log features); SACT: softmax(e / tau_t), tau_t = lambda^beta_t, beta_t = tanh(W_c c~_{t-1} + U_s s_t) (S eq. 1, 2, 4);
+    + v_p^T tanh(W_p psi(j, i, I)) (the log features);
+    SACT: softmax(e / tau_t), tau_t = lambda^beta_t, beta_t = tanh(W_c c~_{t-1} + U_s s_t) (S eq. 1, 2, 4);
     the sentinel's slot joins that softmax (A eq. 7-11). tau divides every logit: the bias and the slot too."""
     attention = model.decoder.attention
     cfg = attention.cfg
@@ -292,10 +293,10 @@ def test_beam_search_picks_by_the_length_normalised_score():
         finished = []  # (log p, tokens without </s>)
 
         def expand(state: dict, y: int, prefix: list[int], log_p: float) -> None:
-            logits, state, _ = step_oracle(seq2seq, h, state, y)
+            logits, state, _ = step_oracle(seq2seq, h, state, y)  # noqa: B023 (recursion within one sentence)
             for word, log_q in enumerate(log_softmax(logits)):
                 if word == EOS:
-                    finished.append((log_p + log_q, prefix))
+                    finished.append((log_p + log_q, prefix))  # noqa: B023
                 elif len(prefix) + 1 < steps:
                     expand(state, word, prefix + [word], log_p + log_q)
 
