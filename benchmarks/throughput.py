@@ -14,7 +14,7 @@ LSTM decoder, Luong attention, input feeding) is timed in the same process when 
 (benchmarks/install_joeynmt.sh), and every variant's training speed is given as a ratio to it.
 `--arch transformer` times the Transformer (Vaswani et al. 2017 base: 6 + 6 layers, 8 heads, FF 2048, d 512 at
 size `paper`; pre-norm) and its attention family against joeynmt 2.3's Transformer of the same sizes and norm.
-Not a test: tests/test_benchmarks.py only runs it for a few steps so it cannot rot.
+Not a test: tests/unit/test_benchmarks.py only runs it for a few steps so it cannot rot.
 """
 
 from __future__ import annotations

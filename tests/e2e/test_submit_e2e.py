@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 from tests.servers import RayHead
 
 pytestmark = pytest.mark.slow
-QUICKSTART = Path(__file__).parent.parent / "search_spaces" / "quickstart.yaml"
+QUICKSTART = Path(__file__).parents[2] / "search_spaces" / "quickstart.yaml"
 SHORT = [
     "--set",
     "data.train_subset=400",

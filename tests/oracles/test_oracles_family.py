@@ -18,7 +18,20 @@ from nmt_core.config import build_config
 from nmt_core.data import Batch
 from nmt_core.model import BOS, EOS, PAD, Seq2Seq
 from nmt_core.symmetry import reverse_batch, trace_bonus
-from tests.test_oracles import MASK, H, P, S, _attention, _inputs, _run, dot, mv, score_oracle, softmax, weighted_sum
+from tests.oracles.test_oracles import (
+    MASK,
+    H,
+    P,
+    S,
+    _attention,
+    _inputs,
+    _run,
+    dot,
+    mv,
+    score_oracle,
+    softmax,
+    weighted_sum,
+)
 
 TOL = {"rel": 1e-9, "abs": 1e-12}
 

@@ -36,7 +36,7 @@ def test_pbt_mutates_the_planned_params_and_gives_each_trial_an_initial_value():
     from ray.tune.schedulers import HyperBandScheduler, PopulationBasedTraining
 
     from sweeper.runner import build_tune_config
-    from tests.test_space import spec_of
+    from tests.unit.test_space import spec_of
 
     spec = spec_of(
         **{

@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 
 from sweeper.cli import build_parser
 
-DEPLOY = Path(__file__).parent.parent / "deploy"
+DEPLOY = Path(__file__).parents[2] / "deploy"
 IMAGE = "ghcr.io/your-org/nmt-sweeper:latest"
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN")  # an environment variable that holds a secret
 EXAMPLE_ADMIN_PASSWORD = "change-me-before-first-start"
@@ -111,7 +111,7 @@ def test_kuberay_manifests(name):
     if manifest["kind"] == "RayJob":
         [argv] = sweeper_commands(manifest["spec"]["entrypoint"])
         args = build_parser().parse_args(argv)  # the entry point is a real sweeper command line
-        assert args.command == "run" and (Path(__file__).parent.parent / args.space).exists()
+        assert args.command == "run" and (Path(__file__).parents[2] / args.space).exists()
         assert args.storage.startswith("s3://")  # every node reaches object storage; a node's own folder fails
     assert "persistentVolumeClaim" not in (DEPLOY / name).read_text()
     for group in [spec["headGroupSpec"], *spec["workerGroupSpecs"]]:
@@ -275,8 +275,8 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
     user and database made by --setup-db with a password that has quotes in it. While the server runs, no process's
     command line holds the database or the admin password. A user's sweep logs with the right credentials, is refused
     in one line (exit 2) without them, and another user cannot read it (default_permission NO_PERMISSIONS)."""
+    from tests.e2e.test_sweep_e2e import sweeper, write_space
     from tests.servers import Postgres, free_port, wait_for
-    from tests.test_sweep_e2e import sweeper, write_space
 
     if not any(Path("/usr/lib/postgresql").glob("*/bin/initdb")) and not os.environ.get("CI"):
         pytest.skip("PostgreSQL is not installed (apt-get install postgresql); .ci/run installs it")

@@ -17,7 +17,7 @@ from sweeper.optuna_search import SAMPLER_CLASSES, TRIAL_ID_ATTR, make_sampler, 
 from sweeper.space import SAMPLERS, SpecError, parse_spec
 from sweeper.storage import Storage, open_storage
 from sweeper.study import describe, shown, study_url
-from tests.test_space import spec_of
+from tests.unit.test_space import spec_of
 
 OPTUNA = {"algorithm": "optuna", "num_samples": 4, "seed": 0}
 POINT = {"attention.temperature": "sact", "attention.lambda": 4}
@@ -165,7 +165,7 @@ def test_a_restored_searcher_continues_its_study_and_fails_trials_asked_after_it
 def test_validate_prints_the_sampler_and_where_the_study_will_be(tmp_path, monkeypatch, capsys):
     from sweeper.cli import main as sweeper_main
 
-    space = Path(__file__).parent.parent / "search_spaces" / "lambda_search.yaml"
+    space = Path(__file__).parents[2] / "search_spaces" / "lambda_search.yaml"
     monkeypatch.chdir(tmp_path)
     assert sweeper_main(["validate", str(space), "--set", "search.sampler=random"]) == 0
     url = f"sqlite:///{tmp_path}/sweeps/lambda-search/optuna.db"

@@ -15,7 +15,7 @@ from nmt_core.decode import beam_search
 from nmt_core.model import BOS, EOS, PAD, rnn_by_length
 from nmt_core.symmetry import reverse_batch
 from nmt_core.train import autocast, batch_loss, symmetric_loss
-from tests.test_fast_path import VARIANTS, _batch, _models
+from tests.oracles.test_fast_path import VARIANTS, _batch, _models
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 DECODED = [

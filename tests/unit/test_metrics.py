@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 from nmt_core.train import train
 from sweeper.metrics import AT_END, PER_EPOCH, final_result, is_logged, metric_of, to_parent
 from tests.conftest import tiny_config
-from tests.test_sweep_e2e import child_runs, sweeper, write_space
+from tests.e2e.test_sweep_e2e import child_runs, sweeper, write_space
 
 
 def test_every_metric_training_reports_is_routed():

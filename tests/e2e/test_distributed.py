@@ -18,12 +18,12 @@ from mlflow.tracking import MlflowClient
 
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.storage import open_storage
+from tests.e2e.test_sweep_e2e import SPACE, child_runs, epoch_steps, sweeper, write_space
 from tests.servers import MlflowServer, MotoS3, RayCluster
-from tests.test_sweep_e2e import SPACE, child_runs, epoch_steps, sweeper, write_space
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = "mlflow-artifacts"  # the MLflow servers' artifact prefix in the bucket
-QUICKSTART = Path(__file__).parent.parent / "search_spaces" / "quickstart.yaml"
+QUICKSTART = Path(__file__).parents[2] / "search_spaces" / "quickstart.yaml"
 
 
 @pytest.fixture(scope="module")

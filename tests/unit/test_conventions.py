@@ -16,7 +16,7 @@ from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper import cli as sweeper_cli
 from sweeper.tracking import TrackingError, check_holds_run
 
-QUICKSTART = Path(__file__).parent.parent / "search_spaces" / "quickstart.yaml"
+QUICKSTART = Path(__file__).parents[2] / "search_spaces" / "quickstart.yaml"
 
 
 def test_the_tracking_uri_comes_from_the_flag_then_the_environment_then_the_space_then_the_default(monkeypatch):

@@ -17,7 +17,7 @@ from sweeper.schema import FILES, SCHEMA_DIR, render
 from sweeper.space import SpecError, parse_spec
 from tests.conftest import TINY
 
-SPACES = sorted((Path(__file__).parent.parent / "search_spaces").glob("*.yaml"))
+SPACES = sorted((Path(__file__).parents[2] / "search_spaces").glob("*.yaml"))
 EDITOR_LINE = "# yaml-language-server: $schema=../sweeper/schemas/sweep.schema.json"
 QUICKSTART = yaml.safe_load(next(p for p in SPACES if p.name == "quickstart.yaml").read_text())
 

@@ -12,7 +12,7 @@ import pytest
 from optuna.trial import TrialState
 
 from sweeper.optuna_search import TRIAL_ID_ATTR
-from tests.test_sweep_e2e import SPACE, _wait_until, sweeper, write_space
+from tests.e2e.test_sweep_e2e import SPACE, _wait_until, sweeper, write_space
 
 pytestmark = pytest.mark.slow
 

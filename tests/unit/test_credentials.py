@@ -314,8 +314,8 @@ def readable(key: str, data: bytes) -> bytes:
 def test_a_sweep_with_credentials_in_the_environment_stores_and_shows_none(tmp_path):
     """Secrets only in the environment (AWS keys for moto's S3, MLflow basic auth); a sweep and its summary run;
     no secret in any MLflow param, tag, description, artifact or table row, any storage object, or the console."""
+    from tests.e2e.test_sweep_e2e import sweeper, write_space
     from tests.servers import MlflowServer, MotoS3
-    from tests.test_sweep_e2e import sweeper, write_space
 
     aws_key, aws_secret = "AKIA" + secrets.token_hex(8).upper(), "aws-" + secrets.token_urlsafe(24)
     password = "pw-" + secrets.token_urlsafe(16)

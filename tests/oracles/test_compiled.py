@@ -19,7 +19,7 @@ from nmt_core.decode import beam_search, greedy
 from nmt_core.train import batch_loss, build_model, symmetric_loss
 from tests.conftest import tiny_config
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
 from throughput import VARIANTS  # noqa: E402
 

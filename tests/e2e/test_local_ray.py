@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.test_sweep_e2e import SPACE, write_space
+from tests.e2e.test_sweep_e2e import SPACE, write_space
 
 pytestmark = pytest.mark.slow
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column

@@ -126,7 +126,7 @@ def test_the_summary_scale_benchmark_fills_a_real_server_and_summarises_it(tmp_p
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
     import summary_scale
 
     assert (

@@ -23,8 +23,8 @@ from nmt_core.data import Example, collate
 from nmt_core.decode import beam_search
 from nmt_core.model import BOS, EOS, Seq2Seq
 from nmt_core.train import batch_loss
-from tests.test_oracles import P, dot, mv, softmax, weighted_sum
-from tests.test_oracles_family import gru_cell, sigmoid
+from tests.oracles.test_oracles import P, dot, mv, softmax, weighted_sum
+from tests.oracles.test_oracles_family import gru_cell, sigmoid
 
 H, E, V_SRC, V_TGT = 4, 3, 9, 6  # hidden size, embedding size, vocabularies (ids 0-3 are <pad> <unk> <s> </s>)
 SOURCES = [[4, 5, 6, 7], [8, 4], [6, 7, 5]]

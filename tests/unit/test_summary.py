@@ -626,7 +626,7 @@ def test_the_delta_interval_is_the_bootstrap_percentile_interval_of_the_seed_ave
 def test_summary_p_values_are_sacrebleus_on_the_same_files(tmp_path, method, flag):
     """One seed per row, one test set: the table's p before Holm is `sacrebleu --paired-ar` / `--paired-bs`'s."""
     from sweeper.summary.report import compute, significance_of
-    from tests.test_evaluate import _sacrebleu_paired
+    from tests.unit.test_evaluate import _sacrebleu_paired
 
     fixed = {"temperature": "fixed", "tau": 4.0}
     snapshot = _review_snapshot(

@@ -17,7 +17,7 @@ from nmt_core.decode import beam_search, greedy
 from nmt_core.model import Seq2Seq
 from sweeper.cli import main as sweeper_main
 from tests.conftest import tiny_config
-from tests.test_attention import (
+from tests.oracles.test_attention import (
     SCORES_UNDER_TEST,
     TEMPERATURES_UNDER_TEST,
     _batch,

@@ -12,8 +12,8 @@ from nmt_core.decode import beam_search, greedy
 from nmt_core.model import Seq2Seq
 from nmt_core.train import batch_loss, symmetric_loss
 from tests.conftest import tiny_config
-from tests.test_attention import SCORES_UNDER_TEST, TEMPERATURES_UNDER_TEST
-from tests.test_attention_family import FAMILY
+from tests.oracles.test_attention import SCORES_UNDER_TEST, TEMPERATURES_UNDER_TEST
+from tests.oracles.test_attention_family import FAMILY
 
 SRC_VOCAB, TGT_VOCAB = 30, 20
 

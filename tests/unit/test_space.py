@@ -10,7 +10,7 @@ import yaml
 from sweeper.cli import main as sweeper_main
 from sweeper.space import OptunaSpace, SpecError, load_spec, parse_spec, plan_trials
 
-SPACES = sorted(Path(__file__).parent.parent.joinpath("search_spaces").glob("*.yaml"))
+SPACES = sorted(Path(__file__).parents[2].joinpath("search_spaces").glob("*.yaml"))
 
 MINIMAL = {
     "name": "t",
