@@ -1,16 +1,17 @@
 """How `sweeper summarize` scales with the number of trials: a real `mlflow server` filled with a random sweep.
 
-    python benchmarks/summary_scale.py [--trials 100 1000] [--writers 4] [--folder DIR] [--profile DIR] [--json out.json]
+    python benchmarks/summary_scale.py [--trials 100 1000] [--writers 4] [--folder DIR] [--profile DIR]
+                                       [--json out.json]
 
 For each size: a fresh `mlflow server` (SQLite backend, proxied artifacts, one worker) on 127.0.0.1 is filled by
 the tool's own tracking code, as a sweep's driver fills it: `SweepTracker.start_sweep` opens the parent run and
 `MlflowTrackingCallback` receives what Tune hands it for every trial (its start, ten epochs of results, the final
 result, its completion with the final checkpoint's artifacts folder: translations, references, attention traces).
 Trials are a random search over the attention mechanism, its temperature and the learning rate (every trial its
-own BLEU table row), with synthetic translations of the 200-sentence synthetic test set scored by sacrebleu. The fill is timed
-on its own (`--writers` callbacks send at once, as concurrent drivers' sender threads would); then `sweeper
-summarize` runs as a subprocess and its wall time and peak memory (max RSS) are reported. No model is logged:
-the summary does not read it, and its upload is the sweep's cost, not the summary's.
+own BLEU table row), with synthetic translations of the 200-sentence synthetic test set scored by sacrebleu. The
+fill is timed on its own (`--writers` callbacks send at once, as concurrent drivers' sender threads would);
+then `sweeper summarize` runs as a subprocess and its wall time and peak memory (max RSS) are reported. No model
+is logged: the summary does not read it, and its upload is the sweep's cost, not the summary's.
 """
 
 from __future__ import annotations
@@ -38,14 +39,21 @@ from mlflow.tracking import MlflowClient
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nmt_core.config import build_config
-from nmt_core.data import load_trial_data
-from nmt_core.decode import Translation
-from nmt_core.evaluate import corpus_bleu, trace_table, write_traces
-from sweeper.artifacts import write_side_by_side
-from sweeper.tracking import MlflowTrackingCallback, SweepTracker
-from sweeper.trainable import ARTIFACTS, FINAL
-from tests.servers import MlflowServer
+from nmt_core.config import build_config  # noqa: E402 (after the checkout's root joins sys.path)
+from nmt_core.data import load_trial_data  # noqa: E402 (after the checkout's root joins sys.path)
+from nmt_core.decode import Translation  # noqa: E402 (after the checkout's root joins sys.path)
+from nmt_core.evaluate import (  # noqa: E402 (after the checkout's root joins sys.path)
+    corpus_bleu,
+    trace_table,
+    write_traces,
+)
+from sweeper.artifacts import write_side_by_side  # noqa: E402 (after the checkout's root joins sys.path)
+from sweeper.tracking import (  # noqa: E402 (after the checkout's root joins sys.path)
+    MlflowTrackingCallback,
+    SweepTracker,
+)
+from sweeper.trainable import ARTIFACTS, FINAL  # noqa: E402 (after the checkout's root joins sys.path)
+from tests.servers import MlflowServer  # noqa: E402 (after the checkout's root joins sys.path)
 
 EPOCHS = 10
 DATA = {"corpus": "synthetic", "eval_subset": 200}
