@@ -180,6 +180,14 @@ def load_joeynmt(arch: str = "rnn"):
     return getattr(encoders, f"{kind}Encoder"), getattr(decoders, f"{kind}Decoder"), Embeddings
 
 
+def joeynmt_loss(outputs: torch.Tensor, tgt_out: torch.Tensor, n_tokens: int) -> torch.Tensor:
+    """Cross-entropy per target token (joeynmt's XentLoss normalised by tokens), in fp32 under autocast too."""
+    flat = nn.functional.cross_entropy(
+        outputs.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=PAD, reduction="sum"
+    )
+    return flat / n_tokens
+
+
 def joeynmt_transformer_train_fn(parts, size, device: torch.device, amp: bool) -> Callable:
     """joeynmt 2.3's Transformer, same sizes, dropout 0.1 and pre-norm (its `layer_norm: pre`), scaled embeddings."""
     TransformerEncoder, TransformerDecoder, Embeddings = parts
@@ -214,13 +222,7 @@ def joeynmt_transformer_train_fn(parts, size, device: torch.device, amp: bool) -
                 hidden=None,
                 trg_mask=(tgt_in != PAD).unsqueeze(1),
             )
-            loss = (
-                nn.functional.cross_entropy(
-                    outputs.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=PAD, reduction="sum"
-                )
-                / batch.n_tokens
-            )
-        optimizer_step(optimizer, loss, modules.parameters(), 10.0)
+        optimizer_step(optimizer, joeynmt_loss(outputs, tgt_out, batch.n_tokens), modules.parameters(), 10.0)
         return batch.n_tokens
 
     return step
@@ -270,13 +272,7 @@ def joeynmt_train_fn(parts, size, device: torch.device, amp: bool) -> Callable:
                 unroll_steps=tgt_in.size(1),
                 trg_mask=(tgt_in != PAD).unsqueeze(1),
             )
-            loss = (
-                nn.functional.cross_entropy(
-                    outputs.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=PAD, reduction="sum"
-                )
-                / batch.n_tokens
-            )
-        optimizer_step(optimizer, loss, modules.parameters(), 10.0)
+        optimizer_step(optimizer, joeynmt_loss(outputs, tgt_out, batch.n_tokens), modules.parameters(), 10.0)
         return batch.n_tokens
 
     return step
