@@ -32,7 +32,7 @@ import yaml
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
-from benchmarks.throughput import load_joeynmt  # noqa: E402
+from benchmarks.throughput import joeynmt_loss, load_joeynmt  # noqa: E402
 from nmt_core.config import TrialConfig, build_config  # noqa: E402
 from nmt_core.data import Batch, TrialData, load_trial_data, make_batches  # noqa: E402
 from nmt_core.evaluate import corpus_bleu  # noqa: E402
@@ -106,16 +106,7 @@ class JoeyModel(nn.Module):
             unroll_steps=tgt_in.size(1),
             trg_mask=(tgt_in != PAD).unsqueeze(1),
         )
-        return (
-            nn.functional.cross_entropy(
-                logits.flatten(0, 1),
-                tgt_out.flatten(),
-                ignore_index=PAD,
-                reduction="sum",
-                label_smoothing=self.smoothing,
-            )
-            / batch.n_tokens
-        )
+        return joeynmt_loss(logits, tgt_out, batch.n_tokens, self.smoothing)
 
     @torch.no_grad()
     def greedy(self, batch: Batch, max_len: int) -> list[list[int]]:
@@ -180,16 +171,7 @@ class JoeyTransformer(nn.Module):
         mask = (batch.src != PAD).unsqueeze(1)
         encoded, _ = self.encoder(self.src_embed(batch.src), batch.src_lengths, mask)
         logits = self.decode(encoded, mask, batch.tgt_in, (batch.tgt_in != PAD).unsqueeze(1))
-        return (
-            nn.functional.cross_entropy(
-                logits.flatten(0, 1),
-                batch.tgt_out.flatten(),
-                ignore_index=PAD,
-                reduction="sum",
-                label_smoothing=self.smoothing,
-            )
-            / batch.n_tokens
-        )
+        return joeynmt_loss(logits, batch.tgt_out, batch.n_tokens, self.smoothing)
 
     @torch.no_grad()
     def greedy(self, batch: Batch, max_len: int) -> list[list[int]]:

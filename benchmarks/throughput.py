@@ -180,10 +180,16 @@ def load_joeynmt(arch: str = "rnn"):
     return getattr(encoders, f"{kind}Encoder"), getattr(decoders, f"{kind}Decoder"), Embeddings
 
 
-def joeynmt_loss(outputs: torch.Tensor, tgt_out: torch.Tensor, n_tokens: int) -> torch.Tensor:
+def joeynmt_loss(
+    outputs: torch.Tensor, tgt_out: torch.Tensor, n_tokens: int, label_smoothing: float = 0.0
+) -> torch.Tensor:
     """Cross-entropy per target token (joeynmt's XentLoss normalised by tokens), in fp32 under autocast too."""
     flat = nn.functional.cross_entropy(
-        outputs.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=PAD, reduction="sum"
+        outputs.flatten(0, 1).float(),
+        tgt_out.flatten(),
+        ignore_index=PAD,
+        reduction="sum",
+        label_smoothing=label_smoothing,
     )
     return flat / n_tokens
 
