@@ -146,10 +146,9 @@ def _beside_temperature(row: VariantRow, keys: set[str]) -> tuple:
     return tuple((k, v) for k, v in row.records[0].group if k not in keys)
 
 
-def controls_by_setting(rows: list[VariantRow]) -> dict[tuple, VariantRow]:
-    """The fixed-temperature rows by (tau, every other setting): one pass, so finding controls stays linear."""
+def controls_by_setting(rows: list[VariantRow], keys: set[str]) -> dict[tuple, VariantRow]:
+    """The fixed-temperature rows by (tau, every setting but `keys`): one pass, so finding controls stays linear."""
     controls: dict[tuple, VariantRow] = {}
-    keys = temperature_keys()
     for r in rows:
         params = r.records[0].params
         if params.get("attention.temperature") == "fixed":
@@ -157,20 +156,21 @@ def controls_by_setting(rows: list[VariantRow]) -> dict[tuple, VariantRow]:
     return controls
 
 
-def control_of(controls: dict[tuple, VariantRow], row: VariantRow) -> VariantRow | None:
+def control_of(controls: dict[tuple, VariantRow], row: VariantRow, keys: set[str]) -> VariantRow | None:
     """A SACT row's fixed tau = lambda row with every other setting equal: is a gain adaptivity or a rescaling?"""
     params = row.records[0].params
     if not is_adaptive(params.get("attention.temperature")) or "attention.lambda" not in params:
         return None
-    return controls.get((float(params["attention.lambda"]), _beside_temperature(row, temperature_keys())))
+    return controls.get((float(params["attention.lambda"]), _beside_temperature(row, keys)))
 
 
 def pairs_of(rows: list[VariantRow], criteria: dict[str, Any]) -> list[tuple[VariantRow, VariantRow, str]]:
     """(row, what it is compared with, kind): each row against its baseline, each SACT row against its control."""
     baselines = [r for r in rows if _matches(r.records[0], criteria)]  # found once: a 1,000-row table has a million
-    controls = controls_by_setting(rows)  # row pairs
+    keys = temperature_keys()  # row pairs
+    controls = controls_by_setting(rows, keys)
     pairs = [(row, base, BASELINE) for row in rows if (base := closest(baselines, row)) not in (None, row)]
-    return pairs + [(row, control, CONTROL) for row in rows if (control := control_of(controls, row)) is not None]
+    return pairs + [(row, control, CONTROL) for row in rows if (control := control_of(controls, row, keys)) is not None]
 
 
 def compare(
