@@ -85,15 +85,21 @@ def degenerate(history: VariantHistory) -> list[str]:
 
 
 def still_rising(history: VariantHistory) -> str | None:
-    """A dev BLEU curve that has not flattened: the ranking could change with more epochs."""
+    """A dev BLEU curve that has not flattened: the ranking could change with more epochs.
+
+    Each seed is judged by its own last two epochs, then averaged: seeds stopped early end at different epochs,
+    and the mean curve's last step (taken where every seed still has an epoch) would compare different seeds."""
     if history.epochs < 2:
         return f"`{history.label}`: one epoch only, so convergence cannot be judged."
-    last, before = history.at("bleu_dev", -1), history.at("bleu_dev", history.epochs - 1)
-    rise = last - before
+    seeds = [curve for curve in history.curves["bleu_dev"] if curve]
+    rise = statistics.fmean(curve[-1] - curve[-2] for curve in seeds)
+    last = statistics.fmean(curve[-1] for curve in seeds)
+    ends = sorted({len(curve) for curve in seeds})
+    epoch = f"epoch {ends[0]}" if len(ends) == 1 else f"each seed's last epoch ({ends[0]}-{ends[-1]})"
     if rise > MIN_RISE and rise > STILL_RISING * max(last, 1e-9):
         return (
-            f"`{history.label}`: dev BLEU still rising at the last epoch (+{rise:.2f} to {last:.2f} in epoch "
-            f"{history.epochs}): not converged, longer training could change the ranking."
+            f"`{history.label}`: dev BLEU still rising at the last epoch (+{rise:.2f} to {last:.2f} in {epoch}): "
+            "not converged, longer training could change the ranking."
         )
     return None
 

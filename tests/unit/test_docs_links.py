@@ -66,7 +66,7 @@ def broken_links(page: Path) -> list[str]:
 
 def documentation_pages() -> list[Path]:
     root = repository_root()
-    return [root / "README.md", root / "CHANGELOG.md", *sorted((root / "docs").glob("*.md"))]
+    return [root / "README.md", root / "CHANGELOG.md", *sorted((root / "docs").rglob("*.md"))]
 
 
 def test_every_relative_link_and_anchor_resolves():

@@ -1,0 +1,34 @@
+"""The convergence warning judges each seed by its own last epochs: seeds that early stopping ended at different
+epochs must not be compared with each other (a sweep's 5-seed SACT row once read "still rising" from the dip its
+seeds shared at epoch 6 against the later peaks of the seeds that ran on)."""
+
+from __future__ import annotations
+
+from sweeper.findings import VariantHistory, still_rising
+
+
+def history(*curves: list[float]) -> VariantHistory:
+    return VariantHistory("scaled_dot+sact4", "sact", 4.0, None, False, {"bleu_dev": [list(c) for c in curves]})
+
+
+def test_seeds_stopped_early_at_different_epochs_are_not_still_rising():
+    stopped = [2.0, 5.0, 4.9, 4.8]  # early stopping: no better dev BLEU for two epochs
+    flat = [2.0, 4.0, 5.0, 6.0, 6.05, 6.1]  # ran on, +0.05 in its last epoch
+    assert still_rising(history(stopped, flat)) is None
+
+
+def test_seeds_rising_at_their_own_last_epochs_are_flagged_with_those_epochs():
+    warning = still_rising(history([1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0, 5.0]))
+    assert warning == (
+        "`scaled_dot+sact4`: dev BLEU still rising at the last epoch (+1.00 to 4.00 in each seed's last epoch (3-5)): "
+        "not converged, longer training could change the ranking."
+    )
+
+
+def test_seeds_of_equal_length_name_the_epoch():
+    warning = still_rising(history([1.0, 2.0], [3.0, 4.0]))
+    assert warning is not None and "(+1.00 to 3.00 in epoch 2)" in warning
+
+
+def test_a_small_last_step_is_converged():
+    assert still_rising(history([5.0, 6.0, 6.1], [5.0, 6.0, 6.05])) is None
