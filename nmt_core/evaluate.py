@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,12 +38,14 @@ class BleuResult:
         return f"BLEU {self.score:.2f}  ({self.signature})"
 
 
-def bleu_metric(tokenize: str = "13a", lowercase: bool = False) -> BLEU:
+def bleu_metric(tokenize: str = "13a", lowercase: bool = False, references: list[str] | None = None) -> BLEU:
     """sacrebleu's BLEU; `tokenize="none"` with lowercase on word-tokenised text is multi-bleu.perl's number.
 
     Only then is sacrebleu's "you forgot to detokenize" check silenced (force): that text is tokenised on purpose.
+    With `references` their n-grams are extracted once, for every system scored against them.
     """
-    return BLEU(tokenize=tokenize, lowercase=lowercase, force=tokenize == "none")
+    cached = None if references is None else [references]
+    return BLEU(tokenize=tokenize, lowercase=lowercase, force=tokenize == "none", references=cached)
 
 
 def corpus_bleu(
@@ -53,20 +56,30 @@ def corpus_bleu(
     return BleuResult(score.score, str(metric.get_signature()))
 
 
-def _sentence_stats(metric: BLEU, hypotheses: list[str], references: list[str]) -> np.ndarray:
-    """(N, 2 + 2 * 4) per-sentence sufficient statistics: hyp len, ref len, matches and totals per order.
+def _sentence_stats(metric: BLEU, hypotheses: list[str], references: list[str] | None = None) -> np.ndarray:
+    """(N, 2 + 2 * 4) per-sentence sufficient statistics: hyp len, ref len, matches and totals per order; against
+    the references `metric` holds (bleu_metric's `references`) where `references` is None.
 
     float32, as sacrebleu's paired bootstrap keeps them, so resampled scores match `sacrebleu --paired-bs`.
     """
-    return np.array(metric._extract_corpus_statistics(hypotheses, [references]), dtype="float32")
+    return np.array(
+        metric._extract_corpus_statistics(hypotheses, None if references is None else [references]), dtype="float32"
+    )
+
+
+def _each(function: Callable[[float], float], values: np.ndarray) -> np.ndarray:
+    """`function` (math.log, math.exp) of every value, in double as sacrebleu computes it: numpy's own log and exp
+    may differ from the C library's in the last bit."""
+    return np.fromiter(map(function, values.ravel().tolist()), np.float64, values.size).reshape(values.shape)
 
 
 def _bleu_from_stats(metric: BLEU, stats: np.ndarray) -> np.ndarray:
     """BLEU of each row of summed statistics as sacrebleu scores it (same smoothing).
 
     sacrebleu's default (exp smoothing, no effective order) is computed here in its own arithmetic (float32
-    precisions, math.log and math.exp in double) without building a BLEUScore per row: the same numbers, several
-    times faster; a 1,000-row sweep's bootstrap scores 1,000 resamples of each row. Other settings: sacrebleu.
+    precisions, math.log and math.exp in double, the logs summed left to right) without building a BLEUScore per
+    row, every row at once: the same numbers, many times faster; a 1,000-row sweep's bootstrap scores 1,000
+    resamples of each row. Other settings: sacrebleu.
     """
     if metric.smooth_method != "exp" or metric.effective_order:
         return np.array([metric._compute_score_from_stats(list(row)).score for row in stats])
@@ -78,15 +91,23 @@ def _bleu_from_stats(metric: BLEU, stats: np.ndarray) -> np.ndarray:
             correct == 0, np.float32(100.0) / (np.float32(2.0) ** halvings * total), np.float32(100.0) * correct / total
         )
     precisions = np.where(np.cumsum(total == 0, axis=1) > 0, np.float32(0.0), precisions)  # orders after a break
-    scores = []
-    for (sys_len, ref_len), row, matched in zip(stats[:, :2].tolist(), precisions.tolist(), correct.any(axis=1)):
-        if not matched:
-            scores.append(0.0)
-            continue
-        sys_len, ref_len = int(sys_len), int(ref_len)
-        bp = 1.0 if sys_len >= ref_len else math.exp(1 - ref_len / sys_len) if sys_len > 0 else 0.0
-        scores.append(bp * math.exp(sum([math.log(p) if p != 0 else -9999999999 for p in row]) / order))
-    return np.array(scores)
+    precisions = precisions.astype(np.float64)
+    logs = np.where(precisions == 0, -9999999999.0, _each(math.log, np.where(precisions == 0, 1.0, precisions)))
+    summed = logs[:, 0]
+    for n in range(1, order):  # left to right, as sacrebleu's sum() adds them
+        summed = summed + logs[:, n]
+    sys_len, ref_len = stats[:, 0].astype(np.float64), stats[:, 1].astype(np.float64)
+    short = (sys_len < ref_len) & (sys_len > 0)
+    bp = np.where(sys_len >= ref_len, 1.0, 0.0)
+    bp[short] = _each(math.exp, 1 - ref_len[short] / sys_len[short])
+    return np.where(correct.any(axis=1), bp * _each(math.exp, summed / order), 0.0)
+
+
+def draw_counts(indices: np.ndarray, n: int) -> np.ndarray:
+    """(resamples, n) float32: how often each resample of `indices` (resamples, n) draws each of n sentences."""
+    rows = len(indices)
+    flat = (indices + n * np.arange(rows)[:, None]).ravel()
+    return np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float32)
 
 
 class SentenceBootstrap:
@@ -111,13 +132,17 @@ class SentenceBootstrap:
         """The corpus score of each row of summed statistics (R, k) -> (R,)."""
         raise NotImplementedError
 
+    def resampled(self, name: str, stats: np.ndarray) -> np.ndarray:
+        """Each resample's summed statistics (resamples, k) of test set `name` from its (N, k) per sentence."""
+        return stats[self.indices[name]].sum(axis=1)
+
     def scores_of_stats(self, system: list[dict[str, np.ndarray]]) -> tuple[float, np.ndarray]:
         """One system's (full-set score, resampled scores (resamples,)) from {test set: (N, k) statistics} per seed."""
         full, resampled = [], []
-        for name, indices in self.indices.items():
+        for name in self.indices:
             for stats in (seed[name] for seed in system):
                 full.append(self.score(stats.sum(0, keepdims=True))[0])
-                resampled.append(self.score(stats[indices].sum(axis=1)))
+                resampled.append(self.score(self.resampled(name, stats)))
         return float(np.mean(full)), np.mean(resampled, axis=0)
 
     def p_value(self, baseline: tuple[float, np.ndarray], system: tuple[float, np.ndarray]) -> float:
@@ -148,14 +173,22 @@ class PairedBootstrap(SentenceBootstrap):
     ):
         super().__init__({name: len(refs) for name, refs in references.items()}, resamples, seed)
         self.metric, self.references = bleu_metric(tokenize, lowercase), references
+        self.against = {name: bleu_metric(tokenize, lowercase, refs) for name, refs in references.items()}
+        self.draws = {name: draw_counts(indices, len(references[name])) for name, indices in self.indices.items()}
 
     def score(self, stats: np.ndarray) -> np.ndarray:
         return _bleu_from_stats(self.metric, stats)
 
+    def resampled(self, name: str, stats: np.ndarray) -> np.ndarray:
+        """As SentenceBootstrap sums them, in one matrix product of how often each resample draws each sentence and
+        the sentences' statistics: BLEU's are whole counts, whose float32 sums are exact (below 2**24) in any order."""
+        return self.draws[name] @ stats
+
     def stats(self, system: list[dict[str, list[str]]]) -> list[dict[str, np.ndarray]]:
-        """Each seed's per-sentence BLEU statistics by test set; `system` holds one {test set: hypotheses} per seed."""
+        """Each seed's per-sentence BLEU statistics by test set; `system` holds one {test set: hypotheses} per seed.
+        Each set's references were tokenised and counted once, for every system (bleu_metric's `references`)."""
         return [
-            {name: _sentence_stats(self.metric, hypotheses[name], refs) for name, refs in self.references.items()}
+            {name: _sentence_stats(self.against[name], hypotheses[name]) for name in self.references}
             for hypotheses in system
         ]
 

@@ -54,8 +54,8 @@ def draw_into_run(client: MlflowClient, run_id: str) -> bool:
 
 
 def log_best_heatmaps(client: MlflowClient, rows: list, objective: dict[str, str], space: dict[str, Any]) -> list[str]:
-    """With `tracking.plots: best`, draw and log each variant's best trial's heatmaps; the summary's section
-    saying where they are (nothing under `all` or `none`)."""
+    """With `tracking.plots: best`, draw and log the best trial's heatmaps of each variant of `rows` (those the BLEU
+    table shows); the summary's section saying where they are (nothing under `all` or `none`)."""
     if policy(space) != "best":
         return []
     lines = [
@@ -66,8 +66,9 @@ def log_best_heatmaps(client: MlflowClient, rows: list, objective: dict[str, str
     if not lines:
         return []
     return [
-        f"## Attention heatmaps (best trial of each variant by {objective['metric']})\n\nIn each run's artifacts, "
-        f"{PLOTS_FOLDER}/: attention_dev<i>.png for the first dev sentences (the sentinel gate as a last column), "
-        "and temperature_heatmap.png for SACT. Every trial's data for them is in traces/heatmaps.json.\n\n"
+        f"## Attention heatmaps (best trial of each variant by {objective['metric']})\n\nThe variants of the BLEU table"
+        f" above. In each run's artifacts, {PLOTS_FOLDER}/: attention_dev<i>.png for the first dev sentences (the "
+        "sentinel gate as a last column), and temperature_heatmap.png for SACT. Every trial's data for them is in "
+        "traces/heatmaps.json.\n\n"
         "| variant | trial | MLflow run |\n|---|---|---|\n" + "\n".join(lines) + "\n"
     ]

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
-from mlflow.artifacts import download_artifacts
+from mlflow.store.artifact.artifact_repo import ArtifactRepository
+from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 from mlflow.tracking import MlflowClient
 from mlflow.utils.rest_utils import http_request
 
@@ -352,15 +353,25 @@ def read_snapshot(client: MlflowClient, name: str, run_id: str | None, folder: P
     return snapshot
 
 
+@cache
+def repository(root: str, tracking_uri: str) -> ArtifactRepository:
+    """One artifact repository per store root, shared by every download: a tracking server's is asked what it
+    supports once, before its first download, not once per file."""
+    return get_artifact_repository(root, tracking_uri)
+
+
 def download(client: MlflowClient, record: TrialRecord, path: str, folder: Path) -> Path:
-    """One artifact of a trial's run, by its URI under the run's artifact root (known from the search): two
-    requests to a tracking server, where MlflowClient.download_artifacts makes four (it looks the run and its
-    models up again)."""
-    return Path(
-        download_artifacts(
-            artifact_uri=f"{record.artifact_uri}/{path}", dst_path=str(folder), tracking_uri=client.tracking_uri
-        )
-    )
+    """One artifact of a trial's run into folder/path, by its path under the run's artifact root (known from the
+    search): one request to a tracking server, where mlflow.artifacts.download_artifacts makes three (it asks
+    whether the path is a folder and what the server supports) and MlflowClient.download_artifacts more."""
+    run_folder = f"/{record.run_id}/artifacts"  # MLflow's layout: <experiment's artifact root>/<run id>/artifacts
+    shared = record.artifact_uri.endswith(run_folder)
+    root = record.artifact_uri.removesuffix(run_folder) if shared else record.artifact_uri
+    local = folder / path
+    local.parent.mkdir(parents=True, exist_ok=True)
+    below = f"{run_folder[1:]}/{path}" if shared else path
+    repository(root, client.tracking_uri)._download_file(below, str(local))  # noqa: SLF001 - a one-file download
+    return local
 
 
 def artifact_lines(client: MlflowClient, record: TrialRecord, path: str, folder: Path) -> list[str]:

@@ -18,7 +18,14 @@ from sweeper.summary.figures import draw_figures, figure_data, importance_sectio
 from sweeper.summary.findings import add_findings
 from sweeper.summary.records import SweepSnapshot, read_snapshot, trial_config_of
 from sweeper.summary.statistics import Summary, alignment_table, build_summary
-from sweeper.summary.tables import render_alignment, render_csv, render_latex, render_markdown, render_pbt_schedules
+from sweeper.summary.tables import (
+    render_alignment,
+    render_csv,
+    render_latex,
+    render_markdown,
+    render_pbt_schedules,
+    shown_rows,
+)
 
 
 def summarize(
@@ -33,7 +40,8 @@ def summarize(
     with tempfile.TemporaryDirectory() as tmp:
         snapshot = read_snapshot(client, name, run_id, Path(tmp))
     summary = write_report(snapshot, out, formats, resamples)
-    heatmaps = best_heatmaps.log_best_heatmaps(client, summary.rows, snapshot.objective, snapshot.space)
+    # the variants the BLEU table shows: a 1,000-row table's every variant drawn and logged one by one takes minutes
+    heatmaps = best_heatmaps.log_best_heatmaps(client, shown_rows(summary), snapshot.objective, snapshot.space)
     if heatmaps:  # drawn into the best trials' runs (tracking.plots: best), so summary.md says where
         with (out / "summary.md").open("a", encoding="utf-8") as markdown:
             markdown.write("\n" + "\n".join(heatmaps))

@@ -97,15 +97,30 @@ DEFAULT_BASELINE = {"attention.temperature": "none", "attention.sentinel": "Fals
 
 def choose_baseline(rows: list[VariantRow], row: VariantRow, criteria: dict[str, Any]) -> VariantRow | None:
     """The baseline row sharing the most settings with `row` (concat+sact is compared with concat+none)."""
-    return closest([r for r in rows if _matches(r.records[0], criteria)], row)
+    return baselines_of(rows, criteria, [row]).get(id(row))
 
 
-def closest(baselines: list[VariantRow], row: VariantRow) -> VariantRow | None:
-    """Of `baselines`, the one sharing the most settings with `row` (the first of a tie)."""
-    if not baselines:
-        return None
-    mine = dict(row.records[0].group)
-    return max(baselines, key=lambda c: sum(mine.get(k) == v for k, v in c.records[0].group))
+def baselines_of(
+    rows: list[VariantRow], criteria: dict[str, Any], of: list[VariantRow] | None = None
+) -> dict[int, VariantRow]:
+    """The baseline of each row of `of` (default: `rows`) by id(row): of the rows matching `criteria`, the one
+    sharing the most settings with it (the first of a tie). Counted through a dict from each setting to the
+    baselines holding it, skipping settings every baseline holds (they add the same to each): no scan of every
+    (row, baseline) pair, which a 1,000-row random sweep has 250,000 of."""
+    baselines = [r for r in rows if _matches(r.records[0], criteria)]
+    holders: dict[tuple[str, str], list[int]] = {}
+    for i, base in enumerate(baselines):
+        for setting in base.records[0].group:
+            holders.setdefault(setting, []).append(i)
+    telling = {setting: np.array(held) for setting, held in holders.items() if len(held) < len(baselines)}
+    chosen = {}
+    for row in (rows if of is None else of) if baselines else []:
+        shared = np.zeros(len(baselines), np.int64)
+        for setting in row.records[0].group:
+            if setting in telling:
+                shared[telling[setting]] += 1
+        chosen[id(row)] = baselines[int(shared.argmax())]  # argmax: the first of a tie
+    return chosen
 
 
 def _short(value: str | None) -> str:
@@ -166,10 +181,10 @@ def control_of(controls: dict[tuple, VariantRow], row: VariantRow, keys: set[str
 
 def pairs_of(rows: list[VariantRow], criteria: dict[str, Any]) -> list[tuple[VariantRow, VariantRow, str]]:
     """(row, what it is compared with, kind): each row against its baseline, each SACT row against its control."""
-    baselines = [r for r in rows if _matches(r.records[0], criteria)]  # found once: a 1,000-row table has a million
-    keys = temperature_keys()  # row pairs
+    baselines = baselines_of(rows, criteria)
+    keys = temperature_keys()
     controls = controls_by_setting(rows, keys)
-    pairs = [(row, base, BASELINE) for row in rows if (base := closest(baselines, row)) not in (None, row)]
+    pairs = [(row, base, BASELINE) for row in rows if (base := baselines.get(id(row))) not in (None, row)]
     return pairs + [(row, control, CONTROL) for row in rows if (control := control_of(controls, row, keys)) is not None]
 
 
@@ -212,9 +227,9 @@ def test_significance(
     bleu: dict[str, Any],
 ) -> list[Comparison]:
     """Every comparison of the BLEU table, marked; each row's against its baseline also set on the row."""
-    baselines = [r for r in rows if _matches(r.records[0], criteria)]
+    baselines = baselines_of(rows, criteria)
     for row in rows:
-        row.is_baseline = closest(baselines, row) is row
+        row.is_baseline = baselines.get(id(row)) is row
     randomization = significance.method == "approximate_randomization"
     bootstrap = PairedBootstrap(references, AR_INTERVAL_RESAMPLES if randomization else significance.resamples, **bleu)
     shuffles = (
@@ -364,13 +379,13 @@ def alignment_table(
     sizes = {name: len(per_sentence) for name, per_sentence in next(iter(stats.values())).items()}
     sets = sorted(sizes)
     cells: dict[int, list[AlignmentCell]] = {id(row): [] for row in summary.rows}
+    pairs = [pair for pair in pairs_of(summary.rows, summary.criteria) if pair[2] == BASELINE]
     for key, _, higher in ALIGNMENT_METRICS:
         test = AlignmentBootstrap(sizes, key, significance.resamples)
         value = {
             id(row): mean_std([statistics.fmean(r.metrics[f"{key}_{s}"] for s in sets) for r in row.records])
             for row in summary.rows
         }
-        pairs = [pair for pair in pairs_of(summary.rows, summary.criteria) if pair[2] == BASELINE]
         compared = compare(
             pairs, lambda row, value=value: value[id(row)][0], test, lambda row: [stats[r.run_id] for r in row.records]
         )

@@ -9,7 +9,7 @@ import io
 
 from sweeper.metrics import EXPLOITS, SETTING_PREFIX
 from sweeper.summary.records import TOP_ROWS, TrialRecord
-from sweeper.summary.statistics import BETTER, CONTROL, WORSE, AlignmentTable, Summary, VariantRow, choose_baseline
+from sweeper.summary.statistics import BETTER, CONTROL, WORSE, AlignmentTable, Summary, VariantRow, baselines_of
 
 
 def _cells(row: VariantRow, test_sets: list[str], plus_minus: str) -> list[str]:
@@ -47,10 +47,9 @@ def shown_rows(summary: Summary) -> list[VariantRow]:
     if len(summary.rows) <= TOP_ROWS:
         return summary.rows
     best = sorted(summary.rows, key=lambda row: -row.average[0])[:TOP_ROWS]
-    bases = {
-        id(base): base for row in best if (base := choose_baseline(summary.rows, row, summary.criteria)) is not None
+    shown = {id(row) for row in best} | {
+        id(base) for base in baselines_of(summary.rows, summary.criteria, best).values()
     }
-    shown = {id(row) for row in best} | set(bases)
     return [row for row in sorted(summary.rows, key=lambda row: -row.average[0]) if id(row) in shown]
 
 

@@ -121,6 +121,21 @@ def test_seeds_are_averaged_per_resample_not_pooled_as_sentences():
     assert abs(full - pooled) > 0.1  # what concatenating seeds as extra sentences would have reported
 
 
+def test_statistics_against_cached_references_and_their_resampled_sums_are_the_plain_ones_to_the_bit():
+    """A system's statistics against the references counted once equal those against references passed each time;
+    a resample's sums as a product of draw counts equal the drawn sentences' statistics summed one by one."""
+    from nmt_core.evaluate import _sentence_stats, bleu_metric
+
+    hyps = _degrade(REFS, 3, 0, "mat", "rug")
+    test = PairedBootstrap({"test": REFS}, resamples=300)
+    [stats] = test.stats([{"test": hyps}])
+    assert np.array_equal(stats["test"], _sentence_stats(bleu_metric(), hyps, REFS))
+    gathered = stats["test"][test.indices["test"]].sum(axis=1)
+    resampled = test.resampled("test", stats["test"])
+    assert resampled.dtype == gathered.dtype and np.array_equal(resampled, gathered)
+    assert len(np.unique(resampled, axis=0)) > 1  # resamples that differ, not one sum repeated
+
+
 def test_several_test_sets_are_resampled_separately_and_averaged():
     other = [f"a dog called {i} runs in the park" for i in range(40)]
     test = PairedBootstrap({"a": REFS, "b": other}, resamples=100)

@@ -4,6 +4,8 @@ only the best variants' traces."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
@@ -20,7 +22,7 @@ from sweeper.summary import (
 )
 from sweeper.summary.figures import TOP_CURVES, figure_data
 from sweeper.summary.records import TOP_ROWS, wanted_traces
-from sweeper.summary.statistics import choose_baseline
+from sweeper.summary.statistics import DEFAULT_BASELINE, VariantRow, baselines_of, choose_baseline
 
 REFS = [f"w{i} x{i} y{i} z{i} end" for i in range(12)]
 KINDS = {"none": {}, "sact": {"temperature": "sact"}, "fixed": {"temperature": "fixed", "tau": 2.0}}
@@ -79,6 +81,35 @@ def test_a_small_sweeps_table_keeps_every_row_in_its_order_without_a_note():
     text = render_markdown(summary)
     assert [row.split(" | ")[0] for row in _table_rows(text)] == [f"| {row.label}" for row in summary.rows]
     assert "rows left out" not in text
+
+
+def test_each_rows_baseline_is_the_one_a_scan_of_every_pair_picks():
+    """Baselines found through a dict of settings are those a scan of every (row, baseline) pair for the most shared
+    settings picks, the first of a tie: on rows with equal settings (ties) and with settings only some rows hold."""
+    rng, rows = random.Random(0), []
+    for i in range(300):
+        params = {
+            "attention.temperature": rng.choice(["none", "fixed", "sact"]),
+            "attention.sentinel": rng.choice(["False", "True"]),
+            "train.lr": rng.choice(["0.001", "0.002", "0.003"]),
+            "model.hidden": rng.choice(["64", "128"]),
+            **({"data.max_len": rng.choice(["10", "20"])} if rng.random() < 0.3 else {}),
+        }
+        rows.append(
+            VariantRow(f"row{i}", [TrialRecord(f"run{i}", str(i), "v", params, {}, {})], {}, (0, 0), None, 0, None)
+        )
+    baselines = [row for row in rows if all(row.records[0].params[k] == v for k, v in DEFAULT_BASELINE.items())]
+
+    def scan(row: VariantRow) -> VariantRow:
+        mine = dict(row.records[0].group)
+        return max(baselines, key=lambda base: sum(mine.get(k) == v for k, v in base.records[0].group))
+
+    chosen = baselines_of(rows, DEFAULT_BASELINE)
+    assert len(baselines) > 20 and len(chosen) == len(rows)
+    assert all(chosen[id(row)] is scan(row) for row in rows)
+    assert len({id(base) for base in chosen.values()}) > 5  # rows see different baselines, not all the first
+    assert choose_baseline(rows, rows[7], DEFAULT_BASELINE) is scan(rows[7])
+    assert baselines_of(rows, {"attention.temperature": "absent"}) == {}
 
 
 def test_a_large_sweeps_figures_draw_the_best_rows_and_read_the_best_variants_traces():
