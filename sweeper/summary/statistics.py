@@ -95,11 +95,6 @@ def _matches(record: TrialRecord, criteria: dict[str, Any]) -> bool:
 DEFAULT_BASELINE = {"attention.temperature": "none", "attention.sentinel": "False"}
 
 
-def choose_baseline(rows: list[VariantRow], row: VariantRow, criteria: dict[str, Any]) -> VariantRow | None:
-    """The baseline row sharing the most settings with `row` (concat+sact is compared with concat+none)."""
-    return baselines_of(rows, criteria, [row]).get(id(row))
-
-
 def baselines_of(
     rows: list[VariantRow], criteria: dict[str, Any], of: list[VariantRow] | None = None
 ) -> dict[int, VariantRow]:

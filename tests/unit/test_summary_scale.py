@@ -22,7 +22,7 @@ from sweeper.summary import (
 )
 from sweeper.summary.figures import TOP_CURVES, figure_data
 from sweeper.summary.records import TOP_ROWS, wanted_traces
-from sweeper.summary.statistics import DEFAULT_BASELINE, VariantRow, baselines_of, choose_baseline
+from sweeper.summary.statistics import DEFAULT_BASELINE, VariantRow, baselines_of
 
 REFS = [f"w{i} x{i} y{i} z{i} end" for i in range(12)]
 KINDS = {"none": {}, "sact": {"temperature": "sact"}, "fixed": {"temperature": "fixed", "tau": 2.0}}
@@ -63,7 +63,7 @@ def test_a_large_sweeps_table_shows_its_best_rows_with_their_baselines_and_says_
     assert best[0] in rows[0] and best[1] in rows[1]
     shown = [row for row in summary.rows if any(f"| {row.label} |" in line for line in rows)]
     assert len(shown) == len(rows) < len(summary.rows)
-    bases = {choose_baseline(summary.rows, row, summary.criteria).label for row in shown}
+    bases = {base.label for base in baselines_of(summary.rows, summary.criteria, shown).values()}
     assert bases and all(any(f"| {label} |" in line for line in rows) for label in bases)  # every delta's reference
     left = len(summary.rows) - len(rows)
     assert (
@@ -108,7 +108,7 @@ def test_each_rows_baseline_is_the_one_a_scan_of_every_pair_picks():
     assert len(baselines) > 20 and len(chosen) == len(rows)
     assert all(chosen[id(row)] is scan(row) for row in rows)
     assert len({id(base) for base in chosen.values()}) > 5  # rows see different baselines, not all the first
-    assert choose_baseline(rows, rows[7], DEFAULT_BASELINE) is scan(rows[7])
+    assert baselines_of(rows, DEFAULT_BASELINE, [rows[7]])[id(rows[7])] is scan(rows[7])
     assert baselines_of(rows, {"attention.temperature": "absent"}) == {}
 
 
