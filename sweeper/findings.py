@@ -30,6 +30,7 @@ class VariantHistory:
     tau: float | None
     sentinel: bool
     curves: dict[str, list[list[float]]]
+    patience: int = 0  # train.early_stopping: epochs without a better dev BLEU that end a seed (0: never)
 
     def at(self, metric: str, epoch: int) -> float | None:
         """Mean over seeds of a metric at an epoch (1-based; -1 = each seed's last)."""
@@ -87,21 +88,34 @@ def degenerate(history: VariantHistory) -> list[str]:
 def still_rising(history: VariantHistory) -> str | None:
     """A dev BLEU curve that has not flattened: the ranking could change with more epochs.
 
-    Each seed is judged by its own last two epochs, then averaged: seeds stopped early end at different epochs,
-    and the mean curve's last step (taken where every seed still has an epoch) would compare different seeds."""
+    A seed that early stopping ended has converged by the sweep's own criterion (no better dev BLEU for
+    `patience` epochs), even when its last epoch climbs back from a dip. Every other seed is judged by its own
+    last two epochs, then averaged: seeds stopped at different epochs must not be compared with each other."""
     if history.epochs < 2:
         return f"`{history.label}`: one epoch only, so convergence cannot be judged."
     seeds = [curve for curve in history.curves["bleu_dev"] if curve]
-    rise = statistics.fmean(curve[-1] - curve[-2] for curve in seeds)
-    last = statistics.fmean(curve[-1] for curve in seeds)
-    ends = sorted({len(curve) for curve in seeds})
+    running = [curve for curve in seeds if not stopped_early(curve, history.patience)]
+    if not running:
+        return None
+    rise = statistics.fmean(curve[-1] - curve[-2] for curve in running)
+    last = statistics.fmean(curve[-1] for curve in running)
+    ends = sorted({len(curve) for curve in running})
     epoch = f"epoch {ends[0]}" if len(ends) == 1 else f"each seed's last epoch ({ends[0]}-{ends[-1]})"
+    if len(running) < len(seeds):
+        epoch += f"; {len(running)} of {len(seeds)} seeds, early stopping ended the others"
     if rise > MIN_RISE and rise > STILL_RISING * max(last, 1e-9):
         return (
             f"`{history.label}`: dev BLEU still rising at the last epoch (+{rise:.2f} to {last:.2f} in {epoch}): "
             "not converged, longer training could change the ranking."
         )
     return None
+
+
+def stopped_early(curve: list[float], patience: int) -> bool:
+    """Whether early stopping ended this seed: its last `patience` epochs brought no better dev BLEU than its
+    best (nmt_core.train keeps the first best and counts the epochs after it)."""
+    best_epoch = curve.index(max(curve)) + 1
+    return patience > 0 and len(curve) - best_epoch >= patience
 
 
 def missing_controls(histories: list[VariantHistory]) -> list[str]:

@@ -27,7 +27,10 @@ def add_findings(summary: Summary) -> None:
             "variants (see the warnings and the dev curves): the ranking may not hold at convergence."
         )
     else:
-        caveats.append("No variant's dev BLEU rose by more than 2% in its last epoch (dev curves below).")
+        caveats.append(
+            "Every variant's dev BLEU had flattened: each seed was ended by early stopping, or its last epoch "
+            f"added at most {checks.MIN_RISE} BLEU or {checks.STILL_RISING:.0%} (dev curves below)."
+        )
     if degenerate:
         caveats.append(
             "The variants flagged above did not work as their papers intend: their rows measure the "
@@ -63,4 +66,5 @@ def history_of(row: VariantRow) -> checks.VariantHistory:
         tau,
         params.get("attention.sentinel") == "True",
         curves,
+        int(params.get("train.early_stopping", 0)),
     )

@@ -4,11 +4,16 @@ seeds shared at epoch 6 against the later peaks of the seeds that ran on)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from sweeper.findings import VariantHistory, still_rising
+from sweeper.summary.findings import history_of
 
 
-def history(*curves: list[float]) -> VariantHistory:
-    return VariantHistory("scaled_dot+sact4", "sact", 4.0, None, False, {"bleu_dev": [list(c) for c in curves]})
+def history(*curves: list[float], patience: int = 0) -> VariantHistory:
+    return VariantHistory(
+        "scaled_dot+sact4", "sact", 4.0, None, False, {"bleu_dev": [list(c) for c in curves]}, patience
+    )
 
 
 def test_seeds_stopped_early_at_different_epochs_are_not_still_rising():
@@ -32,3 +37,27 @@ def test_seeds_of_equal_length_name_the_epoch():
 
 def test_a_small_last_step_is_converged():
     assert still_rising(history([5.0, 6.0, 6.1], [5.0, 6.0, 6.05])) is None
+
+
+def test_a_seed_early_stopping_ended_has_converged_even_when_its_last_epoch_climbs_back():
+    dipped = [2.0, 6.0, 4.0, 5.5]  # best at epoch 2, then 2 epochs without a better one: patience 2 ends it
+    assert still_rising(history(dipped, dipped, patience=2)) is None
+    assert still_rising(history(dipped, dipped)) is not None  # without early stopping, the same climb is a rise
+    assert still_rising(history(dipped, dipped, patience=3)) is not None  # patience 3 had not ended it
+
+
+def test_only_the_seeds_early_stopping_did_not_end_are_judged_and_the_warning_says_how_many():
+    stopped = [2.0, 6.0, 4.0, 5.5]
+    capped = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]  # still setting new bests when the epoch cap ended it
+    warning = still_rising(history(stopped, capped, patience=2))
+    assert warning is not None
+    assert "(+1.00 to 6.00 in epoch 6; 1 of 2 seeds, early stopping ended the others)" in warning
+
+
+def test_the_summary_reads_the_patience_from_the_trials_parameters():
+    record = SimpleNamespace(
+        params={"attention.temperature": "sact", "attention.lambda": "4", "train.early_stopping": "3"},
+        curves={"bleu_dev": [2.0, 6.0, 5.0, 4.0, 5.9]},
+    )
+    row = SimpleNamespace(label="scaled_dot+sact4", records=[record])
+    assert history_of(row).patience == 3 and still_rising(history_of(row)) is None
