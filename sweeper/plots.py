@@ -135,16 +135,31 @@ def fixed_tau_curve(
 
 
 def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path) -> None:
-    """Dev BLEU per epoch, one line per variant (mean over seeds, band = min..max): has training converged?"""
+    """Dev BLEU per epoch, one colour per variant: has training converged?
+
+    The bold line is the mean over seeds, drawn only as far as every seed has the epoch (a mean over the seeds
+    that ran on would mix seeds); each seed is also drawn thin to its own last epoch, where an `x` marks a seed
+    that ended before the variant's longest one (early stopping, or the scheduler)."""
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for label, seeds in variants:
-        epochs = min((len(curve) for curve in seeds), default=0)
-        if not epochs:
+        seeds = [curve for curve in seeds if curve]
+        if not seeds:
             continue
-        values = np.array([curve[:epochs] for curve in seeds])
-        x = np.arange(1, epochs + 1)
-        (line,) = ax.plot(x, values.mean(0), marker="o", markersize=3, label=label)
-        ax.fill_between(x, values.min(0), values.max(0), color=line.get_color(), alpha=0.12)
+        common = min(len(curve) for curve in seeds)
+        longest = max(len(curve) for curve in seeds)
+        (line,) = ax.plot(
+            np.arange(1, common + 1),
+            np.array([curve[:common] for curve in seeds]).mean(0),
+            marker="o",
+            markersize=3,
+            linewidth=1.8,
+            label=label,
+        )
+        for curve in seeds:
+            x = np.arange(1, len(curve) + 1)
+            ax.plot(x, curve, color=line.get_color(), linewidth=0.7, alpha=0.35)
+            if len(curve) < longest:
+                ax.plot(x[-1], curve[-1], marker="x", markersize=5, color=line.get_color(), alpha=0.7)
     ax.set_xlabel("epoch")
     ax.set_ylabel("dev BLEU (greedy)")
     ax.grid(alpha=0.3)

@@ -178,7 +178,11 @@ def draw_figures(data: FigureData, out: Path) -> list[str]:
     """The figures into `out`, and the summary's sections that show them."""
     plots.dev_curves(data.dev_curves, out / "dev_bleu_curves.png")
     which = "" if len(data.dev_curves) == data.rows else f"; the {len(data.dev_curves)} best of {data.rows} rows"
-    sections = [f"## Dev BLEU by epoch (mean over seeds; convergence{which})\n\n![dev curves](dev_bleu_curves.png)\n"]
+    sections = [
+        f"## Dev BLEU by epoch (convergence{which})\n\nBold: the mean over seeds, as far as every seed ran; thin: "
+        "each seed to its own last epoch (x: a seed that ended before the variant's longest).\n\n"
+        "![dev curves](dev_bleu_curves.png)\n"
+    ]
     if data.fixed_tau:
         plots.fixed_tau_curve(
             data.fixed_tau, data.best_sact, [out / "fixed_tau_curve.png", out / "fixed_tau_curve.svg"]
