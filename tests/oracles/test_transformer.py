@@ -373,6 +373,18 @@ def test_train_resume_translate_and_trace_a_transformer(tmp_path):
     rows = table.column("tau_heads").to_pylist()
     assert all(len(heads) == 2 and all(0.25 <= t <= 4 for t in heads) for heads in rows)
 
+    # the MLflow model a sweep logs for it: loaded by mlflow.pyfunc, translating as `nmt translate` does
+    import mlflow.pyfunc
+
+    from nmt_core.mlflow_model import save_model
+
+    save_model(torch.load(out / "last.pt", weights_only=True), tmp_path / "model", ["noun3 verb2 noun5"])
+    model = mlflow.pyfunc.load_model(str(tmp_path / "model"))
+    sources = ["noun3 verb2 noun5", "adj1 noun4 verb1 noun2"]
+    for beam in (1, 3):
+        done = nmt("translate", "--checkpoint", str(out), "--beam", str(beam), stdin="\n".join(sources) + "\n")
+        assert model.predict(sources, params={"beam_size": beam}) == done.stdout.splitlines()
+
 
 def test_a_space_grids_over_both_architectures_with_conditional_keys():
     """A key one architecture reads is validated where its `if:` puts it, and each trial gets only its own keys."""
