@@ -27,7 +27,6 @@ class VariantHistory:
     label: str
     temperature: str
     lam: float | None
-    tau: float | None
     sentinel: bool
     curves: dict[str, list[list[float]]]
     patience: int = 0  # train.early_stopping: epochs without a better dev BLEU that end a seed (0: never)
@@ -118,30 +117,34 @@ def stopped_early(curve: list[float], patience: int) -> bool:
     return patience > 0 and len(curve) - best_epoch >= patience
 
 
-def missing_controls(histories: list[VariantHistory]) -> list[str]:
-    """SACT with lambda L spans temperatures up to L: a fixed tau = L tells scale from adaptivity."""
-    fixed = {h.tau for h in histories if h.temperature == "fixed"}
-    lambdas = sorted({h.lam for h in histories if is_adaptive(h.temperature) and h.lam is not None})
+def missing_controls(uncontrolled: list[tuple[str, float]]) -> list[str]:
+    """SACT with lambda L spans temperatures up to L: only a fixed tau = L row that shares every other setting (the
+    control the table compares it with) tells scale from adaptivity. `uncontrolled`: (row label, lambda) of the
+    SACT rows without one."""
+    by_lambda: dict[float, list[str]] = {}
+    for label, lam in uncontrolled:
+        by_lambda.setdefault(lam, []).append(f"`{label}`")
     return [
-        f"no fixed-temperature control at tau = {lam:g} for SACT lambda {lam:g}: a gain of SACT cannot be told "
-        "apart from a constant rescaling of the logits."
-        for lam in lambdas
-        if lam not in fixed
+        f"no fixed-temperature control at tau = {lam:g} for SACT lambda {lam:g} ({named(labels)}; a control shares "
+        "every other setting): a gain of SACT cannot be told apart from a constant rescaling of the logits."
+        for lam, labels in sorted(by_lambda.items())
     ]
 
 
 def few_seeds(seeds: list[tuple[str, int]]) -> str | None:
     """Rows with fewer than MIN_SEEDS seeds: a mark there may be one lucky initialisation, not the method."""
-    few = [(label, n) for label, n in seeds if n < MIN_SEEDS]
+    few = [f"`{label}` ({n})" for label, n in seeds if n < MIN_SEEDS]
     if not few:
         return None
-    named = ", ".join(f"`{label}` ({n})" for label, n in few[:SHOWN]) + (
-        f" and {len(few) - SHOWN} more" if len(few) > SHOWN else ""
-    )
     return (
-        f"fewer than {MIN_SEEDS} seeds in {len(few)} of {len(seeds)} rows ({named}): their marks and p-values are "
-        f"not to be published; run the sweep with search.repeats >= {MIN_SEEDS}."
+        f"fewer than {MIN_SEEDS} seeds in {len(few)} of {len(seeds)} rows ({named(few)}): their marks and p-values "
+        f"are not to be published; run the sweep with search.repeats >= {MIN_SEEDS}."
     )
+
+
+def named(items: list[str]) -> str:
+    """The first SHOWN of a warning's rows, and how many more."""
+    return ", ".join(items[:SHOWN]) + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
 
 
 OUTCOMES = {

@@ -5,9 +5,19 @@ the sweep shows.
 
 from __future__ import annotations
 
+from nmt_core.registry import is_adaptive
 from sweeper import findings as checks
 from sweeper.metrics import CURVES
-from sweeper.summary.statistics import BETTER, WORSE, Summary, VariantRow, seeds_phrase
+from sweeper.summary.statistics import (
+    BETTER,
+    WORSE,
+    Summary,
+    VariantRow,
+    control_of,
+    controls_by_setting,
+    seeds_phrase,
+    temperature_keys,
+)
 
 
 def add_findings(summary: Summary) -> None:
@@ -17,7 +27,8 @@ def add_findings(summary: Summary) -> None:
     degenerate = [line for lines in flagged.values() for line in lines]
     rising = [line for line in map(checks.still_rising, histories) if line]
     few = checks.few_seeds([(row.label, row.seeds) for row in summary.rows])
-    summary.warnings = degenerate + rising + checks.missing_controls(histories) + ([few] if few else [])
+    controls = checks.missing_controls(uncontrolled(summary.rows))
+    summary.warnings = degenerate + rising + controls + ([few] if few else [])
     if not summary.comparisons:
         return
     caveats = []
@@ -55,15 +66,27 @@ def outcome(mark: str) -> str:
     return "better" if mark in BETTER else "worse" if mark in WORSE else "same"
 
 
+def uncontrolled(rows: list[VariantRow]) -> list[tuple[str, float]]:
+    """(label, lambda) of each SACT row that has no control to be compared with (statistics.control_of)."""
+    keys = temperature_keys()
+    controls = controls_by_setting(rows, keys)
+    return [
+        (row.label, float(row.records[0].params["attention.lambda"]))
+        for row in rows
+        if is_adaptive(row.records[0].params.get("attention.temperature"))
+        and "attention.lambda" in row.records[0].params
+        and control_of(controls, row, keys) is None
+    ]
+
+
 def history_of(row: VariantRow) -> checks.VariantHistory:
     params = row.records[0].params
-    lam, tau = (float(params[key]) if key in params else None for key in ("attention.lambda", "attention.tau"))
+    lam = float(params["attention.lambda"]) if "attention.lambda" in params else None
     curves = {key: [r.curves.get(key, []) for r in row.records] for key in CURVES}
     return checks.VariantHistory(
         row.label,
         params.get("attention.temperature", "none"),
         lam,
-        tau,
         params.get("attention.sentinel") == "True",
         curves,
         int(params.get("train.early_stopping", 0)),

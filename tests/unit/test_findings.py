@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sweeper.findings import VariantHistory, still_rising
-from sweeper.summary.findings import history_of
+from sweeper.findings import VariantHistory, missing_controls, still_rising
+from sweeper.summary.findings import history_of, uncontrolled
 
 
 def history(*curves: list[float], patience: int = 0) -> VariantHistory:
-    return VariantHistory(
-        "scaled_dot+sact4", "sact", 4.0, None, False, {"bleu_dev": [list(c) for c in curves]}, patience
-    )
+    return VariantHistory("scaled_dot+sact4", "sact", 4.0, False, {"bleu_dev": [list(c) for c in curves]}, patience)
 
 
 def test_seeds_stopped_early_at_different_epochs_are_not_still_rising():
@@ -61,3 +59,26 @@ def test_the_summary_reads_the_patience_from_the_trials_parameters():
     )
     row = SimpleNamespace(label="scaled_dot+sact4", records=[record])
     assert history_of(row).patience == 3 and still_rising(history_of(row)) is None
+
+
+def test_a_sact_row_whose_fixed_tau_row_differs_in_another_setting_has_no_control_and_is_named():
+    """The warning asks the control the table compares with: tau = lambda at another learning rate is no control."""
+
+    def row(label: str, **params: str) -> SimpleNamespace:
+        params = {"variant": label, **params}
+        return SimpleNamespace(
+            label=label, records=[SimpleNamespace(params=params, group=tuple(sorted(params.items())))]
+        )
+
+    rows = [
+        row("sact4 (lr 1e-3)", **{"attention.temperature": "sact", "attention.lambda": "4", "train.lr": "0.001"}),
+        row("sact4 (lr 5e-3)", **{"attention.temperature": "sact", "attention.lambda": "4", "train.lr": "0.005"}),
+        row("tau4 (lr 1e-3)", **{"attention.temperature": "fixed", "attention.tau": "4", "train.lr": "0.001"}),
+        row("none (lr 5e-3)", **{"attention.temperature": "none", "train.lr": "0.005"}),
+    ]
+    assert uncontrolled(rows) == [("sact4 (lr 5e-3)", 4.0)]
+    assert missing_controls(uncontrolled(rows)) == [
+        "no fixed-temperature control at tau = 4 for SACT lambda 4 (`sact4 (lr 5e-3)`; a control shares every other "
+        "setting): a gain of SACT cannot be told apart from a constant rescaling of the logits."
+    ]
+    assert uncontrolled(rows[:1] + rows[2:]) == []
