@@ -117,6 +117,25 @@ def stopped_early(curve: list[float], patience: int) -> bool:
     return patience > 0 and len(curve) - best_epoch >= patience
 
 
+def stopped_while_loss_fell(history: VariantHistory) -> str | None:
+    """Early stopping reads a noisy greedy dev BLEU: a seed it ended whose dev loss was lowest at its last epoch
+    was still learning, so its row is not converged whatever its BLEU curve says."""
+    seeds = [(bleu, loss) for bleu, loss in zip(history.curves["bleu_dev"], history.curves.get("dev_loss", [])) if bleu]
+    ended = [
+        len(bleu)
+        for bleu, loss in seeds
+        if stopped_early(bleu, history.patience) and len(loss) > 1 and loss[-1] < min(loss[:-1])
+    ]
+    if not ended:
+        return None
+    epochs = ", ".join(str(epoch) for epoch in sorted(ended))
+    return (
+        f"`{history.label}`: early stopping ended {len(ended)} of {len(seeds)} seeds while their dev loss was still "
+        f"falling (lowest at their last epoch: epoch {epochs}): dev BLEU's patience stopped them, not convergence; "
+        "a larger train.early_stopping would tell."
+    )
+
+
 def missing_controls(uncontrolled: list[tuple[str, float]]) -> list[str]:
     """SACT with lambda L spans temperatures up to L: only a fixed tau = L row that shares every other setting (the
     control the table compares it with) tells scale from adaptivity. `uncontrolled`: (row label, lambda) of the

@@ -37,7 +37,7 @@ class Metric:
 
 METRICS = (
     Metric("train_loss", PER_EPOCH),
-    Metric("dev_loss", PER_EPOCH),
+    Metric("dev_loss", PER_EPOCH, curve=True),  # the findings ask whether early stopping ended a falling loss
     Metric("dev_ppl", PER_EPOCH),
     Metric("bleu_dev", PER_EPOCH, parent=True, results=BEST, curve=True),
     Metric("epoch_time_s", PER_EPOCH, results=MEAN, curve=True),

@@ -25,7 +25,10 @@ def add_findings(summary: Summary) -> None:
     histories = [history_of(row) for row in summary.rows]
     flagged = {h.label: checks.degenerate(h) for h in histories}
     degenerate = [line for lines in flagged.values() for line in lines]
-    rising = [line for line in map(checks.still_rising, histories) if line]
+    not_converged = {
+        h.label: [w for w in (checks.still_rising(h), checks.stopped_while_loss_fell(h)) if w] for h in histories
+    }
+    rising = [line for lines in not_converged.values() for line in lines]
     few = checks.few_seeds([(row.label, row.seeds) for row in summary.rows])
     controls = checks.missing_controls(uncontrolled(summary.rows))
     summary.warnings = degenerate + rising + controls + ([few] if few else [])
@@ -34,12 +37,13 @@ def add_findings(summary: Summary) -> None:
     caveats = []
     if rising:
         caveats.append(
-            f"Training stopped while dev BLEU was still rising for {len(rising)} of {len(histories)} "
+            f"Training stopped before convergence in {sum(map(bool, not_converged.values()))} of {len(histories)} "
             "variants (see the warnings and the dev curves): the ranking may not hold at convergence."
         )
     else:
         caveats.append(
-            "Every variant's dev BLEU had flattened: each seed was ended by early stopping, or its last epoch "
+            "Every variant's dev BLEU had flattened: each seed was ended by early stopping (with its dev loss no "
+            "longer falling), or its last epoch "
             f"added at most {checks.MIN_RISE} BLEU or {checks.STILL_RISING:.0%} (dev curves below)."
         )
     if degenerate:

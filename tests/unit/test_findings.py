@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sweeper.findings import VariantHistory, missing_controls, still_rising
+from sweeper.findings import VariantHistory, missing_controls, still_rising, stopped_while_loss_fell
 from sweeper.summary.findings import history_of, uncontrolled
 
 
@@ -82,3 +82,23 @@ def test_a_sact_row_whose_fixed_tau_row_differs_in_another_setting_has_no_contro
         "setting): a gain of SACT cannot be told apart from a constant rescaling of the logits."
     ]
     assert uncontrolled(rows[:1] + rows[2:]) == []
+
+
+def test_a_seed_early_stopping_ended_while_its_dev_loss_still_fell_is_not_converged():
+    """The study's tau = 4 seed 4: dev BLEU 3.61 at epoch 5, three epochs below it, dev loss lowest at epoch 8."""
+    bleu = [1.46, 1.30, 2.14, 2.71, 3.61, 2.94, 3.56, 3.47]
+    falling = [5.12, 4.65, 4.48, 4.31, 4.22, 4.22, 4.18, 4.17]
+    flat = [5.12, 4.65, 4.48, 4.31, 4.16, 4.22, 4.18, 4.17]  # lowest at epoch 5, where dev BLEU peaked
+    row = VariantHistory(
+        "scaled_dot+tau4", "fixed", None, False, {"bleu_dev": [bleu, bleu], "dev_loss": [falling, flat]}, 3
+    )
+    assert stopped_while_loss_fell(row) == (
+        "`scaled_dot+tau4`: early stopping ended 1 of 2 seeds while their dev loss was still falling (lowest at their "
+        "last epoch: epoch 8): dev BLEU's patience stopped them, not convergence; a larger train.early_stopping "
+        "would tell."
+    )
+    row.curves["dev_loss"] = [flat, flat]
+    assert stopped_while_loss_fell(row) is None
+    row.patience = 4  # then early stopping had not ended them: the BLEU check judges them
+    row.curves["dev_loss"] = [falling, falling]
+    assert stopped_while_loss_fell(row) is None
