@@ -102,3 +102,22 @@ def test_a_seed_early_stopping_ended_while_its_dev_loss_still_fell_is_not_conver
     row.patience = 4  # then early stopping had not ended them: the BLEU check judges them
     row.curves["dev_loss"] = [falling, falling]
     assert stopped_while_loss_fell(row) is None
+
+
+def test_each_transformer_sact_reading_is_controlled_by_the_fixed_tau_row():
+    """A fixed-tau Transformer row logs attention.sact_reading at its default (first_pass): the query reading's SACT
+    row must still find it as its control."""
+
+    def row(label: str, **params: str) -> SimpleNamespace:
+        params = {"variant": label, "model.arch": "transformer", **params}
+        return SimpleNamespace(
+            label=label, records=[SimpleNamespace(params=params, group=tuple(sorted(params.items())))]
+        )
+
+    sact = {"attention.temperature": "sact", "attention.lambda": "4"}
+    rows = [
+        row("sact4-query", **sact, **{"attention.sact_reading": "query"}),
+        row("sact4-first_pass", **sact, **{"attention.sact_reading": "first_pass"}),
+        row("tau4", **{"attention.temperature": "fixed", "attention.tau": "4", "attention.sact_reading": "first_pass"}),
+    ]
+    assert uncontrolled(rows) == []
