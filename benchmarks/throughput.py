@@ -11,7 +11,8 @@ backward graphs), which its warm-up calls spend and its timed calls do not.
 Emb 512, hidden 512, vocabularies 17.7K / 7K, batch 64, sentence lengths like IWSLT'15 En-Vi (mean ~20
 source words), synthetic token ids. joeynmt 2.3's recurrent model with the same sizes (bi-LSTM encoder,
 LSTM decoder, Luong attention, input feeding) is timed in the same process when it is installed
-(benchmarks/install_joeynmt.sh), and every variant's training speed is given as a ratio to it.
+(benchmarks/install_joeynmt.sh): its training speed is every variant's yardstick, and its own greedy and beam
+search decode the same batches for as many steps (its row in the table).
 `--arch transformer` times the Transformer (Vaswani et al. 2017 base: 6 + 6 layers, 8 heads, FF 2048, d 512 at
 size `paper`; pre-norm) and its attention family against joeynmt 2.3's Transformer of the same sizes and norm.
 Not a test: tests/unit/test_benchmarks.py only runs it for a few steps so it cannot rot.
@@ -27,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from torch import nn
@@ -34,8 +36,8 @@ from torch import nn
 from nmt_core.compiled import compile_seconds
 from nmt_core.config import build_config
 from nmt_core.data import Example, collate
-from nmt_core.decode import beam_search, greedy
-from nmt_core.model import EOS, PAD, Seq2Seq
+from nmt_core.decode import beam_search, greedy, steps_for
+from nmt_core.model import BOS, EOS, PAD, UNK, Seq2Seq
 from nmt_core.train import (
     autocast,
     batch_loss,
@@ -194,92 +196,119 @@ def joeynmt_loss(
     return flat / n_tokens
 
 
-def joeynmt_transformer_train_fn(parts, size, device: torch.device, amp: bool) -> Callable:
-    """joeynmt 2.3's Transformer, same sizes, dropout 0.1 and pre-norm (its `layer_norm: pre`), scaled embeddings."""
-    TransformerEncoder, TransformerDecoder, Embeddings = parts
-    _, hidden, src_vocab, tgt_vocab, _ = size
-    layers, heads, ff_size = TRANSFORMER_SHAPES[size_name_of(size)]
-    shape = {
-        "hidden_size": hidden,
-        "ff_size": ff_size,
-        "num_layers": layers,
-        "num_heads": heads,
-        "dropout": 0.1,
-        "emb_dropout": 0.1,
-        "layer_norm": "pre",
-    }
-    src_embed = Embeddings(embedding_dim=hidden, scale=True, vocab_size=src_vocab, padding_idx=PAD)
-    trg_embed = Embeddings(embedding_dim=hidden, scale=True, vocab_size=tgt_vocab, padding_idx=PAD)
-    encoder, decoder = TransformerEncoder(**shape), TransformerDecoder(vocab_size=tgt_vocab, **shape)
-    modules = nn.ModuleList([src_embed, trg_embed, encoder, decoder]).to(device)
-    optimizer = torch.optim.Adam(modules.parameters(), lr=3e-4)
+JOEYNMT_SPECIALS = SimpleNamespace(
+    pad_index=PAD, bos_index=BOS, eos_index=EOS, unk_index=UNK, sep_index=None, specials=[], lang_tags=[]
+)
+"""All that joeynmt's Model and search read of a vocabulary: the special ids, ours, so that it reads our batches."""
 
-    def step(batch) -> int:
-        src, tgt_in, tgt_out = (t.to(device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
-        src_mask = (src != PAD).unsqueeze(1)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-            encoded, _ = encoder(src_embed(src), batch.src_lengths, src_mask)
-            outputs, _, _, _ = decoder(
-                trg_embed=trg_embed(tgt_in),
-                encoder_output=encoded,
-                encoder_hidden=None,
-                src_mask=src_mask,
-                unroll_steps=tgt_in.size(1),
-                hidden=None,
-                trg_mask=(tgt_in != PAD).unsqueeze(1),
-            )
-        optimizer_step(optimizer, joeynmt_loss(outputs, tgt_out, batch.n_tokens), modules.parameters(), 10.0)
-        return batch.n_tokens
 
-    return step
+def joeynmt_model(parts, arch: str, size: tuple) -> nn.Module:
+    """joeynmt 2.3's Model at the benchmark's sizes. The RNN: bi-LSTM encoder (H/2 per direction), LSTM decoder,
+    Luong attention, input feeding, dropout 0.4 (the paper's). The Transformer: dropout 0.1, pre-norm (its
+    `layer_norm: pre`), scaled embeddings."""
+    from joeynmt.model import Model  # importable once load_joeynmt has found the package
+
+    Encoder, Decoder, Embeddings = parts
+    emb, hidden, src_vocab, tgt_vocab, _ = size
+    if arch == "rnn":
+        src_embed = Embeddings(embedding_dim=emb, vocab_size=src_vocab, padding_idx=PAD)
+        trg_embed = Embeddings(embedding_dim=emb, vocab_size=tgt_vocab, padding_idx=PAD)
+        encoder = Encoder(
+            rnn_type="lstm", hidden_size=hidden // 2, emb_size=emb, bidirectional=True, dropout=0.4, emb_dropout=0.4
+        )
+        decoder = Decoder(
+            rnn_type="lstm",
+            emb_size=emb,
+            hidden_size=hidden,
+            encoder=encoder,
+            attention="luong",
+            vocab_size=tgt_vocab,
+            dropout=0.4,
+            emb_dropout=0.4,
+            hidden_dropout=0.4,
+            init_hidden="bridge",
+            input_feeding=True,
+        )
+    else:
+        layers, heads, ff_size = TRANSFORMER_SHAPES[size_name_of(size)]
+        shape = {
+            "hidden_size": hidden,
+            "ff_size": ff_size,
+            "num_layers": layers,
+            "num_heads": heads,
+            "dropout": 0.1,
+            "emb_dropout": 0.1,
+            "layer_norm": "pre",
+        }
+        src_embed = Embeddings(embedding_dim=hidden, scale=True, vocab_size=src_vocab, padding_idx=PAD)
+        trg_embed = Embeddings(embedding_dim=hidden, scale=True, vocab_size=tgt_vocab, padding_idx=PAD)
+        encoder, decoder = Encoder(**shape), Decoder(vocab_size=tgt_vocab, **shape)
+    return Model(encoder, decoder, src_embed, trg_embed, JOEYNMT_SPECIALS, JOEYNMT_SPECIALS)
 
 
 def size_name_of(size: tuple) -> str:
     return next(name for name, value in SIZES.items() if value == size)
 
 
-def joeynmt_train_fn(parts, size, device: torch.device, amp: bool) -> Callable:
-    """joeynmt 2.3's recurrent model, same sizes: bi-LSTM (H/2 per direction), LSTM decoder, Luong, input feeding."""
-    RecurrentEncoder, RecurrentDecoder, Embeddings = parts
-    emb, hidden, src_vocab, tgt_vocab, _ = size
-    src_embed = Embeddings(embedding_dim=emb, vocab_size=src_vocab, padding_idx=PAD)
-    trg_embed = Embeddings(embedding_dim=emb, vocab_size=tgt_vocab, padding_idx=PAD)
-    encoder = RecurrentEncoder(
-        rnn_type="lstm", hidden_size=hidden // 2, emb_size=emb, bidirectional=True, dropout=0.4, emb_dropout=0.4
-    )
-    decoder = RecurrentDecoder(
-        rnn_type="lstm",
-        emb_size=emb,
-        hidden_size=hidden,
-        encoder=encoder,
-        attention="luong",
-        vocab_size=tgt_vocab,
-        dropout=0.4,
-        emb_dropout=0.4,
-        hidden_dropout=0.4,
-        init_hidden="bridge",
-        input_feeding=True,
-    )
-    modules = nn.ModuleList([src_embed, trg_embed, encoder, decoder]).to(device)
-    optimizer = torch.optim.Adam(modules.parameters(), lr=3e-4)
+def joeynmt_encode(model: nn.Module, batch, device: torch.device, amp: bool) -> tuple:
+    """joeynmt's encoder over a batch sorted longest first, as its recurrent encoder packs them: the order, the
+    source mask and the encoder's outputs and final state."""
+    order = batch.src_lengths.argsort(descending=True)
+    src = batch.src[order].to(device)
+    src_mask = (src != PAD).unsqueeze(1)
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+        encoded, hidden, _, _ = model(
+            return_type="encode", src=src, src_length=batch.src_lengths[order].to(device), src_mask=src_mask
+        )
+    return order, src_mask, encoded, hidden
+
+
+def joeynmt_train_fn(model: nn.Module, device: torch.device, amp: bool) -> Callable:
+    """One joeynmt training step: its encoder and decoder, its loss per target token, Adam, clipping at 10."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-4)
 
     def step(batch) -> int:
-        order = batch.src_lengths.argsort(descending=True)  # joeynmt's encoder packs sorted batches
-        src, tgt_in, tgt_out = (t[order].to(device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
-        lengths = batch.src_lengths[order].to(device)
-        src_mask = (src != PAD).unsqueeze(1)
+        order, src_mask, encoded, hidden = joeynmt_encode(model, batch, device, amp)
+        tgt_in, tgt_out = batch.tgt_in[order].to(device), batch.tgt_out[order].to(device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-            encoder_output, encoder_hidden = encoder(src_embed(src), lengths, src_mask)
-            outputs, _, _, _ = decoder(
-                trg_embed=trg_embed(tgt_in),
-                encoder_output=encoder_output,
-                encoder_hidden=encoder_hidden,
+            outputs, _, _, _ = model(
+                return_type="decode",
+                encoder_output=encoded,
+                encoder_hidden=hidden,
                 src_mask=src_mask,
+                trg_input=tgt_in,
                 unroll_steps=tgt_in.size(1),
                 trg_mask=(tgt_in != PAD).unsqueeze(1),
             )
-        optimizer_step(optimizer, joeynmt_loss(outputs, tgt_out, batch.n_tokens), modules.parameters(), 10.0)
+        optimizer_step(optimizer, joeynmt_loss(outputs, tgt_out, batch.n_tokens), model.parameters(), 10.0)
         return batch.n_tokens
+
+    return step
+
+
+def joeynmt_decode_fn(model: nn.Module, cfg, device: torch.device, beam: int, produced: list[int]) -> Callable:
+    """joeynmt's own greedy or beam search (its length penalty, alpha 1) for as many steps as ours decodes the
+    batch, with `</s>` banned as for ours (its min_output_length is that step count). joeynmt 2.3's Transformer
+    caches no keys and values: each step runs the decoder over the whole prefix. `produced` collects the output
+    tokens, counted as decode_fn counts ours (one more for the `</s>` a sentence would end with)."""
+    from joeynmt import search
+
+    amp = cfg.train.amp
+
+    def step(batch) -> int:
+        steps = steps_for(int(batch.src_lengths.max()), cfg.decode)
+        with torch.no_grad():
+            _, src_mask, encoded, hidden = joeynmt_encode(model, batch, device, amp)
+            searched = {
+                "min_output_length": steps,
+                "autocast": {"device_type": device.type, "dtype": torch.bfloat16, "enabled": amp},
+            }
+            if beam == 1:
+                out, _, _ = search.greedy(src_mask, steps, model, encoded, hidden, **searched)
+            else:
+                out, _, _ = search.beam_search(model, beam, encoded, hidden, src_mask, steps, 1.0, **searched)
+        produced.append(sum(len(row) + 1 for row in out))
+        return batch.src.size(0)
 
     return step
 
@@ -349,14 +378,18 @@ def run(
     arch: str = "rnn",
     clock: str = "wall",
     compile_mode: str = "none",
+    decode_batch_size: int | None = None,
 ) -> dict:
     """Training speed is timed in `rounds` rounds that interleave all contenders (joeynmt and every variant, eager
     and compiled), so drift on a shared machine hits them alike; the table gives each one's best round, the JSON
-    every round."""
+    every round. Decoding takes batches of `decode_batch_size` sentences (default: the training batch), drawn
+    alike."""
     use_tensor_cores(device)  # process-wide, so joeynmt gets TF32 too: the ratio compares the models' code
     size = SIZES[size_name]
     batch = size[4]
     batches = synthetic_batches(max(steps, 4), batch, size[2], size[3])
+    decode_batch = decode_batch_size or batch
+    decoded = synthetic_batches(max(decode_batches + 1, 4), decode_batch, size[2], size[3])
     results = {
         "arch": arch,
         "clock": clock,
@@ -367,6 +400,7 @@ def run(
         "input_feeding": input_feeding,
         "amp": amp,
         "compile": compile_mode,
+        "decode_batch_size": decode_batch,
         "variants": {},
     }
     models = {
@@ -384,10 +418,11 @@ def run(
         return rate
 
     joey = load_joeynmt(arch)
+    joey_model = None
     if joey is not None:
         torch.manual_seed(0)
-        joey_fn = joeynmt_train_fn if arch == "rnn" else joeynmt_transformer_train_fn
-        contenders = {"joeynmt": joey_fn(joey, size, device, amp), **contenders}
+        joey_model = joeynmt_model(joey, arch, size).to(device).train()
+        contenders = {"joeynmt": joeynmt_train_fn(joey_model, device, amp), **contenders}
     rates: dict[str, list[float]] = {name: [] for name in contenders}
     for round_ in range(rounds):
         for name, step in contenders.items():
@@ -397,26 +432,31 @@ def run(
             + ", ".join(f"{name} {rates[name][-1]:.0f}" for name in contenders)
             + " train tok/s"
         )
-    if joey is not None and rounds:
-        results["joeynmt_tokens_per_s"] = max(rates["joeynmt"])
-        results["joeynmt_rounds"] = rates["joeynmt"]
-    for name, (model, cfg) in models.items():
+
+    def speeds(name: str, model: nn.Module, decode: Callable, cfg) -> dict:
+        """A contender's row: its parameters, training rounds and decoding speeds (greedy, beam 10)."""
         row = {
-            "n_params": model.n_params(),
+            "n_params": sum(p.numel() for p in model.parameters()),
             "train_tokens_per_s": max(rates[name], default=None),
             "train_rounds": rates[name],
         }
-        if "joeynmt_tokens_per_s" in results:
-            row["ratio_to_joeynmt"] = row["train_tokens_per_s"] / results["joeynmt_tokens_per_s"]
         model.eval()
-        with torch.no_grad():  # untrained, it would stop after a token or two: ban </s> so that every batch
-            model.decoder.output.bias[EOS] = float("-inf")  # decodes 1.2 x its longest source, like a trained model
         for beam, key in ((1, "greedy"), (10, "beam10")):
             produced: list[int] = []
             row[f"{key}_sentences_per_s"] = timed_compiling(
-                name, decode_fn(model, cfg, device, beam, produced), batches, decode_batches, device, warmup=1
+                name, decode(model, cfg, device, beam, produced), decoded, decode_batches, device, warmup=1
             )
-            row[f"{key}_tokens_per_sentence"] = sum(produced[1:]) / (decode_batches * batch)  # warm-up call untimed
+            row[f"{key}_tokens_per_sentence"] = sum(produced[1:]) / (decode_batches * decode_batch)  # untimed warm-up
+        return row
+
+    if joey_model is not None:  # every variant decodes with the same settings
+        results["joeynmt"] = speeds("joeynmt", joey_model, joeynmt_decode_fn, next(iter(models.values()))[1])
+    for name, (model, cfg) in models.items():
+        with torch.no_grad():  # untrained, it would stop after a token or two: ban </s> so that every batch
+            model.decoder.output.bias[EOS] = float("-inf")  # decodes 1.2 x its longest source, like a trained model
+        row = speeds(name, model, decode_fn, cfg)
+        if "joeynmt" in results and rounds:
+            row["ratio_to_joeynmt"] = row["train_tokens_per_s"] / results["joeynmt"]["train_tokens_per_s"]
         row.update(compile=cfg.model.compile, compile_time_s=compiling[name])
         results["variants"][name] = row
     return results
@@ -429,22 +469,24 @@ def table(results: dict) -> str:
         f"{results['steps']} steps, "
         f"input feeding {results['input_feeding']}, amp {results['amp']}, compile {results.get('compile', 'none')}"
         + (
-            f", joeynmt 2.3: {results['joeynmt_tokens_per_s']:.0f} train tok/s"
-            if "joeynmt_tokens_per_s" in results
-            else ", training not timed"
+            ", training not timed"
             if not results["rounds"]
+            else ""
+            if "joeynmt" in results
             else ", joeynmt not installed (benchmarks/install_joeynmt.sh)"
         ),
-        "decoding: </s> banned, so every sentence runs to 1.2 x its batch's longest source (out len)",
+        f"decoding: batches of {results['decode_batch_size']} sentences, </s> banned, so "
+        "every sentence runs to 1.2 x its batch's longest source (out len)",
         "vs none: against the eager baseline for eager rows, the compiled one for compiled rows; compile s: "
         "seconds spent compiling (warm-up calls, not timed)",
         "| variant | params | train tok/s | vs none | vs joeynmt | greedy sent/s (out len) "
         "| beam-10 sent/s (out len) | compile s |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name, row in results["variants"].items():
+    rows = {"joeynmt 2.3": {**results["joeynmt"], "compile_time_s": 0.0}} if "joeynmt" in results else {}
+    for name, row in {**rows, **results["variants"]}.items():
         baseline = results["variants"].get("none" + (COMPILED if name.endswith(COMPILED) else ""), {})
-        baseline = baseline.get("train_tokens_per_s")
+        baseline = baseline.get("train_tokens_per_s") if name in results["variants"] else None
         ratio = f"{row['ratio_to_joeynmt']:.2f}x" if "ratio_to_joeynmt" in row else "-"
         to_none = f"{row['train_tokens_per_s'] / baseline:.2f}x" if baseline else "-"
         trained = f"{row['train_tokens_per_s']:.0f}" if row["train_rounds"] else "-"
@@ -467,6 +509,9 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, default=3, help="interleaved training rounds (the best one counts; 0: decoding only)"
     )
     parser.add_argument("--decode-batches", type=int, default=2, help="timed decoding batches per variant and beam")
+    parser.add_argument(
+        "--decode-batch-size", type=int, help="sentences per decoding batch (default: the size's training batch)"
+    )
     parser.add_argument(
         "--variants",
         nargs="+",
@@ -523,6 +568,7 @@ def main(argv: list[str] | None = None) -> int:
             arch=args.arch,
             clock=args.clock,
             compile_mode=args.compile_mode if args.compile else "none",
+            decode_batch_size=args.decode_batch_size,
         )
         all_results.append(results)
         print(table(results))

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import torch
 import torch._dynamo
+import torch.fx.experimental._config
 from torch import Tensor
 from torch._dynamo.callback import CallbackArgs, callback_handler, on_compile_end, on_compile_start
 
@@ -75,6 +76,11 @@ def compile_model(model: Seq2Seq, mode: str) -> Seq2Seq:
     if mode == "none":
         return model
     torch._dynamo.config.allow_rnn = True  # the step reads the decoder LSTM's own weights (rnn_step), not nn.LSTM
+    # Duck shaping gives sizes that happen to be equal when a graph is traced one symbol: a batch of 64 rows beside
+    # emb_size 64 fixed every graph's batch at 64, and a source as long as some other size tied the two. Each
+    # later batch without that coincidence compiled the step again, until Dynamo's recompile limit sent the rest of
+    # the trial (and every later trial in that process) back to eager, silently. Sizes stay independent instead.
+    torch.fx.experimental._config.use_duck_shape = False
     _start_clock()
     _COMPILED_MODELS.append(id(model))
     config = torch._dynamo.config

@@ -137,6 +137,23 @@ def test_a_trial_compiles_a_handful_of_graphs_not_one_per_batch():
     assert compile_seconds() - before > 0
 
 
+def test_sizes_equal_by_chance_in_the_first_batch_do_not_tie_later_graphs():
+    """The first batch has as many rows as emb_size (16) and sources one token longer than the targets, so as long
+    as the decoder's input: later batches without those coincidences must reuse its graphs. Dynamo's duck shaping
+    gave equal sizes one symbol, and the quickstart (batch 64, emb_size 64) compiled its step past the recompile
+    limit."""
+    torch._dynamo.reset()
+    counters.clear()
+    cfg, model, _ = _models("none", "default")
+    assert cfg.model.emb_size == 16
+    batch_loss(model, _batch(((7, 6),) * 16, 0), cfg)[0].backward()
+    batch_loss(model, _batch(((7, 6),) * 16, 1), cfg)[0].backward()  # the second step's graph (state with grad)
+    after_first = counters["stats"]["unique_graphs"]
+    for i, lengths in enumerate(BATCHES):
+        batch_loss(model, _batch(lengths, i), cfg)[0].backward()
+    assert counters["stats"]["unique_graphs"] == after_first
+
+
 @pytest.mark.slow
 def test_a_compiled_trial_trains_like_the_eager_one_and_reports_its_compile_time_once():
     """The trial's loop (train, dev loss, greedy dev BLEU, beam test BLEU) through the compiled step: the same epoch
