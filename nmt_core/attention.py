@@ -293,7 +293,8 @@ class SelfAdaptiveTemperature(Temperature):
     `attention.sact_bias`), c~_0 = the decoder's initial state; tau_t lies in (1/lambda, lambda)."""
 
     adaptive = True
-    settings = ("attention.lambda", "attention.sact_bias")
+    # sact_reading: how the Transformer's heads read c~_{t-1} (nmt_core.multihead); the RNN has the recurrence itself
+    settings = ("attention.lambda", "attention.sact_bias", "attention.sact_reading")
 
     @classmethod
     def label(cls, a: AttentionConfig) -> str | None:

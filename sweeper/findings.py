@@ -101,7 +101,8 @@ def still_rising(history: VariantHistory) -> str | None:
     ends = sorted({len(curve) for curve in running})
     epoch = f"epoch {ends[0]}" if len(ends) == 1 else f"each seed's last epoch ({ends[0]}-{ends[-1]})"
     if len(running) < len(seeds):
-        epoch += f"; {len(running)} of {len(seeds)} seeds, early stopping ended the others"
+        others = "the other" if len(seeds) - len(running) == 1 else "the others"
+        epoch += f"; {len(running)} of {len(seeds)} seeds, early stopping ended {others}"
     if rise > MIN_RISE and rise > STILL_RISING * max(last, 1e-9):
         return (
             f"`{history.label}`: dev BLEU still rising at the last epoch (+{rise:.2f} to {last:.2f} in {epoch}): "

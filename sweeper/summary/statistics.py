@@ -145,16 +145,12 @@ def significance_mark(delta: float, p: float) -> str:
     return marks[0] if p < 0.01 else marks[1] if p < 0.05 else ""
 
 
-SACT_READING = "attention.sact_reading"  # the Transformer's SACT reading (registry.SACT_READINGS): SACT's own key
-
-
 def temperature_keys() -> set[str]:
     """What a SACT row and its control may differ in: the temperature and every setting a temperature part owns
-    (tau; lambda and sact_bias; the Transformer's sact_reading, which a fixed-tau row logs at its default), and the
-    variant label that names them."""
+    (tau; lambda, sact_bias and the Transformer's sact_reading), and the variant label that names them."""
     choices()  # the registries, filled
     owned = (key for part in TEMPERATURES.values() for key in part.settings)
-    return {"attention.temperature", "variant", SACT_READING, *owned}
+    return {"attention.temperature", "variant", *owned}
 
 
 def _beside_temperature(row: VariantRow, keys: set[str]) -> tuple:

@@ -284,6 +284,17 @@ def test_the_rnn_takes_none_of_the_transformer_keys_and_stays_as_it_was():
     assert "model.cell" not in build_config({"model": {"arch": "transformer"}}).active()
 
 
+def test_a_transformer_run_logs_the_sact_reading_only_with_sact():
+    """The reading is SACT's own setting (like lambda): MLflow compares what acted."""
+
+    def active(temperature: str) -> dict:
+        return build_config({"model": {"arch": "transformer"}, "attention": {"temperature": temperature}}).active()
+
+    assert active("sact")["attention.sact_reading"] == "first_pass"
+    assert "attention.sact_reading" not in active("fixed") and "attention.sact_reading" not in active("none")
+    assert "attention.sact_reading" not in build_config({"attention": {"temperature": "sact"}}).active()  # the RNN
+
+
 def test_diagnostics_count_every_head_of_every_word():
     """tau_* and the gate over (word, head) pairs of every tempered head; entropy and saturation over the last
     cross-attention's heads, not over their average."""

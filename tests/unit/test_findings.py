@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from sweeper.findings import VariantHistory, missing_controls, still_rising, stopped_while_loss_fell
 from sweeper.summary.findings import history_of, uncontrolled
 
@@ -49,7 +51,10 @@ def test_only_the_seeds_early_stopping_did_not_end_are_judged_and_the_warning_sa
     capped = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]  # still setting new bests when the epoch cap ended it
     warning = still_rising(history(stopped, capped, patience=2))
     assert warning is not None
-    assert "(+1.00 to 6.00 in epoch 6; 1 of 2 seeds, early stopping ended the others)" in warning
+    assert "(+1.00 to 6.00 in epoch 6; 1 of 2 seeds, early stopping ended the other)" in warning
+    assert "; 1 of 3 seeds, early stopping ended the others)" in still_rising(
+        history(stopped, stopped, capped, patience=2)
+    )
 
 
 def test_the_summary_reads_the_patience_from_the_trials_parameters():
@@ -104,9 +109,10 @@ def test_a_seed_early_stopping_ended_while_its_dev_loss_still_fell_is_not_conver
     assert stopped_while_loss_fell(row) is None
 
 
-def test_each_transformer_sact_reading_is_controlled_by_the_fixed_tau_row():
-    """A fixed-tau Transformer row logs attention.sact_reading at its default (first_pass): the query reading's SACT
-    row must still find it as its control."""
+@pytest.mark.parametrize("fixed_logs_reading", [False, True])
+def test_each_transformer_sact_reading_is_controlled_by_the_fixed_tau_row(fixed_logs_reading):
+    """The reading is SACT's own setting: a fixed-tau Transformer row does not log it (one recorded before it did,
+    at its default, first_pass), and the SACT row of either reading finds the fixed row as its control."""
 
     def row(label: str, **params: str) -> SimpleNamespace:
         params = {"variant": label, "model.arch": "transformer", **params}
@@ -115,9 +121,10 @@ def test_each_transformer_sact_reading_is_controlled_by_the_fixed_tau_row():
         )
 
     sact = {"attention.temperature": "sact", "attention.lambda": "4"}
+    fixed = {"attention.temperature": "fixed", "attention.tau": "4"}
     rows = [
         row("sact4-query", **sact, **{"attention.sact_reading": "query"}),
         row("sact4-first_pass", **sact, **{"attention.sact_reading": "first_pass"}),
-        row("tau4", **{"attention.temperature": "fixed", "attention.tau": "4", "attention.sact_reading": "first_pass"}),
+        row("tau4", **fixed, **({"attention.sact_reading": "first_pass"} if fixed_logs_reading else {})),
     ]
     assert uncontrolled(rows) == []
