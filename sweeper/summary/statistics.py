@@ -149,8 +149,7 @@ def temperature_keys() -> set[str]:
     """What a SACT row and its control may differ in: the temperature and every setting a temperature part owns
     (tau; lambda, sact_bias and the Transformer's sact_reading), and the variant label that names them."""
     choices()  # the registries, filled
-    owned = (key for part in TEMPERATURES.values() for key in part.settings)
-    return {"attention.temperature", "variant", *owned}
+    return {"attention.temperature", "variant", *(key for part in TEMPERATURES.values() for key in part.settings)}
 
 
 def _beside_temperature(row: VariantRow, keys: set[str]) -> tuple:
