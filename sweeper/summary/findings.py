@@ -5,7 +5,6 @@ the sweep shows.
 
 from __future__ import annotations
 
-from nmt_core.registry import is_adaptive
 from sweeper import findings as checks
 from sweeper.metrics import CURVES
 from sweeper.summary.statistics import (
@@ -13,10 +12,8 @@ from sweeper.summary.statistics import (
     WORSE,
     Summary,
     VariantRow,
-    control_of,
-    controls_by_setting,
+    sact_controls,
     seeds_phrase,
-    temperature_keys,
 )
 
 
@@ -71,15 +68,12 @@ def outcome(mark: str) -> str:
 
 
 def uncontrolled(rows: list[VariantRow]) -> list[tuple[str, float]]:
-    """(label, lambda) of each SACT row that has no control to be compared with (statistics.control_of)."""
-    keys = temperature_keys()
-    controls = controls_by_setting(rows, keys)
+    """(label, lambda) of each SACT row that has no control to be compared with (statistics.sact_controls)."""
+    controls = sact_controls(rows)
     return [
         (row.label, float(row.records[0].params["attention.lambda"]))
         for row in rows
-        if is_adaptive(row.records[0].params.get("attention.temperature"))
-        and "attention.lambda" in row.records[0].params
-        and control_of(controls, row, keys) is None
+        if id(row) in controls and controls[id(row)] is None
     ]
 
 

@@ -156,31 +156,30 @@ def _beside_temperature(row: VariantRow, keys: set[str]) -> tuple:
     return tuple((k, v) for k, v in row.records[0].group if k not in keys)
 
 
-def controls_by_setting(rows: list[VariantRow], keys: set[str]) -> dict[tuple, VariantRow]:
-    """The fixed-temperature rows by (tau, every setting but `keys`): one pass, so finding controls stays linear."""
-    controls: dict[tuple, VariantRow] = {}
+def sact_controls(rows: list[VariantRow]) -> dict[int, VariantRow | None]:
+    """Each SACT row's control by id(row): its fixed tau = lambda row with every other setting equal (is a gain
+    adaptivity or a rescaling?), None where the sweep has none. One pass over the fixed-temperature rows, so finding
+    controls stays linear."""
+    keys = temperature_keys()
+    fixed: dict[tuple, VariantRow] = {}
     for r in rows:
         params = r.records[0].params
         if params.get("attention.temperature") == "fixed":
-            controls.setdefault((float(params.get("attention.tau", "nan")), _beside_temperature(r, keys)), r)
-    return controls
-
-
-def control_of(controls: dict[tuple, VariantRow], row: VariantRow, keys: set[str]) -> VariantRow | None:
-    """A SACT row's fixed tau = lambda row with every other setting equal: is a gain adaptivity or a rescaling?"""
-    params = row.records[0].params
-    if not is_adaptive(params.get("attention.temperature")) or "attention.lambda" not in params:
-        return None
-    return controls.get((float(params["attention.lambda"]), _beside_temperature(row, keys)))
+            fixed.setdefault((float(params.get("attention.tau", "nan")), _beside_temperature(r, keys)), r)
+    sact = [r for r in rows if is_adaptive(r.records[0].params.get("attention.temperature"))]
+    return {
+        id(row): fixed.get((float(row.records[0].params["attention.lambda"]), _beside_temperature(row, keys)))
+        for row in sact
+        if "attention.lambda" in row.records[0].params
+    }
 
 
 def pairs_of(rows: list[VariantRow], criteria: dict[str, Any]) -> list[tuple[VariantRow, VariantRow, str]]:
     """(row, what it is compared with, kind): each row against its baseline, each SACT row against its control."""
     baselines = baselines_of(rows, criteria)
-    keys = temperature_keys()
-    controls = controls_by_setting(rows, keys)
+    controls = sact_controls(rows)
     pairs = [(row, base, BASELINE) for row in rows if (base := baselines.get(id(row))) not in (None, row)]
-    return pairs + [(row, control, CONTROL) for row in rows if (control := control_of(controls, row, keys)) is not None]
+    return pairs + [(row, control, CONTROL) for row in rows if (control := controls.get(id(row))) is not None]
 
 
 def compare(
