@@ -48,11 +48,11 @@ from nmt_core.evaluate import (  # noqa: E402 (after the checkout's root joins s
     write_traces,
 )
 from sweeper.artifacts import write_side_by_side  # noqa: E402 (after the checkout's root joins sys.path)
+from sweeper.metrics import ARTIFACTS, FINAL  # noqa: E402 (after the checkout's root joins sys.path)
 from sweeper.tracking import (  # noqa: E402 (after the checkout's root joins sys.path)
     MlflowTrackingCallback,
     SweepTracker,
 )
-from sweeper.trainable import ARTIFACTS, FINAL  # noqa: E402 (after the checkout's root joins sys.path)
 from tests.servers import MlflowServer  # noqa: E402 (after the checkout's root joins sys.path)
 
 EPOCHS = 10

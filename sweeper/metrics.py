@@ -18,6 +18,11 @@ PER_EPOCH, AT_END = "epoch", "end"  # when a metric is logged: every epoch, or o
 BEST, MEAN, LAST = "best", "mean", "last"  # results.parquet: the best dev epoch's, the mean over epochs, the final
 SETTING_PREFIX = "setting."  # `setting.<key>`: the value of a PBT-mutated key in force during an epoch
 SYSTEM_PREFIX = "system/"  # MLflow's prefix for system metrics: its UI groups them in a "System metrics" section
+# the names a trial's reports and checkpoints share with the driver (runner, tracking, progress)
+ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking callback uploads
+MODEL = "model"  # the MLflow model's folder in the final checkpoint, logged as the run's LoggedModel `model`
+FINAL = "final"  # the key that marks the last report of a trial (test BLEU, n_params)
+PBT_EVENT = "pbt_event"  # JSON of an exploit: the epoch, the trial copied from, the settings explored
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,7 @@ class SweepProgress(Callback):
         self.began.setdefault(trial.trial_id, time.time())
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        from sweeper.trainable import FINAL  # torch: the driver has it anyway; the board's importers need not
+        from sweeper.metrics import FINAL  # reads nmt_core (torch): the driver has it, the board's importers need not
 
         result = trial.last_result or {}
         value = result.get(self.metric)

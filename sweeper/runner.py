@@ -32,7 +32,7 @@ from nmt_core.credentials import check_uri, redact
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.console import ray_calls
-from sweeper.metrics import AGGREGATED, BEST, BEST_RUN_ID, BEST_VARIANT, MEAN, final_result, to_parent
+from sweeper.metrics import AGGREGATED, BEST, BEST_RUN_ID, BEST_VARIANT, FINAL, MEAN, final_result, to_parent
 from sweeper.progress import SweepProgress, failure_cause, open_board
 from sweeper.space import SpecError, SweepSpec, TrialPlan, check_name, mutation_range, plan_trials, trial_config
 from sweeper.storage import Storage, check_writable, first_line, open_storage
@@ -46,7 +46,7 @@ from sweeper.tracking import (
     resolve_uri,
     runs_link,
 )
-from sweeper.trainable import FINAL, SweepContext, describe_trial, run_trial
+from sweeper.trainable import SweepContext, describe_trial, run_trial
 
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
 STATE_LIMIT = 1_000_000  # bytes: a sweep's state is a few KB; more is damage, not read into memory

@@ -32,11 +32,15 @@ from nmt_core.credentials import redact
 from nmt_core.mlflow_model import mlflow_store
 from sweeper.backlog import Backlog, Write
 from sweeper.metrics import (
+    ARTIFACTS,
     AT_END,
     ERROR_FILE,
     EXPLOITS,
+    FINAL,
+    MODEL,
     NOTE,
     PARENT,
+    PBT_EVENT,
     PER_EPOCH,
     RESTORES,
     ROLE,
@@ -47,7 +51,7 @@ from sweeper.metrics import (
 )
 from sweeper.provenance import as_tags, code_version, package_versions
 from sweeper.storage import open_storage
-from sweeper.trainable import ARTIFACTS, FINAL, MODEL, PBT_EVENT, describe_trial
+from sweeper.trainable import describe_trial
 
 log = logging.getLogger("sweeper.tracking")
 T = TypeVar("T")

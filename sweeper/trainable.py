@@ -25,16 +25,12 @@ from nmt_core.data import TrialData, load_trial_data
 from nmt_core.mlflow_model import save_model
 from nmt_core.train import PAPER_BLEU, TrainingDiverged, evaluate_split, resolve_device, train
 from sweeper.artifacts import write_trial_artifacts
-from sweeper.metrics import SETTING_PREFIX
+from sweeper.metrics import ARTIFACTS, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX
 from sweeper.progress import TrialProgress
 from sweeper.provenance import trial_provenance
 from sweeper.space import trial_config, variant_label
 from sweeper.storage import Storage
 
-ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking callback uploads
-MODEL = "model"  # the MLflow model's folder in the final checkpoint, logged as the run's LoggedModel `model`
-FINAL = "final"  # the key that marks the last report of a trial (test BLEU, n_params)
-PBT_EVENT = "pbt_event"  # JSON of an exploit: the epoch, the trial copied from, the settings explored
 DIVERGED = "diverged.txt"  # left in the trial folder by a trial whose loss became NaN
 
 

@@ -1,7 +1,7 @@
 """The papers' tables and figures from a finished sweep, read back from MLflow (never from trial memory).
 
 - Findings first: mechanisms that degenerated (saturated attention, tau at a bound, a collapsed gate), dev
-  curves still rising, SACT lambdas without a fixed-tau control (sweeper.findings).
+  curves still rising, SACT lambdas without a fixed-tau control (sweeper.summary.checks).
 - BLEU table (SACT Tables 1-2, Li & Zhu Table 1): a row per variant (seeds grouped), mean +- sample std,
   the paper-comparable multi-bleu, #params, time per epoch, delta to the baseline and each SACT lambda's delta to
   its fixed tau = lambda control, each with a 95% bootstrap interval and a two-sided seed-averaged paired test

@@ -16,7 +16,8 @@ import stopwordsiso
 
 from nmt_core.evaluate import HEAD_LABELS
 from nmt_core.registry import is_adaptive
-from sweeper import importance, plots
+from sweeper import plots
+from sweeper.summary import importance
 from sweeper.summary.records import TOP_ROWS, TrialRecord, best_of, has_gate_or_sact
 from sweeper.summary.statistics import Summary, objective_of
 

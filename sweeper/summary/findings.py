@@ -1,12 +1,12 @@
-"""The summary's findings: the checks of sweeper.findings over every row's per-epoch dev diagnostics (degenerate
+"""The summary's findings: the checks of sweeper.summary.checks over every row's per-epoch dev diagnostics (degenerate
 mechanisms, dev curves still rising, missing controls), stated before the table, and the caveats they add to what
 the sweep shows.
 """
 
 from __future__ import annotations
 
-from sweeper import findings as checks
 from sweeper.metrics import CURVES
+from sweeper.summary import checks
 from sweeper.summary.statistics import (
     BETTER,
     WORSE,

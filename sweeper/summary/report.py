@@ -11,9 +11,9 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from nmt_core.train import bleu_options
-from sweeper import best_heatmaps
 from sweeper.metrics import NOTE
 from sweeper.space import SignificanceSpec
+from sweeper.summary import best_heatmaps
 from sweeper.summary.figures import draw_figures, figure_data, importance_sections
 from sweeper.summary.findings import add_findings
 from sweeper.summary.records import SweepSnapshot, read_snapshot, trial_config_of

@@ -18,9 +18,9 @@ from nmt_core.decode import beam_search, greedy
 from nmt_core.model import PAD, Seq2Seq
 from nmt_core.registry import Rule, is_adaptive
 from nmt_core.train import batch_loss, build_optimizer, dev_pass, optimizer_step
-from sweeper import findings
 from sweeper.space import variant_label
 from sweeper.summary import TrialRecord, build_summary
+from sweeper.summary import checks as findings
 from sweeper.summary.findings import history_of
 
 SOURCES, TARGETS = [[4, 5, 6, 7], [8, 4], [6, 7, 5]], [[4, 5, 4], [5, 4, 5, 4], [4]]

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sweeper.findings import VariantHistory, missing_controls, still_rising, stopped_while_loss_fell
+from sweeper.summary.checks import VariantHistory, missing_controls, still_rising, stopped_while_loss_fell
 from sweeper.summary.findings import history_of, uncontrolled
 
 

@@ -2,7 +2,8 @@
 
 import random
 
-from sweeper import importance, plots
+from sweeper import plots
+from sweeper.summary import importance
 
 
 def runs(n: int, seed: int = 0):

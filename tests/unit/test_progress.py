@@ -69,7 +69,7 @@ def test_fraction_of_training_done():
 
 
 def test_one_line_per_finished_retried_and_failed_trial_with_its_cause_and_traceback(tmp_path, capsys):
-    from sweeper.trainable import FINAL
+    from sweeper.metrics import FINAL
 
     progress = SweepProgress(
         "demo", planned=2, name_of=lambda t: f"general+none-{t.trial_id}", logs="s3://bucket/sweeps/demo"

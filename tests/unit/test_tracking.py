@@ -117,7 +117,7 @@ def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(
 
     from nmt_core.mlflow_model import download_model, save_model
     from nmt_core.train import train
-    from sweeper.trainable import MODEL
+    from sweeper.metrics import MODEL
     from tests.conftest import tiny_config
 
     states = []
