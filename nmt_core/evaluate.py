@@ -27,14 +27,11 @@ TRACE_SCHEMA = pa.schema(
     ]
 )
 HEAD_LABELS = b"tau_heads"  # schema metadata key: the labels of tau_heads, comma-separated (l<layer>.<block>.h<head>)
-FORCED_SCHEMA = pa.schema(  # one row per reference token forced through the model (no weights: the word classes)
+FORCED_SCHEMA = pa.schema(  # one row per reference token forced through the model: trace_table's, less the weights
     [
-        ("sent_id", pa.int32()),
-        ("pos", pa.int32()),
-        ("token", pa.string()),
-        ("tau", pa.float32()),
-        ("gate", pa.float32()),
-        ("tau_heads", pa.list_(pa.float32())),
+        *(TRACE_SCHEMA.field(name) for name in ("sent_id", "pos", "token", "tau")),
+        pa.field("gate", pa.float32()),
+        TRACE_SCHEMA.field("tau_heads"),
     ]
 )
 
