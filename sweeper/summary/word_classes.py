@@ -74,7 +74,8 @@ SOURCES = {
     "es": _ud("UD_Spanish-AnCora"),
     "vi": Source(
         "Models/POS/Vietnamese.DICT",
-        "RDRPOSTagger's Vietnamese lexicon (VietTreebank, VLSP tags: P, L, E, C, Cc, T closed; M numeral)",
+        "RDRPOSTagger's Vietnamese lexicon (the VLSP 2013 POS-annotated corpus, VietTreebank; VLSP tags P, L, E, C, "
+        "Cc, T closed, M numeral)",
         VLSP,
         "_",
     ),
