@@ -27,6 +27,13 @@ TRACE_SCHEMA = pa.schema(
     ]
 )
 HEAD_LABELS = b"tau_heads"  # schema metadata key: the labels of tau_heads, comma-separated (l<layer>.<block>.h<head>)
+FORCED_SCHEMA = pa.schema(  # one row per reference token forced through the model: trace_table's, less the weights
+    [
+        *(TRACE_SCHEMA.field(name) for name in ("sent_id", "pos", "token", "tau")),
+        pa.field("gate", pa.float32()),
+        TRACE_SCHEMA.field("tau_heads"),
+    ]
+)
 
 
 @dataclass
@@ -282,6 +289,35 @@ def trace_table(
             columns["weights"].append(row.astype(np.float32))
             columns["tau_heads"].append(None if translation.tau_heads is None else translation.tau_heads[pos])
     schema = TRACE_SCHEMA.with_metadata({HEAD_LABELS: ",".join(head_labels).encode()}) if head_labels else TRACE_SCHEMA
+    return pa.table(columns, schema=schema)
+
+
+@dataclass
+class ForcedTrace:
+    """tau_t and the sentinel gate at each reference token of one example forced through its reference (</s> left
+    out): (n,) for the RNN, (n, heads) for a Transformer (Transformer.head_labels); None where the model has none."""
+
+    tau: np.ndarray | None
+    gate: np.ndarray | None
+
+
+def forced_trace_table(
+    traces: list[ForcedTrace], target_words: list[list[str]], head_labels: list[str] = ()
+) -> pa.Table:
+    """One row per reference token (nmt_core.train.teacher_forced_traces): tau_t and the gate (a Transformer: their
+    means over heads, as trace_table has them; tau_heads each head's, named by `head_labels`)."""
+    columns: dict[str, list] = {name: [] for name in FORCED_SCHEMA.names}
+    for sent_id, (trace, words) in enumerate(zip(traces, target_words)):
+        tau, gate = trace.tau, trace.gate
+        columns["sent_id"] += [sent_id] * len(words)
+        columns["pos"] += range(len(words))
+        columns["token"] += words
+        columns["tau"] += [None] * len(words) if tau is None else (tau if tau.ndim == 1 else tau.mean(1)).tolist()
+        columns["gate"] += [None] * len(words) if gate is None else (gate if gate.ndim == 1 else gate.mean(1)).tolist()
+        columns["tau_heads"] += [None] * len(words) if tau is None or tau.ndim == 1 else tau.tolist()
+    schema = (
+        FORCED_SCHEMA.with_metadata({HEAD_LABELS: ",".join(head_labels).encode()}) if head_labels else FORCED_SCHEMA
+    )
     return pa.table(columns, schema=schema)
 
 

@@ -28,7 +28,7 @@ from nmt_core.config import TrialConfig
 from nmt_core.data import Batch, Example, Segmenter, TrialData, Vocab, load_trial_data, make_batches
 from nmt_core.decode import Translation, translate
 from nmt_core.diagnostics import AttentionDiagnostics
-from nmt_core.evaluate import AlignmentScore, BleuResult, attention_alignment, corpus_bleu
+from nmt_core.evaluate import AlignmentScore, BleuResult, ForcedTrace, attention_alignment, corpus_bleu
 from nmt_core.model import EOS, PAD, DecoderTrace, Seq2Seq
 from nmt_core.progress import EpochProgress
 from nmt_core.symmetry import reverse_batch, reversed_data, trace_bonus
@@ -218,6 +218,26 @@ def teacher_forced_weights(
         for row, i in enumerate(batch.index):
             weights[i] = matrices[row, : len(examples[i].tgt), : len(examples[i].src)]  # </s> row left out
     return weights
+
+
+@torch.no_grad()
+def teacher_forced_traces(
+    model: Seq2Seq, examples: list[Example], cfg: TrialConfig, device: torch.device
+) -> list[ForcedTrace]:
+    """The temperature and gate of every reference token, from the dev loss's forward pass (`teacher_forced`): what
+    the model does at a word is read where the word is the reference's, not where the model's own output (at any
+    BLEU) happens to be."""
+    model.eval()
+    traces: list[ForcedTrace | None] = [None] * len(examples)
+    for batch in make_batches(examples, cfg.train.batch_size):
+        batch = batch.to(device)
+        with autocast(cfg, device):
+            _, trace, _ = teacher_forced(model, batch, cfg)
+        tau, gate = (None if t is None else t.float().cpu().numpy() for t in (trace.tau, trace.gate))
+        for row, i in enumerate(batch.index):
+            n = len(examples[i].tgt)
+            traces[i] = ForcedTrace(None if tau is None else tau[row, :n], None if gate is None else gate[row, :n])
+    return traces
 
 
 def alignment_scores(

@@ -131,6 +131,14 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
         local = Path(client.download_artifacts(child.info.run_id, "", str(tmp_path / child.info.run_id)))
         traces = pq.read_table(local / "traces" / "test.parquet")
         assert traces.num_rows > 0 and "weights" in traces.column_names
+        forced = local / "traces" / "forced" / "test.parquet"  # teacher-forced on the references: the word classes
+        assert forced.exists() == (row["attention.temperature"] == "sact")
+        if forced.exists():
+            forced = pq.read_table(forced)
+            tests = load_corpus("synthetic", "src", "tgt", "").splits["test"][:40]
+            assert forced.column("token").to_pylist() == [w for _, tgt in tests for w in word_tokens(tgt.lower())]
+            assert forced.column("tau").null_count == 0 and "weights" not in forced.column_names
+            assert (forced.column("gate").null_count == 0) == row["attention.sentinel"]
         plots = sorted(p.name for p in (local / "plots").glob("*.png"))
         assert "attention_dev0.png" in plots
         assert ("temperature_heatmap.png" in plots) == (row["attention.temperature"] == "sact")
@@ -169,6 +177,7 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
     )
     summary = (tmp_path / "sweeps" / "e2e-tracking" / "summary" / "summary.md").read_text()
     assert "## Parameter importance" in summary and "too few trials to tell" in summary
+    assert "## Temperature and sentinel gate by word class (test)\n\nNot computed: no closed-class source" in summary
     assert (tmp_path / "sweeps" / "e2e-tracking" / "summary" / "parallel_coordinates.png").stat().st_size > 5000
     note = client.get_run(parent.info.run_id).data.tags["mlflow.note.content"]  # the run page's description
     assert "| variant | seeds |" in note and "general+sact4+sentinel" in note

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from nmt_core.config import build_config
 from nmt_core.data import load_trial_data
 from nmt_core.decode import Translation
-from nmt_core.evaluate import corpus_bleu, trace_table, write_traces
+from nmt_core.evaluate import ForcedTrace, corpus_bleu, forced_trace_table, trace_table, write_traces
 from sweeper.cli import main as sweeper_main
 from sweeper.metrics import EXPLOITS
 from sweeper.space import SignificanceSpec
@@ -232,8 +232,8 @@ def test_figures_and_word_tables(store, tmp_path):
         and "NOUN1" not in text.split("Li & Zhu")[1]
     )
     assert (
-        "## Function vs content words (test)\n\nstopwordsiso has no closed-class word list for the target language "
-        "`tgt` (data.tgt), so function and content words are not compared."
+        "## Temperature and sentinel gate by word class (test)\n\nNot computed: no closed-class source for the target "
+        "language `tgt` (data.tgt); available for es, vi, de, fr, en."
     ) in text  # synthetic data
 
 
@@ -434,7 +434,14 @@ def test_a_full_summary_renders_from_a_snapshot_without_a_tracking_server(tmp_pa
         Counter({"failed": 1}),
         {"test": refs},
         translations,
-        traces={("general+sact4+sentinel-1", "dev"): gated, ("general+sact4+sentinel-1", "test"): gated},
+        traces={
+            ("general+sact4+sentinel-1", "dev"): gated,
+            ("general+sact4+sentinel-1", "test"): gated,
+            ("general+sact4+sentinel-1", "forced/test"): forced_trace_table(
+                [ForcedTrace(np.array([1.0, 0.5, 2.0, 0.25, 1.0, 4.0]), np.array([0.1, 0.2, 0.3, 0.9, 0.4, 0.5]))],
+                [["le", "chat", "mange", "la", "souris", "."]],
+            ),
+        },
     )
     out = tmp_path / "out"
     summary = write_report(snapshot, out, ["csv", "latex"])
@@ -448,22 +455,17 @@ def test_a_full_summary_renders_from_a_snapshot_without_a_tracking_server(tmp_pa
         "## Fixed temperature vs SACT",
         "## Temperature heatmap",
         "## Words with sentinel gate >= 0.9",
-        "## Function vs content words (test)",
+        "## Temperature and sentinel gate by word class (test)",
         "## Parameter importance",
         "## PBT schedules",
     ):
         assert section in text, section
-    # function words (French closed class): le, la; content: the rest. A bootstrap over the 2 sentences bounds the
-    # difference by the one-sentence extremes: tau 0.5 - 5.6 / 3 and 0.4 - 3.0; gate 0.95 - 1.99 / 3 and 0.91 - 0.595
+    # teacher-forced, French (UD_French): le first, la closed, chat mange souris open, "." punctuation
+    assert "UD_French (Universal Dependencies v1.3" in text and "(1 a row)" in text
     assert (
-        "| ga | 2 |" in text
-        and (
-            "| general+sact4+sentinel | 0.450 / 2.320 | -1.870 [-2.600, -1.367] | "
-            "0.930 / 0.636 | +0.294 [+0.287, +0.315] |"
-        )
-        in text
+        "| general+sact4+sentinel | 1 | 0.250 | 1.000 | 4.000 | 1.000 | 0.250 (one seed, no interval) |" in text
+        and "| general+sact4+sentinel | 1 | 0.900 | 0.300 | 0.500 | 0.100 | +0.600 (one seed, no interval) |" in text
     )
-    assert "stopwordsiso's closed-class list for `fr`" in text
     assert "epochs 1-1: train.lr=0.005<br>epochs 2-2: train.lr=0.004 (weights of trial t1e at epoch 1)" in text
     for name in (
         "bleu_table.csv",
