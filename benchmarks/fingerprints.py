@@ -16,6 +16,9 @@ Save the fingerprints of one commit, change the code, and compare:
     python benchmarks/fingerprints.py --out before.json            # on the commit before the change
     python benchmarks/fingerprints.py --compare before.json        # after it: exit 1 and name what differs
 
+`EXTRA` adds variants no shipped space has yet (the learned temperature, in both architectures).
+`benchmarks/fingerprints_main.json` holds main's before the one-family refactor (#41): its 148 variants.
+
 Equal means bit for bit (floats are stored by `repr`, tensors hashed by their bytes). Parameter names may change
 only with a rename in checkpoint loading; `--compare` lists the variants whose names, values or numbers differ.
 """
@@ -40,7 +43,7 @@ from nmt_core.decode import Translation, beam_search, greedy  # noqa: E402
 from nmt_core.model import PAD  # noqa: E402
 from nmt_core.synthetic import generate  # noqa: E402
 from nmt_core.train import batch_loss, build_optimizer  # noqa: E402
-from sweeper.space import load_spec, plan_trials  # noqa: E402
+from sweeper.space import load_spec, plan_trials, trial_config, variant_label  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 PAIRS = 6  # synthetic sentence pairs in the one batch every variant trains and decodes
@@ -127,9 +130,20 @@ def fingerprint(cfg: TrialConfig, batch: Batch, src_vocab: int, tgt_vocab: int) 
     }
 
 
+# variants no shipped space has yet, each the defaults with these keys: `extra: label {params}`
+EXTRA = (
+    {"attention.temperature": "learned"},
+    {"model.arch": "transformer", "attention.temperature": "learned", "attention.temperature_at": "both"},
+)
+
+
 def variants(pattern: str) -> dict[str, TrialConfig]:
-    """`space.yaml: label {params}` -> the tiny config of its first seed, for every distinct set of parameters."""
+    """`space.yaml: label {params}` -> the tiny config of its first seed, for every distinct set of parameters;
+    then the EXTRA variants."""
     out = {}
+    for params in EXTRA:
+        cfg = tiny_config(trial_config({}, params, 1))
+        out[f"extra: {variant_label(cfg)} {json.dumps(params, sort_keys=True)}"] = cfg
     for path in sorted(glob.glob(str(ROOT / pattern))):
         spec = load_spec(path)
         for plan in plan_trials(spec):
@@ -146,9 +160,9 @@ def fingerprints(pattern: str, only: str = "") -> dict[str, Any]:
 
 
 def differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """One line per variant (and field) that is not bit for bit equal, or is in one file only."""
+    """One line per variant (and field) that is not bit for bit equal, or that is gone. A variant with no
+    fingerprint before (a new space or EXTRA variant) is no difference: `main` names it."""
     lines = [f"only before: {key}" for key in before if key not in after]
-    lines += [f"only after: {key}" for key in after if key not in before]
     for key in before.keys() & after.keys():
         lines += [f"{key}: {field}" for field in before[key] if before[key][field] != after[key].get(field)]
     return sorted(lines)
@@ -170,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         before = json.loads(Path(args.compare).read_text())
         if args.only:
             before = {key: value for key, value in before.items() if args.only in key}
-        lines = differences(before, prints)
-        print("\n".join(lines) if lines else f"all {len(prints)} equal to {args.compare}, bit for bit")
+        lines, new = differences(before, prints), [key for key in prints if key not in before]
+        print("".join(f"new, no fingerprint before: {key}\n" for key in new), end="")
+        same = len(prints) - len(new)
+        print("\n".join(lines) if lines else f"all {same} fingerprinted before equal to {args.compare}, bit for bit")
         return 1 if lines else 0
     return 0
 

@@ -455,6 +455,33 @@ class SelfAdaptiveTemperature(Temperature):
         return {"sact": context}
 
 
+@register(TEMPERATURES, "learned")
+class LearnedTemperature(Temperature):
+    """tau = lambda^tanh(b) (S eqs. 1-2 without their input): one learned scalar b per model, or per head of each
+    tempered Transformer block, b = 0 at the start (tau = 1); tau lies in (1/lambda, lambda) like SACT's.
+
+    SACT without its input: it can learn the scale SACT settles on, but not vary it by token, so it is the control
+    that tells adaptivity from a learned rescaling."""
+
+    settings = ("attention.lambda",)
+
+    @classmethod
+    def label(cls, a: AttentionConfig) -> str | None:
+        return f"learned{a.lambda_:g}"
+
+    @classmethod
+    def tau_bound(cls, a: AttentionConfig) -> float | None:
+        return a.lambda_
+
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
+        self.b = nn.Parameter(torch.zeros(site.heads))  # 1-D: the Transformer's 2-D re-initialisation leaves it 0
+
+    def forward(self, query: Tensor, previous: Tensor | None) -> Tensor | None:
+        tau = lambda_power(self.b, self.cfg.lambda_)  # (heads,)
+        return self.site.per_head(tau.expand(*query.shape[:-1], self.site.heads))
+
+
 # ---- on/off mechanisms: each an attention.* flag, hooked into the pipeline's stages ----------------------
 
 

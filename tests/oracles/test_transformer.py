@@ -88,6 +88,8 @@ def oracle(m: MultiHeadAttention, x, memory, real: list[int], cfg):
                         a_prev = F.softmax(torch.tensor(e_prev, dtype=torch.float64), 0)
                         beta = beta + m.temperature.reading.W_c[h] @ sum(a * v for a, v in zip(a_prev, values))
                     tau = lam ** torch.tanh(beta)
+                elif m.parts.temperature == "learned":  # S eqs. 1-2 without their input: one b per head
+                    tau = lam ** torch.tanh(m.temperature.b[h])
                 logits = [e_j / tau for e_j in e]
                 slot_value = None
                 if m.parts.sentinel:  # Li & Zhu eqs. 7-8, 10, with x_{i-1} for t_{i-1}
@@ -116,6 +118,7 @@ MECHANISMS = [
         {"temperature": "sact", "lambda": 3.0, "sact_reading": "query", "sact_bias": True},
     ),
     (BlockParts(temperature="sact"), {"temperature": "sact", "lambda": 3.0, "sact_reading": "first_pass"}),
+    (BlockParts(temperature="learned"), {"temperature": "learned", "lambda": 3.0}),
     (BlockParts(position_bias="gaussian"), {"position_bias": "gaussian"}),
     (BlockParts(sentinel=True), {"sentinel": True}),
     (BlockParts(score="dot", sentinel=True), {"score": "dot", "sentinel": True}),
@@ -169,6 +172,7 @@ MODEL_VARIANTS = [
     {"temperature": "fixed", "tau": 2.0, "sentinel": True},
     {"position_bias": "gaussian", "position_layers": 1},
     {"score": "dot", "temperature": "sact", "sentinel": True},
+    {"temperature": "learned", "temperature_at": "both", "sentinel": True},
 ]
 
 
