@@ -101,7 +101,7 @@ def gaussian_bias(length: Tensor, centre_input: Tensor, width_input: Tensor, j: 
     return -((j - centre) ** 2) / (2 * sigma**2)
 
 
-def per_head(hidden: Tensor, v: nn.Linear | Tensor) -> Tensor:
+def head_scalars(hidden: Tensor, v: nn.Linear | Tensor) -> Tensor:
     """v^T hidden for every query: (B, 1) from the RNN's nn.Linear(size, 1), (B, heads, T, 1) from a Transformer
     block's (heads, size) vectors, one per head."""
     if isinstance(v, nn.Linear):
@@ -710,7 +710,7 @@ class GaussianPositionBias(PositionBias):
 
     def forward(self, query: Tensor, mask: Tensor, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
         hidden = torch.tanh(self.W_p(query))
-        centre, width = per_head(hidden, self.v_p), per_head(hidden, self.v_d)  # v^T tanh(W_p q_i): (B, [h, T,] 1)
+        centre, width = head_scalars(hidden, self.v_p), head_scalars(hidden, self.v_d)  # v^T tanh(W_p q_i)
         length = mask.sum(-1).to(query.dtype).view(-1, *[1] * (centre.dim() - 1))  # I
         j = torch.arange(mask.size(-1), device=query.device, dtype=query.dtype)
         return gaussian_bias(length, centre, width, j), None  # G_i

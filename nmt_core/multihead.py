@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from nmt_core.attention import AttentionState, Site, masked_softmax, mix_slot, split_slot, with_slot
+from nmt_core.attention import AttentionState, Site, head_scalars, masked_softmax, mix_slot, split_slot, with_slot
 from nmt_core.parts import (
     MECHANISMS,
     POSITION_BIASES,
@@ -95,7 +95,7 @@ class FirstPassReading(SactReading):
         self.W_c = nn.Parameter(torch.empty(heads, head_size).uniform_(-(head_size**-0.5), head_size**-0.5))
 
     def forward(self, previous: Tensor | None) -> Tensor | int:
-        return torch.einsum("bhtd,hd->bht", previous, self.W_c)
+        return head_scalars(previous, self.W_c).squeeze(-1)  # W_c c0_{i-1}, each head's own W_c
 
 
 @dataclass(frozen=True)
