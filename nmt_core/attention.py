@@ -410,8 +410,23 @@ class FixedTemperature(Temperature):
         return self.site.per_head(query.new_full((*query.shape[:-1], self.site.heads), self.cfg.tau))
 
 
+class LambdaPowerTemperature(Temperature):
+    """tau = lambda^tanh(.) (S eqs. 1-2): tau lies in (1/lambda, lambda), which the diagnostics read as its bound;
+    its label is its name and lambda (`sact4`, `learned4`)."""
+
+    settings = ("attention.lambda",)
+
+    @classmethod
+    def label(cls, a: AttentionConfig) -> str | None:
+        return f"{cls.name}{a.lambda_:g}"
+
+    @classmethod
+    def tau_bound(cls, a: AttentionConfig) -> float | None:
+        return a.lambda_
+
+
 @register(TEMPERATURES, "sact")
-class SelfAdaptiveTemperature(Temperature):
+class SelfAdaptiveTemperature(LambdaPowerTemperature):
     """SACT: tau_t = lambda^beta_t (S eq. 1), beta_t = tanh(W_c c~_{t-1} + U_s s_t) (S eq. 2, no bias unless
     `attention.sact_bias`); tau_t lies in (1/lambda, lambda).
 
@@ -421,14 +436,6 @@ class SelfAdaptiveTemperature(Temperature):
 
     adaptive = True
     settings = ("attention.lambda", "attention.sact_bias", "attention.sact_reading")  # the reading: the Transformer's
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return f"sact{a.lambda_:g}"
-
-    @classmethod
-    def tau_bound(cls, a: AttentionConfig) -> float | None:
-        return a.lambda_
 
     def __init__(self, site: Site, cfg: AttentionConfig):
         super().__init__(site, cfg)
@@ -456,22 +463,12 @@ class SelfAdaptiveTemperature(Temperature):
 
 
 @register(TEMPERATURES, "learned")
-class LearnedTemperature(Temperature):
+class LearnedTemperature(LambdaPowerTemperature):
     """tau = lambda^tanh(b) (S eqs. 1-2 without their input): one learned scalar b per model, or per head of each
     tempered Transformer block, b = 0 at the start (tau = 1); tau lies in (1/lambda, lambda) like SACT's.
 
     SACT without its input: it can learn the scale SACT settles on, but not vary it by token, so it is the control
     that tells adaptivity from a learned rescaling."""
-
-    settings = ("attention.lambda",)
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return f"learned{a.lambda_:g}"
-
-    @classmethod
-    def tau_bound(cls, a: AttentionConfig) -> float | None:
-        return a.lambda_
 
     def __init__(self, site: Site, cfg: AttentionConfig):
         super().__init__(site, cfg)

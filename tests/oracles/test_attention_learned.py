@@ -22,7 +22,7 @@ from nmt_core.diagnostics import TAU_AT_BOUND, AttentionDiagnostics
 from nmt_core.registry import is_adaptive
 from sweeper.space import variant_label
 from tests.conftest import tiny_config
-from tests.oracles.test_transformer import HEADS, SIZE, _batch
+from tests.oracles.test_transformer import HEADS, _batch, transformer_config
 
 H, S, X = 4, 3, 5
 MASK = [[True, True, True], [True, True, False]]
@@ -114,11 +114,10 @@ def test_rnn_gradient_with_respect_to_b(lam, b):
 
 
 def test_b_starts_at_zero_so_tau_starts_at_one_and_is_not_adaptive():
-    for arch, model in (("rnn", {}), ("transformer", {"arch": "transformer", "heads": HEADS, "layers": 2})):
-        cfg = tiny_config(
-            model={"emb_size": SIZE, "hidden_size": SIZE, "ff_size": 24, **model} if arch == "transformer" else {},
-            attention={"temperature": "learned"},
-        )
+    for arch, cfg in (
+        ("rnn", tiny_config(attention={"temperature": "learned"})),
+        ("transformer", transformer_config(temperature="learned")),
+    ):
         torch.manual_seed(0)
         model = build_model(cfg.model, cfg.attention, 20, 20)
         bs = [p for name, p in model.named_parameters() if name.endswith("temperature.b")]
@@ -131,17 +130,7 @@ def test_b_starts_at_zero_so_tau_starts_at_one_and_is_not_adaptive():
 
 
 def test_transformer_tau_per_head_and_its_gradient():
-    cfg = tiny_config(
-        model={
-            "arch": "transformer",
-            "emb_size": SIZE,
-            "hidden_size": SIZE,
-            "heads": HEADS,
-            "layers": 2,
-            "ff_size": 24,
-        },
-        attention={"temperature": "learned", "lambda": 3.0, "temperature_at": "both"},
-    )
+    cfg = transformer_config(temperature="learned", temperature_at="both", **{"lambda": 3.0})
     torch.manual_seed(0)
     model = build_model(cfg.model, cfg.attention, 20, 20).double()
     bs = [p for name, p in model.named_parameters() if name.endswith("temperature.b")]
