@@ -1,7 +1,9 @@
 """Typed trial configuration: one nested dict (data, model, attention, train, decode) validated once.
 
 Every part of the project addresses options by dotted keys (`attention.lambda`), so validation errors
-name the dotted key, the source file and what is allowed: users fix YAML, not Python tracebacks.
+name the dotted key, the source file and what is allowed: users fix YAML, not Python tracebacks. What the attention
+parts and the architectures allow, they declare themselves (nmt_core.registry, nmt_core.architectures): this module
+reads it, and the model's modules import it only for its types.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nmt_core import registry
+from nmt_core.architectures import ARCHITECTURES
+from nmt_core.parts import MECHANISMS
 from nmt_core.yaml_input import SHOWN_CHARS, ErrorType, load_yaml_file, parse_yaml, shown
 
 
@@ -68,7 +72,7 @@ class ModelConfig:
 
 @dataclass
 class AttentionConfig:
-    score: str = "general"
+    score: str = "general"  # the transformer reads scaled_dot where this is general (its own: Vaswani et al.)
     temperature: str = "none"
     tau: float = 1.0
     lambda_: float = 4.0  # `lambda` in YAML and dotted keys (a Python keyword)
@@ -155,31 +159,8 @@ INACTIVE_UNLESS: dict[str, Any] = {
     "train.warmup": lambda c: c["train.schedule"] == "inverse_sqrt",
 }
 
-# keys that only one architecture reads: the other refuses them unless left at their defaults (_check_arch)
-RNN_ONLY = (
-    "model.cell",
-    "model.compile",
-    "model.input_feeding",
-    "model.readout",
-    "model.encoder_layers",
-    "model.decoder_layers",
-    "attention.score",
-    "attention.placement",
-    "attention.coverage",
-    "attention.coverage_weight",
-    "attention.fertility",
-    "attention.intra_temporal",
-    "attention.self_attention",
-)
-TRANSFORMER_ONLY = (
-    "model.layers",
-    "model.heads",
-    "model.ff_size",
-    "model.norm",
-    "attention.sact_reading",
-    "attention.temperature_at",
-    "attention.position_layers",
-)
+# keys that only one architecture reads (each declares its own): the other refuses them unless left at their defaults
+RNN_ONLY, TRANSFORMER_ONLY = ARCHITECTURES["rnn"].own_keys, ARCHITECTURES["transformer"].own_keys
 
 
 def _only_with(arch: str, key: str) -> Any:
@@ -189,11 +170,7 @@ def _only_with(arch: str, key: str) -> Any:
 
 
 INACTIVE_UNLESS.update(
-    {
-        key: _only_with(arch, key)
-        for arch, keys in (("rnn", RNN_ONLY), ("transformer", TRANSFORMER_ONLY))
-        for key in keys
-    }
+    {key: _only_with(arch, key) for arch, architecture in ARCHITECTURES.items() for key in architecture.own_keys}
 )
 
 
@@ -227,7 +204,7 @@ CHOICES = Choices(
         "model.readout": ("auto", "luong", "sum"),
         "model.compile": ("none", "default", "reduce-overhead"),
         "train.device": ("auto", "cpu", "cuda"),
-        "model.arch": ("rnn", "transformer"),
+        "model.arch": tuple(ARCHITECTURES),
         "model.norm": ("pre", "post"),
         "attention.temperature_at": ("cross", "self", "both"),
         "train.schedule": ("constant", "inverse_sqrt"),
@@ -428,6 +405,7 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
 
     for key, allowed in CHOICES.items():
         require(_value(cfg, key) in allowed, key, "one of " + ", ".join(allowed), _value(cfg, key))
+    _read_as_architecture(cfg)
     for key, bound in BOUNDS.items():
         require(bound.holds(_value(cfg, key)), key, str(bound), _value(cfg, key))
     _check_arch(cfg, require)
@@ -468,19 +446,28 @@ def _default(key: str) -> Any:
     return section_keys(section)[name].default
 
 
+def _read_as_architecture(cfg: TrialConfig) -> None:
+    """Where the config keeps a key's default, the value model.arch reads in its place (the Transformer's score)."""
+    for key, value in ARCHITECTURES[cfg.model.arch].own_defaults.items():
+        if _value(cfg, key) == _default(key):
+            section, name = key.split(".")
+            setattr(getattr(cfg, section), section_keys(section)[name].name, value)
+
+
 def _check_arch(cfg: TrialConfig, require: Callable[[bool, str, str, Any], None]) -> None:
     """What model.arch allows: the other architecture's keys at their defaults (a value there would be silently
-    ignored), and the Transformer's sizes and mechanisms."""
+    ignored), attention parts that have a meaning in it, and the Transformer's sizes."""
     m, t = cfg.model, cfg.train
-    other, other_keys = ("rnn", RNN_ONLY) if m.arch == "transformer" else ("transformer", TRANSFORMER_ONLY)
-    for key in other_keys:
-        value = _value(cfg, key)
-        require(
-            value == _default(key),
-            key,
-            f"{_default(key)} (its default) with model.arch {m.arch}: only the {other} reads it",
-            value,
-        )
+    for other, architecture in ARCHITECTURES.items():
+        for key in architecture.own_keys if other != m.arch else ():
+            value = _value(cfg, key)
+            require(
+                value == _default(key),
+                key,
+                f"{_default(key)} (its default) with model.arch {m.arch}: only the {other} reads it",
+                value,
+            )
+    _check_parts_serve(cfg, require)
     require(
         t.schedule == "constant" or t.lr_decay == 1,
         "train.lr_decay",
@@ -501,14 +488,19 @@ def _check_arch(cfg: TrialConfig, require: Callable[[bool, str, str, Any], None]
         f"model.hidden_size ({m.hidden_size}) with model.arch transformer (embeddings feed the residual stream)",
         m.emb_size,
     )
-    for key, allowed in registry.head_choices().items():  # the parts nmt_core.multihead registers
-        require(
-            _value(cfg, key) in allowed,
-            key,
-            f"one of {', '.join(allowed)} with model.arch transformer "
-            "(multi-head attention has no part for the others)",
-            _value(cfg, key),
-        )
+
+
+def _check_parts_serve(cfg: TrialConfig, require: Callable[[bool, str, str, Any], None]) -> None:
+    """Every attention part the config selects has a meaning in model.arch (keys of another architecture, at their
+    defaults, aside)."""
+    arch = cfg.model.arch
+    others = {key for name, a in ARCHITECTURES.items() if name != arch for key in a.own_keys}
+    for name, part in registry.selected(cfg.attention):
+        key = f"attention.{name}"
+        if key in others or arch in part.architectures:
+            continue
+        allowed = "false" if name in MECHANISMS else "one of " + ", ".join(registry.serving(arch, name))
+        require(False, key, f"{allowed} with model.arch {arch} (the others have no part there)", _value(cfg, key))
 
 
 def build_config(

@@ -11,7 +11,7 @@ c+ = beta s + (1 - beta) c need no extra projections.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -19,8 +19,10 @@ from torch.nn import functional as F
 from torch.nn.utils.rnn import PackedSequence, invert_permutation, pack_padded_sequence, pad_packed_sequence
 
 from nmt_core.attention import SCORES, Attention, AttentionOutput, AttentionState, Memory, SelfAttention
-from nmt_core.config import AttentionConfig, ModelConfig
-from nmt_core.registry import PLACEMENTS, SELF_ATTENTIONS, Part, Rule, register
+from nmt_core.parts import PLACEMENTS, SELF_ATTENTIONS, Architecture, Part, Rule, register
+
+if TYPE_CHECKING:
+    from nmt_core.config import AttentionConfig, ModelConfig
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 RnnState = Tensor | tuple[Tensor, Tensor]
@@ -365,7 +367,24 @@ class Decoder(nn.Module):
         return self.output(h_tilde), DecoderTrace.stack(steps)
 
 
-class Seq2Seq(nn.Module):
+class Seq2Seq(nn.Module, Architecture):
+    """`model.arch: rnn`."""
+
+    own_keys = (  # what only the RNN reads; the Transformer refuses them away from their defaults
+        "model.cell",
+        "model.compile",
+        "model.input_feeding",
+        "model.readout",
+        "model.encoder_layers",
+        "model.decoder_layers",
+        "attention.placement",
+        "attention.coverage",
+        "attention.coverage_weight",
+        "attention.fertility",
+        "attention.intra_temporal",
+        "attention.self_attention",
+    )
+
     def __init__(self, model: ModelConfig, attention: AttentionConfig, src_vocab: int, tgt_vocab: int):
         super().__init__()
         self.encoder = Encoder(src_vocab, model, SELF_ATTENTIONS[attention.self_attention].encoder)

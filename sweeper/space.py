@@ -22,7 +22,7 @@ from nmt_core.config import Bound, ConfigError, TrialConfig, all_keys, build_con
 from nmt_core.corpora import CorpusError
 from nmt_core.corpora import check_name as check_corpus_name
 from nmt_core.credentials import check_uri
-from nmt_core.registry import is_adaptive, parts_of
+from nmt_core.registry import label_words
 from nmt_core.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
@@ -211,13 +211,10 @@ def trial_config(base: Mapping[str, Any], params: Mapping[str, Any], seed: int) 
 
 def variant_label(cfg: TrialConfig) -> str:
     """A short human label: score + temperature (+ tau) (+ sentinel) (+ coverage), then whatever else departs from
-    the defaults (placement, position bias, ...), e.g. `general+sact4`, `concat+none+coverage+fertility+bahdanau`."""
-    a, t = cfg.attention, cfg.train
-    parts = [label for part in parts_of(a) if (label := part.label(a)) is not None]  # each part names itself
-    if cfg.model.arch == "transformer":  # e.g. transformer+sact4-first_pass@both+sentinel
-        temperature = parts[1] + f"-{a.sact_reading}" * is_adaptive(a.temperature)
-        temperature += f"@{a.temperature_at}" * (a.temperature != "none" and a.temperature_at != "cross")
-        parts[:2] = ["transformer", temperature]  # the score is the Transformer's scaled dot product
+    the defaults (placement, position bias, ...), e.g. `general+sact4`, `concat+none+coverage+fertility+bahdanau`,
+    `transformer+sact4-first_pass@both+sentinel`."""
+    t = cfg.train
+    parts = label_words(cfg)  # each part names itself, as its architecture writes it
     parts += [f"guided{t.guided_alignment:g}"] * (t.guided_alignment > 0) + [f"sym{t.symmetry_weight:g}"] * (
         t.symmetry_weight > 0
     )

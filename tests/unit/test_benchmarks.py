@@ -142,3 +142,19 @@ def test_compiled_rows_and_breakdown_smoke(capsys):
     assert profile_step.main(["--size", "tiny", "--steps", "1", "--threads", "1", "--compile"]) == 0
     out = capsys.readouterr().out
     assert "compiled ms per step" in out and "| fused kernels (Inductor) |" in out
+
+
+def test_fingerprints_repeat_bit_for_bit_and_name_a_difference(tmp_path, capsys):
+    """benchmarks/fingerprints.py: the same code gives the same fingerprints, and one changed number is reported."""
+    import fingerprints
+
+    out = tmp_path / "fingerprints.json"
+    assert fingerprints.main(["--only", "extra:", "--out", str(out)]) == 0
+    assert fingerprints.main(["--only", "extra:", "--compare", str(out)]) == 0
+    assert "all 2 fingerprinted before equal" in capsys.readouterr().out
+    saved = json.loads(out.read_text())
+    key = next(iter(saved))
+    saved[key]["loss"] = "0.0"
+    out.write_text(json.dumps(saved))
+    assert fingerprints.main(["--only", "extra:", "--compare", str(out)]) == 1
+    assert f"{key}: loss" in capsys.readouterr().out
