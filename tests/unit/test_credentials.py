@@ -113,7 +113,9 @@ def test_a_nested_encoded_or_fragment_secret_is_refused_and_hidden(uri):
 
 
 def test_a_redacted_uri_is_one_printable_line():
-    assert redact("s3://bucket/x%0Ay?region=%0D%0A") == "s3://bucket/x?y?region=??"
+    """Control characters, decoded or written raw, are escaped as Python writes them: none reaches a terminal."""
+    assert redact("s3://bucket/x%0Ay?region=%0D%0A") == "s3://bucket/x\\ny?region=\\r\\n"
+    assert redact("s3://bucket/\x1b]0;title\x07") == "s3://bucket/\\x1b]0;title\\x07"
 
 
 def test_a_long_uri_is_shown_cut_and_hidden():
