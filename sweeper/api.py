@@ -381,7 +381,8 @@ def sweep_result(experiment: Storage, name: str, code: int) -> SweepResult:
     """What a finished `run_sweep` left: sweeper.json, results.parquet, summary.md, the parent run's best trial."""
     import pandas as pd
 
-    from sweeper.runner import RESULTS_FILE, SUMMARY_DIR, read_state
+    from sweeper.runner import RESULTS_FILE, SUMMARY_DIR
+    from sweeper.stored import read_state
 
     state = read_state(experiment)
     results = experiment.read_parquet(RESULTS_FILE).to_pandas() if experiment.exists(RESULTS_FILE) else pd.DataFrame()
@@ -461,7 +462,7 @@ def summary_store(experiment: Storage, name: str, tracking_uri: str | None) -> s
     """The tracking store a summary reads: --tracking-uri, $MLFLOW_TRACKING_URI, the one sweeper.json recorded,
     else the default; it must answer, and a SQLite store must exist (a summary never creates one)."""
     from nmt_core.mlflow_model import choose_tracking_uri
-    from sweeper.runner import STATE_FILE, read_state
+    from sweeper.stored import STATE_FILE, read_state
     from sweeper.tracking import check_reachable, resolve_uri
 
     recorded = read_state(experiment)["tracking_uri"] if experiment.exists(STATE_FILE) else None
