@@ -121,9 +121,13 @@ class LoadedModel:
 def checkpoint_file(directory: str | Path) -> Path:
     """best.pt in a training output folder, else last.pt (what a Ray Tune trial checkpoint holds), or the file."""
     path = Path(directory)
-    if path.is_dir():
-        path = next((path / name for name in (BEST, LAST) if (path / name).exists()), path / BEST)
-    if not path.exists():
+    try:
+        if path.is_dir():
+            path = next((path / name for name in (BEST, LAST) if (path / name).exists()), path / BEST)
+        found = path.exists()
+    except (OSError, ValueError) as err:  # a name no path can be: too long, or holding a NUL
+        raise CheckpointError(f"{clip_path(path)}: cannot read ({getattr(err, 'strerror', None) or err})") from None
+    if not found:
         raise CheckpointError(f"{clip_path(path)}: no checkpoint here (train with `nmt train ... --out DIR` first)")
     return path
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from nmt_core import checkpoint
-from nmt_core.cli_common import add_version, enable_completion
+from nmt_core.cli_common import GateParser, add_version, enable_completion
 from nmt_core.config import BOUNDS, ConfigError, TrialConfig, build_config, load_config, parse_overrides
 from nmt_core.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_bounded, read_lines
 from nmt_core.data import Example, Vocab, cut_long, surface, tokenize
@@ -258,7 +258,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nmt", description=__doc__)
+    parser = GateParser(prog="nmt", description=__doc__)
     add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, help="what to do (each has its own --help)")
     p = sub.add_parser("train", help="train one configuration; resumes if --out holds last.pt")

@@ -197,7 +197,7 @@ def _shown_parameter(p: Parameter) -> str:
         return f"{p.mark}{p.key}={HIDDEN}"
     value = p.value
     if "://" in value:
-        value = _rebuilt(parse(value) or value)
+        value = _hidden(value, bare_address=False)
     elif "@" in value:
         value = f"{HIDDEN}@{value.rpartition('@')[2]}"
     elif _nested(value):
@@ -223,17 +223,21 @@ def redact(uri: Any, bare_address: bool = False) -> str:
     with an '@' after its host shows nothing before its last '@'."""
     if not isinstance(uri, str):
         return shown(uri)
-    text = uri.strip()
+    return _cut(_hidden(uri.strip(), bare_address))
+
+
+def _hidden(text: str, bare_address: bool) -> str:
+    """`text` rebuilt from its parsed parts with every secret part hidden (see redact), not yet cut."""
     parsed = parse(text, bare_address)
     if parsed is None:
-        return _cut(text)
+        return text
     if parsed.stray_at:  # what follows the last '@' is the host a person meant
         rest = text.rpartition("@")[2]
         again = parse(f"{parsed.scheme}://{rest}" if parsed.scheme else rest, bare_address)
         if again is None or again.stray_at:
             return f"{parsed.scheme}://{HIDDEN}"
         again.userinfo, parsed = HIDDEN, again
-    return _cut(_rebuilt(parsed))
+    return _rebuilt(parsed)
 
 
 def _cut(text: str) -> str:

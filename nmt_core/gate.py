@@ -31,6 +31,7 @@ PATH_CHARS = 256  # a path is shown up to a file name's length (255), so that th
 LINE_CHARS = 2000  # a whole message, whatever it holds: the last bound
 MAX_BYTES = 1_000_000  # a sweep space, a trial config or a sweep's state: a few kB; 1 MB is plenty
 MAX_DEPTH = 32  # nesting levels of a YAML document, a dict or a state file
+NAME_MAX = 255  # bytes in one part of a path (Linux and macOS)
 TIMEOUT_VARIABLE = "NMT_SWEEPER_TIMEOUT"  # seconds every network call may take (connect, or wait for an answer)
 DEFAULT_TIMEOUT_S = 10.0
 MAX_TIMEOUT_S = 3600.0
@@ -156,6 +157,8 @@ def open_regular(
     except OSError as err:
         reason = "a link, which is not followed here" if err.errno == 40 else err.strerror  # ELOOP: O_NOFOLLOW
         raise error(key, f"cannot read: {reason}", shown_path) from None
+    except ValueError:  # a NUL in the name
+        raise error(key, "cannot read: not a file name (it holds a NUL character)", shown_path) from None
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
@@ -194,7 +197,7 @@ def _check_within(path: Path, folder: Path, key: str, error: ErrorType) -> None:
     """`path`'s folder, links resolved, lies below `folder` (itself resolved): no link leads out of it."""
     try:
         inside = path.parent.resolve().is_relative_to(folder.resolve())
-    except (OSError, RuntimeError):  # a link loop
+    except (OSError, RuntimeError, ValueError):  # a link loop, a name too long or holding a NUL
         inside = False
     if not inside:
         raise error(
@@ -217,14 +220,17 @@ def output_folder(path: str | os.PathLike, key: str, source: str, error: ErrorTy
 
 
 def check_output_folder(path: str | os.PathLike, key: str, source: str, error: ErrorType) -> Path:
-    """`path` names a new folder or an existing one, not a file, a link or a device (nothing is made yet)."""
+    """`path` names a new folder or an existing one, not a file, a link or a device (nothing is made yet): a name no
+    folder can have (a part over NAME_MAX bytes, a NUL) is refused before any of its parents is made."""
     folder = Path(path)
     try:
+        if any(len(os.fsencode(part)) > NAME_MAX for part in folder.parts) or "\0" in str(folder):
+            raise OSError(36, "File name too long, or holding a NUL")
         info = folder.lstat()
     except FileNotFoundError:
         info = None
-    except OSError as err:
-        raise error(key, f"cannot use {clip_path(folder)}: {err.strerror}", source) from None
+    except (OSError, ValueError) as err:  # ValueError: a name that is no file name (unencodable)
+        raise error(key, f"cannot use {clip_path(folder)}: {getattr(err, 'strerror', None) or err}", source) from None
     if info is not None and stat.S_ISLNK(info.st_mode):
         raise error(key, f"{clip_path(folder)} is a link; name the folder it points to", source)
     if info is not None and not stat.S_ISDIR(info.st_mode):

@@ -18,12 +18,14 @@ import contextlib
 import logging
 import operator
 import os
+import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from nmt_core import checkpoint
 from nmt_core.config import ConfigError
@@ -166,6 +168,34 @@ def model_location(uri: Any) -> str:
     return f"{scheme}:/" + "/".join(parts)
 
 
+DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}  # SQLAlchemy stores MLflow opens
+
+
+def probe_store(uri: str, source: str) -> None:
+    """A tracking server, or a database store's host, answers within network_timeout() seconds, or one line says
+    it does not (MLflow's client and a database driver would wait minutes, and fail in a traceback)."""
+    if uri.startswith(("http://", "https://")):
+        probe_server(uri, source)
+    elif (database := uri.split(":", 1)[0].split("+", 1)[0].lower()) in DATABASE_PORTS:
+        probe_database(uri, DATABASE_PORTS[database], source)
+
+
+def probe_database(uri: str, default_port: int, source: str) -> None:
+    parts = urlsplit(uri)
+    seconds = network_timeout(ConfigError)
+    try:
+        if parts.hostname:  # else a local socket
+            socket.create_connection((parts.hostname, parts.port or default_port), timeout=seconds).close()
+    except (OSError, ValueError) as err:  # ValueError: a port that is no number (check_uri refuses it first)
+        why = getattr(err, "strerror", None) or type(err).__name__
+        raise ConfigError(
+            "tracking.uri",
+            f"tracking store {redact(uri)} is not reachable within {seconds:g} s ({why}); start it, pass "
+            f"--tracking-uri, or give it longer with {TIMEOUT_VARIABLE}",
+            source,
+        ) from None
+
+
 def probe_server(uri: str, source: str) -> None:
     """An HTTP tracking server answers /health within network_timeout() seconds, or one line says it does not."""
     import requests
@@ -201,8 +231,7 @@ def downloaded_model(uri: str, tracking_uri: str | None) -> Iterator[Path]:
             "a file store has no model registry in MLflow 3; models are registered in a "
             "database store (sqlite:///mlflow.db) or an MLflow server; runs:/<id>/model still works",
         )
-    if store.startswith(("http://", "https://")):
-        probe_server(store, "--tracking-uri")
+    probe_store(store, "--tracking-uri")
     configure_network()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a bar per file is noise
     import mlflow
@@ -213,7 +242,9 @@ def downloaded_model(uri: str, tracking_uri: str | None) -> Iterator[Path]:
             with mlflow_store(store):  # models:/ URIs resolve through the registry, which does not follow tracking_uri
                 mlflow.artifacts.download_artifacts(artifact_uri=location, tracking_uri=store, dst_path=destination)
         except MlflowException as err:
-            raise ModelUriError(uri, store, err.message.strip().splitlines()[0][:200]) from None
+            raise ModelUriError(uri, store, clip(err.message.strip().splitlines()[0], 200)) from None
+        except Exception as err:  # noqa: BLE001 - the store's driver failing (a database gone): one line, not its trace
+            raise ModelUriError(uri, store, f"the store failed ({type(err).__name__}: {clip(str(err), 120)})") from None
         yield _checkpoint_in(Path(destination), uri, store)
 
 

@@ -32,6 +32,11 @@ def read_text(path: str, error: ErrorType) -> str:
 
 def parse_yaml(text: str, source: str, error: ErrorType) -> Any:
     """One YAML document, checked event by event, then node by node, then value by value."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # text from Python (a surrogate no file decodes to)
+            raise error("(file)", f"not UTF-8 text (got {shown(text)})", source) from None
     try:
         _check_events(text, source, error)
         loader = _LOADER(text)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nmt_core.cli_common import add_version, enable_completion
+from nmt_core.cli_common import GateParser, add_version, enable_completion
 from nmt_core.config import parse_overrides
 from nmt_core.gate import clip_path, escape, one_line
 from sweeper import api
@@ -122,7 +122,7 @@ def add_run_options(p: argparse.ArgumentParser, address_help: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sweeper", description=__doc__)
+    parser = GateParser(prog="sweeper", description=__doc__)
     add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, help="what to do (each has its own --help)")
     p = sub.add_parser("validate", help="check a sweep YAML and print the plan: trials, resources, conditionals")

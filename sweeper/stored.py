@@ -16,7 +16,7 @@ from typing import Any
 
 from nmt_core.config import build_config
 from nmt_core.credentials import check_uri
-from nmt_core.gate import check_tree, shown
+from nmt_core.gate import check_tree, clip, shown
 from sweeper.space import (
     MAX_TRIALS,
     MODES,
@@ -55,8 +55,8 @@ def read_state(experiment: Storage) -> dict[str, Any]:
     body = experiment.read_bytes(STATE_FILE, limit=STATE_LIMIT, error=error)  # too large, a link, a FIFO: damage
     try:
         state = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise damaged(experiment, STATE_FILE, f"not JSON ({str(err)[:100]})") from None
+    except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, an integer of over 4,300 digits, too deep
+        raise damaged(experiment, STATE_FILE, f"not JSON ({clip(str(err), 100)})") from None
     check_tree(state, where, error, STATE_LIMIT)
     missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else ["(a mapping)"]
     if missing:

@@ -67,7 +67,7 @@ def connect(address: str):
             f"{redact(address, bare_address=True)}: the Ray cluster wants token authentication and {reason}; set "
             "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token) to the cluster's token"
         ) from None
-    except (ConnectionError, OSError) as err:
+    except (ConnectionError, OSError, ValueError) as err:  # ValueError: Ray's "Invalid address format"
         raise SubmitError(
             f"{redact(address, bare_address=True)}: no Ray dashboard answers there ({type(err).__name__}); pass the "
             "head's dashboard address, e.g. http://HEAD:8265"

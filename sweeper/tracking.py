@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import queue
-import socket
 import tempfile
 import threading
 import time
@@ -19,7 +18,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 from mlflow.entities import LoggedModel, LoggedModelOutput, LoggedModelStatus, Metric, Param, RunTag
@@ -30,8 +28,7 @@ from ray.tune import Callback
 
 from nmt_core.config import ConfigError
 from nmt_core.credentials import redact
-from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout
-from nmt_core.mlflow_model import mlflow_store, probe_server
+from nmt_core.mlflow_model import mlflow_store, probe_store
 from sweeper.backlog import Backlog, Write
 from sweeper.metrics import (
     ARTIFACTS,
@@ -61,7 +58,6 @@ T = TypeVar("T")
 PBT_EVENTS = "pbt_events.json"  # a trial's PBT exploits (the artifact; their count is the tag EXPLOITS)
 # the tracking stores MLflow 3 serves here (a database's SQLAlchemy driver may follow '+'); not its file store
 STORES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")
-DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
 
 
 class TrackingError(ConfigError):
@@ -86,31 +82,13 @@ def check_reachable(uri: str) -> None:
             f"{redact(uri)}: not a tracking store MLflow can use; use {', '.join(STORES[:-1])} or "
             f"{STORES[-1]} (e.g. sqlite:///mlflow.db, http://127.0.0.1:5000, postgresql+psycopg2://)"
         )
+    probe_store(uri, "--tracking-uri")  # a server or database answers within $NMT_SWEEPER_TIMEOUT seconds
     if uri.startswith(("http://", "https://")):
-        probe_server(uri, "--tracking-uri")  # within $NMT_SWEEPER_TIMEOUT seconds
         check_credentials(uri)
-    elif (database := uri.split(":", 1)[0].split("+", 1)[0].lower()) in DATABASE_PORTS:
-        check_database_answers(uri, DATABASE_PORTS[database])
     elif uri.startswith("sqlite:///"):
         folder = Path(uri.removeprefix("sqlite:///")).parent
         if not os.path.isdir(folder):  # False, not OSError, for a name longer than a path can be
             raise TrackingError(f"tracking store {redact(uri)}: folder {redact(folder.as_posix())} does not exist")
-
-
-def check_database_answers(uri: str, default_port: int) -> None:
-    """A database store's host takes a connection within network_timeout() seconds (a driver may wait minutes)."""
-    parts = urlsplit(uri)
-    if not parts.hostname:  # a local socket
-        return
-    seconds = network_timeout(TrackingError)
-    try:
-        socket.create_connection((parts.hostname, parts.port or default_port), timeout=seconds).close()
-    except (OSError, ValueError) as err:  # ValueError: a port that is no number (check_uri refuses it first)
-        why = getattr(err, "strerror", None) or type(err).__name__
-        raise TrackingError(
-            f"tracking store {redact(uri)} is not reachable within {seconds:g} s ({why}); start it, pass "
-            f"--tracking-uri, or give it longer with {TIMEOUT_VARIABLE}"
-        ) from None
 
 
 def check_holds_run(uri: str, run_id: str, recorded: str) -> None:
