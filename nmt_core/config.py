@@ -375,6 +375,8 @@ def parse_overrides(pairs: list[str], source: str = "--set") -> list[tuple[str, 
         if not sep or not key:
             raise ConfigError(pair or "''", "expected KEY=VALUE with a dotted key", source)
         key = key.strip()
+        if not key.isprintable():  # a key is written into the YAML that runs, and shown: no control character
+            raise ConfigError(key, "a key holds a control character; keys are dotted names", source)
         parsed.append((key, scalar(raw, lambda _key, message, _source: ConfigError(key, message, source))))  # noqa: B023 (called at once)
     return parsed
 
