@@ -75,9 +75,12 @@ def check_state(state: Any, path: Path) -> dict[str, Any]:
     where = clip_path(path)
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{where}: not an nmt checkpoint (no model weights in it)")
+    needed = ("epoch", "best_epoch") if "best_model" in state else ()  # the log line names both epochs
     for key in INTEGERS:
-        if key in state and (isinstance(state[key], bool) or not isinstance(state[key], int)):
-            raise CheckpointError(f"{where}: {key}: must be an integer (got {shown(state[key])})")
+        if (key in state or key in needed) and (
+            isinstance(state.get(key), bool) or not isinstance(state.get(key), int)
+        ):
+            raise CheckpointError(f"{where}: {key}: must be an integer (got {shown(state.get(key))})")
     if state.get("format", 1) != FORMAT:
         raise CheckpointError(
             f"{where}: checkpoint format {state.get('format', 1)} was written by an earlier version "

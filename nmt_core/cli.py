@@ -97,7 +97,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def load_model(args: argparse.Namespace) -> checkpoint.LoadedModel:
     """--checkpoint (a folder or .pt file) or --model (an MLflow model URI)."""
-    if args.model:
+    if args.model is not None:  # an empty --model is refused as a model URI, not read as no model
         from nmt_core.mlflow_model import downloaded_model
 
         with downloaded_model(args.model, args.tracking_uri) as path:  # the copy is removed once it is loaded

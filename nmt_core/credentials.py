@@ -96,7 +96,9 @@ def _parameters(raw: str, first: str) -> list[Parameter]:
         if char not in SEPARATORS:
             piece += char
             continue
-        if piece:
+        if piece and found and found[-1].value is not None and "=" not in piece:  # a value's own '&', ';' or '?'
+            found[-1].value += mark + decoded(piece)
+        elif piece:
             key, eq, value = piece.partition("=")
             found.append(Parameter(mark, decoded(key), decoded(value) if eq else None, "@" in key))
         mark, piece = char, ""
@@ -161,6 +163,8 @@ def _nested(value: str | None) -> str | None:
         return None
     if "://" in value:
         inner = parse(value)
+        if inner is not None and inner.broken and "@" in value:  # a URL no client parses, with an '@' in it
+            return "user:password@"
         return "user:password@" if inner is not None and _found(inner, nested=False) else None
     if ":" in value.rpartition("@")[0]:
         return "user:password@"
@@ -231,7 +235,10 @@ def _hidden(text: str, bare_address: bool) -> str:
     parsed = parse(text, bare_address)
     if parsed is None:
         return text
-    if parsed.stray_at:  # what follows the last '@' is the host a person meant
+    if parsed.stray_at:  # what follows the last '@' is the host a person meant, unless it is in a query or fragment
+        authority = text.partition("://")[2] if parsed.scheme else text
+        if any(mark in authority.rpartition("@")[0] for mark in "?#"):
+            return f"{parsed.scheme}://{HIDDEN}"
         rest = text.rpartition("@")[2]
         again = parse(f"{parsed.scheme}://{rest}" if parsed.scheme else rest, bare_address)
         if again is None or again.stray_at:

@@ -118,7 +118,8 @@ def _check_node(value: Any, path: str, depth: int, seen: set[int], budget: list[
             if isinstance(value, Mapping) and not isinstance(key, SCALARS):
                 raise error(where, f"a key must be a string or number (got {shown(key)})", source)
             _spend(key, budget, source, error)
-            _check_node(item, f"{path}{key}.", depth + 1, seen, budget, source, error)
+            name = key if isinstance(key, str) else shown(key)  # an integer key may be too long to print
+            _check_node(item, f"{path}{name}.", depth + 1, seen, budget, source, error)
         return
     if not isinstance(value, SCALARS):
         raise error(where, f"must be a string, number, boolean, list or mapping (got {type(value).__name__})", source)

@@ -35,7 +35,7 @@ from sweeper.console import ray_calls
 from sweeper.metrics import AGGREGATED, BEST, BEST_RUN_ID, BEST_VARIANT, FINAL, MEAN, final_result, to_parent
 from sweeper.progress import SweepProgress, failure_cause, open_board
 from sweeper.space import SpecError, SweepSpec, TrialPlan, mutation_range, plan_trials, trial_config
-from sweeper.storage import Storage, check_writable, first_line, open_storage
+from sweeper.storage import Storage, check_writable, open_storage
 from sweeper.stored import STATE_FILE, damaged, read_state
 from sweeper.study import describe as describe_study
 from sweeper.study import shown, study_url
@@ -88,9 +88,9 @@ def init_ray(address: str | None) -> None:
         except (ConnectionError, TimeoutError, ValueError, RuntimeError) as err:  # an address no cluster answers at
             raise SpecError(
                 key,
-                f"{redact(address)}: no Ray cluster answers there ({type(err).__name__}: "
-                f"{first_line(err)[:100]}); pass the head's address (ray://HEAD:10001, HEAD:6379, or auto "
-                "on a node of the cluster)",
+                f"{redact(address, bare_address=True)}: no Ray cluster answers there ({type(err).__name__}; Ray's "
+                "own words, which repeat the address, are not shown); pass the head's address (ray://HEAD:10001, "
+                "HEAD:6379, or auto on a node of the cluster)",
                 "Ray",
             ) from None
     else:

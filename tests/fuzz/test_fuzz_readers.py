@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Hashable
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,11 @@ def circular() -> dict:
     return value
 
 
+def as_key(value) -> dict:
+    """`{value: 1}`, or the value itself where Python cannot make it a key (a list, a dict)."""
+    return {value: 1} if isinstance(value, Hashable) else value
+
+
 # values Python can hand the API that no YAML file could: wrong types, huge, deep, shared, circular, non-finite
 wrong_values = st.one_of(
     hostile_text,
@@ -76,7 +82,7 @@ API_CALLS = {
     "load_space overrides": lambda v: api.load_space(SPACE, overrides=v),
     "load_space overrides value": lambda v: api.load_space(SPACE, overrides={"base.train.epochs": v}),
     "load_space dict value": lambda v: api.load_space({**SPACE, "description": v}),
-    "load_space dict key": lambda v: api.load_space({**SPACE, "base": {**SPACE["base"], "train": {v: 1}}}),
+    "load_space dict key": lambda v: api.load_space({**SPACE, "base": {**SPACE["base"], "train": as_key(v)}}),
     "validate": lambda v: api.validate(SPACE, overrides={"search.num_samples": v}),
     "run name": lambda v: api.run(SPACE, name=v, storage="st"),
     "run storage": lambda v: api.run(SPACE, storage=v),
