@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-PROFILES = {"ci": 25, "release": 2000, "long": 300}  # examples per entry point
+PROFILES = {"ci": 50, "long": 300, "release": 2000}  # examples per entry point
 settings.register_profile(
     "fuzz",
     max_examples=PROFILES.get(os.environ.get("NMT_FUZZ", "ci"), PROFILES["ci"]),
