@@ -145,6 +145,7 @@ def mlflow_store(uri: str) -> Iterator[None]:
 
 
 RUN_ID_CHARS = 64
+MODEL_URI_CHARS = 100_000  # a registered model's name has no bound of its own here; the line shows 100 characters
 
 
 def model_location(uri: Any) -> str:
@@ -152,7 +153,7 @@ def model_location(uri: Any) -> str:
     id>/<path>` with a path that stays below the run's artifacts, `models:/<name>/<version>` or
     `models:/<name>@<alias>`. Each part is percent-decoded before it is looked at, so `%2e%2e` is a `..` too; a
     `..`, an empty part or an encoded '/' is refused, not resolved."""
-    check_text(uri, "--model", "nmt translate", ConfigError)
+    check_text(uri, "--model", "nmt translate", ConfigError, limit=MODEL_URI_CHARS)
     scheme, separator, rest = uri.partition(":/")
     parts = [decoded(part) for part in rest.split("/")]
     if scheme not in ("runs", "models") or not separator or not parts[0]:
@@ -219,11 +220,11 @@ def downloaded_model(uri: str, tracking_uri: str | None) -> Iterator[Path]:
     Raises ModelUriError (one line) when the URI or the store cannot give a model.
     """
     store = choose_tracking_uri(tracking_uri)
+    location = model_location(uri)
     if store.startswith("sqlite:///") and not Path(store.removeprefix("sqlite:///")).exists():
         raise ModelUriError(
             uri, store, "no tracking store there (pass --tracking-uri, or run from the folder holding mlflow.db)"
         )
-    location = model_location(uri)
     if location.startswith("models:/") and (store.startswith("file:") or "://" not in store):
         raise ModelUriError(
             uri,
