@@ -124,8 +124,10 @@ def parse(uri: str, bare_address: bool = False) -> Uri | None:
         text = "//" + text
     try:
         parts = urlsplit(text)
-    except ValueError as err:  # an unbalanced IPv6 bracket, a host whose characters normalise to '/', '@', ...
-        return Uri(text.partition(":")[0][:20].lower(), True, None, "", "", broken=str(err)[:60])
+    except ValueError:  # an unbalanced IPv6 bracket, a host whose characters normalise to '/', '@', ...: its words
+        # quote the host, which may hold a password; an '@' in such a URI is taken for one
+        why = "its host is neither a name nor an IPv6 address in brackets"
+        return Uri(text.partition(":")[0][:20].lower(), True, None, "", "", broken=why, stray_at="@" in text)
     if not parts.scheme and not bare_address or len(parts.scheme) == 1:  # a local path (or a Windows drive letter)
         return None
     host = decoded(parts.netloc)

@@ -115,8 +115,8 @@ def _check_node(value: Any, path: str, depth: int, seen: set[int], budget: list[
         seen.add(id(value))
         items = value.items() if isinstance(value, Mapping) else enumerate(value)
         for key, item in items:
-            if isinstance(value, Mapping) and not isinstance(key, SCALARS):
-                raise error(where, f"a key must be a string or number (got {shown(key)})", source)
+            if isinstance(value, Mapping):
+                _check_key(key, where, source, error)
             _spend(key, budget, source, error)
             name = key if isinstance(key, str) else shown(key)  # an integer key may be too long to print
             _check_node(item, f"{path}{name}.", depth + 1, seen, budget, source, error)
@@ -128,6 +128,13 @@ def _check_node(value: Any, path: str, depth: int, seen: set[int], budget: list[
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4096:
         raise error(where, f"not a usable value ({shown(value)})", source)
     _spend(value, budget, source, error)
+
+
+def _check_key(key: Any, where: str, source: str, error: ErrorType) -> None:
+    """A mapping's key is a scalar YAML can write (not a tuple, nor an integer too long to print)."""
+    too_long = isinstance(key, int) and not isinstance(key, bool) and key.bit_length() > 4096
+    if not isinstance(key, SCALARS) or too_long or (isinstance(key, float) and not math.isfinite(key)):
+        raise error(where, f"a key must be a string or a number (got {shown(key)})", source)
 
 
 def _spend(value: Any, budget: list[int], source: str, error: ErrorType) -> None:
