@@ -1,11 +1,11 @@
 """The fuzzing harness's budget and what every refusal must look like (issue #40 item 4).
 
 A fixed seed (`derandomize`) and example budget keep CI's run to a couple of minutes on 2 cores; before a release,
-run far more examples with `NMT_FUZZ=release python -m pytest tests/fuzz` (docs/operations.md). Each test runs
-its entry point in-process (`main(argv)` with stderr captured) and checks, for every generated value: exit 2 (or
-SweeperError from the API), one line, no ESC byte or other control character, no piece of any credential, nothing
-written in the working folder, and, for the whole session, a bounded memory peak (`ru_maxrss`). pytest-timeout
-bounds time: a FIFO or device that hangs a read fails the test instead of hanging CI.
+run far more, newly drawn, examples with `NMT_FUZZ=release python -m pytest tests/fuzz` (docs/operations.md).
+Each test runs its entry point in-process (`main(argv)` with stderr captured) and checks, for every generated
+value: exit 2 (or SweeperError from the API), one line, no ESC byte or other control character, no piece of any
+credential, nothing written in the working folder, and, for the whole session, a bounded memory peak
+(`ru_maxrss`). pytest-timeout bounds time: a FIFO or device that hangs a read fails the test instead of hanging CI.
 """
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 PROFILES = {"ci": 50, "long": 300, "release": 2000}  # examples per entry point
+PROFILE = os.environ.get("NMT_FUZZ", "ci")
 settings.register_profile(
     "fuzz",
-    max_examples=PROFILES.get(os.environ.get("NMT_FUZZ", "ci"), PROFILES["ci"]),
-    derandomize=True,  # the same examples on every run: CI never fails by chance
+    max_examples=PROFILES.get(PROFILE, PROFILES["ci"]),
+    # CI: the same examples on every run, so that it never fails by chance; a long run draws new ones each time
+    # (a failure prints the seed that reproduces it: pytest --hypothesis-seed=N)
+    derandomize=PROFILE not in PROFILES or PROFILE == "ci",
     deadline=None,  # time is bounded by pytest-timeout, not per example (a loaded CI machine is slow)
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
