@@ -58,13 +58,18 @@ SWEEPER_POSITIONS = {
 }
 
 
-def run_sweeper(argv: list[str], work: Path) -> tuple[int, str, str]:
+def run_main(main, argv: list[str], work: Path) -> tuple[int, str, str]:
+    """A command's exit code, stderr and stdout, run in-process in `work`."""
     with in_folder(work), captured() as (err, out):
         try:
-            code = sweeper_main(argv)
+            code = main(argv)
         except SystemExit as exit:  # argparse's own refusals
             code = exit.code
     return code, err.getvalue(), out.getvalue()
+
+
+def run_sweeper(argv: list[str], work: Path) -> tuple[int, str, str]:
+    return run_main(sweeper_main, argv, work)
 
 
 @FUZZ
@@ -150,12 +155,7 @@ NMT_POSITIONS = {
 
 
 def run_nmt(argv: list[str], work: Path) -> tuple[int, str, str]:
-    with in_folder(work), captured() as (err, out):
-        try:
-            code = nmt_main(argv)
-        except SystemExit as exit:  # argparse's own refusals
-            code = exit.code
-    return code, err.getvalue(), out.getvalue()
+    return run_main(nmt_main, argv, work)
 
 
 @FUZZ

@@ -17,9 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nmt_core import checkpoint
-from nmt_core.config import ConfigError, build_config
-from nmt_core.data import SPECIALS
-from nmt_core.model import Seq2Seq
+from nmt_core.config import ConfigError
 from sweeper import api
 from sweeper.space import SpecError, recorded_space
 from sweeper.storage import open_storage
@@ -33,6 +31,8 @@ from tests.fuzz.conftest import (
     in_folder,
     snapshot,
 )
+from tests.unit.test_bounded_input import good_state
+from tests.unit.test_names_and_state import valid_state
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -136,19 +136,7 @@ def test_the_api_never_shows_a_credential(credential, where):
 
 # ---- stored state: sweeper.json ----
 
-STATE = {
-    "name": "fuzz",
-    "source": "space.yaml",
-    "tracking_uri": NOWHERE,
-    "parent_run_id": "0" * 32,
-    "base": {},
-    "cpu": 1.0,
-    "gpu": 0.0,
-    "metric": "bleu_dev",
-    "mode": "max",
-    "trials": 1,
-    "mutable": [],
-}
+STATE = valid_state(NOWHERE) | {"name": "fuzz"}
 json_values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), hostile_text),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
@@ -236,21 +224,6 @@ def test_a_recorded_space_is_checked_as_on_input(text):
 
 
 # ---- checkpoints ----
-
-WORDS = SPECIALS + ["a", "b"]
-
-
-def good_state() -> dict:
-    cfg = build_config({"model": {"emb_size": 8, "hidden_size": 8}})
-    model = Seq2Seq(cfg.model, cfg.attention, len(WORDS), len(WORDS))
-    return {
-        "format": checkpoint.FORMAT,
-        "model": model.state_dict(),
-        "config": cfg.to_dict(),
-        "vocab": {"src": WORDS, "tgt": WORDS},
-        "epoch": 1,
-    }
-
 
 GOOD = good_state()
 tensor_safe_values = st.recursive(

@@ -18,6 +18,7 @@ from nmt_core.model import Seq2Seq
 from nmt_core.yaml_input import MAX_BYTES, MAX_DEPTH
 from sweeper.cli import main as sweeper_main
 from sweeper.space import MAX_RESAMPLES, MAX_TRIALS
+from tests.unit.test_names_and_state import valid_state
 
 SPACE = """name: t
 data: {corpus: synthetic}
@@ -598,17 +599,7 @@ def test_a_fifo_or_device_is_refused_without_reading_it(kind, tmp_path, monkeypa
 def test_stored_state_is_checked_on_read_with_the_input_bounds(damage, expected, command, tmp_path, capsys):
     sweep = tmp_path / "st" / "tiny"
     sweep.mkdir(parents=True)
-    state = {
-        "name": "tiny",
-        "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
-        "parent_run_id": "0" * 32,
-        "base": {},
-        "cpu": 1,
-        "gpu": 0,
-        "metric": "bleu_dev",
-        "mode": "max",
-        "trials": 1,
-    }
+    state = valid_state(f"sqlite:///{tmp_path / 'mlflow.db'}")
     (sweep / "sweeper.json").write_text(json.dumps(state | damage))
     (sweep / "tuner.pkl").write_bytes(b"")  # resume looks for Tune's state first
     assert sweeper_main([command, "tiny", "--storage", str(tmp_path / "st")]) == 2
