@@ -72,7 +72,7 @@ def credential_uris(draw) -> tuple[str, str]:
     encoded = draw(st.sampled_from([once, quote(once, safe=""), secret.replace("#", "%23").replace("?", "%3F")]))
     scheme = draw(st.sampled_from(["http", "https", "s3", "gs", "postgresql", "mysql+pymysql", "ray", "sqlite"]))
     host = draw(st.sampled_from(["127.0.0.1:5000", "host", "[::1]:9000", "bucket"]))
-    position = draw(st.integers(0, 8))
+    position = draw(st.integers(0, 9))
     uri = [
         f"{scheme}://user:{encoded}@{host}/x",
         f"{scheme}://user:{secret}@{host}/x",  # raw: '/', '?', '#' or '@' inside move the authority's end
@@ -84,6 +84,7 @@ def credential_uris(draw) -> tuple[str, str]:
         f"{scheme}://{host}/x?endpoint_override=http://AK:{encoded}@127.0.0.1:9",
         f"{scheme}://{host}/x?endpoint_override={quote(f'http://AK:{once}@127.0.0.1:9', safe='')}",
         f" {scheme}://u:{encoded}@{host} ",  # spaces around it
+        f"{scheme}://user%3A{encoded}%40{host}/x",  # the ':' and the '@' encoded too: userinfo only once decoded
     ][position]
     return uri, secret
 
