@@ -220,7 +220,12 @@ def _rebuilt(uri: Uri | str) -> str:
     start = f"{uri.scheme}:" + "//" * uri.authority if uri.scheme else ""  # a bare address has neither
     start += f"{HIDDEN}@" if uri.userinfo is not None else ""
     host = uri.host.rpartition(":")[0] + f":{HIDDEN}" if uri.broken else uri.host
-    return start + host + uri.path + "".join(_shown_parameter(p) for p in uri.parameters)
+    parameters, hiding = [], False
+    for p in uri.parameters:  # a secret's value ends at the next '&' or '#', whatever ';' or '?' it holds
+        hiding = _is_secret_key(p.key) or (hiding and p.mark in ";?")
+        if not (hiding and not _is_secret_key(p.key)):
+            parameters.append(_shown_parameter(p))
+    return start + host + uri.path + "".join(parameters)
 
 
 def redact(uri: Any, bare_address: bool = False) -> str:

@@ -356,6 +356,7 @@ ARGUMENTS: dict[str, Callable[[Any, str], None]] = {
     "wait": _check_bool("wait"),
     "ship_code": _check_bool("ship_code"),
 }
+REQUIRED = {"sweep": "NAME", "space": "space"}  # what a command cannot do without: None is refused, not skipped
 # what a command reads from the environment when an argument it takes is not given, checked like that argument
 ENVIRONMENT: dict[str, tuple[str, Callable[[Any, str], None]]] = {
     "address": ("RAY_ADDRESS", _check_uri("ray", "RAY_ADDRESS")),
@@ -370,6 +371,8 @@ def check_arguments(source: str, **values: Any) -> None:
     for kind, value in values.items():
         if kind not in ARGUMENTS:
             raise TypeError(f"check_arguments: no check for {kind!r}")  # a programming error, not a user's
+        if value is None and kind in REQUIRED:
+            raise ConfigError(REQUIRED[kind], "is required (got None)", source)
         if value is not None:
             ARGUMENTS[kind](value, source)
         elif kind in ENVIRONMENT and os.environ.get(ENVIRONMENT[kind][0]):
