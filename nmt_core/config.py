@@ -18,6 +18,7 @@ from typing import Any
 
 from nmt_core import registry
 from nmt_core.architectures import ARCHITECTURES
+from nmt_core.gate import clip_path, escape, one_line
 from nmt_core.parts import MECHANISMS
 from nmt_core.yaml_input import SHOWN_CHARS, ErrorType, load_yaml_file, parse_yaml, shown
 
@@ -25,12 +26,13 @@ from nmt_core.yaml_input import SHOWN_CHARS, ErrorType, load_yaml_file, parse_ya
 class ConfigError(ValueError):
     """Bad user input; the message is one line naming the file, the dotted key and what is allowed.
 
-    Values in the message go through `shown`; a key is user input too and is cut here."""
+    Values in the message go through `shown`; a key and the source are user input too and are cut here, and the
+    whole line passes the gate's `one_line` (nmt_core/gate.py): no control character reaches a terminal."""
 
     def __init__(self, key: str, message: str, source: str = "<config>"):
         key = key if len(key) <= SHOWN_CHARS else f"{key[:SHOWN_CHARS]}..."
-        self.key, self.source = key, source
-        super().__init__(f"{source}: {key}: {message}")
+        self.key, self.source = escape(key), clip_path(source)
+        super().__init__(one_line(f"{self.source}: {self.key}: {message}"))
 
 
 @dataclass
@@ -350,6 +352,8 @@ def parse_overrides(pairs: list[str], source: str = "--set") -> list[tuple[str, 
         if not sep or not key:
             raise ConfigError(pair or "''", "expected KEY=VALUE with a dotted key", source)
         key = key.strip()
+        if not key.isprintable():  # a key is written into the YAML that runs, and shown: no control character
+            raise ConfigError(key, "a key holds a control character; keys are dotted names", source)
         parsed.append((key, scalar(raw, lambda _key, message, _source: ConfigError(key, message, source))))  # noqa: B023 (called at once)
     return parsed
 

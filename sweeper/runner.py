@@ -28,14 +28,15 @@ from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler, PopulationBas
 from ray.tune.search import ConcurrencyLimiter
 
 from nmt_core.corpora import default_cache_dir, load_corpus
-from nmt_core.credentials import check_uri, redact
+from nmt_core.credentials import redact
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.console import ray_calls
 from sweeper.metrics import AGGREGATED, BEST, BEST_RUN_ID, BEST_VARIANT, FINAL, MEAN, final_result, to_parent
 from sweeper.progress import SweepProgress, failure_cause, open_board
-from sweeper.space import SpecError, SweepSpec, TrialPlan, check_name, mutation_range, plan_trials, trial_config
-from sweeper.storage import Storage, check_writable, first_line, open_storage
+from sweeper.space import SpecError, SweepSpec, TrialPlan, mutation_range, plan_trials, trial_config
+from sweeper.storage import Storage, check_writable, open_storage
+from sweeper.stored import STATE_FILE, damaged, read_state
 from sweeper.study import describe as describe_study
 from sweeper.study import shown, study_url
 from sweeper.tracking import (
@@ -48,9 +49,6 @@ from sweeper.tracking import (
 )
 from sweeper.trainable import SweepContext, describe_trial, run_trial
 
-STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
-STATE_LIMIT = 1_000_000  # bytes: a sweep's state is a few KB; more is damage, not read into memory
-STATE_KEYS = ("name", "tracking_uri", "parent_run_id", "base", "cpu", "gpu", "metric", "mode", "trials")
 TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` loads
 RESULTS_FILE = "results.parquet"
 SUMMARY_DIR = "summary"
@@ -69,25 +67,35 @@ def resolved_base(spec: SweepSpec) -> dict[str, Any]:
     return base
 
 
+LOCAL_RAY = "local"  # Ray's word for "start a new local Ray": here, the loopback-only one
+
+
+def cluster_address(address: str | None) -> str | None:
+    """The Ray cluster a sweep joins: --address, else $RAY_ADDRESS (as Ray reads it); None (and `local`, Ray's
+    word for a new local instance) means a local Ray bound to 127.0.0.1, whatever the variable says."""
+    address = address or os.environ.get("RAY_ADDRESS")
+    return None if not address or address == LOCAL_RAY else address
+
+
 def init_ray(address: str | None) -> None:
     if ray.is_initialized():
         return
     key = "--address" if address else "RAY_ADDRESS"
-    address = address or os.environ.get("RAY_ADDRESS")
+    address = cluster_address(address)
     if address:
         try:
             ray.init(address=address)
         except (ConnectionError, TimeoutError, ValueError, RuntimeError) as err:  # an address no cluster answers at
             raise SpecError(
                 key,
-                f"{redact(address)}: no Ray cluster answers there ({type(err).__name__}: "
-                f"{first_line(err)[:100]}); pass the head's address (ray://HEAD:10001, HEAD:6379, or auto "
-                "on a node of the cluster)",
+                f"{redact(address, bare_address=True)}: no Ray cluster answers there ({type(err).__name__}; Ray's "
+                "own words, which repeat the address, are not shown); pass the head's address (ray://HEAD:10001, "
+                "HEAD:6379, or auto on a node of the cluster)",
                 "Ray",
             ) from None
     else:
-        with loopback_only():
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
+        with loopback_only():  # address="local": Ray starts its own and reads no $RAY_ADDRESS
+            ray.init(address=LOCAL_RAY, num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
 
 
 @contextmanager
@@ -285,34 +293,6 @@ def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPl
     return out
 
 
-def damaged(experiment: Storage, file: str, why: str) -> SpecError:
-    """One line for a state file in storage that cannot be read: nothing else is read or written."""
-    return SpecError(
-        "(file)",
-        f"the sweep's storage is damaged: {why}; restore the file from a copy, or run the "
-        "sweep again under another --name",
-        experiment.display(file),
-    )
-
-
-def read_state(experiment: Storage) -> dict[str, Any]:
-    """sweeper.json as `run_sweep` wrote it; truncated, over STATE_LIMIT, not JSON (or nested deeper than Python
-    parses) or missing a key is damage (one line, exit 2)."""
-    size = experiment.fs.get_file_info(experiment.path(STATE_FILE)).size or 0
-    if size > STATE_LIMIT:
-        raise damaged(experiment, STATE_FILE, f"{size} bytes, more than a sweep's state ever takes ({STATE_LIMIT})")
-    try:
-        state = json.loads(experiment.read_text(STATE_FILE))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise damaged(experiment, STATE_FILE, f"not JSON ({str(err)[:100]})") from None
-    missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else ["(a mapping)"]
-    if missing:
-        raise damaged(experiment, STATE_FILE, "no " + ", ".join(missing))
-    check_name(state["name"], "name", experiment.display(STATE_FILE))  # resume writes below storage by this name
-    check_uri(str(state["tracking_uri"]), "tracking", "tracking_uri", experiment.display(STATE_FILE))
-    return state
-
-
 def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, address: str | None) -> int:
     storage = open_storage(storage_uri, "sweeper run")
     uri = resolve_uri(choose_tracking_uri(tracking_uri, spec.tracking_uri))
@@ -322,7 +302,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     earlier = read_state(experiment) if experiment.exists(STATE_FILE) else None
     base = resolved_base(spec)
     trial_config(base, {}, 1)  # the resolved base still validates
-    if address or os.environ.get("RAY_ADDRESS"):  # a cluster that does not answer: refused before MLflow writes
+    if cluster_address(address):  # a cluster that does not answer: refused before MLflow writes
         with ray_calls():  # (joining one is quick; a local Ray starts while MLflow opens its store, below)
             init_ray(address)
     # MLflow opens its store (a new SQLite database takes about 2 s to set up) while a local Ray starts

@@ -22,6 +22,7 @@ from nmt_core.config import Bound, ConfigError, TrialConfig, all_keys, build_con
 from nmt_core.corpora import CorpusError
 from nmt_core.corpora import check_name as check_corpus_name
 from nmt_core.credentials import check_uri
+from nmt_core.gate import check_tree
 from nmt_core.registry import label_words
 from nmt_core.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
 
@@ -158,7 +159,7 @@ class SignificanceSpec:
         if not SPEC_BOUNDS["significance.resamples"].holds(self.resamples):
             raise SpecError(
                 "significance.resamples",
-                f"must be {SPEC_BOUNDS['significance.resamples']} (got {self.resamples:,})",
+                f"must be {SPEC_BOUNDS['significance.resamples']} (got {shown(self.resamples)})",
                 source,
             )
         return self
@@ -533,14 +534,7 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     for key in baseline:
         if key not in all_keys():
             raise SpecError(f"baseline.{key}", "not a trial-config key", source)
-    significance = SignificanceSpec(
-        **_fields(
-            _mapping(raw.get("significance"), "significance", source),
-            "significance",
-            {"method": str, "resamples": int},
-            source,
-        )
-    ).check(source)
+    significance = _significance(raw, source)
     spec = SweepSpec(
         name,
         source,
@@ -562,6 +556,27 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     )
     _check_plan_size(spec)
     return spec
+
+
+def _significance(raw: dict, source: str) -> SignificanceSpec:
+    fields = {"method": str, "resamples": int}
+    return SignificanceSpec(
+        **_fields(_mapping(raw.get("significance"), "significance", source), "significance", fields, source)
+    ).check(source)
+
+
+def recorded_space(text: str, source: str) -> dict[str, Any]:
+    """A sweep's space.yaml read back from its parent run (the summary's door to it), held to the input's rules:
+    bounded YAML, a mapping, and the sections the summary reads (objective, baseline, significance, tracking)
+    checked as `sweeper validate` checks them. The rest is not re-checked: a corpus folder the sweep read may not
+    exist where it is summarised."""
+    raw = _mapping(parse_yaml(text, source, SpecError), "(file)", source)
+    _objective(raw, source)
+    _significance(raw, source)
+    _mapping(raw.get("baseline"), "baseline", source)
+    tracking = _fields(_mapping(raw.get("tracking"), "tracking", source), "tracking", TRACKING_FIELDS, source)
+    _one_of("tracking.plots", tracking.get("plots", "best"), PLOTS, source)
+    return raw
 
 
 def _one_of(key: str, value: Any, allowed: tuple[str, ...], source: str) -> None:
@@ -689,6 +704,8 @@ def spec_from_mapping(
     file is; the YAML it becomes is what runs, what MLflow shows and what a job gets."""
     if not isinstance(raw, Mapping):
         raise SpecError("(file)", f"expected a mapping, got {type(raw).__name__}", source)
+    check_tree(raw, source, SpecError)  # a dict is held to a file's limits before it is copied
+    check_tree(dict(overrides), label, SpecError)
     raw = copy.deepcopy(dict(raw))
     for key, value in overrides:
         section, _, rest = key.partition(".")

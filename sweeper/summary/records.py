@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 from mlflow.store.artifact.artifact_repo import ArtifactRepository
 from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 from mlflow.tracking import MlflowClient
@@ -32,8 +31,10 @@ from mlflow.utils.rest_utils import http_request
 
 from nmt_core.config import ConfigError, build_config, scalar, set_dotted
 from nmt_core.registry import is_adaptive
+from nmt_core.yaml_input import read_text
 from sweeper.artifacts import FORCED, read_alignment_stats
 from sweeper.metrics import CURVES, EXPLOITS, PARENT, ROLE, SETTING_PREFIX, TRIAL_ID, VARIANT
+from sweeper.space import SpecError, recorded_space
 from sweeper.tracking import PBT_EVENTS
 
 SEED_KEY = "train.seed"
@@ -303,9 +304,11 @@ def read_snapshot(client: MlflowClient, name: str, run_id: str | None, folder: P
     experiment_id, parent_id = find_parent(client, name, run_id)
     parent = client.get_run(parent_id)
     try:
-        space = yaml.safe_load(Path(client.download_artifacts(parent_id, "space.yaml", str(folder))).read_text()) or {}
+        path = client.download_artifacts(parent_id, "space.yaml", str(folder))
     except Exception:  # an older sweep without space.yaml: default baseline
-        space = {}
+        path = None
+    # read back through the gate, checked as on input (bounded, a mapping, objective and significance in range)
+    space = recorded_space(read_text(path, SpecError), f"run {parent_id}: space.yaml") if path else {}
     objective = {"metric": "bleu_dev", **(space.get("objective") or {})}["metric"]
     records, left_out = load_records(client, experiment_id, parent_id, objective)
     if not records:

@@ -115,7 +115,7 @@ def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(
     `runs:/<id>/model` load it."""
     import mlflow.pyfunc
 
-    from nmt_core.mlflow_model import download_model, save_model
+    from nmt_core.mlflow_model import downloaded_model, save_model
     from nmt_core.train import train
     from sweeper.metrics import MODEL
     from tests.conftest import tiny_config
@@ -148,7 +148,9 @@ def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(
     assert "MLFLOW_TRACKING_URI" not in os.environ  # registering exported it once; a later sweep would go there
     linked = tracker.client.get_logged_model(model.model_id).tags["mlflow.modelVersions"]  # the Models tab's column
     assert json.loads(linked) == [{"name": "models", "version": 1}]
-    assert download_model("models:/models@best", uri).name == "best.pt"
+    with downloaded_model("models:/models@best", uri) as path:
+        assert path.name == "best.pt" and path.is_file()
+    assert not path.exists()  # the copy is gone once the block ends
     mlflow.set_tracking_uri(uri)
     sentence = result.data.sources["dev"][0]
     for model_uri in ("models:/models@best", f"runs:/{run_id}/model", f"models:/{model.model_id}"):
