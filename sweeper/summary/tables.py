@@ -107,8 +107,9 @@ def control_tau(summary: Summary, comparison: Comparison) -> str:
 
 def render_controls(summary: Summary) -> list[str]:
     """SACT against its controls, tested and corrected with the table, and where each SACT row's temperature
-    settled (no lines without a SACT row)."""
-    sact = [row for row in summary.rows if id(row) in summary.controls]
+    settled (no lines without a SACT row), for the rows the BLEU table shows."""
+    shown = {id(row) for row in shown_rows(summary)}
+    sact = [row for row in summary.rows if id(row) in summary.controls and id(row) in shown]
     if not sact:
         return []
     lines = [
@@ -118,7 +119,7 @@ def render_controls(summary: Summary) -> list[str]:
         "",
         *(f"- `{row.label}`: {scale_text(summary, row)}" for row in sact),
     ]
-    controls = [c for c in summary.comparisons if c.control]
+    controls = [c for c in summary.comparisons if c.control and id(c.row) in shown]
     if controls:
         lines += [
             "",
@@ -158,9 +159,13 @@ def scale_text(summary: Summary, row: VariantRow) -> str:
 
 
 def power_lines(summary: Summary) -> list[str]:
-    """Each seed-aware difference that is not significant, with the seeds a row would need to detect it."""
+    """Each seed-aware difference that is not significant (of the rows the table shows), with the seeds a row would
+    need to detect it."""
+    shown = {id(row) for row in shown_rows(summary)}
     lines = [
-        f"- `{c.row.label}` vs `{c.against.label}`: {c.delta:+.2f}, {c.power}" for c in summary.comparisons if c.power
+        f"- `{c.row.label}` vs `{c.against.label}`: {c.delta:+.2f}, {c.power}"
+        for c in summary.comparisons
+        if c.power and id(c.row) in shown
     ]
     if not lines:
         return []

@@ -373,6 +373,7 @@ def test_the_parent_run_description_holds_the_table_and_the_warnings(store, tmp_
     note = parent.data.tags["mlflow.note.content"]
     assert note.startswith("# Sweep `hand`") and "| variant | seeds |" in note
     assert all(warning in note for warning in summary.warnings)
+    assert "Marks: significance.method paired_bootstrap: two-level seed x sentence test" in note
 
 
 def test_alignment_table_tests_aer_and_gold_mass_as_bleu_is_tested():
