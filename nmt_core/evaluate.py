@@ -200,10 +200,6 @@ class SeedSentenceTest:
     p_value: float
     interval: tuple[float, float]
 
-    @property
-    def variance(self) -> float:
-        return variance_of(self.seed_variances, self.seeds, self.sentence_variance)
-
 
 def variance_of(seed_variances: tuple[float, float], seeds: tuple[int, int], sentence_variance: float) -> float:
     """Var(delta) = s_A^2 / n_A + s_B^2 / n_B + the paired sentence bootstrap's variance (seed x sentence)."""
