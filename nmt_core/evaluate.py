@@ -199,6 +199,12 @@ class SeedSentenceTest:
     df: float  # Welch-Satterthwaite degrees of freedom
     p_value: float
     interval: tuple[float, float]
+    sentence_shared: float = 0.0  # the part of sentence_variance more seeds would not shrink (sentence_parts)
+    sentence_per_seed: float = 0.0  # and a single seed's own part, each system's summed: /n at n seeds a row
+
+    def sentence_variance_at(self, n: int) -> float:
+        """The sentence variance of the difference with n seeds a row: the shared part, and each seed's own / n."""
+        return self.sentence_shared + self.sentence_per_seed / n
 
 
 def variance_of(seed_variances: tuple[float, float], seeds: tuple[int, int], sentence_variance: float) -> float:
@@ -232,26 +238,42 @@ def seed_sentence_test(baseline: SystemScores, system: SystemScores, level: floa
     sentence_variance = float((system.averaged - baseline.averaged).var(ddof=1))
     variance = variance_of(seed_variances, seeds, sentence_variance)
     df = welch_df(seed_variances, seeds, sentence_variance)
+    parts = sentence_parts(baseline, system, sentence_variance)
     if variance == 0:  # every seed and every resample the same: a difference is certain, none is none
-        return SeedSentenceTest(delta, seed_variances, seeds, 0.0, df, float(delta == 0), (delta, delta))
+        return SeedSentenceTest(delta, seed_variances, seeds, 0.0, df, float(delta == 0), (delta, delta), *parts)
     half = float(stdtrit(df, (1 + level) / 2)) * math.sqrt(variance)
     p = 2 * float(stdtr(df, -abs(delta) / math.sqrt(variance)))
-    return SeedSentenceTest(delta, seed_variances, seeds, sentence_variance, df, p, (delta - half, delta + half))
+    return SeedSentenceTest(
+        delta, seed_variances, seeds, sentence_variance, df, p, (delta - half, delta + half), *parts
+    )
+
+
+def sentence_parts(baseline: SystemScores, system: SystemScores, sentence_variance: float) -> tuple[float, float]:
+    """The sentence variance split into what every seed shares and what each seed adds (method of moments over
+    the resamples): a system's seed i scores M + I_i on a resample, so Var(one seed) = V_M + V_I and Var(seed
+    average) = V_M + V_I / n, and V_I = (mean_i Var(seed i) - Var(average)) * n / (n - 1). Returns (the shared
+    part of the difference's variance, V_I of both systems summed), each at least 0."""
+    per_seed = [
+        max(0.0, (float(s.resampled.var(axis=1, ddof=1).mean()) - float(s.averaged.var(ddof=1))) * n / (n - 1))
+        for s, n in ((baseline, baseline.seeds), (system, system.seeds))
+    ]
+    shared = max(0.0, sentence_variance - per_seed[0] / baseline.seeds - per_seed[1] / system.seeds)
+    return shared, sum(per_seed)
 
 
 def seeds_needed(test: SeedSentenceTest, alpha: float, power: float = 0.8, most: int = 100) -> int | None:
     """Seeds per row (both rows alike) at which seed_sentence_test detects a true difference of |delta| with
     probability `power` at level `alpha`: the least n with |delta| >= (t_{1-alpha/2,df} + t_{power,df}) * sqrt(V(n)),
-    V(n) = (s_A^2 + s_B^2) / n + the sentence variance, df Welch-Satterthwaite's at n (Cohen 1988's normal
-    approximation with t quantiles). None where no n up to `most` does (the test set's own variance may exceed it),
-    and for no difference at all.
+    V(n) = (s_A^2 + s_B^2) / n + the sentence variance at n seeds a row (SeedSentenceTest.sentence_variance_at), df
+    Welch-Satterthwaite's at n (Cohen 1988's normal approximation with t quantiles). None where no n up to `most`
+    does (the test set's shared variance may exceed it), and for no difference at all.
     """
     if test.delta == 0:
         return None
     for n in range(2, most + 1):
         seeds = (n, n)
-        variance = variance_of(test.seed_variances, seeds, test.sentence_variance)
-        df = welch_df(test.seed_variances, seeds, test.sentence_variance)
+        variance = variance_of(test.seed_variances, seeds, test.sentence_variance_at(n))
+        df = welch_df(test.seed_variances, seeds, test.sentence_variance_at(n))
         needed = float(stdtrit(df, 1 - alpha / 2) + stdtrit(df, power)) * math.sqrt(variance)
         if abs(test.delta) >= needed:
             return n

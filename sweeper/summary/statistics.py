@@ -395,7 +395,7 @@ def power_line(comparison: Comparison, alpha: float) -> str:
     if size == 0:
         return "no difference to detect"
     normal = statistics.NormalDist()
-    if size < (normal.inv_cdf(1 - alpha / 2) + normal.inv_cdf(POWER)) * math.sqrt(test.sentence_variance):
+    if size < (normal.inv_cdf(1 - alpha / 2) + normal.inv_cdf(POWER)) * math.sqrt(test.sentence_shared):
         return f"the test set's own variance hides a difference of {size:.2f} at any number of seeds"
     return f"more than {MOST_SEEDS} seeds a row would be needed to detect a difference of {size:.2f}"
 

@@ -289,21 +289,48 @@ def test_seed_sentence_test_needs_two_seeds_and_says_equal_systems_are_equal():
 
 def test_seeds_needed_is_the_least_n_with_power_at_the_level():
     """The power line's n, from the formula with scipy's t quantiles: the least n seeds a row (both rows) with
-    |delta| >= (t_{1-alpha/2,df} + t_{power,df}) * sqrt((s_A^2 + s_B^2) / n + sentence variance)."""
+    |delta| >= (t_{1-alpha/2,df} + t_{power,df}) * sqrt((s_A^2 + s_B^2) / n + V_shared + V_per_seed / n)."""
     from scipy import stats
 
     from nmt_core.evaluate import SeedSentenceTest, seeds_needed
 
-    test = SeedSentenceTest(-0.15, (0.33**2, 0.40**2), (5, 5), 0.03**2, 7.7, 0.5, (-0.6, 0.3))
+    shared, per_seed = 0.02**2, 0.05**2
+    test = SeedSentenceTest(-0.15, (0.33**2, 0.40**2), (5, 5), 0.03**2, 7.7, 0.5, (-0.6, 0.3), shared, per_seed)
 
     def enough(n: int, alpha: float) -> bool:
         terms = [0.33**2 / n, 0.40**2 / n]
-        variance = sum(terms) + 0.03**2
+        variance = sum(terms) + shared + per_seed / n
         df = variance**2 / sum(t**2 / (n - 1) for t in terms)
         return 0.15 >= (stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(0.8, df)) * variance**0.5
 
     for alpha in (0.05, 0.05 / 3):
         expected = next(n for n in range(2, 1000) if enough(n, alpha))
-        assert seeds_needed(test, alpha, 0.8, most=1000) == expected
+        assert 20 < seeds_needed(test, alpha, 0.8, most=1000) == expected
     assert seeds_needed(test, 0.05, 0.8, most=10) is None  # more than 10 would be needed
-    assert seeds_needed(SeedSentenceTest(-0.1, (0.1, 0.1), (5, 5), 0.5, 8, 0.9, (-2, 2)), 0.05, 0.8, 1000) is None
+    hidden = SeedSentenceTest(-0.1, (0.1, 0.1), (5, 5), 0.5, 8, 0.9, (-2, 2), 0.5, 0.0)  # the test set hides it
+    assert seeds_needed(hidden, 0.05, 0.8, 1000) is None
+
+
+def test_the_sentence_variance_splits_into_what_seeds_share_and_what_each_adds():
+    """V_I = (mean_i Var(seed i) - Var(seed average)) * n / (n - 1) per system, the shared part the difference's
+    variance less V_I / n of each, from plain loops over the resamples; a seed's own part shrinks with more seeds."""
+    from nmt_core.evaluate import seed_sentence_test
+
+    rng = np.random.default_rng(5)
+    shared_a, shared_b = rng.normal(0, 0.3, 500), rng.normal(0, 0.3, 500)
+    base = [[4.0 + m + e for m, e in zip(shared_a, rng.normal(0, 0.2, 500))] for _ in range(3)]
+    system = [[4.2 + m + e for m, e in zip(shared_b, rng.normal(0, 0.2, 500))] for _ in range(2)]
+    test = seed_sentence_test(_scores([4.0, 4.1, 3.9], base), _scores([4.2, 4.4], system))
+
+    def variance(values: list[float]) -> float:
+        return statistics_variance(values)
+
+    own = []
+    for seeds in (base, system):
+        average = [sum(column) / len(seeds) for column in zip(*seeds)]
+        single = sum(variance(seed) for seed in seeds) / len(seeds)
+        own.append((single - variance(average)) * len(seeds) / (len(seeds) - 1))
+    assert test.sentence_per_seed == pytest.approx(sum(own), rel=1e-9)
+    assert test.sentence_shared == pytest.approx(test.sentence_variance - own[0] / 3 - own[1] / 2, rel=1e-9)
+    assert 0.15 < test.sentence_shared < 0.2 and 0.06 < test.sentence_per_seed < 0.1  # 2 * 0.3^2 and 2 * 0.2^2
+    assert test.sentence_variance_at(100) < test.sentence_variance

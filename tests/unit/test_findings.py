@@ -145,3 +145,17 @@ def test_each_transformer_sact_reading_is_controlled_by_the_fixed_tau_row(fixed_
         _row("tau4", **fixed, **({"attention.sact_reading": "first_pass"} if fixed_logs_reading else {})),
     ]
     assert [controls.fixed for controls in sact_controls(rows).values()] == [rows[2], rows[2]]
+
+
+def test_sacts_tau_is_read_at_the_epoch_whose_weights_were_tested():
+    """The trial's best_epoch; without it, its first best dev BLEU (as training keeps it); else its last epoch."""
+    from sweeper.summary.statistics import tau_scale
+
+    row = _row("sact4", **{"attention.temperature": "sact", "attention.lambda": "4"})
+    record = row.records[0]
+    record.curves = {"tau_p50": [0.5, 3.9, 3.95], "bleu_dev": [5.0, 4.0, 5.0]}
+    assert tau_scale(row).seeds == [0.5]
+    record.metrics = {"best_epoch": 2}
+    assert tau_scale(row).seeds == [3.9]
+    record.metrics, record.curves["bleu_dev"] = {}, [5.0]  # a history that does not cover every epoch
+    assert tau_scale(row).seeds == [3.95]
