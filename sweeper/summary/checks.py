@@ -149,6 +149,7 @@ class ScaleCheck:
     learned: str | None  # the learned-temperature row of the same lambda
     learned_scale: str | None  # where that row's tau settled
     learned_at_scale: bool
+    seeds_apart: bool = False  # its seeds' median taus lie further apart than one scale's tolerance spans
 
 
 def missing_scale_controls(rows: list[ScaleCheck], tolerance: float) -> str | None:
@@ -172,6 +173,20 @@ def missing_scale_controls(rows: list[ScaleCheck], tolerance: float) -> str | No
         f"temperature (attention.temperature: learned, the same lambda) or a fixed tau within a factor {tolerance:g} "
         "of SACT's median tau, every other setting the same; without one, a difference from SACT cannot be told "
         "apart from a different constant temperature."
+    )
+
+
+def scattered_scales(rows: list[ScaleCheck], tolerance: float) -> str | None:
+    """SACT rows whose seeds settled at different scales (their median taus more than a factor `tolerance` squared
+    apart, so no constant temperature is within `tolerance` of them all): the fixed control at the row's median
+    stands for none of its seeds, and the row's mean mixes different behaviours."""
+    apart = [f"`{row.label}` ({row.scale})" for row in rows if row.seeds_apart]
+    if not apart:
+        return None
+    return (
+        f"SACT's seeds settled at different temperature scales in {named(apart)}: no constant tau is within a factor "
+        f"{tolerance:g} of every seed's median tau, so a fixed control at the row's median stands for none of them; "
+        "more seeds would tell a spread from a few outliers."
     )
 
 

@@ -34,8 +34,9 @@ def add_findings(summary: Summary) -> None:
     }
     rising = [line for lines in not_converged.values() for line in lines]
     few = checks.few_seeds([(row.label, row.seeds) for row in summary.rows])
-    controls = checks.missing_scale_controls(scale_checks(summary), TAU_SCALE)
-    summary.warnings = degenerate + rising + ([controls] if controls else []) + ([few] if few else [])
+    scales = scale_checks(summary)
+    controls = [checks.missing_scale_controls(scales, TAU_SCALE), checks.scattered_scales(scales, TAU_SCALE)]
+    summary.warnings = degenerate + rising + [line for line in controls if line] + ([few] if few else [])
     if not summary.comparisons:
         return
     caveats = []
@@ -113,6 +114,7 @@ def scale_checks(summary: Summary) -> list[checks.ScaleCheck]:
                 controls.learned.label if controls.learned else None,
                 learned.text() if learned else None,
                 settled,
+                controls.scale is not None and max(controls.scale.seeds) > TAU_SCALE**2 * min(controls.scale.seeds),
             )
         )
     return found

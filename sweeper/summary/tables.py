@@ -172,8 +172,8 @@ def power_lines(summary: Summary) -> list[str]:
     return [
         "",
         "Not significant, and the seeds it would take (power: the least n seeds a row with |delta| >= "
-        "(t_{1-alpha/2} + t_{0.8}) * sqrt((s_A^2 + s_B^2) / n + the sentence variance), alpha = 0.05 over the "
-        "seed-aware family, Holm's strictest step):",
+        "(t_{1-alpha/2} + t_{0.8}) * sqrt((s_A^2 + s_B^2) / n + V_shared + V_own / n), V_shared + V_own / n the "
+        "sentence variance at n seeds, alpha = 0.05 over the seed-aware family, Holm's strictest step):",
         "",
         *lines,
     ]

@@ -843,3 +843,30 @@ def test_no_control_at_sacts_scale_is_warned_with_where_sact_settled():
     assert [(c.against.label, c.control) for c in summary.comparisons if c.kind == "control"] == [
         ("learned4", "learned")
     ]
+
+
+def test_seeds_that_settled_at_different_scales_are_warned():
+    """The quickstart's case: SACT's two seeds settled at tau 0.64 and 1.65 (median 1.15, within 1.2 of the baseline's
+    tau = 1): the baseline is its fixed control by the rule, and a warning says that it stands for neither seed."""
+    from sweeper.summary.findings import add_findings
+
+    def record(run: str, attention: dict, seed: int, bleu: float, tau: float | None = None) -> TrialRecord:
+        params = {**_params(**attention), "train.seed": str(seed)}
+        curves = {"bleu_dev": [bleu - 1, bleu], **({"tau_p50": [tau, tau]} if tau else {})}
+        return TrialRecord(f"{run}{seed}", run, run, params, {"bleu_test_test": bleu, "bleu_test_avg": bleu}, curves)
+
+    taus = {1: 0.64, 2: 1.65}
+    records = [record("base", {}, s, 10.0 + s / 2) for s in (1, 2)]
+    records += [record("sact4", {"temperature": "sact"}, s, 9.0 + s / 3, tau=taus[s]) for s in (1, 2)]
+    translations = {r.run_id: {"test": _hyps(2 if r.variant == "base" else 3)} for r in records}
+    summary = build_summary(records, translations, {"test": REVIEW_REFS}, significance=SignificanceSpec(resamples=100))
+    add_findings(summary)
+    assert [c.control for c in summary.comparisons] == ["fixed"]
+    assert (
+        "SACT's seeds settled at different temperature scales in `sact4` (1.15 (seeds 0.64-1.65, std 0.71)): no "
+        "constant tau is within a factor 1.2 of every seed's median tau"
+    ) in " ".join(summary.warnings)
+    records[3] = record("sact4", {"temperature": "sact"}, 2, 9.0 + 2 / 3, tau=0.9)  # 0.9 / 0.64 < 1.2^2: one scale
+    summary = build_summary(records, translations, {"test": REVIEW_REFS}, significance=SignificanceSpec(resamples=100))
+    add_findings(summary)
+    assert not any("different temperature scales" in w for w in summary.warnings)
