@@ -481,7 +481,7 @@ def test_a_full_summary_renders_from_a_snapshot_without_a_tracking_server(tmp_pa
     text = (out / "summary.md").read_text()
     assert text.startswith("# Sweep `by-hand`\n\nMLflow parent run `p0` (FINISHED); 4 finished trials.\n")
     assert "| general+none | 2 | 20.50 ± 0.71 | 20.50 ± 0.71 | 21.50 ± 0.71 | 2.00M | 2.0 | baseline |  |" in text
-    [sact_line] = [line for line in text.splitlines() if line.startswith("| general+sact4+sentinel | 1 |")]
+    [sact_line] = [line for line in text.splitlines() if line.startswith("| general+sact4+sentinel | 1 | 25.00 |")]
     assert sact_line.startswith("| general+sact4+sentinel | 1 | 25.00 | 25.00 | 26.00 | 2.00M | 2.0 | +4.50 | [")
     assert sact_line.endswith("| 0.00995 | test-set variance only |")  # one seed: sacrebleu's p 1/201, Holm over 2
     assert (
