@@ -34,9 +34,18 @@ from sweeper.backlog import BACKLOG_FILE
 from sweeper.console import ray_calls
 from sweeper.metrics import AGGREGATED, BEST, BEST_RUN_ID, BEST_VARIANT, FINAL, MEAN, final_result, to_parent
 from sweeper.progress import SweepProgress, failure_cause, open_board
-from sweeper.space import SpecError, SweepSpec, TrialPlan, mutation_range, plan_trials, trial_config
+from sweeper.space import (
+    SIGNIFICANCE_TESTS,
+    SignificanceSpec,
+    SpecError,
+    SweepSpec,
+    TrialPlan,
+    mutation_range,
+    plan_trials,
+    trial_config,
+)
 from sweeper.storage import Storage, check_writable, open_storage
-from sweeper.stored import STATE_FILE, damaged, read_state
+from sweeper.stored import STATE_FILE, damaged, read_state, stored_significance
 from sweeper.study import describe as describe_study
 from sweeper.study import shown, study_url
 from sweeper.tracking import (
@@ -51,6 +60,7 @@ from sweeper.trainable import SweepContext, describe_trial, run_trial
 
 TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` loads
 RESULTS_FILE = "results.parquet"
+SIGNIFICANCE_KEY = b"sweeper.significance"  # results.parquet's metadata: the test whose marks the summary prints
 SUMMARY_DIR = "summary"
 TRACKING_WAIT_S = 300.0  # at the end of a sweep, how long to wait for a tracking server that went away
 TRIAL_DIR = re.compile(r"^([0-9a-f]+(?:_\d{5})?)_")  # grid/random ids read 8f3a1_00004, Optuna's 8287bf51
@@ -354,6 +364,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
                 "mutable": list(spec.scheduler.mutations),
                 "system_metrics": spec.system_metrics,
                 "plots": spec.plots,
+                "significance": asdict(spec.significance),
                 "study": {"name": spec.name, "storage": shown(study)} if study else None,
             },
             indent=2,
@@ -389,7 +400,9 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     )
     with ray_calls():
         grid = tuner.fit()
-    return finish(grid, callback, storage, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
+    return finish(
+        grid, callback, storage, tracker, parent_id, base, spec.metric, spec.mode, n_trials, spec.significance
+    )
 
 
 def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri: str | None = None) -> int:
@@ -462,6 +475,7 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
         state["metric"],
         state["mode"],
         state["trials"],
+        stored_significance(state, experiment),
     )
 
 
@@ -521,9 +535,15 @@ def result_rows(
     return rows
 
 
-def results_table(rows: list[dict[str, Any]]) -> pa.Table:
+def results_table(rows: list[dict[str, Any]], significance: SignificanceSpec | None = None) -> pa.Table:
+    """One row per trial; its schema's metadata names the significance test `sweeper summarize` marks with."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    return pa.table({c: [row.get(c) for row in rows] for c in columns}) if rows else pa.table({})
+    table = pa.table({c: [row.get(c) for row in rows] for c in columns}) if rows else pa.table({})
+    if significance is None:
+        return table
+    test = {"method": significance.method, "resamples": significance.resamples}
+    marks = f"{significance.method}: {SIGNIFICANCE_TESTS[significance.method]}"
+    return table.replace_schema_metadata({SIGNIFICANCE_KEY: json.dumps({**test, "marks": marks}).encode()})
 
 
 def print_best(rows: list[dict[str, Any]], metric: str, mode: str, limit: int = 20) -> None:
@@ -586,13 +606,14 @@ def finish(
     metric: str,
     mode: str,
     planned: int,
+    significance: SignificanceSpec,
 ) -> int:
     """results.parquet, the best trials, the MLflow link; exit 0 (some trial finished), 1 (none), 3 (tracking writes
     wait in storage for `sweeper resume`), 130 (interrupted)."""
     experiment = storage.below(tracker.experiment)
     if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
         experiment.write_parquet(
-            results_table(result_rows(grid, callback.outcomes, None, parent_id, base)), RESULTS_FILE
+            results_table(result_rows(grid, callback.outcomes, None, parent_id, base), significance), RESULTS_FILE
         )
         print(
             f"\ntracking server {tracker.uri} did not answer for {TRACKING_WAIT_S:.0f} s: "
@@ -601,7 +622,7 @@ def finish(
         )
         return 3
     rows = result_rows(grid, callback.outcomes, tracker, parent_id, base)
-    table = results_table(rows)
+    table = results_table(rows, significance)
     experiment.write_parquet(table, RESULTS_FILE)
     with tempfile.TemporaryDirectory() as folder:
         pq.write_table(table, Path(folder) / RESULTS_FILE)

@@ -49,8 +49,16 @@ TOP_LEVEL = (
 )
 OBJECTIVE_METRICS = ("bleu_dev", "dev_loss", "dev_ppl", "train_loss")
 MODES = ("max", "min")
-# nmt_core.evaluate.PairedBootstrap (sacrebleu --paired-bs), ApproximateRandomization (sacrebleu --paired-ar)
+# nmt_core.evaluate.seed_sentence_test over PairedBootstrap's resamples (one seed a row: sacrebleu --paired-bs),
+# ApproximateRandomization (sacrebleu --paired-ar)
 SIGNIFICANCE_METHODS = ("paired_bootstrap", "approximate_randomization")
+# what produces the marks of each method, in a line: the summary's footer, the parent run and results.parquet say it
+SIGNIFICANCE_TESTS = {
+    "paired_bootstrap": "two-level seed x sentence test (Welch's seed variance plus the paired bootstrap's sentence "
+    "variance, t-referenced); one seed a row: sacrebleu --paired-bs, test-set variance only, no marks",
+    "approximate_randomization": "paired approximate randomization over test sentences (sacrebleu --paired-ar): "
+    "test-set variance only, no marks",
+}
 PLOTS = ("best", "all", "none")  # tracking.plots: whose attention heatmaps are drawn (every trial logs traces)
 MIN_RESAMPLES = 100
 MAX_RESAMPLES = 1_000_000  # the bootstrap's time and memory grow with it; 10,000 already resolves p < 0.001
@@ -144,7 +152,7 @@ PBT_MUTABLE = ("train.lr", "train.label_smoothing", "train.clip_norm", "attentio
 
 @dataclass
 class SignificanceSpec:
-    """How `sweeper summarize` tests each variant against its baseline, and each SACT against its fixed-tau control."""
+    """How `sweeper summarize` tests each variant against its baseline, and each SACT row against its controls."""
 
     method: str = "paired_bootstrap"
     resamples: int = 1000  # bootstrap resamples, or approximate randomization's shuffles (sacrebleu's default: 10000)

@@ -24,6 +24,7 @@ from sweeper.space import (
     PBT_MUTABLE,
     PLOTS,
     SPEC_BOUNDS,
+    SignificanceSpec,
     SpecError,
     check_name,
 )
@@ -116,3 +117,16 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     "plots": _one_of(PLOTS),
     "study": _study,
 }
+
+
+def stored_significance(state: dict[str, Any], experiment: Storage) -> SignificanceSpec:
+    """The space's significance test as sweeper.json keeps it (the default for a sweep stored before it was kept)."""
+    stored = state.get("significance") or {}
+    if not isinstance(stored, dict):
+        raise damaged(experiment, STATE_FILE, "significance: not a mapping")
+    try:
+        return SignificanceSpec(**{k: stored[k] for k in ("method", "resamples") if k in stored}).check(
+            experiment.display(STATE_FILE)
+        )
+    except (TypeError, AttributeError) as err:
+        raise damaged(experiment, STATE_FILE, f"significance: {type(err).__name__}") from None

@@ -17,11 +17,21 @@ from nmt_core.registry import is_adaptive
 from sweeper import plots
 from sweeper.summary import importance, word_classes
 from sweeper.summary.records import TOP_ROWS, TrialRecord, best_of, has_gate_or_sact
-from sweeper.summary.statistics import Summary, objective_of
+from sweeper.summary.statistics import (
+    LEARNED,
+    Summary,
+    VariantRow,
+    beside_temperature,
+    fixed_tau_of,
+    objective_of,
+    seed_interval,
+    temperature_keys,
+)
 
 SENTINEL_THRESHOLD = 0.9  # Li & Zhu Table 2
 HEATMAP_SENTENCES = 4
 TOP_CURVES = 10  # dev curves drawn of a sweep with more than TOP_ROWS rows: its best rows' (a legend one can read)
+MIN_CURVE_POINTS = 3  # constant temperatures the fixed-tau curve needs (SACT Figure 1: tau 0.8 to 1.2)
 
 
 @dataclass
@@ -29,8 +39,9 @@ class FigureData:
     dev_curves: list[tuple[str, list[list[float]]]]  # row label -> each seed's dev BLEU by epoch
     rows: int  # rows in the BLEU table (more than the curves drawn of a large sweep)
     test_set: str
-    fixed_tau: list[tuple[float, float, float]] = field(default_factory=list)  # (tau, mean, std) of fixed rows
-    best_sact: tuple[float, float] | None = None  # the best SACT row's BLEU (mean, std), drawn as a line
+    fixed_tau: list[SeedPoint] = field(default_factory=list)  # the fixed-tau curve's points, by tau
+    bands: list[SeedPoint] = field(default_factory=list)  # SACT and learned-tau rows beside it, as bands
+    fixed_tau_note: str = ""  # why there is no curve although the sweep has temperature rows
     heatmap: list[tuple[list[str], list[float]]] = field(default_factory=list)  # (tokens, tau) per dev sentence
     heatmap_of: TrialRecord | None = None
     heads: tuple[list[str], list[list[float]], list[str]] | None = (
@@ -45,16 +56,39 @@ def sentinel_words(table: pa.Table, threshold: float = SENTINEL_THRESHOLD, top: 
     return Counter(w for w, g in zip(tokens, gates) if g is not None and g >= threshold).most_common(top)
 
 
-def fixed_tau_points(summary: Summary) -> list[tuple[float, float, float]]:
-    """Each fixed-temperature row's BLEU at its tau; the baseline (no temperature) stands at tau = 1 exactly."""
-    fixed = [r for r in summary.rows if r.records[0].params.get("attention.temperature") == "fixed"]
-    if not fixed:
-        return []
-    points = {float(r.records[0].params["attention.tau"]): r.average for r in fixed}
-    baseline = next((r for r in summary.rows if r.is_baseline), None)
-    if baseline is not None and baseline.records[0].params.get("attention.temperature") == "none":
-        points.setdefault(1.0, baseline.average)
-    return [(tau, *average) for tau, average in points.items()]
+@dataclass
+class SeedPoint:
+    """A row's test BLEU as the fixed-tau figure draws it: the mean over seeds and its 95% seed interval."""
+
+    label: str
+    tau: float | None  # a fixed-tau point's temperature; None for a band (SACT, learned)
+    mean: float
+    interval: tuple[float, float]
+    seeds: int
+
+
+def seed_point(row: VariantRow, tau: float | None = None, label: str = "") -> SeedPoint:
+    return SeedPoint(label or row.label, tau, row.average[0], seed_interval(row), row.seeds)
+
+
+def fixed_tau_figure(summary: Summary) -> tuple[list[SeedPoint], list[SeedPoint]]:
+    """SACT Figure 1's points and bands: the constant temperatures (fixed rows; the baseline is tau = 1) of the
+    settings that hold the most of them, and the SACT and learned-tau rows with those settings."""
+    keys = temperature_keys()
+    groups: dict[tuple, dict[float, VariantRow]] = {}
+    for row in summary.rows:
+        if (tau := fixed_tau_of(row)) is not None:
+            groups.setdefault(beside_temperature(row, keys), {}).setdefault(tau, row)
+    if not groups:
+        return [], []
+    beside, points = max(groups.items(), key=lambda group: len(group[1]))
+    bands = []
+    for row in summary.rows:
+        temperature = row.records[0].params.get("attention.temperature")
+        kind = "learned tau" if temperature == LEARNED else "SACT" if is_adaptive(temperature) else None
+        if kind and beside_temperature(row, keys) == beside:
+            bands.append(seed_point(row, label=f"{kind}: {row.label}"))
+    return [seed_point(row, tau) for tau, row in sorted(points.items())], bands
 
 
 def heatmap_sentences(trace: pa.Table) -> list[tuple[list[str], list[float]]]:
@@ -89,11 +123,19 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table]) -> Fi
         [(row.label, [r.curves.get("bleu_dev", []) for r in row.records]) for row in drawn],
         len(summary.rows),
         summary.test_sets[0],
-        fixed_tau_points(summary),
     )
+    points, data.bands = fixed_tau_figure(summary)
+    temperatures = data.bands or any(p.tau != 1.0 for p in points)
+    if len(points) >= MIN_CURVE_POINTS:
+        data.fixed_tau = points
+    elif temperatures:
+        taus = ", ".join(f"{p.tau:g}" for p in points) or "none"
+        data.fixed_tau_note = (
+            f"No curve: this sweep has {len(points)} constant temperature{'s' if len(points) != 1 else ''} "
+            f"(tau {taus}; the baseline counts as tau = 1) with the same other settings, and a curve needs "
+            f"{MIN_CURVE_POINTS} or more (the paper's tau 0.8-1.2: search_spaces/fixed_tau_ablation.yaml)."
+        )
     sact = [r for r in summary.rows if is_adaptive(r.records[0].params.get("attention.temperature"))]
-    if data.fixed_tau and sact:
-        data.best_sact = max(sact, key=lambda r: r.average[0]).average
     if sact:
         data.heatmap_of = best_of([rec for r in sact for rec in r.records])
         data.heatmap = heatmap_sentences(traces[(data.heatmap_of.run_id, "dev")])
@@ -119,12 +161,18 @@ def draw_figures(data: FigureData, out: Path) -> list[str]:
     ]
     if data.fixed_tau:
         plots.fixed_tau_curve(
-            data.fixed_tau, data.best_sact, [out / "fixed_tau_curve.png", out / "fixed_tau_curve.svg"]
+            [(p.tau, p.mean, *p.interval) for p in data.fixed_tau],
+            [(p.label, p.mean, *p.interval) for p in data.bands],
+            [out / "fixed_tau_curve.png", out / "fixed_tau_curve.svg"],
         )
         sections.append(
-            "## Fixed temperature vs SACT (SACT Figure 1)\n\nThe baseline (no temperature) stands at "
-            "tau = 1. Mean ± std over seeds.\n\n![fixed tau](fixed_tau_curve.png)\n"
+            "## Fixed temperature vs SACT (SACT Figure 1)\n\nTest BLEU (avg) at each fixed temperature, the mean over "
+            "seeds with its 95% seed interval (mean ± t * std / sqrt(seeds); none for one seed); the baseline (no "
+            "temperature) stands at tau = 1. SACT and the learned temperature with the same other settings: "
+            "horizontal bands (mean, seed interval).\n\n![fixed tau](fixed_tau_curve.png)\n"
         )
+    elif data.fixed_tau_note:
+        sections.append(f"## Fixed temperature vs SACT (SACT Figure 1)\n\n{data.fixed_tau_note}\n")
     if data.heatmap:
         plots.temperature_heatmap(
             data.heatmap, out / "temperature_heatmap.png", float(data.heatmap_of.params["attention.lambda"])

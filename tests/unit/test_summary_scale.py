@@ -71,10 +71,11 @@ def test_a_large_sweeps_table_shows_its_best_rows_with_their_baselines_and_says_
         f"Rows: the {TOP_ROWS} best of {len(summary.rows)} by average BLEU, best first, with the baselines they "
         f"are compared with; {left} rows left out"
     ) in render_markdown(summary)
-    assert render_latex(summary).count(r" \\") == len(rows) + 1 and f"% Rows: the {TOP_ROWS} best" in render_latex(
-        summary
-    )
+    latex = render_latex(summary)  # the header, the rows and the note naming the test of the marks
+    assert latex.count(r" \\") == len(rows) + 2 and f"% Rows: the {TOP_ROWS} best" in latex
     assert len(render_csv(summary).splitlines()) == len(summary.rows) + 1  # the CSV keeps every row
+    sact_lines = [line for line in render_markdown(summary).splitlines() if line.startswith("- `general+sact")]
+    assert len(sact_lines) == sum("| general+sact" in row for row in rows) > 0  # SACT's tau: the shown rows only
 
 
 def test_a_small_sweeps_table_keeps_every_row_in_its_order_without_a_note():
