@@ -36,6 +36,9 @@ TINY = {
 # every test names its own stores: an MLflow server or Ray cluster a developer exported must not receive test runs
 for _name in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS"):
     os.environ.pop(_name, None)
+# tiny models: threads cost more than they give, in every process the tests start (nmt, sweeper, Ray's workers) as in
+# this one (_single_thread); idle OpenMP threads spin, and beside a second xdist worker they spin on its core
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def tiny_config(**sections) -> TrialConfig:
