@@ -45,7 +45,6 @@ def submit(head: RayHead, *args, token: str | None = None):
         env=env,
         capture_output=True,
         text=True,
-        timeout=900,
     )
 
 
@@ -96,7 +95,6 @@ def test_a_wrong_address_fails_fast_with_one_line(ray_head, mlflow_server):
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
     )
     assert done.returncode == 2
     assert done.stderr.strip() == (
