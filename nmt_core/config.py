@@ -440,6 +440,12 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
         t.guided_alignment,
     )
     require(
+        m.compile != "graphs" or t.buckets > 0,
+        "train.buckets",
+        "> 0 with model.compile graphs (a CUDA graph replays one batch shape; length buckets make shapes repeat)",
+        t.buckets,
+    )
+    require(
         not m.tie_embeddings or m.emb_size == m.hidden_size,
         "model.tie_embeddings",
         "false unless model.emb_size == model.hidden_size",

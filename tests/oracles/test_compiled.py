@@ -191,7 +191,9 @@ BUCKET = 5  # family_batch's longest pair (7, 6 + </s>) pads to 10 x 10: padding
 
 
 def _family_models(sections: dict, mode: str):
-    cfg = tiny_config(**{**sections, "model": {**sections.get("model", {}), "compile": mode}})
+    buckets = {"buckets": 10} if mode == "graphs" else {}  # what `graphs` asks of a trial (batches here: collate's)
+    model = {**sections.get("model", {}), "compile": mode}
+    cfg = tiny_config(**{**sections, "model": model, "train": {**sections.get("train", {}), **buckets}})
     torch.manual_seed(0)
     models = [build_model(cfg, SRC_VOCAB, TGT_VOCAB).double()]
     if cfg.train.symmetry_weight > 0:
@@ -246,3 +248,13 @@ def test_bucket_padded_batches_give_the_eager_dev_loss_and_translations(name):
             assert p.tokens == e.tokens
             assert abs(p.score - e.score) < 1e-9
             assert torch.allclose(p.weights, e.weights, atol=1e-9)
+
+
+def test_graphs_without_length_buckets_is_refused_in_one_line():
+    """A CUDA graph replays one batch shape: `model.compile: graphs` without train.buckets would capture nearly every
+    batch anew, so the config says so before anything runs."""
+    from nmt_core.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"train\.buckets: must be > 0 with model\.compile graphs"):
+        tiny_config(model={"compile": "graphs"})
+    assert tiny_config(model={"compile": "graphs"}, train={"buckets": 5}).train.buckets == 5
