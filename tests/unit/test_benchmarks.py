@@ -211,6 +211,7 @@ def test_packing_survives_a_crashing_trial():
     assert packing.row_line({"trials": 2, "mps": True, "error": "2 trials: 0 reported"}).startswith("| 2 | on | failed")
 
 
+@pytest.mark.timeout(3600)  # the runbook's own limits are 10x long in a dry run: a slow machine is no failure
 def test_the_gpu_runbook_dry_run_runs_every_step_and_keeps_their_results(tmp_path):
     """benchmarks/gpu_runbook.sh --dry-run: every step at tiny sizes on the CPU, each recorded with its exit code,
     results.json and one markdown table in OUT after it. The CUDA tests are collected and skip without CUDA."""
