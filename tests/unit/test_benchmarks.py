@@ -1,6 +1,8 @@
 """The benchmarks run end to end (tiny sizes, a few steps) so they cannot rot; they are not timing tests."""
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -134,7 +136,7 @@ def test_compiled_rows_and_breakdown_smoke(capsys):
         input_feeding=True,
         amp=False,
         log=lambda _: None,
-        compile_mode="default",
+        compile_modes=("default",),
     )
     assert set(results["variants"]) == {"sact", "sact+compile"}
     assert results["variants"]["sact+compile"]["compile_time_s"] > 0 == results["variants"]["sact"]["compile_time_s"]
@@ -158,3 +160,74 @@ def test_fingerprints_repeat_bit_for_bit_and_name_a_difference(tmp_path, capsys)
     out.write_text(json.dumps(saved))
     assert fingerprints.main(["--only", "extra:", "--compare", str(out)]) == 1
     assert f"{key}: loss" in capsys.readouterr().out
+
+
+def test_throughput_writes_its_json_as_it_goes(tmp_path, monkeypatch):
+    """A run that crashes while decoding keeps its training figures: the JSON is written after every round."""
+    out = tmp_path / "bench.json"
+
+    def broken_decoding(*args):
+        raise RuntimeError("decoding broke")
+
+    monkeypatch.setattr(throughput, "decode_fn", broken_decoding)
+    with pytest.raises(RuntimeError, match="decoding broke"):
+        throughput.main(
+            ["--size", "tiny", "--steps", "1", "--rounds", "1", "--device", "cpu", "--variants", "none"]
+            + ["--json", str(out)]
+        )
+    [partial] = json.loads(out.read_text())
+    assert partial["rounds_done"]["none"][0] > 0 and partial["variants"] == {}
+
+
+def test_throughput_fails_loudly_when_joeynmt_does_not_import(tmp_path, monkeypatch, capsys):
+    """A joeynmt installed for this Python that does not import (another Python's compiled packages shadowing this
+    one's did, on the GPU image) is an error, and so is a missing one when --joeynmt asks for it."""
+    broken = tmp_path / "py3x"
+    (broken / "joeynmt").mkdir(parents=True)
+    (broken / "joeynmt" / "__init__.py").write_text("import a_module_that_is_not_there\n")
+    for name in [m for m in sys.modules if m == "joeynmt" or m.startswith("joeynmt.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(throughput, "joeynmt_folder", lambda: broken)
+    assert throughput.main(["--size", "tiny", "--rounds", "0", "--device", "cpu", "--variants", "none"]) == 2
+    assert "joeynmt does not import" in capsys.readouterr().err
+    monkeypatch.setattr(throughput, "joeynmt_folder", lambda: tmp_path / "absent")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if ".joeynmt" not in p and p != str(broken)])
+    for name in [m for m in sys.modules if m == "joeynmt" or m.startswith("joeynmt.")]:
+        monkeypatch.delitem(sys.modules, name)
+    if throughput.load_joeynmt() is None:  # not installed anywhere on this machine: only --joeynmt complains
+        args = ["--size", "tiny", "--rounds", "0", "--device", "cpu", "--variants", "none", "--joeynmt"]
+        assert throughput.main(args) == 2
+        assert "install it for this Python" in capsys.readouterr().err
+
+
+def test_packing_survives_a_crashing_trial():
+    """A trial process that dies ends its measurement with the exit codes instead of waiting for it forever."""
+    import packing
+
+    setting = dict(device="cpu", size="tiny", variant="no-such-variant", mode="none", amp=False, buckets=None)
+    with pytest.raises(packing.TrialFailed, match=r"2 trials: 0 reported; exit codes \[(1|-15), (1|-15)\]"):
+        packing.packed(2, setting, 1.0)
+    assert packing.row_line({"trials": 2, "mps": True, "error": "2 trials: 0 reported"}).startswith("| 2 | on | failed")
+
+
+@pytest.mark.timeout(3600)  # the runbook's own limits are 10x long in a dry run: a slow machine is no failure
+def test_the_gpu_runbook_dry_run_runs_every_step_and_keeps_their_results(tmp_path):
+    """benchmarks/gpu_runbook.sh --dry-run: every step at tiny sizes on the CPU, each recorded with its exit code,
+    results.json and one markdown table in OUT after it. The CUDA tests are collected and skip without CUDA."""
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    runbook = Path(__file__).parents[2] / "benchmarks" / "gpu_runbook.sh"
+    done = subprocess.run(["bash", str(runbook), "--dry-run"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    codes = {step["name"]: step["code"] for step in results["steps"]}
+    assert list(codes) == ["environment", "joeynmt", "cuda_tests", "rnn", "transformer", "packing"]
+    assert all(code == 0 for name, code in codes.items() if name != "joeynmt"), codes  # joeynmt may need PyPI
+    assert results["env"]["torch"] and results["cuda_tests"]["skipped"] > 0 and not results["cuda_tests"]["not_passed"]
+    [rnn] = results["rnn"]
+    assert set(rnn["variants"]) == {"none", "sact", "none+graphs", "sact+graphs"} and rnn["buckets"] == [5]
+    assert ("joeynmt" in rnn) == (codes["joeynmt"] == 0)
+    assert [row["trials"] for row in results["packing"]["rows"]] == [1, 2]
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.count("\n|---") == 1 and "| rnn | sact+graphs |" in summary and "| packing | 2 trials" in summary
+    assert (tmp_path / "runbook.log").stat().st_size > 0
