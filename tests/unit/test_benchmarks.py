@@ -106,17 +106,46 @@ def test_profile_breakdown_smoke(capsys):
 
 
 @pytest.mark.slow
-def test_sweep_overhead_reports_each_size_with_the_drivers_memory_and_delay(capsys):
+def test_sweep_overhead_compares_the_same_trial_work_and_measures_both_drivers(tmp_path, capsys):
     import sweep_overhead
 
-    assert sweep_overhead.main(["--trials", "2", "3", "--no-system-metrics"]) == 0
+    out = tmp_path / "sizes.json"
+    assert sweep_overhead.main(["--trials", "2", "3", "--no-system-metrics", "--json", str(out)]) == 0
     rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith(("| 2 |", "| 3 |"))]
-    assert [row[0] for row in rows] == ["| 2", "| 3"]
-    for row in rows:  # per trial (ours, bare), ratio, driver peak MB, epoch-to-MLflow delay
-        assert float(row[3]) > 0 and float(row[4]) > 0 and row[5].endswith("x")
-        sweep_mb, peak_mb = map(float, row[6].split(" / "))
+    times, drivers = rows[:2], rows[2:]
+    assert [row[0] for row in times] == [row[0] for row in drivers] == ["| 2", "| 3"]
+    for row in times:  # per trial: bare, ours, the extra, the ratio
+        bare, ours = float(row[1]), float(row[2])
+        assert bare > 0 and ours > 0 and abs(float(row[3].strip("*")) - (ours - bare)) <= 0.011 and row[4][-1] == "x"
+    for row in drivers:  # driver resident MB and CPU s/trial (bare / ours), epoch-to-MLflow delay
+        assert all(100 < float(mb) < 10_000 for mb in row[1].split(" / "))
+        assert all(float(cpu) > 0 for cpu in row[3].split(" / "))
         median_s, longest_s = map(float, row[7].rstrip(" |").split(" / "))
-        assert 100 < sweep_mb <= peak_mb < 10_000 and 0 <= median_s <= longest_s < 60
+        assert 0 <= median_s <= longest_s < 60
+    for size in json.loads(out.read_text()):  # the same trial work: both evaluate alike and checkpoint each report
+        bare, ours = size["bare"]["first_final"], size["ours"]["first_final"]
+        evaluated = {"bleu_dev", "bleu_dev_final_beam", "bleu_test_avg", "epoch_time_s", "n_params"}
+        assert evaluated <= set(bare["keys"]) and evaluated <= set(ours["keys"])
+        assert bare["checkpoint"] == ours["checkpoint"] == "checkpoint_000001"
+        assert len(size["bare"]["saves"]) > 0 and len(size["ours"]["saves"]) > 0  # Tune's state saves, timed
+
+
+def test_sweep_overhead_runs_the_bare_trials_settings_through_the_sweeper(capsys):
+    """The YAML `sweeper run` gets holds the bare trainable's config; --models waits for tracking.models (#43)."""
+    import sweep_overhead
+    import yaml
+
+    from sweeper.space import TRACKING_FIELDS, parse_spec
+
+    spec = parse_spec(yaml.safe_dump(sweep_overhead.space(3, 2, False, None)), "sweep_overhead")
+    assert {key: spec.base[key] for key in sweep_overhead.BASE} == sweep_overhead.BASE
+    assert spec.search.max_concurrent == 2 and not spec.system_metrics
+    if "models" in TRACKING_FIELDS:
+        parse_spec(yaml.safe_dump(sweep_overhead.space(3, 2, False, "none")), "sweep_overhead")
+    else:
+        with pytest.raises(SystemExit) as refused:
+            sweep_overhead.main(["--models", "none"])
+        assert refused.value.code == 2 and "no tracking.models yet" in capsys.readouterr().err
 
 
 @pytest.mark.slow
