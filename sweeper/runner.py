@@ -506,10 +506,16 @@ def trial_status(outcome: str | None, finished: bool) -> str:
 
 
 def result_rows(
-    grid, outcomes: dict[str, str], tracker: SweepTracker | None, parent_id: str, base: dict[str, Any]
+    grid,
+    outcomes: dict[str, str],
+    tracker: SweepTracker | None,
+    parent_id: str,
+    base: dict[str, Any],
+    run_ids: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per trial: status, variant, the flattened config, best dev BLEU, test BLEU, cost, run id."""
-    rows = []
+    """One row per trial: status, variant, the flattened config, best dev BLEU, test BLEU, cost, run id (from
+    `run_ids`, the tracking callback's, else searched: a trial tracked only by the driver before a resume)."""
+    rows, run_ids = [], run_ids or {}
     for result in grid:
         config = result.config or {}
         trial_id = (result.metrics or {}).get("trial_id") or trial_id_of(Path(result.path))
@@ -536,7 +542,8 @@ def result_rows(
         row.update({k: v for k, v in last.items() if finished and final_result(k)})
         row["restores"] = int(last.get("restores", 0))
         row["error"] = error_summary(result.error) if result.error else None
-        row["mlflow_run_id"] = tracker.find_trial_run(parent_id, trial_id) if tracker else None
+        known = run_ids.get(trial_id)
+        row["mlflow_run_id"] = (known or tracker.find_trial_run(parent_id, trial_id)) if tracker else None
         rows.append(row)
     return rows
 
@@ -620,7 +627,7 @@ def finish(
             f"answers, `sweeper resume {tracker.experiment} --storage {storage.uri}` sends them"
         )
         return 3
-    rows = result_rows(grid, callback.outcomes, tracker, parent_id, base)
+    rows = result_rows(grid, callback.outcomes, tracker, parent_id, base, callback.run_ids())
     table = results_table(rows)
     experiment.write_parquet(table, RESULTS_FILE)
     with tempfile.TemporaryDirectory() as folder:
