@@ -24,6 +24,7 @@ import ray
 from mlflow.tracking import MlflowClient
 from ray import tune
 from ray.tune.experiment import Trial
+from ray.tune.logger import JsonLoggerCallback
 from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler, PopulationBasedTraining
 from ray.tune.search import ConcurrencyLimiter
 
@@ -55,6 +56,7 @@ TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` load
 RESULTS_FILE = "results.parquet"
 SUMMARY_DIR = "summary"
 TRACKING_WAIT_S = 300.0  # at the end of a sweep, how long to wait for a tracking server that went away
+NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"  # Ray Tune's switch for its default result loggers
 TRIAL_DIR = re.compile(r"^([0-9a-f]+(?:_\d{5})?)_")  # grid/random ids read 8f3a1_00004, Optuna's 8287bf51
 
 
@@ -101,13 +103,22 @@ def loopback_only() -> Iterator[None]:
     only while Ray starts: a later `ray start` or `ray.init(address=...)` from this process joins clusters again."""
     from ray._private import ray_constants
 
-    variable, saved = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, ray_constants.ENABLE_RAY_CLUSTER
+    saved, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+    try:
+        with environment(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, "0"):
+            yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+@contextmanager
+def environment(variable: str, value: str) -> Iterator[None]:
+    """An environment variable set while the block runs, then put back as it was."""
     before = os.environ.get(variable)
-    os.environ[variable], ray_constants.ENABLE_RAY_CLUSTER = "0", False
+    os.environ[variable] = value
     try:
         yield
     finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved
         if before is None:
             os.environ.pop(variable, None)
         else:
@@ -400,14 +411,16 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
             name=spec.name,
             storage_path=storage.root,
             storage_filesystem=storage.fs,
-            callbacks=[callback, progress],
+            callbacks=[callback, progress, JsonLoggerCallback()],
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=spec.max_retries),
             # PBT copies other trials' checkpoints: keep enough of them
             checkpoint_config=tune.CheckpointConfig(num_to_keep=4 if spec.scheduler.type == "pbt" else 2),
         ),
     )
-    with ray_calls():
+    # Tune's JSON result logger is passed (results.parquet reads each trial's result.json); its CSV and TensorBoard
+    # loggers, which it adds unless NO_AUTO_LOGGERS is set, write files nothing reads at a cost to its loop per trial
+    with ray_calls(), environment(NO_AUTO_LOGGERS, "1"):
         grid = tuner.fit()
     return finish(grid, callback, storage, tracker, parent_id, base, spec.metric, spec.mode, n_trials)
 

@@ -103,6 +103,10 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
         assert len(row["bleu_dev_by_epoch"]) == 2 and max(row["bleu_dev_by_epoch"]) == row["bleu_dev"]
     folders = sorted(p.name for p in (tmp_path / "sweeps" / "e2e-tracking").glob("*_seed*"))
     assert folders == sorted(f"{r['trial_id']}_{r['variant']}_seed1" for r in results)  # browsable trial folders
+    for folder in folders:  # Tune's JSON result log (the histories above), not its CSV or TensorBoard ones
+        logged = {p.name for p in (tmp_path / "sweeps" / "e2e-tracking" / folder).iterdir()}
+        assert "result.json" in logged and "progress.csv" not in logged
+        assert not any(name.startswith("events.out.tfevents") for name in logged)
     assert all(f"{r['variant']}-{r['trial_id']}" in done.stdout for r in results)  # Tune's table: MLflow's run names
 
     client = MlflowClient(mlflow_server.uri)
