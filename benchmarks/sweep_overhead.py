@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +142,8 @@ class Probe:
             self.snapshots.append((len(self.ended), tracemalloc.take_snapshot()))
 
     def write(self, path: str, **extra: Any) -> None:
-        record = {k: v for k, v in asdict(self).items() if k not in ("snapshots", "began", "snapshot_at")}
+        kept = [f.name for f in fields(self) if f.name not in ("snapshots", "began", "snapshot_at")]
+        record = {name: getattr(self, name) for name in kept}  # not asdict: it would deep-copy the snapshots
         record.update(extra, growth=self.growth(), cpu_s=cpu_seconds(), peak_rss_mb=peak_rss_mb())
         Path(path).write_text(json.dumps(record))
 
