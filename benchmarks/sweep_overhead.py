@@ -60,6 +60,7 @@ CHECKPOINTS_KEPT = 2  # sweeper/runner.py's CheckpointConfig(num_to_keep) outsid
 OWNERS = (  # who holds a traced allocation: the innermost frame under one of these (tracemalloc's file names)
     ("/sweeper/", "sweeper"),
     ("/ray/tune/", "Ray Tune"),
+    ("/ray/train/", "Ray Tune (ray.train's storage context)"),
     ("/ray/", "Ray core"),
     ("/mlflow/", "MLflow"),
     ("/sqlalchemy/", "SQLAlchemy (MLflow's store)"),
@@ -161,7 +162,7 @@ class Probe:
             {
                 "kb_per_trial": stat.size_diff / 1024 / (last - first),
                 "owner": owner(stat.traceback),
-                "frames": [f"{f.filename}:{f.lineno}" for f in list(stat.traceback)[-6:]],
+                "frames": [f"{f.filename}:{f.lineno}" for f in list(stat.traceback)[-14:]],
             }
             for stat in stats[:8]
         ]
