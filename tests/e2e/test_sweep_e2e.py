@@ -53,6 +53,10 @@ def test_a_tracked_sweep_writes_a_row_and_a_folder_per_trial(tracked_sweep):
         assert len(row["bleu_dev_by_epoch"]) == 2 and max(row["bleu_dev_by_epoch"]) == row["bleu_dev"]
     folders = sorted(p.name for p in (tracked_sweep.storage / tracked_sweep.name).glob("*_seed*"))
     assert folders == sorted(f"{r['trial_id']}_{r['variant']}_seed1" for r in results)  # browsable trial folders
+    for folder in folders:  # Tune's JSON result log (the histories above), not its CSV or TensorBoard ones
+        logged = {p.name for p in (tracked_sweep.storage / tracked_sweep.name / folder).iterdir()}
+        assert "result.json" in logged and "progress.csv" not in logged
+        assert not any(name.startswith("events.out.tfevents") for name in logged)
     # Tune's table: MLflow's run names
     assert all(f"{r['variant']}-{r['trial_id']}" in tracked_sweep.stdout for r in results)
 

@@ -108,17 +108,58 @@ def test_profile_breakdown_smoke(capsys):
 
 
 @pytest.mark.slow
-def test_sweep_overhead_reports_each_size_with_the_drivers_memory_and_delay(capsys):
+def test_sweep_overhead_compares_the_same_trial_work_and_measures_both_drivers(tmp_path, capsys):
     import sweep_overhead
 
-    assert sweep_overhead.main(["--trials", "2", "3", "--no-system-metrics"]) == 0
-    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith(("| 2 |", "| 3 |"))]
-    assert [row[0] for row in rows] == ["| 2", "| 3"]
-    for row in rows:  # per trial (ours, bare), ratio, driver peak MB, epoch-to-MLflow delay
-        assert float(row[3]) > 0 and float(row[4]) > 0 and row[5].endswith("x")
-        sweep_mb, peak_mb = map(float, row[6].split(" / "))
-        median_s, longest_s = map(float, row[7].rstrip(" |").split(" / "))
-        assert 100 < sweep_mb <= peak_mb < 10_000 and 0 <= median_s <= longest_s < 60
+    out = tmp_path / "sizes.json"
+    assert sweep_overhead.main(["--trials", "2", "--no-system-metrics", "--json", str(out)]) == 0
+    [times, driver] = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith("| 2 |")]
+    bare, ours = float(times[1]), float(times[2])  # per trial: bare, ours, the extra, the ratio
+    assert bare > 0 and ours > 0 and abs(float(times[3].strip("*")) - (ours - bare)) <= 0.011 and times[4][-1] == "x"
+    assert all(100 < float(mb) < 10_000 for mb in driver[1].split(" / "))  # driver resident MB, bare / ours
+    assert all(float(cpu) > 0 for cpu in driver[3].split(" / "))  # driver CPU s/trial
+    median_s, longest_s = map(float, driver[6].rstrip(" |").split(" / "))  # epoch-to-MLflow delay
+    assert 0 <= median_s <= longest_s < 60
+    [size] = json.loads(out.read_text())  # the same trial work: both evaluate alike and checkpoint each report
+    bare, ours = size["bare"]["first_final"], size["ours"]["first_final"]
+    evaluated = {"bleu_dev", "bleu_dev_final_beam", "bleu_test_avg", "epoch_time_s", "n_params"}
+    assert evaluated <= set(bare["keys"]) and evaluated <= set(ours["keys"])
+    assert bare["checkpoint"] == ours["checkpoint"] == "checkpoint_000001"
+    assert size["bare"]["saves"] and size["ours"]["saves"]  # Tune's experiment-state saves, timed on both sides
+
+
+def test_sweep_overhead_verdict_is_the_ratio_at_each_size_and_the_marginal_trials_extra():
+    import sweep_overhead
+
+    def size(trials: int, bare_s: float, ours_s: float):
+        return sweep_overhead.Size(trials, trials * bare_s, {}, trials * ours_s, {})
+
+    flat = sweep_overhead.verdict([size(24, 2.0, 2.6), size(96, 1.5, 2.0)])
+    assert flat[0] == "within 1.5x of bare Tune per trial: yes (24: 1.30x, 96: 1.33x)"
+    assert (
+        flat[1].startswith("extra per trial from 24 to 96 trials: the marginal trial's +0.47 s") and "(flat)" in flat[1]
+    )
+    grows = sweep_overhead.verdict([size(24, 2.0, 2.4), size(96, 1.5, 2.4)])  # 0.4 s a trial at 24, 0.9 at 96
+    assert grows[0].startswith("within 1.5x of bare Tune per trial: no") and "(grows)" in grows[1]
+    assert abs(sweep_overhead.rss_slope_kb([(n, 500 + 0.25 * n) for n in range(1, 41)]) - 256) < 1e-6
+
+
+def test_sweep_overhead_runs_the_bare_trials_settings_through_the_sweeper(capsys):
+    """The YAML `sweeper run` gets holds the bare trainable's config; --models waits for tracking.models (#43)."""
+    import sweep_overhead
+    import yaml
+
+    from sweeper.space import TRACKING_FIELDS, parse_spec
+
+    spec = parse_spec(yaml.safe_dump(sweep_overhead.space(3, 2, False, None)), "sweep_overhead")
+    assert {key: spec.base[key] for key in sweep_overhead.BASE} == sweep_overhead.BASE
+    assert spec.search.max_concurrent == 2 and not spec.system_metrics
+    if "models" in TRACKING_FIELDS:
+        parse_spec(yaml.safe_dump(sweep_overhead.space(3, 2, False, "none")), "sweep_overhead")
+    else:
+        with pytest.raises(SystemExit) as refused:
+            sweep_overhead.main(["--models", "none"])
+        assert refused.value.code == 2 and "no tracking.models yet" in capsys.readouterr().err
 
 
 @pytest.mark.slow
