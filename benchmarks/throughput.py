@@ -473,20 +473,9 @@ def run(
     use_tensor_cores(device)  # process-wide, so joeynmt gets TF32 too: the ratio compares the models' code
     size = SIZES[size_name]
     decode_batch = decode_batch_size or size[4]
-    results = {
-        "arch": arch,
-        "clock": clock,
-        "device": str(device),
-        "size": size_name,
-        "steps": steps,
-        "rounds": rounds,
-        "input_feeding": input_feeding,
-        "amp": amp,
-        "compile": list(compile_modes),
-        "buckets": buckets,
-        "decode_batch_size": decode_batch,
-        "variants": {},
-    }
+    results = dict(arch=arch, clock=clock, device=str(device), size=size_name, steps=steps, rounds=rounds)
+    results.update(input_feeding=input_feeding, amp=amp, compile=list(compile_modes), buckets=buckets)
+    results.update(decode_batch_size=decode_batch, variants={})
     args = dict(steps=steps, decode_batches=decode_batches, decode_batch=decode_batch, arch=arch)
     args.update(input_feeding=input_feeding, amp=amp)
     joey = load_joeynmt(arch, require_joeynmt)
