@@ -70,7 +70,7 @@ class ModelConfig:
     heads: int = 8  # transformer: attention heads (each has hidden_size / heads units)
     ff_size: int = 2048  # transformer: inner size of the feed-forward blocks
     norm: str = "pre"  # transformer: pre: x + f(LN(x)) (no warm-up tuning); post: LN(x + f(x)) (Vaswani)
-    compile: str = "none"  # torch.compile the decoder step and the loss: default, or reduce-overhead (CUDA graphs)
+    compile: str = "none"  # torch.compile the decoder step and the loss: default, reduce-overhead; graphs: CUDA graphs
 
 
 @dataclass
@@ -98,6 +98,7 @@ class TrainConfig:
     lr: float = 3.0e-4
     batch_size: int = 64
     token_budget: int = 0  # > 0: batches hold at most this many source+target tokens (with padding)
+    buckets: int = 0  # > 0: length buckets over data.max_len, a batch padded to its bucket; 0: sorted pools (as before)
     clip_norm: float = 10.0
     epochs: int = 12
     seed: int = 1
@@ -205,7 +206,7 @@ CHOICES = Choices(
         "data.tokenizer": ("word", "space", "sentencepiece"),
         "model.cell": ("lstm", "gru"),
         "model.readout": ("auto", "luong", "sum"),
-        "model.compile": ("none", "default", "reduce-overhead"),
+        "model.compile": ("none", "default", "reduce-overhead", "graphs"),
         "train.device": ("auto", "cpu", "cuda"),
         "model.arch": tuple(ARCHITECTURES),
         "model.norm": ("pre", "post"),
@@ -259,6 +260,7 @@ BOUNDS: dict[str, Bound] = {
     "train.lr": Bound(0, open_low=True),
     "train.batch_size": Bound(1, 10_000, note=GROWS),
     "train.token_budget": Bound(0, 10_000_000, note=f"{OFF}; {GROWS}"),
+    "train.buckets": Bound(0, 1000, note=f"{OFF}: batches sorted by length in pools, each padded to its longest"),
     "train.clip_norm": Bound(0, open_low=True),
     "train.epochs": Bound(1),
     "train.label_smoothing": Bound(0, 1, open_high=True),
@@ -440,6 +442,12 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
         f"0 here (corpus {shown(cfg.data.corpus)} with tokenizer {cfg.data.tokenizer!r} "
         f"has no gold word alignments and eflomal, which would compute them, is not installed: {INSTALL_EFLOMAL})",
         t.guided_alignment,
+    )
+    require(
+        m.compile != "graphs" or t.buckets > 0,
+        "train.buckets",
+        "> 0 with model.compile graphs (a CUDA graph replays one batch shape; length buckets make shapes repeat)",
+        t.buckets,
     )
     require(
         not m.tie_embeddings or m.emb_size == m.hidden_size,

@@ -24,6 +24,7 @@ import ray
 from mlflow.tracking import MlflowClient
 from ray import tune
 from ray.tune.experiment import Trial
+from ray.tune.logger import JsonLoggerCallback
 from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler, PopulationBasedTraining
 from ray.tune.search import ConcurrencyLimiter
 
@@ -64,6 +65,7 @@ RESULTS_FILE = "results.parquet"
 SIGNIFICANCE_KEY = b"sweeper.significance"  # results.parquet's metadata: the test whose marks the summary prints
 SUMMARY_DIR = "summary"
 TRACKING_WAIT_S = 300.0  # at the end of a sweep, how long to wait for a tracking server that went away
+NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"  # Ray Tune's switch for its default result loggers
 TRIAL_DIR = re.compile(r"^([0-9a-f]+(?:_\d{5})?)_")  # grid/random ids read 8f3a1_00004, Optuna's 8287bf51
 
 
@@ -120,13 +122,22 @@ def loopback_only() -> Iterator[None]:
     only while Ray starts: a later `ray start` or `ray.init(address=...)` from this process joins clusters again."""
     from ray._private import ray_constants
 
-    variable, saved = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, ray_constants.ENABLE_RAY_CLUSTER
+    saved, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+    try:
+        with environment(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, "0"):
+            yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+@contextmanager
+def environment(variable: str, value: str) -> Iterator[None]:
+    """An environment variable set while the block runs, then put back as it was."""
     before = os.environ.get(variable)
-    os.environ[variable], ray_constants.ENABLE_RAY_CLUSTER = "0", False
+    os.environ[variable] = value
     try:
         yield
     finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved
         if before is None:
             os.environ.pop(variable, None)
         else:
@@ -392,14 +403,16 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
             name=spec.name,
             storage_path=storage.root,
             storage_filesystem=storage.fs,
-            callbacks=[callback, progress],
+            callbacks=[callback, progress, JsonLoggerCallback()],
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=spec.max_retries),
             # PBT copies other trials' checkpoints: keep enough of them
             checkpoint_config=tune.CheckpointConfig(num_to_keep=4 if spec.scheduler.type == "pbt" else 2),
         ),
     )
-    with ray_calls():
+    # Tune's JSON result logger is passed (results.parquet reads each trial's result.json); its CSV and TensorBoard
+    # loggers, which it adds unless NO_AUTO_LOGGERS is set, write files nothing reads at a cost to its loop per trial
+    with ray_calls(), environment(NO_AUTO_LOGGERS, "1"):
         grid = tuner.fit()
     return finish(
         grid, callback, storage, tracker, parent_id, base, spec.metric, spec.mode, n_trials, spec.significance
@@ -501,10 +514,16 @@ def trial_status(outcome: str | None, finished: bool) -> str:
 
 
 def result_rows(
-    grid, outcomes: dict[str, str], tracker: SweepTracker | None, parent_id: str, base: dict[str, Any]
+    grid,
+    outcomes: dict[str, str],
+    tracker: SweepTracker | None,
+    parent_id: str,
+    base: dict[str, Any],
+    run_ids: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per trial: status, variant, the flattened config, best dev BLEU, test BLEU, cost, run id."""
-    rows = []
+    """One row per trial: status, variant, the flattened config, best dev BLEU, test BLEU, cost, run id (from
+    `run_ids`, the tracking callback's, else searched: a trial tracked only by the driver before a resume)."""
+    rows, run_ids = [], run_ids or {}
     for result in grid:
         config = result.config or {}
         trial_id = (result.metrics or {}).get("trial_id") or trial_id_of(Path(result.path))
@@ -531,7 +550,8 @@ def result_rows(
         row.update({k: v for k, v in last.items() if finished and final_result(k)})
         row["restores"] = int(last.get("restores", 0))
         row["error"] = error_summary(result.error) if result.error else None
-        row["mlflow_run_id"] = tracker.find_trial_run(parent_id, trial_id) if tracker else None
+        known = run_ids.get(trial_id)
+        row["mlflow_run_id"] = (known or tracker.find_trial_run(parent_id, trial_id)) if tracker else None
         rows.append(row)
     return rows
 
@@ -622,7 +642,7 @@ def finish(
             f"answers, `sweeper resume {tracker.experiment} --storage {storage.uri}` sends them"
         )
         return 3
-    rows = result_rows(grid, callback.outcomes, tracker, parent_id, base)
+    rows = result_rows(grid, callback.outcomes, tracker, parent_id, base, callback.run_ids())
     table = results_table(rows, significance)
     experiment.write_parquet(table, RESULTS_FILE)
     with tempfile.TemporaryDirectory() as folder:
