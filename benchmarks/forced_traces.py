@@ -20,7 +20,8 @@ import yaml
 
 from nmt_core.config import build_config
 from nmt_core.train import evaluate_split, train
-from sweeper.artifacts import FORCED, write_forced_traces, write_trial_artifacts
+from sweeper.artifacts import write_forced_traces, write_trial_artifacts
+from sweeper.metrics import FORCED
 
 SPACE = Path(__file__).parents[1] / "search_spaces" / "quickstart.yaml"
 

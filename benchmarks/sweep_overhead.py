@@ -487,9 +487,9 @@ def main(argv: list[str] | None = None) -> int:
         "--before", metavar="CHECKOUT", help="also time the sweeper of this checkout at each size (a before/after run)"
     )
     args = parser.parse_args(argv)
-    from sweeper.space import TRACKING_FIELDS
+    from sweeper.space import TrackingSpec, spec_fields
 
-    if args.models and "models" not in TRACKING_FIELDS:
+    if args.models and "models" not in spec_fields(TrackingSpec):
         parser.error("--models: this sweeper has no tracking.models yet (issue #43 item 3); every trial logs its model")
     system_metrics = not args.no_system_metrics
     with tempfile.TemporaryDirectory() as tmp:

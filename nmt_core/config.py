@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import importlib.util
 import math
 from collections.abc import Callable, ItemsView, Iterator, Mapping
@@ -300,7 +301,10 @@ def _yaml_key(name: str) -> str:
     return name.rstrip("_")
 
 
+@functools.cache
 def section_keys(section: str) -> dict[str, dataclasses.Field]:
+    """A section's keys as YAML writes them and their dataclass fields (types, defaults): derived once, read by every
+    build_config (a sweep's driver builds thousands, the summary one per trial). Read it; do not change it."""
     return {_yaml_key(f.name): f for f in dataclasses.fields(_SECTION_TYPES[section])}
 
 

@@ -303,11 +303,11 @@ def _check_space(value: Any, source: str) -> None:
 
 
 def _check_resamples(value: Any, source: str) -> None:
-    from sweeper.space import SignificanceSpec
+    from sweeper.space import read_section
 
     if not isinstance(value, int) or isinstance(value, bool):
         raise ConfigError("--resamples", f"must be an integer (got {shown(value)})", source)
-    SignificanceSpec(resamples=value).check(f"{source} --resamples")
+    read_section("significance", {"resamples": value}, f"{source} --resamples")
 
 
 def _check_format(value: Any, source: str) -> None:

@@ -15,10 +15,9 @@ from nmt_core.evaluate import ALIGNMENT_STATS, forced_trace_table, trace_table, 
 from nmt_core.registry import is_adaptive
 from nmt_core.train import SetResult, TrainResult, teacher_forced_traces
 from nmt_core.transformer import head_labels
+from sweeper.metrics import FORCED, HEATMAPS, PLOTS_FOLDER
 
 N_PLOTTED = 4  # dev sentences shown in the heatmaps: the same ones in every trial
-HEATMAPS = "traces/heatmaps.json"  # what a trial's heatmaps are drawn from, by the trial or later by the summary
-FORCED = "traces/forced"  # <set>.parquet: tau and gate at every reference token of a test set, teacher-forced
 
 
 def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: Path, draw: bool = True) -> None:
@@ -52,9 +51,9 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
     figures = heatmap_data(result, sets["dev"])
     (out / HEATMAPS).write_text(json.dumps(figures), encoding="utf-8")
     if draw:
-        from sweeper import plots  # matplotlib: only in a trial that draws
+        from sweeper.plots import heatmaps  # matplotlib: only in a trial that draws
 
-        plots.heatmaps(figures, out / "plots")
+        heatmaps(figures, out / PLOTS_FOLDER)
 
 
 def write_forced_traces(result: TrainResult, folder: Path) -> None:
@@ -126,10 +125,6 @@ def write_side_by_side(sources: list[str], references: list[str], hypotheses: li
 def write_alignment_stats(stats: np.ndarray, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savetxt(path, stats, fmt="%.6g", delimiter="\t", header="\t".join(ALIGNMENT_STATS), comments="")
-
-
-def read_alignment_stats(path: Path) -> np.ndarray:
-    return np.loadtxt(path, delimiter="\t", skiprows=1, ndmin=2)
 
 
 def words_of(tokens: list[str]) -> list[str]:

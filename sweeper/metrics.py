@@ -23,6 +23,11 @@ ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking 
 MODEL = "model"  # the MLflow model's folder in the final checkpoint, logged as the run's LoggedModel `model`
 FINAL = "final"  # the key that marks the last report of a trial (test BLEU, n_params)
 PBT_EVENT = "pbt_event"  # JSON of an exploit: the epoch, the trial copied from, the settings explored
+# paths in a trial run's artifacts that the trial (or the driver) writes and the summary reads
+HEATMAPS = "traces/heatmaps.json"  # what a trial's heatmaps are drawn from, by the trial or later by the summary
+FORCED = "traces/forced"  # <set>.parquet: tau and gate at every reference token of a test set, teacher-forced
+PLOTS_FOLDER = "plots"  # the heatmaps drawn, by a trial with `tracking.plots: all` or the summary with `best`
+PBT_EVENTS = "pbt_events.json"  # a trial's PBT exploits (the artifact; their count is the tag EXPLOITS)
 
 
 @dataclass(frozen=True)

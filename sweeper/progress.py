@@ -21,6 +21,7 @@ from ray.tune import Callback
 
 from nmt_core.progress import eta
 from sweeper.console import ANSI, console
+from sweeper.space import ObjectiveSpec
 
 PRINT_EVERY_S = float(os.environ.get("SWEEPER_PROGRESS_EVERY_S", 30))
 SEND_EVERY_S = 5.0  # a trial's updates to the board, at most
@@ -84,10 +85,15 @@ class SweepProgress(Callback):
     """Prints the sweep's state every PRINT_EVERY_S seconds, and one line per finished, retried or failed trial
     (a failure with its cause and where its traceback is: `logs` is the sweep's folder in storage)."""
 
-    metric, logs = "bleu_dev", ""  # for a callback restored from a sweep started before they existed
+    metric, logs = ObjectiveSpec.metric, ""  # for a callback restored from a sweep started before they existed
 
     def __init__(
-        self, sweep: str, planned: int, name_of: Callable[[Any], str], metric: str = "bleu_dev", logs: str = ""
+        self,
+        sweep: str,
+        planned: int,
+        name_of: Callable[[Any], str],
+        metric: str = ObjectiveSpec.metric,
+        logs: str = "",
     ):
         self.sweep, self.planned, self.name_of = sweep, planned, name_of
         self.metric, self.logs = metric, logs

@@ -41,6 +41,7 @@ from sweeper.space import (
     SpecError,
     SweepSpec,
     TrialPlan,
+    describe_trial,
     mutation_range,
     plan_trials,
     trial_config,
@@ -57,7 +58,7 @@ from sweeper.tracking import (
     resolve_uri,
     runs_link,
 )
-from sweeper.trainable import SweepContext, describe_trial, run_trial
+from sweeper.trainable import SweepContext, run_trial
 
 TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` loads
 RESULTS_FILE = "results.parquet"
@@ -182,8 +183,8 @@ def build_trainable(
     gpu: float,
     sweep: str,
     mutable: list[str],
-    system_metrics: bool = True,
-    plots: str = "best",
+    system_metrics: bool,
+    plots: str,
 ):
     context = SweepContext(
         base=base,
@@ -443,9 +444,9 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
                 state["cpu"],
                 state["gpu"],
                 name,
-                state.get("mutable", []),
-                state.get("system_metrics", True),
-                state.get("plots", "best"),
+                state["mutable"],
+                state["system_metrics"],
+                state["plots"],
             ),
             resume_unfinished=True,
             resume_errored=True,
@@ -467,7 +468,7 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
             f"Ray Tune cannot load it ({type(err).__name__}: {str(err).splitlines()[0][:100] if str(err) else ''})",
         ) from None
     tracker = SweepTracker(uri, state["name"])
-    study = state.get("study")  # the searcher comes back with Tune's state and reconnects to its study
+    study = state["study"]  # the searcher comes back with Tune's state and reconnects to its study
     print(
         f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run"
         + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""),

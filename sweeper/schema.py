@@ -21,18 +21,15 @@ from nmt_core.config import BOUNDS, CHOICES, Bound, ConfigError, TrialConfig, al
 from nmt_core.gate import output_folder, write_file
 from sweeper.space import (
     DISTRIBUTIONS,
-    FAILURE_FIELDS,
     NAME_RULE,
-    OBJECTIVE_FIELDS,
     PBT_MUTABLE,
-    RESOURCES_FIELDS,
+    SECTIONS,
     SPEC_BOUNDS,
     SPEC_CHOICES,
     TOP_LEVEL,
-    TRACKING_FIELDS,
     SchedulerSpec,
     SearchSpec,
-    SignificanceSpec,
+    spec_fields,
 )
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
@@ -133,31 +130,24 @@ def distribution(key: str) -> dict[str, Any]:
     )
 
 
-def spec_section(
-    section: str, fields: dict[str, str], defaults: dict[str, Any] | None = None, notes: dict[str, str] | None = None
-) -> dict[str, Any]:
-    """A sweep section of scalar keys (field name -> type name), with SPEC_CHOICES and SPEC_BOUNDS."""
-    defaults, notes = defaults or {}, notes or {}
-    return closed(
-        {
-            name: key_schema(
-                kind,
-                SPEC_CHOICES.get(f"{section}.{name}"),
-                SPEC_BOUNDS.get(f"{section}.{name}"),
-                notes.get(name, ""),
-                defaults.get(name, dataclasses.MISSING),
-            )
-            for name, kind in fields.items()
-        }
-    )
-
-
-def dataclass_section(section: str, cls: type, **special: dict[str, Any]) -> dict[str, Any]:
-    """A sweep section backed by a dataclass (search, scheduler, significance); `special` for non-scalar keys."""
-    scalars = {f.name: f.type for f in dataclasses.fields(cls) if f.name not in special}
-    schema = spec_section(section, scalars, {f.name: f.default for f in dataclasses.fields(cls)}, _notes(cls))
-    schema["properties"].update(special)
-    return schema
+def dataclass_section(section: str, **special: dict[str, Any]) -> dict[str, Any]:
+    """A sweep section from its dataclass (sweeper.space.SECTIONS): each field's type (null too where it defaults to
+    None), default and comment, with SPEC_CHOICES and SPEC_BOUNDS; `special` for keys that are not scalars."""
+    cls = SECTIONS[section]
+    notes = _notes(cls)
+    properties = {}
+    for name, spec in spec_fields(cls).items():
+        key = f"{section}.{name}"
+        if name in special:
+            properties[name] = special[name]
+            continue
+        schema = key_schema(
+            spec.kind.__name__, SPEC_CHOICES.get(key), SPEC_BOUNDS.get(key), notes.get(name, ""), spec.default
+        )
+        if spec.optional:
+            schema["type"] = [schema["type"], "null"]
+        properties[name] = schema
+    return closed(properties)
 
 
 def mutations() -> dict[str, Any]:
@@ -195,9 +185,6 @@ def name_pattern() -> str:
 
 
 def sweep_schema() -> dict[str, Any]:
-    def fields_of(names: dict[str, type]) -> dict[str, str]:
-        return {name: typ.__name__ for name, typ in names.items()}
-
     properties = {
         "name": {
             "type": "string",
@@ -211,26 +198,17 @@ def sweep_schema() -> dict[str, Any]:
             {key: distribution(key) for key in all_keys()},
             description="dotted trial keys -> one distribution each, optionally `if`",
         ),
-        "search": dataclass_section(
-            "search",
-            SearchSpec,
-            points_to_evaluate=starting_points(),
-            study_storage={
-                "type": ["string", "null"],
-                "default": None,
-                "description": _notes(SearchSpec)["study_storage"],
-            },
-        ),
-        "objective": spec_section("objective", fields_of(OBJECTIVE_FIELDS)),
-        "scheduler": dataclass_section("scheduler", SchedulerSpec, mutations=mutations()),
-        "resources": spec_section("resources", fields_of(RESOURCES_FIELDS)),
-        "failure": spec_section("failure", fields_of(FAILURE_FIELDS)),
-        "tracking": spec_section("tracking", fields_of(TRACKING_FIELDS)),
+        "search": dataclass_section("search", points_to_evaluate=starting_points()),
+        "objective": dataclass_section("objective"),
+        "scheduler": dataclass_section("scheduler", mutations=mutations()),
+        "resources": dataclass_section("resources"),
+        "failure": dataclass_section("failure"),
+        "tracking": dataclass_section("tracking"),
         "baseline": closed(
             {key: value_ref(key) for key in all_keys()},
             description="dotted trial keys -> the values naming the summary's baseline",
         ),
-        "significance": dataclass_section("significance", SignificanceSpec),
+        "significance": dataclass_section("significance"),
     }
     assert list(properties) == list(TOP_LEVEL), "every top-level key of a sweep YAML needs its schema here"
     scalar = {"type": ["string", "number", "boolean", "null"]}

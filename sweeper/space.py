@@ -8,10 +8,15 @@ the plan `sweeper validate` prints is exactly the set of trials `sweeper run` st
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import importlib.util
+import json
 import math
 import random
 import re
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,12 +77,7 @@ SPEC_CHOICES = {
     "scheduler.type": SCHEDULERS,
     "significance.method": SIGNIFICANCE_METHODS,
     "tracking.plots": PLOTS,
-}  # for the JSON Schema
-# the small sections' keys and types (search, scheduler and significance are the dataclasses below)
-OBJECTIVE_FIELDS: dict[str, type] = {"metric": str, "mode": str}
-RESOURCES_FIELDS: dict[str, type] = {"cpu": float, "gpu": float}
-FAILURE_FIELDS: dict[str, type] = {"max_retries": int}
-TRACKING_FIELDS: dict[str, type] = {"uri": str, "system_metrics": bool, "plots": str}
+}  # each section's reader checks them, and the JSON Schema states them
 GPU_SHARES = "a fraction in (0, 1] to pack trials, or a whole number"
 SPEC_BOUNDS: dict[str, Bound] = {
     "search.num_samples": Bound(1),
@@ -136,6 +136,15 @@ class SearchSpec:
     study_storage: str | None = None  # optuna: an RDB URL for the study (default: see sweeper.study)
 
 
+OPTUNA_ONLY = ("sampler", "points_to_evaluate", "study_storage")  # search keys only Optuna reads
+
+
+@dataclass
+class ObjectiveSpec:
+    metric: str = "bleu_dev"  # what the search and the schedulers rank trials by (its best epoch's value)
+    mode: str = "max"
+
+
 @dataclass
 class SchedulerSpec:
     type: str = "fifo"
@@ -151,26 +160,41 @@ PBT_MUTABLE = ("train.lr", "train.label_smoothing", "train.clip_norm", "attentio
 
 
 @dataclass
+class ResourcesSpec:
+    cpu: float = 1.0  # CPUs per trial (its torch threads)
+    gpu: float = 0.0  # GPUs per trial
+
+
+@dataclass
+class FailureSpec:
+    max_retries: int = 2  # a trial that fails is retried from its last checkpoint this many times
+
+
+@dataclass
+class TrackingSpec:
+    uri: str | None = None  # the MLflow tracking URI (--tracking-uri and $MLFLOW_TRACKING_URI come first)
+    system_metrics: bool = True  # CPU/memory/GPU of every trial, logged as system/...
+    plots: str = "best"  # whose attention heatmaps are drawn: best (by the summary), all (by every trial), none
+
+
+@dataclass
 class SignificanceSpec:
     """How `sweeper summarize` tests each variant against its baseline, and each SACT row against its controls."""
 
     method: str = "paired_bootstrap"
     resamples: int = 1000  # bootstrap resamples, or approximate randomization's shuffles (sacrebleu's default: 10000)
 
-    def check(self, source: str) -> SignificanceSpec:
-        if self.method not in SIGNIFICANCE_METHODS:
-            raise SpecError(
-                "significance.method",
-                "must be one of " + ", ".join(SIGNIFICANCE_METHODS) + f" (got {shown(self.method)})",
-                source,
-            )
-        if not SPEC_BOUNDS["significance.resamples"].holds(self.resamples):
-            raise SpecError(
-                "significance.resamples",
-                f"must be {SPEC_BOUNDS['significance.resamples']} (got {shown(self.resamples)})",
-                source,
-            )
-        return self
+
+# the sections of a sweep YAML read as dataclasses: their fields are the keys, types and defaults (spec_fields)
+SECTIONS: dict[str, type] = {
+    "search": SearchSpec,
+    "objective": ObjectiveSpec,
+    "scheduler": SchedulerSpec,
+    "resources": ResourcesSpec,
+    "failure": FailureSpec,
+    "tracking": TrackingSpec,
+    "significance": SignificanceSpec,
+}
 
 
 @dataclass
@@ -178,24 +202,64 @@ class SweepSpec:
     name: str
     source: str
     base: dict[str, Any]  # nested trial config every trial starts from (with `data` merged in)
+    base_config: TrialConfig  # the same, typed
     parameters: list[Parameter]
     search: SearchSpec
-    metric: str
-    mode: str
+    objective: ObjectiveSpec
     scheduler: SchedulerSpec
-    cpu: float
-    gpu: float
-    max_retries: int
-    tracking_uri: str | None
-    baseline: dict[str, Any]  # dotted key -> value naming the baseline variant for the summary
+    resources: ResourcesSpec
+    failure: FailureSpec
+    tracking: TrackingSpec
     significance: SignificanceSpec
+    baseline: dict[str, Any]  # dotted key -> value naming the baseline variant for the summary
     text: str  # the YAML as written, logged to MLflow as space.yaml
-    system_metrics: bool = True  # tracking.system_metrics: CPU/memory/GPU of every trial, logged as system/...
-    plots: str = "best"  # tracking.plots: best (the summary draws the best trials' heatmaps), all, none
 
     @property
     def epochs(self) -> int:
-        return build_config(self.base).train.epochs
+        return self.base_config.train.epochs
+
+    # the sections' values by the names the driver gives them (runner, api, submit, optuna_search)
+    @property
+    def metric(self) -> str:
+        return self.objective.metric
+
+    @property
+    def mode(self) -> str:
+        return self.objective.mode
+
+    @property
+    def cpu(self) -> float:
+        return self.resources.cpu
+
+    @property
+    def gpu(self) -> float:
+        return self.resources.gpu
+
+    @property
+    def max_retries(self) -> int:
+        return self.failure.max_retries
+
+    @property
+    def tracking_uri(self) -> str | None:
+        return self.tracking.uri
+
+    @property
+    def system_metrics(self) -> bool:
+        return self.tracking.system_metrics
+
+    @property
+    def plots(self) -> str:
+        return self.tracking.plots
+
+
+@dataclass
+class RecordedSpace:
+    """What the summary reads of a sweep's space.yaml, typed: the sections `sweeper validate` checked."""
+
+    objective: ObjectiveSpec = field(default_factory=ObjectiveSpec)
+    significance: SignificanceSpec = field(default_factory=SignificanceSpec)
+    tracking: TrackingSpec = field(default_factory=TrackingSpec)
+    baseline: dict[str, Any] = field(default_factory=dict)  # dotted key -> value naming the baseline variant
 
 
 @dataclass
@@ -210,12 +274,35 @@ class TrialPlan:
         return trial_config(base, self.params, self.seed)
 
 
-def trial_config(base: Mapping[str, Any], params: Mapping[str, Any], seed: int) -> TrialConfig:
+def trial_config(base: Mapping[str, Any], params: Mapping[str, Any], seed: int | None = None) -> TrialConfig:
+    """The base with the trial's parameters (and its seed, where given) set: the trial's validated config."""
     nested = copy.deepcopy(dict(base))
     for key, value in params.items():
         set_dotted(nested, key, value)
-    set_dotted(nested, "train.seed", seed)
+    if seed is not None:
+        set_dotted(nested, "train.seed", seed)
     return build_config(nested)
+
+
+DESCRIBED_MAX = 4096  # trial configs a process keeps (a driver's every trial of a large sweep; a trial's one)
+_described: dict[str, tuple[TrialConfig, str]] = {}
+
+
+def describe_trial(config: Mapping[str, Any], base: Mapping[str, Any]) -> tuple[TrialConfig, str]:
+    """Tune's dict of one trial as its TrialConfig and variant label: the one place it becomes typed. grid/random
+    hand over the planned trial under `trial` (TrialPlan's fields), Optuna its suggestions as flat dotted keys (the
+    seed is the base's). Built once per trial and process: the driver asks for a trial's name, folder, runs and
+    results row with the same dict. The config is shared: read it, do not change it."""
+    key = json.dumps([base, config], sort_keys=True, default=repr)
+    if key not in _described:
+        if len(_described) >= DESCRIBED_MAX:
+            _described.clear()
+        if "trial" in config:
+            cfg = trial_config(base, config["trial"]["params"], int(config["trial"]["seed"]))
+        else:
+            cfg = trial_config(base, {k: v for k, v in config.items() if "." in k})
+        _described[key] = cfg, variant_label(cfg)
+    return _described[key]
 
 
 def variant_label(cfg: TrialConfig) -> str:
@@ -254,29 +341,59 @@ def _mapping(value: Any, key: str, source: str) -> dict:
     return dict(value)
 
 
-def _fields(raw: Mapping, key: str, allowed: dict[str, type], source: str) -> dict[str, Any]:
-    """Check a small section's keys and types (int accepted where float is expected)."""
-    out = {}
-    for name, value in raw.items():
-        dotted = f"{key}.{name}"
-        if name not in allowed:
-            raise SpecError(dotted, "unknown key; allowed: " + ", ".join(allowed), source)
-        typ = allowed[name]
-        ok = isinstance(value, typ) and not (isinstance(value, bool) and typ is not bool)
-        if typ is float and isinstance(value, int) and not isinstance(value, bool):
-            ok, value = True, finite(value, dotted, source)
-        if not ok:
-            raise SpecError(dotted, f"expected {typ.__name__}, got {shown(value)}", source)
-        out[name] = value
-    return out
+@dataclass(frozen=True)
+class SpecField:
+    """One key of a sweep section, as its dataclass field declares it."""
+
+    kind: type  # what YAML must give: str, int, float (an int is taken), bool, list or dict
+    optional: bool  # null is taken too (the field's default is None)
+    default: Any  # dataclasses.MISSING where the field has none
 
 
-def _check_bounds(section: str, values: Mapping[str, Any], source: str) -> None:
-    """The SPEC_BOUNDS of one section's values."""
-    for name, value in values.items():
-        bound = SPEC_BOUNDS.get(f"{section}.{name}")
+@functools.cache
+def spec_fields(section: type) -> dict[str, SpecField]:
+    """A section dataclass's keys, types and defaults, read from its fields (`str | None`: a str, or null)."""
+    hints = typing.get_type_hints(section)
+    found = {}
+    for f in dataclasses.fields(section):
+        members = [m for m in typing.get_args(hints[f.name]) if m is not type(None)]
+        optional = isinstance(hints[f.name], types.UnionType) and len(members) == 1
+        hint = members[0] if optional else hints[f.name]
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        found[f.name] = SpecField(typing.get_origin(hint) or hint, optional, default)
+    return found
+
+
+def _typed(key: str, value: Any, spec: SpecField, source: str) -> Any:
+    """A section's value of the field's type (an int where a float is expected, as a float); else one line."""
+    if value is None and spec.optional:
+        return None
+    if spec.kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return finite(value, key, source)
+    if not isinstance(value, spec.kind) or (isinstance(value, bool) and spec.kind is not bool):
+        raise SpecError(key, f"expected {spec.kind.__name__}, got {shown(value)}", source)
+    if isinstance(value, float):
+        finite(value, key, source)
+    return value
+
+
+def read_section(section: str, raw: Any, source: str) -> Any:
+    """One section of a sweep YAML as its dataclass (SECTIONS): every key known, of its field's type, one of its
+    SPEC_CHOICES and within its SPEC_BOUNDS; keys left out keep the field's default."""
+    fields, values = spec_fields(SECTIONS[section]), {}
+    for name, value in _mapping(raw, section, source).items():
+        key = f"{section}.{name}"
+        if name not in fields:
+            raise SpecError(key, "unknown key; allowed: " + ", ".join(fields), source)
+        values[name] = _typed(key, value, fields[name], source)
+        if key in SPEC_CHOICES:
+            _one_of(key, value, SPEC_CHOICES[key], source)
+        bound = SPEC_BOUNDS.get(key)
         if bound and not bound.holds(value):
-            raise SpecError(f"{section}.{name}", f"must be {bound} (got {value:g})", source)
+            raise SpecError(
+                key, f"must be {bound} (got {f'{value:g}' if isinstance(value, float) else shown(value)})", source
+            )
+    return SECTIONS[section](**values)
 
 
 def _where(base: dict, condition: Mapping[str, Any]) -> dict:
@@ -432,18 +549,11 @@ def _check_pbt(scheduler: SchedulerSpec, search: SearchSpec, base: dict, source:
 def _check_optuna_search(search: SearchSpec, parameters: list[Parameter], source: str) -> None:
     """The sampler (its packages installed), the study's storage URL and the starting points: Optuna only."""
     if search.algorithm != "optuna":
-        given = [
-            k
-            for k, default in (("sampler", "tpe"), ("points_to_evaluate", []), ("study_storage", None))
-            if getattr(search, k) != default
-        ]
+        defaults = spec_fields(SearchSpec)
+        given = [k for k in OPTUNA_ONLY if getattr(search, k) != defaults[k].default]
         if given:
             raise SpecError(f"search.{given[0]}", f"only with search.algorithm optuna (got {search.algorithm})", source)
         return
-    if search.sampler not in SAMPLERS:
-        raise SpecError(
-            "search.sampler", "must be one of " + ", ".join(SAMPLERS) + f" (got {search.sampler!r})", source
-        )
     missing = [m for m in SAMPLERS[search.sampler] if importlib.util.find_spec(m) is None]
     if missing:
         raise SpecError(
@@ -501,90 +611,42 @@ def _short(value: Any) -> str:
 
 
 def parse_spec(text: str, source: str) -> SweepSpec:
+    """A sweep YAML checked whole: every key, type and value, each parameter against the trial config, the sections
+    against each other, and the plan's size."""
     raw = _mapping(parse_yaml(text, source, SpecError), "(file)", source)
     for key in raw:
         if key not in TOP_LEVEL:
             raise SpecError(str(key), "unknown key; allowed: " + ", ".join(TOP_LEVEL), source)
     name = check_name(raw.get("name"), "name", source)
-    base, data = _base_config(raw, source)
+    base, base_config, data = _base_config(raw, source)
     parameters = [
         _parameter(k, v, base, source) for k, v in _mapping(raw.get("parameters"), "parameters", source).items()
     ]
     parameters = _order_by_conditions(parameters, source)
-    _check_corpora(build_config(base).data.corpus, "data" if "corpus" in data else "base.data", parameters, source)
-    search = _search(raw, parameters, source)
-    metric, mode = _objective(raw, source)
-    scheduler = SchedulerSpec(
-        **_fields(
-            _mapping(raw.get("scheduler"), "scheduler", source),
-            "scheduler",
-            {
-                "type": str,
-                "grace_period": int,
-                "reduction_factor": int,
-                "perturbation_interval": int,
-                "quantile_fraction": float,
-                "mutations": dict,
-            },
-            source,
-        )
-    )
-    _one_of("scheduler.type", scheduler.type, SCHEDULERS, source)
-    _check_bounds("scheduler", vars(scheduler), source)
-    _check_pbt(scheduler, search, base, source)
-    cpu, gpu = _resources(raw, source)
-    failure = _fields(_mapping(raw.get("failure"), "failure", source), "failure", FAILURE_FIELDS, source)
-    _check_bounds("failure", failure, source)
-    tracking = _fields(_mapping(raw.get("tracking"), "tracking", source), "tracking", TRACKING_FIELDS, source)
-    check_uri(tracking.get("uri", ""), "tracking", "tracking.uri", source)
-    _one_of("tracking.plots", tracking.get("plots", "best"), PLOTS, source)
+    _check_corpora(base_config.data.corpus, "data" if "corpus" in data else "base.data", parameters, source)
+    sections = {section: read_section(section, raw.get(section), source) for section in SECTIONS}
+    _check_sections(sections, parameters, base, source)
     baseline = _mapping(raw.get("baseline"), "baseline", source)
     for key in baseline:
         if key not in all_keys():
             raise SpecError(f"baseline.{key}", "not a trial-config key", source)
-    significance = _significance(raw, source)
-    spec = SweepSpec(
-        name,
-        source,
-        base,
-        parameters,
-        search,
-        metric,
-        mode,
-        scheduler,
-        cpu,
-        gpu,
-        failure.get("max_retries", 2),
-        tracking.get("uri"),
-        baseline,
-        significance,
-        text,
-        tracking.get("system_metrics", True),
-        tracking.get("plots", "best"),
-    )
+    spec = SweepSpec(name, source, base, base_config, parameters, **sections, baseline=baseline, text=text)
     _check_plan_size(spec)
     return spec
 
 
-def _significance(raw: dict, source: str) -> SignificanceSpec:
-    fields = {"method": str, "resamples": int}
-    return SignificanceSpec(
-        **_fields(_mapping(raw.get("significance"), "significance", source), "significance", fields, source)
-    ).check(source)
-
-
-def recorded_space(text: str, source: str) -> dict[str, Any]:
+def recorded_space(text: str, source: str) -> RecordedSpace:
     """A sweep's space.yaml read back from its parent run (the summary's door to it), held to the input's rules:
-    bounded YAML, a mapping, and the sections the summary reads (objective, baseline, significance, tracking)
-    checked as `sweeper validate` checks them. The rest is not re-checked: a corpus folder the sweep read may not
-    exist where it is summarised."""
+    bounded YAML, a mapping, and the sections the summary reads (objective, significance, tracking) checked as
+    `sweeper validate` checks them. The rest is not re-checked: a corpus folder the sweep read may not exist where
+    it is summarised."""
     raw = _mapping(parse_yaml(text, source, SpecError), "(file)", source)
-    _objective(raw, source)
-    _significance(raw, source)
-    _mapping(raw.get("baseline"), "baseline", source)
-    tracking = _fields(_mapping(raw.get("tracking"), "tracking", source), "tracking", TRACKING_FIELDS, source)
-    _one_of("tracking.plots", tracking.get("plots", "best"), PLOTS, source)
-    return raw
+    return RecordedSpace(
+        read_section("objective", raw.get("objective"), source),
+        read_section("significance", raw.get("significance"), source),
+        read_section("tracking", raw.get("tracking"), source),
+        _mapping(raw.get("baseline"), "baseline", source),
+    )
 
 
 def _one_of(key: str, value: Any, allowed: tuple[str, ...], source: str) -> None:
@@ -592,40 +654,24 @@ def _one_of(key: str, value: Any, allowed: tuple[str, ...], source: str) -> None
         raise SpecError(key, "must be one of " + ", ".join(allowed) + f" (got {shown(value)})", source)
 
 
-def _base_config(raw: dict, source: str) -> tuple[dict, dict]:
-    """`base` with the top-level `data` merged in, checked as a trial config; errors name the key as written."""
+def _base_config(raw: dict, source: str) -> tuple[dict, TrialConfig, dict]:
+    """`base` with the top-level `data` merged in, checked as a trial config (and that config); errors name the key
+    as written."""
     base = _mapping(raw.get("base"), "base", source)
     data = _mapping(raw.get("data"), "data", source)
     base["data"] = {**_mapping(base.get("data"), "base.data", source), **data}
     try:
-        build_config(base)
+        return base, build_config(base), data
     except ConfigError as err:
         key, message = str(err).split(": ", 2)[1:]
         from_top_level_data = key.startswith("data.") and key.split(".", 1)[1] in data
         raise SpecError(key if from_top_level_data else f"base.{key}", message, source) from None
-    return base, data
 
 
-def _search(raw: dict, parameters: list[Parameter], source: str) -> SearchSpec:
-    search = SearchSpec(
-        **_fields(
-            _mapping(raw.get("search"), "search", source),
-            "search",
-            {
-                "algorithm": str,
-                "num_samples": int,
-                "max_concurrent": int,
-                "seed": int,
-                "repeats": int,
-                "sampler": str,
-                "points_to_evaluate": list,
-                "study_storage": str,
-            },
-            source,
-        )
-    )
-    _one_of("search.algorithm", search.algorithm, ALGORITHMS, source)
-    _check_bounds("search", vars(search), source)
+def _check_sections(sections: dict[str, Any], parameters: list[Parameter], base: dict, source: str) -> None:
+    """What a section asks of the others and of the trial config: Optuna's options, PBT's mutations, a whole
+    number of GPUs above one, a tracking URI without credentials."""
+    search = sections["search"]
     if search.algorithm == "optuna" and search.repeats != 1:
         raise SpecError(
             "search.repeats",
@@ -634,24 +680,11 @@ def _search(raw: dict, parameters: list[Parameter], source: str) -> SearchSpec:
             source,
         )
     _check_optuna_search(search, parameters, source)
-    return search
-
-
-def _objective(raw: dict, source: str) -> tuple[str, str]:
-    objective = _fields(_mapping(raw.get("objective"), "objective", source), "objective", OBJECTIVE_FIELDS, source)
-    metric, mode = objective.get("metric", "bleu_dev"), objective.get("mode", "max")
-    _one_of("objective.metric", metric, OBJECTIVE_METRICS, source)
-    _one_of("objective.mode", mode, MODES, source)
-    return metric, mode
-
-
-def _resources(raw: dict, source: str) -> tuple[float, float]:
-    resources = _fields(_mapping(raw.get("resources"), "resources", source), "resources", RESOURCES_FIELDS, source)
-    _check_bounds("resources", resources, source)
-    cpu, gpu = resources.get("cpu", 1.0), resources.get("gpu", 0.0)
+    _check_pbt(sections["scheduler"], search, base, source)
+    gpu = sections["resources"].gpu
     if gpu > 1 and not float(gpu).is_integer():
         raise SpecError("resources.gpu", f"must be 0, {GPU_SHARES} (got {gpu:g})", source)
-    return cpu, gpu
+    check_uri(sections["tracking"].uri or "", "tracking", "tracking.uri", source)
 
 
 def _check_corpora(corpus: str, section: str, parameters: list[Parameter], source: str) -> None:
@@ -755,7 +788,7 @@ def _expand(parameters: list[Parameter], rng: random.Random, limit: int = 0) -> 
 def plan_trials(spec: SweepSpec) -> list[TrialPlan]:
     """grid/random: the grid (conditionals resolved) x num_samples draws of the rest x repeats seeds."""
     rng = random.Random(spec.search.seed)
-    base_seed = build_config(spec.base).train.seed
+    base_seed = spec.base_config.train.seed
     plans = []
     for _ in range(spec.search.num_samples):
         for params in _expand(spec.parameters, rng):

@@ -24,9 +24,13 @@ from sweeper.space import (
     PBT_MUTABLE,
     PLOTS,
     SPEC_BOUNDS,
+    SchedulerSpec,
     SignificanceSpec,
     SpecError,
+    TrackingSpec,
     check_name,
+    read_section,
+    spec_fields,
 )
 from sweeper.storage import Storage
 
@@ -68,7 +72,18 @@ def read_state(experiment: Storage) -> dict[str, Any]:
         if key in state and (why := check(state[key])):
             raise damaged(experiment, STATE_FILE, f"{key}: {why} (got {shown(state[key])})")
     build_config(state["base"], source=f"{where}: base")  # the trial config every resumed trial starts from
-    return state
+    return {**later_keys(), **state}
+
+
+def later_keys() -> dict[str, Any]:
+    """What a sweep stored before these keys were kept ran with: the space's defaults (sweeper.space's sections)."""
+    tracking = spec_fields(TrackingSpec)
+    return {
+        "mutable": list(spec_fields(SchedulerSpec)["mutations"].default),
+        "system_metrics": tracking["system_metrics"].default,
+        "plots": tracking["plots"].default,
+        "study": None,
+    }
 
 
 def _number(key: str) -> Callable[[Any], str | None]:
@@ -120,13 +135,6 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
 
 
 def stored_significance(state: dict[str, Any], experiment: Storage) -> SignificanceSpec:
-    """The space's significance test as sweeper.json keeps it (the default for a sweep stored before it was kept)."""
-    stored = state.get("significance") or {}
-    if not isinstance(stored, dict):
-        raise damaged(experiment, STATE_FILE, "significance: not a mapping")
-    try:
-        return SignificanceSpec(**{k: stored[k] for k in ("method", "resamples") if k in stored}).check(
-            experiment.display(STATE_FILE)
-        )
-    except (TypeError, AttributeError) as err:
-        raise damaged(experiment, STATE_FILE, f"significance: {type(err).__name__}") from None
+    """The space's significance test as sweeper.json keeps it (the default for a sweep stored before it was kept),
+    checked by the section's own reader."""
+    return read_section("significance", state.get("significance") or {}, experiment.display(STATE_FILE))

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import nmt_core
-import sweeper
 from nmt_core.config import ConfigError
 from nmt_core.credentials import redact
 from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout
@@ -112,7 +111,7 @@ def submit(
         (Path(folder) / "space.yaml").write_text(spec.text, encoding="utf-8")
         runtime_env = {"working_dir": folder, "env_vars": {"MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}}
         if ship_code:
-            runtime_env["py_modules"] = [str(Path(nmt_core.__file__).parent), str(Path(sweeper.__file__).parent)]
+            runtime_env["py_modules"] = [str(Path(nmt_core.__file__).parent), str(Path(__file__).parent)]
         job_id = submit_when_an_agent_is_up(
             client,
             entrypoint=entrypoint(spec, storage, uri),

@@ -40,6 +40,7 @@ from sweeper.metrics import (
     NOTE,
     PARENT,
     PBT_EVENT,
+    PBT_EVENTS,
     PER_EPOCH,
     RESTORES,
     ROLE,
@@ -49,13 +50,12 @@ from sweeper.metrics import (
     is_logged,
 )
 from sweeper.provenance import as_tags, code_version, package_versions
+from sweeper.space import describe_trial
 from sweeper.storage import open_storage
-from sweeper.trainable import describe_trial
 
 log = logging.getLogger("sweeper.tracking")
 T = TypeVar("T")
 
-PBT_EVENTS = "pbt_events.json"  # a trial's PBT exploits (the artifact; their count is the tag EXPLOITS)
 # the tracking stores MLflow 3 serves here (a database's SQLAlchemy driver may follow '+'); not its file store
 STORES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")
 

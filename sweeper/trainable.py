@@ -23,12 +23,12 @@ from nmt_core import checkpoint
 from nmt_core.config import TrialConfig
 from nmt_core.data import TrialData, load_trial_data
 from nmt_core.mlflow_model import save_model
-from nmt_core.train import PAPER_BLEU, TrainingDiverged, evaluate_split, resolve_device, train
+from nmt_core.train import PAPER_BLEU, TrainingDiverged, TrainResult, evaluate_split, resolve_device, train
 from sweeper.artifacts import write_trial_artifacts
 from sweeper.metrics import ARTIFACTS, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX
 from sweeper.progress import TrialProgress
 from sweeper.provenance import trial_provenance
-from sweeper.space import trial_config, variant_label
+from sweeper.space import describe_trial
 from sweeper.storage import Storage
 
 DIVERGED = "diverged.txt"  # left in the trial folder by a trial whose loss became NaN
@@ -40,25 +40,11 @@ class SweepContext:
 
     base: dict[str, Any]  # the trial config every trial starts from, paths already absolute
     cpus_per_trial: float
-    gpus_per_trial: float = 0.0  # a fraction packs trials onto one GPU; each then gets that share of its memory
-    sweep: str = ""  # the sweep's name: trials find its progress board by it
-    mutable: tuple[str, ...] = ()  # PBT's mutated keys, reported every epoch as `setting.<key>`
-    system_metrics: bool = True  # sample CPU/memory/GPU and report them with every epoch (tracking.system_metrics)
-    plots: str = "best"  # tracking.plots: only `all` has every trial draw its heatmaps
-
-
-def trial_params(config: dict[str, Any], base: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """grid/random put a planned trial under `trial`; Optuna suggests flat dotted keys."""
-    if "trial" in config:
-        return dict(config["trial"]["params"]), int(config["trial"]["seed"])
-    return {k: v for k, v in config.items() if "." in k}, int(base.get("train", {}).get("seed", 1))
-
-
-def describe_trial(config: dict[str, Any], base: dict[str, Any]) -> tuple[TrialConfig, str]:
-    """The whole trial config and the variant label."""
-    params, seed = trial_params(config, base)
-    cfg = trial_config(base, params, seed)
-    return cfg, variant_label(cfg)
+    gpus_per_trial: float  # a fraction packs trials onto one GPU; each then gets that share of its memory
+    sweep: str  # the sweep's name: trials find its progress board by it
+    mutable: tuple[str, ...]  # PBT's mutated keys, reported every epoch as `setting.<key>`
+    system_metrics: bool  # sample CPU/memory/GPU and report them with every epoch (tracking.system_metrics)
+    plots: str  # tracking.plots: only `all` has every trial draw its heatmaps
 
 
 def share_gpu_memory(gpus_per_trial: float) -> None:
@@ -111,8 +97,7 @@ def trial_data(cfg: TrialConfig) -> TrialData:
 def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     torch.set_num_threads(max(1, int(context.cpus_per_trial)))
     share_gpu_memory(context.gpus_per_trial)
-    params, seed = trial_params(config, context.base)
-    cfg = trial_config(context.base, params, seed)
+    cfg, _ = describe_trial(config, context.base)
     trial_id = tune.get_context().get_trial_id()
     settings = {k: v for k, v in cfg.flat().items() if k in context.mutable}  # PBT: the values in force now
     # what trained this trial, reported with the first result of this process (the driver tags the run)
@@ -158,15 +143,23 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     finally:
         if sampler:
             sampler.stop()
+    report_final(result, cfg, latest["state"], restores, unsent, draw=context.plots == "all")
+
+
+def report_final(
+    result: TrainResult, cfg: TrialConfig, state: dict | None, restores: int, unsent: dict[str, Any], draw: bool
+) -> None:
+    """The trial's last report: dev BLEU with the full beam, the test results, the artifacts (drawn where `draw`),
+    the last checkpoint and the MLflow model, with the best epoch's metrics and FINAL."""
     device = next(result.model.parameters()).device
     sets = {"dev": evaluate_split(result.model, result.data, "dev", cfg, device, cfg.decode.beam_size), **result.tests}
     last_epoch = result.history[-1]["epoch"] if result.history else 0
     best = next((r for r in result.history if r["epoch"] == result.final["best_epoch"]), {})
     with tempfile.TemporaryDirectory() as folder:
-        write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS, draw=context.plots == "all")
-        if latest["state"] is not None:  # a restore after this point finds the trained model, not nothing
-            checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
-            save_model(latest["state"], Path(folder) / MODEL, result.data.sources["dev"][:2])
+        write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS, draw=draw)
+        if state is not None:  # a restore after this point finds the trained model, not nothing
+            checkpoint.save(state, Path(folder) / checkpoint.LAST)
+            save_model(state, Path(folder) / MODEL, result.data.sources["dev"][:2])
         # the best epoch's report (schedulers and searchers read the objective from the last result)
         tune.report(
             {

@@ -14,16 +14,10 @@ from typing import Any
 
 from mlflow.tracking import MlflowClient
 
-from sweeper import plots
-from sweeper.artifacts import HEATMAPS
+from sweeper.metrics import HEATMAPS, PLOTS_FOLDER
+from sweeper.plots import heatmaps
+from sweeper.space import ObjectiveSpec
 from sweeper.summary.statistics import objective_of
-
-PLOTS_FOLDER = "plots"  # the run's artifact folder of the heatmaps, as a trial with `tracking.plots: all` logs them
-
-
-def policy(space: dict[str, Any]) -> str:
-    """The sweep's `tracking.plots` (`best` where the space does not say)."""
-    return (space.get("tracking") or {}).get("plots", "best")
 
 
 def best_trials(rows: list, metric: str, mode: str) -> list[tuple[str, Any]]:
@@ -48,25 +42,23 @@ def draw_into_run(client: MlflowClient, run_id: str) -> bool:
         except Exception:  # noqa: BLE001 - MLflow raises several types for a missing artifact
             return False
         folder = Path(tmp) / PLOTS_FOLDER
-        plots.heatmaps(json.loads(Path(local).read_text(encoding="utf-8")), folder)
+        heatmaps(json.loads(Path(local).read_text(encoding="utf-8")), folder)
         client.log_artifacts(run_id, str(folder), PLOTS_FOLDER)
     return True
 
 
-def log_best_heatmaps(client: MlflowClient, rows: list, objective: dict[str, str], space: dict[str, Any]) -> list[str]:
-    """With `tracking.plots: best`, draw and log the best trial's heatmaps of each variant of `rows` (those the BLEU
-    table shows); the summary's section saying where they are (nothing under `all` or `none`)."""
-    if policy(space) != "best":
-        return []
+def log_best_heatmaps(client: MlflowClient, rows: list, objective: ObjectiveSpec) -> list[str]:
+    """Draw and log the best trial's heatmaps of each variant of `rows` (those the BLEU table shows), as
+    `tracking.plots: best` asks; the summary's section saying where they are."""
     lines = [
         f"| {label} | {record.trial_id} | `{record.run_id}` |"
-        for label, record in best_trials(rows, objective["metric"], objective["mode"])
+        for label, record in best_trials(rows, objective.metric, objective.mode)
         if draw_into_run(client, record.run_id)
     ]
     if not lines:
         return []
     return [
-        f"## Attention heatmaps (best trial of each variant by {objective['metric']})\n\nThe variants of the BLEU table"
+        f"## Attention heatmaps (best trial of each variant by {objective.metric})\n\nThe variants of the BLEU table"
         f" above. In each run's artifacts, {PLOTS_FOLDER}/: attention_dev<i>.png for the first dev sentences (the "
         "sentinel gate as a last column), and temperature_heatmap.png for SACT. Every trial's data for them is in "
         "traces/heatmaps.json.\n\n"

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
+import sweeper.summary.importance as importance
+import sweeper.summary.word_classes as word_classes
 from nmt_core.evaluate import HEAD_LABELS
 from nmt_core.registry import is_adaptive
-from sweeper import plots
-from sweeper.summary import importance, word_classes
+from sweeper.plots import head_temperature_heatmap, temperature_heatmap
+from sweeper.summary.charts import dev_curves, fixed_tau_curve, parallel_coordinates
 from sweeper.summary.records import TOP_ROWS, TrialRecord, best_of, has_gate_or_sact
 from sweeper.summary.statistics import (
     LEARNED,
@@ -84,7 +86,7 @@ def fixed_tau_figure(summary: Summary) -> tuple[list[SeedPoint], list[SeedPoint]
     beside, points = max(groups.items(), key=lambda group: len(group[1]))
     bands = []
     for row in summary.rows:
-        temperature = row.records[0].params.get("attention.temperature")
+        temperature = row.records[0].config.attention.temperature
         kind = "learned tau" if temperature == LEARNED else "SACT" if is_adaptive(temperature) else None
         if kind and beside_temperature(row, keys) == beside:
             bands.append(seed_point(row, label=f"{kind}: {row.label}"))
@@ -135,16 +137,16 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table]) -> Fi
             f"(tau {taus}; the baseline counts as tau = 1) with the same other settings, and a curve needs "
             f"{MIN_CURVE_POINTS} or more (the paper's tau 0.8-1.2: search_spaces/fixed_tau_ablation.yaml)."
         )
-    sact = [r for r in summary.rows if is_adaptive(r.records[0].params.get("attention.temperature"))]
+    sact = [r for r in summary.rows if is_adaptive(r.records[0].config.attention.temperature)]
     if sact:
         data.heatmap_of = best_of([rec for r in sact for rec in r.records])
         data.heatmap = heatmap_sentences(traces[(data.heatmap_of.run_id, "dev")])
         data.heads = head_taus(traces[(data.heatmap_of.run_id, "dev")])
     read = summary.rows if len(summary.rows) <= TOP_ROWS else ranked  # of a large sweep, the best rows' traces
-    varying = [row for row in read if has_gate_or_sact(row.records[0].params)]  # else nothing varies by word
+    varying = [row for row in read if has_gate_or_sact(row.records[0])]  # else nothing varies by word
     for row in varying:
         trace = (best_of(row.records).run_id, data.test_set)
-        if row.records[0].params.get("attention.sentinel") == "True" and trace in traces:
+        if row.records[0].config.attention.sentinel and trace in traces:
             data.sentinel.append((row.label, sentinel_words(traces[trace])))
     data.word_classes = word_classes.word_classes([(r.label, r.records) for r in varying], traces, data.test_set)
     return data
@@ -152,7 +154,7 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table]) -> Fi
 
 def draw_figures(data: FigureData, out: Path) -> list[str]:
     """The figures into `out`, and the summary's sections that show them."""
-    plots.dev_curves(data.dev_curves, out / "dev_bleu_curves.png")
+    dev_curves(data.dev_curves, out / "dev_bleu_curves.png")
     which = "" if len(data.dev_curves) == data.rows else f"; the {len(data.dev_curves)} best of {data.rows} rows"
     sections = [
         f"## Dev BLEU by epoch (convergence{which})\n\nBold: the mean over seeds, as far as every seed ran; thin: "
@@ -160,7 +162,7 @@ def draw_figures(data: FigureData, out: Path) -> list[str]:
         "![dev curves](dev_bleu_curves.png)\n"
     ]
     if data.fixed_tau:
-        plots.fixed_tau_curve(
+        fixed_tau_curve(
             [(p.tau, p.mean, *p.interval) for p in data.fixed_tau],
             [(p.label, p.mean, *p.interval) for p in data.bands],
             [out / "fixed_tau_curve.png", out / "fixed_tau_curve.svg"],
@@ -174,17 +176,13 @@ def draw_figures(data: FigureData, out: Path) -> list[str]:
     elif data.fixed_tau_note:
         sections.append(f"## Fixed temperature vs SACT (SACT Figure 1)\n\n{data.fixed_tau_note}\n")
     if data.heatmap:
-        plots.temperature_heatmap(
-            data.heatmap, out / "temperature_heatmap.png", float(data.heatmap_of.params["attention.lambda"])
-        )
+        temperature_heatmap(data.heatmap, out / "temperature_heatmap.png", data.heatmap_of.config.attention.lambda_)
         sections.append(
             f"## Temperature heatmap (SACT Figure 2), best SACT trial `{data.heatmap_of.variant}`\n\n"
             "![tau heatmap](temperature_heatmap.png)\n"
         )
     if data.heads:
-        plots.head_temperature_heatmap(
-            *data.heads, out / "temperature_heads.png", float(data.heatmap_of.params["attention.lambda"])
-        )
+        head_temperature_heatmap(*data.heads, out / "temperature_heads.png", data.heatmap_of.config.attention.lambda_)
         sections.append(
             f"## Temperature per layer and head, best SACT trial `{data.heatmap_of.variant}` "
             "(dev sentence 0)\n\n![tau per head](temperature_heads.png)\n"
@@ -212,13 +210,13 @@ def word_sections(data: FigureData) -> list[str]:
 def importance_sections(records: list[TrialRecord], metric: str, mode: str, out: Path) -> list[str]:
     """Parameter importance and parallel coordinates over every finished trial (seeds separately)."""
     points, varying = importance.trial_points(
-        [(f"{r.variant}-{r.trial_id}", r.params, objective_of(r, metric, mode)) for r in records]
+        [(f"{r.variant}-{r.trial_id}", r.active, objective_of(r, metric, mode)) for r in records]
     )
     result = importance.parameter_importance(points, varying, metric, mode)
     sections = ["## Parameter importance\n\n" + importance.render(result)]
     drawn = [p for p in points if p.objective is not None]
     if varying and drawn:
-        plots.parallel_coordinates(
+        parallel_coordinates(
             {k: [p.params[k] for p in drawn] for k in varying},
             [p.objective for p in drawn],
             f"best {metric}",

@@ -5,8 +5,8 @@ caveats they add to what the sweep shows.
 
 from __future__ import annotations
 
+import sweeper.summary.checks as checks
 from sweeper.metrics import CURVES
-from sweeper.summary import checks
 from sweeper.summary.statistics import (
     BASELINE,
     BETTER,
@@ -121,14 +121,14 @@ def scale_checks(summary: Summary) -> list[checks.ScaleCheck]:
 
 
 def history_of(row: VariantRow) -> checks.VariantHistory:
-    params = row.records[0].params
-    lam = float(params["attention.lambda"]) if "attention.lambda" in params else None
+    record = row.records[0]
+    attention = record.config.attention
     curves = {key: [r.curves.get(key, []) for r in row.records] for key in CURVES}
     return checks.VariantHistory(
         row.label,
-        params.get("attention.temperature", "none"),
-        lam,
-        params.get("attention.sentinel") == "True",
+        attention.temperature,
+        attention.lambda_ if "attention.lambda" in record.active else None,
+        attention.sentinel,
         curves,
-        int(params.get("train.early_stopping", 0)),
+        record.config.train.early_stopping,
     )

@@ -10,8 +10,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from nmt_core.config import scalar
-
 MIN_TRIALS = 8  # fANOVA's forest needs a few trials per varying parameter before its numbers mean anything
 FANOVA_DEPTH = 8  # Optuna's default (64) grows a leaf per trial: at 1,000 trials the marginals took minutes
 
@@ -34,15 +32,14 @@ class Importance:
     verdict: str = ""  # why there are no scores, or what they rest on
 
 
-def trial_points(runs: list[tuple[str, dict[str, str], float | None]]) -> tuple[list[TrialPoint], list[str]]:
-    """(label, MLflow params, objective) per trial -> points over the parameters that take more than one value
-    (None where a parameter is inactive for a trial's variant)."""
+def trial_points(runs: list[tuple[str, dict[str, Any], float | None]]) -> tuple[list[TrialPoint], list[str]]:
+    """(label, the settings it logged typed (TrialRecord.active), objective) per trial -> points over the parameters
+    that take more than one value (None where a parameter is inactive for a trial's variant)."""
     keys = sorted({k for _, params, _ in runs for k in params if "." in k})
     # a setting only some variants have (attention.lambda with SACT) varies only if it takes several values
     varying = [k for k in keys if len({params[k] for _, params, _ in runs if k in params}) > 1]
     return [
-        TrialPoint(label, {k: scalar(params[k]) if k in params else None for k in varying}, objective)
-        for label, params, objective in runs
+        TrialPoint(label, {k: params.get(k) for k in varying}, objective) for label, params, objective in runs
     ], varying
 
 

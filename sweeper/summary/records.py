@@ -29,13 +29,11 @@ from mlflow.store.artifact.artifact_repository_registry import get_artifact_repo
 from mlflow.tracking import MlflowClient
 from mlflow.utils.rest_utils import http_request
 
-from nmt_core.config import ConfigError, build_config, scalar, set_dotted
+from nmt_core.config import ConfigError, TrialConfig, build_config, scalar, section_keys, set_dotted
 from nmt_core.registry import is_adaptive
 from nmt_core.yaml_input import read_text
-from sweeper.artifacts import FORCED, read_alignment_stats
-from sweeper.metrics import CURVES, EXPLOITS, PARENT, ROLE, SETTING_PREFIX, TRIAL_ID, VARIANT
-from sweeper.space import SpecError, recorded_space
-from sweeper.tracking import PBT_EVENTS
+from sweeper.metrics import CURVES, EXPLOITS, FORCED, PARENT, PBT_EVENTS, ROLE, SETTING_PREFIX, TRIAL_ID, VARIANT
+from sweeper.space import RecordedSpace, SpecError, recorded_space
 
 SEED_KEY = "train.seed"
 HISTORY_THREADS = 4  # history requests in flight at once
@@ -46,7 +44,7 @@ BULK_PATH = "/ajax-api/2.0/mlflow/metrics/get-history-bulk"
 History = dict[int, float]  # a metric's value per epoch
 TOP_ROWS = 20  # a table of more rows (a random sweep: a row per trial) shows its best rows and their baselines
 LEFT_OUT = {"FAILED": "failed", "KILLED": "stopped early by the scheduler (no test BLEU)"}
-FORCED_TRACES = FORCED.removeprefix("traces/")  # a trace name: forced/<test set> (sweeper.artifacts.FORCED)
+FORCED_TRACES = FORCED.removeprefix("traces/")  # a trace name: forced/<test set> (sweeper.metrics.FORCED)
 
 
 class SummaryError(ValueError):
@@ -72,6 +70,17 @@ class TrialRecord:
         return statistics.fmean(times) if times else None
 
     @cached_property
+    def config(self) -> TrialConfig:
+        """The trial's config, typed: the settings it logged (those active for its variant) over the defaults."""
+        return trial_config_of(self.params)
+
+    @cached_property
+    def active(self) -> dict[str, Any]:
+        """The settings the trial logged (those active for its variant), typed: what MLflow shows, as values."""
+        flat = self.config.flat()
+        return {key: flat[key] for key in self.params if key in flat}
+
+    @cached_property
     def group(self) -> tuple:
         """The settings but the seed (a row of the tables); kept: choosing baselines reads it rows x rows times."""
         return tuple(sorted((k, v) for k, v in self.params.items() if k != SEED_KEY))
@@ -90,17 +99,13 @@ class SweepSnapshot:
     name: str
     parent_id: str
     parent_status: str
-    space: dict[str, Any]  # the sweep's space.yaml ({} for an older sweep without one)
+    space: RecordedSpace  # what the summary reads of the sweep's space.yaml (the defaults for a sweep without one)
     records: list[TrialRecord]
     left_out: Counter  # trials left out of every table, by why
     references: dict[str, list[str]]  # test set -> reference lines
     translations: dict[str, dict[str, list[str]]]  # run id -> test set -> hypothesis lines
     alignment: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # run id -> set -> ALIGNMENT_STATS
     traces: dict[tuple[str, str], pa.Table] = field(default_factory=dict)  # (run id, split) -> attention trace
-
-    @property
-    def objective(self) -> dict[str, str]:
-        return {"metric": "bleu_dev", "mode": "max", **(self.space.get("objective") or {})}
 
 
 def find_parent(client: MlflowClient, name: str, run_id: str | None = None) -> tuple[str, str]:
@@ -162,6 +167,13 @@ def load_records(
                 artifact_uri=run.info.artifact_uri,
             )
         )
+    for record in records:  # typed once, here: every table and figure reads record.config
+        try:
+            record.config  # noqa: B018 - built and kept (a cached property)
+        except ConfigError as err:
+            raise SummaryError(
+                f"run {record.run_id}: its params are no trial config this version reads ({err})"
+            ) from None
     wanted = [
         (record, key) for record in records for key in dict.fromkeys((*CURVES, objective)) if key in record.metrics
     ]
@@ -249,18 +261,31 @@ def bulk_values(client: MlflowClient, key: str, run_ids: list[str]) -> list[tupl
     return found if len(found) < BULK_LIMIT else None
 
 
-def trial_config_of(record: TrialRecord):
+def trial_config_of(params: dict[str, str]) -> TrialConfig:
+    """A trial's config from its MLflow params (strings): a string setting as logged, any other read as YAML reads
+    it; `variant`, logged beside the config, left out."""
     nested: dict[str, Any] = {}
-    for key, value in record.params.items():
-        if "." not in key:  # `variant`, logged beside the config
-            continue
-        set_dotted(nested, key, scalar(value))
-    return build_config(nested)
+    for key, value in params.items():
+        if "." in key:
+            set_dotted(nested, key, typed_setting(key, value))
+    return build_config(nested, source="MLflow params")
 
 
-def has_gate_or_sact(params: dict[str, str]) -> bool:
+def typed_setting(key: str, value: Any) -> Any:
+    """A dotted setting's value as a trial config reads it: a string (MLflow's params, a baseline written as text)
+    read as YAML reads it ('True', '1e-3'), except for a string setting, which is kept as written."""
+    section, _, name = key.partition(".")
+    try:
+        kind = section_keys(section)[name].type
+    except KeyError:
+        kind = None  # no config has the key: build_config names it
+    return scalar(value) if isinstance(value, str) and kind != "str" else value
+
+
+def has_gate_or_sact(record: TrialRecord) -> bool:
     """A variant whose tau or sentinel gate varies by word: its traces are worth reading."""
-    return is_adaptive(params.get("attention.temperature")) or params.get("attention.sentinel") == "True"
+    attention = record.config.attention
+    return is_adaptive(attention.temperature) or attention.sentinel
 
 
 def best_of(records: list[TrialRecord]) -> TrialRecord:
@@ -276,16 +301,16 @@ def wanted_traces(records: list[TrialRecord]) -> list[tuple[str, str]]:
     groups: dict[tuple, list[TrialRecord]] = {}
     for record in records:
         groups.setdefault(record.group, []).append(record)
-    sact = [r for r in records if is_adaptive(r.params.get("attention.temperature"))]
+    sact = [r for r in records if is_adaptive(r.config.attention.temperature)]
     wanted = [(best_of(sact).run_id, "dev")] if sact else []
     variants = list(groups.values())
     if len(variants) > TOP_ROWS:
         variants = sorted(variants, key=lambda members: -statistics.fmean(r.metrics["bleu_test_avg"] for r in members))
         variants = variants[:TOP_ROWS]
     test_set = records[0].test_sets[0]
-    for members in (members for members in variants if has_gate_or_sact(members[0].params)):
+    for members in (members for members in variants if has_gate_or_sact(members[0])):
         wanted += [(record.run_id, f"{FORCED_TRACES}/{test_set}") for record in members]
-        if members[0].params.get("attention.sentinel") == "True":
+        if members[0].config.attention.sentinel:
             wanted.append((best_of(members).run_id, test_set))
     return wanted
 
@@ -308,9 +333,8 @@ def read_snapshot(client: MlflowClient, name: str, run_id: str | None, folder: P
     except Exception:  # an older sweep without space.yaml: default baseline
         path = None
     # read back through the gate, checked as on input (bounded, a mapping, objective and significance in range)
-    space = recorded_space(read_text(path, SpecError), f"run {parent_id}: space.yaml") if path else {}
-    objective = {"metric": "bleu_dev", **(space.get("objective") or {})}["metric"]
-    records, left_out = load_records(client, experiment_id, parent_id, objective)
+    space = recorded_space(read_text(path, SpecError), f"run {parent_id}: space.yaml") if path else RecordedSpace()
+    records, left_out = load_records(client, experiment_id, parent_id, space.objective.metric)
     if not records:
         raise SummaryError(f"sweep {name!r} has no finished trial with test BLEU yet (see `sweeper resume`)")
     test_sets, aligned, wanted = records[0].test_sets, alignment_sets(records), wanted_traces(records)
@@ -385,6 +409,11 @@ def read_trace(client: MlflowClient, record: TrialRecord, split: str, folder: Pa
         if split.startswith(f"{FORCED_TRACES}/"):
             return None
         raise
+
+
+def read_alignment_stats(path: Path) -> np.ndarray:
+    """alignment/<set>.tsv as sweeper.artifacts.write_alignment_stats writes it: a header, a row per sentence."""
+    return np.loadtxt(path, delimiter="\t", skiprows=1, ndmin=2)
 
 
 def artifact_lines(client: MlflowClient, record: TrialRecord, path: str, folder: Path) -> list[str]:

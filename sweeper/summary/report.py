@@ -12,11 +12,11 @@ from mlflow.tracking import MlflowClient
 
 from nmt_core.train import bleu_options
 from sweeper.metrics import NOTE
-from sweeper.space import SignificanceSpec
-from sweeper.summary import best_heatmaps
+from sweeper.space import SignificanceSpec, read_section
+from sweeper.summary.best_heatmaps import log_best_heatmaps
 from sweeper.summary.figures import draw_figures, figure_data, importance_sections
 from sweeper.summary.findings import add_findings
-from sweeper.summary.records import SweepSnapshot, read_snapshot, trial_config_of
+from sweeper.summary.records import SweepSnapshot, read_snapshot
 from sweeper.summary.statistics import Summary, alignment_table, build_summary
 from sweeper.summary.tables import (
     render_alignment,
@@ -41,7 +41,8 @@ def summarize(
         snapshot = read_snapshot(client, name, run_id, Path(tmp))
     summary = write_report(snapshot, out, formats, resamples)
     # the variants the BLEU table shows: a 1,000-row table's every variant drawn and logged one by one takes minutes
-    heatmaps = best_heatmaps.log_best_heatmaps(client, shown_rows(summary), snapshot.objective, snapshot.space)
+    best_only = snapshot.space.tracking.plots == "best"  # `all`: every trial drew its own; `none`: nobody draws
+    heatmaps = log_best_heatmaps(client, shown_rows(summary), snapshot.space.objective) if best_only else []
     if heatmaps:  # drawn into the best trials' runs (tracking.plots: best), so summary.md says where
         with (out / "summary.md").open("a", encoding="utf-8") as markdown:
             markdown.write("\n" + "\n".join(heatmaps))
@@ -52,10 +53,10 @@ def summarize(
 
 def significance_of(snapshot: SweepSnapshot, resamples: int | None) -> SignificanceSpec:
     """The space's significance test; `sweeper summarize --resamples` overrides its resamples."""
-    significance = SignificanceSpec(**snapshot.space.get("significance", {}))
-    if resamples is not None:
-        significance = SignificanceSpec(significance.method, resamples).check("sweeper summarize --resamples")
-    return significance
+    significance = snapshot.space.significance
+    if resamples is None:
+        return significance
+    return read_section("significance", {**vars(significance), "resamples": resamples}, "sweeper summarize --resamples")
 
 
 def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
@@ -65,8 +66,8 @@ def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
         records,
         snapshot.translations,
         snapshot.references,
-        snapshot.space.get("baseline"),
-        bleu_options(trial_config_of(records[0])),
+        snapshot.space.baseline,
+        bleu_options(records[0].config),
         significance,
     )
     add_findings(summary)
@@ -96,8 +97,8 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
     if summary.conclusion:
         sections.append("## What this sweep shows, and what it cannot\n\n" + summary.conclusion)
     sections += draw_figures(figure_data(summary, snapshot.traces), out)
-    objective = snapshot.objective
-    sections += importance_sections(snapshot.records, objective["metric"], objective["mode"], out)
+    objective = snapshot.space.objective
+    sections += importance_sections(snapshot.records, objective.metric, objective.mode, out)
     sections += render_pbt_schedules(snapshot.records)
     (out / "summary.md").write_text("\n".join(sections), encoding="utf-8")
     if "csv" in formats:

@@ -33,7 +33,7 @@ from nmt_core.registry import TEMPERATURES, choices, is_adaptive
 from nmt_core.train import PAPER_BLEU
 from sweeper.metrics import SIGNATURE_TAGS
 from sweeper.space import SIGNIFICANCE_TESTS, SignificanceSpec
-from sweeper.summary.records import SummaryError, TrialRecord
+from sweeper.summary.records import SummaryError, TrialRecord, typed_setting
 
 BETTER, WORSE = ("**", "*"), ("††", "†")  # p < 0.01, p < 0.05 after Holm's correction
 BASELINE, CONTROL = "baseline", "control"  # what a row is compared with
@@ -149,7 +149,7 @@ class Summary:
     method: str = ""  # the significance test as the footer names it
     signatures: dict[str, str] = field(default_factory=dict)  # metric name -> sacrebleu signature
     conclusion: str = ""  # what the sweep shows and what it cannot
-    criteria: dict[str, str] = field(default_factory=dict)  # the settings that make a row a baseline
+    criteria: dict[str, Any] = field(default_factory=dict)  # the settings that make a row a baseline
     controls: dict[int, SactControls] = field(default_factory=dict)  # id(SACT row) -> its scale and controls
     method_name: str = ""  # significance.method's test in a line (SIGNIFICANCE_TESTS)
 
@@ -176,10 +176,11 @@ def objective_of(record: TrialRecord, metric: str, mode: str) -> float | None:
 
 
 def _matches(record: TrialRecord, criteria: dict[str, Any]) -> bool:
-    return all(record.params.get(k) == str(v) for k, v in criteria.items())
+    """Whether the trial has each setting of `criteria` active, at that value (typed: 1 and 1.0 are one tau)."""
+    return all(k in record.active and record.active[k] == v for k, v in criteria.items())
 
 
-DEFAULT_BASELINE = {"attention.temperature": "none", "attention.sentinel": "False"}
+DEFAULT_BASELINE = {"attention.temperature": "none", "attention.sentinel": False}
 
 
 def baselines_of(
@@ -268,11 +269,10 @@ def at_scale(tau: float, scale: TauScale) -> bool:
 
 def fixed_tau_of(row: VariantRow) -> float | None:
     """The constant temperature of a row: its attention.tau when fixed, 1 without a temperature (the same maths)."""
-    params = row.records[0].params
-    temperature = params.get("attention.temperature", "none")
-    if temperature == "fixed" and "attention.tau" in params:
-        return float(params["attention.tau"])
-    return 1.0 if temperature == "none" else None
+    attention = row.records[0].config.attention
+    if attention.temperature == "fixed":
+        return attention.tau
+    return 1.0 if attention.temperature == "none" else None
 
 
 def sact_controls(rows: list[VariantRow]) -> dict[int, SactControls]:
@@ -284,18 +284,18 @@ def sact_controls(rows: list[VariantRow]) -> dict[int, SactControls]:
     learned: dict[tuple, VariantRow] = {}
     fixed: dict[tuple, list[tuple[float, VariantRow]]] = {}
     for r in rows:
-        params, beside = r.records[0].params, beside_temperature(r, keys)
-        if params.get("attention.temperature") == LEARNED and "attention.lambda" in params:
-            learned.setdefault((float(params["attention.lambda"]), beside), r)
+        attention, beside = r.records[0].config.attention, beside_temperature(r, keys)
+        if attention.temperature == LEARNED:
+            learned.setdefault((attention.lambda_, beside), r)
         elif (tau := fixed_tau_of(r)) is not None:
             fixed.setdefault(beside, []).append((tau, r))
     found = {}
     for row in rows:
-        params = row.records[0].params
-        if not is_adaptive(params.get("attention.temperature")):
+        attention = row.records[0].config.attention
+        if not is_adaptive(attention.temperature):
             continue
         beside, scale = beside_temperature(row, keys), tau_scale(row)
-        controls = SactControls(scale, learned.get((float(params.get("attention.lambda", "nan")), beside)))
+        controls = SactControls(scale, learned.get((attention.lambda_, beside)))
         candidates = [(abs(math.log(t / scale.median)), t, r) for t, r in fixed.get(beside, [])] if scale else []
         if candidates:
             _, tau, nearest = min(candidates, key=lambda candidate: candidate[:2])
@@ -498,7 +498,7 @@ def build_summary(
     if not records:
         raise SummaryError("no finished trial with test BLEU in this sweep yet")
     significance = significance or SignificanceSpec()
-    criteria = {k: str(v) for k, v in (baseline or DEFAULT_BASELINE).items()}
+    criteria = {k: typed_setting(k, v) for k, v in (baseline or DEFAULT_BASELINE).items()}
     test_sets = records[0].test_sets
     groups: dict[tuple, list[TrialRecord]] = {}
     for record in records:

@@ -276,14 +276,12 @@ def word_classes(
     row has one."""
     if not rows:
         return None
-    params = rows[0][1][0].params
-    result = WordClasses(test_set, params.get("data.tgt", ""))
-    if params.get("data.tokenizer") == "sentencepiece":
+    data = rows[0][1][0].config.data
+    result = WordClasses(test_set, data.tgt)
+    if data.tokenizer == "sentencepiece":
         result.note = "Not computed: data.tokenizer is `sentencepiece`, and the classes are of words, not pieces."
         return result
-    lexicon = load_lexicon(
-        result.language, params.get("data.tokenizer", "word"), params.get("data.lowercase") == "True"
-    )
+    lexicon = load_lexicon(result.language, data.tokenizer, data.lowercase)
     if lexicon is None:
         result.note = (
             f"Not computed: no closed-class source for the target language `{result.language[:20]}` (data.tgt); "

@@ -10,6 +10,7 @@ import pytest
 
 from sweeper.summary.checks import VariantHistory, still_rising, stopped_while_loss_fell
 from sweeper.summary.findings import history_of
+from sweeper.summary.records import TrialRecord
 from sweeper.summary.statistics import sact_controls
 
 
@@ -59,22 +60,16 @@ def test_only_the_seeds_early_stopping_did_not_end_are_judged_and_the_warning_sa
 
 
 def test_the_summary_reads_the_patience_from_the_trials_parameters():
-    record = SimpleNamespace(
-        params={"attention.temperature": "sact", "attention.lambda": "4", "train.early_stopping": "3"},
-        curves={"bleu_dev": [2.0, 6.0, 5.0, 4.0, 5.9]},
-    )
+    params = {"attention.temperature": "sact", "attention.lambda": "4", "train.early_stopping": "3"}
+    record = TrialRecord("r", "t", "scaled_dot+sact4", params, {}, {"bleu_dev": [2.0, 6.0, 5.0, 4.0, 5.9]})
     row = SimpleNamespace(label="scaled_dot+sact4", records=[record])
     assert history_of(row).patience == 3 and still_rising(history_of(row)) is None
 
 
 def _row(label: str, tau_p50: float | None = None, **params: str) -> SimpleNamespace:
     """A table row of one seed, as sact_controls reads it: its params, and SACT's median tau where it has one."""
-    params = {"variant": label, **params}
-    record = SimpleNamespace(
-        params=params,
-        group=tuple(sorted(params.items())),
-        curves={"tau_p50": [tau_p50]} if tau_p50 else {},
-        metrics={},
+    record = TrialRecord(
+        label, label, label, {"variant": label, **params}, {}, {"tau_p50": [tau_p50]} if tau_p50 else {}
     )
     return SimpleNamespace(label=label, records=[record])
 

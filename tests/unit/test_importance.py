@@ -2,12 +2,13 @@
 
 import random
 
-from sweeper import plots
-from sweeper.summary import importance
+from sweeper.summary import charts, importance
+from sweeper.summary.records import TrialRecord
 
 
 def runs(n: int, seed: int = 0):
-    """lr decides the objective; dropout is noise-free but irrelevant; the score is categorical and irrelevant."""
+    """lr decides the objective; dropout is noise-free but irrelevant; the score is categorical and irrelevant. Each
+    trial's settings as the summary reads them: MLflow's strings, typed by the record (TrialRecord.active)."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
@@ -19,7 +20,8 @@ def runs(n: int, seed: int = 0):
             "train.seed": "1",
             "variant": score,
         }
-        out.append((f"t{i}", params, {1e-4: 5.0, 1e-3: 20.0, 1e-2: 12.0}[lr]))
+        record = TrialRecord(f"r{i}", f"t{i}", score, params, {}, {})
+        out.append((f"t{i}", record.active, {1e-4: 5.0, 1e-3: 20.0, 1e-2: 12.0}[lr]))
     return out
 
 
@@ -47,14 +49,14 @@ def test_fanova_finds_the_parameter_that_decides_the_objective():
 
 
 def test_one_varying_parameter_gets_everything():
-    points, varying = importance.trial_points([("a", {"train.lr": "0.1"}, 1.0), ("b", {"train.lr": "0.2"}, 2.0)])
+    points, varying = importance.trial_points([("a", {"train.lr": 0.1}, 1.0), ("b", {"train.lr": 0.2}, 2.0)])
     result = importance.parameter_importance(points, varying, "bleu_dev", "max")
     assert result.scores == {"train.lr": 1.0} and result.verdict.startswith("only train.lr varies")
 
 
 def test_parallel_coordinates_draws_numbers_categories_and_inactive_values(tmp_path):
     path = tmp_path / "pc.png"
-    plots.parallel_coordinates(
+    charts.parallel_coordinates(
         {
             "train.lr": [1e-4, 1e-3, 1e-2],
             "attention.lambda": [4.0, None, 2.0],
@@ -65,7 +67,7 @@ def test_parallel_coordinates_draws_numbers_categories_and_inactive_values(tmp_p
         path,
     )
     assert path.stat().st_size > 5000
-    positions, ticks = plots._axis([4.0, None, 2.0])
+    positions, ticks = charts._axis([4.0, None, 2.0])
     assert [label for _, label in ticks] == ["2.0", "4.0", "n/a"] and positions == [0.5, 1.0, 0.0]
 
 
@@ -90,6 +92,6 @@ def test_a_number_only_some_variants_have_stays_a_number_for_fanova():
 def test_a_number_only_some_trials_have_keeps_its_scale_above_n_a_on_its_axis():
     """A random sweep's attention.tau (fixed-temperature trials only) gets three ticks and `n/a`, not one per value."""
     values = [None, *(0.5 + i / 100 for i in range(300)), None]
-    positions, ticks = plots._axis(values)
+    positions, ticks = charts._axis(values)
     assert [label for _, label in ticks] == ["0.5", "2", "3.49", "n/a"]
     assert positions[0] == positions[-1] == 0.0 and 0.1 < positions[1] < positions[150] < positions[300] == 1.0

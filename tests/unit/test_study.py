@@ -130,7 +130,7 @@ def test_an_earlier_study_of_the_sweep_is_continued_unless_its_direction_differs
     _, trials = open_study_storage(url, spec)
     assert len(trials) == 2
     assert f"the Optuna study {spec.name!r} holds 2 trials of an earlier run" in capsys.readouterr().out
-    spec.mode = "min"
+    spec.objective.mode = "min"
     with pytest.raises(SpecError, match=r"objective.mode: the Optuna study .* was made to maximize; use another"):
         open_study_storage(url, spec)
     (tmp_path / "file").write_text("")

@@ -18,7 +18,7 @@ from nmt_core.decode import Translation
 from nmt_core.evaluate import ForcedTrace, corpus_bleu, forced_trace_table, trace_table, write_traces
 from sweeper.cli import main as sweeper_main
 from sweeper.metrics import EXPLOITS
-from sweeper.space import SignificanceSpec
+from sweeper.space import RecordedSpace, SignificanceSpec
 from sweeper.summary import TrialRecord, build_summary, mean_std, render_csv, render_latex, render_markdown, summarize
 
 DATA = {"corpus": "synthetic", "eval_subset": 30}
@@ -469,7 +469,7 @@ def test_a_full_summary_renders_from_a_snapshot_without_a_tracking_server(tmp_pa
         "by-hand",
         "p0",
         "FINISHED",
-        {"significance": {"resamples": 200}},
+        RecordedSpace(significance=SignificanceSpec(resamples=200)),
         records,
         Counter({"failed": 1}),
         {"test": refs},
@@ -584,7 +584,7 @@ def _review_snapshot(
         "review",
         "p0",
         "FINISHED",
-        {"significance": significance},
+        RecordedSpace(significance=SignificanceSpec(**significance)),
         records,
         Counter(),
         {"test": REVIEW_REFS},

@@ -16,7 +16,8 @@ import torch
 from nmt_core.data import make_batches
 from nmt_core.evaluate import ForcedTrace, forced_trace_table
 from nmt_core.train import evaluate_split, train
-from sweeper.artifacts import FORCED, reference_words, write_trial_artifacts
+from sweeper.artifacts import reference_words, write_trial_artifacts
+from sweeper.metrics import FORCED
 from sweeper.summary.word_classes import (
     class_row,
     coverage,
