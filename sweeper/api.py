@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from sweeper.space import SweepSpec
     from sweeper.storage import Storage
     from sweeper.summary import Summary
+    from sweeper.sweeps import SweepInfo
 
 STATUS = {0: "finished", 1: "failed", 3: "tracking pending", 130: "interrupted"}  # run_sweep's exit codes
 
@@ -261,3 +262,88 @@ def translate(
             raise ConfigError("beam_size", f"must be an integer >= 1 (got {beam_size!r:.100})", "translate")
         loaded = checkpoint.load_for_inference(download_model(model_uri, tracking_uri))
         return translate_lines(list(sentences), loaded, beam_size or loaded.config.decode.beam_size)[0]
+
+
+@dataclass
+class StopResult:
+    """One `stop_sweep()`: the sweep as it is afterwards, and what was done (the line `sweeper stop` prints)."""
+
+    sweep: SweepInfo
+    message: str
+
+
+@dataclass
+class SweepLog:
+    """One `sweep_logs()`: where the log came from (a Ray job, or sweep.log in storage) and its text."""
+
+    source: str
+    text: str
+
+
+def list_sweeps(storage: str = "./sweeps", address: str | None = None) -> pd.DataFrame:
+    """Every sweep in `storage`, and on the Ray cluster at `address` (else $RAY_ADDRESS, where set): one row each,
+    as `sweeper list` shows them: state (running, waiting for resources, stopping, stopped, finished, failed),
+    trials planned, done, running, failed and pending, the best objective so far, who started it and when, its Ray
+    job. A cluster that does not answer raises SweeperError (exit code 2)."""
+    import pandas as pd
+
+    from sweeper import sweeps
+
+    configure_driver()
+    with one_error():
+        check_arguments(None, None, address, "NAME", "sweeper list", uses_ray=True)
+        rows = [info.row() for info in sweeps.list_sweeps(storage, address)]
+    columns = [f for f in sweeps.SweepInfo.__dataclass_fields__ if f != "board"]
+    frame = pd.DataFrame(rows, columns=columns)
+    for column in ("started_at", "updated_at"):
+        frame[column] = pd.to_datetime(frame[column], utc=True)
+    return frame
+
+
+def sweep_status(name: str, *, storage: str = "./sweeps", address: str | None = None) -> SweepInfo:
+    """One sweep by its name, as `sweeper status` shows it: its state, counts and best so far, and the lines of its
+    progress board as its driver last wrote them (`board`, `updated_at`)."""
+    from sweeper import sweeps
+
+    configure_driver()
+    with one_error():
+        check_arguments(name, None, address, "NAME", "sweeper status", uses_ray=True)
+        return sweeps.find(name, storage, address, "sweeper status")[0]
+
+
+def stop_sweep(name: str, *, storage: str = "./sweeps", address: str | None = None, wait_s: float = 0.0) -> StopResult:
+    """Stop a running sweep gracefully, as `sweeper stop` does: Ray Tune saves the experiment, running trials keep
+    the checkpoint of their last finished epoch, and `resume` finishes the sweep later. With `wait_s`, wait up to
+    that long for its driver to have stopped."""
+    from sweeper import sweeps
+
+    configure_driver()
+    with one_error():
+        check_arguments(name, None, address, "NAME", "sweeper stop", uses_ray=True)
+        return StopResult(*sweeps.stop(name, storage, address, wait_s))
+
+
+def sweep_logs(
+    name: str, *, storage: str = "./sweeps", address: str | None = None, tail: int | None = None
+) -> SweepLog:
+    """A sweep's log, as `sweeper logs` prints it: a submitted sweep's Ray job log, else sweep.log in storage."""
+    from sweeper import sweeps
+
+    configure_driver()
+    with one_error():
+        check_arguments(name, None, address, "NAME", "sweeper logs", uses_ray=True)
+        if tail is not None and (not isinstance(tail, int) or isinstance(tail, bool) or tail < 1):
+            raise ConfigError("--tail", f"must be a whole number >= 1 (got {tail!r:.100})", "sweeper logs")
+        return SweepLog(*sweeps.logs(name, storage, address, tail))
+
+
+def promote(name: str, trial: str, *, storage: str = "./sweeps", tracking_uri: str | None = None) -> dict[str, Any]:
+    """Log the MLflow model of a trial that has none (`tracking.models: best | none`) from its final checkpoint in
+    storage, as `sweeper promote` does; returns its run id, model id (models:/<id>) and size in bytes."""
+    from nmt_core.checkpoint import CheckpointError
+    from sweeper.models import promote as log_trial_model
+
+    configure_driver()
+    with one_error((*bad_input(), CheckpointError)):
+        check_arguments(name, tracking_uri, None, "NAME", "sweeper promote")
+        return log_trial_model(name, trial, storage, tracking_uri)

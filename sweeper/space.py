@@ -51,6 +51,7 @@ MODES = ("max", "min")
 # nmt_core.evaluate.PairedBootstrap (sacrebleu --paired-bs), ApproximateRandomization (sacrebleu --paired-ar)
 SIGNIFICANCE_METHODS = ("paired_bootstrap", "approximate_randomization")
 PLOTS = ("best", "all", "none")  # tracking.plots: whose attention heatmaps are drawn (every trial logs traces)
+MODELS = ("best", "all", "none")  # tracking.models: whose MLflow model is logged (every trial keeps its checkpoint)
 MIN_RESAMPLES = 100
 MAX_RESAMPLES = 1_000_000  # the bootstrap's time and memory grow with it; 10,000 already resolves p < 0.001
 MAX_TRIALS = 10_000  # a plan beyond this is a typo (num_samples: 1000000000); refused before it is enumerated
@@ -63,12 +64,13 @@ SPEC_CHOICES = {
     "scheduler.type": SCHEDULERS,
     "significance.method": SIGNIFICANCE_METHODS,
     "tracking.plots": PLOTS,
+    "tracking.models": MODELS,
 }  # for the JSON Schema
 # the small sections' keys and types (search, scheduler and significance are the dataclasses below)
 OBJECTIVE_FIELDS: dict[str, type] = {"metric": str, "mode": str}
 RESOURCES_FIELDS: dict[str, type] = {"cpu": float, "gpu": float}
 FAILURE_FIELDS: dict[str, type] = {"max_retries": int}
-TRACKING_FIELDS: dict[str, type] = {"uri": str, "system_metrics": bool, "plots": str}
+TRACKING_FIELDS: dict[str, type] = {"uri": str, "system_metrics": bool, "plots": str, "models": str}
 GPU_SHARES = "a fraction in (0, 1] to pack trials, or a whole number"
 SPEC_BOUNDS: dict[str, Bound] = {
     "search.num_samples": Bound(1),
@@ -183,6 +185,7 @@ class SweepSpec:
     text: str  # the YAML as written, logged to MLflow as space.yaml
     system_metrics: bool = True  # tracking.system_metrics: CPU/memory/GPU of every trial, logged as system/...
     plots: str = "best"  # tracking.plots: best (the summary draws the best trials' heatmaps), all, none
+    models: str = "best"  # tracking.models: best (each variant's best trial, at the end), all, none
 
     @property
     def epochs(self) -> int:
@@ -532,6 +535,7 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     tracking = _fields(_mapping(raw.get("tracking"), "tracking", source), "tracking", TRACKING_FIELDS, source)
     check_uri(tracking.get("uri", ""), "tracking", "tracking.uri", source)
     _one_of("tracking.plots", tracking.get("plots", "best"), PLOTS, source)
+    _one_of("tracking.models", tracking.get("models", "best"), MODELS, source)
     baseline = _mapping(raw.get("baseline"), "baseline", source)
     for key in baseline:
         if key not in all_keys():
@@ -562,6 +566,7 @@ def parse_spec(text: str, source: str) -> SweepSpec:
         text,
         tracking.get("system_metrics", True),
         tracking.get("plots", "best"),
+        tracking.get("models", "best"),
     )
     _check_plan_size(spec)
     return spec

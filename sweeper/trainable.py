@@ -11,6 +11,7 @@ import functools
 import json
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,10 @@ from sweeper.space import trial_config, variant_label
 from sweeper.storage import Storage
 
 DIVERGED = "diverged.txt"  # left in the trial folder by a trial whose loss became NaN
+MODEL_EXAMPLE = "model_example.json"  # in the final checkpoint: the input example of a model made from it later
+# when the trial ended the epoch (time.time(), as text: Tune keeps running statistics of every numeric key of every
+# trial, and this one is only read once, by the driver's tracking-latency figures)
+EPOCH_ENDED = "epoch_ended_at"
 
 
 @dataclass
@@ -45,6 +50,7 @@ class SweepContext:
     mutable: tuple[str, ...] = ()  # PBT's mutated keys, reported every epoch as `setting.<key>`
     system_metrics: bool = True  # sample CPU/memory/GPU and report them with every epoch (tracking.system_metrics)
     plots: str = "best"  # tracking.plots: only `all` has every trial draw its heatmaps
+    models: str = "all"  # tracking.models: only `all` has every trial save its MLflow model (a sweep's own: `best`)
 
 
 def trial_params(config: dict[str, Any], base: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -122,12 +128,13 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     in_force = {f"{SETTING_PREFIX}{k}": v for k, v in settings.items()}
 
     def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
+        ended = f"{time.time():.3f}"
         latest["state"] = {**state, "restores": restores, "trial_id": trial_id}
         system = sampler.take() if sampler else {}
         with tempfile.TemporaryDirectory() as folder:
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
             tune.report(
-                {**report, **in_force, **unsent, **system, "restores": restores},
+                {**report, **in_force, **unsent, **system, "restores": restores, EPOCH_ENDED: ended},
                 checkpoint=tune.Checkpoint.from_directory(folder),
             )
         unsent.clear()
@@ -158,15 +165,24 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     finally:
         if sampler:
             sampler.stop()
+    report_final(result, cfg, context, latest["state"], {"restores": restores, **unsent})
+
+
+def report_final(result, cfg: TrialConfig, context: SweepContext, state: dict | None, extra: dict[str, Any]) -> None:
+    """The last report: the best epoch's numbers, the dev beam search and the tests, with the final checkpoint
+    (artifacts, the training state, the model's input example and, under `tracking.models: all`, the model)."""
     device = next(result.model.parameters()).device
     sets = {"dev": evaluate_split(result.model, result.data, "dev", cfg, device, cfg.decode.beam_size), **result.tests}
     last_epoch = result.history[-1]["epoch"] if result.history else 0
     best = next((r for r in result.history if r["epoch"] == result.final["best_epoch"]), {})
     with tempfile.TemporaryDirectory() as folder:
         write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS, draw=context.plots == "all")
-        if latest["state"] is not None:  # a restore after this point finds the trained model, not nothing
-            checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
-            save_model(latest["state"], Path(folder) / MODEL, result.data.sources["dev"][:2])
+        if state is not None:  # a restore after this point finds the trained model, not nothing
+            checkpoint.save(state, Path(folder) / checkpoint.LAST)
+            example = result.data.sources["dev"][:2]
+            (Path(folder) / MODEL_EXAMPLE).write_text(json.dumps(example), encoding="utf-8")  # for a later model
+            if context.models == "all":
+                save_model(state, Path(folder) / MODEL, example)
         # the best epoch's report (schedulers and searchers read the objective from the last result)
         tune.report(
             {
@@ -176,9 +192,8 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
                 "bleu_dev_final_beam": sets["dev"].bleu,
                 "bleu_signature": sets["dev"].signature,
                 f"{PAPER_BLEU}_signature": sets["dev"].paper_signature,
-                "restores": restores,
-                **unsent,
+                **extra,  # restores, and what was restored after the last epoch (unsent)
                 FINAL: 1,
-            },  # unsent: restored after the last epoch
+            },
             checkpoint=tune.Checkpoint.from_directory(folder),
         )
