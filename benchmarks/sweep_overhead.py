@@ -1,179 +1,477 @@
-"""What the sweep layer costs per trial, and whether that stays flat as a sweep grows: `sweeper run` on tiny
-trials against bare Ray Tune on trivial ones, at each sweep size in one run.
+"""What the sweep layer adds per trial, and whether that stays flat as a sweep grows: `sweeper run` against bare
+Ray Tune running the same trial work, at each sweep size in one run.
 
-    python benchmarks/sweep_overhead.py [--trials 24 96 384] [--concurrent 2] [--no-system-metrics] [--memory N ...]
+    python benchmarks/sweep_overhead.py [--trials 24 96 384] [--concurrent 2] [--no-system-metrics]
+    python benchmarks/sweep_overhead.py --memory 24 96      # what grows in each driver, by owner (tracemalloc)
+    python benchmarks/sweep_overhead.py --profile 96         # where our driver's time goes (cProfile, two threads)
 
-Ours: a grid of `--trials` one-epoch trials on the synthetic corpus (a tiny model), `--concurrent` at a time,
-tracked in a fresh SQLite MLflow store, with everything a trial does (evaluation, artifacts, the MLflow model,
-the summary). Bare Tune: the same number of function trials that report once with a small checkpoint, on the
-same resources, reusing worker processes (as ours does). Our overhead per trial = (wall time - training time) /
-trials, where training time is the trials' own epoch time (results.parquet) divided by the concurrency.
+The trial work, the same on both sides (issue #43: a trial's own evaluation is trial work): a grid of `--trials`
+one-epoch trials of nmt_core on the synthetic corpus (a tiny model), `--concurrent` at a time, workers reused, the
+corpus tokenised once per worker; each trial trains, decodes dev with greedy search every epoch and dev and test with
+beam search at the end (its BLEU), and checkpoints both of its reports (the training state, `num_to_keep=2`).
+Bare Tune does only that, in a trainable of its own that imports no sweeper code. `sweeper run` adds what the sweep
+layer is: the YAML, the trial's artifacts (translations, traces), its MLflow model (until `tracking.models` exists:
+issue #43 item 3; then `--models`), system metrics, the progress board, provenance, every MLflow write (a SQLite
+store created for the run), results.parquet, the best model's registration and the summary.
 
-The driver at scale, measured inside `sweeper run`'s own process: its peak resident memory, and the longest delay
-between the driver receiving a trial's epoch and that epoch's metrics being written to MLflow (the tracking
-sender's queue wait plus the write). `--memory 24 96` instead traces the driver's allocations (tracemalloc, which
-slows it: no timings then) and prints what grew most between the snapshots taken when that many trials had ended.
+Per trial = wall seconds of the whole driver process (Ray's start included) / trials; extra = ours - bare. The
+driver is measured inside its own process on both sides: its resident memory each time a trial ends (growth per
+trial: the least-squares slope over the trials after the first quarter), its CPU seconds, and each save of Tune's
+experiment state (Tune forces one whenever a trial has checkpointed `num_to_keep` times since the last).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import cProfile
 import json
 import os
+import pstats
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+import tracemalloc
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import yaml
+from ray import tune
 
-# `sweeper run` in this process, timing each epoch's MLflow write and reading the driver's peak memory when the
-# trials are done (before the summary, which reads every run back) and at exit
-DRIVER = """
-import json, os, resource, statistics, sys, time, tracemalloc
-from sweeper import runner, tracking
+# imported here, not in bare_trial: a worker loads them when it unpickles the trainable, before its first trial starts
+# (as sweeper.trainable's imports are), so that neither side's first trial pays for importing torch
+from nmt_core import checkpoint
+from nmt_core.config import TrialConfig, build_config
+from nmt_core.data import TrialData, load_trial_data
+from nmt_core.train import evaluate_split, train
 
-delays, send, summarize, peak = [], tracking.MlflowTrackingCallback._send, runner.write_summary, {}
-at = [int(n) for n in os.environ.get("SNAPSHOT_AT", "").split()]  # trials ended: snapshot the driver's memory
-snapshots, complete = [], tracking.MlflowTrackingCallback.on_trial_complete
+HERE = Path(__file__).resolve().parent
+BASE = {
+    "data": {"corpus": "synthetic", "train_subset": 600, "eval_subset": 40},
+    "model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
+    "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1},
+    "decode": {"beam_size": 2},
+}
+CHECKPOINTS_KEPT = 2  # sweeper/runner.py's CheckpointConfig(num_to_keep) outside PBT
+OWNERS = (  # who holds a traced allocation: the innermost frame under one of these (tracemalloc's file names)
+    ("/sweeper/", "sweeper"),
+    ("/ray/tune/", "Ray Tune"),
+    ("/ray/train/", "Ray Tune (ray.train's storage context)"),
+    ("/ray/", "Ray core"),
+    ("/mlflow/", "MLflow"),
+    ("/sqlalchemy/", "SQLAlchemy (MLflow's store)"),
+    ("/nmt_core/", "nmt_core"),
+)
 
-def snapshot_complete(self, *args, **info):
-    complete(self, *args, **info)
-    if len(self.outcomes) in at:
-        snapshots.append((len(self.outcomes), tracemalloc.take_snapshot()))
 
-def growth():  # what grew most between the first and the last snapshot, with where it was allocated
-    (first, old), (last, new) = snapshots[0], snapshots[-1]
-    lines = [f"driver memory grown from {first} to {last} trials ended, by allocation site (tracemalloc):"]
-    for stat in new.compare_to(old, "traceback")[:12]:
-        lines.append(f"{stat.size_diff / 1024:+.0f} KiB in {stat.count_diff:+d} blocks")
-        lines += [f"    {frame.filename}:{frame.lineno}" for frame in stat.traceback[-8:]]
-    return chr(10).join(lines)
+def current_rss_mb() -> float:
+    """This process's resident memory now (ru_maxrss only gives the peak)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
-if at:
-    tracemalloc.start(8)
-    tracking.MlflowTrackingCallback.on_trial_complete = snapshot_complete
 
-def timed_send(self, write):
-    send(self, write)
-    if write["kind"] == "metrics" and write["epoch"]:  # timestamp: when the driver received the epoch
-        delays.append(time.time() - write["timestamp"] / 1000)
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
-def peak_then_summary(*args):
-    peak["sweep"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    summarize(*args)
 
-tracking.MlflowTrackingCallback._send, runner.write_summary = timed_send, peak_then_summary
-from sweeper.cli import main
-
-code = main(sys.argv[2:])
-with open(sys.argv[1], "w") as out:
-    json.dump({"max_delay_s": max(delays, default=0.0), "median_delay_s": statistics.median(delays or [0.0]),
-               "sweep_rss_mb": peak["sweep"], "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-               "growth": growth() if len(snapshots) > 1 else ""}, out)
-sys.exit(code)
-"""
+def owner(traceback: tracemalloc.Traceback) -> str:
+    for frame in reversed(traceback):  # innermost first (tracemalloc keeps the most recent call last)
+        for part, name in OWNERS:
+            if part in frame.filename:
+                return name
+    return "other (Python, pyarrow, ...)"
 
 
 @dataclass
-class Ours:
-    wall: float  # seconds of `sweeper run`, Ray's start and the summary included
-    training: float  # seconds of training inside it, summed over trials
-    max_delay_s: float  # the longest wait from an epoch's arrival at the driver to its MLflow write
-    median_delay_s: float
-    sweep_rss_mb: float  # the driver process's peak resident memory until the trials are done
-    peak_rss_mb: float  # ... and with the summary
+class Probe:
+    """What a driver process records about itself while Tune runs: written as JSON when it ends."""
+
+    snapshot_at: tuple[int, ...] = ()  # trials ended: tracemalloc snapshots (slows the driver: no timings then)
+    start: float = field(default_factory=time.perf_counter)
+    ended: list[tuple[int, float]] = field(default_factory=list)  # (trials ended, resident MB)
+    began: dict[str, float] = field(default_factory=dict)
+    trial_s: list[float] = field(default_factory=list)  # each trial's start to end, as the driver sees it
+    worker_s: list[float] = field(default_factory=list)  # ... and in its worker (Tune's time_total_s)
+    spans: list[tuple[float, float]] = field(default_factory=list)  # each trial's start and end, since `start`
+    first_final: dict[str, Any] = field(default_factory=dict)  # the first trial's last report: what it evaluated
+    saves: list[tuple[int, float, int]] = field(default_factory=list)  # Tune's state saves: trials, seconds, bytes
+    phases: dict[str, float] = field(default_factory=dict)  # seconds since start when each phase began
+    cpu_at_trials_done: float = 0.0
+    snapshots: list[tuple[int, Any]] = field(default_factory=list)
+
+    def install(self) -> None:
+        """Times every save of Tune's experiment state (the JSON of every trial, rewritten each time)."""
+        from ray.tune.execution.tune_controller import TuneController
+
+        save = TuneController.save_to_dir
+
+        def timed_save(controller) -> None:
+            began = time.perf_counter()
+            save(controller)
+            took = time.perf_counter() - began
+            state = Path(controller._storage.experiment_driver_staging_path, controller.experiment_state_file_name)
+            self.saves.append((len(controller.get_trials()), took, state.stat().st_size))
+
+        TuneController.save_to_dir = timed_save
+        if self.snapshot_at:
+            tracemalloc.start(25)
+
+    def mark(self, phase: str) -> None:
+        self.phases.setdefault(phase, time.perf_counter() - self.start)
+        if phase == "trials done":
+            self.cpu_at_trials_done = cpu_seconds()
+
+    def trial_started(self, trial_id: str) -> None:
+        self.mark("first trial")
+        self.began.setdefault(trial_id, time.perf_counter())
+
+    def trial_ended(self, trial) -> None:
+        trial_id, result = trial.trial_id, trial.last_result or {}
+        self.worker_s.append(result.get("time_total_s", 0.0))
+        self.first_final = self.first_final or {"keys": sorted(result), "checkpoint": result.get("checkpoint_dir_name")}
+        if trial_id in self.began:
+            began = self.began.pop(trial_id)
+            self.trial_s.append(time.perf_counter() - began)
+            self.spans.append((began - self.start, time.perf_counter() - self.start))
+        self.ended.append((len(self.ended) + 1, current_rss_mb()))
+        if len(self.ended) in self.snapshot_at:
+            self.snapshots.append((len(self.ended), tracemalloc.take_snapshot()))
+
+    def write(self, path: str, **extra: Any) -> None:
+        kept = [f.name for f in fields(self) if f.name not in ("snapshots", "began", "snapshot_at")]
+        record = {name: getattr(self, name) for name in kept}  # not asdict: it would deep-copy the snapshots
+        record.update(extra, growth=self.growth(), cpu_s=cpu_seconds(), peak_rss_mb=peak_rss_mb())
+        Path(path).write_text(json.dumps(record))
+
+    def growth(self) -> dict[str, Any]:
+        """What the driver's traced Python objects grew by per trial between the first and the last snapshot, by
+        owner, and the largest allocation sites."""
+        if len(self.snapshots) < 2:
+            return {}
+        (first, old), (last, new) = self.snapshots[0], self.snapshots[-1]
+        stats = new.compare_to(old, "traceback")
+        by_owner: dict[str, float] = {}
+        for stat in stats:
+            by_owner[owner(stat.traceback)] = by_owner.get(owner(stat.traceback), 0) + stat.size_diff
+        sites = [
+            {
+                "kb_per_trial": stat.size_diff / 1024 / (last - first),
+                "owner": owner(stat.traceback),
+                "frames": [f"{f.filename}:{f.lineno}" for f in list(stat.traceback)[-14:]],
+            }
+            for stat in stats[:8]
+        ]
+        per_trial = {name: size / 1024 / (last - first) for name, size in by_owner.items()}
+        return {"from": first, "to": last, "kb_per_trial": per_trial, "sites": sites}
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bare_trial(config: dict[str, Any], base: dict[str, Any]) -> None:
+    """nmt_core's trial work as a plain Tune function trainable: train (greedy dev BLEU every epoch, beam test BLEU
+    at the end), beam dev BLEU, a checkpoint with each report; the corpus tokenised once per reused worker."""
+    cfg = build_config({**base, "train": {**base["train"], "seed": config["seed"]}})
+    latest: dict[str, Any] = {}
+
+    def report(metrics: dict[str, Any], state: dict[str, Any]) -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            checkpoint.save(state, Path(folder) / checkpoint.LAST)
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+
+    def on_epoch_end(metrics: dict[str, Any], state: dict[str, Any], is_best: bool) -> None:
+        latest["state"] = state
+        report(metrics, state)
+
+    result = train(cfg, on_epoch_end, log=lambda line: None, data=worker_data(cfg))
+    device = next(result.model.parameters()).device
+    dev = evaluate_split(result.model, result.data, "dev", cfg, device, cfg.decode.beam_size)
+    best = next(row for row in result.history if row["epoch"] == result.final["best_epoch"])
+    final = {**best, **result.final, "epoch": result.history[-1]["epoch"], "bleu_dev_final_beam": dev.bleu}
+    report(final, latest["state"])  # the best epoch's report, as searchers and schedulers read the last result
+
+
+WORKER_DATA: dict[str, TrialData] = {}
+
+
+def worker_data(cfg: TrialConfig) -> TrialData:
+    """The tokenised corpus, once per worker process (as sweeper/trainable.py's trial_data)."""
+    key = repr(cfg.data)
+    if key not in WORKER_DATA:
+        WORKER_DATA.clear()
+        WORKER_DATA[key] = load_trial_data(cfg.data, eval_max_len=cfg.decode.max_src_len, log=lambda line: None)
+    return WORKER_DATA[key]
+
+
+def bare_driver(out: str, trials: int, concurrent: int, storage: str, snapshot_at: tuple[int, ...]) -> None:
+    """Bare Ray Tune on the same resources and checkpoint settings as `sweeper run`, measured the same way."""
+    import ray
+    from ray import cloudpickle
+
+    probe = Probe(snapshot_at)
+    probe.install()
+
+    class Observer(tune.Callback):
+        def on_trial_start(self, iteration, trials, trial, **info):
+            probe.trial_started(trial.trial_id)
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            probe.trial_ended(trial)
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this file
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
+    tuner = tune.Tuner(
+        tune.with_resources(tune.with_parameters(bare_trial, base=BASE), {"cpu": 1}),
+        param_space={"seed": tune.grid_search(list(range(1, trials + 1)))},
+        tune_config=tune.TuneConfig(metric="bleu_dev", mode="max", max_concurrent_trials=concurrent, reuse_actors=True),
+        run_config=tune.RunConfig(
+            storage_path=storage,
+            verbose=0,
+            callbacks=[Observer()],
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=CHECKPOINTS_KEPT),
+        ),
+    )
+    grid = tuner.fit()
+    probe.mark("trials done")
+    errors = sum(result.error is not None for result in grid)
+    probe.mark("end")
+    probe.write(out, errors=errors)
+
+
+def ours_driver(out: str, snapshot_at: tuple[int, ...], profile: str) -> None:
+    """`sweeper run space.yaml` in this process, with the probe, each MLflow write timed (its delay from the epoch's
+    arrival at the driver, and the sender thread's busy seconds by kind) and the phases after the trials."""
+    from sweeper import runner, tracking
+    from sweeper.cli import main
+
+    probe, callback = Probe(snapshot_at), tracking.MlflowTrackingCallback
+    probe.install()
+    delays: list[float] = []
+    sending: dict[str, float] = {}
+    profiles = {"driver": cProfile.Profile(), "sender": cProfile.Profile()} if profile else {}
+    start, complete, send, deliver = (
+        callback.on_trial_start,
+        callback.on_trial_complete,
+        callback._send,
+        callback._deliver,
+    )
+    finish, rows, summary = runner.finish, runner.result_rows, runner.write_summary
+
+    def on_start(self, iteration, trials, trial, **info):
+        probe.trial_started(trial.trial_id)
+        start(self, iteration, trials, trial, **info)
+
+    def on_complete(self, iteration, trials, trial, **info):
+        complete(self, iteration, trials, trial, **info)
+        probe.trial_ended(trial)
+
+    def timed_send(self, write):
+        began = time.perf_counter()
+        send(self, write)
+        sending[write["kind"]] = sending.get(write["kind"], 0.0) + time.perf_counter() - began
+        if write["kind"] == "metrics" and write["epoch"]:  # timestamp: when the driver received the epoch
+            delays.append(time.time() - write["timestamp"] / 1000)
+
+    def profiled_deliver(self, write):  # cProfile follows one thread: the sender's gets a profile of its own
+        with profiles["sender"]:
+            deliver(self, write)
+
+    def marked(phase, function):
+        def call(*args, **kwargs):
+            probe.mark(phase)
+            return function(*args, **kwargs)
+
+        return call
+
+    callback.on_trial_start, callback.on_trial_complete, callback._send = on_start, on_complete, timed_send
+    if profile:
+        callback._deliver = profiled_deliver
+    runner.finish, runner.result_rows = marked("trials done", finish), marked("results", rows)
+    runner.write_summary = marked("summary", summary)
+    with profiles.get("driver") or contextlib.nullcontext():
+        code = main(["run", "space.yaml"])
+    probe.mark("end")
+    for name, profiler in profiles.items():
+        profiler.dump_stats(f"{profile}.{name}")
+    probe.write(out, errors=int(code != 0), delays=delays, sending=sending)
+    sys.exit(code)
+
+
+def space(trials: int, concurrent: int, system_metrics: bool, models: str | None) -> dict[str, Any]:
+    """The sweep YAML: the bare trials' work, one seed per trial."""
+    tracking = {"system_metrics": system_metrics, **({"models": models} if models else {})}
+    return {
+        "name": "overhead",
+        "base": {k: v for k, v in BASE.items() if k != "data"},
+        "data": BASE["data"],
+        "parameters": {"train.seed": {"grid": list(range(1, trials + 1))}},
+        "search": {"max_concurrent": concurrent},
+        "tracking": tracking,
+    }
+
+
+def drive(folder: Path, call: str, code: str = "") -> tuple[float, dict[str, Any]]:
+    """Run one driver process in `folder`: its wall seconds (interpreter start included) and its record. `code`: a
+    checkout whose sweeper and nmt_core the driver and its Ray workers import instead of this one's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = f"import sys; sys.path.insert(0, {str(HERE)!r}); import sweep_overhead as b; b.{call}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [code, os.environ.get("PYTHONPATH")]))}
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, check=False, env=env
+    )
+    wall = time.perf_counter() - start
+    record = folder / "driver.json"
+    if done.returncode != 0 or not record.exists():
+        raise SystemExit(
+            f"{call.split('(')[0]} failed (exit {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
+        )
+    return wall, json.loads(record.read_text())
 
 
 def ours(
-    trials: int, concurrent: int, folder: Path, system_metrics: bool = True, snapshot_at: tuple[int, ...] = ()
-) -> Ours:
-    import pyarrow.parquet as pq
-
+    trials: int, concurrent: int, folder: Path, system_metrics=True, models=None, snapshot_at=(), profile="", code=""
+):
     folder.mkdir(parents=True, exist_ok=True)
-    space = {
-        "name": "overhead",
-        "data": {"corpus": "synthetic", "train_subset": 600, "eval_subset": 40},
-        "base": {
-            "model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
-            "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1},
-            "decode": {"beam_size": 2},
-        },
-        "parameters": {"train.seed": {"grid": list(range(1, trials + 1))}},
-        "search": {"max_concurrent": concurrent},
-        "tracking": {"system_metrics": system_metrics},
-    }
-    (folder / "space.yaml").write_text(yaml.safe_dump(space))
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", DRIVER, "driver.json", "run", "space.yaml"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "SNAPSHOT_AT": " ".join(map(str, snapshot_at))},
-    )
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(done.stdout[-2000:] + done.stderr[-2000:])
-    rows = pq.read_table(folder / "sweeps" / "overhead" / "results.parquet").to_pylist()
-    driver = json.loads((folder / "driver.json").read_text())
-    if driver["growth"]:
-        print(driver["growth"], flush=True)
-    return Ours(
-        wall,
-        sum(r["epoch_time_s"] for r in rows),
-        driver["max_delay_s"],
-        driver["median_delay_s"],
-        driver["sweep_rss_mb"],
-        driver["peak_rss_mb"],
+    (folder / "space.yaml").write_text(yaml.safe_dump(space(trials, concurrent, system_metrics, models)))
+    return drive(folder, f"ours_driver('driver.json', {tuple(snapshot_at)!r}, {profile!r})", code)
+
+
+def bare(trials: int, concurrent: int, folder: Path, snapshot_at=()):
+    return drive(
+        folder, f"bare_driver('driver.json', {trials}, {concurrent}, {str(folder / 'tune')!r}, {tuple(snapshot_at)!r})"
     )
 
 
-BARE = """
-import os, sys, tempfile, time
-import ray
-from ray import tune
+@dataclass
+class Size:
+    """One sweep size measured on both sides: wall seconds and each driver's record."""
 
-def trainable(config):
-    with tempfile.TemporaryDirectory() as folder:
-        open(os.path.join(folder, "state.txt"), "w").write("x" * 1000)
-        tune.report({"score": config["i"]}, checkpoint=tune.Checkpoint.from_directory(folder))
+    trials: int
+    bare_wall: float
+    bare: dict[str, Any]
+    ours_wall: float
+    ours: dict[str, Any]
+    label: str = ""  # "before": the sweeper of --before's checkout
 
-trials, concurrent, storage = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
-tune.Tuner(tune.with_resources(trainable, {"cpu": 1}), param_space={"i": tune.grid_search(list(range(trials)))},
-           tune_config=tune.TuneConfig(max_concurrent_trials=concurrent, reuse_actors=True),
-           run_config=tune.RunConfig(storage_path=storage, verbose=0)).fit()
-"""
+    def per_trial(self) -> tuple[float, float]:
+        return self.bare_wall / self.trials, self.ours_wall / self.trials
 
+    def name(self) -> str:
+        return f"{self.trials} {self.label}".strip()
 
-def bare(trials: int, concurrent: int, folder: Path) -> float:
-    """Wall seconds of bare Ray Tune reusing worker processes (as `sweeper run` does), Ray's start included."""
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", BARE, str(trials), str(concurrent), str(folder / "bare")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(done.stderr[-2000:])
-    return time.perf_counter() - start
+    def extra(self) -> float:
+        bare, ours = self.per_trial()
+        return ours - bare
 
 
-def measure(trials: int, concurrent: int, folder: Path, system_metrics: bool) -> str:
-    """One size: bare Tune, then ours; one line of the table."""
-    bare_per_trial = bare(trials, concurrent, folder) / trials
-    run = ours(trials, concurrent, folder / "ours", system_metrics)
-    per_trial = (run.wall - run.training / concurrent) / trials
+def rss_slope_kb(ended: list[tuple[int, float]]) -> float:
+    """KB of resident memory per trial ended: least squares over the trials after the first quarter (warm-up)."""
+    points = [(n, mb) for n, mb in ended if n > len(ended) // 4]
+    if len(points) < 2:
+        return float("nan")
+    mean_n, mean_mb = statistics.fmean(n for n, _ in points), statistics.fmean(mb for _, mb in points)
+    spread = sum((n - mean_n) ** 2 for n, _ in points)
+    return 1024 * sum((n - mean_n) * (mb - mean_mb) for n, mb in points) / spread
+
+
+def phase(record: dict[str, Any], begin: str, end: str) -> float:
+    return record["phases"].get(end, 0.0) - record["phases"].get(begin, 0.0)
+
+
+def time_row(size: Size) -> str:
+    (bare, ours), n, sides = size.per_trial(), size.trials, (size.bare, size.ours)
+    trial_s = " / ".join(f"{statistics.fmean(r['worker_s']):.2f} ({statistics.fmean(r['trial_s']):.2f})" for r in sides)
+    trials_phase = [phase(r, "first trial", "trials done") for r in sides]
+    fixed = [size.bare_wall - trials_phase[0], size.ours_wall - trials_phase[1]]
     return (
-        f"| {trials} | {run.wall:.0f} | {run.training:.0f} | {per_trial:.2f} | {bare_per_trial:.2f} | "
-        f"{per_trial / bare_per_trial:.2f}x | {run.sweep_rss_mb:.0f} / {run.peak_rss_mb:.0f} | "
-        f"{run.median_delay_s:.2f} / {run.max_delay_s:.2f} |"
+        f"| {size.name()} | {bare:.2f} | {ours:.2f} | **{size.extra():+.2f}** | {ours / bare:.2f}x | "
+        f"{trials_phase[0] / n:.2f} / {trials_phase[1] / n:.2f} | {trial_s} | {fixed[0]:.0f} / {fixed[1]:.0f} | "
+        f"{phase(size.ours, 'results', 'summary'):.1f} / {phase(size.ours, 'summary', 'end'):.1f} |"
     )
+
+
+def saves(record: dict[str, Any], trials: int) -> str:
+    """Tune's experiment-state saves: how many, their seconds in all, and the last one's size per trial."""
+    count, seconds = len(record["saves"]), sum(took for _, took, _ in record["saves"])
+    last = record["saves"][-1][2] / 1024 / trials if record["saves"] else 0.0
+    return f"{count}, {seconds:.1f} s, {last:.1f} KB"
+
+
+def driver_row(size: Size) -> str:
+    n, b, o = size.trials, size.bare, size.ours
+    delays = o.get("delays") or [0.0]
+    return (
+        f"| {size.name()} | {b['ended'][-1][1]:.0f} / {o['ended'][-1][1]:.0f} | {rss_slope_kb(b['ended']):.0f} / "
+        f"{rss_slope_kb(o['ended']):.0f} | {b['cpu_at_trials_done'] / n:.2f} / {o['cpu_at_trials_done'] / n:.2f} | "
+        f"{sum(o.get('sending', {}).values()) / n:.2f} | {saves(b, n)} / {saves(o, n)} | "
+        f"{statistics.median(delays):.2f} / {max(delays):.2f} |"
+    )
+
+
+TIME_HEADER = (
+    "| trials | bare Tune s/trial | ours s/trial | extra s/trial | ours / bare | trials' phase s/trial, bare / ours "
+    "| one trial's s in its worker (seen by the driver), bare / ours | fixed s (start + end), bare / ours "
+    "| ours: results / summary s |\n"
+    "|---|---|---|---|---|---|---|---|---|"
+)
+DRIVER_HEADER = (
+    "| trials | driver RSS MB when trials done, bare / ours | RSS growth KB/trial, bare / ours "
+    "| driver CPU s/trial, bare / ours | MLflow sender busy s/trial "
+    "| Tune's experiment-state saves: count, s in all, KB/trial (bare / ours) "
+    "| epoch -> MLflow s, median / longest |\n"
+    "|---|---|---|---|---|---|---|"
+)
+
+
+def verdict(sizes: list[Size]) -> list[str]:
+    """Within 1.5x of bare Tune per trial at every size, and the extra cost per trial between sizes (the marginal
+    trial's: fixed costs cancel), which is flat when it does not exceed the smallest size's average extra."""
+    ratios = [s.per_trial()[1] / s.per_trial()[0] for s in sizes]
+    lines = [
+        f"within 1.5x of bare Tune per trial: {'yes' if max(ratios) <= 1.5 else 'no'} "
+        f"({', '.join(f'{s.trials}: {r:.2f}x' for s, r in zip(sizes, ratios))})"
+    ]
+    for a, b in zip(sizes, sizes[1:]):
+        marginal = ((b.ours_wall - b.bare_wall) - (a.ours_wall - a.bare_wall)) / (b.trials - a.trials)
+        flat = "flat" if marginal <= max(a.extra(), 0) else "grows"
+        lines.append(
+            f"extra per trial from {a.trials} to {b.trials} trials: the marginal trial's {marginal:+.2f} s "
+            f"vs {a.extra():+.2f} s average at {a.trials} ({flat})"
+        )
+    return lines
+
+
+def print_growth(side: str, record: dict[str, Any]) -> None:
+    growth = record["growth"]
+    if not growth:
+        print(f"{side}: fewer than two snapshots taken")
+        return
+    owners = sorted(growth["kb_per_trial"].items(), key=lambda item: -item[1])
+    print(f"\n{side}: traced Python memory grown per trial from {growth['from']} to {growth['to']} trials ended:")
+    print(", ".join(f"{name} {kb:+.1f} KB" for name, kb in owners) + f"; in all {sum(k for _, k in owners):+.1f} KB")
+    for site in growth["sites"]:
+        print(f"  {site['kb_per_trial']:+.1f} KB/trial ({site['owner']}):")
+        print("\n".join(f"      {frame}" for frame in site["frames"]))
+
+
+def print_profile(path: str, title: str, limit: int = 25) -> None:
+    """The functions of sweeper, Ray Tune and MLflow with the most cumulative time in one thread."""
+    print(f"\n{title} (cProfile; cumulative s, own s, calls):")
+    stats = pstats.Stats(path)
+    rows = [
+        (cumulative, own, calls, f"{Path(file).parent.name}/{Path(file).name}:{line} {name}")
+        for (file, line, name), (_, calls, own, cumulative, _) in stats.stats.items()
+        if any(part in file for part in ("/sweeper/", "/ray/tune/", "/mlflow/", "/ray/_private/worker"))
+    ]
+    for cumulative, own, calls, where in sorted(rows, reverse=True)[:limit]:
+        print(f"  {cumulative:8.2f} {own:8.2f} {calls:8d}  {where}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,28 +479,58 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, nargs="+", default=[24], help="sweep sizes, each measured in turn")
     parser.add_argument("--concurrent", type=int, default=2)
     parser.add_argument("--no-system-metrics", action="store_true", help="tracking.system_metrics: false (its cost)")
+    parser.add_argument("--models", choices=("best", "all", "none"), help="tracking.models, once the sweeper has it")
+    parser.add_argument("--memory", type=int, nargs="+", metavar="N", help="trace both drivers' memory instead")
+    parser.add_argument("--profile", type=int, metavar="N", help="profile our driver in a sweep of N trials instead")
+    parser.add_argument("--json", type=Path, help="also write every driver's record here")
     parser.add_argument(
-        "--memory",
-        type=int,
-        nargs="+",
-        metavar="N",
-        help="trace the driver's memory in one sweep of the largest N trials instead of timing",
+        "--before", metavar="CHECKOUT", help="also time the sweeper of this checkout at each size (a before/after run)"
     )
     args = parser.parse_args(argv)
-    if args.memory:
-        with tempfile.TemporaryDirectory() as tmp:
-            ours(max(args.memory), args.concurrent, Path(tmp), not args.no_system_metrics, tuple(args.memory))
-        return 0
-    print(f"{args.concurrent} trials at a time; per trial = seconds per trial besides training\n")
-    print(
-        "| trials | ours: wall s | training s | ours per trial s | bare Tune per trial s | ratio | "
-        "driver peak MB: trials / with summary | epoch-to-MLflow s: median / longest |"
-    )
-    print("|---|---|---|---|---|---|---|---|", flush=True)
-    for trials in args.trials:
-        with tempfile.TemporaryDirectory() as tmp:
-            print(measure(trials, args.concurrent, Path(tmp), not args.no_system_metrics), flush=True)
+    from sweeper.space import TRACKING_FIELDS
+
+    if args.models and "models" not in TRACKING_FIELDS:
+        parser.error("--models: this sweeper has no tracking.models yet (issue #43 item 3); every trial logs its model")
+    system_metrics = not args.no_system_metrics
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.memory:
+            at = tuple(sorted(args.memory))
+            print_growth("bare Tune's driver", bare(at[-1], args.concurrent, Path(tmp, "bare"), at)[1])
+            print_growth(
+                "our driver", ours(at[-1], args.concurrent, Path(tmp, "ours"), system_metrics, args.models, at)[1]
+            )
+            return 0
+        if args.profile:
+            ours(args.profile, args.concurrent, Path(tmp), system_metrics, args.models, profile=str(Path(tmp, "prof")))
+            print_profile(str(Path(tmp, "prof.driver")), "our driver's main thread (Tune's loop and callbacks)")
+            print_profile(str(Path(tmp, "prof.sender")), "our driver's MLflow sender thread")
+            return 0
+        sizes = measure(args, Path(tmp))
+    if args.json:
+        args.json.write_text(json.dumps([asdict(size) for size in sizes]))
     return 0
+
+
+def measure(args: argparse.Namespace, folder: Path) -> list[Size]:
+    """Each size in turn: bare Tune, then ours (and --before's, between them); the tables once all are done."""
+    models, system_metrics = args.models, not args.no_system_metrics
+    print(f"{args.concurrent} trials at a time; tracking.models: {models or 'none yet: every trial logs its model'}")
+    sizes = []
+    for trials in args.trials:
+        bare_run = bare(trials, args.concurrent, folder / f"bare{trials}")
+        if args.before:
+            before = ours(trials, args.concurrent, folder / f"before{trials}", system_metrics, models, code=args.before)
+            sizes.append(Size(trials, *bare_run, *before, label="before"))
+        sizes.append(
+            Size(trials, *bare_run, *ours(trials, args.concurrent, folder / f"ours{trials}", system_metrics, models))
+        )
+        print(f"measured {trials} trials", flush=True)
+    print("\n" + TIME_HEADER)
+    print("\n".join(time_row(size) for size in sizes))
+    print("\n" + DRIVER_HEADER)
+    print("\n".join(driver_row(size) for size in sizes))
+    print("\n" + "\n".join(verdict([size for size in sizes if not size.label])), flush=True)
+    return sizes
 
 
 if __name__ == "__main__":

@@ -27,30 +27,31 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 from torch import nn
 
-from nmt_core.compiled import compile_seconds
+from nmt_core.compiled import compile_seconds, static_shapes
 from nmt_core.config import build_config
-from nmt_core.data import Example, collate
+from nmt_core.data import Batch, Example, bucket_width, collate, make_batches
 from nmt_core.decode import beam_search, greedy, steps_for
 from nmt_core.model import BOS, EOS, PAD, UNK, Seq2Seq
 from nmt_core.train import (
     autocast,
-    batch_loss,
     build_model,
     build_optimizer,
     optimizer_step,
-    symmetric_loss,
+    step_loss,
     use_tensor_cores,
 )
 
 VARIANTS = {  # config sections over the defaults (general score, Luong placement, the fast path)
     "none": {},
     "plain": {"model": {"fast_path": False}},  # the baseline on the plain path: what the fast path gains
+    "unhoisted": {},  # the baseline with every product in the loop (LOOP_AS_BEFORE): what nmt_core.unrolled gains
     "fixed": {"attention": {"temperature": "fixed", "tau": 0.9}},
     "sact": {"attention": {"temperature": "sact", "lambda": 4.0}},
     "sentinel": {"attention": {"sentinel": True}},
@@ -75,6 +76,7 @@ TRANSFORMER_VARIANTS = {  # config sections over the Transformer's defaults (pre
     "sentinel": {"attention": {"sentinel": True}},
 }
 ARCH_VARIANTS = {"rnn": VARIANTS, "transformer": TRANSFORMER_VARIANTS}
+LOOP_AS_BEFORE = ("unhoisted",)  # RNN variants whose teacher-forced loop computes every product at every position
 TRANSFORMER_SHAPES = {"paper": (6, 8, 2048), "small": (3, 4, 1024), "tiny": (1, 2, 32)}  # layers, heads, FF size
 SIZES = {  # emb, hidden, source vocab, target vocab, batch
     "paper": (512, 512, 17700, 7000, 64),
@@ -83,25 +85,42 @@ SIZES = {  # emb, hidden, source vocab, target vocab, batch
 }
 
 
-def synthetic_batches(n: int, batch: int, src_vocab: int, tgt_vocab: int, seed: int = 0):
+SYNTHETIC_MAX_LEN = 60  # the longest synthetic target; length buckets are laid over it
+
+
+def synthetic_examples(n: int, src_vocab: int, tgt_vocab: int, rng: random.Random) -> list[Example]:
     """Lengths drawn like IWSLT'15 En-Vi: source ~ N(20, 9) in [3, 50], target ~1.2x source."""
-    rng = random.Random(seed)
-    batches = []
+    examples = []
     for _ in range(n):
-        examples = []
-        for _ in range(batch):
-            src_len = min(50, max(3, int(rng.gauss(20, 9))))
-            tgt_len = min(60, max(3, int(src_len * rng.uniform(1.0, 1.4))))
-            links = [(round(i * src_len / tgt_len), i) for i in range(tgt_len)]  # a diagonal, for guided alignment
-            examples.append(
-                Example(
-                    [rng.randrange(4, src_vocab) for _ in range(src_len)],
-                    [rng.randrange(4, tgt_vocab) for _ in range(tgt_len)],
-                    links,
-                )
+        src_len = min(50, max(3, int(rng.gauss(20, 9))))
+        tgt_len = min(SYNTHETIC_MAX_LEN, max(3, int(src_len * rng.uniform(1.0, 1.4))))
+        links = [(round(i * src_len / tgt_len), i) for i in range(tgt_len)]  # a diagonal, for guided alignment
+        examples.append(
+            Example(
+                [rng.randrange(4, src_vocab) for _ in range(src_len)],
+                [rng.randrange(4, tgt_vocab) for _ in range(tgt_len)],
+                links,
             )
-        batches.append(collate(examples, list(range(batch))))
-    return batches
+        )
+    return examples
+
+
+def synthetic_batches(n: int, batch: int, src_vocab: int, tgt_vocab: int, seed: int = 0) -> list[Batch]:
+    """n batches of `batch` sentences drawn at random (about half the target positions are padding)."""
+    rng = random.Random(seed)
+    return [collate(synthetic_examples(batch, src_vocab, tgt_vocab, rng), list(range(batch))) for _ in range(n)]
+
+
+def bucketed_batches(n: int, batch: int, src_vocab: int, tgt_vocab: int, buckets: int, seed: int = 0) -> list[Batch]:
+    """The first n batches of an epoch as a trial with `train.buckets: buckets` draws them from a corpus of 50
+    batches' worth of such sentences (buckets 0: sorted pools, the batching before buckets)."""
+    examples = synthetic_examples(50 * batch, src_vocab, tgt_vocab, random.Random(seed))
+    return make_batches(examples, batch, shuffle_seed=seed, bucket=bucket_width(SYNTHETIC_MAX_LEN, buckets))[:n]
+
+
+def padding_share(batches: list[Batch]) -> float:
+    """The share of target positions that are padding."""
+    return 1 - sum(b.n_tokens for b in batches) / sum(b.tgt_out.numel() for b in batches)
 
 
 def synchronize(device: torch.device) -> None:
@@ -135,7 +154,8 @@ def timed(
 
 
 def train_step_fn(model: Seq2Seq, cfg, device: torch.device) -> Callable:
-    """One training step as nmt_core.train takes it (with bilingual symmetry: both directions, one optimiser)."""
+    """One training step as nmt_core.train takes it (with bilingual symmetry: both directions, one optimiser; with
+    `model.compile: graphs` on CUDA, the decoders' forward and backward replayed from CUDA graphs)."""
     reverse = None
     if cfg.train.symmetry_weight > 0:
         torch.manual_seed(1)
@@ -144,11 +164,12 @@ def train_step_fn(model: Seq2Seq, cfg, device: torch.device) -> Callable:
         )
     trained = nn.ModuleList([model] if reverse is None else [model, reverse])
     optimizer = build_optimizer(trained, cfg)
+    loss_of = step_loss(model, reverse, cfg, device)
 
     def step(batch) -> int:
         batch = batch.to(device)
         with autocast(cfg, device):
-            loss = batch_loss(model, batch, cfg)[0] if reverse is None else symmetric_loss(model, reverse, batch, cfg)
+            loss = loss_of(batch)
         optimizer_step(optimizer, loss, trained.parameters(), 10.0)
         return batch.n_tokens
 
@@ -168,15 +189,31 @@ def decode_fn(model: nn.Module, cfg, device: torch.device, beam: int, produced: 
     return step
 
 
-def load_joeynmt(arch: str = "rnn"):
-    """joeynmt's encoder class, decoder class and Embeddings for `arch`; None when it is not installed."""
-    folder = Path(__file__).parent / ".joeynmt"
-    if folder.is_dir():
+class JoeyNMTMissing(RuntimeError):
+    """joeynmt was asked for (--joeynmt), or is installed for this Python, and does not import."""
+
+
+def joeynmt_folder() -> Path:
+    """Where benchmarks/install_joeynmt.sh puts joeynmt for the running Python: one folder per version, so that a
+    build for another Python (a compiled sentencepiece) never shadows this one's packages."""
+    return Path(__file__).parent / ".joeynmt" / f"py{sys.version_info.major}{sys.version_info.minor}"
+
+
+def load_joeynmt(arch: str = "rnn", required: bool = False):
+    """joeynmt's encoder class, decoder class and Embeddings for `arch`; None when it is not installed, unless
+    `required`. Installed for this Python and failing to import is an error either way (JoeyNMTMissing)."""
+    folder = joeynmt_folder()
+    if folder.is_dir() and str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
     try:
         from joeynmt import decoders, encoders
         from joeynmt.embeddings import Embeddings
-    except ImportError:
+    except ImportError as error:
+        if required or folder.is_dir():
+            raise JoeyNMTMissing(
+                f"joeynmt does not import in Python {platform.python_version()} ({error}); "
+                f"install it for this Python: bash benchmarks/install_joeynmt.sh (folder {folder})"
+            ) from error
         return None
     kind = "Recurrent" if arch == "rnn" else "Transformer"
     return getattr(encoders, f"{kind}Encoder"), getattr(decoders, f"{kind}Decoder"), Embeddings
@@ -338,31 +375,77 @@ def build_variant(
     amp: bool,
     arch: str = "rnn",
     compile_mode: str = "none",
+    buckets: int | None = None,
 ):
     _, _, src_vocab, tgt_vocab, _ = size
     variant = ARCH_VARIANTS[arch][name]
     compiled = {"compile": compile_mode} if compile_mode != "none" else {}
+    bucketed = {"buckets": buckets} if buckets else {}
     cfg = build_config(
         {
             "model": {**model_section(arch, size, input_feeding), **compiled, **variant.get("model", {})},
             "attention": variant.get("attention", {}),
-            "train": {"amp": amp, **variant.get("train", {})},
+            "train": {"amp": amp, **bucketed, **variant.get("train", {})},
             "decode": {"max_len_ratio": 1.2},
         }
     )
     torch.manual_seed(0)
-    return build_model(cfg, src_vocab, tgt_vocab).to(device), cfg  # compiled as a trial compiles it
+    model = build_model(cfg, src_vocab, tgt_vocab).to(device)  # compiled as a trial compiles it
+    if arch == "rnn" and name in LOOP_AS_BEFORE:
+        model.decoder.hoisted = lambda emb: [None] * emb.size(1)  # nothing hoisted: torch.lstm_cell at every step
+    return model, cfg
 
 
-COMPILED = "+compile"  # the suffix of a compiled variant's row
+GRAPH_BUCKETS = 5  # length buckets for static-shape modes unless --buckets says otherwise (unmeasured on a GPU)
+SUFFIXES = {"default": "+compile", "reduce-overhead": "+reduce-overhead", "graphs": "+graphs"}  # rows per mode
 
 
-def contender_names(variants: list[str], compile_mode: str) -> dict[str, tuple[str, str]]:
-    """Row name -> (variant, model.compile): every variant eager, and compiled too unless compile_mode is none."""
-    names = {name: (name, "none") for name in variants}
-    if compile_mode != "none":
-        names.update({name + COMPILED: (name, compile_mode) for name in variants})
-    return names
+@dataclass
+class Contender:
+    """One row: a variant, its model.compile mode and length buckets (None: random batches), built and batched."""
+
+    variant: str
+    mode: str
+    buckets: int | None
+    model: nn.Module
+    cfg: object
+    train_batches: list[Batch]
+    decode_batches: list[Batch]
+
+
+def contender_names(
+    variants: list[str], compile_modes: tuple[str, ...] = (), buckets: list[int] | None = None
+) -> dict[str, tuple[str, str, int | None]]:
+    """Row name -> (variant, model.compile, buckets): every variant eager and in each compile mode, for each bucket
+    setting (named ` b<N>` when there are several)."""
+    settings = buckets or [None]
+    return {
+        name + SUFFIXES.get(mode, "") + (f" b{b}" if len(settings) > 1 else ""): (name, mode, b)
+        for b in settings
+        for mode in ("none", *compile_modes)
+        for name in variants
+    }
+
+
+def build_contenders(
+    names: dict[str, tuple[str, str, int | None]], size: tuple, device: torch.device, args: dict
+) -> dict[str, Contender]:
+    """Each row's model (seeded alike) and batches: random ones, or with length buckets as a trial draws them."""
+    _, _, src_vocab, tgt_vocab, batch = size
+    n_train, n_decode, decode_batch = max(args["steps"], 4), max(args["decode_batches"] + 1, 4), args["decode_batch"]
+
+    def batches(buckets: int | None, n: int, rows: int) -> list[Batch]:
+        if buckets is None:
+            return synthetic_batches(n, rows, src_vocab, tgt_vocab)
+        return bucketed_batches(n, rows, src_vocab, tgt_vocab, buckets)
+
+    contenders = {}
+    for row, (name, mode, buckets) in names.items():
+        model, cfg = build_variant(name, size, device, args["input_feeding"], args["amp"], args["arch"], mode, buckets)
+        contenders[row] = Contender(
+            name, mode, buckets, model, cfg, batches(buckets, n_train, batch), batches(buckets, n_decode, decode_batch)
+        )
+    return contenders
 
 
 def run(
@@ -377,19 +460,19 @@ def run(
     log=print,
     arch: str = "rnn",
     clock: str = "wall",
-    compile_mode: str = "none",
+    compile_modes: tuple[str, ...] = (),
     decode_batch_size: int | None = None,
+    buckets: list[int] | None = None,
+    on_update: Callable[[dict], None] = lambda results: None,
+    require_joeynmt: bool = False,
 ) -> dict:
     """Training speed is timed in `rounds` rounds that interleave all contenders (joeynmt and every variant, eager
-    and compiled), so drift on a shared machine hits them alike; the table gives each one's best round, the JSON
-    every round. Decoding takes batches of `decode_batch_size` sentences (default: the training batch), drawn
-    alike."""
+    and in each compile mode, per bucket setting), so drift on a shared machine hits them alike; the table gives each
+    one's best round, the JSON every round. Decoding takes batches of `decode_batch_size` sentences (default: the
+    training batch), drawn alike. `on_update` gets the results after every round and row (an incremental JSON)."""
     use_tensor_cores(device)  # process-wide, so joeynmt gets TF32 too: the ratio compares the models' code
     size = SIZES[size_name]
-    batch = size[4]
-    batches = synthetic_batches(max(steps, 4), batch, size[2], size[3])
-    decode_batch = decode_batch_size or batch
-    decoded = synthetic_batches(max(decode_batches + 1, 4), decode_batch, size[2], size[3])
+    decode_batch = decode_batch_size or size[4]
     results = {
         "arch": arch,
         "clock": clock,
@@ -399,67 +482,120 @@ def run(
         "rounds": rounds,
         "input_feeding": input_feeding,
         "amp": amp,
-        "compile": compile_mode,
+        "compile": list(compile_modes),
+        "buckets": buckets,
         "decode_batch_size": decode_batch,
         "variants": {},
     }
-    models = {
-        row: build_variant(name, size, device, input_feeding, amp, arch, mode)
-        for row, (name, mode) in contender_names(variants, compile_mode).items()
-    }
-    contenders = {name: train_step_fn(model.train(), cfg, device) for name, (model, cfg) in models.items()}
-    compiling = {name: 0.0 for name in models}  # seconds each contender spent compiling
-
-    def timed_compiling(name: str, *args, **kwargs) -> float:
-        before = compile_seconds()
-        rate = timed(*args, clock=CLOCKS[clock], **kwargs)
-        if name in compiling:
-            compiling[name] += compile_seconds() - before
-        return rate
-
-    joey = load_joeynmt(arch)
+    args = dict(steps=steps, decode_batches=decode_batches, decode_batch=decode_batch, arch=arch)
+    args.update(input_feeding=input_feeding, amp=amp)
+    joey = load_joeynmt(arch, require_joeynmt)
+    contenders = build_contenders(contender_names(variants, compile_modes, buckets), size, device, args)
     joey_model = None
     if joey is not None:
         torch.manual_seed(0)
         joey_model = joeynmt_model(joey, arch, size).to(device).train()
-        contenders = {"joeynmt": joeynmt_train_fn(joey_model, device, amp), **contenders}
-    rates: dict[str, list[float]] = {name: [] for name in contenders}
-    for round_ in range(rounds):
-        for name, step in contenders.items():
-            rates[name].append(timed_compiling(name, step, batches, steps, device, warmup=2 if round_ == 0 else 0))
-        log(
-            f"  round {round_ + 1}: "
-            + ", ".join(f"{name} {rates[name][-1]:.0f}" for name in contenders)
-            + " train tok/s"
+    rates, compiling, peaks = train_rounds(contenders, joey_model, device, rounds, clock, log, results, on_update)
+    yardstick = next(iter(contenders.values()))
+    if joey_model is not None:  # every variant decodes with the same settings, joeynmt the first row's batches
+        results["joeynmt"] = speeds(
+            joey_model, joeynmt_decode_fn, yardstick.cfg, yardstick, rates["joeynmt"], device, decode_batches, clock
         )
-
-    def speeds(name: str, model: nn.Module, decode: Callable, cfg) -> dict:
-        """A contender's row: its parameters, training rounds and decoding speeds (greedy, beam 10)."""
-        row = {
-            "n_params": sum(p.numel() for p in model.parameters()),
-            "train_tokens_per_s": max(rates[name], default=None),
-            "train_rounds": rates[name],
-        }
-        model.eval()
-        for beam, key in ((1, "greedy"), (10, "beam10")):
-            produced: list[int] = []
-            row[f"{key}_sentences_per_s"] = timed_compiling(
-                name, decode(model, cfg, device, beam, produced), decoded, decode_batches, device, warmup=1
-            )
-            row[f"{key}_tokens_per_sentence"] = sum(produced[1:]) / (decode_batches * decode_batch)  # untimed warm-up
-        return row
-
-    if joey_model is not None:  # every variant decodes with the same settings
-        results["joeynmt"] = speeds("joeynmt", joey_model, joeynmt_decode_fn, next(iter(models.values()))[1])
-    for name, (model, cfg) in models.items():
-        with torch.no_grad():  # untrained, it would stop after a token or two: ban </s> so that every batch
-            model.decoder.output.bias[EOS] = float("-inf")  # decodes 1.2 x its longest source, like a trained model
-        row = speeds(name, model, decode_fn, cfg)
-        if "joeynmt" in results and rounds:
-            row["ratio_to_joeynmt"] = row["train_tokens_per_s"] / results["joeynmt"]["train_tokens_per_s"]
-        row.update(compile=cfg.model.compile, compile_time_s=compiling[name])
+        on_update(results)
+    for name, c in contenders.items():
+        row = variant_row(c, rates[name], device, decode_batches, clock, results.get("joeynmt"))
+        row.update(compile_time_s=compiling[name] + row["compile_time_s"], peak_step_mib=peaks.get(name))
         results["variants"][name] = row
+        on_update(results)
+    for row in results["variants"].values():
+        row["vs_none"] = vs_none(row, results["variants"])
+    on_update(results)
     return results
+
+
+def vs_none(row: dict, rows: dict[str, dict]) -> float | None:
+    """A row's training speed over the baseline's (`none`) in the same compile mode and bucket setting."""
+    setting = ("none", row["compile"], row["buckets"])
+    base = next((r for r in rows.values() if (r["variant"], r["compile"], r["buckets"]) == setting), None)
+    if base is None or not base["train_tokens_per_s"] or not row["train_tokens_per_s"]:
+        return None
+    return row["train_tokens_per_s"] / base["train_tokens_per_s"]
+
+
+def variant_row(c: Contender, rates: list[float], device, decode_batches: int, clock: str, joeynmt: dict | None):
+    """A variant's row: speeds() with </s> banned, its ratio to joeynmt, its setting and its padding; compile_time_s
+    the seconds its decoding spent compiling."""
+    with torch.no_grad():  # untrained, it would stop after a token or two: ban </s> so that every batch
+        c.model.decoder.output.bias[EOS] = float("-inf")  # decodes 1.2 x its longest source, like a trained model
+    before = compile_seconds()
+    row = speeds(c.model, decode_fn, c.cfg, c, rates, device, decode_batches, clock)
+    if joeynmt is not None and rates:
+        row["ratio_to_joeynmt"] = row["train_tokens_per_s"] / joeynmt["train_tokens_per_s"]
+    row.update(variant=c.variant, compile=c.mode, buckets=c.buckets, padding_share=padding_share(c.train_batches))
+    row["compile_time_s"] = compile_seconds() - before
+    return row
+
+
+def train_rounds(
+    contenders: dict[str, Contender],
+    joey_model: nn.Module | None,
+    device: torch.device,
+    rounds: int,
+    clock: str,
+    log,
+    results: dict,
+    on_update: Callable[[dict], None],
+) -> tuple[dict[str, list[float]], dict[str, float], dict[str, float]]:
+    """Training tokens/s of every contender (and joeynmt's, on the first row's batches) per round; each contender's
+    seconds spent compiling and (CUDA) the most memory its steps took beyond what it held before them (MiB). The
+    first round warms each up first: a step compiled or captured per shape on every shape it will meet."""
+    steps = results["steps"]
+    fns = {name: (train_step_fn(c.model.train(), c.cfg, device), c.train_batches) for name, c in contenders.items()}
+    if joey_model is not None:
+        first = next(iter(contenders.values()))
+        fns = {"joeynmt": (joeynmt_train_fn(joey_model, device, results["amp"]), first.train_batches), **fns}
+    rates = {name: [] for name in fns}
+    compiling, peaks = dict.fromkeys(contenders, 0.0), {}
+    for round_ in range(rounds):
+        for name, (step, batches) in fns.items():
+            static = name in contenders and static_shapes(contenders[name].mode)
+            warmup = (len(batches) if static else 2) if round_ == 0 else 0
+            before, base = compile_seconds(), memory_mark(device)
+            rates[name].append(timed(step, batches, steps, device, warmup, CLOCKS[clock]))
+            if name in contenders:
+                compiling[name] += compile_seconds() - before
+            if base is not None:
+                peaks[name] = max(peaks.get(name, 0.0), (torch.cuda.max_memory_allocated() - base) / 2**20)
+            results["rounds_done"] = {name: list(values) for name, values in rates.items()}
+            on_update(results)  # after every contender: a step cut short by a time limit keeps the ones before
+        log(f"  round {round_ + 1}: " + ", ".join(f"{n} {rates[n][-1]:.0f}" for n in fns) + " train tok/s")
+    return rates, compiling, peaks
+
+
+def memory_mark(device: torch.device) -> int | None:
+    """On CUDA, reset the peak-memory counter and return what is allocated now; None elsewhere."""
+    if device.type != "cuda":
+        return None
+    torch.cuda.reset_peak_memory_stats()
+    return torch.cuda.memory_allocated()
+
+
+def speeds(model: nn.Module, decode: Callable, cfg, c: Contender, rates, device, decode_batches: int, clock) -> dict:
+    """A contender's row: its parameters, training rounds and decoding speeds (greedy, beam 10)."""
+    row = {
+        "n_params": sum(p.numel() for p in model.parameters()),
+        "train_tokens_per_s": max(rates, default=None),
+        "train_rounds": rates,
+    }
+    model.eval()
+    sentences = c.decode_batches[0].src.size(0)
+    for beam, key in ((1, "greedy"), (10, "beam10")):
+        produced: list[int] = []
+        row[f"{key}_sentences_per_s"] = timed(
+            decode(model, cfg, device, beam, produced), c.decode_batches, decode_batches, device, 1, CLOCKS[clock]
+        )
+        row[f"{key}_tokens_per_sentence"] = sum(produced[1:]) / (decode_batches * sentences)  # untimed warm-up
+    return row
 
 
 def table(results: dict) -> str:
@@ -467,7 +603,9 @@ def table(results: dict) -> str:
         f"{results.get('arch', 'rnn')}, device {results['device']}, size {results['size']}, best of "
         f"{results['rounds']} rounds of {results.get('clock', 'wall')}-clock time, "
         f"{results['steps']} steps, "
-        f"input feeding {results['input_feeding']}, amp {results['amp']}, compile {results.get('compile', 'none')}"
+        f"input feeding {results['input_feeding']}, amp {results['amp']}, compile "
+        f"{', '.join(results['compile']) or 'none'}, "
+        f"buckets {results.get('buckets') or 'none (random batches)'}"
         + (
             ", training not timed"
             if not results["rounds"]
@@ -477,29 +615,35 @@ def table(results: dict) -> str:
         ),
         f"decoding: batches of {results['decode_batch_size']} sentences, </s> banned, so "
         "every sentence runs to 1.2 x its batch's longest source (out len)",
-        "vs none: against the eager baseline for eager rows, the compiled one for compiled rows; compile s: "
-        "seconds spent compiling (warm-up calls, not timed)",
+        "vs none: against the eager baseline of the same bucket setting for eager rows, the baseline in the same "
+        "mode for the others; compile s: seconds spent compiling or capturing (warm-up calls, not timed); padding: "
+        "share of target positions; peak MiB: memory a training step took beyond the model's (CUDA)",
         "| variant | params | train tok/s | vs none | vs joeynmt | greedy sent/s (out len) "
-        "| beam-10 sent/s (out len) | compile s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| beam-10 sent/s (out len) | compile s | padding | peak MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     rows = {"joeynmt 2.3": {**results["joeynmt"], "compile_time_s": 0.0}} if "joeynmt" in results else {}
     for name, row in {**rows, **results["variants"]}.items():
-        baseline = results["variants"].get("none" + (COMPILED if name.endswith(COMPILED) else ""), {})
-        baseline = baseline.get("train_tokens_per_s") if name in results["variants"] else None
-        ratio = f"{row['ratio_to_joeynmt']:.2f}x" if "ratio_to_joeynmt" in row else "-"
-        to_none = f"{row['train_tokens_per_s'] / baseline:.2f}x" if baseline else "-"
-        trained = f"{row['train_tokens_per_s']:.0f}" if row["train_rounds"] else "-"
-        lines.append(
-            f"| {name} | {row['n_params'] / 1e6:.1f}M | {trained} | {to_none} | {ratio} | "
-            f"{row['greedy_sentences_per_s']:.1f} ({row['greedy_tokens_per_sentence']:.0f}) | "
-            f"{row['beam10_sentences_per_s']:.1f} ({row['beam10_tokens_per_sentence']:.0f}) | "
-            f"{row['compile_time_s']:.0f} |"
-        )
+        lines.append(table_row(name, row))
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def table_row(name: str, row: dict) -> str:
+    """One contender's line: its speeds, ratios to its mode's baseline and to joeynmt, compile seconds, padding."""
+    ratio = f"{row['ratio_to_joeynmt']:.2f}x" if "ratio_to_joeynmt" in row else "-"
+    to_none = f"{row['vs_none']:.2f}x" if row.get("vs_none") else "-"
+    trained = f"{row['train_tokens_per_s']:.0f}" if row["train_rounds"] else "-"
+    padding = f"{row['padding_share']:.0%}" if "padding_share" in row else "-"
+    peak = f"{row['peak_step_mib']:.0f}" if row.get("peak_step_mib") is not None else "-"
+    return (
+        f"| {name} | {row['n_params'] / 1e6:.1f}M | {trained} | {to_none} | {ratio} | "
+        f"{row['greedy_sentences_per_s']:.1f} ({row['greedy_tokens_per_sentence']:.0f}) | "
+        f"{row['beam10_sentences_per_s']:.1f} ({row['beam10_tokens_per_sentence']:.0f}) | "
+        f"{row['compile_time_s']:.0f} | {padding} | {peak} |"
+    )
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arch", choices=list(ARCH_VARIANTS), default="rnn")
     parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
@@ -525,11 +669,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile", action="store_true", help="time every variant compiled too (model.compile)")
     parser.add_argument(
         "--compile-mode",
-        choices=["default", "reduce-overhead"],
-        default="default",
-        help="torch.compile's mode with --compile; reduce-overhead replays CUDA graphs (CUDA only)",
+        nargs="+",
+        choices=list(SUFFIXES),
+        default=["default"],
+        help="model.compile modes with --compile, each a row per variant: default (Inductor), reduce-overhead "
+        "(Inductor and CUDA graph trees), graphs (the eager step captured as CUDA graphs; CUDA only)",
     )
-    parser.add_argument("--json", help="write the results here")
+    parser.add_argument(
+        "--buckets",
+        nargs="+",
+        type=int,
+        help="train on batches in length buckets as a trial draws them, once per value (train.buckets; 0: sorted "
+        "pools); default: random batches, or train.buckets' default with a static-shape compile mode",
+    )
+    parser.add_argument("--joeynmt", action="store_true", help="fail unless joeynmt imports (a run that needs it)")
+    parser.add_argument("--json", help="write the results here (after every round and row, so a crash keeps them)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's; 1 on a CPU others share)")
     parser.add_argument(
         "--clock",
@@ -538,14 +692,23 @@ def main(argv: list[str] | None = None) -> int:
         help="cpu: per second of this process's CPU time (a shared CPU, with --threads 1)",
     )
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    variants = args.variants or list(ARCH_VARIANTS[args.arch])
-    unknown = sorted(set(variants) - set(ARCH_VARIANTS[args.arch]))
+    args.variants = args.variants or list(ARCH_VARIANTS[args.arch])
+    unknown = sorted(set(args.variants) - set(ARCH_VARIANTS[args.arch]))
     if unknown:
         parser.error(
             f"--variants: {', '.join(unknown)} not among --arch {args.arch}'s: " + ", ".join(ARCH_VARIANTS[args.arch])
         )
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    compile_modes = tuple(args.compile_mode) if args.compile else ()
+    buckets = args.buckets
+    if buckets is None and any(static_shapes(mode) for mode in compile_modes):
+        buckets = [GRAPH_BUCKETS]  # a captured step needs shapes that repeat
     devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
     devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
     print(
@@ -553,27 +716,38 @@ def main(argv: list[str] | None = None) -> int:
         f"{torch.get_num_threads()} threads"
         + (f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "")
     )
-    all_results = []
+    done: list[dict] = []
+
+    def save(runs: list[dict]) -> None:
+        if args.json:
+            Path(args.json).write_text(json.dumps(runs, indent=2))
+
     for device in devices:
         print(f"{device}:")
-        results = run(
-            torch.device(device),
-            args.size,
-            args.steps,
-            args.decode_batches,
-            variants,
-            not args.no_input_feeding,
-            args.amp,
-            args.rounds,
-            arch=args.arch,
-            clock=args.clock,
-            compile_mode=args.compile_mode if args.compile else "none",
-            decode_batch_size=args.decode_batch_size,
-        )
-        all_results.append(results)
+        try:
+            results = run(
+                torch.device(device),
+                args.size,
+                args.steps,
+                args.decode_batches,
+                args.variants,
+                not args.no_input_feeding,
+                args.amp,
+                args.rounds,
+                arch=args.arch,
+                clock=args.clock,
+                compile_modes=compile_modes,
+                decode_batch_size=args.decode_batch_size,
+                buckets=buckets,
+                on_update=lambda partial: save([*done, partial]),
+                require_joeynmt=args.joeynmt,
+            )
+        except JoeyNMTMissing as error:
+            print(f"throughput.py: {error}", file=sys.stderr)
+            return 2
+        done.append(results)
+        save(done)
         print(table(results))
-    if args.json:
-        Path(args.json).write_text(json.dumps(all_results, indent=2))
     return 0
 
 

@@ -1,9 +1,13 @@
-"""Attention as a pipeline of named parts: score -> temperature -> gate (sentinel) -> context.
+"""The attention family: one class per part, serving every architecture where it has a meaning, and the RNN's
+attention pipeline: score -> temperature -> gate (sentinel) -> context.
 
 Each variant is one small class registered under its config value (`attention.score: concat` ->
 `ConcatScore`), the way Sockeye registers its attention types; an on/off mechanism (`attention.sentinel`) is one
-class registered under its flag. The class owns its config rules, its word in variant labels, its per-step state and
-its diagnostics (nmt_core.registry): adding a variant is one class with its `register` line, and its test.
+class registered under its flag. The class owns its config rules, its word in variant labels, its settings, its
+per-step state and its diagnostics (nmt_core.parts): adding a variant is one class with its `register` line, and its
+test. A part is built for a `Site`: the RNN's attention step, or one multi-head block of the Transformer
+(nmt_core.multihead), which keeps its heads apart from this pipeline but shares its maths: the masked fp32 softmax,
+SACT's tau = lambda^tanh(.), the Gaussian bias and the sentinel's gate are each written once, here.
 
 One interface for every variant (Sockeye, joeynmt): the encoder side is projected once per batch
 (`Attention.memory`), and each decoder step calls `forward(query, memory, state, step_input)`, which
@@ -22,26 +26,104 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from nmt_core.config import AttentionConfig, TrialConfig
-from nmt_core.registry import (
+from nmt_core.parts import (
     MECHANISMS,
     PLACEMENTS,
     POSITION_BIASES,
+    RNN,
+    SACT_READINGS,
     SCORES,
     SELF_ATTENTIONS,
     TEMPERATURES,
+    TRANSFORMER,
     Part,
     Rule,
     register,
 )
 
+if TYPE_CHECKING:
+    from nmt_core.config import AttentionConfig, TrialConfig
+
 __all__ = ["MECHANISMS", "POSITION_BIASES", "SCORES", "SELF_ATTENTIONS", "TEMPERATURES", "register"]
 FERTILITY_MAX = 2.0  # N in f_j = N sigmoid(W_j h_j): a source word covers at most two target words (Tu et al.)
+BOTH = (RNN, TRANSFORMER)
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a part is built, which fixes the layout of what it reads and returns.
+
+    The RNN (`rnn`: one head, one step at a time): the query s_t (B, H) is both what the step reads and the head's
+    query; scores (B, S), tau and the gate one per row (B,). A Transformer block (`transformer`): x (B, T, D) the
+    block's input, q (B, heads, T, d_k) the heads' queries, scores (B, heads, T, S), tau (B, heads, T)."""
+
+    arch: str
+    input_size: int  # what the step reads: s_t (H), or the block's input x (D)
+    head_size: int  # a head's query and key: H, or d_k
+    context_size: int  # the context c_t: the score's (H, H / 2 with key_value), or a head's (d_k)
+    heads: int = 1
+    step_input_size: int = 0  # the RNN decoder's input x_t (the sentinel's gate reads it)
+    cell: str = ""  # the RNN decoder's cell: lstm | gru
+
+    def per_head(self, values: Tensor) -> Tensor:
+        """(..., heads) values read from the step's input -> tau's layout: (B,) or (B, heads, T)."""
+        return values.squeeze(-1) if self.arch == RNN else values.transpose(1, 2)
+
+
+# ---- the maths the architectures share ------------------------------------------------------------------
+
+
+def masked_softmax(e: Tensor, keep: Tensor | None) -> Tensor:
+    """softmax over the last axis where `keep` (None: everywhere); padding gets exactly 0 (masked after tau: no
+    inf * 0 in backward). bf16 scores are normalised in fp32, fp64 kept."""
+    if keep is not None:
+        e = e.masked_fill(~keep, float("-inf"))
+    precise = torch.promote_types(e.dtype, torch.float32)
+    return torch.softmax(e.to(precise), dim=-1)
+
+
+def lambda_power(beta_input: Tensor, lam: float) -> Tensor:
+    """tau = lambda^beta with beta = tanh(beta_input) (S eqs. 1-2): tau lies in (1/lambda, lambda)."""
+    return torch.exp(torch.tanh(beta_input) * math.log(lam))
+
+
+def gaussian_bias(length: Tensor, centre_input: Tensor, width_input: Tensor, j: Tensor) -> Tensor:
+    """G_ij = -(j - P_i)^2 / (2 sigma_i^2) with P_i = I sigmoid(centre_input), D_i = I sigmoid(width_input),
+    sigma_i = D_i / 2 (Y eqs. 8-10); I the source length, j = 0 .. I - 1. sigma is kept above 1e-3: a bf16
+    sigmoid can reach 0."""
+    centre = length * torch.sigmoid(centre_input)  # P_i
+    sigma = (length * torch.sigmoid(width_input) / 2).clamp_min(1e-3)  # D_i / 2
+    return -((j - centre) ** 2) / (2 * sigma**2)
+
+
+def head_scalars(hidden: Tensor, v: nn.Linear | Tensor) -> Tensor:
+    """v^T hidden for every query: (B, 1) from the RNN's nn.Linear(size, 1), (B, heads, T, 1) from a Transformer
+    block's (heads, size) vectors, one per head."""
+    if isinstance(v, nn.Linear):
+        return v(hidden)
+    return torch.einsum("bhtd,hd->bht", hidden, v).unsqueeze(-1)
+
+
+def with_slot(e: Tensor, keep: Tensor | None, slot: Tensor) -> tuple[Tensor, Tensor | None]:
+    """One more softmax slot after the source's (the sentinel's, A eq. 11): scores and mask along the last axis."""
+    if keep is not None:
+        keep = torch.cat([keep, keep.new_ones(*keep.shape[:-1], 1)], dim=-1)
+    return torch.cat([e, slot], dim=-1), keep
+
+
+def split_slot(alpha: Tensor) -> tuple[Tensor, Tensor]:
+    """The weights on the source and the slot's weight beta: alpha^[:J] = (1 - beta) alpha, beta = alpha^[J+1]."""
+    return alpha[..., :-1], alpha[..., -1]
+
+
+def mix_slot(context: Tensor, beta: Tensor, value: Tensor) -> Tensor:
+    """c+ = beta s + (1 - beta) c (A eq. 9): `context` already weighs the source by (1 - beta) alpha."""
+    return context + beta.unsqueeze(-1) * value
 
 
 @dataclass
@@ -107,12 +189,16 @@ class AttentionOutput:
 
 
 class Score(nn.Module, Part):
-    """`memory` turns h into what `forward` compares s against; the base class compares s with h itself."""
+    """The RNN: `memory` turns h into what `forward` compares s against (the base class compares s with h itself).
+    A Transformer block: `head_scores` compares its heads' queries with their keys, which the block projects (its
+    W_Q and W_K stand for the score's own W): a score that serves the Transformer says how."""
 
-    def __init__(self, hidden: int, cfg: AttentionConfig):
+    fused: ClassVar[bool] = False  # torch's scaled_dot_product_attention computes it (a block may run fused)
+
+    def __init__(self, site: Site, cfg: AttentionConfig):
         super().__init__()
-        self.hidden = hidden
-        self.context_size = self.context_size_of(hidden)
+        self.hidden = site.head_size
+        self.context_size = self.context_size_of(self.hidden)
 
     @staticmethod
     def context_size_of(hidden: int) -> int:
@@ -128,6 +214,14 @@ class Score(nn.Module, Part):
     def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
         return memory.match(s)
 
+    def head_scores(self, q: Tensor, k: Tensor) -> Tensor:
+        """e (B, heads, T, S) of a Transformer block from q (B, heads, T, d_k) and k (B, heads, S, d_k)."""
+        raise NotImplementedError(f"attention.score {self.name} has no form for a Transformer's heads")
+
+    def slot_scores(self, q: Tensor, k: Tensor) -> Tensor:
+        """(B, heads, T, 1): each query position against a key of its own (a block's sentinel slot)."""
+        return self.head_scores(q.unsqueeze(-2), k.unsqueeze(-2)).squeeze(-1)
+
     def takes_position_inside(self) -> bool:
         """Whether Cohn et al.'s position features go inside this score's tanh (C eq. 3) or are added to it."""
         return False
@@ -139,16 +233,25 @@ class Score(nn.Module, Part):
 
 @register(SCORES, "dot")
 class DotScore(Score):
-    """e = s^T h (L eq. 8)."""
+    """e = s^T h (L eq. 8); in a Transformer block q^T k, unscaled."""
+
+    architectures = BOTH
+
+    def head_scores(self, q: Tensor, k: Tensor) -> Tensor:
+        return torch.matmul(q, k.transpose(-1, -2))
+
+    def slot_scores(self, q: Tensor, k: Tensor) -> Tensor:
+        return (q * k).sum(-1, keepdim=True)
 
 
 @register(SCORES, "general")
 class GeneralScore(Score):
     """e = s^T W h (L eq. 8, "multiplicative"); W h is computed once per batch."""
 
-    def __init__(self, hidden: int, cfg: AttentionConfig):
-        super().__init__(hidden, cfg)
-        self.W = nn.Linear(hidden, hidden, bias=False)
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
+        if site.arch == RNN:  # a Transformer block's W is its own W_Q^T W_K (scaled_dot)
+            self.W = nn.Linear(self.hidden, self.hidden, bias=False)
 
     def keys(self, h: Tensor) -> Tensor:
         return self.W(h)
@@ -159,8 +262,9 @@ class ConcatScore(Score):
     """e = v^T tanh(W s + U h) (L eq. 8 "concat", Bahdanau "additive"; no bias), with coverage inside the tanh:
     e = v^T tanh(W s + U h + V C_{t-1}) (T eq. 6), and so are the log position features: + W_p psi (C eq. 3)."""
 
-    def __init__(self, hidden: int, cfg: AttentionConfig):
-        super().__init__(hidden, cfg)
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
+        hidden = self.hidden
         self.W = nn.Linear(hidden, hidden, bias=False)  # W s
         self.U = nn.Linear(hidden, hidden, bias=False)  # U h
         self.v = nn.Linear(hidden, 1, bias=False)
@@ -187,10 +291,20 @@ class ConcatScore(Score):
 
 @register(SCORES, "scaled_dot")
 class ScaledDotScore(GeneralScore):
-    """e = s^T W h / sqrt(d) (V; the course report's scaled dot product)."""
+    """e = s^T W h / sqrt(d) (V eq. 1; the course report's scaled dot product). A Transformer's own score: in its
+    blocks W is W_Q^T W_K, so e = q^T k / sqrt(d_k), what torch's fused kernel computes."""
+
+    architectures = BOTH
+    fused = True
 
     def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
         return super().forward(s, memory, state) / math.sqrt(self.hidden)
+
+    def head_scores(self, q: Tensor, k: Tensor) -> Tensor:
+        return torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.hidden)
+
+    def slot_scores(self, q: Tensor, k: Tensor) -> Tensor:
+        return (q * k).sum(-1, keepdim=True) / math.sqrt(self.hidden)
 
 
 @register(SCORES, "key_value")
@@ -221,8 +335,9 @@ class KeyValueScore(Score):
         ),
     )
 
-    def __init__(self, hidden: int, cfg: AttentionConfig):
-        super().__init__(hidden, cfg)
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
+        hidden = self.hidden
         self.W_Y = nn.Linear(hidden // 2, hidden // 2, bias=False)  # W^Y k_j
         self.W_h = nn.Linear(hidden // 2, hidden // 2, bias=False)  # W^h k_t
         self.w = nn.Linear(hidden // 2, 1, bias=False)
@@ -245,23 +360,31 @@ class KeyValueScore(Score):
 
 
 class Temperature(nn.Module, Part):
-    """What a temperature offers the pipeline: tau_t (None: a plain softmax) and what it keeps for the next step."""
+    """tau (None: a plain softmax) from the step's input and, where the part `reads_context`, the context attention
+    gave at the step before; tau comes back in the site's layout, (B,) or (B, heads, T).
 
+    The RNN hands `forward` s_t (B, H) and what the part keeps in the attention state under its name (its
+    `initial_state` and `next_state`: SACT's c~_{t-1}, the tempered context of the step before). A Transformer block
+    hands it x (B, T, D) and c0_{i-1} (B, heads, T, d_k), each head's context at the position before from a first
+    pass at tau = 1: a block that carried its own tempered context would make its positions sequential."""
+
+    architectures = BOTH
     adaptive: ClassVar[bool] = False  # tau_t changes from token to token: heatmaps and word statistics show it
+    reads_context = False
 
     @classmethod
     def tau_bound(cls, a: AttentionConfig) -> float | None:
         """b where tau_t lies in (1/b, b) (diagnostics count the tokens at a bound); None: unbounded or constant."""
         return None
 
-    def __init__(self, hidden: int, cfg: AttentionConfig, context_size: int):
+    def __init__(self, site: Site, cfg: AttentionConfig):
         super().__init__()
-        self.cfg, self.context_size = cfg, context_size
+        self.site, self.cfg = site, cfg
 
     def initial_state(self, decoder_init: Tensor) -> dict[str, Tensor]:
         return {}
 
-    def forward(self, s: Tensor, state: AttentionState) -> Tensor | None:
+    def forward(self, query: Tensor, previous: Tensor | None) -> Tensor | None:
         return None
 
     def next_state(self, context: Tensor) -> dict[str, Tensor]:
@@ -275,7 +398,7 @@ class NoTemperature(Temperature):
 
 @register(TEMPERATURES, "fixed")
 class FixedTemperature(Temperature):
-    """softmax(e / tau) with a constant tau."""
+    """softmax(e / tau) with a constant tau, for every head and position."""
 
     settings = ("attention.tau",)
 
@@ -283,43 +406,77 @@ class FixedTemperature(Temperature):
     def label(cls, a: AttentionConfig) -> str | None:
         return f"tau{a.tau:g}"
 
-    def forward(self, s: Tensor, state: AttentionState) -> Tensor | None:
-        return s.new_full(s.shape[:1], self.cfg.tau)
+    def forward(self, query: Tensor, previous: Tensor | None) -> Tensor | None:
+        return self.site.per_head(query.new_full((*query.shape[:-1], self.site.heads), self.cfg.tau))
 
 
-@register(TEMPERATURES, "sact")
-class SelfAdaptiveTemperature(Temperature):
-    """SACT: tau_t = lambda^beta_t (S eq. 1), beta_t = tanh(W_c c~_{t-1} + U_s s_t) (S eq. 2, no bias unless
-    `attention.sact_bias`), c~_0 = the decoder's initial state; tau_t lies in (1/lambda, lambda)."""
+class LambdaPowerTemperature(Temperature):
+    """tau = lambda^tanh(.) (S eqs. 1-2): tau lies in (1/lambda, lambda), which the diagnostics read as its bound;
+    its label is its name and lambda (`sact4`, `learned4`)."""
 
-    adaptive = True
-    # sact_reading: how the Transformer's heads read c~_{t-1} (nmt_core.multihead); the RNN has the recurrence itself
-    settings = ("attention.lambda", "attention.sact_bias", "attention.sact_reading")
+    settings = ("attention.lambda",)
 
     @classmethod
     def label(cls, a: AttentionConfig) -> str | None:
-        return f"sact{a.lambda_:g}"
+        return f"{cls.name}{a.lambda_:g}"
 
     @classmethod
     def tau_bound(cls, a: AttentionConfig) -> float | None:
         return a.lambda_
 
-    def __init__(self, hidden: int, cfg: AttentionConfig, context_size: int):
-        super().__init__(hidden, cfg, context_size)
-        self.W_c = nn.Linear(context_size, 1, bias=False)  # W_c c~_{t-1}
-        self.U_s = nn.Linear(hidden, 1, bias=cfg.sact_bias)  # U_s s_t
+
+@register(TEMPERATURES, "sact")
+class SelfAdaptiveTemperature(LambdaPowerTemperature):
+    """SACT: tau_t = lambda^beta_t (S eq. 1), beta_t = tanh(W_c c~_{t-1} + U_s s_t) (S eq. 2, no bias unless
+    `attention.sact_bias`); tau_t lies in (1/lambda, lambda).
+
+    The RNN carries the paper's c~_{t-1}, c~_0 = the decoder's initial state. A Transformer block has one U_s row per
+    head, reading x_i for s_t, and reads c~_{t-1} as `attention.sact_reading` says (nmt_core.multihead: the query
+    alone, or the head's first-pass context at i - 1)."""
+
+    adaptive = True
+    settings = ("attention.lambda", "attention.sact_bias", "attention.sact_reading")  # the reading: the Transformer's
+
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
+        if site.arch == RNN:
+            self.W_c = nn.Linear(site.context_size, 1, bias=False)  # W_c c~_{t-1}
+        self.U_s = nn.Linear(site.input_size, site.heads, bias=cfg.sact_bias)  # U_s s_t, one row per head
+        if site.arch == TRANSFORMER:
+            self.reading = SACT_READINGS[cfg.sact_reading](site.heads, site.head_size)
+        self.reads_context = site.arch == RNN or self.reading.needs_first_pass
 
     def initial_state(self, decoder_init: Tensor) -> dict[str, Tensor]:
         # c~_0: the decoder's initial state (its last context_size units when the context is smaller: key_value)
-        return {"sact": decoder_init[:, decoder_init.size(-1) - self.context_size :]}
+        return {"sact": decoder_init[:, decoder_init.size(-1) - self.site.context_size :]}
 
-    def forward(self, s: Tensor, state: AttentionState) -> Tensor | None:
-        beta = torch.tanh(self.W_c(state["sact"]) + self.U_s(s)).squeeze(-1)  # S eq. 2
-        return torch.exp(beta * math.log(self.cfg.lambda_))  # tau_t = lambda^beta_t, S eq. 1
+    def forward(self, query: Tensor, previous: Tensor | None) -> Tensor | None:
+        return lambda_power(self.site.per_head(self.U_s(query)) + self.read(previous), self.cfg.lambda_)  # S eqs. 1-2
+
+    def read(self, previous: Tensor | None) -> Tensor | int:
+        """W_c c~_{t-1}: the RNN's own, or the Transformer's reading of it."""
+        return self.site.per_head(self.W_c(previous)) if self.site.arch == RNN else self.reading(previous)
 
     def next_state(self, context: Tensor) -> dict[str, Tensor]:
         # with the sentinel the context is c+: neither paper defines the combination; c~ is what attention gave
         return {"sact": context}
+
+
+@register(TEMPERATURES, "learned")
+class LearnedTemperature(LambdaPowerTemperature):
+    """tau = lambda^tanh(b) (S eqs. 1-2 without their input): one learned scalar b per model, or per head of each
+    tempered Transformer block, b = 0 at the start (tau = 1); tau lies in (1/lambda, lambda) like SACT's.
+
+    SACT without its input: it can learn the scale SACT settles on, but not vary it by token, so it is the control
+    that tells adaptivity from a learned rescaling."""
+
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
+        self.b = nn.Parameter(torch.zeros(site.heads))  # 1-D: the Transformer's 2-D re-initialisation leaves it 0
+
+    def forward(self, query: Tensor, previous: Tensor | None) -> Tensor | None:
+        tau = lambda_power(self.b, self.cfg.lambda_)  # (heads,)
+        return self.site.per_head(tau.expand(*query.shape[:-1], self.site.heads))
 
 
 # ---- on/off mechanisms: each an attention.* flag, hooked into the pipeline's stages ----------------------
@@ -339,13 +496,14 @@ class Step:
 
 
 class Mechanism(nn.Module, Part):
-    """An on/off part of the pipeline. Each stage is a hook that passes its input through unchanged unless the
-    mechanism acts there; the stages run in the pipeline's order whatever the order of registration."""
+    """An on/off part of the pipeline. Each stage is a hook of the RNN's pipeline that passes its input through
+    unchanged unless the mechanism acts there; the stages run in the pipeline's order whatever the order of
+    registration. One that serves the Transformer too (the sentinel) offers its blocks a form of its own."""
 
     needs_memory_cell = False  # reads the LSTM's memory cell m_t, so the decoder must step its RNN one token at a time
 
-    def __init__(self, hidden: int, cfg: AttentionConfig, step_input_size: int, decoder_cell: str, score: Score):
-        """One signature for every mechanism: the sizes, the config, and the score (whose projection one may share)."""
+    def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
+        """One signature for every mechanism: the site, the config, and the score (whose projection one may share)."""
         super().__init__()
 
     def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
@@ -391,7 +549,13 @@ class Sentinel(Mechanism):
     s_i = g * tanh(m_i) from the LSTM's memory cell m_i (Lu et al. 2017, as A's footnote 2 directs); the slot's
     score W_h^T tanh(W_s s_i + U_a t_i) (A eq. 10) shares W_s with eq. 8 (GRU) and U_a with the additive score
     of eq. 6 (concat; other scores have no U_a, and the slot gets its own).
+
+    In a Transformer block x_i is the block's input and stands for t_i too (x_{i-1} for t_{i-1}): s_i = g *
+    tanh(W_s x_i), offered to every head as one more key and value, which the block's own W^K and W^V project and
+    its score scores (nmt_core.multihead).
     """
+
+    architectures = BOTH
 
     rules = (
         Rule(
@@ -402,36 +566,45 @@ class Sentinel(Mechanism):
         ),
     )
 
-    def __init__(self, hidden: int, cfg: AttentionConfig, step_input_size: int, decoder_cell: str, score: Score):
-        super().__init__(hidden, cfg, step_input_size, decoder_cell, score)
-        shared_U_a = score.encoder_projection()
-        self.from_memory_cell = self.needs_memory_cell = decoder_cell == "lstm"
-        self.W_x = nn.Linear(step_input_size, hidden, bias=False)  # W_x x_i (x_i: the decoder's input)
-        self.W_t = nn.Linear(hidden, hidden, bias=False)  # W_t t_{i-1}
-        self.W_s = nn.Linear(hidden, hidden, bias=False)  # W_s of eq. 8 and eq. 10 (LSTM: eq. 10's only)
-        self.U_a = shared_U_a if shared_U_a is not None else nn.Linear(hidden, hidden, bias=False)
-        self.W_h = nn.Linear(hidden, 1, bias=False)
+    def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
+        super().__init__(site, cfg, score)
+        size = site.input_size
+        self.from_memory_cell = self.needs_memory_cell = site.cell == "lstm"
+        self.W_x = nn.Linear(site.step_input_size, size, bias=False)  # W_x x_i (x_i: the decoder's input)
+        self.W_t = nn.Linear(size, size, bias=False)  # W_t t_{i-1}
+        self.W_s = nn.Linear(size, size, bias=False)  # W_s of eq. 8 and eq. 10 (LSTM: eq. 10's only)
+        if site.arch == RNN:  # the slot's own score (A eq. 10)
+            shared_U_a = score.encoder_projection()
+            self.U_a = shared_U_a if shared_U_a is not None else nn.Linear(size, size, bias=False)
+            self.W_h = nn.Linear(size, 1, bias=False)
+
+    def vector(self, x: Tensor, previous: Tensor, content: Tensor) -> Tensor:
+        """s_i = g * tanh(content), g = sigmoid(W_x x_i + W_t t_{i-1}) (A eqs. 7-8)."""
+        return torch.sigmoid(self.W_x(x) + self.W_t(previous)) * torch.tanh(content)
+
+    def of_block(self, x: Tensor, x_previous: Tensor) -> Tensor:
+        """A Transformer block's sentinel (B, T, D) from its input x and x_{i-1}."""
+        return self.vector(x, x_previous, self.W_s(x))
 
     def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
         return {"sentinel": decoder_init}  # t_0
 
     def forward(self, s: Tensor, x: Tensor, state: AttentionState, cell: Tensor | None) -> tuple[Tensor, Tensor]:
         """The sentinel vector s_i and its slot's score (B, 1); `cell` is the LSTM's memory cell m_i."""
-        g = torch.sigmoid(self.W_x(x) + self.W_t(state["sentinel"]))  # A eq. 7
-        sentinel = g * torch.tanh(cell if self.from_memory_cell else self.W_s(s))  # A eq. 8 / Lu et al.
+        sentinel = self.vector(x, state["sentinel"], cell if self.from_memory_cell else self.W_s(s))  # Lu et al.
         return sentinel, self.W_h(torch.tanh(self.W_s(sentinel) + self.U_a(s)))  # A eq. 10
 
     def extend(self, e: Tensor, mask: Tensor, step: Step) -> tuple[Tensor, Tensor]:
         step.own["sentinel"], slot = self(step.s, step.x, step.state, step.cell)
         if step.tau is not None:
             slot = slot / step.tau.unsqueeze(-1)  # the slot is a logit like the others: tau divides it too
-        return torch.cat([e, slot], dim=-1), torch.cat([mask, mask.new_ones(mask.size(0), 1)], dim=-1)
+        return with_slot(e, mask, slot)
 
     def split(self, alpha: Tensor, gate: Tensor | None) -> tuple[Tensor, Tensor | None]:
-        return alpha[:, :-1], alpha[:, -1]  # beta_i = alpha^[J+1]; alpha^[:J] = (1 - beta) alpha
+        return split_slot(alpha)  # beta_i = alpha^[J+1]; alpha^[:J] = (1 - beta) alpha
 
     def mix(self, context: Tensor, gate: Tensor | None, step: Step) -> Tensor:
-        return context + gate.unsqueeze(-1) * step.own["sentinel"]  # c+ = beta s + (1 - beta) c, A eq. 9
+        return mix_slot(context, gate, step.own["sentinel"])  # c+ = beta s + (1 - beta) c, A eq. 9
 
     def next_state(self, step: Step, weights: Tensor) -> dict[str, Tensor]:
         return {"sentinel": step.s}  # t_{i-1} of the next step
@@ -441,12 +614,13 @@ class Sentinel(Mechanism):
 
 
 class PositionBias(nn.Module, Part):
-    """A term from positions: added to e_t (B, S), or (`inside`: the score has a tanh to put it in) returned for
-    the additive score's tanh (B, S, H)."""
+    """A term from positions: added to the scores, or (`inside`: the score has a tanh to put it in) returned for
+    the additive score's tanh (B, S, H). It reads the head's query: s_t (B, H), or a Transformer block's heads'
+    q (B, heads, T, d_k); `mask` (B, S) marks the real source positions (keys)."""
 
-    def __init__(self, hidden: int, inside: bool):
+    def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
         super().__init__()
-        self.inside = inside
+        self.inside = score.takes_position_inside()
 
     @classmethod
     def label(cls, a: AttentionConfig) -> str | None:
@@ -455,7 +629,7 @@ class PositionBias(nn.Module, Part):
     def initial_state(self, memory: Memory) -> dict[str, Tensor]:
         return {}
 
-    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
+    def forward(self, query: Tensor, mask: Tensor, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
         """(bias added to the scores, term for inside the score's tanh); None where there is none."""
         return None, None
 
@@ -466,6 +640,8 @@ class PositionBias(nn.Module, Part):
 @register(POSITION_BIASES, "none")
 class NoPositionBias(PositionBias):
     """Attention sees no positions."""
+
+    architectures = BOTH
 
     @classmethod
     def label(cls, a: AttentionConfig) -> str | None:
@@ -480,10 +656,11 @@ class LogPositionBias(PositionBias):
     e + v_p^T tanh(W_p psi). W_p psi is linear, so its source part W_p [log(1 + j); 0; log(1 + I)] is computed once
     per batch ("position_source"); each step adds the target column times log(1 + i), i counted in "position"."""
 
-    def __init__(self, hidden: int, inside: bool):
-        super().__init__(hidden, inside)
+    def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
+        super().__init__(site, cfg, score)
+        hidden = site.head_size
         self.W_p = nn.Linear(3, hidden, bias=False)
-        if not inside:
+        if not self.inside:
             self.v_p = nn.Linear(hidden, 1, bias=False)
 
     def initial_state(self, memory: Memory) -> dict[str, Tensor]:
@@ -497,8 +674,8 @@ class LogPositionBias(PositionBias):
             "position_source": self.W_p(psi),
         }
 
-    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
-        i = torch.log1p(state["position"].to(s.dtype))  # log(1 + i)
+    def forward(self, query: Tensor, mask: Tensor, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
+        i = torch.log1p(state["position"].to(query.dtype))  # log(1 + i)
         target = i[:, None, None] * self.W_p.weight[:, 1]  # the target column of W_p times log(1 + i)
         hidden = state["position_source"] + target  # W_p psi(j, i, I)
         return (None, hidden) if self.inside else (self.v_p(torch.tanh(hidden)).squeeze(-1), None)
@@ -510,22 +687,30 @@ class LogPositionBias(PositionBias):
 @register(POSITION_BIASES, "gaussian")
 class GaussianPositionBias(PositionBias):
     """The slides' locality bias (001; Yang et al. 2018): logits + G, G_ij = -(j - P_i)^2 / (2 sigma_i^2), with the
-    centre P_i = I sigmoid(v_p^T tanh(W_p s_i)) and the window D_i = I sigmoid(v_d^T tanh(W_p s_i)), sigma_i = D_i / 2
-    (Y eqs. 8-10), I the source length, j = 0 .. I - 1."""
+    centre P_i = I sigmoid(v_p^T tanh(W_p q_i)) and the window D_i = I sigmoid(v_d^T tanh(W_p q_i)), sigma_i = D_i / 2
+    (Y eqs. 8-10), I the source length (the real keys), j = 0 .. I - 1, q_i the query: s_t in the RNN, each head's
+    in a Transformer block, where W_p is shared by the heads and v_p and v_d are each head's own."""
 
-    def __init__(self, hidden: int, inside: bool):
-        super().__init__(hidden, inside)
-        self.W_p = nn.Linear(hidden, hidden, bias=False)
-        self.v_p = nn.Linear(hidden, 1, bias=False)
-        self.v_d = nn.Linear(hidden, 1, bias=False)
+    architectures = BOTH
 
-    def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
-        length = memory.mask.sum(-1, keepdim=True).to(s.dtype)  # I
-        hidden = torch.tanh(self.W_p(s))
-        centre = length * torch.sigmoid(self.v_p(hidden))  # P_i (B, 1)
-        sigma = (length * torch.sigmoid(self.v_d(hidden)) / 2).clamp_min(1e-3)  # D_i / 2; bf16 sigmoid can reach 0
-        j = torch.arange(memory.mask.size(1), device=s.device, dtype=s.dtype)
-        return -((j - centre) ** 2) / (2 * sigma**2), None  # G_i
+    def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
+        super().__init__(site, cfg, score)
+        size = site.head_size
+        self.W_p = nn.Linear(size, size, bias=False)
+        if site.arch == RNN:
+            self.v_p = nn.Linear(size, 1, bias=False)
+            self.v_d = nn.Linear(size, 1, bias=False)
+        else:
+            bound = size**-0.5
+            self.v_p = nn.Parameter(torch.empty(site.heads, size).uniform_(-bound, bound))
+            self.v_d = nn.Parameter(torch.empty(site.heads, size).uniform_(-bound, bound))
+
+    def forward(self, query: Tensor, mask: Tensor, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
+        hidden = torch.tanh(self.W_p(query))
+        centre, width = head_scalars(hidden, self.v_p), head_scalars(hidden, self.v_d)  # v^T tanh(W_p q_i)
+        length = mask.sum(-1).to(query.dtype).view(-1, *[1] * (centre.dim() - 1))  # I
+        j = torch.arange(mask.size(-1), device=query.device, dtype=query.dtype)
+        return gaussian_bias(length, centre, width, j), None  # G_i
 
 
 def intra_temporal(z: Tensor, past: Tensor) -> tuple[Tensor, Tensor]:
@@ -589,9 +774,9 @@ class Fertility(Mechanism):
         ),
     )
 
-    def __init__(self, hidden: int, cfg: AttentionConfig, step_input_size: int, decoder_cell: str, score: Score):
-        super().__init__(hidden, cfg, step_input_size, decoder_cell, score)
-        self.W_j = nn.Linear(hidden, 1, bias=False)
+    def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
+        super().__init__(site, cfg, score)
+        self.W_j = nn.Linear(site.head_size, 1, bias=False)
 
     def forward(self, h: Tensor) -> Tensor:
         return FERTILITY_MAX * torch.sigmoid(self.W_j(h)).squeeze(-1)
@@ -646,10 +831,8 @@ class SelfAttention(nn.Module):
     def forward(self, queries: Tensor, states: Tensor, keys: Tensor, mask: Tensor | None = None) -> Tensor:
         """queries (B, Q, H) over states and their keys W^K states (B, K, H), mask (B, K) -> contexts (B, Q, H)."""
         e = torch.bmm(self.W_Q(queries), keys.transpose(1, 2)) / math.sqrt(queries.size(-1))
-        if mask is not None:
-            e = e.masked_fill(~mask.unsqueeze(1), float("-inf"))
-        precise = torch.promote_types(e.dtype, torch.float32)  # bf16 logits normalised in fp32, fp64 kept
-        return torch.bmm(torch.softmax(e.to(precise), dim=-1).to(states.dtype), states)
+        alpha = masked_softmax(e, None if mask is None else mask.unsqueeze(1))
+        return torch.bmm(alpha.to(states.dtype), states)
 
 
 class Attention(nn.Module):
@@ -659,14 +842,16 @@ class Attention(nn.Module):
     def __init__(self, cfg: AttentionConfig, hidden: int, step_input_size: int, decoder_cell: str = "lstm"):
         super().__init__()
         self.cfg = cfg
-        self.score = SCORES[cfg.score](hidden, cfg)
+        context = SCORES[cfg.score].context_size_of(hidden)
+        site = Site(RNN, hidden, hidden, context, step_input_size=step_input_size, cell=decoder_cell)
+        self.score = SCORES[cfg.score](site, cfg)
         self.context_size = self.score.context_size
-        self.temperature = TEMPERATURES[cfg.temperature](hidden, cfg, self.context_size)
-        self.position = POSITION_BIASES[cfg.position_bias](hidden, self.score.takes_position_inside())
+        self.temperature = TEMPERATURES[cfg.temperature](site, cfg)
+        self.position = POSITION_BIASES[cfg.position_bias](site, cfg, self.score)
         self.mechanisms: list[Mechanism] = []
         for name, mechanism in MECHANISMS.items():
             if getattr(cfg, name):
-                self.add_module(name, mechanism(hidden, cfg, step_input_size, decoder_cell, self.score))
+                self.add_module(name, mechanism(site, cfg, self.score))
                 self.mechanisms.append(getattr(self, name))
         self.needs_memory_cell = any(m.needs_memory_cell for m in self.mechanisms)
 
@@ -690,12 +875,12 @@ class Attention(nn.Module):
     ) -> tuple[AttentionOutput, AttentionState]:
         """One decoder step: s (B, H) the query (the decoder's state where the placement attends from); the
         sentinel also reads step_input (B, *), the decoder's input, and (LSTM) cell (B, H), its memory cell."""
-        bias, inside = self.position(s, memory, state)  # W_p psi inside an additive score's tanh (C eq. 3)
+        bias, inside = self.position(s, memory.mask, state)  # W_p psi inside an additive score's tanh (C eq. 3)
         e = raw_scores = self.score(s, memory, state, inside) if inside is not None else self.score(s, memory, state)
         # e_t: L eq. 8 (with coverage inside the tanh: T eq. 6)
         if bias is not None:
             e = e + bias  # v_p^T tanh(W_p psi) (C) or G (Y)
-        tau = self.temperature(s, state)
+        tau = self.temperature(s, state[self.temperature.name])  # what it keeps under its name: SACT's c~_{t-1}
         if tau is not None:
             e = e / tau.unsqueeze(-1)  # softmax(e / tau_t), S eq. 4
         step, mask, gate = Step(s, step_input, cell, tau, state), memory.mask, None
@@ -703,9 +888,7 @@ class Attention(nn.Module):
             e = part.adjust(e, step)  # intra-temporal, P eq. 3
         for part in self.mechanisms:
             e, mask = part.extend(e, mask, step)  # the sentinel's slot, A eq. 10
-        e = e.masked_fill(~mask, float("-inf"))  # padding never gets weight (after tau: no inf * 0 in backward)
-        precise = torch.promote_types(e.dtype, torch.float32)  # bf16 logits normalised in fp32, fp64 kept
-        alpha = torch.softmax(e.to(precise), dim=-1).to(memory.values.dtype)  # A eq. 11 with the sentinel slot
+        alpha = masked_softmax(e, mask).to(memory.values.dtype)  # A eq. 11 with the sentinel slot
         for part in self.mechanisms:
             alpha, gate = part.split(alpha, gate)  # the sentinel's gate beta_t
         context = memory.average(alpha)  # c~_t = sum_i alpha~_ti h_i, S eq. 3

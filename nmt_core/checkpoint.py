@@ -7,6 +7,7 @@ Only tensors, numbers, strings, lists and dicts go in, so everything is read bac
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +18,8 @@ import torch
 from nmt_core.architectures import build_model
 from nmt_core.config import TrialConfig, build_config
 from nmt_core.data import SPECIALS, Segmenter, Vocab
+from nmt_core.gate import SHOWN_CHARS, clip, clip_path, open_regular, shown
 from nmt_core.model import Seq2Seq
-from nmt_core.yaml_input import SHOWN_CHARS
 
 LAST, BEST = "last.pt", "best.pt"
 # 2: SACT eq. 2 without a bias (attention.sact_bias), `word` tokens with joiners. Older files are refused.
@@ -30,29 +31,67 @@ class CheckpointError(ValueError):
 
 
 def save(obj: dict[str, Any], path: Path) -> None:
-    """Write to a temporary name, then rename: a crash never leaves a half-written checkpoint."""
+    """Write to a new temporary file (created here, never through a link), then rename it over `path`: a crash never
+    leaves a half-written checkpoint, and nothing outside the folder is written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save(obj, handle)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+MAX_CHECKPOINT_BYTES = 8 * 2**30  # a base Transformer's last.pt, optimiser state included, is under 1 GB
+INTEGERS = ("format", "epoch", "best_epoch")  # shown in lines and compared: plain integers, never a 5 MB string
+
+
+def _checkpoint_error(key: str, message: str, source: str) -> CheckpointError:
+    return CheckpointError(f"{source}: {message}" if key == "(file)" else f"{source}: {key}: {message}")
 
 
 def load(path: Path) -> dict[str, Any]:
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except (FileNotFoundError, IsADirectoryError):
-        raise
-    except Exception as err:  # truncated, corrupt, or not a checkpoint at all: torch's errors run to 30 lines
-        reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
-        raise CheckpointError(f"{path}: not a readable checkpoint ({reason}); is the file complete?") from None
+    """A checkpoint file through the gate (nmt_core/gate.py: a regular file, not a FIFO or device, at most
+    MAX_CHECKPOINT_BYTES), loaded with weights_only=True, its fields checked before anything shows or uses them."""
+    with open_regular(path, _checkpoint_error) as (fd, info):
+        if info.st_size > MAX_CHECKPOINT_BYTES:
+            raise CheckpointError(f"{clip_path(path)}: larger than {MAX_CHECKPOINT_BYTES:,} bytes; not a checkpoint")
+        try:
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                state = torch.load(handle, map_location="cpu", weights_only=True)
+        except Exception as err:  # truncated, corrupt, or not a checkpoint at all: torch's errors run to 30 lines
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise CheckpointError(
+                f"{clip_path(path)}: not a readable checkpoint ({clip(reason, 120)}); is the file complete?"
+            ) from None
+    return check_state(state, path)
+
+
+def check_state(state: Any, path: Path) -> dict[str, Any]:
+    """A loaded checkpoint's fields as this version wrote them: a mapping with weights, integer format and epochs,
+    a mapping for the config, vocabularies and subwords; each refused in one line naming it."""
+    where = clip_path(path)
     if not isinstance(state, dict) or "model" not in state:
-        raise CheckpointError(f"{path}: not an nmt checkpoint (no model weights in it)")
+        raise CheckpointError(f"{where}: not an nmt checkpoint (no model weights in it)")
+    needed = ("epoch", "best_epoch") if "best_model" in state else ()  # the log line names both epochs
+    for key in INTEGERS:
+        if (key in state or key in needed) and (
+            isinstance(state.get(key), bool) or not isinstance(state.get(key), int)
+        ):
+            raise CheckpointError(f"{where}: {key}: must be an integer (got {shown(state.get(key))})")
     if state.get("format", 1) != FORMAT:
         raise CheckpointError(
-            f"{path}: checkpoint format {state.get('format', 1)} was written by an earlier version "
+            f"{where}: checkpoint format {state.get('format', 1)} was written by an earlier version "
             f"(SACT eq. 2 had a bias, `word` tokens had no joiners); this version reads format "
             f"{FORMAT}: train again, or translate with the version that wrote it"
         )
+    if not isinstance(state.get("config"), dict):
+        raise CheckpointError(f"{where}: config: not a trial config (a mapping of sections data, model, ...)")
+    for key in ("vocab", "subword"):
+        if key in state and not isinstance(state[key], dict):
+            raise CheckpointError(f"{where}: {key}: not a mapping (got {shown(state[key])})")
     return state
 
 
@@ -85,10 +124,14 @@ class LoadedModel:
 def checkpoint_file(directory: str | Path) -> Path:
     """best.pt in a training output folder, else last.pt (what a Ray Tune trial checkpoint holds), or the file."""
     path = Path(directory)
-    if path.is_dir():
-        path = next((path / name for name in (BEST, LAST) if (path / name).exists()), path / BEST)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no checkpoint here (train with `nmt train ... --out DIR` first)")
+    try:
+        if path.is_dir():
+            path = next((path / name for name in (BEST, LAST) if (path / name).exists()), path / BEST)
+        found = path.exists()
+    except (OSError, ValueError) as err:  # a name no path can be: too long, or holding a NUL
+        raise CheckpointError(f"{clip_path(path)}: cannot read ({getattr(err, 'strerror', None) or err})") from None
+    if not found:
+        raise CheckpointError(f"{clip_path(path)}: no checkpoint here (train with `nmt train ... --out DIR` first)")
     return path
 
 
@@ -102,7 +145,7 @@ def _vocab(state: dict[str, Any], side: str, size: int, path: Path) -> Vocab:
         or not all(isinstance(w, str) for w in words)
     ):
         raise CheckpointError(
-            f"{path}: vocab.{side}: not a vocabulary (a list of words: {', '.join(SPECIALS)}, "
+            f"{clip_path(path)}: vocab.{side}: not a vocabulary (a list of words: {', '.join(SPECIALS)}, "
             f"then at most data.{side}_vocab={size:,} words)"
         )
     return Vocab(words)
@@ -116,8 +159,6 @@ def load_for_inference(directory: str | Path, log: Callable[[str], None] = lambd
     """
     path = checkpoint_file(directory)
     state = load(path)
-    if not isinstance(state.get("config"), dict):
-        raise CheckpointError(f"{path}: config: not a trial config (a mapping of sections data, model, ...)")
     cfg = build_config(state["config"], source=str(path))
     src_vocab, tgt_vocab = (
         _vocab(state, side, limit, path) for side, limit in (("src", cfg.data.src_vocab), ("tgt", cfg.data.tgt_vocab))
@@ -125,14 +166,15 @@ def load_for_inference(directory: str | Path, log: Callable[[str], None] = lambd
     model = build_model(cfg.model, cfg.attention, len(src_vocab), len(tgt_vocab))
     if "best_model" in state:
         log(
-            f"{path}: using the best-dev weights (epoch {state['best_epoch']}), not the last epoch's ({state['epoch']})"
+            f"{clip_path(path)}: using the best-dev weights (epoch {state['best_epoch']}), "
+            f"not the last epoch's ({state['epoch']})"
         )
     try:
         model.load_state_dict(state.get("best_model", state["model"]))
     except (RuntimeError, TypeError, AttributeError) as err:  # torch lists every mismatch, one per line
         reason = next((line.strip() for line in str(err).splitlines()[1:] if line.strip()), str(err).strip())
         reason = reason if len(reason) <= SHOWN_CHARS else f"{reason[:SHOWN_CHARS]}..."
-        raise CheckpointError(f"{path}: model: the weights do not fit the config ({reason})") from None
+        raise CheckpointError(f"{clip_path(path)}: model: the weights do not fit the config ({reason})") from None
     subword = state.get("subword", {})
     return LoadedModel(
         cfg,

@@ -12,16 +12,25 @@ import sys
 from pathlib import Path
 
 from nmt_core import checkpoint
-from nmt_core.cli_common import add_version, enable_completion
+from nmt_core.cli_common import GateParser, add_version, enable_completion
 from nmt_core.config import BOUNDS, ConfigError, TrialConfig, build_config, load_config, parse_overrides
 from nmt_core.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_bounded, read_lines
 from nmt_core.data import Example, Vocab, cut_long, surface, tokenize
 from nmt_core.evaluate import attention_alignment, trace_table, write_traces
+from nmt_core.gate import (
+    append_line,
+    check_output_folder,
+    clip_path,
+    configure_network,
+    one_line,
+    output_folder,
+    shown,
+    write_file,
+)
 from nmt_core.inference import translate_lines
 from nmt_core.progress import ConsoleProgress
 from nmt_core.train import TrainingDiverged, score_text, teacher_forced_weights, train
 from nmt_core.transformer import head_labels
-from nmt_core.yaml_input import shown
 
 
 def _log(message: str) -> None:
@@ -42,49 +51,57 @@ def changed_keys(saved: dict, cfg: TrialConfig) -> list[str]:
     ]
 
 
+def remove_outputs(out: Path) -> None:
+    """--restart: the earlier run's files in `out`; a link among them is removed, never followed."""
+    for name in OUTPUTS:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, parse_overrides(args.set))
-    out = Path(args.out)
-    resume = checkpoint.load(out / checkpoint.LAST) if (out / checkpoint.LAST).exists() else None
+    out = check_output_folder(args.out, "--out", "nmt train", ConfigError)  # made by the first epoch
+    last = out / checkpoint.LAST
+    resume = checkpoint.load(last) if last.exists() or last.is_symlink() else None
     if resume and args.restart:
-        for name in OUTPUTS:
-            if (out / name).is_dir():
-                shutil.rmtree(out / name)
-            else:
-                (out / name).unlink(missing_ok=True)
-        _log(f"--restart: removed the earlier run in {out}")
+        remove_outputs(out)
+        _log(f"--restart: removed the earlier run in {clip_path(out)}")
         resume = None
     if resume:
         changed = changed_keys(resume["config"], cfg)
         if changed:
             raise ConfigError(
                 "--out",
-                f"{out} holds a run trained with other settings: {', '.join(changed)}; pass "
+                f"{clip_path(out)} holds a run trained with other settings: {', '.join(changed)}; pass "
                 "--restart to train from scratch there, or choose another --out",
                 "nmt train",
             )
-        _log(f"resuming from {out / checkpoint.LAST} after epoch {resume['epoch']}")
+        _log(f"resuming from {clip_path(last)} after epoch {resume['epoch']}")
 
     def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
-        checkpoint.save_epoch(out, state, is_best)  # the first epoch creates --out: a bad corpus leaves nothing
-        with open(out / "metrics.jsonl", "a", encoding="utf-8") as metrics:
-            metrics.write(json.dumps(report) + "\n")
+        output_folder(out, "--out", "nmt train", ConfigError)  # the first epoch makes it: a bad corpus leaves nothing
+        checkpoint.save_epoch(out, state, is_best)
+        append_line(out / "metrics.jsonl", json.dumps(report) + "\n")
 
     result = train(cfg, on_epoch_end, resume, log=_log, step_progress=ConsoleProgress())
     for name, test in result.tests.items():
-        (out / "translations").mkdir(exist_ok=True)
-        (out / "translations" / f"{name}.txt").write_text("\n".join(test.hypotheses) + "\n", encoding="utf-8")
-    (out / "final.json").write_text(json.dumps(result.final, indent=2) + "\n", encoding="utf-8")
+        folder = output_folder(out / "translations", "--out", "nmt train", ConfigError)
+        write_file(folder, f"{name}.txt", ("\n".join(test.hypotheses) + "\n").encode(), ConfigError, "--out")
+    write_file(out, "final.json", (json.dumps(result.final, indent=2) + "\n").encode(), ConfigError, "--out")
     print(json.dumps(result.final))
     return 0
 
 
 def load_model(args: argparse.Namespace) -> checkpoint.LoadedModel:
     """--checkpoint (a folder or .pt file) or --model (an MLflow model URI)."""
-    if args.model:
-        from nmt_core.mlflow_model import download_model
+    if args.model is not None:  # an empty --model is refused as a model URI, not read as no model
+        from nmt_core.mlflow_model import downloaded_model
 
-        return checkpoint.load_for_inference(download_model(args.model, args.tracking_uri))
+        with downloaded_model(args.model, args.tracking_uri) as path:  # the copy is removed once it is loaded
+            return checkpoint.load_for_inference(path)
     return checkpoint.load_for_inference(args.checkpoint, log=_log)
 
 
@@ -149,12 +166,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def check_traces(path: str | None) -> None:
     """--traces names a file in an existing folder: refused before decoding, not after the scores."""
     try:
-        usable = not path or (not Path(path).is_dir() and Path(path).absolute().parent.is_dir())
-    except OSError:  # a name no path can be
+        usable = not path or (
+            not Path(path).is_dir() and not Path(path).is_symlink() and Path(path).absolute().parent.is_dir()
+        )
+    except (OSError, ValueError):  # a name no path can be (too long, or holding a NUL)
         usable = False
     if not usable:
         raise ConfigError(
-            "--traces", f"must name a Parquet file in an existing folder (got {shown(path)})", "nmt evaluate"
+            "--traces",
+            f"must name a Parquet file in an existing folder, not a link (got {shown(path)})",
+            "nmt evaluate",
         )
 
 
@@ -237,7 +258,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nmt", description=__doc__)
+    parser = GateParser(prog="nmt", description=__doc__)
     add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, help="what to do (each has its own --help)")
     p = sub.add_parser("train", help="train one configuration; resumes if --out holds last.pt")
@@ -288,12 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     enable_completion(parser)
     args = parser.parse_args(argv)
     try:
+        configure_network(ConfigError)  # MLflow's calls (--model) bounded by $NMT_SWEEPER_TIMEOUT
         return args.func(args)
-    except (ConfigError, CorpusError, FileNotFoundError, checkpoint.CheckpointError) as err:
-        print(f"nmt: error: {err}", file=sys.stderr)
+    except (ConfigError, CorpusError, checkpoint.CheckpointError) as err:
+        print(f"nmt: error: {one_line(err)}", file=sys.stderr)  # the gate out: one line, no control character
         return 2
     except TrainingDiverged as err:
-        print(f"nmt: training diverged: {err}", file=sys.stderr)
+        print(f"nmt: training diverged: {one_line(err)}", file=sys.stderr)
         return 1
 
 

@@ -1,9 +1,14 @@
-"""What `nmt` and `sweeper` share as command lines: `--version`, and shell completion where argcomplete is."""
+"""What `nmt` and `sweeper` share as command lines: a parser whose errors pass the gate, `--version`, and shell
+completion where argcomplete is."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from importlib import metadata
+from typing import NoReturn
+
+from nmt_core.gate import one_line
 
 PACKAGE = "nmt-sweeper"
 
@@ -33,3 +38,12 @@ def enable_completion(parser: argparse.ArgumentParser) -> None:
     except ImportError:
         return
     argcomplete.autocomplete(parser)
+
+
+class GateParser(argparse.ArgumentParser):
+    """argparse's parser whose own errors (an unknown option, a missing value, a choice not allowed: messages that
+    quote what was typed) are one line through the gate's display, exit 2, like every other refusal."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+        sys.exit(2)

@@ -1,4 +1,4 @@
-"""torch.compile for what a trial repeats most: the decoder's step and the loss (`model.compile`).
+"""torch.compile and CUDA graphs for what a trial repeats most: the decoder's step and the loss (`model.compile`).
 
 A training batch runs the decoder's step once per target position, and decoding once per output token; between
 its matrix products a step is a string of small elementwise ops, each a pass over memory and a dispatch on a CPU
@@ -10,23 +10,26 @@ compile one graph per target length.
 Shapes are dynamic from the first call (batch rows, source length, the output positions of the loss), so a trial
 compiles a handful of graphs: training, teacher-forced dev (no grad, no dropout), greedy search and beam search
 (k rows per sentence); not one per batch. The step holds no host-device sync and no data-dependent shape.
+
+`graphs` compiles nothing: it captures the eager step as CUDA graphs (nmt_core.graphs), the decoder's whole
+forward and backward in training. `reduce-overhead` and `graphs` give the step static shapes (`static_shapes`):
+the loss reads every target position of a batch's length bucket with padding masked, not the real tokens, whose
+number changes with every batch.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 
 import torch
 import torch._dynamo
 import torch.fx.experimental._config
-from torch import Tensor
 from torch._dynamo.callback import CallbackArgs, callback_handler, on_compile_end, on_compile_start
 
-from nmt_core.attention import AttentionOutput, Memory
-from nmt_core.loss import summed_cross_entropy
-from nmt_core.model import DecoderState, Seq2Seq
+from nmt_core.graphs import StepGraphs, map_tensors
+from nmt_core.loss import masked_cross_entropy, summed_cross_entropy
+from nmt_core.model import INDUCTOR_MODES, Seq2Seq
 
 # Graphs a model's step may compile: the first training step (its state needs no gradient yet) and the others,
 # their no-grad twins for dev and greedy search, beam search's (k rows per sentence). Dynamo's recompile limit
@@ -50,6 +53,14 @@ class _CompileClock:
 
 
 _CLOCK = _CompileClock()
+STATIC_SHAPE_MODES = ("reduce-overhead", "graphs")  # model.compile values that replay CUDA graphs
+
+
+def static_shapes(mode: str) -> bool:
+    """Whether a step under `model.compile: mode` must have one shape per length bucket (CUDA graphs replay it)."""
+    return mode in STATIC_SHAPE_MODES
+
+
 _COMPILED_MODELS: list[int] = []  # id of every model compiled in this process
 
 
@@ -70,10 +81,13 @@ def _compile(fn: Callable, mode: str) -> Callable:
 
 
 def compile_model(model: Seq2Seq, mode: str) -> Seq2Seq:
-    """The model with its decoder step compiled (in place; `none` leaves it eager). Training and decoding both
-    call `Decoder.transition` per target position; its parameters stay the module's, so checkpoints, the optimiser
-    and `state_dict` see no difference."""
+    """The model with its decoder step compiled (in place; `none` leaves it eager; `graphs` replays it from CUDA
+    graphs without gradients). Training and decoding both call `Decoder.transition` per target position; its
+    parameters stay the module's, so checkpoints, the optimiser and `state_dict` see no difference."""
     if mode == "none":
+        return model
+    if mode == "graphs":
+        model.decoder.transition = StepGraphs(model.decoder.transition)
         return model
     torch._dynamo.config.allow_rnn = True  # the step reads the decoder LSTM's own weights (rnn_step), not nn.LSTM
     # Duck shaping gives sizes that happen to be equal when a graph is traced one symbol: a batch of 64 rows beside
@@ -92,22 +106,16 @@ def compile_model(model: Seq2Seq, mode: str) -> Seq2Seq:
 
 
 def _keeping_traces(step: Callable) -> Callable:
-    """A CUDA-graph step whose readout and attention output outlive the next step. Without autograd (dev loss,
-    decoding) every call replays into the same static buffers, while the teacher-forced loop keeps every step's
-    readout and trace until it stacks them and beam search keeps every step's weights until it reads its hypotheses
-    back: those (R, H) and (R, S) tensors are copied out. The state is consumed by the next call, and training keeps
-    every step's buffers until backward anyway."""
+    """A CUDA-graph step whose outputs outlive the next step. Without autograd (dev loss, decoding) every call replays
+    into the same static buffers, while the teacher-forced loop keeps every step's readout and trace until it stacks
+    them, beam search keeps every step's weights until it reads its hypotheses back, and the next step reads this
+    one's state while its replay overwrites it ("accessing tensor output of CUDAGraphs that has been overwritten"
+    at the second position): readout, state and attention output are copied out. Training keeps every step's
+    buffers until backward anyway."""
 
-    def call(emb: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
-        h_tilde, state, out = step(emb, state, memory)
-        if torch.is_grad_enabled():
-            return h_tilde, state, out
-        kept = {f.name: getattr(out, f.name) for f in dataclasses.fields(out)}
-        return (
-            h_tilde.clone(),
-            state,
-            AttentionOutput(**{name: None if value is None else value.clone() for name, value in kept.items()}),
-        )
+    def call(*args):
+        outputs = step(*args)
+        return outputs if torch.is_grad_enabled() else map_tensors(outputs, torch.clone)
 
     return call
 
@@ -116,11 +124,13 @@ _COMPILED_LOSS: dict[str, Callable] = {}
 
 
 def loss_function(mode: str) -> Callable:
-    """The fused cross-entropy (nmt_core.loss), compiled unless `mode` is none: its softmax, gather and the
-    backward's exp, subtraction and scatter become one or two passes over the (N, V) logits."""
-    if mode == "none":
-        return summed_cross_entropy
+    """The fused cross-entropy (nmt_core.loss), compiled under Inductor's modes: its softmax, gather and the
+    backward's exp, subtraction and scatter become one or two passes over the (N, V) logits. With static shapes
+    (`static_shapes`) the masked one, over every position of the batch."""
+    loss = masked_cross_entropy if static_shapes(mode) else summed_cross_entropy
+    if mode not in INDUCTOR_MODES:
+        return loss
     _start_clock()
     if mode not in _COMPILED_LOSS:
-        _COMPILED_LOSS[mode] = _compile(summed_cross_entropy, mode)
+        _COMPILED_LOSS[mode] = _compile(loss, mode)
     return _COMPILED_LOSS[mode]

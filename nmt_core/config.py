@@ -1,7 +1,9 @@
 """Typed trial configuration: one nested dict (data, model, attention, train, decode) validated once.
 
 Every part of the project addresses options by dotted keys (`attention.lambda`), so validation errors
-name the dotted key, the source file and what is allowed: users fix YAML, not Python tracebacks.
+name the dotted key, the source file and what is allowed: users fix YAML, not Python tracebacks. What the attention
+parts and the architectures allow, they declare themselves (nmt_core.registry, nmt_core.architectures): this module
+reads it, and the model's modules import it only for its types.
 """
 
 from __future__ import annotations
@@ -15,18 +17,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nmt_core import registry
+from nmt_core.architectures import ARCHITECTURES
+from nmt_core.gate import clip_path, escape, one_line
+from nmt_core.parts import MECHANISMS
 from nmt_core.yaml_input import SHOWN_CHARS, ErrorType, load_yaml_file, parse_yaml, shown
 
 
 class ConfigError(ValueError):
     """Bad user input; the message is one line naming the file, the dotted key and what is allowed.
 
-    Values in the message go through `shown`; a key is user input too and is cut here."""
+    Values in the message go through `shown`; a key and the source are user input too and are cut here, and the
+    whole line passes the gate's `one_line` (nmt_core/gate.py): no control character reaches a terminal."""
 
     def __init__(self, key: str, message: str, source: str = "<config>"):
         key = key if len(key) <= SHOWN_CHARS else f"{key[:SHOWN_CHARS]}..."
-        self.key, self.source = key, source
-        super().__init__(f"{source}: {key}: {message}")
+        self.key, self.source = escape(key), clip_path(source)
+        super().__init__(one_line(f"{self.source}: {self.key}: {message}"))
 
 
 @dataclass
@@ -63,12 +69,12 @@ class ModelConfig:
     heads: int = 8  # transformer: attention heads (each has hidden_size / heads units)
     ff_size: int = 2048  # transformer: inner size of the feed-forward blocks
     norm: str = "pre"  # transformer: pre: x + f(LN(x)) (no warm-up tuning); post: LN(x + f(x)) (Vaswani)
-    compile: str = "none"  # torch.compile the decoder step and the loss: default, or reduce-overhead (CUDA graphs)
+    compile: str = "none"  # torch.compile the decoder step and the loss: default, reduce-overhead; graphs: CUDA graphs
 
 
 @dataclass
 class AttentionConfig:
-    score: str = "general"
+    score: str = "general"  # the transformer reads scaled_dot where this is general (its own: Vaswani et al.)
     temperature: str = "none"
     tau: float = 1.0
     lambda_: float = 4.0  # `lambda` in YAML and dotted keys (a Python keyword)
@@ -91,6 +97,7 @@ class TrainConfig:
     lr: float = 3.0e-4
     batch_size: int = 64
     token_budget: int = 0  # > 0: batches hold at most this many source+target tokens (with padding)
+    buckets: int = 0  # > 0: length buckets over data.max_len, a batch padded to its bucket; 0: sorted pools (as before)
     clip_norm: float = 10.0
     epochs: int = 12
     seed: int = 1
@@ -155,31 +162,8 @@ INACTIVE_UNLESS: dict[str, Any] = {
     "train.warmup": lambda c: c["train.schedule"] == "inverse_sqrt",
 }
 
-# keys that only one architecture reads: the other refuses them unless left at their defaults (_check_arch)
-RNN_ONLY = (
-    "model.cell",
-    "model.compile",
-    "model.input_feeding",
-    "model.readout",
-    "model.encoder_layers",
-    "model.decoder_layers",
-    "attention.score",
-    "attention.placement",
-    "attention.coverage",
-    "attention.coverage_weight",
-    "attention.fertility",
-    "attention.intra_temporal",
-    "attention.self_attention",
-)
-TRANSFORMER_ONLY = (
-    "model.layers",
-    "model.heads",
-    "model.ff_size",
-    "model.norm",
-    "attention.sact_reading",
-    "attention.temperature_at",
-    "attention.position_layers",
-)
+# keys that only one architecture reads (each declares its own): the other refuses them unless left at their defaults
+RNN_ONLY, TRANSFORMER_ONLY = ARCHITECTURES["rnn"].own_keys, ARCHITECTURES["transformer"].own_keys
 
 
 def _only_with(arch: str, key: str) -> Any:
@@ -189,11 +173,7 @@ def _only_with(arch: str, key: str) -> Any:
 
 
 INACTIVE_UNLESS.update(
-    {
-        key: _only_with(arch, key)
-        for arch, keys in (("rnn", RNN_ONLY), ("transformer", TRANSFORMER_ONLY))
-        for key in keys
-    }
+    {key: _only_with(arch, key) for arch, architecture in ARCHITECTURES.items() for key in architecture.own_keys}
 )
 
 
@@ -225,9 +205,9 @@ CHOICES = Choices(
         "data.tokenizer": ("word", "space", "sentencepiece"),
         "model.cell": ("lstm", "gru"),
         "model.readout": ("auto", "luong", "sum"),
-        "model.compile": ("none", "default", "reduce-overhead"),
+        "model.compile": ("none", "default", "reduce-overhead", "graphs"),
         "train.device": ("auto", "cpu", "cuda"),
-        "model.arch": ("rnn", "transformer"),
+        "model.arch": tuple(ARCHITECTURES),
         "model.norm": ("pre", "post"),
         "attention.temperature_at": ("cross", "self", "both"),
         "train.schedule": ("constant", "inverse_sqrt"),
@@ -279,6 +259,7 @@ BOUNDS: dict[str, Bound] = {
     "train.lr": Bound(0, open_low=True),
     "train.batch_size": Bound(1, 10_000, note=GROWS),
     "train.token_budget": Bound(0, 10_000_000, note=f"{OFF}; {GROWS}"),
+    "train.buckets": Bound(0, 1000, note=f"{OFF}: batches sorted by length in pools, each padded to its longest"),
     "train.clip_norm": Bound(0, open_low=True),
     "train.epochs": Bound(1),
     "train.label_smoothing": Bound(0, 1, open_high=True),
@@ -373,6 +354,8 @@ def parse_overrides(pairs: list[str], source: str = "--set") -> list[tuple[str, 
         if not sep or not key:
             raise ConfigError(pair or "''", "expected KEY=VALUE with a dotted key", source)
         key = key.strip()
+        if not key.isprintable():  # a key is written into the YAML that runs, and shown: no control character
+            raise ConfigError(key, "a key holds a control character; keys are dotted names", source)
         parsed.append((key, scalar(raw, lambda _key, message, _source: ConfigError(key, message, source))))  # noqa: B023 (called at once)
     return parsed
 
@@ -428,6 +411,7 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
 
     for key, allowed in CHOICES.items():
         require(_value(cfg, key) in allowed, key, "one of " + ", ".join(allowed), _value(cfg, key))
+    _read_as_architecture(cfg)
     for key, bound in BOUNDS.items():
         require(bound.holds(_value(cfg, key)), key, str(bound), _value(cfg, key))
     _check_arch(cfg, require)
@@ -456,6 +440,12 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
         t.guided_alignment,
     )
     require(
+        m.compile != "graphs" or t.buckets > 0,
+        "train.buckets",
+        "> 0 with model.compile graphs (a CUDA graph replays one batch shape; length buckets make shapes repeat)",
+        t.buckets,
+    )
+    require(
         not m.tie_embeddings or m.emb_size == m.hidden_size,
         "model.tie_embeddings",
         "false unless model.emb_size == model.hidden_size",
@@ -468,19 +458,28 @@ def _default(key: str) -> Any:
     return section_keys(section)[name].default
 
 
+def _read_as_architecture(cfg: TrialConfig) -> None:
+    """Where the config keeps a key's default, the value model.arch reads in its place (the Transformer's score)."""
+    for key, value in ARCHITECTURES[cfg.model.arch].own_defaults.items():
+        if _value(cfg, key) == _default(key):
+            section, name = key.split(".")
+            setattr(getattr(cfg, section), section_keys(section)[name].name, value)
+
+
 def _check_arch(cfg: TrialConfig, require: Callable[[bool, str, str, Any], None]) -> None:
     """What model.arch allows: the other architecture's keys at their defaults (a value there would be silently
-    ignored), and the Transformer's sizes and mechanisms."""
+    ignored), attention parts that have a meaning in it, and the Transformer's sizes."""
     m, t = cfg.model, cfg.train
-    other, other_keys = ("rnn", RNN_ONLY) if m.arch == "transformer" else ("transformer", TRANSFORMER_ONLY)
-    for key in other_keys:
-        value = _value(cfg, key)
-        require(
-            value == _default(key),
-            key,
-            f"{_default(key)} (its default) with model.arch {m.arch}: only the {other} reads it",
-            value,
-        )
+    for other, architecture in ARCHITECTURES.items():
+        for key in architecture.own_keys if other != m.arch else ():
+            value = _value(cfg, key)
+            require(
+                value == _default(key),
+                key,
+                f"{_default(key)} (its default) with model.arch {m.arch}: only the {other} reads it",
+                value,
+            )
+    _check_parts_serve(cfg, require)
     require(
         t.schedule == "constant" or t.lr_decay == 1,
         "train.lr_decay",
@@ -501,14 +500,19 @@ def _check_arch(cfg: TrialConfig, require: Callable[[bool, str, str, Any], None]
         f"model.hidden_size ({m.hidden_size}) with model.arch transformer (embeddings feed the residual stream)",
         m.emb_size,
     )
-    for key, allowed in registry.head_choices().items():  # the parts nmt_core.multihead registers
-        require(
-            _value(cfg, key) in allowed,
-            key,
-            f"one of {', '.join(allowed)} with model.arch transformer "
-            "(multi-head attention has no part for the others)",
-            _value(cfg, key),
-        )
+
+
+def _check_parts_serve(cfg: TrialConfig, require: Callable[[bool, str, str, Any], None]) -> None:
+    """Every attention part the config selects has a meaning in model.arch (keys of another architecture, at their
+    defaults, aside)."""
+    arch = cfg.model.arch
+    others = {key for name, a in ARCHITECTURES.items() if name != arch for key in a.own_keys}
+    for name, part in registry.selected(cfg.attention):
+        key = f"attention.{name}"
+        if key in others or arch in part.architectures:
+            continue
+        allowed = "false" if name in MECHANISMS else "one of " + ", ".join(registry.serving(arch, name))
+        require(False, key, f"{allowed} with model.arch {arch} (the others have no part there)", _value(cfg, key))
 
 
 def build_config(

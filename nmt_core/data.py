@@ -8,6 +8,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -171,7 +172,7 @@ class Batch:
     tgt_in: Tensor  # (B, T): <s> y_1 .. y_n
     tgt_out: Tensor  # (B, T): y_1 .. y_n </s>
     index: list[int]  # positions of these examples in their split
-    n_tokens: int  # real target tokens (</s> included)
+    n_tokens: int | Tensor  # real target tokens (</s> included); a device tensor inside a CUDA graph
     tgt_lengths: Tensor  # (B,) on the CPU: real tokens of each row of tgt_out (</s> included)
     alignment: Tensor | None = None  # (B, T, S) A_ij of guided alignment, when every example has links
     real: Tensor | None = None  # (n_tokens,) flat positions of the real tokens in tgt_out, found on the CPU
@@ -196,10 +197,12 @@ def real_positions(tgt_out: Tensor) -> Tensor:
     return (tgt_out.flatten() != PAD).nonzero().squeeze(1)
 
 
-def collate(examples: list[Example], index: list[int]) -> Batch:
+def collate(examples: list[Example], index: list[int], bucket: int = 0) -> Batch:
+    """The examples as one padded batch: to its longest source and target, or (`bucket` > 0) up to the next
+    multiple of `bucket` tokens on each side, so that the batches of a length bucket share their shape."""
     batch = len(examples)
-    src_len = max(len(e.src) for e in examples)
-    tgt_len = max(len(e.tgt) for e in examples) + 1
+    src_len = padded_length(max(len(e.src) for e in examples), bucket)
+    tgt_len = padded_length(max(len(e.tgt) for e in examples) + 1, bucket)
     src = torch.full((batch, src_len), PAD, dtype=torch.long)
     tgt_in = torch.full((batch, tgt_len), PAD, dtype=torch.long)
     tgt_out = torch.full((batch, tgt_len), PAD, dtype=torch.long)
@@ -216,24 +219,53 @@ def collate(examples: list[Example], index: list[int]) -> Batch:
     )
 
 
+def padded_length(length: int, bucket: int) -> int:
+    """`length` rounded up to a multiple of `bucket` (0: not rounded)."""
+    return -(-length // bucket) * bucket if bucket else length
+
+
+def bucket_width(max_len: int, buckets: int) -> int:
+    """The width in tokens of each of `buckets` length buckets covering sentences of up to max_len tokens (targets
+    carry one more, </s>); 0 when `buckets` is 0 (no buckets)."""
+    return -(-(max_len + 1) // buckets) if buckets else 0
+
+
 def make_batches(
     examples: list[Example],
     batch_size: int,
     token_budget: int = 0,
     shuffle_seed: int | None = None,
     width: Callable[[Example], int] | None = None,
+    bucket: int = 0,
 ) -> list[Batch]:
-    """Batches of similar source length; the same seed gives the same batches.
+    """Batches of similar length; the same seed gives the same batches.
 
-    With a seed, examples are shuffled, sorted by length inside pools of 50 batches and the batches
-    shuffled; without one (evaluation) the order is by length and stable. A token budget bounds the widest
-    example's `width` (default: its source and target tokens) times the batch's examples.
+    `bucket` > 0 (`train.buckets`): length buckets `bucket` tokens wide on each side; a batch holds examples of one
+    (source bucket, target bucket) and is padded to the bucket's lengths, so that every batch of a bucket has one
+    shape (but for the bucket's last, smaller one): a CUDA graph captured once per shape replays for all of them.
+    `bucket` 0: the order before buckets, sorted by length inside pools of 50 batches, each batch padded to its
+    longest example. With a seed, examples and batches are shuffled; without one (evaluation) the order is by length
+    and stable. A token budget bounds the widest example's `width` (default: its source and target tokens) times
+    the batch's examples.
     """
     width = width or (lambda e: len(e.src) + len(e.tgt) + 1)
     order = list(range(len(examples)))
     rng = random.Random(shuffle_seed)
     if shuffle_seed is not None:
         rng.shuffle(order)
+    if bucket:
+        groups = by_bucket(examples, order, batch_size, token_budget, width, bucket)
+    else:
+        groups = by_pool(examples, order, batch_size, token_budget, width)
+    if shuffle_seed is not None:
+        rng.shuffle(groups)
+    return [collate([examples[i] for i in g], g, bucket) for g in groups]
+
+
+def by_pool(
+    examples: list[Example], order: list[int], batch_size: int, token_budget: int, width: Callable
+) -> list[list[int]]:
+    """Groups of examples sorted by length inside pools of 50 batches, cut at batch_size or the token budget."""
     pool = batch_size * 50
     order = [
         i
@@ -251,9 +283,27 @@ def make_batches(
         widest = max(widest, size)
     if group:
         groups.append(group)
-    if shuffle_seed is not None:
-        rng.shuffle(groups)
-    return [collate([examples[i] for i in g], g) for g in groups]
+    return groups
+
+
+def by_bucket(
+    examples: list[Example], order: list[int], batch_size: int, token_budget: int, width: Callable, bucket: int
+) -> list[list[int]]:
+    """Groups of examples of one (source, target) length bucket, in `order` within it. A bucket's groups have
+    the same number of rows (batch_size, or what the token budget allows its widest example), its last the rest:
+    the same for every epoch, since a bucket holds the same examples."""
+    buckets: dict[tuple[int, int], list[int]] = {}
+    for i in order:
+        e = examples[i]
+        buckets.setdefault((padded_length(len(e.src), bucket), padded_length(len(e.tgt) + 1, bucket)), []).append(i)
+    groups = []
+    for key in sorted(buckets):
+        members = buckets[key]
+        rows = batch_size
+        if token_budget:
+            rows = max(1, min(batch_size, token_budget // max(width(examples[i]) for i in members)))
+        groups += [members[start : start + rows] for start in range(0, len(members), rows)]
+    return groups
 
 
 def cut_long(sentences: list[list[str]], limit: int, where: str, log: Callable[[str], None]) -> list[list[str]]:
@@ -313,32 +363,13 @@ def load_trial_data(
     they index these tokens, else eflomal's (nmt_core.alignment). `eval_max_len` > 0: dev and test sentences are
     cut to that many tokens a side (`log` names them); BLEU still reads the whole reference."""
     corpus = load_corpus(cfg.corpus, cfg.src, cfg.tgt, cfg.cache_dir)
-    if subword_models is None:
-        train_pairs = corpus.splits["train"][: cfg.train_subset or None]
-        src_seg = Segmenter.train(cfg, [s for s, _ in train_pairs])
-        tgt_seg = Segmenter.train(cfg, [t for _, t in train_pairs])
-    else:
-        src_seg, tgt_seg = (Segmenter(cfg, model) for model in subword_models)
+    segmenters = _segmenters(cfg, corpus, subword_models)
     # gold links index the corpus' own tokens: usable only when we split exactly as the corpus does
     gold = corpus.alignments if corpus.alignments and cfg.tokenizer == "space" else {}
     tokenized, alignments, references, sources = {}, {}, {}, {}
     train_links: list[list[tuple[int, int]]] | None = None
     for split, pairs in corpus.splits.items():
-        links = gold.get(split) or [None] * len(pairs)
-        limit = cfg.train_subset if split == "train" else cfg.eval_subset
-        rows = [
-            (src_seg.tokenize(s), tgt_seg.tokenize(t), a, (s, t))
-            for (s, t), a in list(zip(pairs, links))[: limit or None]
-        ]
-        if split != "train" and eval_max_len:
-            sides = [
-                cut_long([row[side] for row in rows], eval_max_len, f"{cfg.corpus} {split} {name}", log)
-                for side, name in ((0, "source"), (1, "target"))
-            ]
-            rows = [(s, t, a, raw) for s, t, (_, _, a, raw) in zip(*sides, rows)]
-        rows = [row for row in rows if row[0] and row[1]]  # empty lines are removed pairwise
-        if split == "train":
-            rows = [row for row in rows if len(row[0]) <= cfg.max_len and len(row[1]) <= cfg.max_len]
+        rows = _split_rows(cfg, split, pairs, gold.get(split), segmenters, eval_max_len, log)
         toks = [(s, t) for s, t, _, _ in rows]
         if split == "train" and training_links:
             train_links = [a for _, _, a, _ in rows] if split in gold else eflomal_links(toks, cfg.cache_dir)
@@ -347,25 +378,68 @@ def load_trial_data(
             references[split] = [raw[1] for _, _, _, raw in rows]
             if split in gold:
                 alignments[split] = [a for _, _, a, _ in rows]
-        if not toks:
-            raise CorpusError(
-                f"{cfg.corpus}: split {split!r} has no sentence pairs left "
-                f"(after removing empty lines and pairs longer than data.max_len={cfg.max_len})"
-            )
         tokenized[split] = toks
-    if vocabs is None:
-        src_vocab = Vocab.build([s for s, _ in tokenized["train"]], cfg.src_vocab, cfg.min_freq)
-        tgt_vocab = Vocab.build([t for _, t in tokenized["train"]], cfg.tgt_vocab, cfg.min_freq)
-        for side, vocab in (("source", src_vocab), ("target", tgt_vocab)):
-            if len(vocab) == len(SPECIALS):
-                raise CorpusError(
-                    f"{cfg.corpus}: the {side} vocabulary is empty "
-                    f"(no training word occurs data.min_freq={cfg.min_freq} times)"
-                )
-    else:
-        src_vocab, tgt_vocab = vocabs
+    src_vocab, tgt_vocab = vocabs or _vocabularies(cfg, tokenized["train"])
     splits = {
         split: encode_split(toks, src_vocab, tgt_vocab, train_links if split == "train" else None)
         for split, toks in tokenized.items()
     }
-    return TrialData(corpus, src_vocab, tgt_vocab, src_seg, tgt_seg, splits, references, sources, alignments)
+    return TrialData(corpus, src_vocab, tgt_vocab, *segmenters, splits, references, sources, alignments)
+
+
+def _segmenters(
+    cfg: DataConfig, corpus: Corpus, subword_models: tuple[bytes | None, bytes | None] | None
+) -> tuple[Segmenter, Segmenter]:
+    """Source and target segmenters: trained on the training split, or rebuilt from a checkpoint's models."""
+    if subword_models is not None:
+        src_seg, tgt_seg = (Segmenter(cfg, model) for model in subword_models)
+        return src_seg, tgt_seg
+    train_pairs = corpus.splits["train"][: cfg.train_subset or None]
+    return Segmenter.train(cfg, [s for s, _ in train_pairs]), Segmenter.train(cfg, [t for _, t in train_pairs])
+
+
+def _split_rows(
+    cfg: DataConfig,
+    split: str,
+    pairs: list[tuple[str, str]],
+    links: list | None,
+    segmenters: tuple[Segmenter, Segmenter],
+    eval_max_len: int,
+    log: Callable[[str], None],
+) -> list[tuple[list[str], list[str], Any, tuple[str, str]]]:
+    """(source tokens, target tokens, gold links, raw pair) of one split's kept pairs: the subset, dev and test
+    sentences cut to eval_max_len, empty lines removed pairwise, training pairs over data.max_len dropped."""
+    src_seg, tgt_seg = segmenters
+    limit = cfg.train_subset if split == "train" else cfg.eval_subset
+    rows = [
+        (src_seg.tokenize(s), tgt_seg.tokenize(t), a, (s, t))
+        for (s, t), a in list(zip(pairs, links or [None] * len(pairs)))[: limit or None]
+    ]
+    if split != "train" and eval_max_len:
+        sides = [
+            cut_long([row[side] for row in rows], eval_max_len, f"{cfg.corpus} {split} {name}", log)
+            for side, name in ((0, "source"), (1, "target"))
+        ]
+        rows = [(s, t, a, raw) for s, t, (_, _, a, raw) in zip(*sides, rows)]
+    rows = [row for row in rows if row[0] and row[1]]  # empty lines are removed pairwise
+    if split == "train":
+        rows = [row for row in rows if len(row[0]) <= cfg.max_len and len(row[1]) <= cfg.max_len]
+    if not rows:
+        raise CorpusError(
+            f"{cfg.corpus}: split {split!r} has no sentence pairs left "
+            f"(after removing empty lines and pairs longer than data.max_len={cfg.max_len})"
+        )
+    return rows
+
+
+def _vocabularies(cfg: DataConfig, train: list[tuple[list[str], list[str]]]) -> tuple[Vocab, Vocab]:
+    """The source and target vocabularies of the training split; an empty one is an error naming data.min_freq."""
+    src_vocab = Vocab.build([s for s, _ in train], cfg.src_vocab, cfg.min_freq)
+    tgt_vocab = Vocab.build([t for _, t in train], cfg.tgt_vocab, cfg.min_freq)
+    for side, vocab in (("source", src_vocab), ("target", tgt_vocab)):
+        if len(vocab) == len(SPECIALS):
+            raise CorpusError(
+                f"{cfg.corpus}: the {side} vocabulary is empty "
+                f"(no training word occurs data.min_freq={cfg.min_freq} times)"
+            )
+    return src_vocab, tgt_vocab

@@ -223,19 +223,28 @@ def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int)
 
 
 def translate(
-    model: Seq2Seq, examples: list[Example], cfg: DecodeConfig, beam_size: int, batch_size: int, device: torch.device
+    model: Seq2Seq,
+    examples: list[Example],
+    cfg: DecodeConfig,
+    beam_size: int,
+    batch_size: int,
+    device: torch.device,
+    bucket: int = 0,
 ) -> list[Translation]:
     """Translate examples (in their order) with greedy search for beam 1, else beam search.
 
     Batches hold at most batch_size sentences and DECODE_CELLS attention-trace cells: a long sentence decodes in a
-    smaller batch (alone, at worst), so memory is bounded by decode.max_src_len, not by the input."""
+    smaller batch (alone, at worst), so memory is bounded by decode.max_src_len, not by the input. `bucket` > 0:
+    sources in length buckets that wide, each batch padded to its bucket (a captured step's shapes repeat)."""
 
     def cells(example: Example) -> int:
         return beam_size * len(example.src) * steps_for(len(example.src), cfg)
 
     model.eval()
     results: list[Translation | None] = [None] * len(examples)
-    for batch in make_batches(examples, batch_size, DECODE_CELLS, width=cells):
+    # in buckets by source length alone (the reference is not read); without buckets, batches as they always were
+    sources = [Example(e.src, []) for e in examples] if bucket else examples
+    for batch in make_batches(sources, batch_size, DECODE_CELLS, width=cells, bucket=bucket):
         batch = batch.to(device)
         decoded = greedy(model, batch, cfg) if beam_size == 1 else beam_search(model, batch, cfg, beam_size)
         for i, translation in zip(batch.index, decoded):

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from sacrebleu.metrics import BLEU
+from scipy.special import stdtr, stdtrit
 
 from nmt_core.decode import Translation
 
@@ -27,6 +28,13 @@ TRACE_SCHEMA = pa.schema(
     ]
 )
 HEAD_LABELS = b"tau_heads"  # schema metadata key: the labels of tau_heads, comma-separated (l<layer>.<block>.h<head>)
+FORCED_SCHEMA = pa.schema(  # one row per reference token forced through the model: trace_table's, less the weights
+    [
+        *(TRACE_SCHEMA.field(name) for name in ("sent_id", "pos", "token", "tau")),
+        pa.field("gate", pa.float32()),
+        TRACE_SCHEMA.field("tau_heads"),
+    ]
+)
 
 
 @dataclass
@@ -110,14 +118,40 @@ def draw_counts(indices: np.ndarray, n: int) -> np.ndarray:
     return np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float32)
 
 
+@dataclass
+class SystemScores:
+    """One system's corpus scores, seed by seed: on the whole test sets and on each paired resample of their
+    sentences (with several test sets, each the mean over the sets: the table's `avg`)."""
+
+    full: np.ndarray  # (seeds,)
+    resampled: np.ndarray  # (seeds, resamples)
+
+    @property
+    def mean(self) -> float:
+        """The seed-averaged score the table prints."""
+        return float(self.full.mean())
+
+    @property
+    def averaged(self) -> np.ndarray:
+        """The seed-averaged score of each resample (resamples,)."""
+        return self.resampled.mean(axis=0)
+
+    @property
+    def seeds(self) -> int:
+        return len(self.full)
+
+
 class SentenceBootstrap:
     """Two-sided paired bootstrap over test sentences (Koehn 2004) of any corpus-level score computed from summed
     per-sentence statistics (BLEU's n-gram counts, AER's link counts).
 
     Every system is resampled on the same sentence indices (one draw of `resamples` x N per test set, from
-    numpy's default_rng(seed) as sacrebleu draws them). A system with several seeds is scored in each
-    resample as the mean of its seeds' scores: seeds are never pooled as extra sentences. With several test
-    sets each set is resampled on its own and a resample's score is the mean over sets (the table's `avg`).
+    numpy's default_rng(seed) as sacrebleu draws them). Each seed of a system is scored on every resample (seeds
+    are never pooled as extra sentences); with several test sets each set is resampled on its own and a resample's
+    score is the mean over sets (the table's `avg`).
+
+    `p_value` and `interval` are the test-set-only test: seeds averaged inside every resample and never resampled,
+    so they cover the sampling of test sentences only (seed_sentence_test adds the seeds).
     p = (#{|d_b| - mean_b |d_b| > |d|} + 1) / (resamples + 1), d_b the resampled and d the real difference
     of mean scores; with one seed and one test set this is exactly sacrebleu's p-value, except for equal
     scores (d = 0), where sacrebleu reports 1 / (resamples + 1) and we report 1: no difference, no evidence.
@@ -136,31 +170,144 @@ class SentenceBootstrap:
         """Each resample's summed statistics (resamples, k) of test set `name` from its (N, k) per sentence."""
         return stats[self.indices[name]].sum(axis=1)
 
-    def scores_of_stats(self, system: list[dict[str, np.ndarray]]) -> tuple[float, np.ndarray]:
-        """One system's (full-set score, resampled scores (resamples,)) from {test set: (N, k) statistics} per seed."""
-        full, resampled = [], []
+    def scores_of_stats(self, system: list[dict[str, np.ndarray]]) -> SystemScores:
+        """One system's scores from {test set: (N, k) statistics} per seed: every seed resampled in one pass over
+        the draws (the seeds' statistics side by side) and scored in one call, per test set."""
+        seeds = len(system)
+        full, resampled = np.zeros(seeds), np.zeros((seeds, self.resamples))
         for name in self.indices:
-            for stats in (seed[name] for seed in system):
-                full.append(self.score(stats.sum(0, keepdims=True))[0])
-                resampled.append(self.score(self.resampled(name, stats)))
-        return float(np.mean(full)), np.mean(resampled, axis=0)
+            side_by_side = np.concatenate([seed[name] for seed in system], axis=1)  # (N, seeds * k)
+            sums = self.resampled(name, side_by_side).reshape(self.resamples, seeds, -1).swapaxes(0, 1)
+            full += self.score(side_by_side.sum(0).reshape(seeds, -1))
+            resampled += self.score(sums.reshape(seeds * self.resamples, -1)).reshape(seeds, self.resamples)
+        return SystemScores(full / len(self.indices), resampled / len(self.indices))
 
-    def p_value(self, baseline: tuple[float, np.ndarray], system: tuple[float, np.ndarray]) -> float:
-        real = abs(system[0] - baseline[0])
+    def p_value(self, baseline: SystemScores, system: SystemScores) -> float:
+        real = abs(system.mean - baseline.mean)
         if real == 0:
             return 1.0
-        sample = np.abs(system[1] - baseline[1])
+        sample = np.abs(system.averaged - baseline.averaged)
         return float(((sample - sample.mean() > real).sum() + 1) / (self.resamples + 1))
 
-    def interval(
-        self, baseline: tuple[float, np.ndarray], system: tuple[float, np.ndarray], level: float = 0.95
-    ) -> tuple[float, float]:
+    def interval(self, baseline: SystemScores, system: SystemScores, level: float = 0.95) -> tuple[float, float]:
         """The percentile interval of the seed-averaged difference system - baseline over the same resamples."""
-        low, high = np.quantile(system[1] - baseline[1], [(1 - level) / 2, (1 + level) / 2])
+        low, high = np.quantile(system.averaged - baseline.averaged, [(1 - level) / 2, (1 + level) / 2])
         return float(low), float(high)
 
 
-class PairedBootstrap(SentenceBootstrap):
+@dataclass
+class SeedSentenceTest:
+    """The seed-aware test of one difference (seed_sentence_test): what it estimated and what it concluded."""
+
+    delta: float  # system - baseline, seed-averaged
+    seed_variances: tuple[float, float]  # each system's sample variance over its seeds (baseline, system)
+    seeds: tuple[int, int]
+    sentence_variance: float  # the paired bootstrap's variance of the seed-averaged difference
+    df: float  # Welch-Satterthwaite degrees of freedom
+    p_value: float
+    interval: tuple[float, float]
+    sentence_shared: float = 0.0  # the part of sentence_variance more seeds would not shrink (sentence_parts)
+    sentence_per_seed: float = 0.0  # and a single seed's own part, each system's summed: /n at n seeds a row
+
+    def sentence_variance_at(self, n: int) -> float:
+        """The sentence variance of the difference with n seeds a row: the shared part, and each seed's own / n."""
+        return self.sentence_shared + self.sentence_per_seed / n
+
+
+def variance_of(seed_variances: tuple[float, float], seeds: tuple[int, int], sentence_variance: float) -> float:
+    """Var(delta) = s_A^2 / n_A + s_B^2 / n_B + the paired sentence bootstrap's variance (seed x sentence)."""
+    return sum(v / n for v, n in zip(seed_variances, seeds)) + sentence_variance
+
+
+def welch_df(seed_variances: tuple[float, float], seeds: tuple[int, int], sentence_variance: float) -> float:
+    """Welch-Satterthwaite degrees of freedom of variance_of: each seed term has n - 1, the sentence term (from
+    hundreds of sentences) counts as known; infinite (a normal reference) where no seed varies."""
+    spread = sum((v / n) ** 2 / (n - 1) for v, n in zip(seed_variances, seeds))
+    return variance_of(seed_variances, seeds, sentence_variance) ** 2 / spread if spread > 0 else math.inf
+
+
+def seed_sentence_test(baseline: SystemScores, system: SystemScores, level: float = 0.95) -> SeedSentenceTest:
+    """Two-sided test of system - baseline that counts training variance (seeds) and test-set variance (sentences).
+
+    Two levels, as a two-level bootstrap would resample them: seeds within each system, test sentences on the
+    same indices for every system (crossed with the seeds: Owen 2007's pigeonhole resampling). The seed level is
+    taken in closed form, Welch's unbiased s^2 / n per system (a seed bootstrap's variance times n / (n - 1),
+    without its discreteness at 2-5 seeds); the sentence level is the paired bootstrap's variance of the
+    seed-averaged difference. t = delta / sqrt(variance) is referred to Student's t with Welch-Satterthwaite
+    degrees of freedom (Welch 1947), and so is the interval. The seed x sentence interaction enters both levels
+    (Owen 2007): the variance errs high, the test on the safe side. Each system needs at least 2 seeds.
+    """
+    if min(baseline.seeds, system.seeds) < 2:
+        raise ValueError("a seed-aware test needs at least 2 seeds per system")
+    delta = system.mean - baseline.mean
+    seed_variances = (float(baseline.full.var(ddof=1)), float(system.full.var(ddof=1)))
+    seeds = (baseline.seeds, system.seeds)
+    sentence_variance = float((system.averaged - baseline.averaged).var(ddof=1))
+    variance = variance_of(seed_variances, seeds, sentence_variance)
+    df = welch_df(seed_variances, seeds, sentence_variance)
+    parts = sentence_parts(baseline, system, sentence_variance)
+    if variance == 0:  # every seed and every resample the same: a difference is certain, none is none
+        return SeedSentenceTest(delta, seed_variances, seeds, 0.0, df, float(delta == 0), (delta, delta), *parts)
+    half = float(stdtrit(df, (1 + level) / 2)) * math.sqrt(variance)
+    p = 2 * float(stdtr(df, -abs(delta) / math.sqrt(variance)))
+    return SeedSentenceTest(
+        delta, seed_variances, seeds, sentence_variance, df, p, (delta - half, delta + half), *parts
+    )
+
+
+def sentence_parts(baseline: SystemScores, system: SystemScores, sentence_variance: float) -> tuple[float, float]:
+    """The sentence variance split into what every seed shares and what each seed adds (method of moments over
+    the resamples): a system's seed i scores M + I_i on a resample, so Var(one seed) = V_M + V_I and Var(seed
+    average) = V_M + V_I / n, and V_I = (mean_i Var(seed i) - Var(average)) * n / (n - 1). Returns (the shared
+    part of the difference's variance, V_I of both systems summed), each at least 0."""
+    per_seed = [
+        max(0.0, (float(s.resampled.var(axis=1, ddof=1).mean()) - float(s.averaged.var(ddof=1))) * n / (n - 1))
+        for s, n in ((baseline, baseline.seeds), (system, system.seeds))
+    ]
+    shared = max(0.0, sentence_variance - per_seed[0] / baseline.seeds - per_seed[1] / system.seeds)
+    return shared, sum(per_seed)
+
+
+def seeds_needed(test: SeedSentenceTest, alpha: float, power: float = 0.8, most: int = 100) -> int | None:
+    """Seeds per row (both rows alike) at which seed_sentence_test detects a true difference of |delta| with
+    probability `power` at level `alpha`: the least n with |delta| >= (t_{1-alpha/2,df} + t_{power,df}) * sqrt(V(n)),
+    V(n) = (s_A^2 + s_B^2) / n + the sentence variance at n seeds a row (SeedSentenceTest.sentence_variance_at), df
+    Welch-Satterthwaite's at n (Cohen 1988's normal approximation with t quantiles). None where no n up to `most`
+    does (the test set's shared variance may exceed it), and for no difference at all.
+    """
+    if test.delta == 0:
+        return None
+    for n in range(2, most + 1):
+        seeds = (n, n)
+        variance = variance_of(test.seed_variances, seeds, test.sentence_variance_at(n))
+        df = welch_df(test.seed_variances, seeds, test.sentence_variance_at(n))
+        needed = float(stdtrit(df, 1 - alpha / 2) + stdtrit(df, power)) * math.sqrt(variance)
+        if abs(test.delta) >= needed:
+            return n
+    return None
+
+
+class BleuBootstrap(SentenceBootstrap):
+    """BLEU's paired bootstrap over per-sentence BLEU statistics (see SentenceBootstrap), scored as sacrebleu scores
+    them; PairedBootstrap computes the statistics from hypotheses and references."""
+
+    def __init__(
+        self, sizes: dict[str, int], resamples: int = 1000, seed: int = 12345, tokenize: str = "13a", lowercase=False
+    ):
+        super().__init__(sizes, resamples, seed)
+        self.metric = bleu_metric(tokenize, lowercase)
+        self.draws = {name: draw_counts(indices, sizes[name]) for name, indices in self.indices.items()}
+
+    def score(self, stats: np.ndarray) -> np.ndarray:
+        return _bleu_from_stats(self.metric, stats)
+
+    def resampled(self, name: str, stats: np.ndarray) -> np.ndarray:
+        """As SentenceBootstrap sums them, in one matrix product of how often each resample draws each sentence and
+        the sentences' statistics: BLEU's are whole counts, whose float32 sums are exact (below 2**24) in any order."""
+        return self.draws[name] @ stats
+
+
+class PairedBootstrap(BleuBootstrap):
     """BLEU's paired bootstrap, as `sacrebleu --paired-bs` computes it (see SentenceBootstrap)."""
 
     def __init__(
@@ -171,18 +318,9 @@ class PairedBootstrap(SentenceBootstrap):
         tokenize: str = "13a",
         lowercase: bool = False,
     ):
-        super().__init__({name: len(refs) for name, refs in references.items()}, resamples, seed)
-        self.metric, self.references = bleu_metric(tokenize, lowercase), references
+        super().__init__({name: len(refs) for name, refs in references.items()}, resamples, seed, tokenize, lowercase)
+        self.references = references
         self.against = {name: bleu_metric(tokenize, lowercase, refs) for name, refs in references.items()}
-        self.draws = {name: draw_counts(indices, len(references[name])) for name, indices in self.indices.items()}
-
-    def score(self, stats: np.ndarray) -> np.ndarray:
-        return _bleu_from_stats(self.metric, stats)
-
-    def resampled(self, name: str, stats: np.ndarray) -> np.ndarray:
-        """As SentenceBootstrap sums them, in one matrix product of how often each resample draws each sentence and
-        the sentences' statistics: BLEU's are whole counts, whose float32 sums are exact (below 2**24) in any order."""
-        return self.draws[name] @ stats
 
     def stats(self, system: list[dict[str, list[str]]]) -> list[dict[str, np.ndarray]]:
         """Each seed's per-sentence BLEU statistics by test set; `system` holds one {test set: hypotheses} per seed.
@@ -192,7 +330,7 @@ class PairedBootstrap(SentenceBootstrap):
             for hypotheses in system
         ]
 
-    def scores(self, system: list[dict[str, list[str]]]) -> tuple[float, np.ndarray]:
+    def scores(self, system: list[dict[str, list[str]]]) -> SystemScores:
         """`system` holds one {test set: hypotheses} per seed."""
         return self.scores_of_stats(self.stats(system))
 
@@ -282,6 +420,35 @@ def trace_table(
             columns["weights"].append(row.astype(np.float32))
             columns["tau_heads"].append(None if translation.tau_heads is None else translation.tau_heads[pos])
     schema = TRACE_SCHEMA.with_metadata({HEAD_LABELS: ",".join(head_labels).encode()}) if head_labels else TRACE_SCHEMA
+    return pa.table(columns, schema=schema)
+
+
+@dataclass
+class ForcedTrace:
+    """tau_t and the sentinel gate at each reference token of one example forced through its reference (</s> left
+    out): (n,) for the RNN, (n, heads) for a Transformer (Transformer.head_labels); None where the model has none."""
+
+    tau: np.ndarray | None
+    gate: np.ndarray | None
+
+
+def forced_trace_table(
+    traces: list[ForcedTrace], target_words: list[list[str]], head_labels: list[str] = ()
+) -> pa.Table:
+    """One row per reference token (nmt_core.train.teacher_forced_traces): tau_t and the gate (a Transformer: their
+    means over heads, as trace_table has them; tau_heads each head's, named by `head_labels`)."""
+    columns: dict[str, list] = {name: [] for name in FORCED_SCHEMA.names}
+    for sent_id, (trace, words) in enumerate(zip(traces, target_words)):
+        tau, gate = trace.tau, trace.gate
+        columns["sent_id"] += [sent_id] * len(words)
+        columns["pos"] += range(len(words))
+        columns["token"] += words
+        columns["tau"] += [None] * len(words) if tau is None else (tau if tau.ndim == 1 else tau.mean(1)).tolist()
+        columns["gate"] += [None] * len(words) if gate is None else (gate if gate.ndim == 1 else gate.mean(1)).tolist()
+        columns["tau_heads"] += [None] * len(words) if tau is None or tau.ndim == 1 else tau.tolist()
+    schema = (
+        FORCED_SCHEMA.with_metadata({HEAD_LABELS: ",".join(head_labels).encode()}) if head_labels else FORCED_SCHEMA
+    )
     return pa.table(columns, schema=schema)
 
 

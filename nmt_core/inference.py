@@ -5,11 +5,32 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from nmt_core.checkpoint import LoadedModel
+from nmt_core.config import BOUNDS, ConfigError
+from nmt_core.corpora import MAX_TEXT_BYTES
 from nmt_core.data import Example, cut_long
 from nmt_core.decode import Translation, translate
+from nmt_core.gate import shown
 from nmt_core.train import resolve_device
+
+
+def check_beam_size(beam: Any, key: str, source: str) -> int:
+    """A beam size from any door (--beam, the API, a pyfunc's `params`) within decode.beam_size's bound: what beam
+    search allocates grows with it."""
+    limit = int(BOUNDS["decode.beam_size"].high)
+    if isinstance(beam, bool) or not isinstance(beam, int) or not 1 <= beam <= limit:
+        raise ConfigError(key, f"must be an integer in [1, {limit}] (got {shown(beam)})", source)
+    return beam
+
+
+def check_sentences(sentences: Any, key: str, source: str) -> None:
+    """Source sentences from Python: a list of strings, at most MAX_TEXT_BYTES of text in all (a file's bound)."""
+    if not isinstance(sentences, (list, tuple)) or not all(isinstance(s, str) for s in sentences):
+        raise ConfigError(key, f"must be a list of strings (got {shown(sentences)})", source)
+    if sum(len(s) for s in sentences) > MAX_TEXT_BYTES:
+        raise ConfigError(key, f"more than {MAX_TEXT_BYTES:,} characters; translate it in parts", source)
 
 
 def _stderr(line: str) -> None:

@@ -14,18 +14,23 @@ The trial only saves the folder; the sweep's driver logs it as an MLflow 3 Logge
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import operator
 import os
-import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from nmt_core import checkpoint
-from nmt_core.credentials import check_uri, redact
+from nmt_core.config import ConfigError
+from nmt_core.credentials import check_uri, decoded, redact
+from nmt_core.gate import TIMEOUT_VARIABLE, check_text, clip, configure_network, network_timeout
 
 DEFAULT_TRACKING = "sqlite:///mlflow.db"  # the sweeper's default store, in the working folder
 REQUIREMENTS = ("nmt-sweeper", "torch", "sacrebleu", "sentencepiece")  # what decoding imports (MLflow adds itself)
@@ -51,13 +56,15 @@ class Translator:
     def predict(self, model_input: Any, params: dict[str, Any] | None = None) -> list[str]:
         """A list of source lines, or a DataFrame whose first column holds them; `params["beam_size"]`
         (the signature's default: the trial's decode.beam_size)."""
-        from nmt_core.inference import translate_lines
+        from nmt_core.inference import check_beam_size, check_sentences, translate_lines
 
         lines = list(model_input.iloc[:, 0]) if hasattr(model_input, "iloc") else list(model_input)
-        beam = int((params or {}).get(BEAM, self.loaded.config.decode.beam_size))
-        if beam < 1:
-            raise ValueError(f"params: {BEAM}: must be >= 1 (got {beam})")
-        return translate_lines([str(line) for line in lines], self.loaded, beam)[0]
+        lines = [str(line) for line in lines]
+        check_sentences(lines, "model_input", "predict")
+        beam = (params or {}).get(BEAM, self.loaded.config.decode.beam_size)
+        with contextlib.suppress(TypeError):
+            beam = operator.index(beam)  # MLflow's `long` may arrive as a NumPy integer
+        return translate_lines(lines, self.loaded, check_beam_size(beam, f"params: {BEAM}", "predict"))[0]
 
 
 def _load_pyfunc(data_path: str) -> Translator:
@@ -137,44 +144,125 @@ def mlflow_store(uri: str) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def download_model(uri: str, tracking_uri: str | None) -> Path:
-    """best.pt of a `models:/<name>/<version>`, `models:/<name>@<alias>` or `runs:/<id>/model` URI.
+RUN_ID_CHARS = 64
+MODEL_URI_CHARS = 100_000  # a registered model's name has no bound of its own here; the line shows 100 characters
+
+
+def model_location(uri: Any) -> str:
+    """`uri` as MLflow is given it, once it is one of the model URIs `nmt translate --model` takes: `runs:/<run
+    id>/<path>` with a path that stays below the run's artifacts, `models:/<name>/<version>` or
+    `models:/<name>@<alias>`. Each part is percent-decoded before it is looked at, so `%2e%2e` is a `..` too; a
+    `..`, an empty part or an encoded '/' is refused, not resolved."""
+    check_text(uri, "--model", "nmt translate", ConfigError, limit=MODEL_URI_CHARS)
+    scheme, separator, rest = uri.partition(":/")
+    parts = [decoded(part) for part in rest.split("/")]
+    if scheme not in ("runs", "models") or not separator or not parts[0]:
+        raise ModelUriError(uri, None, "expected models:/<name>/<version>, models:/<name>@<alias> or runs:/<id>/model")
+    if any(part in ("", ".", "..") or "/" in part or "\\" in part for part in parts):
+        raise ModelUriError(uri, None, "a model URI's parts are names: no '..', '.', empty part or encoded '/'")
+    if scheme == "runs":
+        run_id = parts[0]
+        if len(run_id) > RUN_ID_CHARS or not run_id.replace("-", "").replace("_", "").isalnum() or len(parts) < 2:
+            raise ModelUriError(uri, None, "expected runs:/<run id>/<artifact path>, a run id of letters and digits")
+    elif len(parts) > 2 or (len(parts) == 2 and not (parts[1].isdigit() or parts[1] == "latest")):
+        raise ModelUriError(uri, None, "expected models:/<name>/<version> or models:/<name>@<alias>")
+    return f"{scheme}:/" + "/".join(parts)
+
+
+DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}  # SQLAlchemy stores MLflow opens
+
+
+def probe_store(uri: str, source: str) -> None:
+    """A tracking server, or a database store's host, answers within network_timeout() seconds, or one line says
+    it does not (MLflow's client and a database driver would wait minutes, and fail in a traceback)."""
+    if uri.startswith(("http://", "https://")):
+        probe_server(uri, source)
+    elif (database := uri.split(":", 1)[0].split("+", 1)[0].lower()) in DATABASE_PORTS:
+        probe_database(uri, DATABASE_PORTS[database], source)
+
+
+def probe_database(uri: str, default_port: int, source: str) -> None:
+    parts = urlsplit(uri)
+    seconds = network_timeout(ConfigError)
+    try:
+        if parts.hostname:  # else a local socket
+            socket.create_connection((parts.hostname, parts.port or default_port), timeout=seconds).close()
+    except (OSError, ValueError) as err:  # ValueError: a port that is no number (check_uri refuses it first)
+        why = getattr(err, "strerror", None) or type(err).__name__
+        raise ConfigError(
+            "tracking.uri",
+            f"tracking store {redact(uri)} is not reachable within {seconds:g} s ({why}); start it, pass "
+            f"--tracking-uri, or give it longer with {TIMEOUT_VARIABLE}",
+            source,
+        ) from None
+
+
+def probe_server(uri: str, source: str) -> None:
+    """An HTTP tracking server answers /health within network_timeout() seconds, or one line says it does not."""
+    import requests
+
+    try:
+        requests.get(uri.rstrip("/") + "/health", timeout=network_timeout(ConfigError)).raise_for_status()
+    except requests.RequestException as err:
+        raise ConfigError(
+            "tracking.uri",
+            f"tracking server {redact(uri)} is not reachable ({type(err).__name__}); start it "
+            f"(`mlflow server --host 127.0.0.1 --port 5000`), pass --tracking-uri, or give it longer with "
+            f"{TIMEOUT_VARIABLE} (seconds, now {network_timeout():g})",
+            source,
+        ) from None
+
+
+@contextmanager
+def downloaded_model(uri: str, tracking_uri: str | None) -> Iterator[Path]:
+    """best.pt of a model URI (see model_location), in a temporary folder that is removed when the block ends.
 
     Raises ModelUriError (one line) when the URI or the store cannot give a model.
     """
     store = choose_tracking_uri(tracking_uri)
-    if not uri.startswith(("models:/", "runs:/")):
-        raise ModelUriError(uri, store, "expected models:/<name>/<version>, models:/<name>@<alias> or runs:/<id>/model")
+    location = model_location(uri)
     if store.startswith("sqlite:///") and not Path(store.removeprefix("sqlite:///")).exists():
         raise ModelUriError(
             uri, store, "no tracking store there (pass --tracking-uri, or run from the folder holding mlflow.db)"
         )
-    if uri.startswith("models:/") and (store.startswith("file:") or "://" not in store):
+    if location.startswith("models:/") and (store.startswith("file:") or "://" not in store):
         raise ModelUriError(
             uri,
             store,
             "a file store has no model registry in MLflow 3; models are registered in a "
             "database store (sqlite:///mlflow.db) or an MLflow server; runs:/<id>/model still works",
         )
+    probe_store(store, "--tracking-uri")
+    configure_network()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a bar per file is noise
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    destination = tempfile.mkdtemp(prefix="nmt-model-")
-    try:
-        with mlflow_store(store):  # models:/ URIs resolve through the registry, which does not follow tracking_uri
-            folder = Path(
-                mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=store, dst_path=destination)
-            )
-    except MlflowException as err:
-        shutil.rmtree(destination, ignore_errors=True)  # nothing left behind by a failed download
-        raise ModelUriError(uri, store, err.message.strip().splitlines()[0][:200]) from None
-    found = list(folder.rglob(checkpoint.BEST))
+    with tempfile.TemporaryDirectory(prefix="nmt-model-") as destination:
+        try:
+            with mlflow_store(store):  # models:/ URIs resolve through the registry, which does not follow tracking_uri
+                mlflow.artifacts.download_artifacts(artifact_uri=location, tracking_uri=store, dst_path=destination)
+        except MlflowException as err:
+            raise ModelUriError(uri, store, clip(err.message.strip().splitlines()[0], 200)) from None
+        except Exception as err:  # noqa: BLE001 - the store's driver failing (a database gone): one line, not its trace
+            raise ModelUriError(uri, store, f"the store failed ({type(err).__name__}: {clip(str(err), 120)})") from None
+        yield _checkpoint_in(Path(destination), uri, store)
+
+
+def _checkpoint_in(folder: Path, uri: str, store: str) -> Path:
+    """The one best.pt the download holds: a regular file below `folder`, with no link anywhere in the download."""
+    found = []
+    for root, folders, files in os.walk(folder):
+        for name in folders + files:
+            if os.path.islink(os.path.join(root, name)):
+                raise ModelUriError(uri, store, "the artifact holds a link; a model is plain files")
+        found += [Path(root) / name for name in files if name == checkpoint.BEST]
     if not found:
         raise ModelUriError(uri, store, "this artifact is not an nmt model (no best.pt in it)")
     return found[0]
 
 
 class ModelUriError(checkpoint.CheckpointError):
-    def __init__(self, uri: str, store: str, why: str):
-        super().__init__(f"--model {redact(uri)}: {why} (tracking store {redact(store)})")
+    def __init__(self, uri: str, store: str | None, why: str):
+        where = f" (tracking store {redact(store)})" if store else ""
+        super().__init__(f"--model {clip(uri)}: {why}{where}")

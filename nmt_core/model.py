@@ -11,7 +11,7 @@ c+ = beta s + (1 - beta) c need no extra projections.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -19,11 +19,15 @@ from torch.nn import functional as F
 from torch.nn.utils.rnn import PackedSequence, invert_permutation, pack_padded_sequence, pad_packed_sequence
 
 from nmt_core.attention import SCORES, Attention, AttentionOutput, AttentionState, Memory, SelfAttention
-from nmt_core.config import AttentionConfig, ModelConfig
-from nmt_core.registry import PLACEMENTS, SELF_ATTENTIONS, Part, Rule, register
+from nmt_core.parts import PLACEMENTS, SELF_ATTENTIONS, Architecture, Part, Rule, register
+from nmt_core.unrolled import Hoisted, hoist, unrolled_step
+
+if TYPE_CHECKING:
+    from nmt_core.config import AttentionConfig, ModelConfig
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 RnnState = Tensor | tuple[Tensor, Tensor]
+INDUCTOR_MODES = ("default", "reduce-overhead")  # model.compile values whose decoder step Inductor compiles
 
 
 class Encoder(nn.Module):
@@ -178,9 +182,10 @@ class Placement(Part):
 
     @staticmethod
     def transition(
-        decoder: Decoder, emb: Tensor, state: DecoderState, memory: Memory
+        decoder: Decoder, emb: Tensor, state: DecoderState, memory: Memory, hoisted: Hoisted | None
     ) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
-        """One step from the embedded y_{t-1}: s_t, the RNN state, what attention did and its next state."""
+        """One step from the embedded y_{t-1}: s_t, the RNN state, what attention did and its next state (`hoisted`:
+        what the teacher-forced loop computed for all positions, passed on to Decoder.recur)."""
         raise NotImplementedError
 
 
@@ -201,10 +206,10 @@ class LuongPlacement(Placement):
 
     @staticmethod
     def transition(
-        decoder: Decoder, emb: Tensor, state: DecoderState, memory: Memory
+        decoder: Decoder, emb: Tensor, state: DecoderState, memory: Memory, hoisted: Hoisted | None
     ) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
         x = torch.cat([emb, state.feed], dim=-1) if decoder.input_feeding else emb  # [y_{t-1}; h~_{t-1}]
-        s, rnn = decoder.recur(decoder.rnn, x, state.rnn)  # s_t
+        s, rnn = decoder.recur(decoder.rnn, x, state.rnn, hoisted)  # s_t
         cell = rnn[1][-1] if isinstance(rnn, tuple) else None  # m_t of the top LSTM layer (the sentinel's)
         out, attention = decoder.attention(s, memory, state.attention, x, cell)  # c_t = ATT(C, s_t)
         return s, rnn, out, attention
@@ -220,10 +225,11 @@ class BahdanauPlacement(Placement):
 
     @staticmethod
     def transition(
-        decoder: Decoder, emb: Tensor, state: DecoderState, memory: Memory
+        decoder: Decoder, emb: Tensor, state: DecoderState, memory: Memory, hoisted: Hoisted | None
     ) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
         out, attention = decoder.attention(top_layer(state.rnn), memory, state.attention)  # c_t = ATT(C, s_{t-1})
-        s, rnn = decoder.recur(decoder.rnn, torch.cat([emb, out.context], dim=-1), state.rnn)  # RNN([y; c_t], s_{t-1})
+        x = torch.cat([emb, out.context], dim=-1)
+        s, rnn = decoder.recur(decoder.rnn, x, state.rnn, hoisted)  # RNN([y; c_t], s_{t-1})
         return s, rnn, out, attention
 
 
@@ -249,11 +255,11 @@ class ConditionalGRUPlacement(Placement):
 
     @staticmethod
     def transition(
-        decoder: Decoder, emb: Tensor, state: DecoderState, memory: Memory
+        decoder: Decoder, emb: Tensor, state: DecoderState, memory: Memory, hoisted: Hoisted | None
     ) -> tuple[Tensor, RnnState, AttentionOutput, AttentionState]:
-        s_prime, rnn_prime = decoder.recur(decoder.rnn, emb, state.rnn)  # s'_t = RNN_1(y_{t-1}, s_{t-1})
+        s_prime, rnn_prime = decoder.recur(decoder.rnn, emb, state.rnn, hoisted)  # s'_t = RNN_1(y_{t-1}, s_{t-1})
         out, attention = decoder.attention(s_prime, memory, state.attention)  # c_t = ATT(C, s'_t)
-        s, rnn = decoder.recur(decoder.rnn2, out.context, rnn_prime)  # s_t = RNN_2(c_t, s'_t)
+        s, rnn = decoder.recur(decoder.rnn2, out.context, rnn_prime, hoisted)  # s_t = RNN_2(c_t, s'_t)
         return s, rnn, out, attention
 
 
@@ -303,7 +309,7 @@ class Decoder(nn.Module):
         return DecoderState(rnn, torch.zeros_like(s_0), self.attention.initial_state(memory, s_0), past)
 
     def read_out(
-        self, context: Tensor, s: Tensor, past: tuple[Tensor, Tensor] | None
+        self, context: Tensor, s: Tensor, past: tuple[Tensor, Tensor] | None, hoisted: Hoisted | None = None
     ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
         """What the output layer reads: h~_t = tanh(W_c [c_t; s_t]) (L eq. 5), or c+_i + t_i (A eq. 12); with
         decoder self-attention d_t = sum_{k<t} a_tk s_k joins them (report 004: [c_t; d_t; s_t], or c + d + s)."""
@@ -316,28 +322,46 @@ class Decoder(nn.Module):
                 torch.cat([states, s.unsqueeze(1)], 1),
                 torch.cat([keys, self.self_attention.W_K(s).unsqueeze(1)], 1),
             )
-        h_tilde = sum(parts) if self.readout == "sum" else torch.tanh(self.combine(torch.cat(parts, dim=-1)))
+        if self.readout == "sum":
+            h_tilde = sum(parts)
+        else:
+            parts = torch.cat(parts, dim=-1)
+            combined = self.combine(parts) if hoisted is None else hoisted.products.linear(parts, self.combine.weight)
+            h_tilde = torch.tanh(combined)
         return self.dropout(h_tilde), past
 
-    def recur(self, rnn: nn.LSTM | nn.GRU, x: Tensor, state: RnnState) -> tuple[Tensor, RnnState]:
+    def recur(
+        self, rnn: nn.LSTM | nn.GRU, x: Tensor, state: RnnState, hoisted: Hoisted | None = None
+    ) -> tuple[Tensor, RnnState]:
         """One step of one of the decoder's RNNs: s (B, H) and the next state."""
+        if hoisted is not None:
+            gates = hoisted.gates if rnn is self.rnn else None  # the embedding enters the first RNN only
+            return unrolled_step(rnn, x, state, hoisted.products, gates, hoisted.emb_size)
         if self.cfg.fast_path:
             return rnn_step(rnn, x, state)
         s, state = run_rnn(rnn, x.unsqueeze(1), state)
         return s.squeeze(1), state
 
     def transition(
-        self, emb: Tensor, state: DecoderState, memory: Memory
+        self, emb: Tensor, state: DecoderState, memory: Memory, hoisted: Hoisted | None = None
     ) -> tuple[Tensor, DecoderState, AttentionOutput]:
         """One target step from the embedded y_{t-1} (B, E): the readout h~_t, the next state, what attention did."""
-        s, rnn, out, attention = self.placement.transition(self, emb, state, memory)
-        h_tilde, past = self.read_out(out.context, s, state.past)
+        s, rnn, out, attention = self.placement.transition(self, emb, state, memory, hoisted)
+        h_tilde, past = self.read_out(out.context, s, state.past, hoisted)
         return h_tilde, DecoderState(rnn, h_tilde, attention, past), out
 
     def step(self, y_prev: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, DecoderState, AttentionOutput]:
         """One step of decoding: y_prev (B,) ids -> logits (B, V)."""
         h_tilde, state, out = self.transition(self.dropout(self.embed(y_prev)), state, memory)
         return self.output(h_tilde), state, out  # p = softmax(W_s h~_t), L eq. 6
+
+    def hoisted(self, emb: Tensor) -> list[Hoisted] | list[None]:
+        """What the teacher-forced loop over emb (B, T, E) computes for all positions at once (nmt_core.unrolled),
+        one Hoisted per position: on the fast path's eager step (`model.compile` none or graphs) outside autocast.
+        The plain path, a step Inductor compiles and bf16 autocast keep torch.lstm_cell's step (None)."""
+        if not self.cfg.fast_path or self.cfg.compile in INDUCTOR_MODES or torch.is_autocast_enabled(emb.device.type):
+            return [None] * emb.size(1)
+        return hoist(self.rnn, emb, deferred=torch.is_grad_enabled())
 
     def forward(
         self, tgt_in: Tensor, state: DecoderState, memory: Memory, positions: Tensor | None = None
@@ -355,8 +379,8 @@ class Decoder(nn.Module):
                 readouts.append(h_tilde)
                 steps.append(out)
         else:  # unbind: one gradient copy for all steps, not one zero-filled (B, T, E) per step
-            for emb_t in emb.unbind(1):
-                h_tilde, state, out = self.transition(emb_t, state, memory)
+            for emb_t, hoisted in zip(emb.unbind(1), self.hoisted(emb)):
+                h_tilde, state, out = self.transition(emb_t, state, memory, hoisted)
                 readouts.append(h_tilde)
                 steps.append(out)
         h_tilde = torch.stack(readouts, dim=1)
@@ -365,14 +389,34 @@ class Decoder(nn.Module):
         return self.output(h_tilde), DecoderTrace.stack(steps)
 
 
-class Seq2Seq(nn.Module):
+class Seq2Seq(nn.Module, Architecture):
+    """`model.arch: rnn`."""
+
+    own_keys = (  # what only the RNN reads; the Transformer refuses them away from their defaults
+        "model.cell",
+        "model.compile",
+        "model.input_feeding",
+        "model.readout",
+        "model.encoder_layers",
+        "model.decoder_layers",
+        "attention.placement",
+        "attention.coverage",
+        "attention.coverage_weight",
+        "attention.fertility",
+        "attention.intra_temporal",
+        "attention.self_attention",
+    )
+
     def __init__(self, model: ModelConfig, attention: AttentionConfig, src_vocab: int, tgt_vocab: int):
         super().__init__()
         self.encoder = Encoder(src_vocab, model, SELF_ATTENTIONS[attention.self_attention].encoder)
         self.decoder = Decoder(tgt_vocab, model, attention)
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> tuple[Memory, DecoderState]:
-        h, final = self.encoder(src, src_lengths)
+        return self.memory_and_state(*self.encoder(src, src_lengths), src)
+
+    def memory_and_state(self, h: Tensor, final: Tensor, src: Tensor) -> tuple[Memory, DecoderState]:
+        """What the decoder starts from, given the encoder's outputs h (B, S, H) and final state (B, H)."""
         memory = self.decoder.attention.memory(h, src != PAD)  # keys projected once per batch
         return memory, self.decoder.initial_state(final, memory)
 
@@ -380,7 +424,14 @@ class Seq2Seq(nn.Module):
         self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, positions: Tensor | None = None
     ) -> tuple[Tensor, DecoderTrace]:
         """Logits (B, T, V), or (N, V) at N flat positions of tgt_in, and the attention trace."""
-        memory, state = self.encode(src, src_lengths)
+        return self.decode(*self.encoder(src, src_lengths), src, tgt_in, positions)
+
+    def decode(
+        self, h: Tensor, final: Tensor, src: Tensor, tgt_in: Tensor, positions: Tensor | None = None
+    ) -> tuple[Tensor, DecoderTrace]:
+        """forward from the encoder's outputs h (B, S, H) and final state (B, H): a CUDA graph captures this half of
+        a training step (nmt_core.graphs), while the encoder runs over packed sequences, whose layout varies."""
+        memory, state = self.memory_and_state(h, final, src)
         logits, trace = self.decoder(tgt_in, state, memory, positions)
         for part in self.decoder.attention.mechanisms:
             for name, value in part.trace(memory).items():  # fertility's f_j from h_j

@@ -1,34 +1,47 @@
 """Multi-head attention (Vaswani et al. 2017, V) with the attention family inside each head.
 
-Every head h of a block computes e^h = q^h k^hT / sqrt(d_k) over its keys, then, where the config asks:
-- a Gaussian localness bias G (Yang et al. 2018, Y eqs. 8-10): e + G, G_ij = -(j - P_i)^2 / (2 sigma_i^2), the
-  centre P_i = I sigmoid(v_p^T tanh(W_p q_i)) and window D_i = I sigmoid(v_d^T tanh(W_p q_i)), sigma_i = D_i / 2,
-  I the number of real keys; W_p is shared by the heads, v_p and v_d are each head's own;
+Every head h of a block computes its scores with the block's score part (scaled_dot by default: e^h = q^h k^hT /
+sqrt(d_k); `attention.score` for the decoder's cross-attention), then, where the config asks, with the family's parts
+built for this block (nmt_core.attention, one class each for both architectures; their docstrings give the maths):
+- a Gaussian localness bias G (Yang et al. 2018, Y eqs. 8-10) from each head's query;
 - a sentinel slot (Li & Zhu 2017, A): one more key/value per position, s_i = g * tanh(W_s x_i) with
   g = sigmoid(W_x x_i + W_t x_{i-1}) (A eqs. 7-8; x_i the block's input, x_{i-1} standing in for the RNN's
   t_{i-1}), keyed and valued by the block's own W^K and W^V; the slot's weight is the head's gate beta;
 - a temperature tau per head and position: softmax((e [+ G]; slot) / tau), as the RNN's Attention divides its
-  scores, bias and slot. `fixed`: a constant; `sact` (Lin et al. 2018, S eqs. 1-2): tau = lambda^beta,
-  beta = tanh(U_s x_i [+ W_c c0_{i-1}]) per head, where the reading (`attention.sact_reading`) decides what stands
-  for the paper's c~_{t-1}: `query` none; `first_pass` c0_{i-1}, the same head's context at i - 1 from a first
-  pass with tau = 1 (c0_{-1} = 0). Inside a layer the paper's own c~_{t-1} (the tempered context of the step
+  scores, bias and slot. SACT (S eqs. 1-2) reads c~_{t-1} as `attention.sact_reading` says (the readings below, the
+  Transformer's own parts): `query` not at all; `first_pass` c0_{i-1}, the same head's context at i - 1 from a
+  first pass with tau = 1 (c0_{-1} = 0). Inside a layer the paper's own c~_{t-1} (the tempered context of the step
   before) would make positions sequential; both readings keep training parallel.
 
-With none of these active a block runs torch.nn.functional.scaled_dot_product_attention (fused kernels) unless it
-must report its weights (the decoder's last cross-attention, which the traces and diagnostics read).
+What a part reads from the position before (the first pass, x_{i-1}) is shifted from all positions in training, and
+carried under the part's name from one decoding step to the next. With none of these active a block runs
+torch.nn.functional.scaled_dot_product_attention (fused kernels) unless it must report its weights (the decoder's
+last cross-attention, which the traces and diagnostics read).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from nmt_core.config import AttentionConfig
-from nmt_core.registry import HEAD_POSITION_BIASES, HEAD_TEMPERATURES, SACT_READINGS, register
+from nmt_core.attention import AttentionState, Site, head_scalars, masked_softmax, mix_slot, split_slot, with_slot
+from nmt_core.parts import (
+    MECHANISMS,
+    POSITION_BIASES,
+    SACT_READINGS,
+    SCORES,
+    TEMPERATURES,
+    TRANSFORMER,
+    Part,
+    register,
+)
+
+if TYPE_CHECKING:
+    from nmt_core.config import AttentionConfig
 
 
 @dataclass
@@ -48,12 +61,13 @@ def shifted(x: Tensor, dim: int) -> Tensor:
     return torch.cat([first, x.narrow(dim, 0, x.size(dim) - 1)], dim=dim)
 
 
-# ---- SACT readings: what stands for c~_{t-1} inside a layer ------------------------------------------------
+# ---- SACT readings: what stands for c~_{t-1} inside a layer (attention.sact_reading) --------------------------
 
 
-class SactReading(nn.Module):
+class SactReading(nn.Module, Part):
     """The term beta gets from the previous position's context (B, heads, T); none for the query-only reading."""
 
+    architectures = (TRANSFORMER,)
     needs_first_pass = False
 
     def __init__(self, heads: int, head_size: int):
@@ -81,110 +95,14 @@ class FirstPassReading(SactReading):
         self.W_c = nn.Parameter(torch.empty(heads, head_size).uniform_(-(head_size**-0.5), head_size**-0.5))
 
     def forward(self, previous: Tensor | None) -> Tensor | int:
-        return torch.einsum("bhtd,hd->bht", previous, self.W_c)
-
-
-# ---- temperatures per head ---------------------------------------------------------------------------------
-
-
-class HeadTemperature(nn.Module):
-    """tau (B, heads, T) from the block's input x (B, T, D) and c0_{i-1} (B, heads, T, d_k); None: tau = 1."""
-
-    needs_first_pass = False
-
-    def __init__(self, size: int, heads: int, cfg: AttentionConfig):
-        super().__init__()
-        self.cfg, self.heads = cfg, heads
-
-    def forward(self, x: Tensor, previous: Tensor | None) -> Tensor | None:
-        return None
-
-
-@register(HEAD_TEMPERATURES, "none")
-class NoHeadTemperature(HeadTemperature):
-    """A plain softmax."""
-
-
-@register(HEAD_TEMPERATURES, "fixed")
-class FixedHeadTemperature(HeadTemperature):
-    """softmax(e / tau), one constant for every head and position."""
-
-    def forward(self, x: Tensor, previous: Tensor | None) -> Tensor | None:
-        return x.new_full((x.size(0), self.heads, x.size(1)), self.cfg.tau)
-
-
-@register(HEAD_TEMPERATURES, "sact")
-class SactHeadTemperature(HeadTemperature):
-    """tau = lambda^beta (S eq. 1) per head, beta = tanh(U_s x_i + reading) (S eq. 2; U_s has a bias only with
-    `attention.sact_bias`); tau lies in (1/lambda, lambda)."""
-
-    def __init__(self, size: int, heads: int, cfg: AttentionConfig):
-        super().__init__(size, heads, cfg)
-        self.U_s = nn.Linear(size, heads, bias=cfg.sact_bias)
-        self.reading = SACT_READINGS[cfg.sact_reading](heads, size // heads)
-        self.needs_first_pass = self.reading.needs_first_pass
-
-    def forward(self, x: Tensor, previous: Tensor | None) -> Tensor | None:
-        beta = torch.tanh(self.U_s(x).transpose(1, 2) + self.reading(previous))
-        return torch.exp(beta * math.log(self.cfg.lambda_))
-
-
-# ---- position biases per head ------------------------------------------------------------------------------
-
-
-class HeadPositionBias(nn.Module):
-    """A bias (B, heads, T, S) added to the scores from the queries (B, heads, T, d_k) and the real keys (B, S)."""
-
-    def __init__(self, heads: int, head_size: int):
-        super().__init__()
-
-    def forward(self, q: Tensor, key_mask: Tensor) -> Tensor | None:
-        return None
-
-
-@register(HEAD_POSITION_BIASES, "none")
-class NoHeadPositionBias(HeadPositionBias):
-    """No localness."""
-
-
-@register(HEAD_POSITION_BIASES, "gaussian")
-class GaussianLocalness(HeadPositionBias):
-    """Y eqs. 8-10 per head: P_i, D_i = I sigmoid(v^T tanh(W_p q_i)), G_ij = -(j - P_i)^2 / (2 (D_i / 2)^2)."""
-
-    def __init__(self, heads: int, head_size: int):
-        super().__init__(heads, head_size)
-        bound = head_size**-0.5
-        self.W_p = nn.Linear(head_size, head_size, bias=False)
-        self.v_p = nn.Parameter(torch.empty(heads, head_size).uniform_(-bound, bound))
-        self.v_d = nn.Parameter(torch.empty(heads, head_size).uniform_(-bound, bound))
-
-    def forward(self, q: Tensor, key_mask: Tensor) -> Tensor | None:
-        hidden = torch.tanh(self.W_p(q))
-        length = key_mask.sum(-1).to(q.dtype)[:, None, None]  # I (B, 1, 1)
-        centre = length * torch.sigmoid(torch.einsum("bhtd,hd->bht", hidden, self.v_p))  # P_i
-        sigma = (length * torch.sigmoid(torch.einsum("bhtd,hd->bht", hidden, self.v_d)) / 2).clamp_min(1e-3)
-        j = torch.arange(key_mask.size(-1), device=q.device, dtype=q.dtype)
-        return -((j - centre.unsqueeze(-1)) ** 2) / (2 * sigma.unsqueeze(-1) ** 2)
-
-
-class HeadSentinel(nn.Module):
-    """s_i = g * tanh(W_s x_i), g = sigmoid(W_x x_i + W_t x_{i-1}) (A eqs. 7-8 with the block's input for the
-    decoder state): what the decoder already knows, offered to every head as one more key and value."""
-
-    def __init__(self, size: int):
-        super().__init__()
-        self.W_x = nn.Linear(size, size, bias=False)
-        self.W_t = nn.Linear(size, size, bias=False)
-        self.W_s = nn.Linear(size, size, bias=False)
-
-    def forward(self, x: Tensor, x_previous: Tensor) -> Tensor:
-        return torch.sigmoid(self.W_x(x) + self.W_t(x_previous)) * torch.tanh(self.W_s(x))
+        return head_scalars(previous, self.W_c).squeeze(-1)  # W_c c0_{i-1}, each head's own W_c
 
 
 @dataclass(frozen=True)
 class BlockParts:
-    """Which mechanisms one attention block has (the transformer decides per block and layer)."""
+    """Which parts one attention block has (the transformer decides per block and layer)."""
 
+    score: str = "scaled_dot"
     temperature: str = "none"
     position_bias: str = "none"
     sentinel: bool = False
@@ -193,7 +111,7 @@ class BlockParts:
 
     def explicit(self) -> bool:
         plain = self.temperature == "none" and self.position_bias == "none" and not self.sentinel
-        return not (plain and self.fused and not self.keep_weights)
+        return not (plain and SCORES[self.score].fused and self.fused and not self.keep_weights)
 
 
 class MultiHeadAttention(nn.Module):
@@ -203,9 +121,11 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.heads, self.head_size, self.parts = heads, size // heads, parts
         self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Linear(size, size) for _ in range(4))
-        self.temperature = HEAD_TEMPERATURES[parts.temperature](size, heads, cfg)
-        self.position = HEAD_POSITION_BIASES[parts.position_bias](heads, self.head_size)
-        self.sentinel = HeadSentinel(size) if parts.sentinel else None
+        site = Site(TRANSFORMER, size, self.head_size, self.head_size, heads, step_input_size=size)
+        self.score = SCORES[parts.score](site, cfg)
+        self.temperature = TEMPERATURES[parts.temperature](site, cfg)
+        self.position = POSITION_BIASES[parts.position_bias](site, cfg, self.score)
+        self.sentinel = MECHANISMS["sentinel"](site, cfg, self.score) if parts.sentinel else None
         self.dropout = dropout
 
     def split(self, x: Tensor) -> Tensor:
@@ -229,8 +149,8 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, HeadTrace, dict[str, Tensor]]:
         """x (B, T, D) attends over k, v (B, heads, S, d_k); mask (B, 1, T or 1, S) True where a key may be read
         (None: all; `causal` with it for a decoder's self-attention over all T positions). key_mask (B, S): real
-        keys (the localness' I). `carried`: what the previous position left (one decoding step); None: the T
-        positions are all here and each reads the one before it. Returns the output, the trace and what this
+        keys (the localness' I). `carried`: what the parts kept at the previous position (one decoding step); None:
+        the T positions are all here and each reads the one before it. Returns the output, the trace and what this
         block carries to the next step."""
         q = self.split(self.W_Q(x))
         if not self.parts.explicit():
@@ -244,8 +164,11 @@ class MultiHeadAttention(nn.Module):
         return self.explicit(x, q, k, v, mask, key_mask, carried)
 
     def previous(self, now: Tensor, carried: dict[str, Tensor] | None, name: str, dim: int) -> Tensor:
-        """What position i - 1 had of `now` (its last position when decoding step by step)."""
-        return shifted(now, dim) if carried is None else carried[name]
+        """What position i - 1 had of `now`: shifted from all positions, or what the step before carried under
+        `name` (zeros before the first step)."""
+        if carried is None:
+            return shifted(now, dim)
+        return carried[name] if name in carried else torch.zeros_like(now)
 
     def explicit(
         self,
@@ -257,39 +180,33 @@ class MultiHeadAttention(nn.Module):
         key_mask: Tensor | None,
         carried: dict[str, Tensor] | None,
     ) -> tuple[Tensor, HeadTrace, dict[str, Tensor]]:
-        """The attention with its mechanisms, spelled out (what the module docstring describes)."""
-        e = raw = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_size)  # (B, h, T, S)
+        """The attention with its parts, spelled out (what the module docstring describes)."""
+        e = raw = self.score.head_scores(q, k)  # (B, h, T, S)
         keep = torch.ones_like(e, dtype=torch.bool) if mask is None else mask.expand_as(e)
-        bias = self.position(q, key_mask) if key_mask is not None else None
-        if bias is not None:
-            e = e + bias
+        if key_mask is not None:
+            bias, _ = self.position(q, key_mask, AttentionState({}))
+            e = e if bias is None else e + bias
         carry: dict[str, Tensor] = {}
         previous = None
-        if self.temperature.needs_first_pass:
-            c0 = torch.matmul(softmax(e, keep).to(v.dtype), v)  # the first pass: tau = 1
-            previous, carry["first_pass"] = self.previous(c0, carried, "first_pass", 2), c0[:, :, -1:]
+        if self.temperature.reads_context:  # the first pass: tau = 1
+            c0, name = torch.matmul(masked_softmax(e, keep).to(v.dtype), v), self.temperature.name
+            previous, carry[name] = self.previous(c0, carried, name, 2), c0[:, :, -1:]
         tau = self.temperature(x, previous)
         slot_v = None
         if self.sentinel is not None:
-            sentinel = self.sentinel(x, self.previous(x, carried, "input", 1))
-            carry["input"] = x[:, -1:]
+            sentinel = self.sentinel.of_block(x, self.previous(x, carried, "sentinel", 1))
+            carry["sentinel"] = x[:, -1:]
             slot_k, slot_v = self.split(self.W_K(sentinel)), self.split(self.W_V(sentinel))
-            slot = (q * slot_k).sum(-1, keepdim=True) / math.sqrt(self.head_size)  # A eq. 10 with this block's score
-            e, keep = torch.cat([e, slot], -1), torch.cat([keep, keep.new_ones(*keep.shape[:-1], 1)], -1)
+            e, keep = with_slot(e, keep, self.score.slot_scores(q, slot_k))  # A eq. 10 with this block's score
         if tau is not None:
             e = e / tau.unsqueeze(-1)
-        alpha = softmax(e, keep).to(v.dtype)
+        alpha = masked_softmax(e, keep).to(v.dtype)
         dropped = F.dropout(alpha, self.dropout, self.training)
         gate = None
         if slot_v is None:
             out = torch.matmul(dropped, v)
         else:  # c+ = beta s + sum_j alpha_j v_j (A eq. 9 per head); beta is the slot's weight
-            out = torch.matmul(dropped[..., :-1], v) + dropped[..., -1:] * slot_v
-            alpha, gate = alpha[..., :-1], alpha[..., -1]
+            dropped, beta = split_slot(dropped)
+            out = mix_slot(torch.matmul(dropped, v), beta, slot_v)
+            alpha, gate = split_slot(alpha)
         return self.W_O(out.transpose(1, 2).flatten(2)), HeadTrace(alpha, raw, tau, gate), carry
-
-
-def softmax(e: Tensor, keep: Tensor) -> Tensor:
-    """softmax over the last axis where `keep`; bf16 scores normalised in fp32, fp64 kept."""
-    precise = torch.promote_types(e.dtype, torch.float32)
-    return torch.softmax(e.masked_fill(~keep, float("-inf")).to(precise), dim=-1)

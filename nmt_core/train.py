@@ -23,12 +23,13 @@ from nmt_core import architectures
 from nmt_core.alignment import guided_alignment_loss
 from nmt_core.attention import coverage_penalty
 from nmt_core.checkpoint import FORMAT as CHECKPOINT_FORMAT
-from nmt_core.compiled import compile_model, compile_seconds, loss_function
+from nmt_core.compiled import compile_model, compile_seconds, loss_function, static_shapes
 from nmt_core.config import TrialConfig
-from nmt_core.data import Batch, Example, Segmenter, TrialData, Vocab, load_trial_data, make_batches
+from nmt_core.data import Batch, Example, Segmenter, TrialData, Vocab, bucket_width, load_trial_data, make_batches
 from nmt_core.decode import Translation, translate
 from nmt_core.diagnostics import AttentionDiagnostics
-from nmt_core.evaluate import AlignmentScore, BleuResult, attention_alignment, corpus_bleu
+from nmt_core.evaluate import AlignmentScore, BleuResult, ForcedTrace, attention_alignment, corpus_bleu
+from nmt_core.graphs import CapturedLoss
 from nmt_core.model import EOS, PAD, DecoderTrace, Seq2Seq
 from nmt_core.progress import EpochProgress
 from nmt_core.symmetry import reverse_batch, reversed_data, trace_bonus
@@ -67,16 +68,25 @@ def native_bf16(device: torch.device) -> bool:
 
 
 def autocast(cfg: TrialConfig, device: torch.device):
-    """bf16 autocast when `train.amp` and the device has native bf16 (~1.35x faster on a Zen 4 CPU); else fp32."""
+    """bf16 autocast when `train.amp` and the device has native bf16 (~1.35x faster on a Zen 4 CPU); else fp32.
+    Captured steps (`model.compile: graphs`) cast the weights at every replay: a cast cached outside the graph
+    would be gone at the next one."""
     if cfg.train.amp and native_bf16(device):
-        return torch.autocast(device.type, dtype=torch.bfloat16)
+        return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=cfg.model.compile != "graphs")
     return nullcontext()
+
+
+def bucket(cfg: TrialConfig) -> int:
+    """The width of the trial's length buckets in tokens (`train.buckets` over data.max_len); 0: no buckets."""
+    return bucket_width(cfg.data.max_len, cfg.train.buckets)
 
 
 def teacher_forced(model: Seq2Seq, batch: Batch, cfg: TrialConfig) -> tuple[Tensor, DecoderTrace, Tensor]:
     """Logits (N, V) of the batch forced through its references, the trace, and the N target ids; on the fast path
-    only real target tokens get logits (padding is ignored by the loss anyway, and holds up to half the positions)."""
-    if not cfg.model.fast_path:
+    only real target tokens get logits (padding is ignored by the loss anyway, and holds up to half the positions),
+    unless the step must keep one shape per length bucket (`static_shapes`): then every position does, and the loss
+    masks padding."""
+    if not cfg.model.fast_path or static_shapes(cfg.model.compile):
         logits, trace = model(batch.src, batch.src_lengths, batch.tgt_in)
         return logits.flatten(0, 1), trace, batch.tgt_out.flatten()
     real = batch.real_positions()
@@ -85,7 +95,8 @@ def teacher_forced(model: Seq2Seq, batch: Batch, cfg: TrialConfig) -> tuple[Tens
 
 
 def summed_token_loss(logits: Tensor, targets: Tensor, cfg: TrialConfig, label_smoothing: float = 0.0) -> Tensor:
-    """Cross-entropy summed over target tokens: fused on the fast path (no padding rows there), else PyTorch's."""
+    """Cross-entropy summed over target tokens: fused on the fast path (padding rows masked with static shapes,
+    absent otherwise), else PyTorch's."""
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 logits normalised in fp32
     if cfg.model.fast_path:
         return loss_function(cfg.model.compile)(logits, targets, label_smoothing)
@@ -108,6 +119,24 @@ def batch_loss(model: Seq2Seq, batch: Batch, cfg: TrialConfig) -> tuple[Tensor, 
         tgt_words = (batch.tgt_out != PAD).sum(-1) - 1
         loss = loss + cfg.train.guided_alignment * guided_alignment_loss(trace.weights, batch.alignment, tgt_words)
     return loss, trace
+
+
+def trial_loss(cfg: TrialConfig) -> Callable[..., Tensor]:
+    """(batch, model[, reverse]) -> the loss a training step minimises: one model's, or bilingual symmetry's two."""
+
+    def loss(batch: Batch, model: Seq2Seq, reverse: Seq2Seq | None = None) -> Tensor:
+        return batch_loss(model, batch, cfg)[0] if reverse is None else symmetric_loss(model, reverse, batch, cfg)
+
+    return loss
+
+
+def step_loss(model: Seq2Seq, reverse: Seq2Seq | None, cfg: TrialConfig, device: torch.device) -> Callable:
+    """batch -> the training loss of one step: eager, or on CUDA with `model.compile: graphs` the decoders' forward
+    and backward replayed from CUDA graphs (nmt_core.graphs)."""
+    loss = trial_loss(cfg)
+    if cfg.model.compile == "graphs" and device.type == "cuda":
+        return CapturedLoss(loss, [m for m in (model, reverse) if m is not None])
+    return lambda batch: loss(batch, model, reverse)
 
 
 def symmetric_loss(model: Seq2Seq, reverse: Seq2Seq, batch: Batch, cfg: TrialConfig) -> Tensor:
@@ -186,7 +215,9 @@ def evaluate_split(
 ) -> SetResult:
     """BLEU of the detokenised output against the corpus' raw reference text, and the paper-comparable BLEU."""
     with autocast(cfg, device):  # decoding in bf16 too: 1.7x faster greedy search on a bf16 CPU
-        translations = translate(model, data.splits[split], cfg.decode, beam_size, cfg.train.batch_size, device)
+        translations = translate(
+            model, data.splits[split], cfg.decode, beam_size, cfg.train.batch_size, device, bucket(cfg)
+        )
     hypotheses = [data.tgt_segmenter.detokenize(data.tgt_vocab.decode(t.tokens)) for t in translations]
     bleu, paper = score_text(hypotheses, data.references[split], data.tgt_segmenter, cfg)
     return SetResult(bleu.score, bleu.signature, paper.score, paper.signature, hypotheses, translations)
@@ -210,7 +241,7 @@ def teacher_forced_weights(
     """Attention weights (target words, source words) of each example forced through its reference."""
     model.eval()
     weights: list[np.ndarray | None] = [None] * len(examples)
-    for batch in make_batches(examples, cfg.train.batch_size):
+    for batch in make_batches(examples, cfg.train.batch_size, bucket=bucket(cfg)):
         batch = batch.to(device)
         with autocast(cfg, device):
             _, trace = model(batch.src, batch.src_lengths, batch.tgt_in)
@@ -218,6 +249,26 @@ def teacher_forced_weights(
         for row, i in enumerate(batch.index):
             weights[i] = matrices[row, : len(examples[i].tgt), : len(examples[i].src)]  # </s> row left out
     return weights
+
+
+@torch.no_grad()
+def teacher_forced_traces(
+    model: Seq2Seq, examples: list[Example], cfg: TrialConfig, device: torch.device
+) -> list[ForcedTrace]:
+    """The temperature and gate of every reference token, from the dev loss's forward pass (`teacher_forced`): what
+    the model does at a word is read where the word is the reference's, not where the model's own output (at any
+    BLEU) happens to be."""
+    model.eval()
+    traces: list[ForcedTrace | None] = [None] * len(examples)
+    for batch in make_batches(examples, cfg.train.batch_size):
+        batch = batch.to(device)
+        with autocast(cfg, device):
+            _, trace, _ = teacher_forced(model, batch, cfg)
+        tau, gate = (None if t is None else t.float().cpu().numpy() for t in (trace.tau, trace.gate))
+        for row, i in enumerate(batch.index):
+            n = len(examples[i].tgt)
+            traces[i] = ForcedTrace(None if tau is None else tau[row, :n], None if gate is None else gate[row, :n])
+    return traces
 
 
 def alignment_scores(
@@ -285,39 +336,17 @@ def train(
     device = resolve_device(cfg.train.device)
     use_tensor_cores(device)
     compiled_before = compile_seconds()
-    vocabs = (Vocab(resume["vocab"]["src"]), Vocab(resume["vocab"]["tgt"])) if resume else None
-    data = data or load_trial_data(
-        cfg.data,
-        vocabs,
-        subword_models(resume) if resume else None,
-        training_links=cfg.train.guided_alignment > 0,
-        eval_max_len=cfg.decode.max_src_len,
-        log=log,
-    )
-    torch.manual_seed(cfg.train.seed)
-    random.seed(cfg.train.seed)
-    model = build_model(cfg, len(data.src_vocab), len(data.tgt_vocab)).to(device)
-    # bilingual symmetry trains t->s beside s->t, with one optimiser; best weights are chosen by s->t's dev BLEU
-    reverse = (
-        build_model(cfg, len(data.tgt_vocab), len(data.src_vocab)).to(device) if cfg.train.symmetry_weight > 0 else None
-    )
-    trained = nn.ModuleList([model] if reverse is None else [model, reverse])
-    optimizer = build_optimizer(trained, cfg)
+    data = data or trial_data(cfg, resume, log)
+    model, reverse, optimizer = build_training(cfg, data, device, log)
     progress, best_weights, best_reverse = restore_state(resume, model, reverse, optimizer, cfg)
-    dev_batches = make_batches(data.splits["dev"], cfg.train.batch_size)
-    n_params = model.n_params()
-    if cfg.train.amp and not native_bf16(device):
-        log("train.amp: this CPU has no native bf16 (AVX-512 BF16 or AMX): training in fp32 instead")
-    log(
-        f"model: {n_params:,} parameters on {device}; {len(data.splits['train']):,} training pairs, "
-        f"vocab {len(data.src_vocab):,}/{len(data.tgt_vocab):,}"
-    )
-
+    dev_batches = make_batches(data.splits["dev"], cfg.train.batch_size, bucket=bucket(cfg))
+    loss = step_loss(model, reverse, cfg, device)
     updates = updates_done(optimizer)
     for epoch in range(progress["epoch"] + 1, cfg.train.epochs + 1):
         start = time.perf_counter()
+        batches = epoch_batches(data, cfg, epoch)
         train_loss, tokens, updates = train_epoch(
-            model, reverse, optimizer, data, cfg, device, epoch, updates, step_progress
+            model, reverse, optimizer, batches, loss, cfg, device, updates, step_progress, epoch
         )
         if not math.isfinite(train_loss):
             raise TrainingDiverged(f"epoch {epoch}: training loss is {train_loss}")
@@ -325,19 +354,10 @@ def train(
             model, data, dev_batches, cfg, device, epoch, train_loss, tokens / (time.perf_counter() - start)
         )
         report["epoch_time_s"] = time.perf_counter() - start
-        bleu_dev = report["bleu_dev"]
-        is_best = bleu_dev > progress["best_bleu"]
+        is_best = record_epoch(progress, report, optimizer, cfg)
         if is_best:
-            progress.update(best_bleu=bleu_dev, best_epoch=epoch, bad_epochs=0)
             best_weights = _cpu_copy(model.state_dict())
             best_reverse = None if reverse is None else _cpu_copy(reverse.state_dict())
-        else:
-            progress["bad_epochs"] += 1
-            if cfg.train.lr_decay < 1 and progress["bad_epochs"] % cfg.train.lr_patience == 0:
-                for group in optimizer.param_groups:
-                    group["lr"] *= cfg.train.lr_decay
-        progress["epoch"] = epoch
-        progress["history"].append(report)
         log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in report.items()))
         if on_epoch_end:
             on_epoch_end(
@@ -353,7 +373,7 @@ def train(
     if reverse is not None:
         reverse.load_state_dict(best_reverse)
     final, tests, alignments = final_scores(model, reverse, data, cfg, device)
-    final.update(n_params=n_params, best_epoch=progress["best_epoch"])
+    final.update(n_params=model.n_params(), best_epoch=progress["best_epoch"])
     if cfg.model.compile != "none":  # what this run spent compiling, inside its epoch and evaluation times
         final["compile_time_s"] = compile_seconds() - compiled_before
     log(
@@ -361,6 +381,58 @@ def train(
         + f"  ({next(iter(tests.values())).signature})"
     )
     return TrainResult(cfg, model, data, progress["history"], final, tests, alignments)
+
+
+def trial_data(cfg: TrialConfig, resume: dict[str, Any] | None, log: Callable[[str], None]) -> TrialData:
+    """The trial's corpus, tokenised with a resumed run's vocabularies and subword models, or with new ones."""
+    vocabs = (Vocab(resume["vocab"]["src"]), Vocab(resume["vocab"]["tgt"])) if resume else None
+    return load_trial_data(
+        cfg.data,
+        vocabs,
+        subword_models(resume) if resume else None,
+        training_links=cfg.train.guided_alignment > 0,
+        eval_max_len=cfg.decode.max_src_len,
+        log=log,
+    )
+
+
+def build_training(
+    cfg: TrialConfig, data: TrialData, device: torch.device, log: Callable[[str], None]
+) -> tuple[Seq2Seq, Seq2Seq | None, torch.optim.Optimizer]:
+    """The seeded model (with bilingual symmetry, the t->s one beside it: one optimiser for both; the best weights
+    are chosen by s->t's dev BLEU) and its optimiser, and a line saying what trains where."""
+    torch.manual_seed(cfg.train.seed)
+    random.seed(cfg.train.seed)
+    model = build_model(cfg, len(data.src_vocab), len(data.tgt_vocab)).to(device)
+    reverse = (
+        build_model(cfg, len(data.tgt_vocab), len(data.src_vocab)).to(device) if cfg.train.symmetry_weight > 0 else None
+    )
+    optimizer = build_optimizer(nn.ModuleList([model] if reverse is None else [model, reverse]), cfg)
+    if cfg.train.amp and not native_bf16(device):
+        log("train.amp: this CPU has no native bf16 (AVX-512 BF16 or AMX): training in fp32 instead")
+    if cfg.model.compile == "graphs" and device.type != "cuda":
+        log("model.compile: graphs captures CUDA graphs; without CUDA the same static-shape step runs eagerly")
+    log(
+        f"model: {model.n_params():,} parameters on {device}; {len(data.splits['train']):,} training pairs, "
+        f"vocab {len(data.src_vocab):,}/{len(data.tgt_vocab):,}"
+    )
+    return model, reverse, optimizer
+
+
+def record_epoch(progress: dict[str, Any], report: dict[str, Any], optimizer, cfg: TrialConfig) -> bool:
+    """Add the epoch's report to `progress`; whether its dev BLEU is the best so far (else, with train.lr_decay,
+    the rate decays after train.lr_patience epochs without a better one)."""
+    is_best = report["bleu_dev"] > progress["best_bleu"]
+    if is_best:
+        progress.update(best_bleu=report["bleu_dev"], best_epoch=report["epoch"], bad_epochs=0)
+    else:
+        progress["bad_epochs"] += 1
+        if cfg.train.lr_decay < 1 and progress["bad_epochs"] % cfg.train.lr_patience == 0:
+            for group in optimizer.param_groups:
+                group["lr"] *= cfg.train.lr_decay
+    progress["epoch"] = report["epoch"]
+    progress["history"].append(report)
+    return is_best
 
 
 def restore_state(
@@ -414,28 +486,35 @@ def epoch_report(
     }
 
 
-def train_epoch(
-    model: Seq2Seq,
-    reverse: Seq2Seq | None,
-    optimizer: torch.optim.Optimizer,
-    data: TrialData,
-    cfg: TrialConfig,
-    device: torch.device,
-    epoch: int,
-    updates: int,
-    step_progress: EpochProgress | None,
-) -> tuple[float, int, int]:
-    """One pass over the shuffled training batches: (mean loss per target token, target tokens, updates so far)."""
-    trained = nn.ModuleList([model] if reverse is None else [model, reverse])
-    trained.train()
+def epoch_batches(data: TrialData, cfg: TrialConfig, epoch: int) -> list[Batch]:
+    """The shuffled training batches of `epoch`: they depend on (seed, epoch) alone, so a resumed run sees the same
+    (train.max_steps_per_epoch keeps the first ones)."""
     batches = make_batches(
         data.splits["train"],
         cfg.train.batch_size,
         cfg.train.token_budget,
         shuffle_seed=cfg.train.seed * 100_003 + epoch,
+        bucket=bucket(cfg),
     )
-    if cfg.train.max_steps_per_epoch:
-        batches = batches[: cfg.train.max_steps_per_epoch]
+    return batches[: cfg.train.max_steps_per_epoch or None]
+
+
+def train_epoch(
+    model: Seq2Seq,
+    reverse: Seq2Seq | None,
+    optimizer: torch.optim.Optimizer,
+    batches: list[Batch],
+    loss_of: Callable[[Batch], Tensor],
+    cfg: TrialConfig,
+    device: torch.device,
+    updates: int,
+    step_progress: EpochProgress | None,
+    epoch: int,
+) -> tuple[float, int, int]:
+    """One pass over the batches, each step's loss from `loss_of` (step_loss): (mean loss per target token, target
+    tokens, updates so far)."""
+    trained = nn.ModuleList([model] if reverse is None else [model, reverse])
+    trained.train()
     loss_sum, tokens = torch.zeros((), device=device), 0
     if step_progress:
         step_progress.start(epoch, cfg.train.epochs, len(batches))
@@ -446,7 +525,7 @@ def train_epoch(
             for group in optimizer.param_groups:
                 group["lr"] = scheduled_lr(cfg, updates)
         with autocast(cfg, device):
-            loss = batch_loss(model, batch, cfg)[0] if reverse is None else symmetric_loss(model, reverse, batch, cfg)
+            loss = loss_of(batch)
         optimizer_step(optimizer, loss, trained.parameters(), cfg.train.clip_norm)
         loss_sum += loss.detach() * batch.n_tokens
         tokens += batch.n_tokens

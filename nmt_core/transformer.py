@@ -18,14 +18,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from nmt_core.attention import AttentionOutput
-from nmt_core.config import AttentionConfig, ModelConfig
 from nmt_core.model import PAD, DecoderTrace
 from nmt_core.multihead import BlockParts, HeadTrace, MultiHeadAttention
+from nmt_core.parts import TEMPERATURES, Architecture
+
+if TYPE_CHECKING:
+    from nmt_core.config import AttentionConfig, ModelConfig, TrialConfig
 
 
 def sinusoids(start: int, length: int, size: int, like: Tensor) -> Tensor:
@@ -97,6 +101,7 @@ class DecoderLayer(nn.Module):
             temperature=attention.temperature if at in ("self", "both") else "none", fused=cfg.fast_path
         )
         cross_parts = BlockParts(
+            score=attention.score,  # the decoder over the encoder: what attention.score means in the RNN too
             temperature=attention.temperature if at in ("cross", "both") else "none",
             position_bias=localness_in(attention, layer),
             sentinel=attention.sentinel,
@@ -193,7 +198,8 @@ class TransformerMemory:
 @dataclass
 class TransformerState:
     """Decoding state: the next position t and, per layer, the cached self-attention keys and values of positions
-    0..t-1 and what each block carries from position t - 1 (SACT's first pass, the sentinel's x_{t-1})."""
+    0..t-1 and what each block's parts carry from position t - 1 under their names (`cross.sact`: SACT's first
+    pass, `cross.sentinel`: x_{t-1}), none before the first step."""
 
     t: int
     caches: list[dict[str, Tensor]]
@@ -241,14 +247,7 @@ class Decoder(nn.Module):
     def initial_state(self, memory: TransformerMemory) -> TransformerState:
         rows, size, heads = memory.values.size(0), self.cfg.hidden_size, self.cfg.heads
         empty = memory.values.new_zeros(rows, heads, 0, size // heads)
-        previous = memory.values.new_zeros(rows, heads, 1, size // heads)  # c0_{-1} = 0
-        cache = {
-            "k": empty,
-            "v": empty,
-            **{f"{b}.first_pass": previous for b in ("self", "cross")},
-            **{f"{b}.input": memory.values.new_zeros(rows, 1, size) for b in ("self", "cross")},
-        }
-        return TransformerState(0, [dict(cache) for _ in self.layers])
+        return TransformerState(0, [{"k": empty, "v": empty} for _ in self.layers])
 
     def run(
         self, x: Tensor, memory: TransformerMemory, caches: list[dict[str, Tensor]] | None
@@ -313,8 +312,31 @@ class Decoder(nn.Module):
         return self.output(h), self.trace(selfs, crosses)
 
 
-class Transformer(nn.Module):
+class Transformer(nn.Module, Architecture):
     """Encoder and decoder stacks of `model.layers` layers each (V sec. 3)."""
+
+    own_keys = (  # what only the Transformer reads; the RNN refuses them away from their defaults
+        "model.layers",
+        "model.heads",
+        "model.ff_size",
+        "model.norm",
+        "attention.sact_reading",
+        "attention.temperature_at",
+        "attention.position_layers",
+    )
+    own_defaults = {"attention.score": "scaled_dot"}  # Vaswani's, where the config keeps the RNN's default
+
+    @classmethod
+    def relabel(cls, cfg: TrialConfig, words: dict[str, str]) -> None:
+        """`transformer` for the score (`transformer-dot` for another), SACT's word with its reading, and where the
+        temperature acts when that is not the cross-attention: e.g. transformer+sact4-first_pass@both+sentinel."""
+        a = cfg.attention
+        own = a.score == cls.own_defaults["attention.score"]
+        words["score"] = "transformer" if own else f"transformer-{words['score']}"
+        if "attention.sact_reading" in TEMPERATURES[a.temperature].settings:
+            words["temperature"] += f"-{a.sact_reading}"
+        if a.temperature != "none" and a.temperature_at != "cross":
+            words["temperature"] += f"@{a.temperature_at}"
 
     def __init__(self, model: ModelConfig, attention: AttentionConfig, src_vocab: int, tgt_vocab: int):
         super().__init__()

@@ -9,35 +9,20 @@ is expanded: an alias or anchor, or nesting deeper than MAX_DEPTH, is refused at
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import yaml
 
-MAX_BYTES = 1_000_000  # a sweep space or trial config is a few kB; 1 MB is plenty
-MAX_DEPTH = 32  # nesting levels; libyaml's parser slows down quadratically with deep flow nesting
-SHOWN_CHARS = 100  # at most this much of an offending value goes into an error line
+# the gate's bounds and display (nmt_core/gate.py), named here too for the modules that read YAML
+from nmt_core.gate import MAX_BYTES, MAX_DEPTH, SHOWN_CHARS, ErrorType, read_regular, shown  # noqa: F401
 
-# (dotted key or "(file)", what is allowed, file) -> the caller's one-line error (ConfigError, SpecError)
-ErrorType = Callable[[str, str, str], Exception]
+# MAX_DEPTH: libyaml's parser slows down quadratically with deep flow nesting
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML was built with it
 
 
-def shown(value: Any) -> str:
-    """The repr of a value cut to SHOWN_CHARS characters: an error line never echoes a huge value."""
-    text = repr(value)
-    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
-
-
 def read_text(path: str, error: ErrorType) -> str:
-    """A UTF-8 text file of at most MAX_BYTES; anything else is refused before it is read in full."""
-    try:
-        with open(path, "rb") as handle:
-            body = handle.read(MAX_BYTES + 1)
-    except OSError as err:
-        raise error("(file)", f"cannot read: {err.strerror}", path) from None
-    if len(body) > MAX_BYTES:
-        raise error("(file)", f"larger than {MAX_BYTES:,} bytes; a sweep space or config is a few kB", path)
+    """A UTF-8 regular file of at most MAX_BYTES (the gate's read: no FIFO or device, refused before it is read)."""
+    body = read_regular(path, MAX_BYTES, error)
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -47,6 +32,11 @@ def read_text(path: str, error: ErrorType) -> str:
 
 def parse_yaml(text: str, source: str, error: ErrorType) -> Any:
     """One YAML document, checked event by event, then node by node, then value by value."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # text from Python (a surrogate no file decodes to)
+            raise error("(file)", f"not UTF-8 text (got {shown(text)})", source) from None
     try:
         _check_events(text, source, error)
         loader = _LOADER(text)

@@ -1,13 +1,15 @@
-"""The sweeper from Python, for notebooks and scripts: what `sweeper run` and `sweeper summarize` do, returning
-objects; the CLI calls these functions (one code path) and prints.
+"""The sweeper from Python, for notebooks and scripts, and the one path every `sweeper` subcommand takes: the CLI
+parses its arguments, calls the function here of the same name, and prints what it returns.
 
     from sweeper import api
     sweep = api.run("search_spaces/quickstart.yaml", overrides={"base.train.epochs": 2}, storage="/tmp/sweeps")
     sweep.results.sort_values("bleu_dev")  # results.parquet as a pandas DataFrame
     api.translate(["how are you ?"], sweep.best_model_uri, tracking_uri=sweep.tracking_uri)
 
-Every error is a SweeperError whose message is the line the CLI prints after `sweeper: error: `.
-Heavy imports (Ray, MLflow, torch) wait for the call: importing this module stays cheap.
+Every function first passes its arguments through `check_arguments` (the gate's rules for names, URIs, run ids,
+storage, overrides; nmt_core/gate.py), before anything is read or written; every error is a SweeperError whose
+message is the line the CLI prints after `sweeper: error: `. Heavy imports (Ray, MLflow, torch) wait for the call:
+importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nmt_core.config import ConfigError
+from nmt_core.gate import check_text, clip_path, configure_network, one_line, output_folder, shown, write_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,14 +40,11 @@ class SweeperError(Exception):
     """Bad input, or a store, corpus or model that cannot be used: one line, and the CLI's exit code."""
 
     def __init__(self, message: str, exit_code: int = 2):
-        super().__init__(message)
+        super().__init__(one_line(message))  # the gate out: one line, control characters escaped, bounded
         self.exit_code = exit_code
 
 
 DRIVER_ENVIRONMENT = {
-    # fail over in seconds, not minutes (MLflow's own defaults retry 7 times with a growing backoff)
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
     # Tune warns about frequent experiment snapshots whenever trials are short; that is the expected case here
     "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0",
     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",  # one bar per downloaded file is noise here
@@ -53,17 +53,21 @@ DRIVER_ENVIRONMENT = {
 
 def configure_driver() -> None:
     """The sweep driver's defaults, set by the entry points (the CLI, run() and summarize()) and never at import:
-    importing sweeper changes nothing in a process that embeds it; a value already set wins."""
+    importing sweeper changes nothing in a process that embeds it; a value already set wins. MLflow's network
+    calls are bounded by $NMT_SWEEPER_TIMEOUT (nmt_core/gate.py): seconds, not minutes."""
+    with one_error():
+        configure_network(ConfigError)
     for key, value in DRIVER_ENVIRONMENT.items():
         os.environ.setdefault(key, value)
 
 
 def bad_input() -> tuple[type[Exception], ...]:
     """The errors whose message is one line naming what to fix (exit 2); read when one is raised, so that importing
-    this module imports no corpus code (pyarrow)."""
+    this module imports no corpus or checkpoint code (pyarrow, torch)."""
+    from nmt_core.checkpoint import CheckpointError
     from nmt_core.corpora import CorpusError
 
-    return ConfigError, CorpusError
+    return ConfigError, CorpusError, CheckpointError
 
 
 @contextlib.contextmanager
@@ -103,14 +107,73 @@ class SummaryResult:
 
 
 def load_space(space: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> SweepSpec:
-    """A sweep YAML's path, or the same content as a mapping (labelled `<dict>` in errors), validated alike."""
+    """A sweep YAML's path, or the same content as a mapping (labelled `<dict>` in errors), validated alike: a
+    mapping is held to a file's limits (size, depth, no shared parts; nmt_core/gate.py)."""
     from sweeper.space import load_spec, spec_from_mapping
 
-    pairs = list((overrides or {}).items())
     with one_error():
+        check_arguments("sweeper", space=space, overrides=overrides)
+        pairs = list((overrides or {}).items())
         if isinstance(space, Mapping):
             return spec_from_mapping(space, pairs, "<dict>", label="overrides")
-        return load_spec(str(space), pairs)
+        return load_spec(os.fspath(space), pairs)
+
+
+@dataclass
+class Validation:
+    """One `validate()`: the checked space and the plan, as lines for a person."""
+
+    spec: SweepSpec
+    lines: list[str]
+
+
+def validate(space: str | Path | Mapping[str, Any], *, overrides: Mapping[str, Any] | None = None) -> Validation:
+    """Check a space as `sweeper validate` does, and describe its plan: trials, resources, conditionals."""
+    spec = load_space(space, overrides)
+    with one_error():
+        return Validation(spec, plan_lines(spec))
+
+
+def plan_lines(spec: SweepSpec) -> list[str]:
+    """What `sweeper validate` prints about a valid space: objective, resources, parameters, the plan."""
+    lines = [
+        f"{clip_path(spec.source)}: valid sweep {spec.name!r}",
+        f"  algorithm {spec.search.algorithm}, scheduler {spec.scheduler.type}, objective {spec.mode} {spec.metric}",
+        f"  resources per trial: {spec.cpu:g} CPU, {spec.gpu:g} GPU; retries {spec.max_retries}",
+    ]
+    lines += [
+        f"  {p.key}: {p.kind} {p.values}" + (f"  if {p.condition}" if p.condition else "") for p in spec.parameters
+    ]
+    return lines + (optuna_plan(spec) if spec.search.algorithm == "optuna" else grid_plan(spec))
+
+
+def optuna_plan(spec: SweepSpec) -> list[str]:
+    from sweeper.storage import open_storage
+    from sweeper.study import describe, study_url
+
+    default = open_storage("./sweeps", "sweeper validate").below(spec.name)  # `run`'s default --storage
+    where = " (with --storage ./sweeps; beside a SQLite tracking store when --storage is s3:// or gs://)"
+    where = "" if spec.search.study_storage else where
+    return [
+        f"  plan: {spec.search.num_samples} trials suggested by Optuna's {spec.search.sampler} sampler "
+        f"(at most {spec.search.max_concurrent} at once); conditionals are suggested only when active",
+        f"  {describe(spec, study_url(spec, default, ''))}{where}",
+    ]
+
+
+def grid_plan(spec: SweepSpec) -> list[str]:
+    from sweeper.space import conditional_summary, count_grid, grid_product_size, plan_trials
+
+    plans = plan_trials(spec)
+    variants: dict[str, int] = {}
+    for plan in plans:
+        variants[plan.variant] = variants.get(plan.variant, 0) + 1
+    return [
+        f"  plan: {len(plans)} trials = {count_grid(spec)} configurations x {spec.search.num_samples} samples "
+        f"x {spec.search.repeats} seeds (grid without conditionals: {grid_product_size(spec)})",
+        *(f"  conditional: {line}" for line in conditional_summary(spec)),
+        "  variants: " + ", ".join(f"{v} x{n}" for v, n in variants.items()),
+    ]
 
 
 def run(
@@ -131,7 +194,9 @@ def run(
 
     configure_driver()
     with one_error():
-        check_arguments(name, tracking_uri, address, "--name", "sweeper run", uses_ray=True)
+        check_arguments(
+            "sweeper run", name=name, storage=storage, tracking_uri=tracking_uri, address=address, verbose=verbose
+        )
         spec = load_space(space, overrides)
         if name:
             spec.name = name
@@ -141,30 +206,208 @@ def run(
         return sweep_result(experiment, spec.name, code)
 
 
-def check_arguments(
-    name: str | None, tracking_uri: str | None, address: str | None, name_key: str, source: str, uses_ray: bool = False
-) -> None:
-    """A sweep's name, the tracking URI and the Ray address (a command that uses Ray: --address, else
-    $RAY_ADDRESS, as Ray reads it), before anything is read or written (--storage is checked where it is opened):
-    the name rule, and no credential in a URI."""
-    from nmt_core.credentials import check_uri
-    from sweeper.space import check_name
+def resume(
+    name: str,
+    *,
+    storage: str = "./sweeps",
+    tracking_uri: str | None = None,
+    address: str | None = None,
+    verbose: bool = False,
+) -> SweepResult:
+    """Finish an interrupted sweep as `sweeper resume` does: finished trials are kept, not re-run."""
+    from sweeper.console import sweep_console
+    from sweeper.runner import resume_sweep
+    from sweeper.storage import open_storage
 
-    if name is not None:
-        check_name(name, name_key, source)
-    if tracking_uri:
-        check_uri(tracking_uri, "tracking", "tracking.uri", "--tracking-uri")
-    if address:
-        check_uri(address, "ray", "--address", source)
-    elif uses_ray and os.environ.get("RAY_ADDRESS"):
-        check_uri(os.environ["RAY_ADDRESS"], "ray", "RAY_ADDRESS", source)
+    configure_driver()
+    with one_error():
+        check_arguments(
+            "sweeper resume", sweep=name, storage=storage, tracking_uri=tracking_uri, address=address, verbose=verbose
+        )
+        experiment = open_storage(storage, "sweeper resume").below(name)
+        with sweep_console(experiment, verbose):
+            code = resume_sweep(name, storage, address, tracking_uri)
+        return sweep_result(experiment, name, code)
+
+
+def submit(
+    space: str | Path | Mapping[str, Any],
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    storage: str = "~/sweeps",
+    tracking_uri: str | None = None,
+    address: str | None = None,
+    wait: bool = False,
+    ship_code: bool = True,
+) -> int:
+    """Run a sweep on a Ray cluster as a Ray Job, as `sweeper submit` does; the job's exit code with `wait`."""
+    from sweeper.storage import open_storage
+    from sweeper.submit import submit as submit_job
+
+    configure_driver()
+    with one_error():
+        check_arguments(
+            "sweeper submit",
+            name=name,
+            storage=storage,
+            tracking_uri=tracking_uri,
+            address=address,
+            wait=wait,
+            ship_code=ship_code,
+        )
+        spec = load_space(space, overrides)
+        open_storage(storage, "sweeper submit")  # the scheme is checked here; the cluster opens it
+        if name:
+            spec.name = name
+        return submit_job(spec, address, storage, tracking_uri, wait, ship_code=ship_code)
+
+
+def schema(out: str | Path | None = None) -> list[Path]:
+    """Write the JSON Schemas of the sweep YAML and the trial config into `out` (default: the package's)."""
+    from sweeper.schema import SCHEMA_DIR, write
+
+    with one_error():
+        check_arguments("sweeper schema", out=out)
+        return write(Path(out) if out is not None else SCHEMA_DIR)
+
+
+# ---- the gate for arguments: one check per kind of argument, whatever the command ----
+
+
+def _check_bool(key: str) -> Callable[[Any, str], None]:
+    def check(value: Any, source: str) -> None:
+        if not isinstance(value, bool):
+            raise ConfigError(key, f"must be true or false (got {shown(value)})", source)
+
+    return check
+
+
+def _check_run_id(value: Any, source: str) -> None:
+    """An MLflow run id: 32 hex digits in MLflow's stores; letters, digits, '-' and '_' in any."""
+    check_text(value, "--run-id", source, ConfigError, limit=64)
+    if not (value.isascii() and value.replace("-", "").replace("_", "").isalnum()):
+        raise ConfigError("--run-id", f"must be an MLflow run id: letters and digits (got {shown(value)})", source)
+
+
+def _check_overrides(value: Any, source: str) -> None:
+    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+        raise ConfigError("overrides", f"must be a mapping of dotted keys to values (got {shown(value)})", source)
+
+
+def _check_space(value: Any, source: str) -> None:
+    if isinstance(value, Mapping):
+        return  # checked as a file is, by spec_from_mapping
+    if not isinstance(value, (str, os.PathLike)):
+        raise ConfigError("space", f"must be a YAML file's path or a mapping (got {shown(value)})", source)
+    check_text(os.fspath(value), "space", source, ConfigError)
+
+
+def _check_resamples(value: Any, source: str) -> None:
+    from sweeper.space import SignificanceSpec
+
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError("--resamples", f"must be an integer (got {shown(value)})", source)
+    SignificanceSpec(resamples=value).check(f"{source} --resamples")
+
+
+def _check_tail(value: Any, source: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError("--tail", f"must be a whole number >= 1 (got {shown(value)})", source)
+
+
+def _check_wait_s(value: Any, source: str) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < float("inf"):
+        raise ConfigError("--wait", f"must be a number of seconds >= 0 (got {shown(value)})", source)
+
+
+def _check_trial(value: Any, source: str) -> None:
+    from sweeper.models import TRIAL_ID_RULE
+
+    if not isinstance(value, str) or not TRIAL_ID_RULE.fullmatch(value):
+        raise ConfigError("TRIAL", f"must be a trial id such as 8f3a1_00004 (got {shown(value)})", source)
+
+
+def _check_format(value: Any, source: str) -> None:
+    if value not in ("md", "csv", "latex"):
+        raise ConfigError("--format", f"must be one of md, csv, latex (got {shown(value)})", source)
+
+
+def _check_name(key: str) -> Callable[[Any, str], None]:
+    def check(value: Any, source: str) -> None:
+        from sweeper.space import check_name
+
+        check_name(value, key, source)
+
+    return check
+
+
+def _check_uri(kind: str, key: str, named: str | None = None) -> Callable[[Any, str], None]:
+    def check(value: Any, source: str) -> None:
+        from nmt_core.credentials import check_uri
+
+        check_uri(value, kind, key, named or source)
+
+    return check
+
+
+def _check_path(key: str) -> Callable[[Any, str], None]:
+    def check(value: Any, source: str) -> None:
+        check_text(os.fspath(value) if isinstance(value, os.PathLike) else value, key, source, ConfigError)
+
+    return check
+
+
+ARGUMENTS: dict[str, Callable[[Any, str], None]] = {
+    "name": _check_name("--name"),  # a new sweep's name
+    "sweep": _check_name("NAME"),  # an existing sweep, named on the command line
+    "storage": _check_uri("storage", "--storage"),  # a folder or an object store's URI
+    "tracking_uri": _check_uri("tracking", "tracking.uri", "--tracking-uri"),
+    "address": _check_uri("ray", "--address"),
+    "run_id": _check_run_id,
+    "space": _check_space,
+    "overrides": _check_overrides,
+    "resamples": _check_resamples,
+    "format": _check_format,
+    "tail": _check_tail,
+    "wait_s": _check_wait_s,
+    "trial": _check_trial,
+    "out": _check_path("--out"),
+    "verbose": _check_bool("verbose"),
+    "wait": _check_bool("wait"),
+    "ship_code": _check_bool("ship_code"),
+}
+# what a command cannot do without: None is refused, not skipped
+REQUIRED = {"sweep": "NAME", "space": "space", "trial": "TRIAL"}
+# what a command reads from the environment when an argument it takes is not given, checked like that argument
+ENVIRONMENT: dict[str, tuple[str, Callable[[Any, str], None]]] = {
+    "address": ("RAY_ADDRESS", _check_uri("ray", "RAY_ADDRESS")),
+    "tracking_uri": ("MLFLOW_TRACKING_URI", _check_uri("tracking", "tracking.uri", "MLFLOW_TRACKING_URI")),
+}
+
+
+def check_arguments(source: str, **values: Any) -> None:
+    """The gate for a command's arguments, before anything is read or written: each value given passes the check of
+    its kind (ARGUMENTS), and an environment variable read in place of one not given (ENVIRONMENT) passes the same
+    check. A new command names its arguments here and so gets their checks."""
+    for kind, value in values.items():
+        if kind not in ARGUMENTS:
+            raise TypeError(f"check_arguments: no check for {kind!r}")  # a programming error, not a user's
+        if value is None and kind in REQUIRED:
+            raise ConfigError(REQUIRED[kind], "is required (got None)", source)
+        if value is not None:
+            ARGUMENTS[kind](value, source)
+        elif kind in ENVIRONMENT and os.environ.get(ENVIRONMENT[kind][0]):
+            variable, check = ENVIRONMENT[kind]
+            check(os.environ[variable], source)
 
 
 def sweep_result(experiment: Storage, name: str, code: int) -> SweepResult:
     """What a finished `run_sweep` left: sweeper.json, results.parquet, summary.md, the parent run's best trial."""
     import pandas as pd
 
-    from sweeper.runner import RESULTS_FILE, SUMMARY_DIR, read_state
+    from sweeper.runner import RESULTS_FILE, SUMMARY_DIR
+    from sweeper.stored import read_state
 
     state = read_state(experiment)
     results = experiment.read_parquet(RESULTS_FILE).to_pandas() if experiment.exists(RESULTS_FILE) else pd.DataFrame()
@@ -210,40 +453,63 @@ def summarize(
 ) -> SummaryResult:
     """The papers' tables and figures of a finished sweep, as `sweeper summarize` writes them: into `out`, else
     beside results.parquet in storage; the tracking URI defaults to the one the sweep ran with."""
-    from sweeper.space import SignificanceSpec
-
     configure_driver()
     with one_error():  # bad input is refused before anything is read, written or (slowly) imported
-        check_arguments(name, tracking_uri, None, "NAME", "sweeper summarize")
-        if resamples is not None:
-            SignificanceSpec(resamples=resamples).check("sweeper summarize --resamples")
-    from nmt_core.mlflow_model import choose_tracking_uri
-    from sweeper.runner import STATE_FILE, SUMMARY_DIR, read_state
+        check_arguments(
+            "sweeper summarize",
+            sweep=name,
+            storage=storage,
+            tracking_uri=tracking_uri,
+            out=out,
+            format=format,
+            resamples=resamples,
+            run_id=run_id,
+        )
+    from sweeper.runner import SUMMARY_DIR
     from sweeper.storage import open_storage
     from sweeper.summary import SummaryError, render_markdown
     from sweeper.summary import summarize as write_summary
-    from sweeper.tracking import check_reachable, resolve_uri
 
     with one_error(), one_error((SummaryError,), exit_code=1):  # no finished trial yet: exit 1
         experiment = open_storage(storage, "sweeper summarize").below(name)
-        has_state = experiment.exists(STATE_FILE)
-        recorded = read_state(experiment)["tracking_uri"] if has_state else None
-        uri = resolve_uri(choose_tracking_uri(tracking_uri, recorded))
-        check_reachable(uri)
-        if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():  # never create one
-            raise ConfigError(
-                "NAME",
-                f"no sweep named {name!r}: no {experiment.display(STATE_FILE)} and no tracking "
-                f"store {uri.removeprefix('sqlite:///')} (pass the --storage or --tracking-uri the sweep "
-                "ran with)",
-                "sweeper summarize",
-            )
-        with tempfile.TemporaryDirectory() as staging:
-            folder = Path(out) if out else Path(staging)  # by default into storage, beside results.parquet
-            summary = write_summary(name, uri, folder, [format], resamples, run_id=run_id)
-            if not out:
-                experiment.upload(folder, SUMMARY_DIR)
+        uri = summary_store(experiment, name, tracking_uri)
+        target = output_folder(out, "--out", "sweeper summarize", ConfigError) if out else None
+        with tempfile.TemporaryDirectory() as staging:  # written here, then into storage or --out
+            summary = write_summary(name, uri, Path(staging), [format], resamples, run_id=run_id)
+            if target is None:
+                experiment.upload(Path(staging), SUMMARY_DIR)
+            else:
+                copy_folder(Path(staging), target, "--out")
         return SummaryResult(summary, render_markdown(summary), out or experiment.display(SUMMARY_DIR))
+
+
+def summary_store(experiment: Storage, name: str, tracking_uri: str | None) -> str:
+    """The tracking store a summary reads: --tracking-uri, $MLFLOW_TRACKING_URI, the one sweeper.json recorded,
+    else the default; it must answer, and a SQLite store must exist (a summary never creates one)."""
+    from nmt_core.mlflow_model import choose_tracking_uri
+    from sweeper.stored import STATE_FILE, read_state
+    from sweeper.tracking import check_reachable, resolve_uri
+
+    recorded = read_state(experiment)["tracking_uri"] if experiment.exists(STATE_FILE) else None
+    uri = resolve_uri(choose_tracking_uri(tracking_uri, recorded))
+    check_reachable(uri)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():  # never create one
+        raise ConfigError(
+            "NAME",
+            f"no sweep named {name!r}: no {experiment.display(STATE_FILE)} and no tracking store "
+            f"{clip_path(uri.removeprefix('sqlite:///'))} (pass the --storage or --tracking-uri the sweep ran with)",
+            "sweeper summarize",
+        )
+    return uri
+
+
+def copy_folder(source: Path, target: Path, key: str) -> None:
+    """The files of `source` into `target` through the gate's writes: never through a link, never over something
+    that is not a regular file."""
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            folder = output_folder(target / path.parent.relative_to(source), key, "sweeper summarize", ConfigError)
+            write_file(folder, path.name, path.read_bytes(), ConfigError, key)
 
 
 def translate(
@@ -252,15 +518,17 @@ def translate(
     """Translate raw source sentences with an MLflow model (models:/<sweep>@best, models:/<sweep>/<version>,
     runs:/<id>/model) as `nmt translate --model` does; beam_size defaults to the model's decode.beam_size."""
     from nmt_core import checkpoint
-    from nmt_core.inference import translate_lines
-    from nmt_core.mlflow_model import download_model
+    from nmt_core.inference import check_beam_size, check_sentences, translate_lines
+    from nmt_core.mlflow_model import downloaded_model
 
-    with one_error((*bad_input(), checkpoint.CheckpointError)):  # a model URI or store that gives no model
-        if isinstance(sentences, str) or not all(isinstance(s, str) for s in sentences):
-            raise ConfigError("sentences", "must be a list of strings", "translate")
-        if beam_size is not None and (not isinstance(beam_size, int) or beam_size < 1):
-            raise ConfigError("beam_size", f"must be an integer >= 1 (got {beam_size!r:.100})", "translate")
-        loaded = checkpoint.load_for_inference(download_model(model_uri, tracking_uri))
+    configure_driver()
+    with one_error():  # a model URI or store that gives no model, too
+        check_sentences(sentences, "sentences", "translate")
+        if beam_size is not None:
+            check_beam_size(beam_size, "beam_size", "translate")
+        check_arguments("translate", tracking_uri=tracking_uri)
+        with downloaded_model(model_uri, tracking_uri) as path:  # the copy is removed once the model is loaded
+            loaded = checkpoint.load_for_inference(path)
         return translate_lines(list(sentences), loaded, beam_size or loaded.config.decode.beam_size)[0]
 
 
@@ -291,7 +559,7 @@ def list_sweeps(storage: str = "./sweeps", address: str | None = None) -> pd.Dat
 
     configure_driver()
     with one_error():
-        check_arguments(None, None, address, "NAME", "sweeper list", uses_ray=True)
+        check_arguments("sweeper list", storage=storage, address=address)
         rows = [info.row() for info in sweeps.list_sweeps(storage, address)]
     columns = [f for f in sweeps.SweepInfo.__dataclass_fields__ if f != "board"]
     frame = pd.DataFrame(rows, columns=columns)
@@ -307,7 +575,7 @@ def sweep_status(name: str, *, storage: str = "./sweeps", address: str | None = 
 
     configure_driver()
     with one_error():
-        check_arguments(name, None, address, "NAME", "sweeper status", uses_ray=True)
+        check_arguments("sweeper status", sweep=name, storage=storage, address=address)
         return sweeps.find(name, storage, address, "sweeper status")[0]
 
 
@@ -319,7 +587,7 @@ def stop_sweep(name: str, *, storage: str = "./sweeps", address: str | None = No
 
     configure_driver()
     with one_error():
-        check_arguments(name, None, address, "NAME", "sweeper stop", uses_ray=True)
+        check_arguments("sweeper stop", sweep=name, storage=storage, address=address, wait_s=wait_s)
         return StopResult(*sweeps.stop(name, storage, address, wait_s))
 
 
@@ -331,19 +599,16 @@ def sweep_logs(
 
     configure_driver()
     with one_error():
-        check_arguments(name, None, address, "NAME", "sweeper logs", uses_ray=True)
-        if tail is not None and (not isinstance(tail, int) or isinstance(tail, bool) or tail < 1):
-            raise ConfigError("--tail", f"must be a whole number >= 1 (got {tail!r:.100})", "sweeper logs")
+        check_arguments("sweeper logs", sweep=name, storage=storage, address=address, tail=tail)
         return SweepLog(*sweeps.logs(name, storage, address, tail))
 
 
 def promote(name: str, trial: str, *, storage: str = "./sweeps", tracking_uri: str | None = None) -> dict[str, Any]:
     """Log the MLflow model of a trial that has none (`tracking.models: best | none`) from its final checkpoint in
     storage, as `sweeper promote` does; returns its run id, model id (models:/<id>) and size in bytes."""
-    from nmt_core.checkpoint import CheckpointError
     from sweeper.models import promote as log_trial_model
 
     configure_driver()
-    with one_error((*bad_input(), CheckpointError)):
-        check_arguments(name, tracking_uri, None, "NAME", "sweeper promote")
+    with one_error():
+        check_arguments("sweeper promote", sweep=name, trial=trial, storage=storage, tracking_uri=tracking_uri)
         return log_trial_model(name, trial, storage, tracking_uri)

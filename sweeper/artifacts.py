@@ -1,5 +1,6 @@
-"""What a finished trial leaves for MLflow: traces Parquet, translations, references, and the heatmaps of a few dev
-sentences (their data always, the drawings where `tracking.plots` is `all`)."""
+"""What a finished trial leaves for MLflow: traces Parquet (of its own output, and teacher-forced on the test
+references), translations, references, and the heatmaps of a few dev sentences (their data always, the drawings
+where `tracking.plots` is `all`)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,20 @@ from typing import Any
 
 import numpy as np
 
-from nmt_core.data import surface
-from nmt_core.evaluate import ALIGNMENT_STATS, trace_table, write_traces
+from nmt_core.data import TrialData, surface
+from nmt_core.evaluate import ALIGNMENT_STATS, forced_trace_table, trace_table, write_traces
 from nmt_core.registry import is_adaptive
-from nmt_core.train import SetResult, TrainResult
+from nmt_core.train import SetResult, TrainResult, teacher_forced_traces
 from nmt_core.transformer import head_labels
 
 N_PLOTTED = 4  # dev sentences shown in the heatmaps: the same ones in every trial
 HEATMAPS = "traces/heatmaps.json"  # what a trial's heatmaps are drawn from, by the trial or later by the summary
+FORCED = "traces/forced"  # <set>.parquet: tau and gate at every reference token of a test set, teacher-forced
 
 
 def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: Path, draw: bool = True) -> None:
-    """out/traces/<set>.parquet, out/traces/heatmaps.json, out/translations/<set>.txt and .tsv,
+    """out/traces/<set>.parquet, out/traces/forced/<test set>.parquet (write_forced_traces), out/traces/heatmaps.json,
+    out/translations/<set>.txt and .tsv,
     out/references/<set>.txt, out/alignment/<set>.tsv (per-sentence link counts for AER's significance test) where
     gold links exist, and with `draw` out/plots/*.png (matplotlib costs a small trial a second; the summary can
     draw the same figures later from heatmaps.json).
@@ -43,6 +46,7 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
         write_side_by_side(
             data.sources[name], data.references[name], evaluation.hypotheses, out / "translations" / f"{name}.tsv"
         )
+    write_forced_traces(result, out / FORCED)
     for name, score in result.alignments.items():
         write_alignment_stats(score.per_sentence, out / "alignment" / f"{name}.tsv")
     figures = heatmap_data(result, sets["dev"])
@@ -51,6 +55,27 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
         from sweeper import plots  # matplotlib: only in a trial that draws
 
         plots.heatmaps(figures, out / "plots")
+
+
+def write_forced_traces(result: TrainResult, folder: Path) -> None:
+    """folder/<test set>.parquet: tau and the sentinel gate at every reference token of each test set, forced through
+    the model as the dev loss is (the summary's word classes read them); nothing for a model with neither."""
+    device = next(result.model.parameters()).device
+    for name in result.data.test_sets:
+        traces = teacher_forced_traces(result.model, result.data.splits[name], result.config, device)
+        if traces and (traces[0].tau is not None or traces[0].gate is not None):
+            folder.mkdir(parents=True, exist_ok=True)
+            table = forced_trace_table(traces, reference_words(result.data, name), head_labels(result.model))
+            write_traces(table, str(folder / f"{name}.parquet"))
+
+
+def reference_words(data: TrialData, split: str) -> list[list[str]]:
+    """Each reference of `split` as the model reads it: the target tokeniser's tokens (those past a length cut
+    left out, as the model never saw them), joiners removed; a word outside the vocabulary keeps its own text."""
+    return [
+        words_of(data.tgt_segmenter.tokenize(reference)[: len(example.tgt)])
+        for reference, example in zip(data.references[split], data.splits[split])
+    ]
 
 
 def heatmap_data(result: TrainResult, dev: SetResult) -> dict[str, Any]:

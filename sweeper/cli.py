@@ -1,14 +1,21 @@
 # PYTHON_ARGCOMPLETE_OK
-"""`sweeper validate | run | resume | submit | summarize | schema | list | status | stop | logs | promote`."""
+"""`sweeper validate | run | resume | submit | summarize | schema | list | status | stop | logs | promote`: each
+subcommand parses its arguments and calls its function in sweeper/api.py (list: list_sweeps, status: sweep_status,
+stop: stop_sweep, logs: sweep_logs; the others by their own name), which checks them (the gate) and does the work.
+
+A new subcommand: a `cmd_NAME` here that calls `api.NAME(...)` and prints, a parser in `build_parser`, and in the
+API a function that starts with `check_arguments("sweeper NAME", name=..., storage=..., ...)` inside `one_error()`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from nmt_core.cli_common import add_version, enable_completion
-from nmt_core.config import ConfigError, parse_overrides
-from nmt_core.corpora import CorpusError
+from nmt_core.cli_common import GateParser, add_version, enable_completion
+from nmt_core.config import parse_overrides
+from nmt_core.gate import clip_path, escape, one_line
+from sweeper import api
 
 RESUME_HELP = """finish an interrupted sweep: trials that finished are kept and not re-run, unfinished and
 failed ones continue from their last checkpoint. Limits (Ray Tune's): the search space cannot change on
@@ -33,53 +40,15 @@ TRACKING_RECORDED_HELP = (
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from sweeper.space import conditional_summary, count_grid, grid_product_size, load_spec, plan_trials
-
-    spec = load_spec(args.space, parse_overrides(args.set, "--set"))
-    print(f"{args.space}: valid sweep {spec.name!r}")
-    print(f"  algorithm {spec.search.algorithm}, scheduler {spec.scheduler.type}, objective {spec.mode} {spec.metric}")
-    print(f"  resources per trial: {spec.cpu:g} CPU, {spec.gpu:g} GPU; retries {spec.max_retries}")
-    for p in spec.parameters:
-        print(f"  {p.key}: {p.kind} {p.values}" + (f"  if {p.condition}" if p.condition else ""))
-    if spec.search.algorithm == "optuna":
-        from sweeper.storage import open_storage
-        from sweeper.study import describe, study_url
-
-        print(
-            f"  plan: {spec.search.num_samples} trials suggested by Optuna's {spec.search.sampler} sampler "
-            f"(at most {spec.search.max_concurrent} at once); conditionals are suggested only when active"
-        )
-        default = open_storage("./sweeps", "sweeper validate").below(spec.name)  # `run`'s default --storage
-        print(
-            f"  {describe(spec, study_url(spec, default, ''))}"
-            + (
-                ""
-                if spec.search.study_storage
-                else " (with --storage ./sweeps; beside a SQLite tracking store when --storage is s3:// or gs://)"
-            )
-        )
-    else:
-        plans = plan_trials(spec)
-        grid = count_grid(spec)
-        print(
-            f"  plan: {len(plans)} trials = {grid} configurations x {spec.search.num_samples} samples "
-            f"x {spec.search.repeats} seeds (grid without conditionals: {grid_product_size(spec)})"
-        )
-        for line in conditional_summary(spec):
-            print(f"  conditional: {line}")
-        variants: dict[str, int] = {}
-        for plan in plans:
-            variants[plan.variant] = variants.get(plan.variant, 0) + 1
-        print("  variants: " + ", ".join(f"{v} x{n}" for v, n in variants.items()))
+    for line in api.validate(args.space, overrides=overrides(args)).lines:
+        print(escape(line))
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from sweeper import api
-
     return api.run(
         args.space,
-        overrides=dict(parse_overrides(args.set, "--set")),
+        overrides=overrides(args),
         name=args.name,
         storage=args.storage,
         tracking_uri=args.tracking_uri,
@@ -89,29 +58,25 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from sweeper.console import sweep_console
-    from sweeper.runner import resume_sweep
-    from sweeper.storage import open_storage
-
-    with sweep_console(open_storage(args.storage, "sweeper resume").below(args.name), args.verbose):
-        return resume_sweep(args.name, args.storage, args.address, args.tracking_uri)
+    return api.resume(
+        args.name, storage=args.storage, tracking_uri=args.tracking_uri, address=args.address, verbose=args.verbose
+    ).exit_code
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from sweeper.space import load_spec
-    from sweeper.storage import open_storage
-    from sweeper.submit import submit
-
-    spec = load_spec(args.space, parse_overrides(args.set, "--set"))
-    open_storage(args.storage, "sweeper submit")  # the scheme is checked here; the cluster opens it
-    if args.name:
-        spec.name = args.name
-    return submit(spec, args.address, args.storage, args.tracking_uri, args.wait, ship_code=not args.no_code)
+    return api.submit(
+        args.space,
+        overrides=overrides(args),
+        name=args.name,
+        storage=args.storage,
+        tracking_uri=args.tracking_uri,
+        address=args.address,
+        wait=args.wait,
+        ship_code=not args.no_code,
+    )
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from sweeper import api
-
     done = api.summarize(
         args.name,
         storage=args.storage,
@@ -123,7 +88,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     )
     print(done.markdown)
     print(
-        f"written to {done.folder}/ (summary.md"
+        f"written to {clip_path(done.folder)}/ (summary.md"
         f"{', bleu_table.csv' if args.format == 'csv' else ''}{', bleu_table.tex' if args.format == 'latex' else ''}"
         ", figures) and logged to the sweep's MLflow run"
     )
@@ -182,7 +147,6 @@ def print_json(value) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     import json
 
-    from sweeper import api
     from sweeper.sweeps import table
 
     frame = api.list_sweeps(args.storage, args.address)
@@ -198,7 +162,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from sweeper import api
     from sweeper.sweeps import describe
 
     info = api.sweep_status(args.name, storage=args.storage, address=args.address)
@@ -212,8 +175,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from sweeper import api
-
     done = api.stop_sweep(args.name, storage=args.storage, address=args.address, wait_s=args.wait)
     if args.json:
         print_json({"message": done.message, "sweep": asdict(done.sweep)})
@@ -225,8 +186,6 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from sweeper import api
-
     log = api.sweep_logs(args.name, storage=args.storage, address=args.address, tail=args.tail)
     if args.json:
         print_json({"name": args.name, "source": log.source, "text": log.text})
@@ -237,8 +196,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
-    from sweeper import api
-
     done = api.promote(args.name, args.trial, storage=args.storage, tracking_uri=args.tracking_uri)
     if args.json:
         print_json(done)
@@ -287,13 +244,15 @@ def add_by_name_commands(sub) -> None:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from sweeper.schema import SCHEMA_DIR, write
-
-    for path in write(Path(args.out) if args.out else SCHEMA_DIR):
-        print(path)
+    for path in api.schema(args.out):
+        print(clip_path(path))
     return 0
+
+
+def overrides(args: argparse.Namespace) -> dict:
+    """--set KEY=VALUE pairs, parsed as YAML scalars (the API checks them as it checks a dict's)."""
+    with api.one_error():
+        return dict(parse_overrides(args.set, "--set"))
 
 
 def add_run_options(p: argparse.ArgumentParser, address_help: str) -> None:
@@ -312,7 +271,7 @@ def add_run_options(p: argparse.ArgumentParser, address_help: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sweeper", description=__doc__)
+    parser = GateParser(prog="sweeper", description=__doc__)
     add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, help="what to do (each has its own --help)")
     p = sub.add_parser("validate", help="check a sweep YAML and print the plan: trials, resources, conditionals")
@@ -373,36 +332,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check_arguments(args: argparse.Namespace) -> None:
-    """A sweep's name, the tracking URI and the Ray address of any command, before it reads or writes anything."""
-    from sweeper.api import check_arguments as check
-
-    name_key = "NAME" if args.command in ("resume", "summarize", "status", "stop", "logs", "promote") else "--name"
-    check(
-        getattr(args, "name", None),
-        getattr(args, "tracking_uri", None),
-        getattr(args, "address", None),
-        name_key,
-        f"sweeper {args.command}",
-        uses_ray=hasattr(args, "address"),
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
-    from sweeper.api import SweeperError, configure_driver
-
-    configure_driver()
+    """Parse, call the API function of the subcommand (`args.func`), and print its one-line error if it refuses:
+    every check lives in the API (sweeper/api.py check_arguments), and every line passes the gate out."""
     parser = build_parser()
     enable_completion(parser)
     args = parser.parse_args(argv)
     try:
-        check_arguments(args)
         return args.func(args)
-    except (ConfigError, CorpusError) as err:  # bad input, an unusable corpus or tracking store
-        print(f"sweeper: error: {err}", file=sys.stderr)
-        return 2
-    except SweeperError as err:  # the same, from the Python API (a summary with no finished trial: 1)
-        print(f"sweeper: error: {err}", file=sys.stderr)
+    except api.SweeperError as err:  # bad input (exit 2), a summary with no finished trial yet (exit 1)
+        print(f"sweeper: error: {one_line(err)}", file=sys.stderr)
         return err.exit_code
 
 

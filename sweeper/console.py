@@ -21,11 +21,12 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 import re
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -38,17 +39,19 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 class SweepLog:
     """The log file, opened once Ray starts (a refused sweep leaves nothing behind); lines before that wait."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, folder: Callable[[], Path] | None = None):
         self.path = path
+        self.folder = folder or (lambda: path.parent)  # makes and checks the folder when the log opens
         self.file: TextIO | None = None
         self.waiting: list[tuple[str, bool]] = []  # (text, shown on the console)
         self.lock = threading.Lock()
 
     def open(self) -> None:
         with self.lock:
-            if self.file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self.file = self.path.open("a", encoding="utf-8")
+            if self.file is None:  # appended to, never through a link, in a folder inside the storage
+                self.folder().mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                self.file = os.fdopen(fd, "a", encoding="utf-8")
                 self.file.write("".join(text for text, _ in self.waiting))
                 self.waiting.clear()
 
@@ -147,10 +150,9 @@ def sweep_console(experiment: Storage, verbose: bool = False) -> Iterator[None]:
     `<experiment>/sweep.log` (written locally and uploaded at the end for object storage)."""
     with contextlib.ExitStack() as stack:
         if experiment.is_local:
-            path = Path(experiment.path(LOG_FILE))
+            log = SweepLog(Path(experiment.path(LOG_FILE)), lambda: experiment.local_folder(LOG_FILE))
         else:
-            path = Path(stack.enter_context(tempfile.TemporaryDirectory())) / LOG_FILE
-        log = SweepLog(path)
+            log = SweepLog(Path(stack.enter_context(tempfile.TemporaryDirectory())) / LOG_FILE)
         out, err = RouterStream(sys.stdout, log, verbose), RouterStream(sys.stderr, log, verbose)
         ours = ConsoleStream(sys.stdout, log)
         warnings = logging.StreamHandler(ConsoleStream(sys.stderr, log))  # sweeper.tracking's, also inside fit
@@ -168,5 +170,5 @@ def sweep_console(experiment: Storage, verbose: bool = False) -> Iterator[None]:
             if written:
                 if not experiment.is_local:
                     earlier = experiment.read_bytes(LOG_FILE) if experiment.exists(LOG_FILE) else b""
-                    experiment.write_bytes(earlier + path.read_bytes(), LOG_FILE)  # a resumed sweep appends
+                    experiment.write_bytes(earlier + log.path.read_bytes(), LOG_FILE)  # a resumed sweep appends
                 print(f"Ray's output: {experiment.display(LOG_FILE)}" + ("" if verbose else " (--verbose shows it)"))

@@ -118,7 +118,7 @@ def final_checkpoint(experiment: Storage, trial: str) -> Storage | None:
 def promote(name: str, trial: str, storage_uri: str, tracking_uri: str | None) -> dict[str, Any]:
     """`sweeper promote NAME TRIAL`: the trial's model from its final checkpoint, logged on its run."""
     from nmt_core.mlflow_model import choose_tracking_uri
-    from sweeper.runner import STATE_FILE, read_state
+    from sweeper.stored import STATE_FILE, read_state
     from sweeper.tracking import SweepTracker, check_holds_run, check_reachable, resolve_uri
 
     source = "sweeper promote"

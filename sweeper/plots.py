@@ -113,21 +113,29 @@ def attention_heatmap(
 
 
 def fixed_tau_curve(
-    points: list[tuple[float, float, float]],
-    sact: tuple[float, float] | None,
+    points: list[tuple[float, float, float, float]],
+    bands: list[tuple[str, float, float, float]],
     paths: list[Path],
     ylabel: str = "test BLEU",
 ) -> None:
-    """BLEU (mean, std) against a fixed temperature, with SACT as a horizontal line (SACT Figure 1)."""
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    taus, means, stds = zip(*sorted(points))
-    ax.errorbar(taus, means, yerr=stds, marker="o", capsize=3, label="fixed tau")
-    if sact is not None:
-        ax.axhline(sact[0], color="tab:red", linestyle="--", label="SACT")
-        ax.axhspan(sact[0] - sact[1], sact[0] + sact[1], color="tab:red", alpha=0.1)
-    ax.set_xlabel("temperature tau")
+    """SACT Figure 1: BLEU against a fixed temperature, (tau, mean, low, high) joined as a curve with each point's
+    seed interval as a bar; SACT and the learned temperature, (label, mean, low, high), as horizontal lines with
+    their seed intervals shaded across the whole tau axis."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    taus, means, lows, highs = (np.array(column) for column in zip(*sorted(points)))
+    ax.errorbar(
+        taus, means, yerr=[means - lows, highs - means], marker="o", color="black", capsize=3, label="fixed tau"
+    )
+    colours = plt.get_cmap("tab10")
+    for i, (label, mean, low, high) in enumerate(bands):
+        colour = colours(i % 10)
+        ax.axhline(mean, color=colour, linestyle="--", label=label)
+        ax.axhspan(low, high, color=colour, alpha=0.12, linewidth=0)
+    ax.set_xticks(taus, [f"{t:g}" for t in taus])
+    ax.set_xlabel("fixed temperature tau")
     ax.set_ylabel(ylabel)
-    ax.legend()
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     for path in paths:
         fig.savefig(path, dpi=120)

@@ -25,19 +25,30 @@ import ray
 from mlflow.tracking import MlflowClient
 from ray import tune
 from ray.tune.experiment import Trial
+from ray.tune.logger import JsonLoggerCallback
 from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler, PopulationBasedTraining
 from ray.tune.search import ConcurrencyLimiter
 
 from nmt_core.corpora import default_cache_dir, load_corpus
-from nmt_core.credentials import check_uri, redact
+from nmt_core.credentials import redact
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.console import ray_calls
 from sweeper.metrics import AGGREGATED, BEST, BEST_RUN_ID, BEST_VARIANT, FINAL, MEAN, final_result, to_parent
 from sweeper.models import human, log_best_models, storage_usage
 from sweeper.progress import SweepProgress, failure_cause, open_board
-from sweeper.space import SpecError, SweepSpec, TrialPlan, check_name, mutation_range, plan_trials, trial_config
+from sweeper.space import (
+    SIGNIFICANCE_TESTS,
+    SignificanceSpec,
+    SpecError,
+    SweepSpec,
+    TrialPlan,
+    mutation_range,
+    plan_trials,
+    trial_config,
+)
 from sweeper.storage import Storage, check_writable, first_line, open_storage
+from sweeper.stored import STATE_FILE, damaged, read_state, stored_significance
 from sweeper.study import describe as describe_study
 from sweeper.study import shown, study_url
 from sweeper.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
@@ -51,13 +62,12 @@ from sweeper.tracking import (
 )
 from sweeper.trainable import SweepContext, describe_trial, run_trial
 
-STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
-STATE_LIMIT = 1_000_000  # bytes: a sweep's state is a few KB; more is damage, not read into memory
-STATE_KEYS = ("name", "tracking_uri", "parent_run_id", "base", "cpu", "gpu", "metric", "mode", "trials")
 TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` loads
 RESULTS_FILE = "results.parquet"
+SIGNIFICANCE_KEY = b"sweeper.significance"  # results.parquet's metadata: the test whose marks the summary prints
 SUMMARY_DIR = "summary"
 TRACKING_WAIT_S = 300.0  # at the end of a sweep, how long to wait for a tracking server that went away
+NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"  # Ray Tune's switch for its default result loggers
 TRIAL_DIR = re.compile(r"^([0-9a-f]+(?:_\d{5})?)_")  # grid/random ids read 8f3a1_00004, Optuna's 8287bf51
 
 
@@ -72,25 +82,35 @@ def resolved_base(spec: SweepSpec) -> dict[str, Any]:
     return base
 
 
+LOCAL_RAY = "local"  # Ray's word for "start a new local Ray": here, the loopback-only one
+
+
+def cluster_address(address: str | None) -> str | None:
+    """The Ray cluster a sweep joins: --address, else $RAY_ADDRESS (as Ray reads it); None (and `local`, Ray's
+    word for a new local instance) means a local Ray bound to 127.0.0.1, whatever the variable says."""
+    address = address or os.environ.get("RAY_ADDRESS")
+    return None if not address or address == LOCAL_RAY else address
+
+
 def init_ray(address: str | None) -> None:
     if ray.is_initialized():
         return
     key = "--address" if address else "RAY_ADDRESS"
-    address = address or os.environ.get("RAY_ADDRESS")
+    address = cluster_address(address)
     if address:
         try:
             ray.init(address=address)
         except (ConnectionError, TimeoutError, ValueError, RuntimeError) as err:  # an address no cluster answers at
             raise SpecError(
                 key,
-                f"{redact(address)}: no Ray cluster answers there ({type(err).__name__}: "
-                f"{first_line(err)[:100]}); pass the head's address (ray://HEAD:10001, HEAD:6379, or auto "
-                "on a node of the cluster)",
+                f"{redact(address, bare_address=True)}: no Ray cluster answers there ({type(err).__name__}; Ray's "
+                "own words, which repeat the address, are not shown); pass the head's address (ray://HEAD:10001, "
+                "HEAD:6379, or auto on a node of the cluster)",
                 "Ray",
             ) from None
     else:
-        with loopback_only():
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
+        with loopback_only():  # address="local": Ray starts its own and reads no $RAY_ADDRESS
+            ray.init(address=LOCAL_RAY, num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
 
 
 @contextmanager
@@ -104,13 +124,22 @@ def loopback_only() -> Iterator[None]:
     only while Ray starts: a later `ray start` or `ray.init(address=...)` from this process joins clusters again."""
     from ray._private import ray_constants
 
-    variable, saved = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, ray_constants.ENABLE_RAY_CLUSTER
+    saved, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+    try:
+        with environment(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, "0"):
+            yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+@contextmanager
+def environment(variable: str, value: str) -> Iterator[None]:
+    """An environment variable set while the block runs, then put back as it was."""
     before = os.environ.get(variable)
-    os.environ[variable], ray_constants.ENABLE_RAY_CLUSTER = "0", False
+    os.environ[variable] = value
     try:
         yield
     finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved
         if before is None:
             os.environ.pop(variable, None)
         else:
@@ -284,34 +313,6 @@ def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPl
     return out
 
 
-def damaged(experiment: Storage, file: str, why: str) -> SpecError:
-    """One line for a state file in storage that cannot be read: nothing else is read or written."""
-    return SpecError(
-        "(file)",
-        f"the sweep's storage is damaged: {why}; restore the file from a copy, or run the "
-        "sweep again under another --name",
-        experiment.display(file),
-    )
-
-
-def read_state(experiment: Storage) -> dict[str, Any]:
-    """sweeper.json as `run_sweep` wrote it; truncated, over STATE_LIMIT, not JSON (or nested deeper than Python
-    parses) or missing a key is damage (one line, exit 2)."""
-    size = experiment.fs.get_file_info(experiment.path(STATE_FILE)).size or 0
-    if size > STATE_LIMIT:
-        raise damaged(experiment, STATE_FILE, f"{size} bytes, more than a sweep's state ever takes ({STATE_LIMIT})")
-    try:
-        state = json.loads(experiment.read_text(STATE_FILE))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise damaged(experiment, STATE_FILE, f"not JSON ({str(err)[:100]})") from None
-    missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else ["(a mapping)"]
-    if missing:
-        raise damaged(experiment, STATE_FILE, "no " + ", ".join(missing))
-    check_name(state["name"], "name", experiment.display(STATE_FILE))  # resume writes below storage by this name
-    check_uri(str(state["tracking_uri"]), "tracking", "tracking_uri", experiment.display(STATE_FILE))
-    return state
-
-
 def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, address: str | None) -> int:
     storage, uri, opening, job, earlier, base = open_sweep(spec, storage_uri, tracking_uri, address)
     experiment = storage.below(spec.name)
@@ -355,14 +356,16 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
             name=spec.name,
             storage_path=storage.root,
             storage_filesystem=storage.fs,
-            callbacks=[callback, progress],
+            callbacks=[callback, progress, JsonLoggerCallback()],
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=spec.max_retries),
             # PBT copies other trials' checkpoints: keep enough of them
             checkpoint_config=tune.CheckpointConfig(num_to_keep=4 if spec.scheduler.type == "pbt" else 2),
         ),
     )
-    with ray_calls():
+    # Tune's JSON result logger is passed (results.parquet reads each trial's result.json); its CSV and TensorBoard
+    # loggers, which it adds unless NO_AUTO_LOGGERS is set, write files nothing reads at a cost to its loop per trial
+    with ray_calls(), environment(NO_AUTO_LOGGERS, "1"):
         grid = tuner.fit()
     return finish(grid, callback, storage, tracker, state)
 
@@ -381,7 +384,7 @@ def open_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addr
     earlier = read_state(experiment) if experiment.exists(STATE_FILE) else None
     base = resolved_base(spec)
     trial_config(base, {}, 1)  # the resolved base still validates
-    if address or os.environ.get("RAY_ADDRESS"):  # a cluster that does not answer: refused before MLflow writes
+    if cluster_address(address):  # a cluster that does not answer: refused before MLflow writes
         with ray_calls():  # (joining one is quick; a local Ray starts while MLflow opens its store, below)
             init_ray(address)
     pool = ThreadPoolExecutor(max_workers=1)
@@ -425,6 +428,7 @@ def new_state(
         "mutable": list(spec.scheduler.mutations),
         "system_metrics": spec.system_metrics,
         "plots": spec.plots,
+        "significance": asdict(spec.significance),
         "models": spec.models,
         "study": {"name": spec.name, "storage": shown(study)} if study else None,
         **origin(job),
@@ -525,10 +529,16 @@ def trial_status(outcome: str | None, finished: bool) -> str:
 
 
 def result_rows(
-    grid, outcomes: dict[str, str], tracker: SweepTracker | None, parent_id: str, base: dict[str, Any]
+    grid,
+    outcomes: dict[str, str],
+    tracker: SweepTracker | None,
+    parent_id: str,
+    base: dict[str, Any],
+    run_ids: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per trial: status, variant, the flattened config, best dev BLEU, test BLEU, cost, run id."""
-    rows = []
+    """One row per trial: status, variant, the flattened config, best dev BLEU, test BLEU, cost, run id (from
+    `run_ids`, the tracking callback's, else searched: a trial tracked only by the driver before a resume)."""
+    rows, run_ids = [], run_ids or {}
     for result in grid:
         config = result.config or {}
         trial_id = (result.metrics or {}).get("trial_id") or trial_id_of(Path(result.path))
@@ -555,7 +565,8 @@ def result_rows(
         row.update({k: v for k, v in last.items() if finished and final_result(k)})
         row["restores"] = int(last.get("restores", 0))
         row["error"] = error_summary(result.error) if result.error else None
-        row["mlflow_run_id"] = tracker.find_trial_run(parent_id, trial_id) if tracker else None
+        known = run_ids.get(trial_id)
+        row["mlflow_run_id"] = (known or tracker.find_trial_run(parent_id, trial_id)) if tracker else None
         # the final checkpoint, below the sweep's folder: a model by tracking.models or `sweeper promote` reads it
         row["checkpoint"] = (
             posixpath.join(posixpath.basename(result.path), posixpath.basename(result.checkpoint.path))
@@ -566,9 +577,15 @@ def result_rows(
     return rows
 
 
-def results_table(rows: list[dict[str, Any]]) -> pa.Table:
+def results_table(rows: list[dict[str, Any]], significance: SignificanceSpec | None = None) -> pa.Table:
+    """One row per trial; its schema's metadata names the significance test `sweeper summarize` marks with."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    return pa.table({c: [row.get(c) for row in rows] for c in columns}) if rows else pa.table({})
+    table = pa.table({c: [row.get(c) for row in rows] for c in columns}) if rows else pa.table({})
+    if significance is None:
+        return table
+    test = {"method": significance.method, "resamples": significance.resamples}
+    marks = f"{significance.method}: {SIGNIFICANCE_TESTS[significance.method]}"
+    return table.replace_schema_metadata({SIGNIFICANCE_KEY: json.dumps({**test, "marks": marks}).encode()})
 
 
 def print_best(rows: list[dict[str, Any]], metric: str, mode: str, limit: int = 20) -> None:
@@ -633,10 +650,11 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
     takes; exit 0 (some trial finished), 1 (none), 3 (tracking writes wait in storage for `sweeper resume`),
     130 (interrupted or stopped)."""
     experiment, parent_id = storage.below(tracker.experiment), state["parent_run_id"]
+    significance = stored_significance(state, experiment)
     record_finishing(experiment, state)
     if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
         rows = result_rows(grid, callback.outcomes, None, parent_id, state["base"])
-        experiment.write_parquet(results_table(rows), RESULTS_FILE)
+        experiment.write_parquet(results_table(rows, significance), RESULTS_FILE)
         print(
             f"\ntracking server {tracker.uri} did not answer for {TRACKING_WAIT_S:.0f} s: "
             f"{len(callback.backlog)} tracking writes wait in {experiment.display(BACKLOG_FILE)}; once it "
@@ -644,8 +662,8 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
         )
         record_end(experiment, None, state, 3, rows, callback.load())
         return 3
-    rows = result_rows(grid, callback.outcomes, tracker, parent_id, state["base"])
-    table = results_table(rows)
+    rows = result_rows(grid, callback.outcomes, tracker, parent_id, state["base"], callback.run_ids())
+    table = results_table(rows, significance)
     experiment.write_parquet(table, RESULTS_FILE)
     with tempfile.TemporaryDirectory() as folder:
         pq.write_table(table, Path(folder) / RESULTS_FILE)

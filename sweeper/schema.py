@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nmt_core.config import BOUNDS, CHOICES, Bound, TrialConfig, all_keys, section_keys
+from nmt_core.config import BOUNDS, CHOICES, Bound, ConfigError, TrialConfig, all_keys, section_keys
+from nmt_core.gate import output_folder, write_file
 from sweeper.space import (
     DISTRIBUTIONS,
     FAILURE_FIELDS,
@@ -258,10 +259,7 @@ def render(schema: dict[str, Any]) -> str:
 
 
 def write(folder: Path = SCHEMA_DIR) -> list[Path]:
-    """(Re)write both schema files into `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, make in FILES.items():
-        (folder / name).write_text(render(make()), encoding="utf-8")
-        written.append(folder / name)
-    return written
+    """(Re)write both schema files into `folder` through the gate's writes: a folder (not a file or a link), files
+    replaced whole and never written through a link."""
+    folder = output_folder(folder, "--out", "sweeper schema", ConfigError)
+    return [write_file(folder, name, render(make()).encode(), ConfigError, "--out") for name, make in FILES.items()]

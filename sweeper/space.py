@@ -22,7 +22,8 @@ from nmt_core.config import Bound, ConfigError, TrialConfig, all_keys, build_con
 from nmt_core.corpora import CorpusError
 from nmt_core.corpora import check_name as check_corpus_name
 from nmt_core.credentials import check_uri
-from nmt_core.registry import is_adaptive, parts_of
+from nmt_core.gate import check_tree
+from nmt_core.registry import label_words
 from nmt_core.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
@@ -48,8 +49,16 @@ TOP_LEVEL = (
 )
 OBJECTIVE_METRICS = ("bleu_dev", "dev_loss", "dev_ppl", "train_loss")
 MODES = ("max", "min")
-# nmt_core.evaluate.PairedBootstrap (sacrebleu --paired-bs), ApproximateRandomization (sacrebleu --paired-ar)
+# nmt_core.evaluate.seed_sentence_test over PairedBootstrap's resamples (one seed a row: sacrebleu --paired-bs),
+# ApproximateRandomization (sacrebleu --paired-ar)
 SIGNIFICANCE_METHODS = ("paired_bootstrap", "approximate_randomization")
+# what produces the marks of each method, in a line: the summary's footer, the parent run and results.parquet say it
+SIGNIFICANCE_TESTS = {
+    "paired_bootstrap": "two-level seed x sentence test (Welch's seed variance plus the paired bootstrap's sentence "
+    "variance, t-referenced); one seed a row: sacrebleu --paired-bs, test-set variance only, no marks",
+    "approximate_randomization": "paired approximate randomization over test sentences (sacrebleu --paired-ar): "
+    "test-set variance only, no marks",
+}
 PLOTS = ("best", "all", "none")  # tracking.plots: whose attention heatmaps are drawn (every trial logs traces)
 MODELS = ("best", "all", "none")  # tracking.models: whose MLflow model is logged (every trial keeps its checkpoint)
 MIN_RESAMPLES = 100
@@ -145,7 +154,7 @@ PBT_MUTABLE = ("train.lr", "train.label_smoothing", "train.clip_norm", "attentio
 
 @dataclass
 class SignificanceSpec:
-    """How `sweeper summarize` tests each variant against its baseline, and each SACT against its fixed-tau control."""
+    """How `sweeper summarize` tests each variant against its baseline, and each SACT row against its controls."""
 
     method: str = "paired_bootstrap"
     resamples: int = 1000  # bootstrap resamples, or approximate randomization's shuffles (sacrebleu's default: 10000)
@@ -160,7 +169,7 @@ class SignificanceSpec:
         if not SPEC_BOUNDS["significance.resamples"].holds(self.resamples):
             raise SpecError(
                 "significance.resamples",
-                f"must be {SPEC_BOUNDS['significance.resamples']} (got {self.resamples:,})",
+                f"must be {SPEC_BOUNDS['significance.resamples']} (got {shown(self.resamples)})",
                 source,
             )
         return self
@@ -214,13 +223,10 @@ def trial_config(base: Mapping[str, Any], params: Mapping[str, Any], seed: int) 
 
 def variant_label(cfg: TrialConfig) -> str:
     """A short human label: score + temperature (+ tau) (+ sentinel) (+ coverage), then whatever else departs from
-    the defaults (placement, position bias, ...), e.g. `general+sact4`, `concat+none+coverage+fertility+bahdanau`."""
-    a, t = cfg.attention, cfg.train
-    parts = [label for part in parts_of(a) if (label := part.label(a)) is not None]  # each part names itself
-    if cfg.model.arch == "transformer":  # e.g. transformer+sact4-first_pass@both+sentinel
-        temperature = parts[1] + f"-{a.sact_reading}" * is_adaptive(a.temperature)
-        temperature += f"@{a.temperature_at}" * (a.temperature != "none" and a.temperature_at != "cross")
-        parts[:2] = ["transformer", temperature]  # the score is the Transformer's scaled dot product
+    the defaults (placement, position bias, ...), e.g. `general+sact4`, `concat+none+coverage+fertility+bahdanau`,
+    `transformer+sact4-first_pass@both+sentinel`."""
+    t = cfg.train
+    parts = label_words(cfg)  # each part names itself, as its architecture writes it
     parts += [f"guided{t.guided_alignment:g}"] * (t.guided_alignment > 0) + [f"sym{t.symmetry_weight:g}"] * (
         t.symmetry_weight > 0
     )
@@ -540,14 +546,7 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     for key in baseline:
         if key not in all_keys():
             raise SpecError(f"baseline.{key}", "not a trial-config key", source)
-    significance = SignificanceSpec(
-        **_fields(
-            _mapping(raw.get("significance"), "significance", source),
-            "significance",
-            {"method": str, "resamples": int},
-            source,
-        )
-    ).check(source)
+    significance = _significance(raw, source)
     spec = SweepSpec(
         name,
         source,
@@ -570,6 +569,27 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     )
     _check_plan_size(spec)
     return spec
+
+
+def _significance(raw: dict, source: str) -> SignificanceSpec:
+    fields = {"method": str, "resamples": int}
+    return SignificanceSpec(
+        **_fields(_mapping(raw.get("significance"), "significance", source), "significance", fields, source)
+    ).check(source)
+
+
+def recorded_space(text: str, source: str) -> dict[str, Any]:
+    """A sweep's space.yaml read back from its parent run (the summary's door to it), held to the input's rules:
+    bounded YAML, a mapping, and the sections the summary reads (objective, baseline, significance, tracking)
+    checked as `sweeper validate` checks them. The rest is not re-checked: a corpus folder the sweep read may not
+    exist where it is summarised."""
+    raw = _mapping(parse_yaml(text, source, SpecError), "(file)", source)
+    _objective(raw, source)
+    _significance(raw, source)
+    _mapping(raw.get("baseline"), "baseline", source)
+    tracking = _fields(_mapping(raw.get("tracking"), "tracking", source), "tracking", TRACKING_FIELDS, source)
+    _one_of("tracking.plots", tracking.get("plots", "best"), PLOTS, source)
+    return raw
 
 
 def _one_of(key: str, value: Any, allowed: tuple[str, ...], source: str) -> None:
@@ -697,6 +717,8 @@ def spec_from_mapping(
     file is; the YAML it becomes is what runs, what MLflow shows and what a job gets."""
     if not isinstance(raw, Mapping):
         raise SpecError("(file)", f"expected a mapping, got {type(raw).__name__}", source)
+    check_tree(raw, source, SpecError)  # a dict is held to a file's limits before it is copied
+    check_tree(dict(overrides), label, SpecError)
     raw = copy.deepcopy(dict(raw))
     for key, value in overrides:
         section, _, rest = key.partition(".")

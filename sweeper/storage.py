@@ -11,7 +11,10 @@ import io
 import posixpath
 import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,9 +22,12 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from nmt_core.credentials import check_uri, redact
+from nmt_core.gate import SHOWN_CHARS, ErrorType, clip, clip_path, network_timeout, read_regular, write_file
 from sweeper.space import SpecError
 
 SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+READ_LIMIT = 256 * 2**20  # what one file of a sweep's storage may hold when it is read back whole (results, log)
+TOO_LARGE = "more than a sweep ever writes there: the storage is damaged"
 OBJECT_STORES = ("s3", "gs", "gcs")  # what pyarrow.fs (and so Ray) opens besides local folders
 CREDENTIALS = {
     "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)",  # by pyarrow's type_name
@@ -36,6 +42,7 @@ class Storage:
     uri: str  # as the user gave it: shown in messages and in `sweeper resume` hints
     fs: pafs.FileSystem
     root: str  # the root's path on `fs` (a bucket/prefix for object stores)
+    top: str = ""  # the storage root this one lies below (`below` keeps it): no file is read or written outside it
 
     @property
     def is_local(self) -> bool:
@@ -52,27 +59,55 @@ class Storage:
         return posixpath.join(base.rstrip("/"), *parts) + (f"?{query}" if query else "")
 
     def exists(self, *parts: str) -> bool:
-        return self.fs.get_file_info(self.path(*parts)).type != pafs.FileType.NotFound
+        with self.one_line(*parts):
+            return self.fs.get_file_info(self.path(*parts)).type != pafs.FileType.NotFound
 
-    def read_bytes(self, *parts: str) -> bytes:
-        with self.fs.open_input_stream(self.path(*parts)) as stream:
-            return stream.read()
+    def read_bytes(self, *parts: str, limit: int = READ_LIMIT, error: ErrorType = SpecError) -> bytes:
+        """A file of at most `limit` bytes, refused before it is read: in a folder, through the gate (a regular file
+        below the storage root, no link, no FIFO or device; nmt_core/gate.py)."""
+        if self.is_local:
+            return read_regular(self.path(*parts), limit, error, within=Path(self.top or self.root), what=TOO_LARGE)
+        with self.one_line(*parts):
+            size = self.fs.get_file_info(self.path(*parts)).size or 0
+            if size > limit:
+                raise error("(file)", f"larger than {limit:,} bytes; {TOO_LARGE}", self.display(*parts))
+            with self.fs.open_input_stream(self.path(*parts)) as stream:
+                return stream.read(limit + 1)[:limit]
 
-    def read_text(self, *parts: str) -> str:
-        return self.read_bytes(*parts).decode("utf-8")
+    def read_text(self, *parts: str, limit: int = READ_LIMIT) -> str:
+        return self.read_bytes(*parts, limit=limit).decode("utf-8")
 
     def write_bytes(self, data: bytes, *parts: str) -> None:
-        """Whole or not at all: an object store's put is atomic; a folder gets a temporary file, then a move."""
+        """Whole or not at all: an object store's put is atomic; in a folder, the gate's write (a new temporary file,
+        then a rename; never through a link, never out of the storage root)."""
         target = self.path(*parts)
-        self.fs.create_dir(posixpath.dirname(target), recursive=True)
-        if not self.is_local:
-            with self.fs.open_output_stream(target) as stream:
-                stream.write(data)
-            return
-        tmp = f"{target}.{uuid.uuid4().hex[:8]}.tmp"
-        with self.fs.open_output_stream(tmp) as stream:
-            stream.write(data)
-        self.fs.move(tmp, target)
+        with self.one_line(*parts):
+            self.fs.create_dir(posixpath.dirname(target), recursive=True)
+            if not self.is_local:
+                with self.fs.open_output_stream(target) as stream:
+                    stream.write(data)
+                return
+        write_file(self.local_folder(*parts), Path(target).name, data, SpecError)
+
+    def local_folder(self, *parts: str) -> Path:
+        """The folder of a local file below the root, made if need be, refused if a link leads it out of the
+        storage (a link planted in storage must not make the sweeper write elsewhere; the storage root itself may
+        be a link, as it was resolved when opened)."""
+        folder = Path(self.path(*parts)).parent
+        folder.mkdir(parents=True, exist_ok=True)
+        if not folder.resolve().is_relative_to(Path(self.top or self.root).resolve()):
+            raise SpecError(
+                "(file)", "lies outside the storage through a link; nothing is written there", clip_path(folder)
+            )
+        return folder
+
+    @contextmanager
+    def one_line(self, *parts: str) -> Iterator[None]:
+        """An object store or folder that fails (unreachable, refused, gone) as one line naming the file."""
+        try:
+            yield
+        except OSError as err:
+            raise SpecError("(file)", f"storage failed: {first_line(err)}", self.display(*parts)) from None
 
     def write_text(self, text: str, *parts: str) -> None:
         self.write_bytes(text.encode("utf-8"), *parts)
@@ -87,17 +122,18 @@ class Storage:
 
     def delete(self, *parts: str) -> None:
         path = self.path(*parts)
-        if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
-            self.fs.delete_file(path)
+        with self.one_line(*parts):
+            if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
+                self.fs.delete_file(path)
 
     def upload(self, local: Path, *parts: str) -> None:
-        """A local folder's files into storage (the summary, written locally first)."""
-        target = self.path(*parts)
-        self.fs.create_dir(target, recursive=True)
-        pafs.copy_files(str(local), target, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=self.fs)
+        """A local folder's files into storage (the summary, written locally first), each through write_bytes."""
+        for path in sorted(local.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                self.write_bytes(path.read_bytes(), *parts, *path.relative_to(local).parts)
 
     def below(self, *parts: str) -> Storage:
-        return Storage(self.display(*parts), self.fs, self.path(*parts))
+        return Storage(self.display(*parts), self.fs, self.path(*parts), self.top or self.root)
 
 
 def open_storage(storage: str, source: str) -> Storage:
@@ -121,7 +157,19 @@ def open_storage(storage: str, source: str) -> Storage:
         fs, root = pafs.FileSystem.from_uri(storage)
     except (pa.ArrowInvalid, OSError) as err:
         raise SpecError("--storage", f"{redact(storage)}: {first_line(err)}", source) from None
-    return Storage(storage, fs, root.rstrip("/"))
+    return Storage(storage, with_timeouts(fs), root.rstrip("/"))
+
+
+def with_timeouts(fs: pafs.FileSystem) -> pafs.FileSystem:
+    """An object store's filesystem (the one Ray Tune writes with, too) whose calls wait network_timeout() seconds
+    at most to connect or for an answer: an unreachable endpoint is one line in seconds, not minutes."""
+    seconds = network_timeout(SpecError)
+    rebuild, (options,) = fs.__reduce__()  # pyarrow's own constructor arguments, as from_uri set them
+    if isinstance(fs, pafs.S3FileSystem):
+        return rebuild({**options, "connect_timeout": seconds, "request_timeout": seconds})
+    if isinstance(fs, pafs.GcsFileSystem):
+        return rebuild({**options, "retry_time_limit": timedelta(seconds=seconds)})
+    return fs
 
 
 def check_writable(storage: Storage, source: str) -> None:
@@ -144,5 +192,6 @@ def check_writable(storage: Storage, source: str) -> None:
 
 
 def first_line(err: BaseException) -> str:
+    """An error's first line, escaped and cut: pyarrow's errors repeat the bucket and key a user named."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return (lines[0] if lines else type(err).__name__).split("; Details:")[0][:240]
+    return clip((lines[0] if lines else type(err).__name__).split("; Details:")[0], 2 * SHOWN_CHARS)

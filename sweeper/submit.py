@@ -21,6 +21,7 @@ import nmt_core
 import sweeper
 from nmt_core.config import ConfigError
 from nmt_core.credentials import redact
+from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.space import SweepSpec
 from sweeper.sweeps import JOB_VARIABLE, whoami
@@ -40,10 +41,29 @@ class SubmitError(ConfigError):
         super().__init__(key, message, source)
 
 
+def probe_dashboard(address: str, source: str = "sweeper submit") -> None:
+    """A dashboard that does not answer within network_timeout() seconds is one line now: Ray's job client has no
+    timeout of its own."""
+    import requests
+
+    if not address.startswith(("http://", "https://")):
+        return
+    try:
+        requests.get(address.rstrip("/") + "/api/version", timeout=network_timeout(ConfigError))
+    except requests.RequestException as err:
+        raise SubmitError(
+            f"{redact(address, bare_address=True)}: no Ray dashboard answers there within {network_timeout():g} s "
+            f"({type(err).__name__}); pass the head's dashboard address, e.g. http://HEAD:8265, or give it longer "
+            f"with {TIMEOUT_VARIABLE}",
+            source=source,
+        ) from None
+
+
 def connect(address: str, source: str = "sweeper submit"):
     from ray.exceptions import AuthenticationError
     from ray.job_submission import JobSubmissionClient
 
+    probe_dashboard(address, source)
     try:
         client = JobSubmissionClient(address)
         client.list_jobs()  # the first authenticated call: a wrong token fails here, not after the upload
@@ -51,14 +71,14 @@ def connect(address: str, source: str = "sweeper submit"):
     except AuthenticationError as err:
         reason = "no token was found" if "Missing" in str(err) else "the token was refused"
         raise SubmitError(
-            f"{redact(address)}: the Ray cluster wants token authentication and {reason}; set "
+            f"{redact(address, bare_address=True)}: the Ray cluster wants token authentication and {reason}; set "
             "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token) to the cluster's token",
             source=source,
         ) from None
-    except (ConnectionError, OSError) as err:
+    except (ConnectionError, OSError, ValueError) as err:  # ValueError: Ray's "Invalid address format"
         raise SubmitError(
-            f"{redact(address)}: no Ray dashboard answers there ({type(err).__name__}); pass the head's "
-            "dashboard address, e.g. http://HEAD:8265",
+            f"{redact(address, bare_address=True)}: no Ray dashboard answers there ({type(err).__name__}); pass the "
+            "head's dashboard address, e.g. http://HEAD:8265",
             source=source,
         ) from None
 
@@ -84,7 +104,7 @@ def submit(
     spec: SweepSpec, address: str | None, storage: str, tracking_uri: str | None, wait: bool, ship_code: bool = True
 ) -> int:
     address = address or os.environ.get("RAY_ADDRESS")  # as `ray job submit` reads it
-    if not address:
+    if not address or address == "local":  # Ray's word for a new local instance: no cluster to submit to
         raise SubmitError("name the Ray cluster's dashboard, e.g. --address http://HEAD:8265 (or set RAY_ADDRESS)")
     uri = choose_tracking_uri(tracking_uri, spec.tracking_uri)
     if not uri.startswith(("http://", "https://", "sqlite:////")):
@@ -112,8 +132,9 @@ def submit(
             metadata={"sweep": spec.name, "tracking_uri": uri, "storage": storage, "submitted_by": job["submitted_by"]},
             submission_id=job["id"],
         )
-    where = f"{spec.name} --storage {shlex.quote(storage)} --address {address}"
-    print(f"submitted sweep {spec.name!r} as Ray job {job_id} to {address} by {job['submitted_by']}")
+    shown = redact(address, bare_address=True)
+    where = f"{spec.name} --storage {shlex.quote(storage)} --address {shown}"
+    print(f"submitted sweep {spec.name!r} as Ray job {job_id} to {shown} by {job['submitted_by']}")
     print(f"watch it: sweeper status {where}   (its log: sweeper logs {where}; stop: sweeper stop {where})")
     if not wait:
         return 0

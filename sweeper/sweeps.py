@@ -170,7 +170,7 @@ def driver_alive(record: Any) -> bool | None:
 def read_record(experiment: Storage, file: str) -> dict[str, Any] | None:
     """A small JSON record in the sweep's folder (status.json, stop.json), or None; one that cannot be read is
     damage, named in one line as sweeper.json's is."""
-    from sweeper.runner import damaged
+    from sweeper.stored import damaged
 
     info = experiment.fs.get_file_info(experiment.path(file))
     if info.type == pafs.FileType.NotFound:
@@ -210,7 +210,7 @@ def read_status(experiment: Storage) -> dict[str, Any] | None:
     if status is None:
         return None
     if status.get("state") not in STATES:
-        from sweeper.runner import damaged
+        from sweeper.stored import damaged
 
         raise damaged(experiment, STATUS_FILE, f"state {shown(status.get('state'))} is none of {', '.join(STATES)}")
 
@@ -251,7 +251,7 @@ def clear_stop(experiment: Storage) -> None:
 def from_storage(experiment: Storage, name: str) -> SweepInfo:
     """A sweep as its folder in storage tells it: sweeper.json, then status.json (or results.parquet, for a sweep
     that ended before status.json existed)."""
-    from sweeper.runner import STATE_FILE, read_state
+    from sweeper.stored import STATE_FILE, read_state
 
     state = settled(lambda: read_state(experiment))
     job = check_job(state["job"], "job", experiment.display(STATE_FILE)) if state.get("job") else None
@@ -356,7 +356,7 @@ def sweep_jobs(client) -> dict[str, Any]:
 
 def sweep_names(storage: Storage) -> list[str]:
     """The folders under the storage root that hold a sweep (sweeper.json), by name."""
-    from sweeper.runner import STATE_FILE
+    from sweeper.stored import STATE_FILE
 
     found = storage.fs.get_file_info(pafs.FileSelector(storage.root, allow_not_found=True, recursive=False))
     names = [info.base_name for info in found if info.type == pafs.FileType.Directory]
@@ -390,7 +390,7 @@ def list_sweeps(storage_uri: str, address: str | None) -> list[SweepInfo]:
 def find(name: str, storage_uri: str, address: str | None, source: str) -> tuple[SweepInfo, Storage, Any]:
     """A sweep by its name: its folder in storage, else its latest job on the cluster at `address`; with the Ray
     Jobs client of its cluster (None where there is none, or its recorded dashboard does not answer from here)."""
-    from sweeper.runner import STATE_FILE
+    from sweeper.stored import STATE_FILE
 
     check_name(name, "NAME", source)
     storage = open_storage(storage_uri, source)
@@ -425,7 +425,7 @@ def find(name: str, storage_uri: str, address: str | None, source: str) -> tuple
 
 def read_job_address(experiment: Storage) -> str:
     """The dashboard a sweep was submitted to, unredacted (SweepInfo shows it redacted; it holds no secret)."""
-    from sweeper.runner import STATE_FILE, read_state
+    from sweeper.stored import STATE_FILE, read_state
 
     return check_job(read_state(experiment)["job"], "job", experiment.display(STATE_FILE))["address"]
 

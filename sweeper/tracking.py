@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
-import requests
 from mlflow.entities import LoggedModel, LoggedModelOutput, LoggedModelStatus, Metric, Param, RunTag
 from mlflow.models import Model
 from mlflow.tracking import MlflowClient
@@ -29,7 +28,7 @@ from ray.tune import Callback
 
 from nmt_core.config import ConfigError
 from nmt_core.credentials import redact
-from nmt_core.mlflow_model import mlflow_store
+from nmt_core.mlflow_model import mlflow_store, probe_store
 from sweeper.backlog import Backlog, Write
 from sweeper.metrics import (
     ARTIFACTS,
@@ -83,14 +82,8 @@ def check_reachable(uri: str) -> None:
             f"{redact(uri)}: not a tracking store MLflow can use; use {', '.join(STORES[:-1])} or "
             f"{STORES[-1]} (e.g. sqlite:///mlflow.db, http://127.0.0.1:5000, postgresql+psycopg2://)"
         )
+    probe_store(uri, "--tracking-uri")  # a server or database answers within $NMT_SWEEPER_TIMEOUT seconds
     if uri.startswith(("http://", "https://")):
-        try:
-            requests.get(uri.rstrip("/") + "/health", timeout=5).raise_for_status()
-        except requests.RequestException as err:
-            raise TrackingError(
-                f"tracking server {redact(uri)} is not reachable ({type(err).__name__}); start it "
-                "(`mlflow server --host 127.0.0.1 --port 5000`) or pass --tracking-uri"
-            ) from None
         check_credentials(uri)
     elif uri.startswith("sqlite:///"):
         folder = Path(uri.removeprefix("sqlite:///")).parent
@@ -453,6 +446,11 @@ class MlflowTrackingCallback(Callback):
                 raise LookupError(f"no MLflow run for trial {trial_id} under parent run {self.parent_id}")
             self._adopt(trial_id, run_id)
         return self._runs[trial_id]
+
+    def run_ids(self) -> dict[str, str]:
+        """trial id -> run of every trial this driver opened or found (all it tracked, once `flush` returned):
+        results.parquet takes them from here instead of one search per trial (O(trials) each at the sweep's end)."""
+        return dict(self._runs)
 
     def _adopt(self, trial_id: str, run_id: str, created: bool = False) -> None:
         """Remember a trial's run and the last epoch the server already holds for it (none if created now)."""

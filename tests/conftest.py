@@ -1,4 +1,20 @@
-"""Shared fixtures: tiny configurations that train in seconds on a CPU."""
+"""Shared fixtures (tiny configurations that train in seconds on a CPU, the session's MLflow server) and how the
+suite runs in parallel.
+
+CI runs `pytest -n 2` (pytest-xdist, one worker per core, `--dist loadgroup` in pyproject.toml): a worker takes one
+test at a time, except that the tests of one xdist group run one after another on one worker. In parallel the slow
+(end-to-end) groups go first, then the other slow tests, then the rest, which fill in around them; in one process
+the cheap tests go first.
+
+- A test that reads a finished sweep asks for a shared sweep fixture (tests/e2e/conftest.py: `tracked_sweep`, or a
+  new one there) instead of running its own sweep: `pytest_collection_modifyitems` below puts it in the fixture's
+  xdist group, so the sweep runs once, on one worker.
+- Every session or module fixture defined under tests/ does the same (a module's Ray head or cluster starts once),
+  except those in PER_WORKER, which each worker starts for itself because they are cheap and widely used.
+- `@pytest.mark.xdist_group("name")` puts tests on one worker by hand; it is never needed for isolation: every test
+  names its own stores, ports (tests.servers.free_port) and Ray temp folders, and touches only its own processes.
+- Waits end on an event, never at a deadline of their own (tests.servers.wait_until); pytest-timeout bounds them.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +36,9 @@ TINY = {
 # every test names its own stores: an MLflow server or Ray cluster a developer exported must not receive test runs
 for _name in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS"):
     os.environ.pop(_name, None)
+# tiny models: threads cost more than they give, in every process the tests start (nmt, sweeper, Ray's workers) as in
+# this one (_single_thread); idle OpenMP threads spin, and beside a second xdist worker they spin on its core
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def tiny_config(**sections) -> TrialConfig:
@@ -68,3 +87,41 @@ def mlflow_server(tmp_path_factory):
     server = MlflowServer(tmp_path_factory.mktemp("mlflow"))
     yield server
     server.stop()
+
+
+PER_WORKER = {"mlflow_server"}  # shared fixtures that each xdist worker may start for itself
+
+
+def shared_fixture_groups(item: pytest.Item) -> set[str]:
+    """The xdist groups of a test: one per session fixture of the tests (its name) and one for its module's module
+    fixtures (the module's name) that it uses, PER_WORKER aside."""
+    groups = set()
+    for name in item.fixturenames:
+        definitions = item._fixtureinfo.name2fixturedefs.get(name)
+        if not definitions or name in PER_WORKER:
+            continue
+        definition = definitions[-1]
+        if not definition.func.__module__.startswith("tests."):
+            continue  # pytest's own (tmp_path_factory, ...)
+        if definition.scope == "session":
+            groups.add(name)
+        elif definition.scope in ("package", "module"):
+            groups.add(item.module.__name__)
+    return groups
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests sharing a fixture go to one xdist worker. In parallel, the longest work first (slow groups, then slow
+    tests, then the rest: the short tests fill in around the long ones); in one process, the cheap tests first.
+    The sort is stable: the collection order stays within each kind."""
+    for item in items:
+        for group in sorted(shared_fixture_groups(item)):
+            item.add_marker(pytest.mark.xdist_group(group))
+    parallel = hasattr(config, "workerinput")  # this process is an xdist worker
+
+    def order(item: pytest.Item) -> tuple[bool, ...]:
+        slow = item.get_closest_marker("slow") is not None
+        return (not slow, item.get_closest_marker("xdist_group") is None) if parallel else (slow,)
+
+    items.sort(key=order)

@@ -1,4 +1,9 @@
-"""Real servers for end-to-end tests, on 127.0.0.1 only: an MLflow tracking server with a SQL backend."""
+"""Real servers for end-to-end tests, on 127.0.0.1 only (an MLflow tracking server with a SQL backend, Ray nodes,
+moto's S3, PostgreSQL), and how tests wait for them and watch their processes.
+
+Waits have no deadline of their own: they end on the event, or fail at once when the process that should bring it
+exits; pytest-timeout (pyproject.toml) bounds a wait that never ends, so a slow machine is never a failure.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,19 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import requests
+
+T = TypeVar("T")
+LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
 
 
 def free_port() -> int:
@@ -22,18 +33,94 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(url: str, process: subprocess.Popen, timeout: float = 90.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode} before answering {url}")
+def wait_until(condition: Callable[[], T], what: str, process: subprocess.Popen | None = None, every: float = 0.5) -> T:
+    """condition()'s first truthy value, asked every `every` seconds; an AssertionError with the process's output if
+    `process` exits first (its stdout, when it is a pipe). No deadline: pytest-timeout ends a wait that never ends."""
+    while True:
+        found = condition()
+        if found:
+            return found
+        if process is not None and process.poll() is not None:
+            output = process.stdout.read()[-3000:] if process.stdout else ""
+            raise AssertionError(f"{process.args[:4]} exited with {process.returncode} before {what}:\n{output}")
+        time.sleep(every)
+
+
+def answers(url: str, headers: dict[str, str] | None = None) -> bool:
+    try:
+        return requests.get(url, headers=headers, timeout=2).ok
+    except requests.RequestException:
+        return False
+
+
+def wait_for(url: str, process: subprocess.Popen) -> None:
+    """Until `url` answers 2xx; an error at once if the server exits first."""
+    wait_until(lambda: answers(url), f"{url} answered", process)
+
+
+def read_until(process: subprocess.Popen, text: str) -> str:
+    """The process's output (a text pipe) up to and including the first line that holds `text`; an AssertionError
+    with that output if the process ends first."""
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if text in line:
+            return "".join(lines)
+    raise AssertionError(f"the process ended ({process.wait()}) before printing {text!r}:\n{''.join(lines)[-3000:]}")
+
+
+def descendants(root: int) -> list[int]:
+    """root and every process below it (a local Ray's GCS, raylet, agents and workers are children of the driver)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
         try:
-            if requests.get(url, timeout=2).ok:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"{url} did not answer in {timeout}s")
+            stat = open(f"/proc/{entry}/stat").read() if entry.isdigit() else ""
+        except OSError:
+            continue
+        if stat:
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def socket_owners(pids: list[int]) -> dict[str, str]:
+    """socket inode -> the name of the process holding it."""
+    owners = {}
+    for pid in pids:
+        try:
+            name = open(f"/proc/{pid}/comm").read().strip()
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    owners[link[8:-1]] = name
+        except OSError:
+            continue
+    return owners
+
+
+def address(hex_address: str) -> str:
+    """/proc/net/tcp{,6}'s little-endian hex address as text (IPv4-mapped IPv6 stays ::ffff:a.b.c.d)."""
+    raw = bytes.fromhex(hex_address)
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw[::-1])
+    words = struct.unpack("<4I", raw)
+    return socket.inet_ntop(socket.AF_INET6, struct.pack(">4I", *words))
+
+
+def listeners(root: int) -> set[tuple[str, str]]:
+    """(process name, bound address) of every TCP socket listening in root's process tree."""
+    owners = socket_owners(descendants(root))
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in open(f"/proc/net/{table}").read().splitlines()[1:]:
+            cols = line.split()
+            if cols[3] == LISTEN and cols[9] in owners:
+                found.add((owners[cols[9]], address(cols[1].split(":")[0])))
+    return found
 
 
 class MlflowServer:
@@ -73,7 +160,7 @@ class MlflowServer:
 
     def kill(self) -> None:
         os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=30)
+        self.process.wait()
 
     def stop(self) -> None:
         os.killpg(self.process.pid, signal.SIGTERM)
@@ -132,17 +219,12 @@ class RayHead:
             start_new_session=True,
         )
         headers = {"Authorization": f"Bearer {token}"}
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"ray head exited with {self.process.returncode}; see {folder / 'ray-head.log'}")
-            try:
-                if requests.get(self.dashboard + "/api/jobs/", headers=headers, timeout=2).ok:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(1)
-        raise TimeoutError("the Ray dashboard did not answer")
+        wait_until(
+            lambda: answers(self.dashboard + "/api/jobs/", headers),
+            f"its dashboard answered (see {folder / 'ray-head.log'})",
+            self.process,
+            every=1,
+        )
 
     def stop(self) -> None:
         os.killpg(self.process.pid, signal.SIGTERM)
@@ -189,7 +271,11 @@ class MotoS3:
 
     def stop(self) -> None:
         self.process.terminate()
-        self.process.wait(timeout=20)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         self.log.close()
 
 
@@ -287,19 +373,21 @@ class RayCluster:
             self.workers.append(RayNode(folder, f"worker{i}", cpus_per_worker, self.env, head=self.address))
             self.wait_for_nodes(2 + i, folder)
 
-    def wait_for_nodes(self, nodes: int, folder: Path, timeout: float = 120.0) -> None:
-        """Until `ray status` (asking the head's GCS) lists `nodes` alive nodes."""
+    def wait_for_nodes(self, nodes: int, folder: Path) -> None:
+        """Until `ray status` (asking the head's GCS) lists `nodes` alive nodes; an error at once if a node exits."""
         ray = Path(sys.executable).with_name("ray")
-        deadline = time.time() + timeout
-        while time.time() < deadline:
+
+        def alive() -> bool:
+            for node in [self.head, *self.workers]:
+                if node.process.poll() is not None:
+                    raise AssertionError(f"a Ray node exited with {node.process.returncode}; see {folder}/ray-*.log")
             status = subprocess.run(
                 [str(ray), "status", "--address", self.address], capture_output=True, text=True, env=self.env
             )
             active = status.stdout.partition("Active:")[2].partition("Pending:")[0]
-            if status.returncode == 0 and active.count(" node_") == nodes:
-                return
-            time.sleep(1)
-        raise TimeoutError(f"the Ray cluster did not reach {nodes} alive nodes; see {folder}/ray-*.log")
+            return status.returncode == 0 and active.count(" node_") == nodes
+
+        wait_until(alive, f"{nodes} alive Ray nodes", every=1)
 
     def stop(self) -> None:
         for node in [*self.workers, self.head]:

@@ -8,7 +8,7 @@
   (bootstrap or approximate randomization), Holm-corrected over all of them (** / * better, †† / † worse), and
   what the sweep shows, each claim naming what it was tested against.
 - Fixed-tau curve (SACT Figure 1), temperature heatmaps (Figure 2), sentinel words (Li & Zhu Table 2),
-  and mean tau / gate for function (the target language's closed-class words) versus content words.
+  and tau / gate by word class, teacher-forced on the references of every seed (word_classes).
 
 By job: records (one read of a sweep into a SweepSnapshot) -> statistics -> findings -> tables (pure renderers)
 and figures (data, then drawing) -> report (orchestration and write-back to the parent run).

@@ -16,7 +16,7 @@ from nmt_core.registry import is_adaptive
 SHARE = 0.9  # a degenerate behaviour counts when it holds for at least this share of dev tokens
 STILL_RISING = 0.02  # dev BLEU that rose by more than 2% (relative) in the last epoch has not converged
 MIN_RISE = 0.2  # ... and by more than this much BLEU in absolute terms
-MIN_SEEDS = 3  # fewer seeds per row: its marks are not to be published
+MIN_SEEDS = 3  # fewer seeds per row: the seed spread is barely estimated (one seed: not at all)
 SHOWN = 5  # rows named in a warning that lists rows
 
 
@@ -137,28 +137,69 @@ def stopped_while_loss_fell(history: VariantHistory) -> str | None:
     )
 
 
-def missing_controls(uncontrolled: list[tuple[str, float]]) -> list[str]:
-    """SACT with lambda L spans temperatures up to L: only a fixed tau = L row that shares every other setting (the
-    control the table compares it with) tells scale from adaptivity. `uncontrolled`: (row label, lambda) of the
-    SACT rows without one."""
-    by_lambda: dict[float, list[str]] = {}
-    for label, lam in uncontrolled:
-        by_lambda.setdefault(lam, []).append(f"`{label}`")
-    return [
-        f"no fixed-temperature control at tau = {lam:g} for SACT lambda {lam:g} ({named(labels)}; a control shares "
-        "every other setting): a gain of SACT cannot be told apart from a constant rescaling of the logits."
-        for lam, labels in sorted(by_lambda.items())
-    ]
+@dataclass
+class ScaleCheck:
+    """One SACT row as the control warning reads it: where its temperature settled and which temperature rows
+    beside it (every other setting the same) could be its control."""
+
+    label: str
+    scale: str | None  # its median tau and spread (statistics.TauScale.text); None: no tau_p50 logged
+    fixed_at_scale: bool  # a fixed tau within the tolerance of its median
+    nearest_tau: float | None  # the fixed tau nearest its median (a row without temperature is tau = 1)
+    learned: str | None  # the learned-temperature row of the same lambda
+    learned_scale: str | None  # where that row's tau settled
+    learned_at_scale: bool
+    seeds_apart: bool = False  # its seeds' median taus lie further apart than one scale's tolerance spans
+
+
+def missing_scale_controls(rows: list[ScaleCheck], tolerance: float) -> str | None:
+    """SACT rows without a temperature at the scale SACT settled on: neither a fixed tau within a factor `tolerance`
+    of its median tau nor a learned temperature that settled there. A fixed tau = lambda is SACT's softest bound,
+    not its scale: only a constant temperature where SACT's sits tells adaptivity from a different constant."""
+    missing = []
+    for row in rows:
+        if row.fixed_at_scale or row.learned_at_scale:
+            continue
+        found = [f"median tau {row.scale}" if row.scale else "median tau unknown: no tau_p50 logged"]
+        if row.nearest_tau is not None:
+            found.append(f"nearest fixed tau {row.nearest_tau:g}")
+        learned = f"learned row `{row.learned}` at {row.learned_scale or 'an unknown tau'}"
+        found.append(learned if row.learned else "no learned row")
+        missing.append(f"`{row.label}` ({'; '.join(found)})")
+    if not missing:
+        return None
+    return (
+        f"no temperature control at the scale SACT settled on for {named(missing)}: a control is a learned "
+        f"temperature (attention.temperature: learned, the same lambda) or a fixed tau within a factor {tolerance:g} "
+        "of SACT's median tau, every other setting the same; without one, a difference from SACT cannot be told "
+        "apart from a different constant temperature."
+    )
+
+
+def scattered_scales(rows: list[ScaleCheck], tolerance: float) -> str | None:
+    """SACT rows whose seeds settled at different scales (their median taus more than a factor `tolerance` squared
+    apart, so no constant temperature is within `tolerance` of them all): the fixed control at the row's median
+    stands for none of its seeds, and the row's mean mixes different behaviours."""
+    apart = [f"`{row.label}` ({row.scale})" for row in rows if row.seeds_apart]
+    if not apart:
+        return None
+    return (
+        f"SACT's seeds settled at different temperature scales in {named(apart)}: no constant tau is within a factor "
+        f"{tolerance:g} of every seed's median tau, so a fixed control at the row's median stands for none of them; "
+        "more seeds would tell a spread from a few outliers."
+    )
 
 
 def few_seeds(seeds: list[tuple[str, int]]) -> str | None:
-    """Rows with fewer than MIN_SEEDS seeds: a mark there may be one lucky initialisation, not the method."""
+    """Rows with fewer than MIN_SEEDS seeds: one seed has no seed variance (test-set variance only, no marks); two
+    give a seed variance with one degree of freedom, so the seed-aware test is valid but can rarely detect anything."""
     few = [f"`{label}` ({n})" for label, n in seeds if n < MIN_SEEDS]
     if not few:
         return None
     return (
-        f"fewer than {MIN_SEEDS} seeds in {len(few)} of {len(seeds)} rows ({named(few)}): their marks and p-values "
-        f"are not to be published; run the sweep with search.repeats >= {MIN_SEEDS}."
+        f"fewer than {MIN_SEEDS} seeds in {len(few)} of {len(seeds)} rows ({named(few)}): a row with one seed is "
+        "tested on test-set variance only and carries no mark; with two, the seed spread is barely estimated and "
+        f"the intervals are wide; run the sweep with search.repeats >= {MIN_SEEDS}."
     )
 
 
@@ -172,11 +213,22 @@ OUTCOMES = {
     "degenerate": "significantly better, but with a mechanism flagged as degenerate above (not a win of the method): ",
     "worse": "significantly worse: ",
     "same": "no significant difference: ",
+    "test set": "test-set variance only, not marked: ",
 }
 
 
+@dataclass
+class Claim:
+    """One comparison as the closing paragraph states it."""
+
+    label: str  # the variant
+    against: str  # whom it was tested against, in words ("the baseline `x`")
+    outcome: str  # a key of OUTCOMES but "degenerate"
+    note: str = ""  # the difference, and where it is not significant the seeds a row would need
+
+
 def what_it_shows(
-    claims: list[tuple[str, str, str, str]],
+    claims: list[Claim],
     degenerate: set[str],
     seeds: str,
     sentences: int,
@@ -185,30 +237,25 @@ def what_it_shows(
 ) -> str:
     """The closing paragraph: a sentence per baseline or control, naming it and what was tested against it.
 
-    `claims`: (variant, what it was tested against, "baseline" or "control", one of OUTCOMES but "degenerate");
-    a significant gain of a variant in `degenerate` is never listed as a plain win.
+    A significant gain of a variant in `degenerate` is never listed as a plain win.
     """
-    tested: dict[tuple[str, str], dict[str, list[str]]] = {}
-    for label, against, kind, outcome in claims:
-        outcome = "degenerate" if outcome == "better" and label in degenerate else outcome
-        tested.setdefault((kind, against), {}).setdefault(outcome, []).append(f"`{label}`")
+    tested: dict[str, dict[str, list[str]]] = {}
+    for claim in claims:
+        outcome = "degenerate" if claim.outcome == "better" and claim.label in degenerate else claim.outcome
+        note = f" ({claim.note})" if claim.note else ""
+        tested.setdefault(claim.against, {}).setdefault(outcome, []).append(f"`{claim.label}`{note}")
     lines = [
         f"Each claim names the row it was tested against ({seeds} per variant, {sentences} test sentences, "
-        f"Holm-corrected over all {comparisons} comparisons of the table)."
+        f"Holm-corrected over the {comparisons} comparisons of the table, by family as its footer says)."
     ]
-    for (kind, against), outcomes in tested.items():
-        whom = (
-            f"the baseline `{against}`"
-            if kind == "baseline"
-            else f"the fixed-temperature control `{against}` (tau = lambda, every other setting the same)"
-        )
+    for against, outcomes in tested.items():
         lines.append(
-            f"Against {whom}: "
+            f"Against {against}: "
             + "; ".join(OUTCOMES[o] + ", ".join(outcomes[o]) for o in OUTCOMES if o in outcomes)
             + "."
         )
     cannot = [
-        "The test covers the sampling of test sentences and the spread over the seeds run; it does not "
+        "A marked difference counts the spread of the seeds run and the sampling of test sentences; it does not "
         "cover other corpora, language pairs or model sizes.",
         "Every variant trains with the settings of the space's `base` unless the sweep varies them: a "
         "variant tuned on its own (learning rate, dropout) could rank differently.",

@@ -1,7 +1,7 @@
 """Figures and the word tables drawn from attention traces: their data first (from the summary and the snapshot's
 traces, no tracking server), then the drawing. Dev BLEU curves, the fixed-tau curve (SACT Figure 1), the temperature
-heatmap (Figure 2), sentinel words (Li & Zhu Table 2), mean tau / gate for function versus content words (function
-words: the target language's closed-class list from stopwordsiso), parameter importance and parallel coordinates.
+heatmap (Figure 2), sentinel words (Li & Zhu Table 2), tau and gate by word class (sweeper.summary.word_classes),
+parameter importance and parallel coordinates.
 """
 
 from __future__ import annotations
@@ -10,30 +10,28 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
-import stopwordsiso
 
 from nmt_core.evaluate import HEAD_LABELS
 from nmt_core.registry import is_adaptive
 from sweeper import plots
-from sweeper.summary import importance
+from sweeper.summary import importance, word_classes
 from sweeper.summary.records import TOP_ROWS, TrialRecord, best_of, has_gate_or_sact
-from sweeper.summary.statistics import Summary, objective_of
+from sweeper.summary.statistics import (
+    LEARNED,
+    Summary,
+    VariantRow,
+    beside_temperature,
+    fixed_tau_of,
+    objective_of,
+    seed_interval,
+    temperature_keys,
+)
 
-WORD_CLASS_SEED = 12345  # the sentence resamples of the function - content interval
 SENTINEL_THRESHOLD = 0.9  # Li & Zhu Table 2
 HEATMAP_SENTENCES = 4
 TOP_CURVES = 10  # dev curves drawn of a sweep with more than TOP_ROWS rows: its best rows' (a legend one can read)
-
-
-@dataclass
-class WordRow:
-    """Function versus content words of one variant's best seed; its sentinel words where it has a gate."""
-
-    label: str
-    stats: dict[str, ClassSplit]  # "tau" / "sentinel" -> its means over function and content words
-    sentinel_words: list[tuple[str, int]] | None = None
+MIN_CURVE_POINTS = 3  # constant temperatures the fixed-tau curve needs (SACT Figure 1: tau 0.8 to 1.2)
 
 
 @dataclass
@@ -41,57 +39,16 @@ class FigureData:
     dev_curves: list[tuple[str, list[list[float]]]]  # row label -> each seed's dev BLEU by epoch
     rows: int  # rows in the BLEU table (more than the curves drawn of a large sweep)
     test_set: str
-    fixed_tau: list[tuple[float, float, float]] = field(default_factory=list)  # (tau, mean, std) of fixed rows
-    best_sact: tuple[float, float] | None = None  # the best SACT row's BLEU (mean, std), drawn as a line
+    fixed_tau: list[SeedPoint] = field(default_factory=list)  # the fixed-tau curve's points, by tau
+    bands: list[SeedPoint] = field(default_factory=list)  # SACT and learned-tau rows beside it, as bands
+    fixed_tau_note: str = ""  # why there is no curve although the sweep has temperature rows
     heatmap: list[tuple[list[str], list[float]]] = field(default_factory=list)  # (tokens, tau) per dev sentence
     heatmap_of: TrialRecord | None = None
     heads: tuple[list[str], list[list[float]], list[str]] | None = (
         None  # a Transformer's (tokens, tau per head, labels)
     )
-    words: list[WordRow] = field(default_factory=list)
-    language: str = ""  # the target language whose function words split `words`
-    words_note: str = ""  # why `words` is empty although a variant has a varying tau or gate
-
-
-@dataclass
-class ClassSplit:
-    """Mean of a per-token value over function and over content words, and the difference's 95% interval."""
-
-    function: float
-    content: float
-    interval: tuple[float, float]  # percentile interval of function - content over resampled sentences
-
-
-def function_words(language: str) -> set[str] | None:
-    """The closed-class words of `language` (ISO 639-1) from stopwordsiso; None where it has no list."""
-    return stopwordsiso.stopwords(language) if stopwordsiso.has_lang(language) else None
-
-
-def class_split(values: np.ndarray, is_function: np.ndarray, sentences: np.ndarray, resamples: int) -> ClassSplit:
-    """Means over function and content tokens, with a bootstrap over sentences (a sentence's tokens move together)
-    of the difference; nan where a class has no token."""
-    ids, index = np.unique(sentences, return_inverse=True)
-    sums = [np.bincount(index, values * mask, len(ids)) for mask in (is_function, ~is_function)]
-    counts = [np.bincount(index, mask.astype(float), len(ids)) for mask in (is_function, ~is_function)]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        function, content = (s.sum() / c.sum() for s, c in zip(sums, counts))
-        draws = np.random.default_rng(WORD_CLASS_SEED).choice(len(ids), size=(resamples, len(ids)))
-        differences = sums[0][draws].sum(1) / counts[0][draws].sum(1) - sums[1][draws].sum(1) / counts[1][draws].sum(1)
-    finite = differences[np.isfinite(differences)]
-    low, high = np.quantile(finite, [0.025, 0.975]) if finite.size else (float("nan"), float("nan"))
-    return ClassSplit(float(function), float(content), (float(low), float(high)))
-
-
-def token_stats(table: pa.Table, words: set[str], resamples: int = 1000) -> dict[str, ClassSplit]:
-    """Mean tau and gate over function words (`words`, lowercased) and content words (the rest)."""
-    is_function = np.array([token.lower() in words for token in table.column("token").to_pylist()], dtype=bool)
-    sentences = np.asarray(table.column("sent_id").to_pylist())
-    out: dict[str, ClassSplit] = {}
-    for column in ("tau", "sentinel"):
-        values = table.column(column).to_pylist()
-        if values and values[0] is not None:
-            out[column] = class_split(np.asarray(values, dtype=float), is_function, sentences, resamples)
-    return out
+    sentinel: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)  # gated row -> its words
+    word_classes: word_classes.WordClasses | None = None  # tau and gate by word class, teacher-forced
 
 
 def sentinel_words(table: pa.Table, threshold: float = SENTINEL_THRESHOLD, top: int = 15) -> list[tuple[str, int]]:
@@ -99,16 +56,39 @@ def sentinel_words(table: pa.Table, threshold: float = SENTINEL_THRESHOLD, top: 
     return Counter(w for w, g in zip(tokens, gates) if g is not None and g >= threshold).most_common(top)
 
 
-def fixed_tau_points(summary: Summary) -> list[tuple[float, float, float]]:
-    """Each fixed-temperature row's BLEU at its tau; the baseline (no temperature) stands at tau = 1 exactly."""
-    fixed = [r for r in summary.rows if r.records[0].params.get("attention.temperature") == "fixed"]
-    if not fixed:
-        return []
-    points = {float(r.records[0].params["attention.tau"]): r.average for r in fixed}
-    baseline = next((r for r in summary.rows if r.is_baseline), None)
-    if baseline is not None and baseline.records[0].params.get("attention.temperature") == "none":
-        points.setdefault(1.0, baseline.average)
-    return [(tau, *average) for tau, average in points.items()]
+@dataclass
+class SeedPoint:
+    """A row's test BLEU as the fixed-tau figure draws it: the mean over seeds and its 95% seed interval."""
+
+    label: str
+    tau: float | None  # a fixed-tau point's temperature; None for a band (SACT, learned)
+    mean: float
+    interval: tuple[float, float]
+    seeds: int
+
+
+def seed_point(row: VariantRow, tau: float | None = None, label: str = "") -> SeedPoint:
+    return SeedPoint(label or row.label, tau, row.average[0], seed_interval(row), row.seeds)
+
+
+def fixed_tau_figure(summary: Summary) -> tuple[list[SeedPoint], list[SeedPoint]]:
+    """SACT Figure 1's points and bands: the constant temperatures (fixed rows; the baseline is tau = 1) of the
+    settings that hold the most of them, and the SACT and learned-tau rows with those settings."""
+    keys = temperature_keys()
+    groups: dict[tuple, dict[float, VariantRow]] = {}
+    for row in summary.rows:
+        if (tau := fixed_tau_of(row)) is not None:
+            groups.setdefault(beside_temperature(row, keys), {}).setdefault(tau, row)
+    if not groups:
+        return [], []
+    beside, points = max(groups.items(), key=lambda group: len(group[1]))
+    bands = []
+    for row in summary.rows:
+        temperature = row.records[0].params.get("attention.temperature")
+        kind = "learned tau" if temperature == LEARNED else "SACT" if is_adaptive(temperature) else None
+        if kind and beside_temperature(row, keys) == beside:
+            bands.append(seed_point(row, label=f"{kind}: {row.label}"))
+    return [seed_point(row, tau) for tau, row in sorted(points.items())], bands
 
 
 def heatmap_sentences(trace: pa.Table) -> list[tuple[list[str], list[float]]]:
@@ -135,43 +115,38 @@ def head_taus(trace: pa.Table) -> tuple[list[str], list[list[float]], list[str]]
     return ([t for t, _ in rows], [h for _, h in rows], labels.split(",")) if rows else None
 
 
-def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table], resamples: int = 1000) -> FigureData:
-    """What the figures draw; `traces` holds those records.wanted_traces names; `resamples` for the word classes."""
+def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table]) -> FigureData:
+    """What the figures draw; `traces` holds those records.wanted_traces names."""
     ranked = sorted(summary.rows, key=lambda row: -row.average[0])
     drawn = summary.rows if len(summary.rows) <= TOP_ROWS else ranked[:TOP_CURVES]
     data = FigureData(
         [(row.label, [r.curves.get("bleu_dev", []) for r in row.records]) for row in drawn],
         len(summary.rows),
         summary.test_sets[0],
-        fixed_tau_points(summary),
     )
+    points, data.bands = fixed_tau_figure(summary)
+    temperatures = data.bands or any(p.tau != 1.0 for p in points)
+    if len(points) >= MIN_CURVE_POINTS:
+        data.fixed_tau = points
+    elif temperatures:
+        taus = ", ".join(f"{p.tau:g}" for p in points) or "none"
+        data.fixed_tau_note = (
+            f"No curve: this sweep has {len(points)} constant temperature{'s' if len(points) != 1 else ''} "
+            f"(tau {taus}; the baseline counts as tau = 1) with the same other settings, and a curve needs "
+            f"{MIN_CURVE_POINTS} or more (the paper's tau 0.8-1.2: search_spaces/fixed_tau_ablation.yaml)."
+        )
     sact = [r for r in summary.rows if is_adaptive(r.records[0].params.get("attention.temperature"))]
-    if data.fixed_tau and sact:
-        data.best_sact = max(sact, key=lambda r: r.average[0]).average
     if sact:
         data.heatmap_of = best_of([rec for r in sact for rec in r.records])
         data.heatmap = heatmap_sentences(traces[(data.heatmap_of.run_id, "dev")])
         data.heads = head_taus(traces[(data.heatmap_of.run_id, "dev")])
-    data.language = summary.rows[0].records[0].params.get("data.tgt", "")
-    words = function_words(data.language)
-    for row in summary.rows if len(summary.rows) <= TOP_ROWS else ranked:
+    read = summary.rows if len(summary.rows) <= TOP_ROWS else ranked  # of a large sweep, the best rows' traces
+    varying = [row for row in read if has_gate_or_sact(row.records[0].params)]  # else nothing varies by word
+    for row in varying:
         trace = (best_of(row.records).run_id, data.test_set)
-        # else a constant temperature and no gate: nothing to compare; of a large sweep, the best rows' are read
-        if has_gate_or_sact(row.records[0].params) and trace in traces:
-            table = traces[trace]
-            gated = table.column("sentinel").to_pylist()[:1] not in ([], [None])
-            data.words.append(
-                WordRow(
-                    row.label,
-                    {} if words is None else token_stats(table, words, resamples),
-                    sentinel_words(table) if gated else None,
-                )
-            )
-    if words is None and data.words:
-        data.words_note = (
-            f"stopwordsiso has no closed-class word list for the target language `{data.language}` "
-            "(data.tgt), so function and content words are not compared."
-        )
+        if row.records[0].params.get("attention.sentinel") == "True" and trace in traces:
+            data.sentinel.append((row.label, sentinel_words(traces[trace])))
+    data.word_classes = word_classes.word_classes([(r.label, r.records) for r in varying], traces, data.test_set)
     return data
 
 
@@ -186,12 +161,18 @@ def draw_figures(data: FigureData, out: Path) -> list[str]:
     ]
     if data.fixed_tau:
         plots.fixed_tau_curve(
-            data.fixed_tau, data.best_sact, [out / "fixed_tau_curve.png", out / "fixed_tau_curve.svg"]
+            [(p.tau, p.mean, *p.interval) for p in data.fixed_tau],
+            [(p.label, p.mean, *p.interval) for p in data.bands],
+            [out / "fixed_tau_curve.png", out / "fixed_tau_curve.svg"],
         )
         sections.append(
-            "## Fixed temperature vs SACT (SACT Figure 1)\n\nThe baseline (no temperature) stands at "
-            "tau = 1. Mean ± std over seeds.\n\n![fixed tau](fixed_tau_curve.png)\n"
+            "## Fixed temperature vs SACT (SACT Figure 1)\n\nTest BLEU (avg) at each fixed temperature, the mean over "
+            "seeds with its 95% seed interval (mean ± t * std / sqrt(seeds); none for one seed); the baseline (no "
+            "temperature) stands at tau = 1. SACT and the learned temperature with the same other settings: "
+            "horizontal bands (mean, seed interval).\n\n![fixed tau](fixed_tau_curve.png)\n"
         )
+    elif data.fixed_tau_note:
+        sections.append(f"## Fixed temperature vs SACT (SACT Figure 1)\n\n{data.fixed_tau_note}\n")
     if data.heatmap:
         plots.temperature_heatmap(
             data.heatmap, out / "temperature_heatmap.png", float(data.heatmap_of.params["attention.lambda"])
@@ -212,41 +193,19 @@ def draw_figures(data: FigureData, out: Path) -> list[str]:
 
 
 def word_sections(data: FigureData) -> list[str]:
-    """Sentinel words per gated variant, then function vs content words of every SACT or gated variant."""
-    sections, lines = [], []
-    for row in data.words:
-        cells = [
-            f"{row.stats[c].function:.3f} / {row.stats[c].content:.3f} | "
-            f"{row.stats[c].function - row.stats[c].content:+.3f} "
-            f"[{row.stats[c].interval[0]:+.3f}, {row.stats[c].interval[1]:+.3f}]"
-            if c in row.stats
-            else " | "
-            for c in ("tau", "sentinel")
-        ]
-        lines.append(f"| {row.label} | {cells[0]} | {cells[1]} |")
-        if row.sentinel_words is not None:
-            words = row.sentinel_words
-            sections.append(
-                f"## Words with sentinel gate >= {SENTINEL_THRESHOLD} (Li & Zhu Table 2), `{row.label}`\n\n"
-                + (
-                    "| word | count |\n|---|---|\n" + "\n".join(f"| {w} | {n} |" for w, n in words)
-                    if words
-                    else "none on this test set"
-                )
-                + "\n"
-            )
-    if data.words_note:
-        sections.append(f"## Function vs content words ({data.test_set})\n\n{data.words_note}\n")
-    elif lines:
-        sections.append(
-            f"## Function vs content words ({data.test_set})\n\nMean over output tokens of each variant's "
-            f"best seed: function words (stopwordsiso's closed-class list for `{data.language}`, "
-            "lowercased) / content words (the rest), and the difference function - content with its 95% "
-            "interval (percentile bootstrap over test sentences): SACT's claim is a different temperature "
-            "for the two classes.\n\n"
-            "| variant | tau: function / content | tau difference [95% CI] | gate: function / content | "
-            "gate difference [95% CI] |\n|---|---|---|---|---|\n" + "\n".join(lines) + "\n"
+    """Sentinel words per gated variant (its best seed's output), then tau and gate by word class."""
+    sections = [
+        f"## Words with sentinel gate >= {SENTINEL_THRESHOLD} (Li & Zhu Table 2), `{label}`\n\n"
+        + (
+            "| word | count |\n|---|---|\n" + "\n".join(f"| {w} | {n} |" for w, n in words)
+            if words
+            else "none on this test set"
         )
+        + "\n"
+        for label, words in data.sentinel
+    ]
+    if data.word_classes is not None:
+        sections.append(word_classes.render(data.word_classes))
     return sections
 
 

@@ -1,6 +1,6 @@
 """The summary's findings: the checks of sweeper.summary.checks over every row's per-epoch dev diagnostics (degenerate
-mechanisms, dev curves still rising, missing controls), stated before the table, and the caveats they add to what
-the sweep shows.
+mechanisms, dev curves still rising, SACT rows without a control at their scale), stated before the table, and the
+caveats they add to what the sweep shows.
 """
 
 from __future__ import annotations
@@ -8,12 +8,19 @@ from __future__ import annotations
 from sweeper.metrics import CURVES
 from sweeper.summary import checks
 from sweeper.summary.statistics import (
+    BASELINE,
     BETTER,
+    FIXED,
+    LEARNED,
+    TAU_SCALE,
     WORSE,
+    Comparison,
+    SactControls,
     Summary,
     VariantRow,
-    sact_controls,
+    at_scale,
     seeds_phrase,
+    tau_scale,
 )
 
 
@@ -27,8 +34,9 @@ def add_findings(summary: Summary) -> None:
     }
     rising = [line for lines in not_converged.values() for line in lines]
     few = checks.few_seeds([(row.label, row.seeds) for row in summary.rows])
-    controls = checks.missing_controls(uncontrolled(summary.rows))
-    summary.warnings = degenerate + rising + controls + ([few] if few else [])
+    scales = scale_checks(summary)
+    controls = [checks.missing_scale_controls(scales, TAU_SCALE), checks.scattered_scales(scales, TAU_SCALE)]
+    summary.warnings = degenerate + rising + [line for line in controls if line] + ([few] if few else [])
     if not summary.comparisons:
         return
     caveats = []
@@ -48,13 +56,13 @@ def add_findings(summary: Summary) -> None:
             "The variants flagged above did not work as their papers intend: their rows measure the "
             "degenerate behaviour, not the method."
         )
-    if few:
+    if any(c.test is None for c in summary.comparisons):
         caveats.append(
-            f"Rows with fewer than {checks.MIN_SEEDS} seeds (see the warnings): their marks are not to be published."
+            "Comparisons tested on test-set variance only (one seed a row, or approximate randomization) do not "
+            "count the spread of training runs: they are not claims, and carry no mark."
         )
-    claims = [(c.row.label, c.against.label, c.kind, outcome(c.mark)) for c in summary.comparisons]
     summary.conclusion = checks.what_it_shows(
-        claims,
+        [claim for c in summary.comparisons for claim in claims_of(c, summary.controls)],
         {label for label, lines in flagged.items() if lines},
         seeds_phrase(summary.rows),
         summary.sentences,
@@ -63,18 +71,53 @@ def add_findings(summary: Summary) -> None:
     )
 
 
-def outcome(mark: str) -> str:
-    return "better" if mark in BETTER else "worse" if mark in WORSE else "same"
+def outcome(comparison: Comparison) -> str:
+    if comparison.test is None:
+        return "test set"
+    return "better" if comparison.mark in BETTER else "worse" if comparison.mark in WORSE else "same"
 
 
-def uncontrolled(rows: list[VariantRow]) -> list[tuple[str, float]]:
-    """(label, lambda) of each SACT row that has no control to be compared with (statistics.sact_controls)."""
-    controls = sact_controls(rows)
-    return [
-        (row.label, float(row.records[0].params["attention.lambda"]))
-        for row in rows
-        if id(row) in controls and controls[id(row)] is None
-    ]
+def claims_of(comparison: Comparison, controls: dict[int, SactControls]) -> list[checks.Claim]:
+    """The closing paragraph's claims of one comparison: against the baseline, or a control, or both (a SACT row
+    whose fixed control at its scale is its baseline)."""
+    c = comparison
+    note = f"{c.delta:+.2f}" + (f"; {c.power}" if c.power else "")
+    whom = []
+    if c.kind == BASELINE:
+        whom.append(f"the baseline `{c.against.label}`")
+    if c.control == LEARNED:
+        whom.append(f"the learned-temperature control `{c.against.label}` (the same lambda, every other setting equal)")
+    if c.control == FIXED:
+        tau, scale = controls[id(c.row)].fixed_tau, controls[id(c.row)].scale
+        whom.append(
+            f"the fixed-temperature control `{c.against.label}` (tau {tau:g}, at the scale of SACT's median tau "
+            f"{scale.median:.2f}; every other setting equal)"
+        )
+    return [checks.Claim(c.row.label, against, outcome(c), note) for against in whom]
+
+
+def scale_checks(summary: Summary) -> list[checks.ScaleCheck]:
+    """Each SACT row's scale and candidate controls, as checks.missing_scale_controls reads them."""
+    found = []
+    for row in summary.rows:
+        controls = summary.controls.get(id(row))
+        if controls is None:
+            continue
+        learned = tau_scale(controls.learned) if controls.learned else None
+        settled = learned is not None and controls.scale is not None and at_scale(learned.median, controls.scale)
+        found.append(
+            checks.ScaleCheck(
+                row.label,
+                controls.scale.text() if controls.scale else None,
+                controls.fixed is not None,
+                controls.nearest_tau,
+                controls.learned.label if controls.learned else None,
+                learned.text() if learned else None,
+                settled,
+                controls.scale is not None and max(controls.scale.seeds) > TAU_SCALE**2 * min(controls.scale.seeds),
+            )
+        )
+    return found
 
 
 def history_of(row: VariantRow) -> checks.VariantHistory:

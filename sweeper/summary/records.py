@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 from mlflow.store.artifact.artifact_repo import ArtifactRepository
 from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 from mlflow.tracking import MlflowClient
@@ -32,8 +31,10 @@ from mlflow.utils.rest_utils import http_request
 
 from nmt_core.config import ConfigError, build_config, scalar, set_dotted
 from nmt_core.registry import is_adaptive
-from sweeper.artifacts import read_alignment_stats
+from nmt_core.yaml_input import read_text
+from sweeper.artifacts import FORCED, read_alignment_stats
 from sweeper.metrics import CURVES, EXPLOITS, PARENT, ROLE, SETTING_PREFIX, TRIAL_ID, VARIANT
+from sweeper.space import SpecError, recorded_space
 from sweeper.tracking import PBT_EVENTS
 
 SEED_KEY = "train.seed"
@@ -45,6 +46,7 @@ BULK_PATH = "/ajax-api/2.0/mlflow/metrics/get-history-bulk"
 History = dict[int, float]  # a metric's value per epoch
 TOP_ROWS = 20  # a table of more rows (a random sweep: a row per trial) shows its best rows and their baselines
 LEFT_OUT = {"FAILED": "failed", "KILLED": "stopped early by the scheduler (no test BLEU)"}
+FORCED_TRACES = FORCED.removeprefix("traces/")  # a trace name: forced/<test set> (sweeper.artifacts.FORCED)
 
 
 class SummaryError(ValueError):
@@ -267,9 +269,10 @@ def best_of(records: list[TrialRecord]) -> TrialRecord:
 
 
 def wanted_traces(records: list[TrialRecord]) -> list[tuple[str, str]]:
-    """(run id, split) of the traces the figures draw: the best SACT trial's dev trace (the heatmap), and the first
-    test set's trace of each SACT or sentinel variant's best seed (function vs content words, sentinel words); of a
-    sweep with more than TOP_ROWS variants, only the TOP_ROWS best variants' (as the tables show them)."""
+    """(run id, split) of the traces the figures draw: the best SACT trial's dev trace (the heatmap), the first test
+    set's teacher-forced trace of every seed of each SACT or sentinel variant (word classes), and that set's output
+    trace of each sentinel variant's best seed (sentinel words); of a sweep with more than TOP_ROWS variants, only
+    the TOP_ROWS best variants' (as the tables show them)."""
     groups: dict[tuple, list[TrialRecord]] = {}
     for record in records:
         groups.setdefault(record.group, []).append(record)
@@ -279,11 +282,12 @@ def wanted_traces(records: list[TrialRecord]) -> list[tuple[str, str]]:
     if len(variants) > TOP_ROWS:
         variants = sorted(variants, key=lambda members: -statistics.fmean(r.metrics["bleu_test_avg"] for r in members))
         variants = variants[:TOP_ROWS]
-    return wanted + [
-        (best_of(members).run_id, records[0].test_sets[0])
-        for members in variants
-        if has_gate_or_sact(members[0].params)
-    ]
+    test_set = records[0].test_sets[0]
+    for members in (members for members in variants if has_gate_or_sact(members[0].params)):
+        wanted += [(record.run_id, f"{FORCED_TRACES}/{test_set}") for record in members]
+        if members[0].params.get("attention.sentinel") == "True":
+            wanted.append((best_of(members).run_id, test_set))
+    return wanted
 
 
 def alignment_sets(records: list[TrialRecord]) -> list[str]:
@@ -300,9 +304,11 @@ def read_snapshot(client: MlflowClient, name: str, run_id: str | None, folder: P
     experiment_id, parent_id = find_parent(client, name, run_id)
     parent = client.get_run(parent_id)
     try:
-        space = yaml.safe_load(Path(client.download_artifacts(parent_id, "space.yaml", str(folder))).read_text()) or {}
+        path = client.download_artifacts(parent_id, "space.yaml", str(folder))
     except Exception:  # an older sweep without space.yaml: default baseline
-        space = {}
+        path = None
+    # read back through the gate, checked as on input (bounded, a mapping, objective and significance in range)
+    space = recorded_space(read_text(path, SpecError), f"run {parent_id}: space.yaml") if path else {}
     objective = {"metric": "bleu_dev", **(space.get("objective") or {})}["metric"]
     records, left_out = load_records(client, experiment_id, parent_id, objective)
     if not records:
@@ -335,17 +341,13 @@ def read_snapshot(client: MlflowClient, name: str, run_id: str | None, folder: P
             [(r, s) for r in records for s in aligned],
         )
         snapshot.alignment = {r.run_id: {s: next(stats) for s in aligned} for r in records} if aligned else {}
-        snapshot.traces = dict(
-            zip(
-                wanted,
-                each(
-                    lambda run, split: pq.read_table(
-                        download(client, by_id[run], f"traces/{split}.parquet", folder / "trace" / run / split)
-                    ),
-                    wanted,
-                ),
+        snapshot.traces = {
+            key: table
+            for key, table in zip(
+                wanted, each(lambda run, split: read_trace(client, by_id[run], split, folder / "trace"), wanted)
             )
-        )
+            if table is not None
+        }
         for record, events in zip(
             exploited, each(lambda r: download(client, r, PBT_EVENTS, folder / r.run_id), [(r,) for r in exploited])
         ):
@@ -372,6 +374,17 @@ def download(client: MlflowClient, record: TrialRecord, path: str, folder: Path)
     below = f"{run_folder[1:]}/{path}" if shared else path
     repository(root, client.tracking_uri)._download_file(below, str(local))  # noqa: SLF001 - a one-file download
     return local
+
+
+def read_trace(client: MlflowClient, record: TrialRecord, split: str, folder: Path) -> pa.Table | None:
+    """traces/<split>.parquet of a trial; a teacher-forced one is None where the trial was made before they were
+    recorded (the word classes say so)."""
+    try:
+        return pq.read_table(download(client, record, f"traces/{split}.parquet", folder / record.run_id / split))
+    except Exception:  # noqa: BLE001 - MLflow raises several types for a missing artifact
+        if split.startswith(f"{FORCED_TRACES}/"):
+            return None
+        raise
 
 
 def artifact_lines(client: MlflowClient, record: TrialRecord, path: str, folder: Path) -> list[str]:

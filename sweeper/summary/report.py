@@ -95,7 +95,7 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
         sections += ["## Attention and word alignment\n", render_alignment(summary, table)]
     if summary.conclusion:
         sections.append("## What this sweep shows, and what it cannot\n\n" + summary.conclusion)
-    sections += draw_figures(figure_data(summary, snapshot.traces, significance.resamples), out)
+    sections += draw_figures(figure_data(summary, snapshot.traces), out)
     objective = snapshot.objective
     sections += importance_sections(snapshot.records, objective["metric"], objective["mode"], out)
     sections += render_pbt_schedules(snapshot.records)

@@ -1,28 +1,46 @@
-"""Grouping and statistics: a row per variant (seeds grouped), mean +- sample std, and the table's comparisons: each
-row against its baseline and each SACT lambda against its fixed tau = lambda control, with the difference, its
-95% bootstrap interval and a two-sided seed-averaged paired test (bootstrap or approximate randomization),
-Holm-corrected over all of them (** / * better, †† / † worse); the bootstrap for attention against gold word
-alignments (AER, gold attention mass).
+"""Grouping and statistics: a row per variant (seeds grouped), mean +- sample std over seeds, and the table's
+comparisons: each row against its baseline and each SACT row against its controls (the learned temperature, and a
+fixed tau at the scale SACT settled on), with the difference, its 95% interval and a two-sided test that counts the
+seeds and the test sentences (nmt_core.evaluate.seed_sentence_test), Holm-corrected over all of them (** / *
+better, †† / † worse); a row with one seed is tested on test-set variance only and carries no mark. The same for
+attention against gold word alignments (AER, gold attention mass).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.special import stdtrit
 
-from nmt_core.evaluate import AlignmentBootstrap, ApproximateRandomization, PairedBootstrap, SentenceBootstrap, holm
+from nmt_core.diagnostics import TAU_P50
+from nmt_core.evaluate import (
+    AlignmentBootstrap,
+    ApproximateRandomization,
+    PairedBootstrap,
+    SeedSentenceTest,
+    SentenceBootstrap,
+    SystemScores,
+    holm,
+    seed_sentence_test,
+    seeds_needed,
+)
 from nmt_core.registry import TEMPERATURES, choices, is_adaptive
 from nmt_core.train import PAPER_BLEU
 from sweeper.metrics import SIGNATURE_TAGS
-from sweeper.space import SignificanceSpec
+from sweeper.space import SIGNIFICANCE_TESTS, SignificanceSpec
 from sweeper.summary.records import SummaryError, TrialRecord
 
 BETTER, WORSE = ("**", "*"), ("††", "†")  # p < 0.01, p < 0.05 after Holm's correction
 BASELINE, CONTROL = "baseline", "control"  # what a row is compared with
+LEARNED, FIXED = "learned", "fixed"  # a SACT row's two controls (Comparison.control)
+SEEDS_AND_SENTENCES, TEST_SET_ONLY = "seeds + sentences", "test-set variance only"  # what a test's p and CI cover
+TAU_SCALE = 1.2  # a fixed tau is a control at SACT's scale within this factor of the SACT row's median tau
+ALPHA, POWER, MOST_SEEDS = 0.05, 0.8, 100  # the power line: seeds a row needs to detect a difference
 AR_INTERVAL_RESAMPLES = 1000  # the interval's bootstrap beside approximate randomization (sacrebleu's default)
 
 
@@ -35,30 +53,89 @@ class VariantRow:
     paper_average: tuple[float, float] | None  # multi-bleu (lowercased word-token BLEU), mean and std
     n_params: int
     epoch_time_s: float | None
-    delta: float | None = None
-    mark: str = ""
-    p_value: float | None = None  # the paired test's against the baseline, before correction
-    p_adjusted: float | None = None  # Holm-corrected over all comparisons of the table
-    interval: tuple[float, float] | None = None  # the delta's 95% bootstrap percentile interval
     is_baseline: bool = False
+    against_baseline: Comparison | None = None  # its test against its baseline (None: a baseline, or none found)
 
     @property
     def seeds(self) -> int:
         return len(self.records)
 
+    @property
+    def delta(self) -> float | None:
+        return None if self.against_baseline is None else self.against_baseline.delta
+
+    @property
+    def mark(self) -> str:
+        return "" if self.against_baseline is None else self.against_baseline.mark
+
+    @property
+    def p_value(self) -> float | None:
+        """The test's p against the baseline, before correction."""
+        return None if self.against_baseline is None else self.against_baseline.p_value
+
+    @property
+    def p_adjusted(self) -> float | None:
+        """Holm-corrected over the comparisons of its family."""
+        return None if self.against_baseline is None else self.against_baseline.p_adjusted
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return None if self.against_baseline is None else self.against_baseline.interval
+
 
 @dataclass
 class Comparison:
-    """One test of the table: `row` against `against` (its baseline, or for SACT its fixed tau = lambda control)."""
+    """One test of the table: `row` against `against` (its baseline, or one of a SACT row's controls)."""
 
     row: VariantRow
     against: VariantRow
     kind: str  # BASELINE or CONTROL
     delta: float
-    interval: tuple[float, float]  # 95% bootstrap percentile interval of the seed-averaged difference
-    p_value: float
-    p_adjusted: float = 1.0  # Holm over every comparison it was tested with
-    mark: str = ""
+    interval: tuple[float, float] = (0.0, 0.0)  # 95%: t interval (seeds + sentences) or bootstrap percentiles
+    p_value: float = 1.0
+    p_adjusted: float = 1.0  # Holm over the comparisons of its family (seeds + sentences, or test set only)
+    mark: str = ""  # only a seed-aware test marks
+    control: str = ""  # LEARNED or FIXED where it answers a SACT row's control question (a baseline one may too)
+    test: SeedSentenceTest | None = None  # the seed-aware test; None: test-set variance only
+    seeds_needed: int | None = None  # seeds a row would need to detect `delta` (a seed-aware test, not significant)
+    power: str = ""  # that, in words (power_line)
+
+    @property
+    def covers(self) -> str:
+        return TEST_SET_ONLY if self.test is None else SEEDS_AND_SENTENCES
+
+
+@dataclass
+class TauScale:
+    """Where a row's temperature settled: each seed's median tau over dev tokens (tau_p50) at its best epoch, the
+    epoch whose weights were tested."""
+
+    seeds: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seeds)
+
+    def text(self) -> str:
+        """`0.52 (seeds 0.48-0.55, std 0.03)`: the median over seeds and the per-seed medians' range and std."""
+        if len(self.seeds) == 1:
+            return f"{self.seeds[0]:.2f} (1 seed)"
+        return (
+            f"{self.median:.2f} (seeds {min(self.seeds):.2f}-{max(self.seeds):.2f}, "
+            f"std {statistics.stdev(self.seeds):.2f})"
+        )
+
+
+@dataclass
+class SactControls:
+    """A SACT row's temperature scale and its controls: the learned-temperature row of equal other settings (the
+    same lambda), and the fixed tau nearest its median tau, within a factor TAU_SCALE of it (None: no such row)."""
+
+    scale: TauScale | None
+    learned: VariantRow | None = None
+    fixed: VariantRow | None = None
+    fixed_tau: float | None = None  # the fixed control's tau (1 for a row without temperature)
+    nearest_tau: float | None = None  # the fixed tau nearest the scale, also when it is too far to be a control
 
 
 @dataclass
@@ -73,11 +150,21 @@ class Summary:
     signatures: dict[str, str] = field(default_factory=dict)  # metric name -> sacrebleu signature
     conclusion: str = ""  # what the sweep shows and what it cannot
     criteria: dict[str, str] = field(default_factory=dict)  # the settings that make a row a baseline
+    controls: dict[int, SactControls] = field(default_factory=dict)  # id(SACT row) -> its scale and controls
+    method_name: str = ""  # significance.method's test in a line (SIGNIFICANCE_TESTS)
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (0 for a single run)."""
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def seed_interval(row: VariantRow, level: float = 0.95) -> tuple[float, float]:
+    """The 95% interval of a row's mean BLEU over its seeds, mean ± t_{n-1} * std / sqrt(n): what another set of
+    seeds could give (the mean itself for one seed)."""
+    (mean, std), n = row.average, row.seeds
+    half = float(stdtrit(n - 1, (1 + level) / 2)) * std / math.sqrt(n) if n > 1 else 0.0
+    return mean - half, mean + half
 
 
 def objective_of(record: TrialRecord, metric: str, mode: str) -> float | None:
@@ -152,64 +239,165 @@ def temperature_keys() -> set[str]:
     return {"attention.temperature", "variant", *(key for part in TEMPERATURES.values() for key in part.settings)}
 
 
-def _beside_temperature(row: VariantRow, keys: set[str]) -> tuple:
+def beside_temperature(row: VariantRow, keys: set[str]) -> tuple:
+    """Every setting of the row but its temperature's (temperature_keys)."""
     return tuple((k, v) for k, v in row.records[0].group if k not in keys)
 
 
-def sact_controls(rows: list[VariantRow]) -> dict[int, VariantRow | None]:
-    """Each SACT row's control by id(row): its fixed tau = lambda row with every other setting equal (is a gain
-    adaptivity or a rescaling?), None where the sweep has none. One pass over the fixed-temperature rows, so finding
-    controls stays linear."""
+def tau_scale(row: VariantRow) -> TauScale | None:
+    """The row's TauScale from its seeds' dev diagnostics; None where no seed logged tau_p50 (an older sweep)."""
+    medians = [
+        curve[tested_epoch(record, len(curve)) - 1] for record in row.records if (curve := record.curves.get(TAU_P50))
+    ]
+    return TauScale(medians) if medians else None
+
+
+def tested_epoch(record: TrialRecord, epochs: int) -> int:
+    """The epoch whose weights were tested (1-based): the trial's best_epoch, else its first best dev BLEU (as
+    training keeps it), else its last of `epochs`."""
+    best, bleu = int(record.metrics.get("best_epoch", 0)), record.curves.get("bleu_dev", [])
+    if 0 < best <= epochs:
+        return best
+    return bleu.index(max(bleu)) + 1 if len(bleu) == epochs else epochs
+
+
+def at_scale(tau: float, scale: TauScale) -> bool:
+    """Whether a constant temperature `tau` is within a factor TAU_SCALE of the scale's median tau."""
+    return abs(math.log(tau / scale.median)) <= math.log(TAU_SCALE) + 1e-12
+
+
+def fixed_tau_of(row: VariantRow) -> float | None:
+    """The constant temperature of a row: its attention.tau when fixed, 1 without a temperature (the same maths)."""
+    params = row.records[0].params
+    temperature = params.get("attention.temperature", "none")
+    if temperature == "fixed" and "attention.tau" in params:
+        return float(params["attention.tau"])
+    return 1.0 if temperature == "none" else None
+
+
+def sact_controls(rows: list[VariantRow]) -> dict[int, SactControls]:
+    """Each SACT row's scale and controls by id(row). SACT without its input is the control that asks "adaptivity
+    or rescaling?": the `learned` temperature row with the same lambda and every other setting equal, and the
+    fixed tau (a row without temperature is tau = 1) with every other setting equal nearest SACT's median tau,
+    if within a factor TAU_SCALE of it. One pass over the other rows, so finding controls stays linear."""
     keys = temperature_keys()
-    fixed: dict[tuple, VariantRow] = {}
+    learned: dict[tuple, VariantRow] = {}
+    fixed: dict[tuple, list[tuple[float, VariantRow]]] = {}
     for r in rows:
-        params = r.records[0].params
-        if params.get("attention.temperature") == "fixed":
-            fixed.setdefault((float(params.get("attention.tau", "nan")), _beside_temperature(r, keys)), r)
-    sact = [r for r in rows if is_adaptive(r.records[0].params.get("attention.temperature"))]
-    return {
-        id(row): fixed.get((float(row.records[0].params["attention.lambda"]), _beside_temperature(row, keys)))
-        for row in sact
-        if "attention.lambda" in row.records[0].params
-    }
+        params, beside = r.records[0].params, beside_temperature(r, keys)
+        if params.get("attention.temperature") == LEARNED and "attention.lambda" in params:
+            learned.setdefault((float(params["attention.lambda"]), beside), r)
+        elif (tau := fixed_tau_of(r)) is not None:
+            fixed.setdefault(beside, []).append((tau, r))
+    found = {}
+    for row in rows:
+        params = row.records[0].params
+        if not is_adaptive(params.get("attention.temperature")):
+            continue
+        beside, scale = beside_temperature(row, keys), tau_scale(row)
+        controls = SactControls(scale, learned.get((float(params.get("attention.lambda", "nan")), beside)))
+        candidates = [(abs(math.log(t / scale.median)), t, r) for t, r in fixed.get(beside, [])] if scale else []
+        if candidates:
+            _, tau, nearest = min(candidates, key=lambda candidate: candidate[:2])
+            controls.nearest_tau = tau
+            if at_scale(tau, scale):
+                controls.fixed, controls.fixed_tau = nearest, tau
+        found[id(row)] = controls
+    return found
 
 
-def pairs_of(rows: list[VariantRow], criteria: dict[str, Any]) -> list[tuple[VariantRow, VariantRow, str]]:
-    """(row, what it is compared with, kind): each row against its baseline, each SACT row against its control."""
+def pairs_of(
+    rows: list[VariantRow], criteria: dict[str, Any], controls: dict[int, SactControls] | None = None
+) -> list[tuple[VariantRow, VariantRow, str, str]]:
+    """(row, what it is compared with, kind, control): each row against its baseline, each SACT row against its
+    learned and fixed controls (`controls`, default: sact_controls). A control that is also the row's baseline
+    (SACT settled near tau = 1) is one comparison, tested once, that answers both."""
     baselines = baselines_of(rows, criteria)
-    controls = sact_controls(rows)
-    pairs = [(row, base, BASELINE) for row in rows if (base := baselines.get(id(row))) not in (None, row)]
-    return pairs + [(row, control, CONTROL) for row in rows if (control := controls.get(id(row))) is not None]
+    controls = sact_controls(rows) if controls is None else controls
+    pairs = {
+        (id(row), id(base)): [row, base, BASELINE, ""]
+        for row in rows
+        if (base := baselines.get(id(row))) not in (None, row)
+    }
+    for row in rows:
+        found = controls.get(id(row))
+        for control, against in ((LEARNED, found and found.learned), (FIXED, found and found.fixed)):
+            if against is not None:
+                pairs.setdefault((id(row), id(against)), [row, against, CONTROL, ""])[3] = control
+    return [tuple(pair) for pair in pairs.values()]
 
 
 def compare(
-    pairs: list[tuple[VariantRow, VariantRow, str]],
-    value: Callable[[VariantRow], float],
+    pairs: list[tuple[VariantRow, VariantRow, str, str]],
+    seed_values: Callable[[VariantRow], list[float]],
     bootstrap: SentenceBootstrap,
     stats_of: Callable[[VariantRow], list[dict[str, np.ndarray]]],
     randomization: ApproximateRandomization | None = None,
 ) -> list[Comparison]:
-    """Each pair's delta of `value`, its bootstrap interval and p (the bootstrap's, or approximate randomization's
-    where given), on the same resampled or shuffled sentences, Holm-corrected over all `pairs`; `stats_of` gives a
-    row's per-seed, per-sentence statistics."""
-    seen: dict[int, tuple[list[dict[str, np.ndarray]], tuple[float, np.ndarray]]] = {}
+    """Each pair's delta of the seed-averaged `seed_values` (a row's number per seed, as the table prints its mean
+    and std) with its interval and p on the same resampled sentences: seed_sentence_test where both rows have 2
+    seeds or more, its seed level from `seed_values`; else (one seed, or approximate randomization) test-set
+    variance only, from the bootstrap's own scores (sacrebleu's numbers). Holm-corrected within each of the two
+    families; `stats_of` gives a row's per-seed, per-sentence statistics."""
+    seen: dict[int, tuple[list[dict[str, np.ndarray]], SystemScores]] = {}
 
-    def of(row: VariantRow) -> tuple[list[dict[str, np.ndarray]], tuple[float, np.ndarray]]:
+    def of(row: VariantRow) -> tuple[list[dict[str, np.ndarray]], SystemScores]:
         if id(row) not in seen:  # each row is scored once, however many comparisons use it; its statistics are
             stats = stats_of(row)  # kept only for the randomization (a 1,000-row sweep would hold them all)
             seen[id(row)] = (stats if randomization else []), bootstrap.scores_of_stats(stats)
         return seen[id(row)]
 
     compared = []
-    for row, against, kind in pairs:
+    for row, against, kind, control in pairs:
         (mine, scores), (theirs, base_scores) = of(row), of(against)
-        p = randomization.p_value(theirs, mine) if randomization else bootstrap.p_value(base_scores, scores)
-        compared.append(
-            Comparison(row, against, kind, value(row) - value(against), bootstrap.interval(base_scores, scores), p)
-        )
-    for comparison, adjusted in zip(compared, holm([c.p_value for c in compared])):
-        comparison.p_adjusted = adjusted
+        values, base_values = np.array(seed_values(row)), np.array(seed_values(against))
+        comparison = Comparison(row, against, kind, float(values.mean() - base_values.mean()), control=control)
+        if randomization is None and min(scores.seeds, base_scores.seeds) >= 2:
+            comparison.test = seed_sentence_test(
+                SystemScores(base_values, base_scores.resampled), SystemScores(values, scores.resampled)
+            )
+            comparison.p_value, comparison.interval = comparison.test.p_value, comparison.test.interval
+        else:
+            comparison.interval = bootstrap.interval(base_scores, scores)
+            comparison.p_value = (
+                randomization.p_value(theirs, mine) if randomization else bootstrap.p_value(base_scores, scores)
+            )
+        compared.append(comparison)
+    for family in (SEEDS_AND_SENTENCES, TEST_SET_ONLY):
+        members = [c for c in compared if c.covers == family]
+        for comparison, adjusted in zip(members, holm([c.p_value for c in members])):
+            comparison.p_adjusted = adjusted
     return compared
+
+
+def mark_and_power(comparisons: list[Comparison], higher_is_better: bool = True) -> None:
+    """Marks from the seed-aware tests only, and for each of them that is not significant the seeds a row would
+    need to detect its difference (80% power at Holm's strictest level, ALPHA over the family)."""
+    alpha = ALPHA / max(sum(c.test is not None for c in comparisons), 1)
+    for c in comparisons:
+        if c.test is None:
+            continue
+        c.mark = significance_mark(c.delta if higher_is_better else -c.delta, c.p_adjusted)
+        if not c.mark:
+            c.seeds_needed = seeds_needed(c.test, alpha, POWER, MOST_SEEDS)
+            c.power = power_line(c, alpha)
+
+
+def power_line(comparison: Comparison, alpha: float) -> str:
+    """Why a seed-aware difference was not significant, in seeds: how many a row would need to detect it with
+    POWER at level `alpha`, or that none would (the test set's own variance alone hides it)."""
+    test, size = comparison.test, abs(comparison.delta)
+    if comparison.seeds_needed is not None:
+        return (
+            f"about {comparison.seeds_needed} seeds a row would detect a difference of {size:.2f} "
+            f"({POWER:.0%} power at alpha {alpha:.2g})"
+        )
+    if size == 0:
+        return "no difference to detect"
+    normal = statistics.NormalDist()
+    if size < (normal.inv_cdf(1 - alpha / 2) + normal.inv_cdf(POWER)) * math.sqrt(test.sentence_shared):
+        return f"the test set's own variance hides a difference of {size:.2f} at any number of seeds"
+    return f"more than {MOST_SEEDS} seeds a row would be needed to detect a difference of {size:.2f}"
 
 
 def test_significance(
@@ -219,6 +407,7 @@ def test_significance(
     translations: dict[str, dict[str, list[str]]],
     significance: SignificanceSpec,
     bleu: dict[str, Any],
+    controls: dict[int, SactControls],
 ) -> list[Comparison]:
     """Every comparison of the BLEU table, marked; each row's against its baseline also set on the row."""
     baselines = baselines_of(rows, criteria)
@@ -234,48 +423,61 @@ def test_significance(
         else None
     )
     compared = compare(
-        pairs_of(rows, criteria),
-        lambda row: row.average[0],
+        pairs_of(rows, criteria, controls),
+        lambda row: [r.metrics["bleu_test_avg"] for r in row.records],
         bootstrap,
         lambda row: bootstrap.stats([translations[r.run_id] for r in row.records]),
         shuffles,
     )
+    mark_and_power(compared)
     for c in compared:
-        c.mark = significance_mark(c.delta, c.p_adjusted)
         if c.kind == BASELINE:
-            c.row.delta, c.row.p_value, c.row.p_adjusted, c.row.mark = c.delta, c.p_value, c.p_adjusted, c.mark
-            c.row.interval = c.interval
+            c.row.against_baseline = c
     return compared
 
 
 def method_text(significance: SignificanceSpec, rows: list[VariantRow], comparisons: list[Comparison]) -> str:
-    """The footer's account of the test, the interval and the correction."""
-    if significance.method == "approximate_randomization":
-        test = (
-            f"two-sided paired approximate randomization over test sentences (sacrebleu --paired-ar semantics, +1 "
-            f"correction; each test set shuffled on its own), {significance.resamples} shuffles, seed k of a "
-            f"system paired with seed k of the other and the pseudo-systems' BLEU averaged over the pairs"
+    """The footer's account of the tests, the intervals and the correction: what each p and interval counts."""
+    aware = [c for c in comparisons if c.test is not None]
+    only = len(comparisons) - len(aware)
+    parts = []
+    if aware:
+        parts.append(
+            f"{SEEDS_AND_SENTENCES} ({len(aware)} comparison{'s' if len(aware) != 1 else ''}{family_of(aware)}): a "
+            "two-level test of the seed-averaged difference, its variance Welch's s^2/n over each row's seeds plus "
+            f"the paired bootstrap's over {significance.resamples} resamples of the test sentences (the same for "
+            "every system and seed; each test set on its own), t-referenced with Welch-Satterthwaite degrees of "
+            "freedom; 95% CI: delta ± t * SE; Holm-corrected over these comparisons: "
+            f"{BETTER[0]} p < 0.01, {BETTER[1]} p < 0.05 better than the baseline (or control), {WORSE[0]} p < 0.01, "
+            f"{WORSE[1]} p < 0.05 worse"
         )
-        resamples = AR_INTERVAL_RESAMPLES
-    else:
-        test = (
-            f"two-sided paired bootstrap over test sentences (sacrebleu --paired-bs semantics, +1 correction; "
-            f"each test set resampled on its own), {significance.resamples} resamples, each system's BLEU "
-            f"averaged over its seeds in every resample"
+    if only:
+        why = "approximate randomization" if significance.method == "approximate_randomization" else "one seed a row"
+        if significance.method == "approximate_randomization":
+            test = (
+                f"two-sided paired approximate randomization over test sentences (sacrebleu --paired-ar semantics, "
+                f"+1 correction), {significance.resamples} shuffles, seed k of a system paired with seed k of the "
+                "other; 95% CI: the percentile interval of the seed-averaged difference over "
+                f"{AR_INTERVAL_RESAMPLES} paired bootstrap resamples"
+            )
+        else:
+            test = (
+                "two-sided paired bootstrap over test sentences (sacrebleu --paired-bs semantics, +1 correction), "
+                f"{significance.resamples} resamples; 95% CI: their percentile interval"
+            )
+        parts.append(
+            f"{TEST_SET_ONLY} ({only} comparison{'s' if only != 1 else ''}, {why}): {test}; the seeds' spread is not "
+            "counted, so these carry no mark; Holm-corrected over these comparisons apart"
         )
-        resamples = significance.resamples
-    controls = sum(c.kind == CONTROL for c in comparisons)
-    family = f"{len(comparisons)} comparison{'s' if len(comparisons) != 1 else ''}" + (
-        f" ({len(comparisons) - controls} against a baseline, {controls} SACT against its fixed tau = lambda control)"
-        if controls
-        else ""
-    )
-    return (
-        f"{test} ({seeds_phrase(rows)} per row; seeds are never pooled as sentences), Holm-corrected over "
-        f"{family}: {BETTER[0]} p < 0.01, {BETTER[1]} p < 0.05 better than the baseline (or control), {WORSE[0]} "
-        f"p < 0.01, {WORSE[1]} p < 0.05 worse. 95% CI: the percentile interval (2.5th to 97.5th) of the "
-        f"seed-averaged BLEU difference over {resamples} paired bootstrap resamples of the test sentences"
-    )
+    return f"{seeds_phrase(rows)} per row, seeds never pooled as sentences. " + ". ".join(parts)
+
+
+def family_of(comparisons: list[Comparison]) -> str:
+    """`: 4 against a baseline, 2 SACT against a control` where the family holds control comparisons."""
+    controls = sum(c.control != "" for c in comparisons)
+    if not controls:
+        return ""
+    return f": {sum(c.kind == BASELINE for c in comparisons)} against a baseline, {controls} SACT against a control"
 
 
 def seeds_phrase(rows: list[VariantRow]) -> str:
@@ -335,7 +537,11 @@ def build_summary(
             + ") in this sweep: deltas are left out"
         )
     summary.sentences = sum(len(refs) for refs in references.values())
-    summary.comparisons = test_significance(rows, criteria, references, translations, significance, bleu or {})
+    summary.controls = sact_controls(rows)
+    summary.comparisons = test_significance(
+        rows, criteria, references, translations, significance, bleu or {}, summary.controls
+    )
+    summary.method_name = f"{significance.method}: {SIGNIFICANCE_TESTS[significance.method]}"
     if summary.comparisons:
         summary.method = method_text(significance, rows, summary.comparisons)
     return summary
@@ -367,27 +573,28 @@ class AlignmentTable:
 def alignment_table(
     summary: Summary, stats: dict[str, dict[str, np.ndarray]], significance: SignificanceSpec
 ) -> AlignmentTable:
-    """AER and gold-attention mass per variant, each delta tested as BLEU is (seed-averaged paired bootstrap over the
-    same test sentences, Holm-corrected over the column's comparisons). `stats[run_id][set]`: each trial's
-    per-sentence ALIGNMENT_STATS."""
+    """AER and gold-attention mass per variant, each delta tested as BLEU is (seeds and the same resampled test
+    sentences; one seed a row: test-set variance only, no mark), Holm-corrected over the column's comparisons.
+    `stats[run_id][set]`: each trial's per-sentence ALIGNMENT_STATS."""
     sizes = {name: len(per_sentence) for name, per_sentence in next(iter(stats.values())).items()}
     sets = sorted(sizes)
     cells: dict[int, list[AlignmentCell]] = {id(row): [] for row in summary.rows}
-    pairs = [pair for pair in pairs_of(summary.rows, summary.criteria) if pair[2] == BASELINE]
+    pairs = [pair for pair in pairs_of(summary.rows, summary.criteria, summary.controls) if pair[2] == BASELINE]
     for key, _, higher in ALIGNMENT_METRICS:
         test = AlignmentBootstrap(sizes, key, significance.resamples)
-        value = {
-            id(row): mean_std([statistics.fmean(r.metrics[f"{key}_{s}"] for s in sets) for r in row.records])
+        values = {
+            id(row): [statistics.fmean(r.metrics[f"{key}_{s}"] for s in sets) for r in row.records]
             for row in summary.rows
         }
         compared = compare(
-            pairs, lambda row, value=value: value[id(row)][0], test, lambda row: [stats[r.run_id] for r in row.records]
+            pairs, lambda row, values=values: values[id(row)], test, lambda row: [stats[r.run_id] for r in row.records]
         )
-        tested = {id(c.row): (c.delta, c.p_adjusted) for c in compared}
+        mark_and_power(compared, higher)
+        tested = {id(c.row): c for c in compared}
         for row in summary.rows:
-            cell = AlignmentCell(*value[id(row)])
+            cell = AlignmentCell(*mean_std(values[id(row)]))
             if id(row) in tested:
-                cell.delta, cell.p_adjusted = tested[id(row)]
-                cell.mark = significance_mark(cell.delta if higher else -cell.delta, cell.p_adjusted)
+                c = tested[id(row)]
+                cell.delta, cell.p_adjusted, cell.mark = c.delta, c.p_adjusted, c.mark
             cells[id(row)].append(cell)
     return AlignmentTable(sets, sizes, significance.resamples, cells)

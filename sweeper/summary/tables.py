@@ -9,30 +9,45 @@ import io
 
 from sweeper.metrics import EXPLOITS, SETTING_PREFIX
 from sweeper.summary.records import TOP_ROWS, TrialRecord
-from sweeper.summary.statistics import BETTER, CONTROL, WORSE, AlignmentTable, Summary, VariantRow, baselines_of
+from sweeper.summary.statistics import (
+    BETTER,
+    FIXED,
+    TAU_SCALE,
+    WORSE,
+    AlignmentTable,
+    Comparison,
+    Summary,
+    VariantRow,
+    baselines_of,
+    tau_scale,
+)
+
+
+def mean_std(row: VariantRow, mean_and_std: tuple[float, float] | None, plus_minus: str = "±") -> str:
+    """`4.54 ± 0.33`: a mean with the seeds' sample std beside it (a single seed has none)."""
+    if mean_and_std is None:
+        return ""
+    mean, std = mean_and_std
+    return f"{mean:.2f}" if row.seeds == 1 else f"{mean:.2f} {plus_minus} {std:.2f}"
 
 
 def _cells(row: VariantRow, test_sets: list[str], plus_minus: str) -> list[str]:
-    def fmt(mean_and_std: tuple[float, float] | None) -> str:
-        if mean_and_std is None:
-            return ""
-        mean, std = mean_and_std
-        return f"{mean:.2f}" if row.seeds == 1 else f"{mean:.2f} {plus_minus} {std:.2f}"
-
-    delta = "baseline" if row.is_baseline else "" if row.delta is None else f"{row.delta:+.2f}{row.mark}"
+    tested = row.against_baseline
+    delta = "baseline" if row.is_baseline else "" if tested is None else f"{tested.delta:+.2f}{tested.mark}"
     time = "" if row.epoch_time_s is None else f"{row.epoch_time_s:.1f}"
-    p = "" if row.p_adjusted is None else f"{row.p_adjusted:.3g}"  # 0.0499 stays below 0.05
+    p = "" if tested is None else f"{tested.p_adjusted:.3g}"  # 0.0499 stays below 0.05
     return [
         row.label,
         str(row.seeds),
-        *(fmt(row.tests[s]) for s in test_sets),
-        fmt(row.average),
-        fmt(row.paper_average),
+        *(mean_std(row, row.tests[s], plus_minus) for s in test_sets),
+        mean_std(row, row.average, plus_minus),
+        mean_std(row, row.paper_average, plus_minus),
         f"{row.n_params / 1e6:.2f}M",
         time,
         delta,
         interval(row.interval),
         p,
+        "" if tested is None else tested.covers,
     ]
 
 
@@ -78,26 +93,89 @@ def table_header(test_sets: list[str]) -> list[str]:
         "delta avg",
         "95% CI",
         "p (Holm)",
+        "variance counted",
     ]
+
+
+def control_tau(summary: Summary, comparison: Comparison) -> str:
+    """The control's temperature: a fixed tau, or where a learned one settled."""
+    if comparison.control == FIXED:
+        return f"{summary.controls[id(comparison.row)].fixed_tau:g} (fixed)"
+    scale = tau_scale(comparison.against)
+    return "learned" if scale is None else f"{scale.text()} (learned)"
 
 
 def render_controls(summary: Summary) -> list[str]:
-    """SACT against its fixed tau = lambda control, tested and corrected with the table (no lines without one)."""
-    controls = [c for c in summary.comparisons if c.kind == CONTROL]
-    if not controls:
+    """SACT against its controls, tested and corrected with the table, and where each SACT row's temperature
+    settled (no lines without a SACT row), for the rows the BLEU table shows."""
+    shown = {id(row) for row in shown_rows(summary)}
+    sact = [row for row in summary.rows if id(row) in summary.controls and id(row) in shown]
+    if not sact:
         return []
     lines = [
         "",
-        "SACT against its fixed-temperature control (tau = lambda, every other setting the same): is a gain "
-        "adaptivity or a rescaling of the logits?",
+        "SACT's temperature: the median tau over dev tokens (tau_p50) at each seed's best epoch, its median over seeds "
+        "(the per-seed medians' range and std):",
         "",
-        "| SACT | control | delta avg | 95% CI | p | p (Holm) |",
-        "|---|---|---|---|---|---|",
+        *(f"- `{row.label}`: {scale_text(summary, row)}" for row in sact),
     ]
+    controls = [c for c in summary.comparisons if c.control and id(c.row) in shown]
+    if controls:
+        lines += [
+            "",
+            "SACT against its controls: is a difference adaptivity, or only a different constant temperature?",
+            "",
+            "| SACT | BLEU avg | control | BLEU avg | control tau | delta avg | 95% CI | p | p (Holm) | "
+            "variance counted |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {c.row.label} | {mean_std(c.row, c.row.average)} | {c.against.label} | "
+            f"{mean_std(c.against, c.against.average)} | {control_tau(summary, c)} | {c.delta:+.2f}{c.mark} | "
+            f"{interval(c.interval)} | {c.p_value:.3g} | {c.p_adjusted:.3g} | {c.covers} |"
+            for c in controls
+        ]
     return lines + [
-        f"| {c.row.label} | {c.against.label} | {c.delta:+.2f}{c.mark} | {interval(c.interval)} | "
-        f"{c.p_value:.3g} | {c.p_adjusted:.3g} |"
-        for c in controls
+        "",
+        "Controls are SACT without its input: the learned temperature (attention.temperature: learned, one tau = "
+        "lambda^tanh(b) per model, per head in a Transformer) with the same lambda, and the fixed tau nearest SACT's "
+        f"median tau if within a factor {TAU_SCALE:g} of it (a row without temperature is tau = 1), every other "
+        "setting the same. A fixed tau = lambda is SACT's softest bound, not its control.",
+    ]
+
+
+def scale_text(summary: Summary, row: VariantRow) -> str:
+    """A SACT row's median tau and what its controls are."""
+    controls = summary.controls[id(row)]
+    scale = controls.scale.text() if controls.scale else "unknown (no tau_p50 logged)"
+    learned = f"learned control `{controls.learned.label}`" if controls.learned else "no learned control"
+    if controls.fixed is not None:
+        fixed = f"fixed control `{controls.fixed.label}` (tau {controls.fixed_tau:g})"
+    elif controls.nearest_tau is not None:
+        fixed = f"no fixed tau within a factor {TAU_SCALE:g} (nearest: {controls.nearest_tau:g})"
+    else:
+        fixed = "no fixed tau beside it"
+    return f"median tau {scale}; {learned}; {fixed}"
+
+
+def power_lines(summary: Summary) -> list[str]:
+    """Each seed-aware difference that is not significant (of the rows the table shows), with the seeds a row would
+    need to detect it."""
+    shown = {id(row) for row in shown_rows(summary)}
+    lines = [
+        f"- `{c.row.label}` vs `{c.against.label}`: {c.delta:+.2f}, {c.power}"
+        for c in summary.comparisons
+        if c.power and id(c.row) in shown
+    ]
+    if not lines:
+        return []
+    return [
+        "",
+        "Not significant, and the seeds it would take (power: the least n seeds a row with |delta| >= "
+        "(t_{1-alpha/2} + t_{0.8}) * sqrt((s_A^2 + s_B^2) / n + V_shared + V_own / n), V_shared + V_own / n the "
+        "sentence variance at n seeds, alpha = 0.05 over the seed-aware family, Holm's strictest step):",
+        "",
+        *lines,
     ]
 
 
@@ -111,6 +189,7 @@ def render_markdown(summary: Summary) -> str:
     shown = shown_rows(summary)
     lines += ["| " + " | ".join(_cells(row, summary.test_sets, "±")) + " |" for row in shown]
     lines += render_controls(summary)
+    lines += power_lines(summary)
     lines.append("")
     lines += left_out_note(summary, shown)
     lines.append(
@@ -120,6 +199,8 @@ def render_markdown(summary: Summary) -> str:
         + (f" (`{summary.signatures['multi-bleu']}`)" if "multi-bleu" in summary.signatures else "")
         + "."
     )
+    if summary.method_name:
+        lines.append(f"Marks: significance.method {summary.method_name}.")
     if summary.method:
         lines.append(f"delta avg: {summary.method}.")
     lines += [f"Note: {note}" for note in summary.notes]
@@ -146,10 +227,13 @@ def render_csv(summary: Summary) -> str:
             "p_holm",
             "ci_low",
             "ci_high",
+            "variance_counted",
+            "seeds_needed",
+            "significance_method",
         ]
     )
     for row in summary.rows:
-        paper = row.paper_average or ("", "")
+        paper, tested = row.paper_average or ("", ""), row.against_baseline
         writer.writerow(
             [
                 row.label,
@@ -165,6 +249,9 @@ def render_csv(summary: Summary) -> str:
                 "" if row.p_value is None else row.p_value,
                 "" if row.p_adjusted is None else row.p_adjusted,
                 *(("", "") if row.interval is None else (f"{v:.4f}" for v in row.interval)),
+                "" if tested is None else tested.covers,
+                "" if tested is None or tested.seeds_needed is None else tested.seeds_needed,
+                summary.method_name,
             ]
         )
     return out.getvalue()
@@ -172,7 +259,9 @@ def render_csv(summary: Summary) -> str:
 
 def render_latex(summary: Summary) -> str:
     header = table_header(summary.test_sets)
-    escape = str.maketrans({"_": r"\_", "+": r"{+}", "#": r"\#", "%": r"\%", "†": r"$^\dagger$"})
+    escape = str.maketrans(
+        {"_": r"\_", "+": r"{+}", "#": r"\#", "%": r"\%", "†": r"$^\dagger$", "^": r"\^{}", "&": r"\&"}
+    )
     lines = [
         r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
         r"\toprule",
@@ -183,7 +272,11 @@ def render_latex(summary: Summary) -> str:
     for row in shown:
         cells = [c.translate(escape).replace("±", r"$\pm$") for c in _cells(row, summary.test_sets, "±")]
         lines.append(" & ".join(cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", *(f"% {note}" for note in left_out_note(summary, shown))]
+    lines.append(r"\bottomrule")
+    if summary.method_name:
+        note = f"Marks: {summary.method_name}.".translate(escape)
+        lines.append(rf"\multicolumn{{{len(header)}}}{{l}}{{\footnotesize {note}}} \\")
+    lines += [r"\end{tabular}", *(f"% {note}" for note in left_out_note(summary, shown))]
     return "\n".join(lines) + "\n"
 
 
@@ -218,9 +311,9 @@ def render_alignment(summary: Summary, table: AlignmentTable) -> str:
         "sentences), with the reference forced through the decoder. AER: alignment error rate of each target "
         "word's most attended source word (Och & Ney 2003, gold links as sure and possible; lower is better). "
         "Gold attention: the mean attention weight on a target word's gold-linked source words (higher is "
-        f"better). Deltas and p as for BLEU ({table.resamples} resamples over sentences, seeds averaged, "
-        f"Holm-corrected per column): {BETTER[0]} / {BETTER[1]} better, {WORSE[0]} / {WORSE[1]} worse at "
-        "p < 0.01 / 0.05.",
+        f"better). Deltas and p as for BLEU (the seeds' variance and {table.resamples} paired resamples of the "
+        f"sentences; one seed a row: test-set variance only, no mark; Holm-corrected per column): {BETTER[0]} / "
+        f"{BETTER[1]} better, {WORSE[0]} / {WORSE[1]} worse at p < 0.01 / 0.05.",
         *left_out_note(summary, shown),
     ]
     return "\n".join(lines) + "\n"

@@ -138,7 +138,10 @@ def test_summarize_and_translate_raise_sweeper_errors(tmp_path):
     with pytest.raises(api.SweeperError, match=r"^sweeper summarize: NAME: no sweep named 'nope': ") as raised:
         api.summarize("nope", storage=str(tmp_path / "sweeps"), tracking_uri=store)
     assert raised.value.exit_code == 2 and not (tmp_path / "none.db").exists()
-    with pytest.raises(api.SweeperError, match=r"^translate: beam_size: must be an integer >= 1 \(got 0\)$"):
-        api.translate(["a b"], "models:/x@best", beam_size=0)
+    for beam in (0, 10**9):  # bounded on both sides, as decode.beam_size is
+        with pytest.raises(
+            api.SweeperError, match=rf"^translate: beam_size: must be an integer in \[1, 100\] \(got {beam}\)$"
+        ):
+            api.translate(["a b"], "models:/x@best", beam_size=beam)
     with pytest.raises(api.SweeperError, match=r"^--model file.pt: expected models:/"):
         api.translate(["a b"], "file.pt", tracking_uri=store)

@@ -58,7 +58,6 @@ def run_server_script(*args: str, env: dict[str, str]) -> subprocess.CompletedPr
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
     )
 
 
@@ -192,7 +191,6 @@ def test_minio_setup_hands_mc_its_secrets_on_stdin_never_as_arguments(tmp_path):
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
@@ -275,7 +273,7 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
     user and database made by --setup-db with a password that has quotes in it. While the server runs, no process's
     command line holds the database or the admin password. A user's sweep logs with the right credentials, is refused
     in one line (exit 2) without them, and another user cannot read it (default_permission NO_PERMISSIONS)."""
-    from tests.e2e.test_sweep_e2e import sweeper, write_space
+    from tests.e2e.sweeps import sweeper, write_space
     from tests.servers import Postgres, free_port, wait_for
 
     if not any(Path("/usr/lib/postgresql").glob("*/bin/initdb")) and not os.environ.get("CI"):
@@ -314,7 +312,7 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
     )
     uri = f"http://127.0.0.1:{port}"
     try:
-        wait_for(uri + "/health", server, timeout=120)
+        wait_for(uri + "/health", server)
         lines = command_lines()
         assert any("--app-name basic-auth" in line for line in lines)  # the server's processes are in the list
         assert not [line for line in lines if pg_password in line or admin_password in line]
@@ -354,6 +352,10 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=30)
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # a slow machine: not a failure of the test
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
         log.close()
         postgres.stop()

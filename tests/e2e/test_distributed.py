@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import boto3
@@ -18,8 +17,8 @@ from mlflow.tracking import MlflowClient
 
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.storage import open_storage
-from tests.e2e.test_sweep_e2e import SPACE, child_runs, epoch_steps, sweeper, write_space
-from tests.servers import MlflowServer, MotoS3, RayCluster
+from tests.e2e.sweeps import SPACE, child_runs, epoch_steps, sweeper, write_space
+from tests.servers import MlflowServer, MotoS3, RayCluster, read_until, wait_until
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = "mlflow-artifacts"  # the MLflow servers' artifact prefix in the bucket
@@ -62,20 +61,6 @@ def space_for(folder: Path, name: str, epochs: int) -> Path:
         parameters={"attention.temperature": {"grid": ["none", "sact"]}},
         base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": epochs}},
     )
-
-
-def wait_until(condition, timeout: float, what: str, driver=None):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if driver is not None and driver.poll() is not None:
-            raise AssertionError(
-                f"the driver exited ({driver.returncode}) before {what}:\n{driver.stdout.read()[-3000:]}"
-            )
-        found = condition()
-        if found:
-            return found
-        time.sleep(1)
-    raise TimeoutError(what)
 
 
 def trial_runs(client: MlflowClient, name: str):
@@ -146,11 +131,11 @@ def test_a_lost_worker_node_costs_nothing(tmp_path, s3, cluster, tracking):
         nodes = {r.data.tags.get("sweeper.node") for r in runs}
         return nodes if None not in nodes and len(nodes) == 2 else None
 
-    nodes = wait_until(both_training, 300, "trials training on both workers", driver)
+    nodes = wait_until(both_training, "trials training on both workers", driver, every=1)
     victim = cluster.workers[1]
     assert any(victim.node_id()[:12] in node for node in nodes), nodes  # one trial on each worker
     victim.kill()
-    output, _ = driver.communicate(timeout=600)
+    output, _ = driver.communicate()
     assert driver.returncode == 0, output[-4000:]
     children = check_everything_landed(s3, client, "nodeloss", epochs=3, trials=3)
     survivor = cluster.workers[0].node_id()[:12]
@@ -180,12 +165,12 @@ def test_a_killed_driver_is_resumed_from_another_folder(tmp_path, s3, cluster, t
     )
     wait_until(
         lambda: any(epoch_steps(client, r.info.run_id) for r in trial_runs(client, "driverloss")),
-        300,
         "a first epoch",
         driver,
+        every=1,
     )
     os.killpg(driver.pid, signal.SIGKILL)
-    driver.wait(timeout=60)
+    driver.wait()
     done = sweeper(
         "resume", "driverloss", "--storage", s3.uri("sweeps"), "--address", cluster.address, cwd=second, env=cluster.env
     )
@@ -229,8 +214,9 @@ def test_storage_that_cannot_be_used_is_one_line_exit_2_before_any_trial(tmp_pat
 
 
 def test_a_tracking_outage_loses_nothing(tmp_path, s3):
-    """Kill the MLflow server (its whole process group) after the first epoch and start it again two minutes later:
-    the sweep goes on, and every epoch, tag, artifact and final result reaches the server once, in order."""
+    """Kill the MLflow server (its whole process group) after the first epoch and start it again once the sweep has
+    trained to its end and its driver waits for the server: the sweep goes on, and every epoch, tag, artifact and
+    final result reaches the server once, in order."""
     (tmp_path / "mlflow").mkdir()
     server = MlflowServer(
         tmp_path / "mlflow", artifacts=f"s3://{s3.bucket}/{ARTIFACTS}", env={"MLFLOW_S3_ENDPOINT_URL": s3.endpoint}
@@ -249,14 +235,15 @@ def test_a_tracking_outage_loses_nothing(tmp_path, s3):
         )
         wait_until(
             lambda: any(epoch_steps(client, r.info.run_id) for r in trial_runs(client, "outage")),
-            300,
             "a first epoch",
             driver,
+            every=1,
         )
         server.kill()
-        time.sleep(120)
+        output = read_until(driver, "waiting for the tracking server")  # every trial ended while it was down
         server.start()
-        output, _ = driver.communicate(timeout=600)
+        rest, _ = driver.communicate()
+        output += rest
         assert driver.returncode == 0, output[-4000:]
         assert "waiting for the tracking server" in output, output[-4000:]
         check_everything_landed(s3, client, "outage", epochs=4)

@@ -12,7 +12,8 @@ import pytest
 from optuna.trial import TrialState
 
 from sweeper.optuna_search import TRIAL_ID_ATTR
-from tests.e2e.test_sweep_e2e import SPACE, _wait_until, sweeper, write_space
+from tests.e2e.sweeps import SPACE, sweeper, write_space
+from tests.servers import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -78,12 +79,13 @@ def test_a_resumed_sweep_continues_its_study(tmp_path):
     url = f"sqlite:///{storage / 'e2e-study-resume' / 'optuna.db'}"
     driver = sweeper("run", str(space), "--storage", str(storage), cwd=tmp_path, background=True)
     # sweeper.json is written once the study is made: reading earlier could race the driver creating its tables
-    _wait_until(
+    wait_until(
         lambda: (storage / "e2e-study-resume" / "sweeper.json").exists() and finished(url, "e2e-study-resume"),
-        what="a first finished trial in the study",
+        "a first finished trial in the study",
+        driver,
     )
     os.killpg(driver.pid, signal.SIGINT)  # Ctrl+C on the driver
-    output, _ = driver.communicate(timeout=120)
+    output, _ = driver.communicate()
     assert driver.returncode == 130, output[-3000:]
     before = finished(url, "e2e-study-resume")
     assert 1 <= len(before) < 3, "interrupted after the first trial, before the last"

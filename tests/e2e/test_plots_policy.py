@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.e2e.test_sweep_e2e import child_runs, sweeper, write_space
+from tests.e2e.sweeps import child_runs, sweeper, write_space
 
 pytestmark = pytest.mark.slow
 

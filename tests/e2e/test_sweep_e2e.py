@@ -1,4 +1,8 @@
-"""`sweeper run | resume` end to end: a local Ray, a real MLflow server over HTTP, real Parquet."""
+"""`sweeper run | resume` end to end: a local Ray, a real MLflow server over HTTP, real Parquet.
+
+The tests of the tracked sweep read one sweep that the session fixture `tracked_sweep` (tests/e2e/conftest.py) runs
+once; the others run the sweep their case needs.
+"""
 
 from __future__ import annotations
 
@@ -8,88 +12,34 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import mlflow
 import pyarrow.parquet as pq
 import pytest
 import sacrebleu
-import yaml
 from mlflow.entities import LoggedModelStatus
 from mlflow.tracking import MlflowClient
 
 from nmt_core.corpora import load_corpus
 from nmt_core.data import word_tokens
+from tests.e2e.sweeps import SPACE, FinishedSweep, child_runs, epoch_steps, sweeper, write_space
+from tests.servers import descendants, wait_until
 
 pytestmark = pytest.mark.slow
 
-SPACE = {
-    "name": "tiny",
-    "data": {"corpus": "synthetic", "train_subset": 600, "eval_subset": 40},
-    "base": {
-        "model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
-        "train": {"lr": 5e-3, "batch_size": 32, "epochs": 2},
-        "decode": {"beam_size": 2},
-    },
-    "parameters": {
-        "attention.temperature": {"grid": ["none", "sact"]},
-        "attention.sentinel": {"grid": [False, True], "if": {"attention.temperature": "sact"}},
-    },
-    "search": {"max_concurrent": 1},
-}
+
+def tracked_runs(sweep: FinishedSweep):
+    """The tracked sweep's results.parquet rows, its MLflow client, parent run, trial runs and rows by run id."""
+    results, client = sweep.results, sweep.client
+    parents, children = child_runs(client, sweep.name)
+    assert len(parents) == 1 and len(children) == 3
+    return results, client, parents[0], children, {r["mlflow_run_id"]: r for r in results}
 
 
-def write_space(folder: Path, **changes) -> Path:
-    space = yaml.safe_load(yaml.safe_dump(SPACE))
-    for key, value in changes.items():
-        section, _, leaf = key.partition(".")
-        if leaf:
-            space.setdefault(section, {})[leaf] = value
-        else:
-            space[section] = value
-    path = folder / "space.yaml"
-    path.write_text(yaml.safe_dump(space))
-    return path
-
-
-def sweeper(*args, cwd: Path, background=False, env: dict[str, str] | None = None):
-    command = [sys.executable, "-m", "sweeper.cli", *args]
-    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **(env or {})}
-    if background:
-        return subprocess.Popen(
-            command,
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-
-
-def child_runs(client: MlflowClient, name: str):
-    experiment = client.get_experiment_by_name(name)
-    runs = client.search_runs([experiment.experiment_id])
-    parents = [r for r in runs if r.data.tags.get("sweeper.role") == "sweep"]
-    children = [r for r in runs if r.data.tags.get("sweeper.role") == "trial"]
-    return parents, children
-
-
-def epoch_steps(client: MlflowClient, run_id: str) -> list[int]:
-    return sorted(m.step for m in client.get_metric_history(run_id, "bleu_dev"))
-
-
-def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
-    space = write_space(tmp_path, name="e2e-tracking", data={**SPACE["data"], "lowercase": True})
-    done = sweeper(
-        "run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri, cwd=tmp_path
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert f"{mlflow_server.uri}/#/experiments/" in done.stdout
-
-    results = pq.read_table(tmp_path / "sweeps" / "e2e-tracking" / "results.parquet").to_pylist()
+def test_a_tracked_sweep_writes_a_row_and_a_folder_per_trial(tracked_sweep):
+    assert f"{tracked_sweep.tracking_uri}/#/experiments/" in tracked_sweep.stdout
+    results = tracked_sweep.results
     assert len(results) == 3 and {r["status"] for r in results} == {"TERMINATED"}
     assert sorted(r["variant"] for r in results) == ["general+none", "general+sact4", "general+sact4+sentinel"]
     assert all(r["bleu_dev"] > 0 and r["bleu_test_test"] > 0 and r["n_params"] > 0 for r in results)
@@ -101,17 +51,20 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
             assert 1 / 4 <= row["tau_p5"] <= row["tau_p50"] <= row["tau_p95"] <= 4 and 0 <= row["tau_at_bound"] <= 1
         assert (row.get("sentinel_collapsed") is not None) == row["attention.sentinel"]
         assert len(row["bleu_dev_by_epoch"]) == 2 and max(row["bleu_dev_by_epoch"]) == row["bleu_dev"]
-    folders = sorted(p.name for p in (tmp_path / "sweeps" / "e2e-tracking").glob("*_seed*"))
+    folders = sorted(p.name for p in (tracked_sweep.storage / tracked_sweep.name).glob("*_seed*"))
     assert folders == sorted(f"{r['trial_id']}_{r['variant']}_seed1" for r in results)  # browsable trial folders
-    assert all(f"{r['variant']}-{r['trial_id']}" in done.stdout for r in results)  # Tune's table: MLflow's run names
+    for folder in folders:  # Tune's JSON result log (the histories above), not its CSV or TensorBoard ones
+        logged = {p.name for p in (tracked_sweep.storage / tracked_sweep.name / folder).iterdir()}
+        assert "result.json" in logged and "progress.csv" not in logged
+        assert not any(name.startswith("events.out.tfevents") for name in logged)
+    # Tune's table: MLflow's run names
+    assert all(f"{r['variant']}-{r['trial_id']}" in tracked_sweep.stdout for r in results)
 
-    client = MlflowClient(mlflow_server.uri)
-    parents, children = child_runs(client, "e2e-tracking")
-    assert len(parents) == 1 and len(children) == 3
-    parent = parents[0]
+
+def test_each_trial_run_holds_its_settings_metrics_and_artifacts(tracked_sweep, tmp_path):
+    results, client, parent, children, by_run = tracked_runs(tracked_sweep)
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"space.yaml", "results.parquet"}
     assert "mlflow " in parent.data.tags["sweeper.versions"] and parent.data.tags["sweeper.code"]
-    by_run = {r["mlflow_run_id"]: r for r in results}
     for child in children:
         assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
         assert child.info.status == "FINISHED"
@@ -131,6 +84,14 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
         local = Path(client.download_artifacts(child.info.run_id, "", str(tmp_path / child.info.run_id)))
         traces = pq.read_table(local / "traces" / "test.parquet")
         assert traces.num_rows > 0 and "weights" in traces.column_names
+        forced = local / "traces" / "forced" / "test.parquet"  # teacher-forced on the references: the word classes
+        assert forced.exists() == (row["attention.temperature"] == "sact")
+        if forced.exists():
+            forced = pq.read_table(forced)
+            tests = load_corpus("synthetic", "src", "tgt", "").splits["test"][:40]
+            assert forced.column("token").to_pylist() == [w for _, tgt in tests for w in word_tokens(tgt.lower())]
+            assert forced.column("tau").null_count == 0 and "weights" not in forced.column_names
+            assert (forced.column("gate").null_count == 0) == row["attention.sentinel"]
         plots = sorted(p.name for p in (local / "plots").glob("*.png"))
         assert "attention_dev0.png" in plots
         assert ("temperature_heatmap.png" in plots) == (row["attention.temperature"] == "sact")
@@ -159,17 +120,32 @@ def test_sweep_against_a_real_mlflow_server(tmp_path, mlflow_server):
         side_by_side = (local / "translations" / "test.tsv").read_text(encoding="utf-8").splitlines()
         assert side_by_side[0] == "source\treference\thypothesis" and len(side_by_side) == 41
         assert [line.split("\t")[1:] for line in side_by_side[1:]] == [[r, h] for r, h in zip(references, hypotheses)]
-        assert_trial_model(client, mlflow_server.uri, child, row)
         system = client.get_metric_history(child.info.run_id, "system/cpu_utilization_percentage")
         assert sorted(m.step for m in system) == [1, 2] and all(0 <= m.value <= 100 for m in system)
         assert child.data.metrics["system/system_memory_usage_megabytes"] > 0
-    assert_registered_best_model_translates(client, mlflow_server.uri, parent, results, tmp_path)
+
+
+def test_each_trial_logs_a_model_that_translates(tracked_sweep):
+    _, client, _, children, by_run = tracked_runs(tracked_sweep)
+    for child in children:
+        assert_trial_model(client, tracked_sweep.tracking_uri, child, by_run[child.info.run_id])
+
+
+def test_the_best_trial_is_registered_and_translates_from_the_registry(tracked_sweep, tmp_path):
+    results, client, parent, _, _ = tracked_runs(tracked_sweep)
+    assert_registered_best_model_translates(client, tracked_sweep.tracking_uri, parent, results, tmp_path)
+
+
+def test_the_summary_and_the_descriptions_sum_the_sweep_up(tracked_sweep):
+    _, client, parent, _, _ = tracked_runs(tracked_sweep)
     assert (
         client.get_experiment(parent.info.experiment_id).tags["mlflow.note.content"].startswith("Sweep `e2e-tracking`")
     )
-    summary = (tmp_path / "sweeps" / "e2e-tracking" / "summary" / "summary.md").read_text()
+    summary_folder = tracked_sweep.storage / tracked_sweep.name / "summary"
+    summary = (summary_folder / "summary.md").read_text()
     assert "## Parameter importance" in summary and "too few trials to tell" in summary
-    assert (tmp_path / "sweeps" / "e2e-tracking" / "summary" / "parallel_coordinates.png").stat().st_size > 5000
+    assert "## Temperature and sentinel gate by word class (test)\n\nNot computed: no closed-class source" in summary
+    assert (summary_folder / "parallel_coordinates.png").stat().st_size > 5000
     note = client.get_run(parent.info.run_id).data.tags["mlflow.note.content"]  # the run page's description
     assert "| variant | seeds |" in note and "general+sact4+sentinel" in note
 
@@ -235,15 +211,6 @@ def assert_registered_best_model_translates(client, uri, parent, results, tmp_pa
         assert done.stdout == expected  # one model, whichever way it is named
 
 
-def _wait_until(condition, timeout=300, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if condition():
-            return
-        time.sleep(0.5)
-    raise TimeoutError(what)
-
-
 def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, mlflow_server):
     space = write_space(
         tmp_path,
@@ -266,9 +233,9 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, m
             for r in client.search_runs([experiment.experiment_id])
         )
 
-    _wait_until(one_trial_finished, what="a first finished trial")
+    wait_until(one_trial_finished, "a first finished trial", driver)
     os.killpg(driver.pid, signal.SIGINT)  # Ctrl+C on the driver
-    output, _ = driver.communicate(timeout=120)
+    output, _ = driver.communicate()
     assert driver.returncode == 130, output[-3000:]
     assert "sweeper resume e2e-resume --storage" in output
     finished_dirs = {
@@ -321,16 +288,17 @@ def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlfl
         children = child_runs(client, "e2e-kill")[1] if experiment else []
         return bool(children) and len(epoch_steps(client, children[0].info.run_id)) >= 2
 
-    _wait_until(second_epoch_logged, what="a second epoch in MLflow")
+    wait_until(second_epoch_logged, "a second epoch in MLflow", driver)
+    ours = set(descendants(driver.pid))  # this driver's local Ray: never another test's (or anyone's) trials
     trial_processes = [
         line.split()[0]
         for line in subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
-        if "ray::" in line and ("run_trial" in line or "ImplicitFunc" in line)
+        if "ray::" in line and ("run_trial" in line or "ImplicitFunc" in line) and int(line.split()[0]) in ours
     ]
     assert trial_processes, "the trial's worker process is running"
     for pid in trial_processes:
         os.kill(int(pid), signal.SIGKILL)
-    output, _ = driver.communicate(timeout=400)
+    output, _ = driver.communicate()
     assert driver.returncode == 0, output[-4000:]
     [row] = pq.read_table(storage / "e2e-kill" / "results.parquet").to_pylist()
     assert row["status"] == "TERMINATED" and row["restores"] >= 1 and row["epochs"] == 5

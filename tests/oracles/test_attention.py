@@ -11,7 +11,7 @@ from nmt_core.model import PAD, Seq2Seq
 from tests.conftest import tiny_config
 
 SCORES_UNDER_TEST = ["dot", "general", "concat", "scaled_dot", "key_value"]
-TEMPERATURES_UNDER_TEST = ["none", "fixed", "sact"]
+TEMPERATURES_UNDER_TEST = ["none", "fixed", "sact", "learned"]
 
 
 def test_every_allowed_value_has_its_registered_class_and_no_other():

@@ -74,7 +74,7 @@ def test_only_the_combinations_without_meaning_are_refused():
         assert (sentinel and (placement != "luong" or score == "key_value")) or (
             name == "fertility" and score != "concat"
         ), (name, score, sentinel, key)
-    assert len(ACCEPTED) == 213  # of 10 x 5 x 3 x 2 = 300
+    assert len(ACCEPTED) == 284  # of 10 x 5 x 4 x 2 = 400
 
 
 @pytest.mark.parametrize("name, score, temperature, sentinel", ACCEPTED)

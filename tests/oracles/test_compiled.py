@@ -3,7 +3,12 @@ the same greedy and beam translations, in float64 (Inductor's CPU code keeps flo
 throughput benchmark times; and the compiled step neither breaks its graph nor recompiles per batch.
 
 Compiling is slow on a CPU (tens of seconds per variant), so the fast suite covers the baseline and SACT, and the
-`slow` suite one variant per code path of the step (all 15 passed once, in 30 minutes on a loaded 2-core machine)."""
+`slow` suite one variant per code path of the step (all 15 passed once, in 30 minutes on a loaded 2-core machine).
+
+`model.compile: graphs` compiles nothing; on a CPU it runs the step a CUDA graph would capture, eagerly: the
+static-shape step over batches padded to their length bucket gives the eager step's loss, gradients, dev loss and
+translations for every variant of the family (tests/oracles/test_fast_path.py's). tests/oracles/test_device_path.py
+holds the captured step itself to the same on CUDA."""
 
 import sys
 from pathlib import Path
@@ -16,8 +21,11 @@ from torch._dynamo.utils import counters
 from nmt_core.compiled import compile_seconds
 from nmt_core.data import Example, collate
 from nmt_core.decode import beam_search, greedy
-from nmt_core.train import batch_loss, build_model, symmetric_loss
+from nmt_core.graphs import DecoderLoss, decoder_loss_inputs
+from nmt_core.train import batch_loss, build_model, dev_pass, symmetric_loss, trial_loss
 from tests.conftest import tiny_config
+from tests.oracles.test_fast_path import VARIANTS as FAMILY
+from tests.oracles.test_fast_path import _batch as family_batch
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
@@ -30,14 +38,14 @@ FAST = ("none", "sact")
 SLOW = ("plain", "sentinel", "cgru", "fertility", "self_attention")
 
 
-def _batch(lengths: tuple[tuple[int, int], ...], seed: int):
+def _batch(lengths: tuple[tuple[int, int], ...], seed: int, bucket: int = 0):
     g = torch.Generator().manual_seed(seed)
     examples = []
     for src_len, tgt_len in lengths:
         src = torch.randint(4, SRC_VOCAB, (src_len,), generator=g).tolist()
         tgt = torch.randint(4, TGT_VOCAB, (tgt_len,), generator=g).tolist()
         examples.append(Example(src, tgt, [(min(i, src_len - 1), i) for i in range(tgt_len)]))
-    return collate(examples, list(range(len(examples))))
+    return collate(examples, list(range(len(examples))), bucket)
 
 
 # batches of other sizes, source lengths and target lengths: each must reuse the graphs the first one compiled
@@ -56,29 +64,29 @@ def _models(name: str, mode: str):
     return cfg, model, reverse
 
 
-def _losses_and_grads(cfg, model, reverse) -> list[tuple[torch.Tensor, list[torch.Tensor | None]]]:
+def _losses_and_grads(cfg, model, reverse, bucket: int) -> list[tuple[torch.Tensor, list[torch.Tensor | None]]]:
     modules = [model] if reverse is None else [model, reverse]
     parameters = [p for m in modules for p in m.parameters()]
     results = []
     for i, lengths in enumerate(BATCHES):
-        batch = _batch(lengths, i)
+        batch = _batch(lengths, i, bucket)
         loss = batch_loss(model, batch, cfg)[0] if reverse is None else symmetric_loss(model, reverse, batch, cfg)
         results.append((loss.detach(), list(torch.autograd.grad(loss, parameters, allow_unused=True))))
     return results
 
 
-def _translations(cfg, model) -> list:
+def _translations(cfg, model, bucket: int = 0) -> list:
     model.eval()
     return [
-        decode(model, _batch(lengths, i), cfg.decode)
+        decode(model, _batch(lengths, i, bucket), cfg.decode)
         for decode in (greedy, lambda m, b, c: beam_search(m, b, c, 3))
         for i, lengths in enumerate(BATCHES[:2])
     ]
 
 
-def _run(name: str, mode: str) -> tuple[list, list]:
+def _run(name: str, mode: str, bucket: int = 0) -> tuple[list, list]:
     cfg, model, reverse = _models(name, mode)
-    return _losses_and_grads(cfg, model, reverse), _translations(cfg, model)
+    return _losses_and_grads(cfg, model, reverse, bucket), _translations(cfg, model, bucket)
 
 
 @pytest.fixture(autouse=True)
@@ -88,12 +96,13 @@ def _recompiling_past_the_limit_fails():
         yield
 
 
-def _check_same_model(name: str) -> None:
+def _check_same_model(name: str, mode: str = "default") -> None:
+    """Eager on batches padded to their longest, compiled on batches padded to length buckets 4 tokens wide."""
     torch._dynamo.reset()
     counters.clear()
     eager_train, eager_decoded = _run(name, "none")
     assert not counters["stats"], "eager ran through Dynamo"
-    compiled_train, compiled_decoded = _run(name, "default")
+    compiled_train, compiled_decoded = _run(name, mode, bucket=4)
     assert not counters["graph_break"], dict(counters["graph_break"])
     for (eager_loss, eager_grads), (loss, grads) in zip(eager_train, compiled_train):
         assert torch.allclose(loss, eager_loss, rtol=1e-10, atol=1e-12), (loss.item(), eager_loss.item())
@@ -117,6 +126,13 @@ def test_the_compiled_step_computes_the_eager_models_loss_gradients_and_translat
 @pytest.mark.parametrize("name", SLOW)
 def test_every_benchmarked_variant_compiles_to_the_same_model(name):
     _check_same_model(name)
+
+
+@pytest.mark.slow
+def test_reduce_overhead_computes_the_same_model():
+    """`reduce-overhead`'s static-shape step (the masked loss over every position; its no-grad outputs copied out of
+    the graphs' memory), which on a CPU compiles without CUDA graphs."""
+    _check_same_model("sact", "reduce-overhead")
 
 
 def test_a_trial_compiles_a_handful_of_graphs_not_one_per_batch():
@@ -169,3 +185,76 @@ def test_a_compiled_trial_trains_like_the_eager_one_and_reports_its_compile_time
         assert abs(e["train_loss"] - c["train_loss"]) < 1e-4 and abs(e["dev_loss"] - c["dev_loss"]) < 1e-4
     assert compiled.final["compile_time_s"] > 0 and "compile_time_s" not in eager.final
     assert all("compile_time_s" not in report for report in compiled.history)
+
+
+BUCKET = 5  # family_batch's longest pair (7, 6 + </s>) pads to 10 x 10: padding on both sides
+
+
+def _family_models(sections: dict, mode: str):
+    buckets = {"buckets": 10} if mode == "graphs" else {}  # what `graphs` asks of a trial (batches here: collate's)
+    model = {**sections.get("model", {}), "compile": mode}
+    cfg = tiny_config(**{**sections, "model": model, "train": {**sections.get("train", {}), **buckets}})
+    torch.manual_seed(0)
+    models = [build_model(cfg, SRC_VOCAB, TGT_VOCAB).double()]
+    if cfg.train.symmetry_weight > 0:
+        torch.manual_seed(1)
+        models.append(build_model(cfg, TGT_VOCAB, SRC_VOCAB).double())
+    return cfg, models
+
+
+def _named_grads(loss: torch.Tensor, models: list) -> dict[str, torch.Tensor | None]:
+    named = [(f"{i}.{name}", p) for i, m in enumerate(models) for name, p in m.named_parameters()]
+    return dict(zip([n for n, _ in named], torch.autograd.grad(loss, [p for _, p in named], allow_unused=True)))
+
+
+@pytest.mark.parametrize("name", FAMILY)
+def test_the_captured_half_of_a_step_gives_the_eager_loss_and_gradients_on_bucket_padded_batches(name):
+    """What CapturedLoss records on CUDA (the encoders eagerly, then DecoderLoss: decoder and masked loss over every
+    position of the bucket), run eagerly on a batch padded to its bucket: the eager step's loss and gradients."""
+    cfg, models = _family_models(FAMILY[name], "none")
+    eager_loss = trial_loss(cfg)(family_batch(), *models)
+    eager = _named_grads(eager_loss, models)
+    cfg, models = _family_models(FAMILY[name], "graphs")
+    padded = family_batch(BUCKET)
+    assert padded.src.size(1) > family_batch().src.size(1) and padded.tgt_out.size(1) > family_batch().tgt_out.size(1)
+    inputs, aligned = decoder_loss_inputs(models, padded)
+    loss = DecoderLoss(trial_loss(cfg), models, aligned)(*inputs)
+    assert torch.allclose(loss, eager_loss, rtol=1e-10, atol=1e-12), (loss.item(), eager_loss.item())
+    grads = _named_grads(loss, models)
+    assert grads.keys() == eager.keys()
+    for key, expected in eager.items():
+        assert (expected is None) == (grads[key] is None), key
+        if expected is not None:
+            assert torch.allclose(grads[key], expected, rtol=1e-8, atol=1e-12), key
+
+
+@pytest.mark.parametrize("name", [n for n in FAMILY if "train" not in FAMILY[n]])
+def test_bucket_padded_batches_give_the_eager_dev_loss_and_translations(name):
+    """The no-grad loops a CUDA graph replays step by step (dev loss, greedy, beam), on a batch padded to its
+    bucket under `model.compile: graphs`: the eager results on the unpadded batch."""
+    results = []
+    for mode, batch in (("none", family_batch()), ("graphs", family_batch(BUCKET))):
+        cfg, (model,) = _family_models(FAMILY[name], mode)
+        model.eval()
+        dev = dev_pass(model, [batch], cfg, torch.device("cpu"))
+        results.append((dev, greedy(model, batch, cfg.decode), beam_search(model, batch, cfg.decode, 3)))
+    (eager_dev, *eager_decoded), (dev, *decoded) = results
+    assert dev.keys() == eager_dev.keys()
+    assert dev["dev_loss"] == pytest.approx(eager_dev["dev_loss"], rel=1e-10)
+    for key, value in eager_dev.items():  # the diagnostics are summed in float32 (nmt_core.diagnostics)
+        assert dev[key] == pytest.approx(value, rel=1e-6, abs=1e-9, nan_ok=True), key
+    for eager, padded in zip(eager_decoded, decoded):
+        for e, p in zip(eager, padded):
+            assert p.tokens == e.tokens
+            assert abs(p.score - e.score) < 1e-9
+            assert torch.allclose(p.weights, e.weights, atol=1e-9)
+
+
+def test_graphs_without_length_buckets_is_refused_in_one_line():
+    """A CUDA graph replays one batch shape: `model.compile: graphs` without train.buckets would capture nearly every
+    batch anew, so the config says so before anything runs."""
+    from nmt_core.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"train\.buckets: must be > 0 with model\.compile graphs"):
+        tiny_config(model={"compile": "graphs"})
+    assert tiny_config(model={"compile": "graphs"}, train={"buckets": 5}).train.buckets == 5

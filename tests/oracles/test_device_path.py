@@ -1,8 +1,9 @@
 """What a GPU trial relies on, checked where it can be on a CPU and on CUDA where there is one: packing without
 a wait for the GPU gives pack_padded_sequence's exact outputs; beam search's back-pointers read back exactly the
 trace, tokens and score of each hypothesis it returns; the reversed batch of bilingual symmetry is the batch the
-other way round; the sequence RNNs never run in fp16 under bf16 autocast; and a CUDA training step never waits
-for the GPU."""
+other way round; the sequence RNNs never run in fp16 under bf16 autocast; a CUDA training step never waits
+for the GPU; and CUDA graphs (`model.compile: graphs`, `reduce-overhead`) replay the eager model's loss, gradients,
+dev loss and translations, draw new dropout masks at each replay and never wait for the GPU either."""
 
 import dataclasses
 
@@ -11,10 +12,22 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt_core.data import real_positions
-from nmt_core.decode import beam_search
+from nmt_core.decode import beam_search, greedy
+from nmt_core.graphs import CapturedLoss
 from nmt_core.model import BOS, EOS, PAD, rnn_by_length
 from nmt_core.symmetry import reverse_batch
-from nmt_core.train import autocast, batch_loss, symmetric_loss
+from nmt_core.train import (
+    autocast,
+    batch_loss,
+    build_optimizer,
+    dev_pass,
+    optimizer_step,
+    symmetric_loss,
+    trial_loss,
+)
+from tests.conftest import tiny_config
+from tests.oracles.test_compiled import BATCHES, _family_models, _named_grads
+from tests.oracles.test_compiled import _batch as compiled_batch
 from tests.oracles.test_fast_path import VARIANTS, _batch, _models
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -144,3 +157,175 @@ def test_a_cuda_training_step_never_waits_for_the_gpu(name):
     finally:
         torch.cuda.set_sync_debug_mode(0)
     assert torch.isfinite(loss)
+
+
+# ---- model.compile: graphs and reduce-overhead on CUDA (the runbook runs these; skipped without CUDA) ----------
+
+
+@pytest.fixture
+def tf32_off():
+    """fp32 matrix products in fp32, not TF32 (the tests run in float64, where TF32 never acts, and fp32)."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def _on_cuda(models: list, dtype=torch.float64) -> list:
+    return [model.to(device=torch.device("cuda"), dtype=dtype) for model in models]
+
+
+def _shapes() -> list:
+    """Batches of three bucket shapes and different sentences, in the order A, B, A, C, B: every replay comes after
+    another graph's, in the memory pool they share."""
+    a, b, c = (compiled_batch(lengths, i, bucket) for i, (lengths, bucket) in enumerate(zip(BATCHES, (4, 5, 3))))
+    return [a, b, a, c, b]
+
+
+@CUDA
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_captured_training_step_gives_the_eager_loss_and_gradients_on_cuda(name, tf32_off):
+    """CapturedLoss (the decoders' forward and backward replayed from CUDA graphs, the encoders eager) against the
+    eager step on the same batch, float64: loss within rtol 1e-10, every gradient within rtol 1e-8 (atol 1e-12)."""
+    cfg, eager_models = _family_models(VARIANTS[name], "none")
+    graphed_cfg, models = _family_models(VARIANTS[name], "graphs")
+    eager_models, models = _on_cuda(eager_models), _on_cuda(models)
+    captured = CapturedLoss(trial_loss(graphed_cfg), models)
+    for batch in _shapes():
+        batch = batch.to(torch.device("cuda"))
+        expected_loss = trial_loss(cfg)(batch, *eager_models)
+        expected = _named_grads(expected_loss, eager_models)
+        for model in models:
+            model.zero_grad(set_to_none=True)
+        loss = captured(batch)
+        loss.backward()
+        assert torch.allclose(loss, expected_loss, rtol=1e-10, atol=1e-12), (loss.item(), expected_loss.item())
+        got = {f"{i}.{n}": p.grad for i, m in enumerate(models) for n, p in m.named_parameters()}
+        for key, grad in expected.items():
+            assert (grad is None) == (got[key] is None), key
+            if grad is not None:
+                assert torch.allclose(got[key], grad, rtol=1e-8, atol=1e-12), (key, (got[key] - grad).abs().max())
+    assert len(captured.graphs) == 3
+
+
+def _beam(model, batch, cfg):
+    return beam_search(model, batch, cfg, 3)
+
+
+# one decoding variant per part of the step (its state: SACT's c~, coverage, intra-temporal sums, the growing
+# self-attention history, the position counter; each placement and cell): the CPU test runs all 53 on padded batches
+REPLAYED = [
+    "general-sact-sentinel",
+    "scaled_dot-learned",
+    "concat-fixed",
+    "key_value-sact",
+    "bahdanau",
+    "cgru",
+    "log_position",
+    "gaussian",
+    "intra_temporal",
+    "both_self",
+    "fertility",
+    "gru-sentinel-sact",
+    "bahdanau-gru-two-layers",
+    "no-input-feeding-sentinel",
+    "coverage",
+]
+
+
+@CUDA
+@pytest.mark.parametrize("name", REPLAYED)
+def test_replayed_decoding_steps_give_the_eager_dev_loss_and_translations_on_cuda(name, tf32_off):
+    """Dev loss, greedy and beam search through StepGraphs (every Decoder.transition without gradients replayed),
+    float64, against the eager model: the same tokens, scores within 1e-9, dev loss within rtol 1e-10."""
+    results = []
+    for mode in ("none", "graphs"):
+        cfg, models = _family_models(VARIANTS[name], mode)
+        (model,) = _on_cuda(models)
+        model.eval()
+        batches = [batch.to(torch.device("cuda")) for batch in _shapes()[:4]]
+        dev = dev_pass(model, batches, cfg, torch.device("cuda"))
+        decoded = [search(model, b, cfg.decode) for b in batches for search in (greedy, _beam)]
+        results.append((dev, decoded))
+    (eager_dev, eager), (dev, replayed) = results
+    assert model.decoder.transition.graphs, "no step was replayed"
+    assert dev["dev_loss"] == pytest.approx(eager_dev["dev_loss"], rel=1e-10)
+    for expected, got in zip(eager, replayed):
+        for e, g in zip(expected, got):
+            assert g.tokens == e.tokens and abs(g.score - e.score) < 1e-9
+            assert torch.allclose(g.weights, e.weights, atol=1e-9)
+
+
+@CUDA
+@pytest.mark.parametrize("name", ["general-sact", "concat-fixed-sentinel", "symmetry", "coverage", "decoder_self"])
+def test_a_captured_training_step_never_waits_for_the_gpu(name):
+    """Once its shape is captured, a whole `model.compile: graphs` training step (the batch to the device, the
+    encoders, the replayed decoder forward and backward, clipping, fused Adam) runs under sync debug mode "error"."""
+    cfg, models = _family_models(VARIANTS[name], "graphs")
+    models = _on_cuda(models, torch.float32)
+    optimizer = build_optimizer(torch.nn.ModuleList(models), cfg)
+    captured = CapturedLoss(trial_loss(cfg), models)
+    batch = _shapes()[0]
+    optimizer_step(optimizer, captured(batch.to(torch.device("cuda"))), optimizer.param_groups[0]["params"], 10.0)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(2):
+            loss = captured(batch.to(torch.device("cuda")))
+            optimizer_step(optimizer, loss, optimizer.param_groups[0]["params"], 10.0)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert torch.isfinite(loss)
+
+
+@CUDA
+def test_dropout_draws_new_masks_at_every_replay_and_the_seed_repeats_them():
+    """Dropout inside a captured step: each replay draws its own masks (the losses of one batch differ), and
+    torch.cuda.manual_seed puts the generator back, so that a seeded trial repeats itself."""
+    cfg, models = _family_models({"model": {"dropout": 0.3}}, "graphs")
+    models = _on_cuda(models, torch.float32)
+    captured = CapturedLoss(trial_loss(cfg), models)
+    batch = _shapes()[0].to(torch.device("cuda"))
+    captured(batch)  # captures
+    runs = []
+    for _ in range(2):
+        torch.cuda.manual_seed(7)
+        runs.append([captured(batch).item() for _ in range(2)])
+    assert runs[0] == runs[1] and runs[0][0] != runs[0][1]
+
+
+@CUDA
+def test_a_graphed_trial_trains_like_the_eager_one_on_cuda(tf32_off):
+    """The trial's loop with `model.compile: graphs` and length buckets on CUDA (captured training steps, replayed dev
+    loss, greedy dev BLEU and beam test BLEU): the eager trial's epoch losses in float32 (dropout 0; within 1e-4)."""
+    from nmt_core.train import train
+
+    results = {
+        mode: train(
+            tiny_config(model={"compile": mode}, train={"epochs": 2, "device": "cuda", "buckets": 4}),
+            log=lambda _: None,
+        )
+        for mode in ("none", "graphs")
+    }
+    for eager, graphed in zip(results["none"].history, results["graphs"].history):
+        assert abs(eager["train_loss"] - graphed["train_loss"]) < 1e-4
+        assert abs(eager["dev_loss"] - graphed["dev_loss"]) < 1e-4
+
+
+@CUDA
+def test_reduce_overhead_replays_the_no_grad_loops_without_reading_overwritten_outputs(tf32_off):
+    """torch.compile's CUDA graph trees (`reduce-overhead`): the dev loss and both searches read each step's outputs
+    after the next replay (the state above all); copied out, they match the eager model (float64). Last in the file:
+    Inductor compiles for a minute, and the runbook's time limit should cut this test rather than the others."""
+    results = []
+    for mode in ("none", "reduce-overhead"):
+        cfg, models = _family_models(VARIANTS["general-sact"], mode)
+        (model,) = _on_cuda(models)
+        model.eval()
+        batch = _shapes()[0].to(torch.device("cuda"))
+        dev = dev_pass(model, [batch], cfg, torch.device("cuda"))
+        results.append((dev, greedy(model, batch, cfg.decode), _beam(model, batch, cfg.decode)))
+    (eager_dev, *eager), (dev, *replayed) = results
+    assert dev["dev_loss"] == pytest.approx(eager_dev["dev_loss"], rel=1e-9)
+    for expected, got in zip(eager, replayed):
+        assert [g.tokens for g in got] == [e.tokens for e in expected]

@@ -56,8 +56,9 @@ def _variants() -> dict[str, dict]:
 VARIANTS = _variants()
 
 
-def _batch():
-    """Sources and targets of different lengths, so that the targets have padding."""
+def _batch(bucket: int = 0):
+    """Sources and targets of different lengths, so that the targets have padding (`bucket`: padded further, to
+    multiples of that many tokens, as length buckets pad them)."""
     g = torch.Generator().manual_seed(0)
     examples = []
     for src_len, tgt_len in ((7, 6), (3, 2), (5, 4), (1, 1)):
@@ -65,7 +66,7 @@ def _batch():
         tgt = torch.randint(4, TGT_VOCAB, (tgt_len,), generator=g).tolist()
         links = [(min(i, src_len - 1), i) for i in range(tgt_len)]
         examples.append(Example(src, tgt, links))
-    return collate(examples, list(range(len(examples))))
+    return collate(examples, list(range(len(examples))), bucket)
 
 
 def _models(sections: dict, fast: bool):

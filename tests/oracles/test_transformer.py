@@ -56,6 +56,7 @@ def head(w: torch.nn.Linear, x: torch.Tensor, h: int) -> torch.Tensor:
 def oracle(m: MultiHeadAttention, x, memory, real: list[int], cfg):
     """The block by the papers' formulas, one batch row, head and position at a time (module docstring)."""
     d, lam = SIZE // HEADS, cfg.lambda_
+    scale = 1.0 if m.parts.score == "dot" else math.sqrt(d)  # V eq. 1's 1/sqrt(d_k), which `dot` leaves out
     B, T = x.size(0), x.size(1)
     outs = torch.zeros(B, T, SIZE, dtype=torch.float64)
     taus, gates = torch.zeros(B, HEADS, T, dtype=torch.float64), torch.zeros(B, HEADS, T, dtype=torch.float64)
@@ -66,7 +67,7 @@ def oracle(m: MultiHeadAttention, x, memory, real: list[int], cfg):
                 q = head(m.W_Q, x[b, i], h)
                 keys = [head(m.W_K, memory[b, j], h) for j in range(real[b])]
                 values = [head(m.W_V, memory[b, j], h) for j in range(real[b])]
-                e = [float(q @ k) / math.sqrt(d) for k in keys]
+                e = [float(q @ k) / scale for k in keys]
                 if m.parts.position_bias == "gaussian":  # Yang et al. 2018 eqs. 8-10
                     hidden = torch.tanh(m.position.W_p.weight @ q)
                     centre = real[b] * torch.sigmoid(m.position.v_p[h] @ hidden)
@@ -81,12 +82,14 @@ def oracle(m: MultiHeadAttention, x, memory, real: list[int], cfg):
                         beta = beta + m.temperature.U_s.bias[h]
                     if cfg.sact_reading == "first_pass" and i > 0:  # c0_{i-1}: tau = 1 at position i - 1
                         q_prev = head(m.W_Q, x[b, i - 1], h)
-                        e_prev = [float(q_prev @ k) / math.sqrt(d) for k in keys]
+                        e_prev = [float(q_prev @ k) / scale for k in keys]
                         if m.parts.position_bias == "gaussian":
                             raise AssertionError("not combined in this oracle")
                         a_prev = F.softmax(torch.tensor(e_prev, dtype=torch.float64), 0)
                         beta = beta + m.temperature.reading.W_c[h] @ sum(a * v for a, v in zip(a_prev, values))
                     tau = lam ** torch.tanh(beta)
+                elif m.parts.temperature == "learned":  # S eqs. 1-2 without their input: one b per head
+                    tau = lam ** torch.tanh(m.temperature.b[h])
                 logits = [e_j / tau for e_j in e]
                 slot_value = None
                 if m.parts.sentinel:  # Li & Zhu eqs. 7-8, 10, with x_{i-1} for t_{i-1}
@@ -94,7 +97,7 @@ def oracle(m: MultiHeadAttention, x, memory, real: list[int], cfg):
                     x_prev = x[b, i - 1] if i > 0 else torch.zeros(SIZE, dtype=torch.float64)
                     g = torch.sigmoid(s.W_x.weight @ x[b, i] + s.W_t.weight @ x_prev)
                     sentinel = g * torch.tanh(s.W_s.weight @ x[b, i])
-                    logits.append(float(q @ head(m.W_K, sentinel, h)) / math.sqrt(d) / tau)
+                    logits.append(float(q @ head(m.W_K, sentinel, h)) / scale / tau)
                     slot_value = head(m.W_V, sentinel, h)
                 alpha = F.softmax(torch.tensor(logits, dtype=torch.float64), 0)
                 context = sum(alpha[j] * values[j] for j in range(real[b]))
@@ -115,8 +118,10 @@ MECHANISMS = [
         {"temperature": "sact", "lambda": 3.0, "sact_reading": "query", "sact_bias": True},
     ),
     (BlockParts(temperature="sact"), {"temperature": "sact", "lambda": 3.0, "sact_reading": "first_pass"}),
+    (BlockParts(temperature="learned"), {"temperature": "learned", "lambda": 3.0}),
     (BlockParts(position_bias="gaussian"), {"position_bias": "gaussian"}),
     (BlockParts(sentinel=True), {"sentinel": True}),
+    (BlockParts(score="dot", sentinel=True), {"score": "dot", "sentinel": True}),
     (
         BlockParts(temperature="sact", sentinel=True, position_bias="gaussian"),
         {"temperature": "sact", "lambda": 2.0, "sact_reading": "query", "sentinel": True, "position_bias": "gaussian"},
@@ -166,6 +171,8 @@ MODEL_VARIANTS = [
     {"temperature": "sact", "sact_reading": "query", "temperature_at": "self"},
     {"temperature": "fixed", "tau": 2.0, "sentinel": True},
     {"position_bias": "gaussian", "position_layers": 1},
+    {"score": "dot", "temperature": "sact", "sentinel": True},
+    {"temperature": "learned", "temperature_at": "both", "sentinel": True},
 ]
 
 
@@ -250,6 +257,15 @@ def test_inverse_square_root_schedule_warms_up_to_the_rate_then_decays():
             "attention.sact_reading: must be one of query, first_pass (got 'previous')",
         ),
         (["model.arch=transformer", "train.schedule=inverse_sqrt", "train.lr_decay=0.5"], "train.lr_decay: must be 1"),
+        (
+            ["model.arch=transformer", "attention.score=concat"],
+            "attention.score: must be one of dot, scaled_dot with model.arch transformer (the others have no part "
+            "there) (got 'concat')",
+        ),
+        (
+            ["model.arch=transformer", "attention.position_bias=log"],
+            "attention.position_bias: must be one of none, gaussian with model.arch transformer",
+        ),
     ],
 )
 def test_a_key_the_architecture_does_not_read_is_one_line(overrides, message):
@@ -276,6 +292,20 @@ def test_nmt_train_answers_a_key_of_the_other_architecture_with_exit_2_and_write
         "model.arch transformer: only the rnn reads it (got True)"
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_the_transformer_reads_its_own_score_where_the_config_keeps_the_default():
+    """general, the RNN's default (and what a checkpoint of an earlier version stored), is read as scaled_dot; the
+    config and MLflow then say what ran, and the label says `transformer`."""
+    from sweeper.space import variant_label
+
+    for attention in ({}, {"score": "general"}, {"score": "scaled_dot"}):
+        cfg = build_config({"model": {"arch": "transformer"}, "attention": attention})
+        assert cfg.attention.score == "scaled_dot" and cfg.active()["attention.score"] == "scaled_dot"
+        assert variant_label(cfg) == "transformer+none"
+    dot = build_config({"model": {"arch": "transformer"}, "attention": {"score": "dot", "temperature": "sact"}})
+    assert variant_label(dot) == "transformer-dot+sact4-first_pass"
+    assert build_config({}).attention.score == "general"  # the RNN's, unchanged
 
 
 def test_the_rnn_takes_none_of_the_transformer_keys_and_stays_as_it_was():

@@ -1,6 +1,7 @@
-"""A variant is one class: a toy score and a toy temperature, defined and registered here only, go through config
-validation, one training step, greedy and beam decoding, the dev diagnostics, a variant label and a summary row
-without any other file knowing them."""
+"""A variant is one class, for both architectures: a toy score and a toy adaptive temperature, defined and
+registered here only, go through config validation, one training step, greedy and beam decoding, the dev
+diagnostics, a variant label and a summary row in the RNN and in the Transformer, without any other file knowing
+them."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import torch
 from torch import Tensor, nn
 
 from nmt_core import diagnostics
-from nmt_core.attention import SCORES, TEMPERATURES, AttentionState, Memory, Score, Temperature, register
+from nmt_core.architectures import build_model
+from nmt_core.attention import SCORES, TEMPERATURES, AttentionState, Memory, Score, Site, Temperature, register
 from nmt_core.config import CHOICES, AttentionConfig, ConfigError, build_config
 from nmt_core.data import Example, collate
 from nmt_core.decode import beam_search, greedy
-from nmt_core.model import PAD, Seq2Seq
+from nmt_core.model import PAD
 from nmt_core.registry import Rule, is_adaptive
 from nmt_core.train import batch_loss, build_optimizer, dev_pass, optimizer_step
 from sweeper.space import variant_label
@@ -24,24 +26,36 @@ from sweeper.summary import checks as findings
 from sweeper.summary.findings import history_of
 
 SOURCES, TARGETS = [[4, 5, 6, 7], [8, 4], [6, 7, 5]], [[4, 5, 4], [5, 4, 5, 4], [4]]
+ARCHS = ["rnn", "transformer"]
+
+
+def unit(x: Tensor) -> Tensor:
+    return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-6)
 
 
 class CosineScore(Score):
-    """e = g cos(s, h): a learned gain g on the cosine of query and key (scale-free, unlike s^T h)."""
+    """e = g cos(q, k): a learned gain g on the cosine of query and key (scale-free, unlike q^T k). The RNN compares
+    s_t with h_i (`keys` once per batch, `forward` each step); a Transformer block its heads' q with their k."""
 
-    def __init__(self, hidden: int, cfg: AttentionConfig):
-        super().__init__(hidden, cfg)
+    architectures = ("rnn", "transformer")
+
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
         self.gain = nn.Parameter(torch.tensor(3.0))
 
     def keys(self, h: Tensor) -> Tensor:
-        return h / h.norm(dim=-1, keepdim=True).clamp_min(1e-6)  # once per batch
+        return unit(h)
 
     def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
-        return self.gain * memory.match(self.keys(s))
+        return self.gain * memory.match(unit(s))
+
+    def head_scores(self, q: Tensor, k: Tensor) -> Tensor:
+        return self.gain * torch.matmul(unit(q), unit(k).transpose(-1, -2))
 
 
 class GatedTemperature(Temperature):
-    """tau_t = tau^(2 sigmoid(u^T s_t) - 1), in (1/tau, tau): a per-token temperature read from s_t alone."""
+    """tau = tau^(2 sigmoid(u^T x) - 1), in (1/tau, tau): a per-token temperature read from the step's input alone
+    (s_t, or a Transformer block's x_i), one u per head."""
 
     adaptive = True
     settings = ("attention.tau",)  # in a run's parameters with this temperature only
@@ -53,9 +67,9 @@ class GatedTemperature(Temperature):
         ),
     )
 
-    def __init__(self, hidden: int, cfg: AttentionConfig, context_size: int):
-        super().__init__(hidden, cfg, context_size)
-        self.u = nn.Linear(hidden, 1, bias=False)
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
+        self.u = nn.Linear(site.input_size, site.heads, bias=False)
 
     @classmethod
     def label(cls, a: AttentionConfig) -> str | None:
@@ -65,8 +79,8 @@ class GatedTemperature(Temperature):
     def tau_bound(cls, a: AttentionConfig) -> float | None:
         return a.tau
 
-    def forward(self, s: Tensor, state: AttentionState) -> Tensor | None:
-        return torch.exp((2 * torch.sigmoid(self.u(s)).squeeze(-1) - 1) * math.log(self.cfg.tau))
+    def forward(self, query: Tensor, previous: Tensor | None) -> Tensor | None:
+        return torch.exp((2 * torch.sigmoid(self.site.per_head(self.u(query))) - 1) * math.log(self.cfg.tau))
 
 
 @pytest.fixture
@@ -78,10 +92,13 @@ def toy_parts():
     del SCORES["toy_cosine"], TEMPERATURES["toy_gated"]
 
 
-def _config(**attention):
+def _config(arch: str = "rnn", **attention):
+    model = {"emb_size": 8, "hidden_size": 8, "dropout": 0.0}
+    if arch == "transformer":
+        model |= {"arch": "transformer", "layers": 2, "heads": 2, "ff_size": 16}
     return build_config(
         {
-            "model": {"emb_size": 8, "hidden_size": 8, "dropout": 0.0},
+            "model": model,
             "attention": {"score": "toy_cosine", "temperature": "toy_gated", "tau": 3.0, **attention},
             "decode": {"beam_size": 3, "max_len_offset": 3},
         }
@@ -92,35 +109,43 @@ def test_toy_parts_are_validated_like_the_built_in_ones(toy_parts):
     assert "toy_cosine" in CHOICES["attention.score"] and "toy_gated" in CHOICES["attention.temperature"]
     cfg = _config(position_bias="log")
     assert (cfg.attention.score, cfg.attention.temperature) == ("toy_cosine", "toy_gated")
-    with pytest.raises(
-        ConfigError,
-        match=r"^<config>: attention.tau: must be > 1 with attention.temperature "
-        r"toy_gated .*\(got 0.5\)$",
-    ):
-        _config(tau=0.5)  # the toy's own rule
+    cfg = _config("transformer", position_bias="gaussian")
+    assert (cfg.attention.score, cfg.attention.temperature) == ("toy_cosine", "toy_gated")
+    for arch in ARCHS:
+        with pytest.raises(
+            ConfigError,
+            match=r"^<config>: attention.tau: must be > 1 with attention.temperature toy_gated .*\(got 0.5\)$",
+        ):
+            _config(arch, tau=0.5)  # the toy's own rule
     with pytest.raises(ConfigError, match="attention.score: must be one of .*toy_cosine"):
         _config(score="toy_sine")
+    with pytest.raises(ConfigError, match=r"attention.score: must be one of dot, scaled_dot, toy_cosine with model"):
+        _config("transformer", score="concat")  # a score with no form for heads
 
 
 def test_toy_parts_are_gone_outside_their_test():
     assert "toy_cosine" not in CHOICES["attention.score"]
-    with pytest.raises(ConfigError, match="attention.temperature: must be one of none, fixed, sact "):
+    with pytest.raises(ConfigError, match="attention.temperature: must be one of none, fixed, sact"):
         build_config({"attention": {"temperature": "toy_gated"}})
 
 
-def test_toy_parts_train_decode_and_report(toy_parts):
-    cfg = _config()
+@pytest.mark.parametrize("arch", ARCHS)
+def test_toy_parts_train_decode_and_report(toy_parts, arch):
+    cfg = _config(arch)
     torch.manual_seed(0)
-    model = Seq2Seq(cfg.model, cfg.attention, 10, 8)
+    model = build_model(cfg.model, cfg.attention, 10, 8)
+    scores = [m for m in model.modules() if isinstance(m, CosineScore)]
+    temperatures = [m for m in model.modules() if isinstance(m, GatedTemperature)]
+    assert len(scores) == len(temperatures) == (1 if arch == "rnn" else 2)  # the RNN's, or each cross-attention's
     batch = collate([Example(s, t, None) for s, t in zip(SOURCES, TARGETS)], [0, 1, 2])
     optimizer = build_optimizer(model, cfg)
-    gain, u = model.decoder.attention.score.gain.item(), model.decoder.attention.temperature.u.weight.clone()
+    gains, us = [m.gain.item() for m in scores], [m.u.weight.clone() for m in temperatures]
     loss, trace = batch_loss(model, batch, cfg)
     optimizer_step(optimizer, loss, model.parameters(), cfg.train.clip_norm)
     assert math.isfinite(loss.item())
-    assert model.decoder.attention.score.gain.item() != gain  # both toy parts learn
-    assert not torch.equal(model.decoder.attention.temperature.u.weight, u)
-    tau = trace.tau[batch.tgt_out != PAD]
+    assert all(m.gain.item() != gain for m, gain in zip(scores, gains))  # both toy parts learn
+    assert all(not torch.equal(m.u.weight, u) for m, u in zip(temperatures, us))
+    tau = trace.tau[batch.tgt_out != PAD]  # (words,) or (words, heads)
     assert ((tau > 1 / 3) & (tau < 3)).all() and tau.std() > 0  # adaptive, within its bound
 
     model.eval()
@@ -133,8 +158,11 @@ def test_toy_parts_train_decode_and_report(toy_parts):
 
 def test_toy_variant_label_and_summary_row(toy_parts):
     toy, baseline = _config(position_bias="log"), build_config({})
+    heads, heads_baseline = _config("transformer", position_bias="gaussian"), _config("transformer", score="scaled_dot")
     assert variant_label(toy) == "toy_cosine+gated3+pos-log"
     assert variant_label(baseline) == "general+none"
+    assert variant_label(heads) == "transformer-toy_cosine+gated3+pos-gaussian"
+    assert variant_label(heads_baseline) == "transformer+gated3"
 
     def record(run_id: str, cfg, seed: int, bleu: float) -> TrialRecord:
         params = {k: str(v) for k, v in cfg.active().items() if k != "train.seed"} | {"train.seed": str(seed)}
@@ -148,23 +176,27 @@ def test_toy_variant_label_and_summary_row(toy_parts):
         )
 
     references = ["the cat sat on the mat", "a dog ran in the park", "birds sing at dawn"]
-    translations = {run: {"test": references} for run in "abc"}
+    translations = {run: {"test": references} for run in "abcde"}
+    runs = [(baseline, 1, 20.0), (toy, 1, 22.0), (toy, 2, 23.0), (heads, 1, 24.0), (heads, 2, 26.0)]
     summary = build_summary(
-        [record("a", baseline, 1, 20.0), record("b", toy, 1, 22.0), record("c", toy, 2, 23.0)],
-        translations,
-        {"test": references},
+        [record(run_id, *run) for run_id, run in zip("abcde", runs)], translations, {"test": references}
     )
-    assert [(row.label, len(row.records)) for row in summary.rows] == [
-        ("general+none", 1),
-        ("toy_cosine+gated3+pos-log", 2),
-    ]
-    assert summary.rows[1].average == (22.5, pytest.approx(math.sqrt(0.5)))
-    assert summary.rows[1].records[0].params["attention.tau"] == "3.0"  # the toy's setting, owned by it
-    assert "attention.tau" not in summary.rows[0].records[0].params
+    rows = {row.label: row for row in summary.rows}
+    assert {label: len(row.records) for label, row in rows.items()} == {
+        "general+none": 1,
+        "toy_cosine+gated3+pos-log": 2,
+        "transformer-toy_cosine+gated3+pos-gaussian": 2,
+    }
+    assert rows["toy_cosine+gated3+pos-log"].average == (22.5, pytest.approx(math.sqrt(0.5)))
+    assert rows["transformer-toy_cosine+gated3+pos-gaussian"].average == (25.0, pytest.approx(math.sqrt(2)))
+    for label in ("toy_cosine+gated3+pos-log", "transformer-toy_cosine+gated3+pos-gaussian"):
+        params = rows[label].records[0].params
+        assert params["attention.tau"] == "3.0" and params["attention.score"] == "toy_cosine"  # what acted
+        assert findings.degenerate(history_of(rows[label])) == [
+            (
+                f"`{label}`: tau at its upper bound for 95% of dev tokens (p5 2.90, p95 2.90): the "
+                "temperature acts as a fixed one here, not an adaptive one."
+            )
+        ]
+    assert "attention.tau" not in rows["general+none"].records[0].params
     assert is_adaptive("toy_gated") and not is_adaptive("fixed") and not is_adaptive("retired_temperature")
-    assert findings.degenerate(history_of(summary.rows[1])) == [
-        (
-            "`toy_cosine+gated3+pos-log`: tau at its upper bound for 95% of dev tokens (p5 2.90, p95 2.90): the "
-            "temperature acts as a fixed one here, not an adaptive one."
-        )
-    ]

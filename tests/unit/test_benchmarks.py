@@ -1,6 +1,8 @@
 """The benchmarks run end to end (tiny sizes, a few steps) so they cannot rot; they are not timing tests."""
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -106,17 +108,58 @@ def test_profile_breakdown_smoke(capsys):
 
 
 @pytest.mark.slow
-def test_sweep_overhead_reports_each_size_with_the_drivers_memory_and_delay(capsys):
+def test_sweep_overhead_compares_the_same_trial_work_and_measures_both_drivers(tmp_path, capsys):
     import sweep_overhead
 
-    assert sweep_overhead.main(["--trials", "2", "3", "--no-system-metrics"]) == 0
-    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith(("| 2 |", "| 3 |"))]
-    assert [row[0] for row in rows] == ["| 2", "| 3"]
-    for row in rows:  # per trial (ours, bare), ratio, driver peak MB, epoch-to-MLflow delay
-        assert float(row[3]) > 0 and float(row[4]) > 0 and row[5].endswith("x")
-        sweep_mb, peak_mb = map(float, row[6].split(" / "))
-        median_s, longest_s = map(float, row[7].rstrip(" |").split(" / "))
-        assert 100 < sweep_mb <= peak_mb < 10_000 and 0 <= median_s <= longest_s < 60
+    out = tmp_path / "sizes.json"
+    assert sweep_overhead.main(["--trials", "2", "--no-system-metrics", "--json", str(out)]) == 0
+    [times, driver] = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith("| 2 |")]
+    bare, ours = float(times[1]), float(times[2])  # per trial: bare, ours, the extra, the ratio
+    assert bare > 0 and ours > 0 and abs(float(times[3].strip("*")) - (ours - bare)) <= 0.011 and times[4][-1] == "x"
+    assert all(100 < float(mb) < 10_000 for mb in driver[1].split(" / "))  # driver resident MB, bare / ours
+    assert all(float(cpu) > 0 for cpu in driver[3].split(" / "))  # driver CPU s/trial
+    median_s, longest_s = map(float, driver[6].rstrip(" |").split(" / "))  # epoch-to-MLflow delay
+    assert 0 <= median_s <= longest_s < 60
+    [size] = json.loads(out.read_text())  # the same trial work: both evaluate alike and checkpoint each report
+    bare, ours = size["bare"]["first_final"], size["ours"]["first_final"]
+    evaluated = {"bleu_dev", "bleu_dev_final_beam", "bleu_test_avg", "epoch_time_s", "n_params"}
+    assert evaluated <= set(bare["keys"]) and evaluated <= set(ours["keys"])
+    assert bare["checkpoint"] == ours["checkpoint"] == "checkpoint_000001"
+    assert size["bare"]["saves"] and size["ours"]["saves"]  # Tune's experiment-state saves, timed on both sides
+
+
+def test_sweep_overhead_verdict_is_the_ratio_at_each_size_and_the_marginal_trials_extra():
+    import sweep_overhead
+
+    def size(trials: int, bare_s: float, ours_s: float):
+        return sweep_overhead.Size(trials, trials * bare_s, {}, trials * ours_s, {})
+
+    flat = sweep_overhead.verdict([size(24, 2.0, 2.6), size(96, 1.5, 2.0)])
+    assert flat[0] == "within 1.5x of bare Tune per trial: yes (24: 1.30x, 96: 1.33x)"
+    assert (
+        flat[1].startswith("extra per trial from 24 to 96 trials: the marginal trial's +0.47 s") and "(flat)" in flat[1]
+    )
+    grows = sweep_overhead.verdict([size(24, 2.0, 2.4), size(96, 1.5, 2.4)])  # 0.4 s a trial at 24, 0.9 at 96
+    assert grows[0].startswith("within 1.5x of bare Tune per trial: no") and "(grows)" in grows[1]
+    assert abs(sweep_overhead.rss_slope_kb([(n, 500 + 0.25 * n) for n in range(1, 41)]) - 256) < 1e-6
+
+
+def test_sweep_overhead_runs_the_bare_trials_settings_through_the_sweeper(capsys):
+    """The YAML `sweeper run` gets holds the bare trainable's config; --models waits for tracking.models (#43)."""
+    import sweep_overhead
+    import yaml
+
+    from sweeper.space import TRACKING_FIELDS, parse_spec
+
+    spec = parse_spec(yaml.safe_dump(sweep_overhead.space(3, 2, False, None)), "sweep_overhead")
+    assert {key: spec.base[key] for key in sweep_overhead.BASE} == sweep_overhead.BASE
+    assert spec.search.max_concurrent == 2 and not spec.system_metrics
+    if "models" in TRACKING_FIELDS:
+        parse_spec(yaml.safe_dump(sweep_overhead.space(3, 2, False, "none")), "sweep_overhead")
+    else:
+        with pytest.raises(SystemExit) as refused:
+            sweep_overhead.main(["--models", "none"])
+        assert refused.value.code == 2 and "no tracking.models yet" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -134,7 +177,7 @@ def test_compiled_rows_and_breakdown_smoke(capsys):
         input_feeding=True,
         amp=False,
         log=lambda _: None,
-        compile_mode="default",
+        compile_modes=("default",),
     )
     assert set(results["variants"]) == {"sact", "sact+compile"}
     assert results["variants"]["sact+compile"]["compile_time_s"] > 0 == results["variants"]["sact"]["compile_time_s"]
@@ -142,3 +185,90 @@ def test_compiled_rows_and_breakdown_smoke(capsys):
     assert profile_step.main(["--size", "tiny", "--steps", "1", "--threads", "1", "--compile"]) == 0
     out = capsys.readouterr().out
     assert "compiled ms per step" in out and "| fused kernels (Inductor) |" in out
+
+
+def test_fingerprints_repeat_bit_for_bit_and_name_a_difference(tmp_path, capsys):
+    """benchmarks/fingerprints.py: the same code gives the same fingerprints, and one changed number is reported."""
+    import fingerprints
+
+    out = tmp_path / "fingerprints.json"
+    assert fingerprints.main(["--only", "extra:", "--out", str(out)]) == 0
+    assert fingerprints.main(["--only", "extra:", "--compare", str(out)]) == 0
+    assert "all 2 fingerprinted before equal" in capsys.readouterr().out
+    saved = json.loads(out.read_text())
+    key = next(iter(saved))
+    saved[key]["loss"] = "0.0"
+    out.write_text(json.dumps(saved))
+    assert fingerprints.main(["--only", "extra:", "--compare", str(out)]) == 1
+    assert f"{key}: loss" in capsys.readouterr().out
+
+
+def test_throughput_writes_its_json_as_it_goes(tmp_path, monkeypatch):
+    """A run that crashes while decoding keeps its training figures: the JSON is written after every round."""
+    out = tmp_path / "bench.json"
+
+    def broken_decoding(*args):
+        raise RuntimeError("decoding broke")
+
+    monkeypatch.setattr(throughput, "decode_fn", broken_decoding)
+    with pytest.raises(RuntimeError, match="decoding broke"):
+        throughput.main(
+            ["--size", "tiny", "--steps", "1", "--rounds", "1", "--device", "cpu", "--variants", "none"]
+            + ["--json", str(out)]
+        )
+    [partial] = json.loads(out.read_text())
+    assert partial["rounds_done"]["none"][0] > 0 and partial["variants"] == {}
+
+
+def test_throughput_fails_loudly_when_joeynmt_does_not_import(tmp_path, monkeypatch, capsys):
+    """A joeynmt installed for this Python that does not import (another Python's compiled packages shadowing this
+    one's did, on the GPU image) is an error, and so is a missing one when --joeynmt asks for it."""
+    broken = tmp_path / "py3x"
+    (broken / "joeynmt").mkdir(parents=True)
+    (broken / "joeynmt" / "__init__.py").write_text("import a_module_that_is_not_there\n")
+    for name in [m for m in sys.modules if m == "joeynmt" or m.startswith("joeynmt.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(throughput, "joeynmt_folder", lambda: broken)
+    assert throughput.main(["--size", "tiny", "--rounds", "0", "--device", "cpu", "--variants", "none"]) == 2
+    assert "joeynmt does not import" in capsys.readouterr().err
+    monkeypatch.setattr(throughput, "joeynmt_folder", lambda: tmp_path / "absent")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if ".joeynmt" not in p and p != str(broken)])
+    for name in [m for m in sys.modules if m == "joeynmt" or m.startswith("joeynmt.")]:
+        monkeypatch.delitem(sys.modules, name)
+    if throughput.load_joeynmt() is None:  # not installed anywhere on this machine: only --joeynmt complains
+        args = ["--size", "tiny", "--rounds", "0", "--device", "cpu", "--variants", "none", "--joeynmt"]
+        assert throughput.main(args) == 2
+        assert "install it for this Python" in capsys.readouterr().err
+
+
+def test_packing_survives_a_crashing_trial():
+    """A trial process that dies ends its measurement with the exit codes instead of waiting for it forever."""
+    import packing
+
+    setting = dict(device="cpu", size="tiny", variant="no-such-variant", mode="none", amp=False, buckets=None)
+    with pytest.raises(packing.TrialFailed, match=r"2 trials: 0 reported; exit codes \[(1|-15), (1|-15)\]"):
+        packing.packed(2, setting, 1.0)
+    assert packing.row_line({"trials": 2, "mps": True, "error": "2 trials: 0 reported"}).startswith("| 2 | on | failed")
+
+
+@pytest.mark.timeout(3600)  # the runbook's own limits are 10x long in a dry run: a slow machine is no failure
+def test_the_gpu_runbook_dry_run_runs_every_step_and_keeps_their_results(tmp_path):
+    """benchmarks/gpu_runbook.sh --dry-run: every step at tiny sizes on the CPU, each recorded with its exit code,
+    results.json and one markdown table in OUT after it. The CUDA tests are collected and skip without CUDA."""
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    runbook = Path(__file__).parents[2] / "benchmarks" / "gpu_runbook.sh"
+    done = subprocess.run(["bash", str(runbook), "--dry-run"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    codes = {step["name"]: step["code"] for step in results["steps"]}
+    assert list(codes) == ["environment", "joeynmt", "cuda_tests", "rnn", "transformer", "packing"]
+    assert all(code == 0 for name, code in codes.items() if name != "joeynmt"), codes  # joeynmt may need PyPI
+    assert results["env"]["torch"] and results["cuda_tests"]["skipped"] > 0 and not results["cuda_tests"]["not_passed"]
+    [rnn] = results["rnn"]
+    assert set(rnn["variants"]) == {"none", "sact", "none+graphs", "sact+graphs"} and rnn["buckets"] == [5]
+    assert ("joeynmt" in rnn) == (codes["joeynmt"] == 0)
+    assert [row["trials"] for row in results["packing"]["rows"]] == [1, 2]
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.count("\n|---") == 1 and "| rnn | sact+graphs |" in summary and "| packing | 2 trials" in summary
+    assert (tmp_path / "runbook.log").stat().st_size > 0

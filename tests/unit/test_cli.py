@@ -203,8 +203,9 @@ def test_the_mlflow_model_loads_with_mlflow_pyfunc_and_translates_like_nmt_trans
     # MLflow's own metadata: beam size as a predict-time parameter, the input example, this package pinned
     greedy = nmt("translate", "--checkpoint", str(out), "--beam", "1", stdin="adj1 noun4 verb1 noun2\n")
     assert model.predict(["adj1 noun4 verb1 noun2"], params={"beam_size": 1}) == greedy.stdout.splitlines()
-    with pytest.raises(Exception, match="beam_size: must be >= 1"):  # the parameter reaches the decoder
-        model.predict(["adj1 noun4 verb1 noun2"], params={"beam_size": 0})
+    for beam in (0, 10**9):  # the parameter reaches the decoder, within decode.beam_size's bound (a pyfunc door)
+        with pytest.raises(Exception, match=r"beam_size: must be an integer in \[1, 100\]"):
+            model.predict(["adj1 noun4 verb1 noun2"], params={"beam_size": beam})
     assert [p.name for p in model.metadata.get_params_schema().params] == ["beam_size"]
     assert model.metadata.load_input_example(str(tmp_path / "model")) == ["noun3 verb2 noun5"]
     requirements = (tmp_path / "model" / "requirements.txt").read_text().splitlines()

@@ -146,7 +146,7 @@ def test_three_processes_preparing_one_corpus_at_once_leave_one_clean_cache(tmp_
             )
             for _ in range(3)
         ]
-        outputs = [racer.communicate(timeout=120) for racer in racers]
+        outputs = [racer.communicate() for racer in racers]
     finally:
         server.shutdown()
     assert all(racer.returncode == 0 for racer in racers), [err for _, err in outputs]

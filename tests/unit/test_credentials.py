@@ -113,7 +113,9 @@ def test_a_nested_encoded_or_fragment_secret_is_refused_and_hidden(uri):
 
 
 def test_a_redacted_uri_is_one_printable_line():
-    assert redact("s3://bucket/x%0Ay?region=%0D%0A") == "s3://bucket/x?y?region=??"
+    """Control characters, decoded or written raw, are escaped as Python writes them: none reaches a terminal."""
+    assert redact("s3://bucket/x%0Ay?region=%0D%0A") == "s3://bucket/x\\ny?region=\\r\\n"
+    assert redact("s3://bucket/\x1b]0;title\x07") == "s3://bucket/\\x1b]0;title\\x07"
 
 
 def test_a_long_uri_is_shown_cut_and_hidden():
@@ -392,3 +394,101 @@ def test_a_sweep_with_credentials_in_the_environment_stores_and_shows_none(tmp_p
     finally:
         server.stop()
         s3.stop()
+
+
+# issue #40: checks bypassed by encoding. The URI is split where its clients split it, then each part decoded.
+ENCODED_FORMS = [
+    f"http://admin:pa%23{SECRET}@127.0.0.1:5000",  # '#' encoded: before, the check stopped at the decoded '#'
+    f"http://admin:pa%3F{SECRET}@127.0.0.1:5000",
+    f"https://pa%23{SECRET}%40127.0.0.1:5000",  # the '@' encoded too
+    f"http://admin:pa#{SECRET}@127.0.0.1:5000",  # raw '#': the authority ends early, the rest is after the host
+    f"http://admin:pa/{SECRET}@127.0.0.1:5000",
+    f" http://admin:{SECRET}@127.0.0.1:5000",  # a leading space: refused, and the refusal hides the password
+]
+
+
+@pytest.mark.parametrize("uri", ENCODED_FORMS)
+def test_an_encoded_or_misplaced_password_is_refused_and_hidden(uri):
+    with pytest.raises(ConfigError) as refused:
+        check_uri(uri, "tracking", "tracking.uri", "--tracking-uri")
+    message = str(refused.value)
+    assert SECRET not in message and "pa" not in message.split("tracking.uri: ")[1][:30], message
+    assert "***" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "command, variable",
+    [
+        (["run", "SPACE", "--storage", "./st", "--tracking-uri", "URI"], None),
+        (["run", "SPACE", "--storage", "./st"], "MLFLOW_TRACKING_URI"),
+        (["run", "SPACE", "--storage", "./st"], "RAY_ADDRESS"),
+        (["submit", "SPACE", "--address", "URI", "--tracking-uri", "http://127.0.0.1:1"], None),
+        (["validate", "SPACE_WITH_URI"], None),
+        (["validate", "SPACE_WITH_STUDY"], None),
+    ],
+)
+def test_every_door_refuses_a_percent_encoded_password(command, variable, tmp_path, capsys, monkeypatch):
+    """The hostile review's first class: `%23` and `%3F` in a password passed `validate` with exit 0 or was shown."""
+    uri = f"http://u:pa%23{SECRET}%3Fx@127.0.0.1:5000"
+    monkeypatch.chdir(tmp_path)
+    if variable:
+        monkeypatch.setenv(variable, uri if variable != "RAY_ADDRESS" else uri.replace("http", "ray"))
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    spaces = {
+        "SPACE": tiny_space(tmp_path),
+        "SPACE_WITH_URI": tiny_space(tmp_path / "a", tracking={"uri": uri}),
+        "SPACE_WITH_STUDY": tiny_space(
+            tmp_path / "b",
+            search={"algorithm": "optuna", "num_samples": 2, "study_storage": uri.replace("http", "postgresql")},
+        ),
+    }
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert sweeper_cli.main([str(spaces.get(a, a)).replace("URI", uri) for a in command]) == 2
+    line = one_line(capsys)
+    assert SECRET not in line and "***" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_the_api_refuses_an_encoded_password_in_storage_as_a_sweeper_error(tmp_path, monkeypatch):
+    from sweeper import api
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(api.SweeperError) as refused:
+        api.run(str(tiny_space(tmp_path)), storage=f"s3://AK:pa%23{SECRET}@bucket/x")
+    assert SECRET not in str(refused.value) and "s3://***@bucket/x" in str(refused.value)
+
+
+def test_a_bad_port_is_one_line_not_a_driver_traceback(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    uri = "postgresql://mlflow@db:notaport/mlflow"
+    assert sweeper_cli.main(["run", str(tiny_space(tmp_path)), "--storage", "./st", "--tracking-uri", uri]) == 2
+    assert "not a usable URI (its port is not a number in [0, 65535])" in one_line(capsys)
+
+
+def test_ray_address_local_keeps_the_loopback_only_local_ray(monkeypatch):
+    from sweeper.runner import cluster_address
+
+    monkeypatch.setenv("RAY_ADDRESS", "local")
+    assert cluster_address(None) is None  # Ray's word for a new local instance: ours, bound to 127.0.0.1
+    monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
+    assert cluster_address(None) == "ray://head:10001" and cluster_address("local") is None  # the flag wins
+
+
+def test_an_unreachable_tracking_server_is_one_line_within_the_timeout(tmp_path, capsys, monkeypatch):
+    """A server that takes the connection and never answers (before: MLflow's retries took 252 s): one line that
+    names NMT_SWEEPER_TIMEOUT; pytest's own timeout bounds the wait."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # accepts connections into its backlog, never reads or answers
+        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("NMT_SWEEPER_TIMEOUT", "1")
+        assert nmt_cli.main(["translate", "--model", "models:/m/1", "--tracking-uri", uri]) == 2
+        line = one_line(capsys)
+        assert "is not reachable (ReadTimeout)" in line and "NMT_SWEEPER_TIMEOUT (seconds, now 1)" in line, line
+        monkeypatch.setenv("NMT_SWEEPER_TIMEOUT", "soon")
+        assert nmt_cli.main(["translate", "--model", "models:/m/1", "--tracking-uri", uri]) == 2
+        assert "NMT_SWEEPER_TIMEOUT: must be a number of seconds in (0, 3600] (got 'soon')" in one_line(capsys)

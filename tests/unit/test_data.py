@@ -1,8 +1,20 @@
+import random
+
 import pytest
 
 from nmt_core.config import build_config
 from nmt_core.corpora import CorpusError, load_corpus
-from nmt_core.data import Example, Segmenter, Vocab, load_trial_data, make_batches, tokenize, word_tokens
+from nmt_core.data import (
+    Example,
+    Segmenter,
+    Vocab,
+    bucket_width,
+    load_trial_data,
+    make_batches,
+    padded_length,
+    tokenize,
+    word_tokens,
+)
 from nmt_core.model import EOS, PAD
 
 
@@ -127,3 +139,65 @@ def test_batches_group_similar_lengths_and_respect_the_token_budget():
     batch = batches[0]
     assert (batch.tgt_out == EOS).sum() == batch.src.size(0)
     assert batch.n_tokens == int((batch.tgt_out != PAD).sum())
+
+
+def test_length_buckets_give_every_batch_of_a_bucket_one_shape():
+    """train.buckets: a batch holds one (source, target) bucket, padded to the bucket's lengths; a bucket's batches
+    all have batch_size rows but its last; every example comes once; the same seed gives the same batches."""
+    examples = _examples()
+    batches = make_batches(examples, 8, shuffle_seed=3, bucket=5)
+    assert sorted(i for b in batches for i in b.index) == list(range(300))
+    shapes: dict[tuple[int, int], list[int]] = {}
+    for batch in batches:
+        src_len, tgt_len = batch.src.size(1), batch.tgt_out.size(1)
+        assert src_len % 5 == 0 and tgt_len % 5 == 0
+        for i in batch.index:  # each example in its own bucket, the smallest that holds it
+            assert src_len - 5 < len(examples[i].src) <= src_len
+            assert tgt_len - 5 < len(examples[i].tgt) + 1 <= tgt_len
+        shapes.setdefault((src_len, tgt_len), []).append(batch.src.size(0))
+    for rows in shapes.values():
+        assert sum(r != 8 for r in rows) <= 1  # all full but the bucket's last
+    assert len(shapes) < len(batches)
+    again = make_batches(examples, 8, shuffle_seed=3, bucket=5)
+    assert [b.index for b in again] == [b.index for b in batches]
+    assert [b.index for b in make_batches(examples, 8, shuffle_seed=4, bucket=5)] != [b.index for b in batches]
+    padded = batches[0]
+    assert padded.n_tokens == int((padded.tgt_out != PAD).sum()) and (padded.tgt_out == EOS).sum() == len(padded.index)
+
+
+def test_a_bucket_has_the_same_batch_shapes_in_every_epoch():
+    """The shapes a captured step meets: the same set every epoch (a bucket holds the same examples), and with a
+    token budget a bucket's batches still share their row count."""
+    examples = _examples()
+
+    def shapes(seed: int) -> set[tuple[int, ...]]:
+        return {tuple(b.tgt_out.shape) + tuple(b.src.shape) for b in make_batches(examples, 16, 200, seed, bucket=4)}
+
+    assert shapes(1) == shapes(2) == shapes(3)
+    for batch in make_batches(examples, 16, 200, 1, bucket=4):
+        widest = max(len(examples[i].src) + len(examples[i].tgt) + 1 for i in batch.index)
+        assert widest * len(batch.index) <= 200
+
+
+def test_no_buckets_keeps_the_order_before_buckets():
+    """train.buckets: 0 is the batching every earlier trial had: pools of 50 batches sorted by length, each batch
+    padded to its longest example, so a seeded trial reproduces its earlier runs."""
+    examples = _examples()
+    batches = make_batches(examples, 16, shuffle_seed=5)
+    rng = random.Random(5)
+    order = list(range(len(examples)))
+    rng.shuffle(order)
+    expected = sorted(order, key=lambda i: (len(examples[i].src), len(examples[i].tgt)))  # one pool: 300 < 800
+    groups = [expected[start : start + 16] for start in range(0, len(expected), 16)]
+    rng.shuffle(groups)
+    assert [b.index for b in batches] == groups
+    for batch in batches:
+        assert batch.src.size(1) == max(len(examples[i].src) for i in batch.index)
+        assert batch.tgt_out.size(1) == max(len(examples[i].tgt) for i in batch.index) + 1
+
+
+def test_bucket_width_covers_max_len_and_its_end_of_sentence_token():
+    assert bucket_width(50, 0) == 0
+    assert bucket_width(50, 5) == 11  # 5 buckets of 11 tokens cover 51: 50 words and </s>
+    assert bucket_width(50, 51) == 1
+    assert padded_length(12, 11) == 22 and padded_length(11, 11) == 11 and padded_length(7, 0) == 7

@@ -102,9 +102,9 @@ def test_the_readme_keeps_the_two_commands_ci_runs():
     assert (
         "pip install torch==2.13.0 && pip install -c constraints.txt -e . && sweeper run search_spaces/quickstart.yaml"
     ) in readme
-    assert 'pip install -c constraints.txt -e ".[test]" && python -m pytest -q' in readme
+    assert 'pip install -c constraints.txt -e ".[test]" && python -m pytest -q -n 2' in readme
     ci = (repository_root() / ".ci" / "run").read_text(encoding="utf-8")
-    assert 'pip install -q -c constraints.txt -e ".[test]" && python -m pytest -q' in ci
+    assert 'pip install -q -c constraints.txt -e ".[test]" && python -m pytest -q -n 2' in ci
 
 
 def test_the_annotated_space_is_the_quickstart():

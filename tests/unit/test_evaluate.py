@@ -67,7 +67,7 @@ def test_paired_bootstrap_equals_sacrebleu_paired_bs_both_ways(tmp_path, better)
     ours = test.p_value(base_scores, sys_scores)
     assert ours == pytest.approx(_sacrebleu_paired(tmp_path, baseline, system, REFS), abs=1e-12)
     assert 1 / 1001 < ours < 0.5  # a p-value inside the range, not a floor both sides hit by accident
-    assert (sys_scores[0] > base_scores[0]) == better
+    assert (sys_scores.mean > base_scores.mean) == better
 
 
 @pytest.mark.parametrize("better", [True, False])
@@ -98,8 +98,8 @@ def test_bootstrap_interval_of_a_difference_holds_the_difference():
     test = PairedBootstrap({"test": REFS}, resamples=500)
     base_scores, sys_scores = test.scores([{"test": baseline}]), test.scores([{"test": system}])
     low, high = test.interval(base_scores, sys_scores)
-    assert low < sys_scores[0] - base_scores[0] < high
-    assert (low, high) == pytest.approx(tuple(np.quantile(sys_scores[1] - base_scores[1], [0.025, 0.975])))
+    assert low < sys_scores.mean - base_scores.mean < high
+    assert (low, high) == pytest.approx(tuple(np.quantile(sys_scores.averaged - base_scores.averaged, [0.025, 0.975])))
 
 
 def test_equal_systems_are_not_different():
@@ -113,12 +113,13 @@ def test_seeds_are_averaged_per_resample_not_pooled_as_sentences():
     """Two seeds of one system: its score is the mean of the seeds' BLEU, on the same resampled sentences."""
     good, bad = _degrade(REFS, 9, 1, "today", ""), _degrade(REFS, 2, 0, "sat on the mat", "")
     test = PairedBootstrap({"test": REFS}, resamples=300)
-    full, resampled = test.scores([{"test": good}, {"test": bad}])
+    scores = test.scores([{"test": good}, {"test": bad}])
     single = [test.scores([{"test": h}]) for h in (good, bad)]
-    assert full == pytest.approx((single[0][0] + single[1][0]) / 2)
-    assert np.allclose(resampled, (single[0][1] + single[1][1]) / 2)
+    assert scores.mean == pytest.approx((single[0].mean + single[1].mean) / 2)
+    assert np.allclose(scores.averaged, (single[0].averaged + single[1].averaged) / 2)
+    assert np.array_equal(scores.resampled, np.concatenate([one.resampled for one in single]))  # each seed its own
     pooled = BLEU().corpus_score(good + bad, [REFS + REFS]).score
-    assert abs(full - pooled) > 0.1  # what concatenating seeds as extra sentences would have reported
+    assert abs(scores.mean - pooled) > 0.1  # what concatenating seeds as extra sentences would have reported
 
 
 def test_statistics_against_cached_references_and_their_resampled_sums_are_the_plain_ones_to_the_bit():
@@ -140,10 +141,10 @@ def test_several_test_sets_are_resampled_separately_and_averaged():
     other = [f"a dog called {i} runs in the park" for i in range(40)]
     test = PairedBootstrap({"a": REFS, "b": other}, resamples=100)
     hyps = {"a": _degrade(REFS, 3, 0, "mat", "rug"), "b": _degrade(other, 2, 0, "park", "garden")}
-    full, resampled = test.scores([hyps])
+    scores = test.scores([hyps])
     assert test.indices["a"].shape == (100, 60) and test.indices["b"].shape == (100, 40)
     expected = np.mean([BLEU().corpus_score(hyps[s], [refs]).score for s, refs in (("a", REFS), ("b", other))])
-    assert full == pytest.approx(expected) and resampled.shape == (100,)
+    assert scores.mean == pytest.approx(expected) and scores.averaged.shape == (100,)
 
 
 def test_holm_adjusts_step_down_and_keeps_the_order():
@@ -194,8 +195,8 @@ def test_alignment_bootstrap_scores_the_pooled_aer_and_gold_mass():
     sizes = {"test": 5}
     aer = AlignmentBootstrap(sizes, "aer", resamples=50).scores_of_stats([{"test": score.per_sentence}])
     mass = AlignmentBootstrap(sizes, "gold_attention", resamples=50).scores_of_stats([{"test": score.per_sentence}])
-    assert aer[0] == pytest.approx(score.aer) and mass[0] == pytest.approx(score.gold_mass)
-    assert aer[1].shape == (50,) and 0 <= aer[1].min() <= aer[1].max() <= 1
+    assert aer.mean == pytest.approx(score.aer) and mass.mean == pytest.approx(score.gold_mass)
+    assert aer.averaged.shape == (50,) and 0 <= aer.averaged.min() <= aer.averaged.max() <= 1
 
 
 def test_bleu_of_resampled_statistics_is_sacrebleus_to_the_last_bit():
@@ -219,3 +220,117 @@ def test_bleu_of_resampled_statistics_is_sacrebleus_to_the_last_bit():
         )
         expected = [metric._compute_score_from_stats(list(row)).score for row in rows]
         assert _bleu_from_stats(metric, rows).tolist() == expected
+
+
+def _scores(full: list[float], resampled: list[list[float]]):
+    from nmt_core.evaluate import SystemScores
+
+    return SystemScores(np.array(full), np.array(resampled))
+
+
+def test_seed_sentence_test_is_welchs_t_test_where_the_test_sentences_do_not_vary():
+    """Every resample scoring each seed as its full set (no sentence variance): the test is Welch's unequal-variance
+    t-test on the seeds' scores, p and interval alike, as scipy computes it from the formula's own statistics."""
+    from scipy import stats
+
+    from nmt_core.evaluate import seed_sentence_test
+
+    base, system = [4.54, 4.1, 4.9, 4.3, 5.0], [4.39, 3.8, 4.9, 4.6]
+    test = seed_sentence_test(_scores(base, [[b] * 30 for b in base]), _scores(system, [[s] * 30 for s in system]))
+    welch = stats.ttest_ind(system, base, equal_var=False)
+    assert test.sentence_variance == 0
+    assert test.p_value == pytest.approx(welch.pvalue, rel=1e-9)
+    low, high = welch.confidence_interval(0.95)
+    assert test.interval == pytest.approx((low, high), rel=1e-9)
+    assert test.delta == pytest.approx(np.mean(system) - np.mean(base))
+
+
+def test_seed_sentence_test_adds_the_sentence_variance_of_the_seed_averaged_difference():
+    """Var = s_A^2 / n_A + s_B^2 / n_B + the resamples' variance of the seed-averaged difference, with
+    Welch-Satterthwaite's degrees of freedom (the sentence term counts as known), computed here term by term."""
+    from scipy import stats
+
+    from nmt_core.evaluate import seed_sentence_test
+
+    rng = np.random.default_rng(3)
+    base_full, system_full = [4.5, 4.0, 4.8], [5.1, 4.4]
+    base_resampled = [[b + e for e in rng.normal(0, 0.3, 400)] for b in base_full]
+    system_resampled = [[s + e for e in rng.normal(0, 0.2, 400)] for s in system_full]
+    test = seed_sentence_test(_scores(base_full, base_resampled), _scores(system_full, system_resampled))
+    averaged = [sum(column) / len(column) for column in zip(*system_resampled)]  # the seed-averaged resamples, by hand
+    base_averaged = [sum(column) / len(column) for column in zip(*base_resampled)]
+    differences = [s - b for s, b in zip(averaged, base_averaged)]
+    mean_difference = sum(differences) / len(differences)
+    sentence = sum((d - mean_difference) ** 2 for d in differences) / (len(differences) - 1)
+    seed_terms = [statistics_variance(base_full) / 3, statistics_variance(system_full) / 2]
+    variance = sum(seed_terms) + sentence
+    df = variance**2 / (seed_terms[0] ** 2 / 2 + seed_terms[1] ** 2 / 1)
+    delta = sum(system_full) / 2 - sum(base_full) / 3
+    assert test.sentence_variance == pytest.approx(sentence, rel=1e-9) and test.df == pytest.approx(df, rel=1e-9)
+    assert test.p_value == pytest.approx(2 * stats.t.sf(abs(delta) / variance**0.5, df), rel=1e-9)
+    half = stats.t.ppf(0.975, df) * variance**0.5
+    assert test.interval == pytest.approx((delta - half, delta + half), rel=1e-9)
+
+
+def statistics_variance(values: list[float]) -> float:
+    mean = sum(values) / len(values)
+    return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def test_seed_sentence_test_needs_two_seeds_and_says_equal_systems_are_equal():
+    from nmt_core.evaluate import seed_sentence_test
+
+    one = _scores([4.0], [[4.0, 4.1]])
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        seed_sentence_test(one, _scores([4.0, 4.2], [[4.0, 4.1], [4.2, 4.3]]))
+    same = _scores([4.0, 4.2], [[4.0, 4.0], [4.2, 4.2]])
+    assert seed_sentence_test(same, same).p_value == 1.0
+
+
+def test_seeds_needed_is_the_least_n_with_power_at_the_level():
+    """The power line's n, from the formula with scipy's t quantiles: the least n seeds a row (both rows) with
+    |delta| >= (t_{1-alpha/2,df} + t_{power,df}) * sqrt((s_A^2 + s_B^2) / n + V_shared + V_per_seed / n)."""
+    from scipy import stats
+
+    from nmt_core.evaluate import SeedSentenceTest, seeds_needed
+
+    shared, per_seed = 0.02**2, 0.05**2
+    test = SeedSentenceTest(-0.15, (0.33**2, 0.40**2), (5, 5), 0.03**2, 7.7, 0.5, (-0.6, 0.3), shared, per_seed)
+
+    def enough(n: int, alpha: float) -> bool:
+        terms = [0.33**2 / n, 0.40**2 / n]
+        variance = sum(terms) + shared + per_seed / n
+        df = variance**2 / sum(t**2 / (n - 1) for t in terms)
+        return 0.15 >= (stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(0.8, df)) * variance**0.5
+
+    for alpha in (0.05, 0.05 / 3):
+        expected = next(n for n in range(2, 1000) if enough(n, alpha))
+        assert 20 < seeds_needed(test, alpha, 0.8, most=1000) == expected
+    assert seeds_needed(test, 0.05, 0.8, most=10) is None  # more than 10 would be needed
+    hidden = SeedSentenceTest(-0.1, (0.1, 0.1), (5, 5), 0.5, 8, 0.9, (-2, 2), 0.5, 0.0)  # the test set hides it
+    assert seeds_needed(hidden, 0.05, 0.8, 1000) is None
+
+
+def test_the_sentence_variance_splits_into_what_seeds_share_and_what_each_adds():
+    """V_I = (mean_i Var(seed i) - Var(seed average)) * n / (n - 1) per system, the shared part the difference's
+    variance less V_I / n of each, from plain loops over the resamples; a seed's own part shrinks with more seeds."""
+    from nmt_core.evaluate import seed_sentence_test
+
+    rng = np.random.default_rng(5)
+    shared_a, shared_b = rng.normal(0, 0.3, 500), rng.normal(0, 0.3, 500)
+    base = [[4.0 + m + e for m, e in zip(shared_a, rng.normal(0, 0.2, 500))] for _ in range(3)]
+    system = [[4.2 + m + e for m, e in zip(shared_b, rng.normal(0, 0.2, 500))] for _ in range(2)]
+    test = seed_sentence_test(_scores([4.0, 4.1, 3.9], base), _scores([4.2, 4.4], system))
+
+    def variance(values: list[float]) -> float:
+        return statistics_variance(values)
+
+    own = []
+    for seeds in (base, system):
+        average = [sum(column) / len(seeds) for column in zip(*seeds)]
+        single = sum(variance(seed) for seed in seeds) / len(seeds)
+        own.append((single - variance(average)) * len(seeds) / (len(seeds) - 1))
+    assert test.sentence_per_seed == pytest.approx(sum(own), rel=1e-9)
+    assert test.sentence_shared == pytest.approx(test.sentence_variance - own[0] / 3 - own[1] / 2, rel=1e-9)
+    assert 0.15 < test.sentence_shared < 0.2 and 0.06 < test.sentence_per_seed < 0.1  # 2 * 0.3^2 and 2 * 0.2^2
+    assert test.sentence_variance_at(100) < test.sentence_variance

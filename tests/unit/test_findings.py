@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from sweeper.summary.checks import VariantHistory, missing_controls, still_rising, stopped_while_loss_fell
-from sweeper.summary.findings import history_of, uncontrolled
+from sweeper.summary.checks import VariantHistory, still_rising, stopped_while_loss_fell
+from sweeper.summary.findings import history_of
+from sweeper.summary.statistics import sact_controls
 
 
 def history(*curves: list[float], patience: int = 0) -> VariantHistory:
@@ -66,27 +67,50 @@ def test_the_summary_reads_the_patience_from_the_trials_parameters():
     assert history_of(row).patience == 3 and still_rising(history_of(row)) is None
 
 
-def test_a_sact_row_whose_fixed_tau_row_differs_in_another_setting_has_no_control_and_is_named():
-    """The warning asks the control the table compares with: tau = lambda at another learning rate is no control."""
+def _row(label: str, tau_p50: float | None = None, **params: str) -> SimpleNamespace:
+    """A table row of one seed, as sact_controls reads it: its params, and SACT's median tau where it has one."""
+    params = {"variant": label, **params}
+    record = SimpleNamespace(
+        params=params,
+        group=tuple(sorted(params.items())),
+        curves={"tau_p50": [tau_p50]} if tau_p50 else {},
+        metrics={},
+    )
+    return SimpleNamespace(label=label, records=[record])
 
-    def row(label: str, **params: str) -> SimpleNamespace:
-        params = {"variant": label, **params}
-        return SimpleNamespace(
-            label=label, records=[SimpleNamespace(params=params, group=tuple(sorted(params.items())))]
-        )
 
+def test_a_fixed_tau_at_sacts_scale_that_differs_in_another_setting_is_no_control():
+    """A control shares every other setting: tau = 4 at another learning rate is none for a SACT row whose tau sat
+    at 3.9; the nearest constant temperature with its settings is the baseline's tau = 1, too far to be one."""
+    sact = {"attention.temperature": "sact", "attention.lambda": "4"}
     rows = [
-        row("sact4 (lr 1e-3)", **{"attention.temperature": "sact", "attention.lambda": "4", "train.lr": "0.001"}),
-        row("sact4 (lr 5e-3)", **{"attention.temperature": "sact", "attention.lambda": "4", "train.lr": "0.005"}),
-        row("tau4 (lr 1e-3)", **{"attention.temperature": "fixed", "attention.tau": "4", "train.lr": "0.001"}),
-        row("none (lr 5e-3)", **{"attention.temperature": "none", "train.lr": "0.005"}),
+        _row("sact4 (lr 1e-3)", 3.9, **sact, **{"train.lr": "0.001"}),
+        _row("sact4 (lr 5e-3)", 3.9, **sact, **{"train.lr": "0.005"}),
+        _row("tau4 (lr 1e-3)", **{"attention.temperature": "fixed", "attention.tau": "4", "train.lr": "0.001"}),
+        _row("none (lr 5e-3)", **{"attention.temperature": "none", "train.lr": "0.005"}),
     ]
-    assert uncontrolled(rows) == [("sact4 (lr 5e-3)", 4.0)]
-    assert missing_controls(uncontrolled(rows)) == [
-        "no fixed-temperature control at tau = 4 for SACT lambda 4 (`sact4 (lr 5e-3)`; a control shares every other "
-        "setting): a gain of SACT cannot be told apart from a constant rescaling of the logits."
+    controls = sact_controls(rows)
+    assert controls[id(rows[0])].fixed is rows[2] and controls[id(rows[0])].fixed_tau == 4.0
+    assert controls[id(rows[1])].fixed is None and controls[id(rows[1])].nearest_tau == 1.0
+    assert controls[id(rows[1])].learned is None and controls[id(rows[1])].scale.median == 3.9
+
+
+def test_the_fixed_control_is_the_constant_temperature_nearest_sacts_median_in_ratio():
+    """The fixed control is the constant temperature nearest SACT's median tau in ratio (|log(tau / median)|), if
+    within a factor 1.2 of it; a learned row of another lambda is no control."""
+    sact = {"attention.temperature": "sact", "attention.lambda": "4"}
+    rows = [
+        _row("sact4", 0.55, **sact),
+        *(_row(f"tau{t}", **{"attention.temperature": "fixed", "attention.tau": str(t)}) for t in (0.4, 0.5, 0.66)),
+        _row("learned2", **{"attention.temperature": "learned", "attention.lambda": "2"}),
+        _row("learned4", **{"attention.temperature": "learned", "attention.lambda": "4.0"}),
     ]
-    assert uncontrolled(rows[:1] + rows[2:]) == []
+    found = sact_controls(rows)[id(rows[0])]
+    assert found.fixed is rows[2] and found.learned is rows[5]
+    rows[0].records[0].curves["tau_p50"] = [0.58]  # 0.08 from 0.5 and 0.66; in ratio 0.66 / 0.58 = 1.14 < 1.16
+    assert sact_controls(rows)[id(rows[0])].fixed is rows[3]
+    rows[0].records[0].curves["tau_p50"] = [2.0]  # 2 / 0.66 = 3: out of reach
+    assert sact_controls(rows)[id(rows[0])].fixed is None
 
 
 def test_a_seed_early_stopping_ended_while_its_dev_loss_still_fell_is_not_converged():
@@ -112,19 +136,26 @@ def test_a_seed_early_stopping_ended_while_its_dev_loss_still_fell_is_not_conver
 @pytest.mark.parametrize("fixed_logs_reading", [False, True])
 def test_each_transformer_sact_reading_is_controlled_by_the_fixed_tau_row(fixed_logs_reading):
     """The reading is SACT's own setting: a fixed-tau Transformer row does not log it (one recorded before it did,
-    at its default, first_pass), and the SACT row of either reading finds the fixed row as its control."""
-
-    def row(label: str, **params: str) -> SimpleNamespace:
-        params = {"variant": label, "model.arch": "transformer", **params}
-        return SimpleNamespace(
-            label=label, records=[SimpleNamespace(params=params, group=tuple(sorted(params.items())))]
-        )
-
-    sact = {"attention.temperature": "sact", "attention.lambda": "4"}
-    fixed = {"attention.temperature": "fixed", "attention.tau": "4"}
+    at its default, first_pass), and the SACT row of either reading finds the fixed row at its scale as its control."""
+    sact = {"model.arch": "transformer", "attention.temperature": "sact", "attention.lambda": "4"}
+    fixed = {"model.arch": "transformer", "attention.temperature": "fixed", "attention.tau": "4"}
     rows = [
-        row("sact4-query", **sact, **{"attention.sact_reading": "query"}),
-        row("sact4-first_pass", **sact, **{"attention.sact_reading": "first_pass"}),
-        row("tau4", **fixed, **({"attention.sact_reading": "first_pass"} if fixed_logs_reading else {})),
+        _row("sact4-query", 3.8, **sact, **{"attention.sact_reading": "query"}),
+        _row("sact4-first_pass", 4.0, **sact, **{"attention.sact_reading": "first_pass"}),
+        _row("tau4", **fixed, **({"attention.sact_reading": "first_pass"} if fixed_logs_reading else {})),
     ]
-    assert uncontrolled(rows) == []
+    assert [controls.fixed for controls in sact_controls(rows).values()] == [rows[2], rows[2]]
+
+
+def test_sacts_tau_is_read_at_the_epoch_whose_weights_were_tested():
+    """The trial's best_epoch; without it, its first best dev BLEU (as training keeps it); else its last epoch."""
+    from sweeper.summary.statistics import tau_scale
+
+    row = _row("sact4", **{"attention.temperature": "sact", "attention.lambda": "4"})
+    record = row.records[0]
+    record.curves = {"tau_p50": [0.5, 3.9, 3.95], "bleu_dev": [5.0, 4.0, 5.0]}
+    assert tau_scale(row).seeds == [0.5]
+    record.metrics = {"best_epoch": 2}
+    assert tau_scale(row).seeds == [3.9]
+    record.metrics, record.curves["bleu_dev"] = {}, [5.0]  # a history that does not cover every epoch
+    assert tau_scale(row).seeds == [3.95]

@@ -176,7 +176,6 @@ def test_a_damaged_tuner_pkl_is_one_line_naming_it(tuner, work):
         cwd=work,
         capture_output=True,
         text=True,
-        timeout=600,
     )
     assert done.returncode == 2, done.stderr[-2000:]
     # Ray, started before Tune reads the file, may print its own banner first

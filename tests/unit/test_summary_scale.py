@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 import torch
 
 from nmt_core.config import build_config
 from nmt_core.decode import Translation
-from nmt_core.evaluate import trace_table
+from nmt_core.evaluate import ForcedTrace, forced_trace_table, trace_table
 from sweeper.space import SignificanceSpec
 from sweeper.summary import (
     TrialRecord,
@@ -70,10 +71,11 @@ def test_a_large_sweeps_table_shows_its_best_rows_with_their_baselines_and_says_
         f"Rows: the {TOP_ROWS} best of {len(summary.rows)} by average BLEU, best first, with the baselines they "
         f"are compared with; {left} rows left out"
     ) in render_markdown(summary)
-    assert render_latex(summary).count(r" \\") == len(rows) + 1 and f"% Rows: the {TOP_ROWS} best" in render_latex(
-        summary
-    )
+    latex = render_latex(summary)  # the header, the rows and the note naming the test of the marks
+    assert latex.count(r" \\") == len(rows) + 2 and f"% Rows: the {TOP_ROWS} best" in latex
     assert len(render_csv(summary).splitlines()) == len(summary.rows) + 1  # the CSV keeps every row
+    sact_lines = [line for line in render_markdown(summary).splitlines() if line.startswith("- `general+sact")]
+    assert len(sact_lines) == sum("| general+sact" in row for row in rows) > 0  # SACT's tau: the shown rows only
 
 
 def test_a_small_sweeps_table_keeps_every_row_in_its_order_without_a_note():
@@ -118,15 +120,25 @@ def test_a_large_sweeps_figures_draw_the_best_rows_and_read_the_best_variants_tr
     best_sact = max((r for r in records if "sact" in r.variant), key=lambda r: r.metrics["bleu_test_avg"])
     assert wanted[0] == (best_sact.run_id, "dev")
     top = {r.run_id for r in sorted(records, key=lambda r: -r.metrics["bleu_test_avg"])[:TOP_ROWS]}
-    assert {run for run, _ in wanted[1:]} == {r.run_id for r in records if r.run_id in top and "sact" in r.variant}
+    assert wanted[1:] == [(r.run_id, "forced/test") for r in summary_order(records, top)]  # every seed; no sentinel
     trace = trace_table(
         [Translation([5, 6, 7], 0.0, torch.full((3, 2), 0.5), [0.4, 2.5, 3.5], None)], [["le", "NOUN1", "ga"]]
     )
-    data = figure_data(summary, {key: trace for key in wanted})
+    forced = forced_trace_table([ForcedTrace(np.array([0.4, 2.5, 3.5]), None)], [["el", "perro", "y"]])
+    for record in records:
+        record.params["data.tgt"] = "es"
+    data = figure_data(summary, {key: forced if key[1] == "forced/test" else trace for key in wanted})
     assert [label for label, _ in data.dev_curves] == [
         row.label for row in sorted(summary.rows, key=lambda row: -row.average[0])[:TOP_CURVES]
     ]
-    assert data.rows == len(records) and len(data.words) == len(wanted) - 1  # a word row per trace read
+    assert data.rows == len(records) and len(data.word_classes.rows) == len(wanted) - 1  # a row per variant read
+
+
+def summary_order(records: list[TrialRecord], top: set[str]) -> list[TrialRecord]:
+    """The SACT trials among `top`, best variant first (a row per trial here)."""
+    return sorted(
+        (r for r in records if r.run_id in top and "sact" in r.variant), key=lambda r: -r.metrics["bleu_test_avg"]
+    )
 
 
 def test_every_trial_run_is_read_page_by_page(tmp_path, monkeypatch):

@@ -211,8 +211,9 @@ def test_an_unknown_sweep_and_a_cluster_that_does_not_answer_are_one_line_exit_2
     assert sweeper_cli.main([command, "nope", "--storage", str(tmp_path), "--address", address]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line == (
-        f"sweeper: error: sweeper {command}: --address: {address}: no Ray dashboard answers there "
-        "(ConnectionError); pass the head's dashboard address, e.g. http://HEAD:8265"
+        f"sweeper: error: sweeper {command}: --address: {address}: no Ray dashboard answers there within 10 s "
+        "(ConnectionError); pass the head's dashboard address, e.g. http://HEAD:8265, or give it longer with "
+        "NMT_SWEEPER_TIMEOUT"
     )
 
 

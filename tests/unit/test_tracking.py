@@ -115,7 +115,7 @@ def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(
     `runs:/<id>/model` load it."""
     import mlflow.pyfunc
 
-    from nmt_core.mlflow_model import download_model, save_model
+    from nmt_core.mlflow_model import downloaded_model, save_model
     from nmt_core.train import train
     from sweeper.metrics import MODEL
     from tests.conftest import tiny_config
@@ -148,7 +148,9 @@ def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(
     assert "MLFLOW_TRACKING_URI" not in os.environ  # registering exported it once; a later sweep would go there
     linked = tracker.client.get_logged_model(model.model_id).tags["mlflow.modelVersions"]  # the Models tab's column
     assert json.loads(linked) == [{"name": "models", "version": 1}]
-    assert download_model("models:/models@best", uri).name == "best.pt"
+    with downloaded_model("models:/models@best", uri) as path:
+        assert path.name == "best.pt" and path.is_file()
+    assert not path.exists()  # the copy is gone once the block ends
     mlflow.set_tracking_uri(uri)
     sentence = result.data.sources["dev"][0]
     for model_uri in ("models:/models@best", f"runs:/{run_id}/model", f"models:/{model.model_id}"):
@@ -344,3 +346,36 @@ def test_unusable_storage_message(capsys):
         "not a storage Ray Tune can use; use a folder every node sees (a ReadWriteMany "
         "volume or NFS on a cluster), s3://bucket/prefix or gs://bucket/prefix\n"
     )
+
+
+def test_results_take_the_run_ids_the_callback_tracked_and_search_only_for_the_others(tmp_path):
+    """results.parquet's run ids: the tracking callback's own for the trials it opened (no search: one per trial was
+    O(trials) each at a sweep's end), a search for a trial an earlier driver tracked (a resumed sweep)."""
+    import pandas as pd
+
+    from sweeper.runner import result_rows
+
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    parent = SweepTracker(uri, "rows").start_sweep("name: rows\n", {"trials": 2})
+    earlier = MlflowTrackingCallback(uri, "rows", parent, BASE, new_sweep=True)  # the driver before a resume
+    earlier.on_trial_start(0, [], TRIAL)
+    earlier.drain()
+    later_trial = SimpleNamespace(**{**vars(TRIAL), "trial_id": "abc_00001"})
+    callback = MlflowTrackingCallback(uri, "rows", parent, BASE, new_sweep=True)
+    callback.on_trial_start(0, [], later_trial)
+    callback.drain()
+    history = pd.DataFrame({"epoch": [1, 1], "bleu_dev": [1.0, 1.0], "final": [0, 1]})
+    grid = [
+        SimpleNamespace(
+            config=TRIAL.config,
+            metrics={"trial_id": t, "final": 1},
+            path=f"/s/{t}_x",
+            error=None,
+            metrics_dataframe=history,
+        )
+        for t in (TRIAL.trial_id, later_trial.trial_id)
+    ]
+    client = CountingClient(uri)
+    rows = result_rows(grid, {}, SweepTracker(uri, "rows", client), parent, BASE, callback.run_ids())
+    assert [r["mlflow_run_id"] for r in rows] == [earlier.run_ids()[TRIAL.trial_id], callback.run_ids()["abc_00001"]]
+    assert client.calls.count("search_runs") == 1  # the earlier driver's trial only

@@ -1,0 +1,320 @@
+"""The one gate: what comes in is checked here, and what goes out in a message is shown through here.
+
+Out: every message a user sees passes `one_line` (control characters escaped, so no ESC byte reaches a terminal;
+one line; bounded), and every user value in it passes `clip` or `shown` (at most SHOWN_CHARS characters) or, for a
+URI, `credentials.redact` (never a credential).
+In: files are read by `read_regular` (regular files only, opened without blocking so that a FIFO cannot hang,
+bounded before they are read, optionally confined below a folder and never through a link there); a value tree
+from Python (a dict through the API) passes `check_tree` with a file's limits (size, depth, no shared or circular
+parts, plain YAML types, finite numbers); arguments that name things pass `check_text`. Writes go through
+`output_folder` and `write_file` (never through a link, never over something that is not a regular file, whole or
+not at all). Every network call takes `network_timeout()` seconds at most, which the user sets with
+TIMEOUT_VARIABLE.
+
+This module imports nothing of the project: errors are made by the caller's `error(key, message, source)`, so
+nmt_core and sweeper raise their own one-line types (ConfigError, SpecError, CorpusError) through the same rules.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+SHOWN_CHARS = 100  # at most this much of any user value in a message
+PATH_CHARS = 256  # a path is shown up to a file name's length (255), so that the folder it names stays readable
+LINE_CHARS = 2000  # a whole message, whatever it holds: the last bound
+MAX_BYTES = 1_000_000  # a sweep space, a trial config or a sweep's state: a few kB; 1 MB is plenty
+MAX_DEPTH = 32  # nesting levels of a YAML document, a dict or a state file
+NAME_MAX = 255  # bytes in one part of a path (Linux and macOS)
+TIMEOUT_VARIABLE = "NMT_SWEEPER_TIMEOUT"  # seconds every network call may take (connect, or wait for an answer)
+DEFAULT_TIMEOUT_S = 10.0
+MAX_TIMEOUT_S = 3600.0
+SCALARS = (str, int, float, bool, type(None))  # what YAML's safe loader builds, and JSON
+
+# (dotted key or "(file)", what is allowed, source) -> the caller's one-line error (ConfigError, SpecError, ...)
+ErrorType = Callable[[str, str, str], Exception]
+
+
+# ---- out: what a message may show ----
+
+
+def escape(text: str) -> str:
+    """`text` with every character that is not printable written as Python writes it (`\\x1b`, `\\n`, `\\u2028`):
+    no terminal control sequence and no line break survives."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def clip(text: Any, limit: int = SHOWN_CHARS) -> str:
+    """A user's text (a key, a name, a path) escaped and cut to `limit` characters, saying how long it was."""
+    text = text if isinstance(text, str) else str(text)
+    if len(text) > limit:
+        return f"{escape(text[:limit])}... ({len(text):,} characters)"
+    return escape(text)
+
+
+def clip_path(path: Any) -> str:
+    """A path, escaped and cut to PATH_CHARS characters."""
+    return clip(os.fspath(path) if isinstance(path, os.PathLike) else path, PATH_CHARS)
+
+
+def shown(value: Any) -> str:
+    """The repr of a value cut to SHOWN_CHARS characters: an error line never echoes a huge value. An integer too
+    long for Python to print (over 4,300 digits) is named by its length."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4096:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)):,} digits"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # a deep or circular value, or a huge integer inside one
+        return f"a {type(value).__name__} too large to show"
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
+
+
+def one_line(message: Any) -> str:
+    """The last step before a message reaches a person: one line, control characters escaped, at most LINE_CHARS."""
+    return clip(str(message), LINE_CHARS)
+
+
+# ---- in: arguments, value trees ----
+
+
+def check_text(value: Any, key: str, source: str, error: ErrorType, limit: int = 4096) -> str:
+    """An argument that names something (a run id, an address, a path): a string of printable characters without
+    spaces around it, at most `limit` long."""
+    if not isinstance(value, str):
+        raise error(key, f"must be a string (got {shown(value)})", source)
+    if len(value) > limit:
+        raise error(key, f"longer than {limit:,} characters (got {shown(value)})", source)
+    if not value.isprintable() or value != value.strip():
+        raise error(key, f"control characters or spaces around it are not allowed (got {shown(value)})", source)
+    return value
+
+
+def check_tree(value: Any, source: str, error: ErrorType, max_bytes: int = MAX_BYTES) -> None:
+    """A value built in Python (the API's dict of a space, its overrides) held to a YAML file's limits: plain YAML
+    types only, nested at most MAX_DEPTH levels, no part shared or circular (what aliases would be in a file),
+    finite numbers, and at most `max_bytes` of keys and values written out."""
+    budget = [max_bytes]
+    _check_node(value, "", 0, set(), budget, source, error)
+
+
+def _check_node(value: Any, path: str, depth: int, seen: set[int], budget: list[int], source, error) -> None:
+    where = path.rstrip(".") or "(file)"
+    if isinstance(value, (Mapping, list, tuple)):
+        if depth >= MAX_DEPTH:
+            raise error("(file)", f"nested deeper than {MAX_DEPTH} levels (at {clip(where)})", source)
+        if id(value) in seen:
+            raise error(where, "the same list or mapping appears twice (as a YAML alias would): write it out", source)
+        seen.add(id(value))
+        items = value.items() if isinstance(value, Mapping) else enumerate(value)
+        for key, item in items:
+            if isinstance(value, Mapping):
+                _check_key(key, where, source, error)
+            _spend(key, budget, source, error)
+            name = key if isinstance(key, str) else shown(key)  # an integer key may be too long to print
+            _check_node(item, f"{path}{name}.", depth + 1, seen, budget, source, error)
+        return
+    if not isinstance(value, SCALARS):
+        raise error(where, f"must be a string, number, boolean, list or mapping (got {type(value).__name__})", source)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise error(where, f"must be a finite number (got {value})", source)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4096:
+        raise error(where, f"not a usable value ({shown(value)})", source)
+    _spend(value, budget, source, error)
+
+
+def _check_key(key: Any, where: str, source: str, error: ErrorType) -> None:
+    """A mapping's key is a scalar YAML can write (not a tuple, nor an integer too long to print)."""
+    too_long = isinstance(key, int) and not isinstance(key, bool) and key.bit_length() > 4096
+    if not isinstance(key, SCALARS) or too_long or (isinstance(key, float) and not math.isfinite(key)):
+        raise error(where, f"a key must be a string or a number (got {shown(key)})", source)
+
+
+def _spend(value: Any, budget: list[int], source: str, error: ErrorType) -> None:
+    """Count a scalar's written-out size against the budget (a string by its length: no copy is made)."""
+    budget[0] -= len(value) if isinstance(value, str) else 8
+    if budget[0] < 0:
+        raise error(
+            "(file)", f"larger than {MAX_BYTES:,} bytes written out; a sweep space or config is a few kB", source
+        )
+
+
+# ---- in: files ----
+
+
+@contextmanager
+def open_regular(
+    path: str | os.PathLike, error: ErrorType, within: Path | None = None, key: str = "(file)"
+) -> Iterator[tuple[int, os.stat_result]]:
+    """An open descriptor of a regular file and its stat: opened without blocking (a FIFO cannot hang the open) and
+    refused unless it is a regular file. With `within`, the file must lie below that folder and be no link."""
+    shown_path = clip_path(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if within is not None:
+        flags |= os.O_NOFOLLOW
+        _check_within(Path(path), within, key, error)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        reason = "a link, which is not followed here" if err.errno == 40 else err.strerror  # ELOOP: O_NOFOLLOW
+        raise error(key, f"cannot read: {reason}", shown_path) from None
+    except ValueError:  # a NUL in the name
+        raise error(key, "cannot read: not a file name (it holds a NUL character)", shown_path) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise error(key, "cannot read: Is a directory", shown_path)
+        if not stat.S_ISREG(info.st_mode):
+            raise error(key, "not a regular file (a device, pipe or socket); give a file", shown_path)
+        os.set_blocking(fd, True)
+        yield fd, info
+    finally:
+        os.close(fd)
+
+
+def read_regular(
+    path: str | os.PathLike,
+    limit: int,
+    error: ErrorType,
+    within: Path | None = None,
+    key: str = "(file)",
+    what: str = "a sweep space or config is a few kB",
+) -> bytes:
+    """At most `limit` bytes of a regular file (see open_regular); a larger one is refused before it is read."""
+    with open_regular(path, error, within, key) as (fd, info):
+        if info.st_size > limit:
+            raise error(key, f"larger than {limit:,} bytes; {what}", clip_path(path))
+        chunks, left = [], limit + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    body = b"".join(chunks)
+    if len(body) > limit:  # grew while it was read
+        raise error(key, f"larger than {limit:,} bytes; {what}", clip_path(path))
+    return body
+
+
+def _check_within(path: Path, folder: Path, key: str, error: ErrorType) -> None:
+    """`path`'s folder, links resolved, lies below `folder` (itself resolved): no link leads out of it."""
+    try:
+        inside = path.parent.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError, ValueError):  # a link loop, a name too long or holding a NUL
+        inside = False
+    if not inside:
+        raise error(
+            key, f"lies outside {clip_path(folder)} through a link; nothing is read or written there", clip_path(path)
+        )
+
+
+# ---- out: files ----
+
+
+def output_folder(path: str | os.PathLike, key: str, source: str, error: ErrorType) -> Path:
+    """A folder to write into, as given: a new one (made, with its parents) or an existing folder; a file, a link or
+    anything else there is refused before anything is written."""
+    folder = check_output_folder(path, key, source, error)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise error(key, f"cannot make {clip_path(folder)}: {err.strerror}", source) from None
+    return folder
+
+
+def check_output_folder(path: str | os.PathLike, key: str, source: str, error: ErrorType) -> Path:
+    """`path` names a new folder or an existing one, not a file, a link or a device (nothing is made yet): a name no
+    folder can have (a part over NAME_MAX bytes, a NUL) is refused before any of its parents is made."""
+    folder = Path(path)
+    try:
+        if any(len(os.fsencode(part)) > NAME_MAX for part in folder.parts) or "\0" in str(folder):
+            raise OSError(36, "File name too long, or holding a NUL")
+        info = folder.lstat()
+    except FileNotFoundError:
+        info = None
+    except (OSError, ValueError) as err:  # ValueError: a name that is no file name (unencodable)
+        raise error(key, f"cannot use {clip_path(folder)}: {getattr(err, 'strerror', None) or err}", source) from None
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        raise error(key, f"{clip_path(folder)} is a link; name the folder it points to", source)
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        raise error(key, f"{clip_path(folder)} is a file, not a folder; name a new or existing folder", source)
+    return folder
+
+
+def write_file(folder: Path, name: str, data: bytes, error: ErrorType, key: str = "(file)") -> Path:
+    """`folder/name` written whole or not at all: a new temporary file (never a link's target) renamed over the old
+    one; something there that is not a regular file (a link, a folder, a FIFO) is refused."""
+    target = folder / name
+    _check_within(target, folder, key, error)
+    try:
+        info = target.lstat()
+    except FileNotFoundError:
+        info = None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise error(
+            key, "is a link, a folder or a device, not a file this wrote: nothing is written over it", clip_path(target)
+        )
+    temporary = folder / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(temporary, target)
+        finally:
+            temporary.unlink(missing_ok=True)
+    except OSError as err:
+        raise error(key, f"cannot write: {err.strerror}", clip_path(target)) from None
+    return target
+
+
+def append_line(path: Path, line: str) -> None:
+    """One line appended to a log file that is a regular file, never through a link."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        handle.write(line)
+
+
+# ---- time ----
+
+
+def network_timeout(error: ErrorType | None = None) -> float:
+    """Seconds a network call may take: $NMT_SWEEPER_TIMEOUT, else DEFAULT_TIMEOUT_S; a bad value is refused (with
+    `error`) or, without one, the default is used."""
+    raw = os.environ.get(TIMEOUT_VARIABLE)
+    if raw is None:
+        return DEFAULT_TIMEOUT_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_TIMEOUT_S:
+        if error is None:
+            return DEFAULT_TIMEOUT_S
+        raise error(
+            TIMEOUT_VARIABLE, f"must be a number of seconds in (0, {MAX_TIMEOUT_S:g}] (got {shown(raw)})", "environment"
+        )
+    return seconds
+
+
+def network_environment(error: ErrorType | None = None) -> dict[str, str]:
+    """The MLflow client's settings that bound one call by network_timeout(): a short wait and two quick retries
+    (MLflow's own defaults retry 7 times with a growing backoff: over four minutes for a server that is gone)."""
+    seconds = network_timeout(error)
+    return {
+        "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(seconds))),
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+        "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+        "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
+    }
+
+
+def configure_network(error: ErrorType | None = None) -> None:
+    """Set network_environment() where the user set nothing (a value already set wins); the entry points call it."""
+    for key, value in network_environment(error).items():
+        os.environ.setdefault(key, value)

@@ -1,0 +1,134 @@
+"""Stored state read back: a sweep's `sweeper.json`, held on read to the bounds its values had on input.
+
+`run_sweep` writes the file; `resume`, `summarize` and the API read it. Storage is shared and outlives versions, so
+what is read is checked as if a user had typed it (nmt_core/gate.py's rules): a regular file below the storage root
+and no link, at most STATE_LIMIT bytes before it is read, JSON nested at most MAX_DEPTH levels, and every key of
+the type and range it had when the sweep was checked (the name's rule, a tracking URI without credentials, the
+trial config's bounds, resources, the objective, the plan's size). Damage is one line naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from nmt_core.config import build_config
+from nmt_core.credentials import check_uri
+from nmt_core.gate import check_tree, clip, shown
+from sweeper.space import (
+    MAX_TRIALS,
+    MODELS,
+    MODES,
+    OBJECTIVE_METRICS,
+    PBT_MUTABLE,
+    PLOTS,
+    SPEC_BOUNDS,
+    SignificanceSpec,
+    SpecError,
+    check_name,
+)
+from sweeper.storage import Storage
+
+STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
+STATE_LIMIT = 1_000_000  # bytes: a sweep's state is a few KB; more is damage, not read into memory
+STATE_KEYS = ("name", "tracking_uri", "parent_run_id", "base", "cpu", "gpu", "metric", "mode", "trials")
+RUN_ID_CHARS = 64
+
+
+def damaged(experiment: Storage, file: str, why: str) -> SpecError:
+    """One line for a state file in storage that cannot be read: nothing else is read or written."""
+    return SpecError(
+        "(file)",
+        f"the sweep's storage is damaged: {why}; restore the file from a copy, or run the "
+        "sweep again under another --name",
+        experiment.display(file),
+    )
+
+
+def read_state(experiment: Storage) -> dict[str, Any]:
+    """sweeper.json as `run_sweep` wrote it, every key re-checked; anything else is damage (one line, exit 2)."""
+    where = experiment.display(STATE_FILE)
+
+    def error(key: str, message: str, source: str) -> SpecError:
+        return damaged(experiment, STATE_FILE, message if key == "(file)" else f"{key}: {message}")
+
+    body = experiment.read_bytes(STATE_FILE, limit=STATE_LIMIT, error=error)  # too large, a link, a FIFO: damage
+    try:
+        state = json.loads(body.decode("utf-8"))
+    except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, an integer of over 4,300 digits, too deep
+        raise damaged(experiment, STATE_FILE, f"not JSON ({clip(str(err), 100)})") from None
+    check_tree(state, where, error, STATE_LIMIT)
+    missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else ["(a mapping)"]
+    if missing:
+        raise damaged(experiment, STATE_FILE, "no " + ", ".join(missing))
+    check_name(state["name"], "name", where)  # resume writes below storage by this name
+    check_uri(state["tracking_uri"], "tracking", "tracking_uri", where)
+    for key, check in CHECKS.items():
+        if key in state and (why := check(state[key])):
+            raise damaged(experiment, STATE_FILE, f"{key}: {why} (got {shown(state[key])})")
+    build_config(state["base"], source=f"{where}: base")  # the trial config every resumed trial starts from
+    return state
+
+
+def _number(key: str) -> Callable[[Any], str | None]:
+    bound = SPEC_BOUNDS[key]
+
+    def check(value: Any) -> str | None:
+        usable = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return None if usable and bound.holds(value) else f"must be a number {bound}"
+
+    return check
+
+
+def _one_of(allowed: tuple[str, ...]) -> Callable[[Any], str | None]:
+    return lambda value: None if value in allowed else "must be one of " + ", ".join(allowed)
+
+
+def _run_id(value: Any) -> str | None:
+    usable = isinstance(value, str) and 0 < len(value) <= RUN_ID_CHARS and value.isascii()
+    return None if usable and value.replace("-", "").isalnum() else "must be an MLflow run id (letters and digits)"
+
+
+def _trials(value: Any) -> str | None:
+    usable = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_TRIALS
+    return None if usable else f"must be a number of trials in [1, {MAX_TRIALS:,}]"
+
+
+def _study(value: Any) -> str | None:
+    named = isinstance(value, dict) and all(isinstance(value.get(key), str) for key in ("name", "storage"))
+    return None if value is None or named else "must be null or a mapping with the study's name and storage"
+
+
+CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "parent_run_id": _run_id,
+    "base": lambda value: None if isinstance(value, dict) else "must be a mapping (the trial config)",
+    "cpu": _number("resources.cpu"),
+    "gpu": _number("resources.gpu"),
+    "metric": _one_of(OBJECTIVE_METRICS),
+    "mode": _one_of(MODES),
+    "trials": _trials,
+    "mutable": lambda value: (
+        None
+        if isinstance(value, list) and all(key in PBT_MUTABLE for key in value)
+        else "must be a list of " + ", ".join(PBT_MUTABLE)
+    ),
+    "system_metrics": lambda value: None if isinstance(value, bool) else "must be true or false",
+    "plots": _one_of(PLOTS),
+    "models": _one_of(MODELS),
+    "study": _study,
+}
+
+
+def stored_significance(state: dict[str, Any], experiment: Storage) -> SignificanceSpec:
+    """The space's significance test as sweeper.json keeps it (the default for a sweep stored before it was kept)."""
+    stored = state.get("significance") or {}
+    if not isinstance(stored, dict):
+        raise damaged(experiment, STATE_FILE, "significance: not a mapping")
+    try:
+        return SignificanceSpec(**{k: stored[k] for k in ("method", "resamples") if k in stored}).check(
+            experiment.display(STATE_FILE)
+        )
+    except (TypeError, AttributeError) as err:
+        raise damaged(experiment, STATE_FILE, f"significance: {type(err).__name__}") from None

@@ -1,0 +1,120 @@
+"""What end-to-end tests share: a tiny search space, `sweeper` as a user runs it, MLflow lookups, and a sweep run
+once and watched while it runs (FinishedSweep), which the session fixtures of tests/e2e/conftest.py hand to the
+tests that only read it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import yaml
+from mlflow.tracking import MlflowClient
+
+from tests.servers import listeners
+
+SPACE = {
+    "name": "tiny",
+    "data": {"corpus": "synthetic", "train_subset": 600, "eval_subset": 40},
+    "base": {
+        "model": {"emb_size": 16, "hidden_size": 32, "dropout": 0.0},
+        "train": {"lr": 5e-3, "batch_size": 32, "epochs": 2},
+        "decode": {"beam_size": 2},
+    },
+    "parameters": {
+        "attention.temperature": {"grid": ["none", "sact"]},
+        "attention.sentinel": {"grid": [False, True], "if": {"attention.temperature": "sact"}},
+    },
+    "search": {"max_concurrent": 1},
+}
+
+
+def write_space(folder: Path, **changes) -> Path:
+    space = yaml.safe_load(yaml.safe_dump(SPACE))
+    for key, value in changes.items():
+        section, _, leaf = key.partition(".")
+        if leaf:
+            space.setdefault(section, {})[leaf] = value
+        else:
+            space[section] = value
+    path = folder / "space.yaml"
+    path.write_text(yaml.safe_dump(space))
+    return path
+
+
+def sweeper(*args, cwd: Path, background=False, env: dict[str, str] | None = None):
+    """`python -m sweeper.cli ARGS` in `cwd`: finished (no timeout: pytest-timeout bounds it), or started in the
+    background in its own process group (so that a test can send it Ctrl+C), stdout and stderr in one pipe."""
+    command = [sys.executable, "-m", "sweeper.cli", *args]
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **(env or {})}
+    if background:
+        return subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def child_runs(client: MlflowClient, name: str):
+    experiment = client.get_experiment_by_name(name)
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("sweeper.role") == "sweep"]
+    children = [r for r in runs if r.data.tags.get("sweeper.role") == "trial"]
+    return parents, children
+
+
+def epoch_steps(client: MlflowClient, run_id: str) -> list[int]:
+    return sorted(m.step for m in client.get_metric_history(run_id, "bleu_dev"))
+
+
+@dataclass
+class FinishedSweep:
+    """A `sweeper run` that has ended, as the tests that read it see it."""
+
+    name: str
+    folder: Path  # the working folder it ran in
+    storage: Path
+    tracking_uri: str
+    returncode: int
+    stdout: str
+    stderr: str
+    listening: set[tuple[str, str]] = field(default_factory=set)  # (process, address) of its TCP listeners
+
+    @property
+    def results(self) -> list[dict]:
+        return pq.read_table(self.storage / self.name / "results.parquet").to_pylist()
+
+    @property
+    def client(self) -> MlflowClient:
+        return MlflowClient(self.tracking_uri)
+
+
+def run_watched(space: Path, folder: Path, tracking_uri: str) -> FinishedSweep:
+    """`sweeper run SPACE` to its end, noting every TCP socket its process tree listens on while it runs."""
+    name = yaml.safe_load(space.read_text())["name"]
+    storage = folder / "sweeps"
+    command = [sys.executable, "-m", "sweeper.cli", "run", str(space), "--storage", str(storage)]
+    # files, not pipes: a pipe nobody reads while we poll could fill and stall the driver
+    with open(folder / "driver.out", "w") as out, open(folder / "driver.err", "w") as err:
+        driver = subprocess.Popen(
+            [*command, "--tracking-uri", tracking_uri],
+            cwd=folder,
+            stdout=out,
+            stderr=err,
+            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+        )
+        seen: set[tuple[str, str]] = set()
+        while driver.poll() is None:  # until it ends (pytest-timeout bounds it)
+            seen |= listeners(driver.pid)
+            time.sleep(0.5)
+    stdout, stderr = ((folder / f"driver.{kind}").read_text() for kind in ("out", "err"))
+    return FinishedSweep(name, folder, storage, tracking_uri, driver.returncode, stdout, stderr, seen)
