@@ -372,6 +372,7 @@ def test_results_take_the_run_ids_the_callback_tracked_and_search_only_for_the_o
             path=f"/s/{t}_x",
             error=None,
             metrics_dataframe=history,
+            checkpoint=None,  # Ray's Result has one (None without a checkpoint): results.parquet names its folder
         )
         for t in (TRIAL.trial_id, later_trial.trial_id)
     ]
