@@ -170,12 +170,13 @@ class SweepTracker:
     def __init__(self, uri: str, experiment: str, client: MlflowClient | None = None):
         self.uri, self.experiment = uri, experiment
         self.client = client or MlflowClient(uri)
-        found = _retry(lambda: self.client.get_experiment_by_name(experiment), "get experiment")
-        self.experiment_id = (
-            found.experiment_id
-            if found
-            else _retry(lambda: self.client.create_experiment(experiment), "create experiment")
-        )
+        self.experiment_id = _retry(self._get_or_create, "get or create experiment")
+
+    def _get_or_create(self) -> str:
+        """The experiment's id, created if it does not exist. Each attempt asks by name first: a create whose answer
+        was lost (a server slower than the client's timeout) may have made it, and creating it again is refused."""
+        found = self.client.get_experiment_by_name(self.experiment)
+        return found.experiment_id if found else self.client.create_experiment(self.experiment)
 
     def start_sweep(self, space_yaml: str, plan: dict[str, Any]) -> str:
         about = (
