@@ -22,8 +22,11 @@ CLUSTER_USER = "lab"  # the cluster's own MLflow account
 USERS = {"alice": "alice-password-1", "bob": "bob-password-22", CLUSTER_USER: "cluster-password-333"}
 
 
-def lab_space(folder: Path, name: str, epochs: int, seeds: int = 1, at_once: int = 2) -> Path:
-    """Tiny synthetic trials, one CPU each, `at_once` at a time: two variants x `seeds`."""
+def lab_space(
+    folder: Path, name: str, epochs: int, seeds: int = 1, at_once: int = 2, tracking: dict | None = None
+) -> Path:
+    """Tiny synthetic trials, one CPU each, `at_once` at a time: two variants x `seeds`; `tracking`: the space's
+    tracking settings besides system_metrics: false."""
     space = {
         "name": name,
         "data": {"corpus": "synthetic", "train_subset": 300, "eval_subset": 20},
@@ -35,7 +38,7 @@ def lab_space(folder: Path, name: str, epochs: int, seeds: int = 1, at_once: int
         "parameters": {"attention.temperature": {"grid": ["none", "sact"]}},
         "search": {"max_concurrent": at_once, "repeats": seeds},
         "resources": {"cpu": 1, "gpu": 0},
-        "tracking": {"system_metrics": False},
+        "tracking": {"system_metrics": False, **(tracking or {})},
     }
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(space))

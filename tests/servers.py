@@ -498,10 +498,10 @@ class Postgres:
         shutil.rmtree(self.data, ignore_errors=True)
 
 
-class DeployedMlflow:
+class DeployedMlflow(MlflowServer):
     """deploy/mlflow/run-mlflow-server.sh for real, as a lab runs it: basic auth with `default_permission =
     NO_PERMISSIONS` (a user reads what they created or were granted), PostgreSQL from Debian's packages, artifacts
-    where `artifacts` says; its admin creates `users` (name -> password)."""
+    where `artifacts` says; its admin creates `users` (name -> password). Started and stopped as MlflowServer is."""
 
     ADMIN_PASSWORD = "admin-s3cret'word"
 
@@ -528,14 +528,11 @@ class DeployedMlflow:
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
             **(env or {}),
         }
-        script = ["bash", str(deploy / "run-mlflow-server.sh")]
-        subprocess.run([*script, "--setup-db"], env=self.env, check=True, capture_output=True)
+        self.command = ["bash", str(deploy / "run-mlflow-server.sh")]
+        subprocess.run([*self.command, "--setup-db"], env=self.env, check=True, capture_output=True)
         self.log_path = folder / "mlflow-server.log"
         self.log = open(self.log_path, "w")
-        self.process = subprocess.Popen(
-            script, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        wait_for(self.uri + "/health", self.process)
+        self.start()
         self.users = users
         from mlflow.server import get_app_client
 
@@ -553,11 +550,5 @@ class DeployedMlflow:
         return environment({"MLFLOW_TRACKING_USERNAME": user, "MLFLOW_TRACKING_PASSWORD": password or self.users[user]})
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-        self.log.close()
+        super().stop()
         self.postgres.stop()
