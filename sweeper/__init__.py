@@ -1,5 +1,25 @@
 """The sweep service: YAML search spaces as Ray Tune experiments, tracked in MLflow, summarised for papers."""
 
-from sweeper.api import SweeperError, run, summarize, translate  # cheap: Ray, MLflow and torch load on first call
+from sweeper.api import (  # cheap: Ray, MLflow and torch load on first call
+    SweeperError,
+    list_sweeps,
+    promote,
+    run,
+    stop_sweep,
+    summarize,
+    sweep_logs,
+    sweep_status,
+    translate,
+)
 
-__all__ = ["SweeperError", "run", "summarize", "translate"]
+__all__ = [
+    "SweeperError",
+    "list_sweeps",
+    "promote",
+    "run",
+    "stop_sweep",
+    "summarize",
+    "sweep_logs",
+    "sweep_status",
+    "translate",
+]

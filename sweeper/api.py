@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from sweeper.space import SweepSpec
     from sweeper.storage import Storage
     from sweeper.summary import Summary
+    from sweeper.sweeps import SweepInfo
 
 STATUS = {0: "finished", 1: "failed", 3: "tracking pending", 130: "interrupted"}  # run_sweep's exit codes
 
@@ -310,6 +311,23 @@ def _check_resamples(value: Any, source: str) -> None:
     read_section("significance", {"resamples": value}, f"{source} --resamples")
 
 
+def _check_tail(value: Any, source: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError("--tail", f"must be a whole number >= 1 (got {shown(value)})", source)
+
+
+def _check_wait_s(value: Any, source: str) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < float("inf"):
+        raise ConfigError("--wait", f"must be a number of seconds >= 0 (got {shown(value)})", source)
+
+
+def _check_trial(value: Any, source: str) -> None:
+    from sweeper.models import TRIAL_ID_RULE
+
+    if not isinstance(value, str) or not TRIAL_ID_RULE.fullmatch(value):
+        raise ConfigError("TRIAL", f"must be a trial id such as 8f3a1_00004 (got {shown(value)})", source)
+
+
 def _check_format(value: Any, source: str) -> None:
     if value not in ("md", "csv", "latex"):
         raise ConfigError("--format", f"must be one of md, csv, latex (got {shown(value)})", source)
@@ -351,12 +369,16 @@ ARGUMENTS: dict[str, Callable[[Any, str], None]] = {
     "overrides": _check_overrides,
     "resamples": _check_resamples,
     "format": _check_format,
+    "tail": _check_tail,
+    "wait_s": _check_wait_s,
+    "trial": _check_trial,
     "out": _check_path("--out"),
     "verbose": _check_bool("verbose"),
     "wait": _check_bool("wait"),
     "ship_code": _check_bool("ship_code"),
 }
-REQUIRED = {"sweep": "NAME", "space": "space"}  # what a command cannot do without: None is refused, not skipped
+# what a command cannot do without: None is refused, not skipped
+REQUIRED = {"sweep": "NAME", "space": "space", "trial": "TRIAL"}
 # what a command reads from the environment when an argument it takes is not given, checked like that argument
 ENVIRONMENT: dict[str, tuple[str, Callable[[Any, str], None]]] = {
     "address": ("RAY_ADDRESS", _check_uri("ray", "RAY_ADDRESS")),
@@ -508,3 +530,85 @@ def translate(
         with downloaded_model(model_uri, tracking_uri) as path:  # the copy is removed once the model is loaded
             loaded = checkpoint.load_for_inference(path)
         return translate_lines(list(sentences), loaded, beam_size or loaded.config.decode.beam_size)[0]
+
+
+@dataclass
+class StopResult:
+    """One `stop_sweep()`: the sweep as it is afterwards, and what was done (the line `sweeper stop` prints)."""
+
+    sweep: SweepInfo
+    message: str
+
+
+@dataclass
+class SweepLog:
+    """One `sweep_logs()`: where the log came from (a Ray job, or sweep.log in storage) and its text."""
+
+    source: str
+    text: str
+
+
+def list_sweeps(storage: str = "./sweeps", address: str | None = None) -> pd.DataFrame:
+    """Every sweep in `storage`, and on the Ray cluster at `address` (else $RAY_ADDRESS, where set): one row each,
+    as `sweeper list` shows them: state (running, waiting for resources, stopping, stopped, finished, failed),
+    trials planned, done, running, failed and pending, the best objective so far, who started it and when, its Ray
+    job. A cluster that does not answer raises SweeperError (exit code 2)."""
+    import pandas as pd
+
+    from sweeper import sweeps
+
+    configure_driver()
+    with one_error():
+        check_arguments("sweeper list", storage=storage, address=address)
+        rows = [info.row() for info in sweeps.list_sweeps(storage, address)]
+    columns = [f for f in sweeps.SweepInfo.__dataclass_fields__ if f != "board"]
+    frame = pd.DataFrame(rows, columns=columns)
+    for column in ("started_at", "updated_at"):
+        frame[column] = pd.to_datetime(frame[column], utc=True)
+    return frame
+
+
+def sweep_status(name: str, *, storage: str = "./sweeps", address: str | None = None) -> SweepInfo:
+    """One sweep by its name, as `sweeper status` shows it: its state, counts and best so far, and the lines of its
+    progress board as its driver last wrote them (`board`, `updated_at`)."""
+    from sweeper import sweeps
+
+    configure_driver()
+    with one_error():
+        check_arguments("sweeper status", sweep=name, storage=storage, address=address)
+        return sweeps.find(name, storage, address, "sweeper status")[0]
+
+
+def stop_sweep(name: str, *, storage: str = "./sweeps", address: str | None = None, wait_s: float = 0.0) -> StopResult:
+    """Stop a running sweep gracefully, as `sweeper stop` does: Ray Tune saves the experiment, running trials keep
+    the checkpoint of their last finished epoch, and `resume` finishes the sweep later. With `wait_s`, wait up to
+    that long for its driver to have stopped."""
+    from sweeper import sweeps
+
+    configure_driver()
+    with one_error():
+        check_arguments("sweeper stop", sweep=name, storage=storage, address=address, wait_s=wait_s)
+        return StopResult(*sweeps.stop(name, storage, address, wait_s))
+
+
+def sweep_logs(
+    name: str, *, storage: str = "./sweeps", address: str | None = None, tail: int | None = None
+) -> SweepLog:
+    """A sweep's log, as `sweeper logs` prints it: a submitted sweep's Ray job log, else sweep.log in storage."""
+    from sweeper import sweeps
+
+    configure_driver()
+    with one_error():
+        check_arguments("sweeper logs", sweep=name, storage=storage, address=address, tail=tail)
+        return SweepLog(*sweeps.logs(name, storage, address, tail))
+
+
+def promote(name: str, trial: str, *, storage: str = "./sweeps", tracking_uri: str | None = None) -> dict[str, Any]:
+    """Log the MLflow model of a trial that has none (`tracking.models: best | none`) from its final checkpoint in
+    storage, as `sweeper promote` does; returns its run id, model id (models:/<id>) and size in bytes."""
+    from sweeper.models import promote as log_trial_model
+
+    configure_driver()
+    with one_error():
+        check_arguments("sweeper promote", sweep=name, trial=trial, storage=storage, tracking_uri=tracking_uri)
+        return log_trial_model(name, trial, storage, tracking_uri)

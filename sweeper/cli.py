@@ -1,6 +1,7 @@
 # PYTHON_ARGCOMPLETE_OK
-"""`sweeper validate | run | resume | submit | summarize | schema`: each subcommand parses its arguments and calls
-the function of the same name in sweeper/api.py, which checks them (the gate) and does the work.
+"""`sweeper validate | run | resume | submit | summarize | schema | list | status | stop | logs | promote`: each
+subcommand parses its arguments and calls its function in sweeper/api.py (list: list_sweeps, status: sweep_status,
+stop: stop_sweep, logs: sweep_logs; the others by their own name), which checks them (the gate) and does the work.
 
 A new subcommand: a `cmd_NAME` here that calls `api.NAME(...)` and prints, a parser in `build_parser`, and in the
 API a function that starts with `check_arguments("sweeper NAME", name=..., storage=..., ...)` inside `one_error()`.
@@ -94,6 +95,154 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     return 0
 
 
+BY_NAME_EXAMPLE = """example:
+  sweeper {command} quickstart{extra}                       # a sweep run here, in ./sweeps
+  sweeper {command} lab-sact --storage s3://bucket/sweeps --address http://HEAD:8265{extra}   # a submitted one
+
+A submitted sweep records its Ray job in its storage: its name (and --storage) is enough; --address (else
+$RAY_ADDRESS) asks the cluster too, and finds a submitted sweep whose storage this machine does not read."""
+LIST_EXAMPLE = """example:
+  sweeper list                                         # the sweeps in ./sweeps
+  sweeper list --storage s3://bucket/sweeps --address http://HEAD:8265 --json
+
+States: starting, running, waiting for resources (no trial runs: the cluster has no room for one), stopping,
+stopped (`sweeper resume NAME` continues it), finished, failed."""
+PROMOTE_EXAMPLE = """example:
+  sweeper promote quickstart 8f3a1_00004    # the trial ids are in results.parquet and the MLflow runs' names
+
+With tracking.models: best (the default) only each variant's best trial logs its MLflow model when the sweep
+ends; every trial keeps its final checkpoint in storage, from which this logs the same model later."""
+
+
+def by_name_options(p: argparse.ArgumentParser, what: str) -> None:
+    """NAME, --storage, --address and --json of the commands that take a sweep by its name."""
+    p.add_argument("name", help=f"the sweep's name (its folder under --storage){what}").completer = complete_names
+    p.add_argument("--storage", default="./sweeps", help="where the sweep ran (default %(default)s)")
+    p.add_argument(
+        "--address",
+        help="the Ray cluster's dashboard, e.g. http://HEAD:8265 (default: the one a submitted sweep recorded, "
+        "else $RAY_ADDRESS)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON, for scripts")
+
+
+def complete_names(prefix: str, parsed_args: argparse.Namespace, **_) -> list[str]:
+    """Tab completion of NAME: the sweeps under --storage."""
+    from sweeper.storage import open_storage
+    from sweeper.sweeps import sweep_names
+
+    try:
+        names = sweep_names(open_storage(getattr(parsed_args, "storage", None) or "./sweeps", "completion"))
+    except Exception:  # noqa: BLE001 - completion never fails a shell
+        return []
+    return [name for name in names if name.startswith(prefix)]
+
+
+def print_json(value) -> None:
+    import json
+
+    print(json.dumps(value, indent=2, default=str))
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    import json
+
+    from sweeper.sweeps import table
+
+    frame = api.list_sweeps(args.storage, args.address)
+    if args.json:
+        print_json(json.loads(frame.to_json(orient="records", date_format="iso")))
+    else:
+        print(
+            table(frame.astype(object).where(frame.notna(), None).to_dict("records")) or f"no sweeps in {args.storage}"
+        )
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from sweeper.sweeps import describe
+
+    info = api.sweep_status(args.name, storage=args.storage, address=args.address)
+    if args.json:
+        print_json(asdict(info))
+    else:
+        print("\n".join(describe(info)))
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    done = api.stop_sweep(args.name, storage=args.storage, address=args.address, wait_s=args.wait)
+    if args.json:
+        print_json({"message": done.message, "sweep": asdict(done.sweep)})
+    else:
+        print(done.message)
+        if args.wait:
+            print(f"sweep {args.name}: {done.sweep.state}")
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    log = api.sweep_logs(args.name, storage=args.storage, address=args.address, tail=args.tail)
+    if args.json:
+        print_json({"name": args.name, "source": log.source, "text": log.text})
+    else:
+        print(f"# {log.source}", file=sys.stderr)  # where it came from; the log itself on stdout
+        sys.stdout.write(log.text)
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    done = api.promote(args.name, args.trial, storage=args.storage, tracking_uri=args.tracking_uri)
+    if args.json:
+        print_json(done)
+    else:
+        print(
+            f"trial {done['trial']} of sweep {done['name']}: model models:/{done['model_id']} "
+            f"(runs:/{done['run_id']}/model, {done['bytes'] / 1e6:.1f} MB)"
+        )
+    return 0
+
+
+def add_by_name_commands(sub) -> None:
+    """`sweeper list | status | stop | logs | promote`: sweeps by name (sweeper/sweeps.py, sweeper/models.py)."""
+    raw = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser(
+        "list", help="the sweeps in a storage and on a cluster", epilog=LIST_EXAMPLE, formatter_class=raw
+    )
+    p.add_argument("--storage", default="./sweeps", help="where the sweeps ran (default %(default)s)")
+    p.add_argument("--address", help="a Ray cluster's dashboard: its sweeps' jobs too (default: $RAY_ADDRESS)")
+    p.add_argument("--json", action="store_true", help="print a JSON array, for scripts")
+    p.set_defaults(func=cmd_list)
+    for command, what, extra, func in (
+        ("status", "a sweep's state, counts, best so far and live board", "", cmd_status),
+        ("stop", "stop a running sweep gracefully (`sweeper resume NAME` finishes it)", " --wait 300", cmd_stop),
+        ("logs", "a sweep's log: its Ray job's, else sweep.log in storage", " --tail 50", cmd_logs),
+    ):
+        epilog = BY_NAME_EXAMPLE.format(command=command, extra=extra)
+        p = sub.add_parser(command, help=what, description=what, epilog=epilog, formatter_class=raw)
+        by_name_options(p, "")
+        p.set_defaults(func=func)
+        if command == "stop":
+            p.add_argument(
+                "--wait", type=float, default=0.0, metavar="SECONDS", help="wait up to this long for it to stop"
+            )
+        if command == "logs":
+            p.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    p = sub.add_parser(
+        "promote", help="log the MLflow model of a trial that has none", epilog=PROMOTE_EXAMPLE, formatter_class=raw
+    )
+    p.add_argument("name", help="the sweep's name (its folder under --storage)").completer = complete_names
+    p.add_argument("trial", help="the trial's id, e.g. 8f3a1_00004 (results.parquet's trial_id)")
+    p.add_argument("--storage", default="./sweeps", help="where the sweep ran (default %(default)s)")
+    p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP)
+    p.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    p.set_defaults(func=cmd_promote)
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     for path in api.schema(args.out):
         print(clip_path(path))
@@ -179,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="write the JSON Schemas of the sweep YAML and the trial config, for editors")
     p.add_argument("--out", help="folder (default: the package's sweeper/schemas/, which search_spaces/ points to)")
     p.set_defaults(func=cmd_schema)
+    add_by_name_commands(sub)
     return parser
 
 

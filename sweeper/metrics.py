@@ -22,6 +22,9 @@ SYSTEM_PREFIX = "system/"  # MLflow's prefix for system metrics: its UI groups t
 ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking callback uploads
 MODEL = "model"  # the MLflow model's folder in the final checkpoint, logged as the run's LoggedModel `model`
 FINAL = "final"  # the key that marks the last report of a trial (test BLEU, n_params)
+# when a trial ended the epoch it reports (time.time(), as text: Tune keeps running statistics of every numeric key
+# of every trial, and this one is only read once, by the driver's epoch-to-MLflow latency figures)
+EPOCH_ENDED = "epoch_ended_at"
 PBT_EVENT = "pbt_event"  # JSON of an exploit: the epoch, the trial copied from, the settings explored
 # paths in a trial run's artifacts that the trial (or the driver) writes and the summary reads
 HEATMAPS = "traces/heatmaps.json"  # what a trial's heatmaps are drawn from, by the trial or later by the summary

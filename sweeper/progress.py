@@ -4,16 +4,25 @@ epoch and its progress within the epoch, and an ETA for the sweep, at least ever
 Trials report their step to a small Ray actor (the board, found by the sweep's name, so that it works
 on any node and after `sweeper resume`); a Tune callback on the driver reads it and prints. Tune's
 result reports stay once per epoch: schedulers and searchers see no extra results.
+
+The same callback is the sweep's heartbeat in storage (status.json: state, counts, best so far, the board's
+lines, every STATUS_EVERY_S), which `sweeper status` and `sweeper list` read from anywhere, and it takes
+`sweeper stop`'s request (stop.json) to the driver: Ray Tune's own graceful stop (its SIGUSR1 handler).
+A sweep none of whose trials runs while some wait, on a cluster without the CPUs (GPUs) a trial needs free, says
+"waiting for resources" instead of looking hung.
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+import signal
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import ray
@@ -21,10 +30,11 @@ from ray.tune import Callback
 
 from nmt_core.progress import eta
 from sweeper.console import ANSI, console
-from sweeper.space import ObjectiveSpec
+from sweeper.space import ObjectiveSpec, ResourcesSpec
 
 PRINT_EVERY_S = float(os.environ.get("SWEEPER_PROGRESS_EVERY_S", 30))
 SEND_EVERY_S = 5.0  # a trial's updates to the board, at most
+WAITING_AFTER_S = 15.0  # nothing running this long while trials wait, and no room for one: waiting for resources
 
 
 @ray.remote(num_cpus=0)
@@ -86,6 +96,9 @@ class SweepProgress(Callback):
     (a failure with its cause and where its traceback is: `logs` is the sweep's folder in storage)."""
 
     metric, logs = ObjectiveSpec.metric, ""  # for a callback restored from a sweep started before they existed
+    mode, cpu, gpu = ObjectiveSpec.mode, ResourcesSpec.cpu, ResourcesSpec.gpu  # set by `watch` for every run and resume
+    idle_since: float | None = None  # since when no trial has run while some wait
+    waiting: str | None = None  # why no trial can start (waiting for resources), or None
 
     def __init__(
         self,
@@ -101,9 +114,20 @@ class SweepProgress(Callback):
         self.last_print = 0.0
         self.durations: list[float] = []
         self.began: dict[str, float] = {}
+        self._beat = Heartbeat(logs)
+
+    def watch(self, mode: str, cpu: float, gpu: float) -> None:
+        """The objective's direction and a trial's resources: the best so far, and whether a trial fits now."""
+        self.mode, self.cpu, self.gpu = mode, cpu, gpu
 
     def __getstate__(self) -> dict[str, Any]:  # kept in Tune's experiment state for `sweeper resume`
-        return {**self.__dict__, "began": {}, "last_print": 0.0}
+        return {**self.__dict__, "began": {}, "last_print": 0.0, "_beat": None, "idle_since": None, "waiting": None}
+
+    @property
+    def beat(self) -> Heartbeat:
+        if getattr(self, "_beat", None) is None:  # restored for `sweeper resume`, or from before status.json
+            self._beat = Heartbeat(self.logs)
+        return self._beat
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.began.setdefault(trial.trial_id, time.time())
@@ -144,26 +168,86 @@ class SweepProgress(Callback):
         print(f"[{datetime.now():%H:%M:%S}] trial {self.name_of(trial)} {what}", file=console(), flush=True)
 
     def on_step_end(self, iteration, trials, **info):
-        if time.time() - self.last_print < PRINT_EVERY_S:
+        """Tune's scheduling loop hands over a snapshot of its trials; the board, the cluster's room and storage are
+        asked on the heartbeat's thread (they can take seconds on a loaded cluster: the loop must not wait)."""
+        printing, beating = time.time() - self.last_print >= PRINT_EVERY_S, self.beat.due()
+        if not (printing or beating) or self.beat.busy():
             return
-        self.last_print = time.time()
+        self.last_print = time.time() if printing else self.last_print
+        seen = [
+            SimpleNamespace(
+                trial_id=t.trial_id,
+                status=t.status,
+                config=t.config,
+                last_result={self.metric: (t.last_result or {}).get(self.metric)},
+            )
+            for t in trials
+        ]
+        self.beat.start(lambda: self.report(seen, printing, beating))
+
+    def report(self, trials, printing: bool, beating: bool) -> None:
         try:
             board = ray.get(ray.get_actor(board_name(self.sweep)).snapshot.remote(), timeout=5)
         except Exception:  # noqa: BLE001 - progress is a convenience: no board, no per-epoch detail
             board = {}
-        print("\n".join(self.lines(trials, board)), file=console(), flush=True)
+        lines = self.lines(trials, board)
+        if printing:
+            print("\n".join(lines), file=console(), flush=True)
+        if beating:
+            self.beat.send(self.status(trials, lines))
 
-    def lines(self, trials, board: dict[str, dict[str, Any]]) -> list[str]:
+    def status(self, trials, lines: list[str]) -> dict[str, Any]:
+        """What status.json says while the sweep runs (see sweeper/sweeps.py)."""
+        from sweeper.sweeps import RUNNING, STOPPING, WAITING
+
+        done, failed, running, pending = self.counts(trials)
+        state = STOPPING if self.beat.stopping else WAITING if self.waiting else RUNNING
+        detail = f"{self.waiting}; other sweeps hold the cluster, or it is scaling up" if self.waiting else ""
+        values = [v for t in trials if isinstance(v := (t.last_result or {}).get(self.metric), (int, float))]
+        best = (max if self.mode == "max" else min)(values) if values else None
+        status = {"state": state, "trials": self.planned, "done": done, "failed": failed, "running": running}
+        return {**status, "pending": pending, "best": best, "board": lines, "detail": detail}
+
+    def counts(self, trials) -> tuple[int, int, int, int]:
+        """Trials done, failed, running, and pending (waiting to start, or not created yet)."""
         status = [t.status for t in trials]
         done = sum(s == "TERMINATED" for s in status)
         failed = sum(s == "ERROR" for s in status)
+        running = sum(s == "RUNNING" for s in status)
+        return done, failed, running, max(self.planned - done - failed - running, 0)
+
+    def room(self) -> str | None:
+        """Why no trial can start now, if the cluster lacks the free CPUs (GPUs) one trial needs; else None."""
+        try:
+            free = ray.available_resources()
+        except Exception:  # noqa: BLE001 - the cluster is not answering: nothing to say about its room
+            return None
+        short = [(k, n) for k, n in (("CPU", self.cpu), ("GPU", self.gpu)) if n > 0 and free.get(k, 0.0) < n]
+        if not short:
+            return None
+        kind, need = short[0]
+        return f"{need:g} {kind} a trial, {free.get(kind, 0.0):g} free"
+
+    def wait_for_resources(self, running: int, pending: int) -> str | None:
+        """Why the sweep waits, once no trial has run for WAITING_AFTER_S while some wait and the cluster has no
+        room for one (a trial whose worker is still starting holds its room: that is not waiting); else None."""
+        if running or not pending:
+            self.idle_since, self.waiting = None, None
+            return None
+        self.idle_since = self.idle_since or time.time()
+        self.waiting = self.room() if time.time() - self.idle_since >= WAITING_AFTER_S else None
+        return self.waiting
+
+    def lines(self, trials, board: dict[str, dict[str, Any]]) -> list[str]:
+        done, failed, n_running, pending = self.counts(trials)
         running = [t for t in trials if t.status == "RUNNING"]
-        pending = max(self.planned - done - failed - len(running), 0)
         fractions = {t.trial_id: fraction(board.get(t.trial_id)) for t in running}
         left = self.eta(pending, running, fractions)
+        wait = self.wait_for_resources(n_running, pending)
         lines = [
-            f"[{datetime.now():%H:%M:%S}] sweep {self.sweep}: {done} done, {failed} failed, {len(running)} running, "
-            f"{pending} pending; elapsed {eta(time.time() - self.started)}"
+            f"[{datetime.now():%H:%M:%S}] sweep {self.sweep}: {done} done, {failed} failed, {n_running} running, "
+            f"{pending} pending{f': waiting for resources ({wait})' if wait else ''}; elapsed "
+            f"{eta(time.time() - self.started)}"
             + (f", ETA {eta(left)}" if left is not None else ", ETA after the first epochs")
         ]
         for t in running:
@@ -193,6 +277,57 @@ class SweepProgress(Callback):
         at_once = max(len(running), 1)
         remaining_running = sum(per_trial * (1 - (fractions.get(t.trial_id) or 0)) for t in running)
         return (remaining_running + pending * per_trial) / at_once
+
+
+class Heartbeat:
+    """status.json every STATUS_EVERY_S in the sweep's folder, and `sweeper stop`'s request read as often: the
+    driver then stops as on Ctrl+C (Ray Tune's handler of SIGUSR1, installed when Tune runs in the main thread)."""
+
+    def __init__(self, experiment_uri: str):
+        self.uri = experiment_uri  # the sweep's folder in storage ("": a sweep without one, as in tests)
+        self.last = 0.0
+        self.stopping: dict[str, Any] | None = None  # the request being carried out
+        self.failed = False  # a storage error was reported once
+        self._storage = None
+        self._thread: threading.Thread | None = None
+
+    def due(self) -> bool:
+        from sweeper.sweeps import STATUS_EVERY_S
+
+        return bool(self.uri) and time.time() - self.last >= STATUS_EVERY_S
+
+    def busy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, report: Callable[[], None]) -> None:
+        """Run one report (the board, status.json) on its own thread: one at a time, the next when it is done."""
+        self._thread = threading.Thread(target=report, name="sweeper-heartbeat", daemon=True)
+        self._thread.start()
+
+    def send(self, status: dict[str, Any]) -> None:
+        from sweeper.storage import open_storage
+        from sweeper.sweeps import STOPPING, stop_request, write_status
+
+        self.last = time.time()
+        try:
+            self._storage = self._storage or open_storage(self.uri, "--storage")
+            if self.stopping is None and (request := stop_request(self._storage)):
+                self.stop(request)
+            write_status(self._storage, {**status, "state": STOPPING} if self.stopping else status)
+        except Exception as err:  # noqa: BLE001 - a heartbeat lost is a convenience lost, never the sweep
+            if not self.failed:
+                self.failed = True
+                print(f"note: the sweep's status.json was not written ({type(err).__name__}: {err})", file=console())
+
+    def stop(self, request: dict[str, Any]) -> None:
+        """Carry out `sweeper stop`: Ray Tune saves the experiment and ends; running trials keep their last
+        epoch's checkpoint."""
+        self.stopping = request
+        if not callable(signal.getsignal(signal.SIGUSR1)):  # Tune runs outside the main thread: no handler
+            print("sweeper stop: this driver runs Ray Tune outside its main thread; stop it there", file=console())
+            return
+        print(f"[{datetime.now():%H:%M:%S}] stopping: asked by {request['by']} at {request['at']}", file=console())
+        os.kill(os.getpid(), signal.SIGUSR1)
 
 
 def fraction(where: dict[str, Any] | None) -> float | None:

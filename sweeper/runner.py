@@ -7,6 +7,7 @@ import json
 import math
 import os
 import pickle
+import posixpath
 import random
 import re
 import tempfile
@@ -34,6 +35,7 @@ from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.console import ray_calls
 from sweeper.metrics import AGGREGATED, BEST, BEST_RUN_ID, BEST_VARIANT, FINAL, MEAN, final_result, to_parent
+from sweeper.models import human, log_best_models, storage_usage
 from sweeper.progress import SweepProgress, failure_cause, open_board
 from sweeper.space import (
     SIGNIFICANCE_TESTS,
@@ -46,10 +48,11 @@ from sweeper.space import (
     plan_trials,
     trial_config,
 )
-from sweeper.storage import Storage, check_writable, open_storage
+from sweeper.storage import Storage, check_writable, first_line, open_storage
 from sweeper.stored import STATE_FILE, damaged, read_state, stored_significance
 from sweeper.study import describe as describe_study
 from sweeper.study import shown, study_url
+from sweeper.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
 from sweeper.tracking import (
     MlflowTrackingCallback,
     SweepTracker,
@@ -177,25 +180,21 @@ def autoscaler_max_gpus() -> float:
         return 0.0
 
 
-def build_trainable(
-    base: dict[str, Any],
-    cpu: float,
-    gpu: float,
-    sweep: str,
-    mutable: list[str],
-    system_metrics: bool,
-    plots: str,
-):
+def build_trainable(state: dict[str, Any]):
+    """The trial function with what every trial needs, from the sweep's state (sweeper.json: a resumed sweep's
+    trials run as its first ones did; stored.later_keys fills what older sweeps did not keep)."""
     context = SweepContext(
-        base=base,
-        cpus_per_trial=cpu,
-        gpus_per_trial=gpu,
-        sweep=sweep,
-        mutable=tuple(mutable),
-        system_metrics=system_metrics,
-        plots=plots,
+        base=state["base"],
+        cpus_per_trial=state["cpu"],
+        gpus_per_trial=state["gpu"],
+        sweep=state["name"],
+        mutable=tuple(state["mutable"]),
+        system_metrics=state["system_metrics"],
+        plots=state["plots"],
+        models=state["models"],
     )
-    return tune.with_resources(tune.with_parameters(run_trial, context=context), {"cpu": cpu, "gpu": gpu})
+    resources = {"cpu": state["cpu"], "gpu": state["gpu"]}
+    return tune.with_resources(tune.with_parameters(run_trial, context=context), resources)
 
 
 def trial_name(trial: Trial, base: dict[str, Any]) -> str:
@@ -316,42 +315,16 @@ def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPl
 
 
 def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, address: str | None) -> int:
-    storage = open_storage(storage_uri, "sweeper run")
-    uri = resolve_uri(choose_tracking_uri(tracking_uri, spec.tracking_uri))
-    check_reachable(uri)
-    check_writable(storage, "sweeper run")
+    storage, uri, opening, job, earlier, base = open_sweep(spec, storage_uri, tracking_uri, address)
     experiment = storage.below(spec.name)
-    earlier = read_state(experiment) if experiment.exists(STATE_FILE) else None
-    base = resolved_base(spec)
-    trial_config(base, {}, 1)  # the resolved base still validates
-    if cluster_address(address):  # a cluster that does not answer: refused before MLflow writes
-        with ray_calls():  # (joining one is quick; a local Ray starts while MLflow opens its store, below)
-            init_ray(address)
-    # MLflow opens its store (a new SQLite database takes about 2 s to set up) while a local Ray starts
-    pool = ThreadPoolExecutor(max_workers=1)
-    opening = pool.submit(MlflowClient, uri)
-    pool.shutdown(wait=False)  # its one thread ends with the store opened, not with the sweep
-    with ray_calls():  # Ray's banners and warnings: to the sweep's log (sweeper/console.py)
-        init_ray(address)
-    check_gpus(spec)
-    data = base["data"]
-    load_corpus(data.get("corpus", "synthetic"), data.get("src", ""), data.get("tgt", ""), data["cache_dir"])
-    experiment = storage.below(spec.name)
+    start_ray(spec, address, base)
     study = study_url(spec, experiment, uri) if spec.search.algorithm == "optuna" else None
     tune_config, param_space = build_tune_config(spec, base, study)
     n_trials = len(param_space["trial"]["grid_search"]) if param_space else spec.search.num_samples
     tracker = SweepTracker(uri, spec.name, opening.result())
-    parent_id = tracker.start_sweep(
-        spec.text,
-        {
-            "source": spec.source,
-            "trials": n_trials,
-            "algorithm": spec.search.algorithm,
-            "scheduler": spec.scheduler.type,
-            "storage": storage.display(spec.name),
-        },
-    )
-    callback = MlflowTrackingCallback(uri, spec.name, parent_id, base, experiment.uri, new_sweep=True)
+    plan = {"source": spec.source, "trials": n_trials, "algorithm": spec.search.algorithm}
+    plan.update(scheduler=spec.scheduler.type, storage=storage.display(spec.name), models=spec.models)
+    parent_id = tracker.start_sweep(spec.text, plan)
     if earlier:
         print(
             f"note: {experiment.uri} holds an earlier sweep {spec.name!r}: its trial folders stay, results.parquet "
@@ -359,30 +332,10 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
             "summarises the earlier one",
             flush=True,
         )
-    experiment.write_text(
-        json.dumps(
-            {
-                "name": spec.name,
-                "source": spec.source,
-                "tracking_uri": uri,
-                "parent_run_id": parent_id,
-                "experiment_id": tracker.experiment_id,
-                "base": base,
-                "cpu": spec.cpu,
-                "gpu": spec.gpu,
-                "metric": spec.metric,
-                "mode": spec.mode,
-                "trials": n_trials,
-                "mutable": list(spec.scheduler.mutations),
-                "system_metrics": spec.system_metrics,
-                "plots": spec.plots,
-                "significance": asdict(spec.significance),
-                "study": {"name": spec.name, "storage": shown(study)} if study else None,
-            },
-            indent=2,
-        ),
-        STATE_FILE,
-    )
+    state = new_state(spec, uri, parent_id, tracker.experiment_id, base, n_trials, study, job)
+    experiment.write_text(json.dumps(state, indent=2), STATE_FILE)
+    clear_stop(experiment)  # a request that stopped an earlier run of this name is not this one's
+    grant_submitter(tracker, job)
     print(
         f"sweep {spec.name}: {n_trials} trials ({spec.search.algorithm}, {spec.scheduler.type}), "
         f"{spec.cpu:g} CPU / {spec.gpu:g} GPU each; storage {experiment.uri}; tracking {uri}",
@@ -390,13 +343,14 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     )
     if spec.search.algorithm == "optuna":
         print(describe_study(spec, study), flush=True)
+    callback = MlflowTrackingCallback(
+        uri, spec.name, parent_id, base, experiment.uri, new_sweep=True, models=spec.models
+    )
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
     progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base), spec.metric, experiment.uri)
-    trainable = build_trainable(
-        base, spec.cpu, spec.gpu, spec.name, list(spec.scheduler.mutations), spec.system_metrics, spec.plots
-    )
+    progress.watch(spec.mode, spec.cpu, spec.gpu)
     tuner = tune.Tuner(
-        trainable,
+        build_trainable(state),
         param_space=param_space,
         tune_config=tune_config,
         run_config=tune.RunConfig(  # verbose 0: our progress lines instead of Tune's tables
@@ -414,9 +368,78 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     # loggers, which it adds unless NO_AUTO_LOGGERS is set, write files nothing reads at a cost to its loop per trial
     with ray_calls(), environment(NO_AUTO_LOGGERS, "1"):
         grid = tuner.fit()
-    return finish(
-        grid, callback, storage, tracker, parent_id, base, spec.metric, spec.mode, n_trials, spec.significance
-    )
+    return finish(grid, callback, storage, tracker, state)
+
+
+def open_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, address: str | None):
+    """Everything checked before anything is written: the storage, the tracking store, the job record a submitted
+    sweep's driver gets, an earlier sweep's state under this name, a cluster that must answer. Returns the storage,
+    the tracking URI, the MLflow client being opened (a new SQLite database takes about 2 s to set up: meanwhile a
+    local Ray starts), the job, the earlier state and the base trial config with absolute paths."""
+    storage = open_storage(storage_uri, "sweeper run")
+    uri = resolve_uri(choose_tracking_uri(tracking_uri, spec.tracking_uri))
+    check_reachable(uri)
+    check_writable(storage, "sweeper run")
+    job = job_from_environment()
+    experiment = storage.below(spec.name)
+    earlier = read_state(experiment) if experiment.exists(STATE_FILE) else None
+    base = resolved_base(spec)
+    trial_config(base, {}, 1)  # the resolved base still validates
+    if cluster_address(address):  # a cluster that does not answer: refused before MLflow writes
+        with ray_calls():  # (joining one is quick; a local Ray starts while MLflow opens its store, below)
+            init_ray(address)
+    pool = ThreadPoolExecutor(max_workers=1)
+    opening = pool.submit(MlflowClient, uri)
+    pool.shutdown(wait=False)  # its one thread ends with the store opened, not with the sweep
+    return storage, uri, opening, job, earlier, base
+
+
+def start_ray(spec: SweepSpec, address: str | None, base: dict[str, Any]) -> None:
+    """Ray (a local one starts here), the GPUs the space asks for, and the corpus (fetched once, cached)."""
+    with ray_calls():  # Ray's banners and warnings: to the sweep's log (sweeper/console.py)
+        init_ray(address)
+    check_gpus(spec)
+    data = base["data"]
+    load_corpus(data.get("corpus", "synthetic"), data.get("src", ""), data.get("tgt", ""), data["cache_dir"])
+
+
+def new_state(
+    spec: SweepSpec,
+    uri: str,
+    parent_id: str,
+    experiment_id: str,
+    base: dict[str, Any],
+    n_trials: int,
+    study: str | None,
+    job: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """sweeper.json: what `sweeper resume` needs that Tune does not keep, and who started the sweep, how."""
+    return {
+        "name": spec.name,
+        "source": spec.source,
+        "tracking_uri": uri,
+        "parent_run_id": parent_id,
+        "experiment_id": experiment_id,
+        "base": base,
+        "cpu": spec.cpu,
+        "gpu": spec.gpu,
+        "metric": spec.metric,
+        "mode": spec.mode,
+        "trials": n_trials,
+        "mutable": list(spec.scheduler.mutations),
+        "system_metrics": spec.system_metrics,
+        "plots": spec.plots,
+        "significance": asdict(spec.significance),
+        "models": spec.models,
+        "study": {"name": spec.name, "storage": shown(study)} if study else None,
+        **origin(job),
+    }
+
+
+def grant_submitter(tracker: SweepTracker, job: dict[str, Any] | None) -> None:
+    """A submitted sweep tracks under the cluster's own MLflow account: its submitter gets its experiment."""
+    if job and job.get("mlflow_user") and (why := tracker.grant(job["mlflow_user"])):
+        print(f"note: MLflow user {job['mlflow_user']!r} was not granted experiment {tracker.experiment}: {why}")
 
 
 def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri: str | None = None) -> int:
@@ -433,21 +456,38 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
     check_reachable(uri)
     if uri != state["tracking_uri"]:  # the same store at another address, or the wrong store: ask it
         check_holds_run(uri, state["parent_run_id"], state["tracking_uri"])
+    job = job_from_environment()
     with ray_calls():
         init_ray(address)
     board = open_board(name)  # noqa: F841 - held while the sweep runs
+    tuner = restore_tuner(experiment, storage, {**state, "name": name})
+    state["job"] = job  # this driver's: a submitted sweep resumed here is no longer its job's
+    experiment.write_text(json.dumps(state, indent=2), STATE_FILE)
+    clear_stop(experiment)
+    tracker = SweepTracker(uri, state["name"])
+    study = state["study"]  # the searcher comes back with Tune's state and reconnects to its study
+    print(
+        f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run"
+        + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""),
+        flush=True,
+    )
+    # the callbacks come back from Tune's saved experiment state, the parent run id in the tracking one
+    callbacks = tuner._local_tuner.get_run_config().callbacks
+    [callback] = [c for c in callbacks if isinstance(c, MlflowTrackingCallback)]
+    callback.uri = uri  # and the store's address as resolved now
+    for progress in (c for c in callbacks if isinstance(c, SweepProgress)):
+        progress.watch(state["mode"], state["cpu"], state["gpu"])
+    with ray_calls():
+        grid = tuner.fit()
+    return finish(grid, callback, storage, tracker, state)
+
+
+def restore_tuner(experiment: Storage, storage: Storage, state: dict[str, Any]) -> tune.Tuner:
+    """Ray Tune's Tuner of the sweep, from storage; a tuner.pkl it cannot load is damage (one line, exit 2)."""
     try:  # Tune unpickles tuner.pkl: storage must be writable only by people the resuming user trusts
-        tuner = tune.Tuner.restore(
+        return tune.Tuner.restore(
             experiment.root,
-            trainable=build_trainable(
-                state["base"],
-                state["cpu"],
-                state["gpu"],
-                name,
-                state["mutable"],
-                state["system_metrics"],
-                state["plots"],
-            ),
+            trainable=build_trainable(state),
             resume_unfinished=True,
             resume_errored=True,
             storage_filesystem=storage.fs,
@@ -467,30 +507,6 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
             TUNER_FILE,
             f"Ray Tune cannot load it ({type(err).__name__}: {str(err).splitlines()[0][:100] if str(err) else ''})",
         ) from None
-    tracker = SweepTracker(uri, state["name"])
-    study = state["study"]  # the searcher comes back with Tune's state and reconnects to its study
-    print(
-        f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run"
-        + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""),
-        flush=True,
-    )
-    # the tracking callback comes back from Tune's saved experiment state, with the parent run id in it
-    [callback] = [c for c in tuner._local_tuner.get_run_config().callbacks if isinstance(c, MlflowTrackingCallback)]
-    callback.uri = uri  # and the store's address as resolved now
-    with ray_calls():
-        grid = tuner.fit()
-    return finish(
-        grid,
-        callback,
-        storage,
-        tracker,
-        state["parent_run_id"],
-        state["base"],
-        state["metric"],
-        state["mode"],
-        state["trials"],
-        stored_significance(state, experiment),
-    )
 
 
 def error_summary(error: BaseException) -> str:
@@ -552,6 +568,12 @@ def result_rows(
         row["error"] = error_summary(result.error) if result.error else None
         known = run_ids.get(trial_id)
         row["mlflow_run_id"] = (known or tracker.find_trial_run(parent_id, trial_id)) if tracker else None
+        # the final checkpoint, below the sweep's folder: a model by tracking.models or `sweeper promote` reads it
+        row["checkpoint"] = (
+            posixpath.join(posixpath.basename(result.path), posixpath.basename(result.checkpoint.path))
+            if result.checkpoint
+            else None
+        )
         rows.append(row)
     return rows
 
@@ -591,8 +613,11 @@ def best_row(rows: list[dict[str, Any]], metric: str, mode: str) -> dict[str, An
     return (max if mode == "max" else min)(done, key=lambda r: r[metric]) if done else None
 
 
-def register_best(tracker: SweepTracker, parent_id: str, rows: list[dict[str, Any]], metric: str, mode: str) -> None:
-    """The best trial's metrics on the parent run, and its model in the registry (alias `best`)."""
+def register_best(
+    tracker: SweepTracker, parent_id: str, rows: list[dict[str, Any]], metric: str, mode: str, owner: str | None
+) -> None:
+    """The best trial's metrics on the parent run, and its model in the registry (alias `best`); `owner`: the
+    submitter granted the registered model (a sweep tracked under the cluster's account)."""
     best = best_row(rows, metric, mode)
     if best is None:
         return
@@ -605,7 +630,7 @@ def register_best(tracker: SweepTracker, parent_id: str, rows: list[dict[str, An
         f"{best.get('bleu_test_avg', float('nan')):.2f} (run {best['mlflow_run_id']}). Best-dev weights."
     )
     try:
-        version = tracker.register_best(best["mlflow_run_id"], description)
+        version = tracker.register_best(best["mlflow_run_id"], description, owner)
         print(
             f"model: registered as models:/{tracker.experiment}/{version} (alias @best); translate with "
             f"`nmt translate --model models:/{tracker.experiment}@best --tracking-uri {tracker.uri}`"
@@ -617,58 +642,115 @@ def register_best(tracker: SweepTracker, parent_id: str, rows: list[dict[str, An
         )
 
 
-def finish(
-    grid,
-    callback: MlflowTrackingCallback,
-    storage: Storage,
-    tracker: SweepTracker,
-    parent_id: str,
-    base: dict[str, Any],
-    metric: str,
-    mode: str,
-    planned: int,
-    significance: SignificanceSpec,
-) -> int:
-    """results.parquet, the best trials, the MLflow link; exit 0 (some trial finished), 1 (none), 3 (tracking writes
-    wait in storage for `sweeper resume`), 130 (interrupted)."""
-    experiment = storage.below(tracker.experiment)
+def tally(rows: list[dict[str, Any]]) -> dict[str, int]:
+    return {s: sum(r["status"] == s for r in rows) for s in ("TERMINATED", "STOPPED", "ERROR", "UNFINISHED")}
+
+
+def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: SweepTracker, state: dict) -> int:
+    """results.parquet, the best trials, their models by tracking.models, the MLflow link, the storage the sweep
+    takes; exit 0 (some trial finished), 1 (none), 3 (tracking writes wait in storage for `sweeper resume`),
+    130 (interrupted or stopped)."""
+    experiment, parent_id = storage.below(tracker.experiment), state["parent_run_id"]
+    significance = stored_significance(state, experiment)
+    record_finishing(experiment, state)
     if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
-        experiment.write_parquet(
-            results_table(result_rows(grid, callback.outcomes, None, parent_id, base), significance), RESULTS_FILE
-        )
+        rows = result_rows(grid, callback.outcomes, None, parent_id, state["base"])
+        experiment.write_parquet(results_table(rows, significance), RESULTS_FILE)
         print(
             f"\ntracking server {tracker.uri} did not answer for {TRACKING_WAIT_S:.0f} s: "
             f"{len(callback.backlog)} tracking writes wait in {experiment.display(BACKLOG_FILE)}; once it "
             f"answers, `sweeper resume {tracker.experiment} --storage {storage.uri}` sends them"
         )
+        record_end(experiment, None, state, 3, rows, callback.load())
         return 3
-    rows = result_rows(grid, callback.outcomes, tracker, parent_id, base, callback.run_ids())
+    rows = result_rows(grid, callback.outcomes, tracker, parent_id, state["base"], callback.run_ids())
     table = results_table(rows, significance)
     experiment.write_parquet(table, RESULTS_FILE)
     with tempfile.TemporaryDirectory() as folder:
         pq.write_table(table, Path(folder) / RESULTS_FILE)
         tracker.client.log_artifact(parent_id, str(Path(folder) / RESULTS_FILE))
-    count = {s: sum(r["status"] == s for r in rows) for s in ("TERMINATED", "STOPPED", "ERROR", "UNFINISHED")}
-    print_best(rows, metric, mode)
+    count = tally(rows)
+    print_best(rows, state["metric"], state["mode"])
     print(
         f"\n{count['TERMINATED']}/{len(rows)} trials finished, {count['STOPPED']} stopped early, "
         f"{count['ERROR']} failed; results: {experiment.display(RESULTS_FILE)}"
     )
-    register_best(tracker, parent_id, rows, metric, mode)
-    print(f"MLflow runs: {runs_link(tracker.uri, tracker.experiment_id, metric, mode)}")
-    not_started = max(planned - len(rows), 0)  # Tune creates trials lazily: an interrupt leaves some unborn
-    if count["UNFINISHED"] or not_started:
+    unfinished = count["UNFINISHED"] + max(state["trials"] - len(rows), 0)  # Tune creates trials lazily
+    if not unfinished:  # models and the registry when the sweep ends, not before each resume
+        keep_models(tracker, experiment, rows, state)
+    print(f"MLflow runs: {runs_link(tracker.uri, tracker.experiment_id, state['metric'], state['mode'])}")
+    ok = count["TERMINATED"] + count["STOPPED"]
+    code = 130 if unfinished else 0 if ok else 1
+    record_end(experiment, tracker, state, code, rows, callback.load())
+    if unfinished:
         tracker.client.set_terminated(parent_id, "KILLED")
         print(
-            f"interrupted with {count['UNFINISHED'] + not_started} of {planned} trials unfinished; continue with: "
+            f"interrupted with {unfinished} of {state['trials']} trials unfinished; continue with: "
             f"sweeper resume {tracker.experiment} --storage {storage.uri}"
         )
         return 130
-    ok = count["TERMINATED"] + count["STOPPED"]
     tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
     if count["TERMINATED"]:
         write_summary(experiment, tracker, parent_id)
-    return 0 if ok else 1
+    return code
+
+
+def keep_models(tracker: SweepTracker, experiment: Storage, rows: list[dict[str, Any]], state: dict) -> None:
+    """`tracking.models: best`: each variant's best trial gets its model now; then the best trial is registered."""
+    policy, metric, mode = state["models"], state["metric"], state["mode"]
+    if policy == "best":
+        sizes = log_best_models(tracker, experiment, rows, metric, mode)
+        print(
+            f"models: {len(sizes)} logged ({human(sum(sizes))}), each variant's best trial (tracking.models: best); "
+            f"any other trial's: sweeper promote {tracker.experiment} TRIAL"
+        )
+    elif policy == "none":
+        print(f"models: none logged (tracking.models: none); a trial's: sweeper promote {tracker.experiment} TRIAL")
+    owner = (state.get("job") or {}).get("mlflow_user")
+    if policy != "none":
+        register_best(tracker, state["parent_run_id"], rows, metric, mode, owner)
+
+
+def record_finishing(experiment: Storage, state: dict) -> None:
+    """status.json while the driver records the results: too late for `sweeper stop` to stop anything."""
+    try:
+        write_status(experiment, {"state": FINISHING, "trials": state["trials"]})
+    except Exception as err:  # noqa: BLE001 - the status is a convenience
+        print(f"note: the sweep's status was not recorded ({type(err).__name__}: {first_line(err)[:160]})")
+
+
+def record_end(
+    experiment: Storage,
+    tracker: SweepTracker | None,
+    state: dict,
+    code: int,
+    rows: list[dict[str, Any]],
+    load: dict[str, Any],
+) -> None:
+    """How the sweep ended, for `sweeper list | status` (status.json), and what it stores and how its tracking
+    went, printed and recorded (sweeper.json, the parent run's metrics); never fails the sweep."""
+    usage = storage_usage(experiment, TRIAL_DIR)
+    print(
+        f"storage: {human(usage['bytes'])} in {experiment.uri} ({usage['trials']} trial folders, "
+        f"{human(usage['trial_bytes_median'])} a trial, median; largest {human(usage['trial_bytes_max'])})"
+    )
+    if load["epochs"]:
+        print(
+            f"tracking: {load['epochs']} epochs reached MLflow {load['median_s']:.2f} s (median), "
+            f"{load['p99_s']:.2f} s (p99) after their trial ended them; {load['failed_requests']} failed requests"
+        )
+    count, best = tally(rows), best_row(rows, state["metric"], state["mode"])
+    status = {"state": ENDED[code], "trials": state["trials"], "done": count["TERMINATED"] + count["STOPPED"]}
+    status.update(failed=count["ERROR"], running=0, pending=count["UNFINISHED"] + max(state["trials"] - len(rows), 0))
+    status.update(best=best[state["metric"]] if best else None, exit_code=code, tracking=load)
+    try:
+        write_status(experiment, status)
+        experiment.write_text(json.dumps({**read_state(experiment), "storage": usage}, indent=2), STATE_FILE)
+        if tracker is not None:
+            mb = {"storage_mb": usage["bytes"] / 1e6, "storage_mb_per_trial": usage["trial_bytes_median"] / 1e6}
+            tracker.log_metrics(state["parent_run_id"], mb, step=0)
+    except Exception as err:  # noqa: BLE001 - the sweep's results are written; its record is a convenience
+        print(f"note: the sweep's status was not recorded ({type(err).__name__}: {first_line(err)[:160]})")
 
 
 def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) -> None:

@@ -65,6 +65,7 @@ SIGNIFICANCE_TESTS = {
     "test-set variance only, no marks",
 }
 PLOTS = ("best", "all", "none")  # tracking.plots: whose attention heatmaps are drawn (every trial logs traces)
+MODELS = ("best", "all", "none")  # tracking.models: whose MLflow model is logged (every trial keeps its checkpoint)
 MIN_RESAMPLES = 100
 MAX_RESAMPLES = 1_000_000  # the bootstrap's time and memory grow with it; 10,000 already resolves p < 0.001
 MAX_TRIALS = 10_000  # a plan beyond this is a typo (num_samples: 1000000000); refused before it is enumerated
@@ -77,6 +78,7 @@ SPEC_CHOICES = {
     "scheduler.type": SCHEDULERS,
     "significance.method": SIGNIFICANCE_METHODS,
     "tracking.plots": PLOTS,
+    "tracking.models": MODELS,
 }  # each section's reader checks them, and the JSON Schema states them
 GPU_SHARES = "a fraction in (0, 1] to pack trials, or a whole number"
 SPEC_BOUNDS: dict[str, Bound] = {
@@ -175,6 +177,7 @@ class TrackingSpec:
     uri: str | None = None  # the MLflow tracking URI (--tracking-uri and $MLFLOW_TRACKING_URI come first)
     system_metrics: bool = True  # CPU/memory/GPU of every trial, logged as system/...
     plots: str = "best"  # whose attention heatmaps are drawn: best (by the summary), all (by every trial), none
+    models: str = "best"  # whose MLflow model is logged: best (each variant's best trial, at the end), all, none
 
 
 @dataclass
@@ -250,6 +253,10 @@ class SweepSpec:
     @property
     def plots(self) -> str:
         return self.tracking.plots
+
+    @property
+    def models(self) -> str:
+        return self.tracking.models
 
 
 @dataclass

@@ -19,6 +19,7 @@ from nmt_core.credentials import check_uri
 from nmt_core.gate import check_tree, clip, shown
 from sweeper.space import (
     MAX_TRIALS,
+    MODELS,
     MODES,
     OBJECTIVE_METRICS,
     PBT_MUTABLE,
@@ -82,6 +83,7 @@ def later_keys() -> dict[str, Any]:
         "mutable": list(spec_fields(SchedulerSpec)["mutations"].default),
         "system_metrics": tracking["system_metrics"].default,
         "plots": tracking["plots"].default,
+        "models": "all",  # not the space's default: every trial logged its model before tracking.models existed
         "study": None,
     }
 
@@ -130,6 +132,7 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     ),
     "system_metrics": lambda value: None if isinstance(value, bool) else "must be true or false",
     "plots": _one_of(PLOTS),
+    "models": _one_of(MODELS),
     "study": _study,
 }
 

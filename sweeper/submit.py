@@ -8,11 +8,13 @@ authentication works as Ray's own CLI does: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH 
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import nmt_core
@@ -21,20 +23,24 @@ from nmt_core.credentials import redact
 from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.space import SweepSpec
+from sweeper.sweeps import JOB_VARIABLE, whoami
 from sweeper.tracking import check_reachable, resolve_uri
 
 POLL_S = 1.0
 AGENT_WAIT_S = 180.0  # how long a fresh head may take to accept jobs (over 60 s on a loaded 2-core machine)
+# `sweeper stop` and `ray job stop`: Ray sends the driver SIGINT, Ray Tune's graceful stop (not SIGTERM, which
+# ends it at once), and waits this long for it to save the experiment and send its tracking writes
+STOP_SIGNAL, STOP_WAIT_S = "SIGINT", 600
 
 
 class SubmitError(ConfigError):
     """The cluster cannot take the job: one line, exit code 2."""
 
-    def __init__(self, message: str, key: str = "--address"):
-        super().__init__(key, message, "sweeper submit")
+    def __init__(self, message: str, key: str = "--address", source: str = "sweeper submit"):
+        super().__init__(key, message, source)
 
 
-def probe_dashboard(address: str) -> None:
+def probe_dashboard(address: str, source: str = "sweeper submit") -> None:
     """A dashboard that does not answer within network_timeout() seconds is one line now: Ray's job client has no
     timeout of its own."""
     import requests
@@ -47,15 +53,16 @@ def probe_dashboard(address: str) -> None:
         raise SubmitError(
             f"{redact(address, bare_address=True)}: no Ray dashboard answers there within {network_timeout():g} s "
             f"({type(err).__name__}); pass the head's dashboard address, e.g. http://HEAD:8265, or give it longer "
-            f"with {TIMEOUT_VARIABLE}"
+            f"with {TIMEOUT_VARIABLE}",
+            source=source,
         ) from None
 
 
-def connect(address: str):
+def connect(address: str, source: str = "sweeper submit"):
     from ray.exceptions import AuthenticationError
     from ray.job_submission import JobSubmissionClient
 
-    probe_dashboard(address)
+    probe_dashboard(address, source)
     try:
         client = JobSubmissionClient(address)
         client.list_jobs()  # the first authenticated call: a wrong token fails here, not after the upload
@@ -64,12 +71,14 @@ def connect(address: str):
         reason = "no token was found" if "Missing" in str(err) else "the token was refused"
         raise SubmitError(
             f"{redact(address, bare_address=True)}: the Ray cluster wants token authentication and {reason}; set "
-            "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token) to the cluster's token"
+            "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token) to the cluster's token",
+            source=source,
         ) from None
     except (ConnectionError, OSError, ValueError) as err:  # ValueError: Ray's "Invalid address format"
         raise SubmitError(
             f"{redact(address, bare_address=True)}: no Ray dashboard answers there ({type(err).__name__}); pass the "
-            "head's dashboard address, e.g. http://HEAD:8265"
+            "head's dashboard address, e.g. http://HEAD:8265",
+            source=source,
         ) from None
 
 
@@ -107,23 +116,40 @@ def submit(
     if uri.startswith("http"):
         check_reachable(uri)
     client = connect(address)
+    job = job_record(spec.name, address)
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "space.yaml").write_text(spec.text, encoding="utf-8")
-        runtime_env = {"working_dir": folder, "env_vars": {"MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}}
+        env_vars = {"MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1", JOB_VARIABLE: json.dumps(job)}
+        env_vars.update(RAY_JOB_STOP_SIGNAL=STOP_SIGNAL, RAY_JOB_STOP_WAIT_TIME_S=str(STOP_WAIT_S))
+        runtime_env = {"working_dir": folder, "env_vars": env_vars}
         if ship_code:
             runtime_env["py_modules"] = [str(Path(nmt_core.__file__).parent), str(Path(__file__).parent)]
         job_id = submit_when_an_agent_is_up(
             client,
             entrypoint=entrypoint(spec, storage, uri),
             runtime_env=runtime_env,
-            metadata={"sweep": spec.name, "tracking_uri": uri},
+            metadata={"sweep": spec.name, "tracking_uri": uri, "storage": storage, "submitted_by": job["submitted_by"]},
+            submission_id=job["id"],
         )
     shown = redact(address, bare_address=True)
-    print(f"submitted sweep {spec.name!r} as Ray job {job_id} to {shown}")
-    print(f"follow it: ray job logs --address {shown} --follow {job_id}   (status: ray job status {job_id})")
+    where = f"{spec.name} --storage {shlex.quote(storage)} --address {shown}"
+    print(f"submitted sweep {spec.name!r} as Ray job {job_id} to {shown} by {job['submitted_by']}")
+    print(f"watch it: sweeper status {where}   (its log: sweeper logs {where}; stop: sweeper stop {where})")
     if not wait:
         return 0
     return follow(client, job_id)
+
+
+def job_record(name: str, address: str) -> dict[str, str | None]:
+    """What the job's driver records in the sweep's storage (sweeper/sweeps.py): the job's id, chosen here so that
+    the driver knows it, the dashboard it was submitted to, and who submitted it (their MLflow user, which the
+    driver grants the sweep's experiment when it tracks under the cluster's own account)."""
+    return {
+        "id": f"sweeper-{name}-{uuid.uuid4().hex[:8]}",
+        "address": address,
+        "submitted_by": whoami(),
+        "mlflow_user": os.environ.get("MLFLOW_TRACKING_USERNAME") or None,
+    }
 
 
 def submit_when_an_agent_is_up(client, **job) -> str:

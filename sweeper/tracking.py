@@ -33,6 +33,7 @@ from sweeper.backlog import Backlog, Write
 from sweeper.metrics import (
     ARTIFACTS,
     AT_END,
+    EPOCH_ENDED,
     ERROR_FILE,
     EXPLOITS,
     FINAL,
@@ -141,15 +142,21 @@ def runs_link(uri: str, experiment_id: str, metric: str, mode: str) -> str:
 
 
 RETRY_ATTEMPTS = 4  # with waits of 1, 2, 4 s between them
+GRANT_ENDPOINT = "/api/3.0/mlflow/users/permissions/grant"  # MLflow's basic-auth app (mlflow.server.auth.routes)
 RECONNECT_S = 10.0  # while writes wait in the backlog, how often the driver asks the server again
 
 
-def _retry(call: Callable[[], T], what: str, attempts: int | None = None) -> T:
+def _retry(
+    call: Callable[[], T], what: str, attempts: int | None = None, failed: Callable[[], None] | None = None
+) -> T:
+    """`failed` counts every attempt that failed (the tracking load figures)."""
     attempts = attempts or RETRY_ATTEMPTS
     for attempt in range(attempts):
         try:
             return call()
         except Exception as err:  # the server's or the network's: retry, the trial must not die of it
+            if failed is not None:
+                failed()
             if attempt == attempts - 1:
                 raise
             wait = 2**attempt
@@ -164,12 +171,13 @@ class SweepTracker:
     def __init__(self, uri: str, experiment: str, client: MlflowClient | None = None):
         self.uri, self.experiment = uri, experiment
         self.client = client or MlflowClient(uri)
-        found = _retry(lambda: self.client.get_experiment_by_name(experiment), "get experiment")
-        self.experiment_id = (
-            found.experiment_id
-            if found
-            else _retry(lambda: self.client.create_experiment(experiment), "create experiment")
-        )
+        self.experiment_id = _retry(self._get_or_create, "get or create experiment")
+
+    def _get_or_create(self) -> str:
+        """The experiment's id, created if it does not exist. Each attempt asks by name first: a create whose answer
+        was lost (a server slower than the client's timeout) may have made it, and creating it again is refused."""
+        found = self.client.get_experiment_by_name(self.experiment)
+        return found.experiment_id if found else self.client.create_experiment(self.experiment)
 
     def start_sweep(self, space_yaml: str, plan: dict[str, Any]) -> str:
         about = (
@@ -226,14 +234,42 @@ class SweepTracker:
         self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
         return run_id, created
 
-    def register_best(self, run_id: str, description: str) -> str:
-        """Register a trial's model under the sweep's name, alias `best`; returns the version."""
+    def grant(self, user: str, registered_model: bool = False) -> str | None:
+        """MANAGE on the sweep's experiment (or its registered model) for `user`, the MLflow user who submitted the
+        sweep when the driver runs under the cluster's own account: MLflow's basic auth then lets that user, and
+        nobody else without a grant, read and manage it. None when done or not needed (the driver is that user, a
+        store without auth); else why it failed, in one line. The auth app's REST call, as its client makes it
+        (importing that client imports MLflow's whole server)."""
+        from mlflow.exceptions import MlflowException
+        from mlflow.utils.credentials import get_default_host_creds
+        from mlflow.utils.rest_utils import http_request, verify_rest_response
+
+        if not self.uri.startswith(("http://", "https://")) or user == os.environ.get("MLFLOW_TRACKING_USERNAME"):
+            return None
+        kind, resource = ("experiment", self.experiment_id)
+        if registered_model:
+            kind, resource = "registered_model", self.experiment
+        grant = {"username": user, "resource_type": kind, "resource_id": resource, "permission": "MANAGE"}
+        try:
+            response = http_request(get_default_host_creds(self.uri), GRANT_ENDPOINT, "POST", json=grant)
+            verify_rest_response(response, GRANT_ENDPOINT)
+        except MlflowException as err:
+            if err.get_http_status_code() == 404 and "user" not in str(err).lower():  # a server without basic auth
+                return None
+            return str(err).splitlines()[0][:200]
+        return None
+
+    def register_best(self, run_id: str, description: str, owner: str | None = None) -> str:
+        """Register a trial's model under the sweep's name, alias `best`; returns the version. `owner`: the user
+        granted the registered model it creates (`grant`)."""
         from mlflow.exceptions import MlflowException
 
         try:
             self.client.get_registered_model(self.experiment)
         except MlflowException:
             self.client.create_registered_model(self.experiment, description=f"Best models of sweep {self.experiment}")
+            if owner and (why := self.grant(owner, registered_model=True)):
+                log.warning("MLflow: %s was not granted the registered model %s: %s", owner, self.experiment, why)
         model = self.trial_model(run_id)
         if model is None:
             raise LookupError(f"run {run_id} has no LoggedModel {MODEL!r}")
@@ -322,6 +358,14 @@ class SweepTracker:
         )
 
 
+def ended_at(result: dict[str, Any]) -> float | None:
+    """When the trial ended the epoch of this result (its clock: one host's, or NTP's across nodes)."""
+    try:
+        return float(result[EPOCH_ENDED])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 class MlflowTrackingCallback(Callback):
     """Mirrors Tune's trials into MLflow child runs of one parent run.
 
@@ -339,8 +383,10 @@ class MlflowTrackingCallback(Callback):
         base: dict[str, Any],
         storage_uri: str | None = None,
         new_sweep: bool = False,
+        models: str = "all",
     ):
         self.uri, self.experiment, self.parent_id = uri, experiment, parent_id
+        self.models = models  # tracking.models: only `all` logs each trial's model as it completes
         # the parent run was created by this driver: a trial's run or model not tried yet cannot exist, so it is
         # created without a search first; False once pickled for `sweeper resume`
         self.new_sweep = new_sweep
@@ -357,6 +403,10 @@ class MlflowTrackingCallback(Callback):
         self._final: dict[str, Write] = {}  # trial id -> its final metrics' write (linked to its model too)
         self._outbox: queue.Queue[Write] | None = None  # writes the sender thread has not taken yet
         self.outcomes: dict[str, str] = {}  # trial id -> "complete" | "error"; kept in Tune's experiment state
+        self.delays: list[float] = []  # seconds from each epoch's end in its trial to MLflow holding it
+        self.failed_requests = 0  # tracking requests that failed (each retry counts)
+
+    models = "all"  # a callback restored from a sweep started before tracking.models: every trial saved its model
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
@@ -373,6 +423,8 @@ class MlflowTrackingCallback(Callback):
             _outbox=None,
             new_sweep=False,
             _tried=set(),
+            delays=[],
+            failed_requests=0,
         )
         return state
 
@@ -442,7 +494,7 @@ class MlflowTrackingCallback(Callback):
             self.backlog.append(write)
             return
         try:
-            _retry(lambda: self._send(write), f"{write['kind']} for trial {write['trial']}")
+            _retry(lambda: self._send(write), f"{write['kind']} for trial {write['trial']}", failed=self._failed)
         except Exception as err:  # noqa: BLE001 - the server's or the network's: trials never see it
             log.warning(
                 "MLflow: %s does not answer (%s); tracking writes are kept in storage and sent when it answers again",
@@ -451,6 +503,25 @@ class MlflowTrackingCallback(Callback):
             )
             self._last_try = time.monotonic()
             self.backlog.append(write)
+
+    def _failed(self) -> None:
+        self.failed_requests += 1
+
+    def load(self) -> dict[str, Any]:
+        """The tracking path under this sweep's load: how long epochs took from their trial to MLflow (median, p99,
+        longest) and how many requests failed; recorded with the sweep's status and printed at its end."""
+        ordered = sorted(self.delays)
+
+        def quantile(q: float) -> float | None:
+            return round(ordered[min(int(q * len(ordered)), len(ordered) - 1)], 3) if ordered else None
+
+        return {
+            "epochs": len(ordered),
+            "median_s": quantile(0.5),
+            "p99_s": quantile(0.99),
+            "max_s": round(ordered[-1], 3) if ordered else None,
+            "failed_requests": self.failed_requests,
+        }
 
     def reconnect(self, now: bool = False) -> bool:
         """Replay the backlog (at most every RECONNECT_S unless `now`); True when nothing waits any more."""
@@ -497,6 +568,8 @@ class MlflowTrackingCallback(Callback):
             self.tracker.log_metrics(run_id, write["metrics"], write["step"], write["timestamp"], write.get("tags"))
             if write["epoch"]:
                 self._server_step[trial_id] = write["step"]
+                if write.get("ended_at"):
+                    self.delays.append(time.time() - write["ended_at"])
         elif kind == "tags":
             self.tracker.set_tags(run_id, write["tags"])
         elif kind == "exploits":
@@ -598,6 +671,7 @@ class MlflowTrackingCallback(Callback):
                 "timestamp": now,
                 "epoch": True,
                 "tags": tags,
+                "ended_at": ended_at(result),
             }
         )
         self._last_step[trial_id] = step
@@ -607,7 +681,8 @@ class MlflowTrackingCallback(Callback):
         self._open(trial)
         if trial.checkpoint:
             self._write({"kind": "artifacts", "trial": trial.trial_id, "path": f"{trial.checkpoint.path}/{ARTIFACTS}"})
-            self._write_model(trial)
+            if self.models == "all":  # else the sweep logs the models its policy names when it ends
+                self._write_model(trial)
         status = "FINISHED" if (trial.last_result or {}).get(FINAL) else "KILLED"  # KILLED: stopped early (ASHA)
         self._write({"kind": "end", "trial": trial.trial_id, "status": status})
 

@@ -11,6 +11,7 @@ import functools
 import json
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,13 +26,14 @@ from nmt_core.data import TrialData, load_trial_data
 from nmt_core.mlflow_model import save_model
 from nmt_core.train import PAPER_BLEU, TrainingDiverged, TrainResult, evaluate_split, resolve_device, train
 from sweeper.artifacts import write_trial_artifacts
-from sweeper.metrics import ARTIFACTS, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX
+from sweeper.metrics import ARTIFACTS, EPOCH_ENDED, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX
 from sweeper.progress import TrialProgress
 from sweeper.provenance import trial_provenance
 from sweeper.space import describe_trial
 from sweeper.storage import Storage
 
 DIVERGED = "diverged.txt"  # left in the trial folder by a trial whose loss became NaN
+MODEL_EXAMPLE = "model_example.json"  # in the final checkpoint: the input example of a model made from it later
 
 
 @dataclass
@@ -45,6 +47,7 @@ class SweepContext:
     mutable: tuple[str, ...]  # PBT's mutated keys, reported every epoch as `setting.<key>`
     system_metrics: bool  # sample CPU/memory/GPU and report them with every epoch (tracking.system_metrics)
     plots: str  # tracking.plots: only `all` has every trial draw its heatmaps
+    models: str  # tracking.models: only `all` has every trial save its MLflow model (`best`: the driver, at the end)
 
 
 def share_gpu_memory(gpus_per_trial: float) -> None:
@@ -107,12 +110,13 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     in_force = {f"{SETTING_PREFIX}{k}": v for k, v in settings.items()}
 
     def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
+        ended = f"{time.time():.3f}"
         latest["state"] = {**state, "restores": restores, "trial_id": trial_id}
         system = sampler.take() if sampler else {}
         with tempfile.TemporaryDirectory() as folder:
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
             tune.report(
-                {**report, **in_force, **unsent, **system, "restores": restores},
+                {**report, **in_force, **unsent, **system, "restores": restores, EPOCH_ENDED: ended},
                 checkpoint=tune.Checkpoint.from_directory(folder),
             )
         unsent.clear()
@@ -143,23 +147,26 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     finally:
         if sampler:
             sampler.stop()
-    report_final(result, cfg, latest["state"], restores, unsent, draw=context.plots == "all")
+    report_final(result, cfg, context, latest["state"], {"restores": restores, **unsent})
 
 
 def report_final(
-    result: TrainResult, cfg: TrialConfig, state: dict | None, restores: int, unsent: dict[str, Any], draw: bool
+    result: TrainResult, cfg: TrialConfig, context: SweepContext, state: dict | None, extra: dict[str, Any]
 ) -> None:
-    """The trial's last report: dev BLEU with the full beam, the test results, the artifacts (drawn where `draw`),
-    the last checkpoint and the MLflow model, with the best epoch's metrics and FINAL."""
+    """The last report: the best epoch's numbers, the dev beam search and the tests, with the final checkpoint
+    (artifacts, the training state, the model's input example and, under `tracking.models: all`, the model)."""
     device = next(result.model.parameters()).device
     sets = {"dev": evaluate_split(result.model, result.data, "dev", cfg, device, cfg.decode.beam_size), **result.tests}
     last_epoch = result.history[-1]["epoch"] if result.history else 0
     best = next((r for r in result.history if r["epoch"] == result.final["best_epoch"]), {})
     with tempfile.TemporaryDirectory() as folder:
-        write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS, draw=draw)
+        write_trial_artifacts(result, sets, Path(folder) / ARTIFACTS, draw=context.plots == "all")
         if state is not None:  # a restore after this point finds the trained model, not nothing
             checkpoint.save(state, Path(folder) / checkpoint.LAST)
-            save_model(state, Path(folder) / MODEL, result.data.sources["dev"][:2])
+            example = result.data.sources["dev"][:2]
+            (Path(folder) / MODEL_EXAMPLE).write_text(json.dumps(example), encoding="utf-8")  # for a later model
+            if context.models == "all":
+                save_model(state, Path(folder) / MODEL, example)
         # the best epoch's report (schedulers and searchers read the objective from the last result)
         tune.report(
             {
@@ -169,9 +176,8 @@ def report_final(
                 "bleu_dev_final_beam": sets["dev"].bleu,
                 "bleu_signature": sets["dev"].signature,
                 f"{PAPER_BLEU}_signature": sets["dev"].paper_signature,
-                "restores": restores,
-                **unsent,
+                **extra,  # restores, and what was restored after the last epoch (unsent)
                 FINAL: 1,
-            },  # unsent: restored after the last epoch
+            },
             checkpoint=tune.Checkpoint.from_directory(folder),
         )

@@ -7,6 +7,7 @@ exits; pytest-timeout (pyproject.toml) bounds a wait that never ends, so a slow 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -25,6 +26,21 @@ import requests
 
 T = TypeVar("T")
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]):
+    """Variables set in this process for a while, then put back as they were."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def free_port() -> int:
@@ -171,6 +187,18 @@ class MlflowServer:
         self.log.close()
 
 
+def wait_for_jobs_api(dashboard: str, token: str, folder: Path, process: subprocess.Popen) -> None:
+    """Until a Ray head's Jobs API answers an authenticated request; an error at once if the head's `ray start`
+    exits first."""
+    headers = {"Authorization": f"Bearer {token}"}
+    wait_until(
+        lambda: answers(dashboard + "/api/jobs/", headers),
+        f"its dashboard answered (see {folder}/ray-*.log)",
+        process,
+        1,
+    )
+
+
 class RayHead:
     """`ray start --head --block` on 127.0.0.1 with token authentication on, as a cluster's head runs."""
 
@@ -218,13 +246,7 @@ class RayHead:
             env=self.env,
             start_new_session=True,
         )
-        headers = {"Authorization": f"Bearer {token}"}
-        wait_until(
-            lambda: answers(self.dashboard + "/api/jobs/", headers),
-            f"its dashboard answered (see {folder / 'ray-head.log'})",
-            self.process,
-            every=1,
-        )
+        wait_for_jobs_api(self.dashboard, token, folder, self.process)
 
     def stop(self) -> None:
         os.killpg(self.process.pid, signal.SIGTERM)
@@ -291,6 +313,7 @@ class RayNode:
         env: dict[str, str],
         head: str | None = None,
         temp_dir: str | None = None,
+        dashboard_port: int | None = None,
     ):
         ray = Path(sys.executable).with_name("ray")
         self.address = head or f"127.0.0.1:{free_port()}"
@@ -318,19 +341,20 @@ class RayNode:
             *[x for port in ports for x in (port, str(free_port()))],
         ]
         if head is None:
+            dashboard = ["true", "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard_port)]
             command += [
                 "--head",
                 "--port",
                 self.address.rsplit(":", 1)[1],
                 "--include-dashboard",
-                "false",
+                *(dashboard if dashboard_port else ["false"]),
                 "--ray-client-server-port",
                 str(free_port()),
                 "--temp-dir",
                 temp_dir,
             ]
         else:
-            command += ["--address", head]
+            command += ["--address", head, "--temp-dir", temp_dir]
         self.log = open(folder / f"ray-{name}.log", "w")
         self.process = subprocess.Popen(
             command, stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True
@@ -355,7 +379,17 @@ class RayNode:
 class RayCluster:
     """A head with 0 CPUs (it schedules, never trains) and worker nodes, each its own `ray start` process."""
 
-    def __init__(self, folder: Path, workers: int = 2, cpus_per_worker: int = 1, token: str = "multi-node-test"):
+    def __init__(
+        self,
+        folder: Path,
+        workers: int = 2,
+        cpus_per_worker: int = 1,
+        token: str = "multi-node-test",
+        dashboard: bool = False,
+        env: dict[str, str] | None = None,
+    ):
+        """`dashboard`: the head serves Ray's dashboard and Jobs API (`self.dashboard`); `env`: what the nodes, and
+        so the jobs and trials, run with besides this process's environment."""
         self.temp_dir = tempfile.mkdtemp(prefix="rayc", dir="/tmp")  # short: Unix socket paths max 107 bytes
         # what every node and every driver of this cluster runs with (token authentication, as a cluster runs)
         self.env = {
@@ -363,15 +397,27 @@ class RayCluster:
             "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN": token,
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            **(env or {}),
         }
         self.env.pop("RAY_ADDRESS", None)
-        self.head = RayNode(folder, "head", 0, self.env, temp_dir=self.temp_dir)
+        port = free_port() if dashboard else None
+        self.dashboard = f"http://127.0.0.1:{port}" if port else None
+        self.head = RayNode(folder, "head", 0, self.env, temp_dir=self.temp_dir, dashboard_port=port)
         self.address = self.head.address
         self.workers: list[RayNode] = []
         self.wait_for_nodes(1, folder)
+        # each worker node its own temp folder, as on its own machine: nodes sharing the head's (Ray's default on one
+        # machine) unpack a job's working dir into the same folder, and a worker's unpacking of it replaced the
+        # folder the job's driver works in on the head (seen as FileNotFoundError from os.getcwd in Ray Tune)
+        self.worker_dirs = [tempfile.mkdtemp(prefix="rayw", dir="/tmp") for _ in range(workers)]
         for i in range(workers):  # one at a time: two raylets starting at once on 2 cores can miss their deadline
-            self.workers.append(RayNode(folder, f"worker{i}", cpus_per_worker, self.env, head=self.address))
+            worker = RayNode(
+                folder, f"worker{i}", cpus_per_worker, self.env, head=self.address, temp_dir=self.worker_dirs[i]
+            )
+            self.workers.append(worker)
             self.wait_for_nodes(2 + i, folder)
+        if self.dashboard:
+            wait_for_jobs_api(self.dashboard, token, folder, self.head.process)
 
     def wait_for_nodes(self, nodes: int, folder: Path) -> None:
         """Until `ray status` (asking the head's GCS) lists `nodes` alive nodes; an error at once if a node exits."""
@@ -393,7 +439,8 @@ class RayCluster:
         for node in [*self.workers, self.head]:
             node.kill(signal.SIGTERM)
             node.log.close()
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        for folder in [self.temp_dir, *self.worker_dirs]:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class Postgres:
@@ -449,3 +496,59 @@ class Postgres:
             [*self.as_owner, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "stop"], capture_output=True
         )
         shutil.rmtree(self.data, ignore_errors=True)
+
+
+class DeployedMlflow(MlflowServer):
+    """deploy/mlflow/run-mlflow-server.sh for real, as a lab runs it: basic auth with `default_permission =
+    NO_PERMISSIONS` (a user reads what they created or were granted), PostgreSQL from Debian's packages, artifacts
+    where `artifacts` says; its admin creates `users` (name -> password). Started and stopped as MlflowServer is."""
+
+    ADMIN_PASSWORD = "admin-s3cret'word"
+
+    def __init__(self, folder: Path, users: dict[str, str], artifacts: str, env: dict[str, str] | None = None):
+        deploy = Path(__file__).parents[1] / "deploy" / "mlflow"
+        self.postgres = Postgres(folder, user="owner", database="owner")  # the script makes mlflow's user and database
+        example = (deploy / "basic_auth.ini.example").read_text()
+        ini = re.sub(r"(?m)^database_uri = .*$", f"database_uri = sqlite:///{folder / 'auth.db'}", example)
+        ini = re.sub(r"(?m)^admin_password = .*$", f"admin_password = {self.ADMIN_PASSWORD}", ini)
+        (folder / "basic_auth.ini").write_text(ini)
+        (folder / "basic_auth.ini").chmod(0o600)
+        self.port = free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")},
+            "POSTGRES_PASSWORD": "pg-password",
+            "BACKEND_STORE_URI": f"postgresql://mlflow@127.0.0.1:{self.postgres.port}/mlflow",
+            "PORT": str(self.port),
+            "ARTIFACTS": artifacts,
+            "MLFLOW_AUTH_CONFIG_PATH": str(folder / "basic_auth.ini"),
+            "MLFLOW_FLASK_SERVER_SECRET_KEY": "k" * 32,
+            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+            "PSQL": " ".join(self.postgres.psql),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            **(env or {}),
+        }
+        self.command = ["bash", str(deploy / "run-mlflow-server.sh")]
+        subprocess.run([*self.command, "--setup-db"], env=self.env, check=True, capture_output=True)
+        self.log_path = folder / "mlflow-server.log"
+        self.log = open(self.log_path, "w")
+        self.start()
+        self.users = users
+        from mlflow.server import get_app_client
+
+        with self.as_user("admin", self.ADMIN_PASSWORD):
+            auth = get_app_client("basic-auth", tracking_uri=self.uri)
+            for username, password in users.items():
+                auth.create_user(username, password)
+
+    def credentials(self, user: str) -> dict[str, str]:
+        """The environment a process runs with as `user`."""
+        return {"MLFLOW_TRACKING_USERNAME": user, "MLFLOW_TRACKING_PASSWORD": self.users[user]}
+
+    def as_user(self, user: str, password: str | None = None):
+        """MlflowClient and MLflow's auth client read credentials from the environment only: this process's, here."""
+        return environment({"MLFLOW_TRACKING_USERNAME": user, "MLFLOW_TRACKING_PASSWORD": password or self.users[user]})
+
+    def stop(self) -> None:
+        super().stop()
+        self.postgres.stop()

@@ -372,6 +372,7 @@ def test_results_take_the_run_ids_the_callback_tracked_and_search_only_for_the_o
             path=f"/s/{t}_x",
             error=None,
             metrics_dataframe=history,
+            checkpoint=None,  # Ray's Result has one (None without a checkpoint): results.parquet names its folder
         )
         for t in (TRIAL.trial_id, later_trial.trial_id)
     ]
@@ -379,3 +380,18 @@ def test_results_take_the_run_ids_the_callback_tracked_and_search_only_for_the_o
     rows = result_rows(grid, {}, SweepTracker(uri, "rows", client), parent, BASE, callback.run_ids())
     assert [r["mlflow_run_id"] for r in rows] == [earlier.run_ids()[TRIAL.trial_id], callback.run_ids()["abc_00001"]]
     assert client.calls.count("search_runs") == 1  # the earlier driver's trial only
+
+
+def test_an_experiment_whose_creation_answer_was_lost_is_found_by_the_retry(tmp_path, monkeypatch):
+    """A server slower than the client's timeout may create the experiment and lose the answer; creating it again
+    is refused (RESOURCE_ALREADY_EXISTS), so each attempt asks by name first (a lab's afternoon lost two sweeps)."""
+    monkeypatch.setattr(tracking.time, "sleep", lambda seconds: None)  # the retry's waits
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+
+    class LostAnswer(MlflowClient):
+        def create_experiment(self, name, *args, **kwargs):
+            super().create_experiment(name, *args, **kwargs)
+            raise TimeoutError("read timed out")
+
+    tracker = SweepTracker(uri, "lost", LostAnswer(uri))
+    assert tracker.experiment_id == MlflowClient(uri).get_experiment_by_name("lost").experiment_id
