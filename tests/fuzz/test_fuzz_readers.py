@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from nmt_core import checkpoint
 from nmt_core.config import ConfigError
 from sweeper import api
-from sweeper.space import SpecError, recorded_space
+from sweeper.space import RecordedSpace, SpecError, recorded_space
 from sweeper.storage import open_storage
 from sweeper.stored import read_state
 from tests.fuzz.conftest import (
@@ -218,9 +218,8 @@ def test_a_recorded_space_is_checked_as_on_input(text):
     except SpecError as err:
         assert_clean_error(str(err))
     else:
-        assert isinstance(space, dict)
-        resamples = (space.get("significance") or {}).get("resamples", 1000)
-        assert 100 <= resamples <= 1_000_000
+        assert isinstance(space, RecordedSpace)  # typed: every section read as on input
+        assert 100 <= space.significance.resamples <= 1_000_000
 
 
 # ---- checkpoints ----
