@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from nmt_core.cli_common import GateParser, add_version, enable_completion
 from nmt_core.config import parse_overrides
@@ -45,16 +46,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    return api.run(
-        args.space,
+def sweep_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """What `run` and `submit` both pass to the API: the --set overrides, the name, where it stores and tracks."""
+    return dict(
         overrides=overrides(args),
         name=args.name,
         storage=args.storage,
         tracking_uri=args.tracking_uri,
         address=args.address,
-        verbose=args.verbose,
-    ).exit_code
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return api.run(args.space, **sweep_arguments(args), verbose=args.verbose).exit_code
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -64,16 +68,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    return api.submit(
-        args.space,
-        overrides=overrides(args),
-        name=args.name,
-        storage=args.storage,
-        tracking_uri=args.tracking_uri,
-        address=args.address,
-        wait=args.wait,
-        ship_code=not args.no_code,
-    )
+    return api.submit(args.space, **sweep_arguments(args), wait=args.wait, ship_code=not args.no_code)
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
