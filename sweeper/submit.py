@@ -20,7 +20,7 @@ from pathlib import Path
 import nmt_core
 from nmt_core.config import ConfigError
 from nmt_core.credentials import redact
-from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout
+from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout, read_regular
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.space import SweepSpec
 from sweeper.sweeps import JOB_VARIABLE, whoami
@@ -31,6 +31,7 @@ AGENT_WAIT_S = 180.0  # how long a fresh head may take to accept jobs (over 60 s
 # `sweeper stop` and `ray job stop`: Ray sends the driver SIGINT, Ray Tune's graceful stop (not SIGTERM, which
 # ends it at once), and waits this long for it to save the experiment and send its tracking writes
 STOP_SIGNAL, STOP_WAIT_S = "SIGINT", 600
+TOKEN_LIMIT = 4096  # bytes: Ray's tokens are 64 hex characters
 
 
 class SubmitError(ConfigError):
@@ -58,13 +59,31 @@ def probe_dashboard(address: str, source: str = "sweeper submit") -> None:
         ) from None
 
 
+def token_header() -> dict[str, str]:
+    """Ray's token for its Jobs API, read from the environment at this call, from where Ray's own CLI reads it.
+    Ray caches its auth mode and token once per process, so a notebook (or a test) that sets RAY_AUTH_MODE and
+    RAY_AUTH_TOKEN after its first Ray call would otherwise send none. Only in token mode, as Ray does: a token is
+    never sent to a cluster that did not ask for one."""
+    if os.environ.get("RAY_AUTH_MODE") != "token":
+        return {}
+    token = os.environ.get("RAY_AUTH_TOKEN", "")
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    if not token and path.is_file():
+        token = read_regular(path, TOKEN_LIMIT, ConfigError, key="RAY_AUTH_TOKEN_PATH", what="a Ray token is 64 bytes")
+        token = token.decode("ascii", errors="replace")
+    token = token.strip()
+    if token and not (token.isascii() and token.isprintable()):  # never shown: it is a secret
+        raise SubmitError("the Ray token (RAY_AUTH_TOKEN or its file) holds characters no token has", key="token")
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 def connect(address: str, source: str = "sweeper submit"):
     from ray.exceptions import AuthenticationError
     from ray.job_submission import JobSubmissionClient
 
     probe_dashboard(address, source)
     try:
-        client = JobSubmissionClient(address)
+        client = JobSubmissionClient(address, headers=token_header())
         client.list_jobs()  # the first authenticated call: a wrong token fails here, not after the upload
         return client
     except AuthenticationError as err:

@@ -492,3 +492,25 @@ def test_an_unreachable_tracking_server_is_one_line_within_the_timeout(tmp_path,
         monkeypatch.setenv("NMT_SWEEPER_TIMEOUT", "soon")
         assert nmt_cli.main(["translate", "--model", "models:/m/1", "--tracking-uri", uri]) == 2
         assert "NMT_SWEEPER_TIMEOUT: must be a number of seconds in (0, 3600] (got 'soon')" in one_line(capsys)
+
+
+def test_the_ray_token_is_read_from_the_environment_at_each_call_and_only_in_token_mode(tmp_path, monkeypatch):
+    """Ray caches its auth mode and token per process; `sweeper list/stop/submit` read them when they connect (a
+    notebook that sets the token after its first Ray call still sends it), and never outside token mode."""
+    from sweeper.submit import SubmitError, token_header
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    monkeypatch.setenv("RAY_AUTH_TOKEN", SECRET)
+    assert token_header() == {}
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    assert token_header() == {"Authorization": f"Bearer {SECRET}"}
+    monkeypatch.delenv("RAY_AUTH_TOKEN")
+    assert token_header() == {}  # no token anywhere: Ray's own "no token was found" follows
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text(SECRET + "\n")
+    assert token_header() == {"Authorization": f"Bearer {SECRET}"}
+    monkeypatch.setenv("RAY_AUTH_TOKEN", SECRET + "\x1b[2J")
+    with pytest.raises(SubmitError) as refused:
+        token_header()
+    assert SECRET not in str(refused.value) and "\x1b" not in str(refused.value)
