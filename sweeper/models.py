@@ -70,16 +70,26 @@ def model_from_checkpoint(tracker, run_id: str, final: Storage) -> tuple[str, in
         size = sum(p.stat().st_size for p in (local / "model").rglob("*") if p.is_file())
         run = tracker.client.get_run(run_id)
         variant = variant_label(cfg)
+        metrics = {k: v for k, v in run.data.metrics.items() if is_logged(k, AT_END)}
         model_id = tracker.log_model(
             run_id,
             local / "model",
             {**cfg.active(), "variant": variant},
             {TRIAL_ID: run.data.tags.get(TRIAL_ID, ""), VARIANT: variant},
-            {k: v for k, v in run.data.metrics.items() if is_logged(k, AT_END)},
-            tracker.logged_steps(run_id),
-            int(time.time() * 1000),
+            metrics,
+            *final_point(tracker, run_id, metrics),
         )
     return model_id, size
+
+
+def final_point(tracker, run_id: str, metrics: dict[str, float]) -> tuple[int, int]:
+    """The step and time at which the trial logged its final metrics: linked to the model at that same point, each
+    stays one point of its history (a new time would add a second one)."""
+    if not metrics:
+        return tracker.logged_steps(run_id), int(time.time() * 1000)
+    history = tracker.client.get_metric_history(run_id, next(iter(metrics)))
+    last = max(history, key=lambda m: (m.step, m.timestamp))
+    return last.step, last.timestamp
 
 
 def log_best_models(tracker, experiment: Storage, rows: list[dict[str, Any]], metric: str, mode: str) -> list[int]:
