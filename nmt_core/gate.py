@@ -284,20 +284,25 @@ def append_line(path: Path, line: str) -> None:
 
 
 def network_timeout(error: ErrorType | None = None) -> float:
-    """Seconds a network call may take: $NMT_SWEEPER_TIMEOUT, else DEFAULT_TIMEOUT_S; a bad value is refused (with
-    `error`) or, without one, the default is used."""
-    raw = os.environ.get(TIMEOUT_VARIABLE)
+    """Seconds a network call may take: $NMT_SWEEPER_TIMEOUT, else DEFAULT_TIMEOUT_S."""
+    return seconds_from(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT_S, error)
+
+
+def seconds_from(variable: str, default: float, error: ErrorType | None = None) -> float:
+    """A wait in seconds from the environment, else `default`; a bad value is refused (with `error`) or, without
+    one, the default is used."""
+    raw = os.environ.get(variable)
     if raw is None:
-        return DEFAULT_TIMEOUT_S
+        return default
     try:
         seconds = float(raw)
     except ValueError:
         seconds = math.nan
     if not 0 < seconds <= MAX_TIMEOUT_S:
         if error is None:
-            return DEFAULT_TIMEOUT_S
+            return default
         raise error(
-            TIMEOUT_VARIABLE, f"must be a number of seconds in (0, {MAX_TIMEOUT_S:g}] (got {shown(raw)})", "environment"
+            variable, f"must be a number of seconds in (0, {MAX_TIMEOUT_S:g}] (got {shown(raw)})", "environment"
         )
     return seconds
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import nmt_core
 from nmt_core.config import ConfigError
 from nmt_core.credentials import redact
-from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout, read_regular
+from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout, read_regular, seconds_from
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.space import SweepSpec
 from sweeper.sweeps import JOB_VARIABLE, whoami
@@ -28,6 +28,7 @@ from sweeper.tracking import check_reachable, resolve_uri
 
 POLL_S = 1.0
 AGENT_WAIT_S = 180.0  # how long a fresh head may take to accept jobs (over 60 s on a loaded 2-core machine)
+AGENT_WAIT_VARIABLE = "NMT_SWEEPER_AGENT_WAIT"  # seconds, to give a slow head longer than AGENT_WAIT_S
 # `sweeper stop` and `ray job stop`: Ray sends the driver SIGINT, Ray Tune's graceful stop (not SIGTERM, which
 # ends it at once), and waits this long for it to save the experiment and send its tracking writes
 STOP_SIGNAL, STOP_WAIT_S = "SIGINT", 600
@@ -172,15 +173,22 @@ def job_record(name: str, address: str) -> dict[str, str | None]:
 
 
 def submit_when_an_agent_is_up(client, **job) -> str:
-    """Submit, waiting up to AGENT_WAIT_S while the cluster answers "No available agent": a head that has just
-    started (or an autoscaled one) takes a while to bring up the agent that accepts jobs."""
-    deadline = time.monotonic() + AGENT_WAIT_S
+    """Submit, waiting up to AGENT_WAIT_S ($NMT_SWEEPER_AGENT_WAIT) while the cluster answers "No available agent":
+    a head that has just started (or an autoscaled one) takes a while to bring up the agent that accepts jobs."""
+    wait = seconds_from(AGENT_WAIT_VARIABLE, AGENT_WAIT_S, ConfigError)
+    deadline = time.monotonic() + wait
     while True:
         try:
             return client.submit_job(**job)
         except RuntimeError as err:
-            if "No available agent" not in str(err) or time.monotonic() > deadline:
+            if "No available agent" not in str(err):
                 raise
+            if time.monotonic() > deadline:
+                raise SubmitError(
+                    f"no job agent of the cluster took the job within {wait:g} s (Ray: No available agent); a head "
+                    f"that has just started brings one up within minutes: try again, or give it longer with "
+                    f"{AGENT_WAIT_VARIABLE}"
+                ) from None
             time.sleep(POLL_S)
 
 

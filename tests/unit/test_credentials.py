@@ -514,3 +514,24 @@ def test_the_ray_token_is_read_from_the_environment_at_each_call_and_only_in_tok
     with pytest.raises(SubmitError) as refused:
         token_header()
     assert SECRET not in str(refused.value) and "\x1b" not in str(refused.value)
+
+
+def test_a_cluster_whose_job_agent_never_comes_up_is_one_line_after_the_wait(monkeypatch):
+    """Ray's "No available agent" is waited for ($NMT_SWEEPER_AGENT_WAIT), then one line, not Ray's traceback."""
+    from sweeper.submit import SubmitError, submit_when_an_agent_is_up
+
+    class NoAgent:
+        calls = 0
+
+        def submit_job(self, **job):
+            NoAgent.calls += 1
+            raise RuntimeError("Request failed with status code 500: No available agent to submit job")
+
+    monkeypatch.setenv("NMT_SWEEPER_AGENT_WAIT", "0.01")
+    with pytest.raises(SubmitError) as refused:
+        submit_when_an_agent_is_up(NoAgent(), entrypoint="x")
+    assert "within 0.01 s" in str(refused.value) and "NMT_SWEEPER_AGENT_WAIT" in str(refused.value)
+    assert NoAgent.calls >= 2 and "\n" not in str(refused.value)
+    monkeypatch.setenv("NMT_SWEEPER_AGENT_WAIT", "soon")
+    with pytest.raises(ConfigError, match="NMT_SWEEPER_AGENT_WAIT: must be a number of seconds"):
+        submit_when_an_agent_is_up(NoAgent(), entrypoint="x")
