@@ -55,6 +55,12 @@ SWEEPER_POSITIONS = {
     "summarize --run-id": ["summarize", "fuzz", "--storage", "st", "--run-id", "VALUE"],
     "summarize --out": ["summarize", "fuzz", "--storage", "st", "--out", "VALUE"],
     "summarize --tracking-uri": ["summarize", "fuzz", "--storage", "st", "--tracking-uri", "VALUE"],
+    "status NAME": ["status", "VALUE", "--storage", "st"],
+    "status --storage": ["status", "fuzz", "--storage", "VALUE"],
+    "stop NAME": ["stop", "VALUE", "--storage", "st"],
+    "logs NAME": ["logs", "VALUE", "--storage", "st"],
+    "promote NAME": ["promote", "VALUE", "00000_00000", "--storage", "st"],
+    "promote TRIAL": ["promote", "fuzz", "VALUE", "--storage", "st"],
 }
 
 
