@@ -69,6 +69,14 @@ def midway(sweeps: dict) -> bool:
     return info is not None and info.state == "running" and 1 <= (info.done or 0) <= 2 and bool(info.running)
 
 
+def the_rest_ended(sweeps: dict) -> bool:
+    """The other sweeps finished, and the stopped one's Ray job has ended too (its driver may still be saving its
+    experiment after SIGINT when its storage already says stopped)."""
+    others = [name for name in SWEEPS if name != STOPPED]
+    finished = all(name in sweeps and sweeps[name].state == "finished" for name in others)
+    return finished and sweeps[STOPPED].job_status not in ("PENDING", "RUNNING")
+
+
 @pytest.mark.timeout(2400)  # about 4 minutes on 2 idle cores; a shared, loaded machine takes many times that
 def test_a_lab_afternoon(lab, tmp_path):
     with environment(ray_client_env(lab)):  # this process asks the cluster's Jobs API as the researchers do
@@ -91,8 +99,7 @@ def test_a_lab_afternoon(lab, tmp_path):
         stopped = open_storage(lab.storage, "test").below(STOPPED).read_parquet("results.parquet").to_pylist()
         assert sum(r["status"] == "TERMINATED" for r in stopped) < 4, "stopped midway, not at the end"
         others = [name for name in SWEEPS if name != STOPPED]
-        done = lambda sweeps: all(n in sweeps and sweeps[n].state == "finished" for n in others)  # noqa: E731
-        sweeps = watch(lab, done, seen, lab.cluster.dashboard)
+        sweeps = watch(lab, the_rest_ended, seen, lab.cluster.dashboard)
         assert (sweeps[STOPPED].state, sweeps[STOPPED].job_status) == ("stopped", "STOPPED")
         waited = [n for n in SWEEPS if "waiting for resources" in seen.get(n, set())]
         assert waited, f"no sweep was seen waiting for resources: {seen}"
