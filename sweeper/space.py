@@ -66,6 +66,7 @@ SIGNIFICANCE_TESTS = {
 }
 PLOTS = ("best", "all", "none")  # tracking.plots: whose attention heatmaps are drawn (every trial logs traces)
 MODELS = ("best", "all", "none")  # tracking.models: whose MLflow model is logged (every trial keeps its checkpoint)
+MODELS_BEFORE_POLICY = "all"  # how a sweep stored before tracking.models existed ran: every trial logged its model
 MIN_RESAMPLES = 100
 MAX_RESAMPLES = 1_000_000  # the bootstrap's time and memory grow with it; 10,000 already resolves p < 0.001
 MAX_TRIALS = 10_000  # a plan beyond this is a typo (num_samples: 1000000000); refused before it is enumerated

@@ -20,6 +20,7 @@ from nmt_core.gate import check_tree, clip, shown
 from sweeper.space import (
     MAX_TRIALS,
     MODELS,
+    MODELS_BEFORE_POLICY,
     MODES,
     OBJECTIVE_METRICS,
     PBT_MUTABLE,
@@ -83,7 +84,7 @@ def later_keys() -> dict[str, Any]:
         "mutable": list(spec_fields(SchedulerSpec)["mutations"].default),
         "system_metrics": tracking["system_metrics"].default,
         "plots": tracking["plots"].default,
-        "models": "all",  # not the space's default: every trial logged its model before tracking.models existed
+        "models": MODELS_BEFORE_POLICY,  # not the space's default
         "study": None,
     }
 

@@ -51,7 +51,7 @@ from sweeper.metrics import (
     is_logged,
 )
 from sweeper.provenance import as_tags, code_version, package_versions
-from sweeper.space import describe_trial
+from sweeper.space import MODELS_BEFORE_POLICY, describe_trial
 from sweeper.storage import open_storage
 
 log = logging.getLogger("sweeper.tracking")
@@ -383,7 +383,7 @@ class MlflowTrackingCallback(Callback):
         base: dict[str, Any],
         storage_uri: str | None = None,
         new_sweep: bool = False,
-        models: str = "all",
+        models: str = MODELS_BEFORE_POLICY,
     ):
         self.uri, self.experiment, self.parent_id = uri, experiment, parent_id
         self.models = models  # tracking.models: only `all` logs each trial's model as it completes
@@ -406,7 +406,7 @@ class MlflowTrackingCallback(Callback):
         self.delays: list[float] = []  # seconds from each epoch's end in its trial to MLflow holding it
         self.failed_requests = 0  # tracking requests that failed (each retry counts)
 
-    models = "all"  # a callback restored from a sweep started before tracking.models: every trial saved its model
+    models = MODELS_BEFORE_POLICY  # for a callback restored from a sweep started before tracking.models
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
