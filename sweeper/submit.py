@@ -187,7 +187,8 @@ def submit_when_an_agent_is_up(client, **job) -> str:
                 raise SubmitError(
                     f"no job agent of the cluster took the job within {wait:g} s (Ray: No available agent); a head "
                     f"that has just started brings one up within minutes: try again, or give it longer with "
-                    f"{AGENT_WAIT_VARIABLE}"
+                    f"{AGENT_WAIT_VARIABLE}; if it never comes up, another Ray instance on the head's machine may hold "
+                    f"the agent's port (ray start --dashboard-agent-listen-port, default 52365)"
                 ) from None
             time.sleep(POLL_S)
 

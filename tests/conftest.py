@@ -39,8 +39,8 @@ for _name in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS"):
 # tiny models: threads cost more than they give, in every process the tests start (nmt, sweeper, Ray's workers) as in
 # this one (_single_thread); idle OpenMP threads spin, and beside a second xdist worker they spin on its core
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# a test's Ray head may bring up its job agent slowly on a loaded machine: submit waits for it, pytest-timeout bounds it
-os.environ.setdefault("NMT_SWEEPER_AGENT_WAIT", "3600")
+# a test's Ray head may bring up its job agent slowly on a loaded machine: submit waits 10 min for it (one line after)
+os.environ.setdefault("NMT_SWEEPER_AGENT_WAIT", "600")
 
 
 def tiny_config(**sections) -> TrialConfig:

@@ -199,65 +199,6 @@ def wait_for_jobs_api(dashboard: str, token: str, folder: Path, process: subproc
     )
 
 
-class RayHead:
-    """`ray start --head --block` on 127.0.0.1 with token authentication on, as a cluster's head runs."""
-
-    def __init__(self, folder: Path, token: str, num_cpus: int = 2):
-        self.token = token
-        self.dashboard = f"http://127.0.0.1:{free_port()}"
-        ray = Path(sys.executable).with_name("ray")
-        self.env = {
-            **os.environ,
-            "RAY_AUTH_MODE": "token",
-            "RAY_AUTH_TOKEN": token,
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        }
-        self.env.pop("RAY_ADDRESS", None)
-        self.log = open(folder / "ray-head.log", "w")
-        self.temp_dir = tempfile.mkdtemp(prefix="rayh", dir="/tmp")  # short: Unix socket paths max 107 bytes
-        self.process = subprocess.Popen(
-            [
-                str(ray),
-                "start",
-                "--head",
-                "--block",
-                "--node-ip-address",
-                "127.0.0.1",
-                "--port",
-                str(free_port()),
-                "--dashboard-host",
-                "127.0.0.1",
-                "--dashboard-port",
-                self.dashboard.rsplit(":", 1)[1],
-                "--ray-client-server-port",
-                str(free_port()),
-                "--min-worker-port",
-                "0",
-                "--max-worker-port",
-                "0",
-                "--num-cpus",
-                str(num_cpus),
-                "--disable-usage-stats",
-                "--temp-dir",
-                self.temp_dir,
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            env=self.env,
-            start_new_session=True,
-        )
-        wait_for_jobs_api(self.dashboard, token, folder, self.process)
-
-    def stop(self) -> None:
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.log.close()
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
-
-
 class MotoS3:
     """moto's S3 API server over HTTP on 127.0.0.1, as Ray's own tests run it, with one bucket.
 
@@ -387,9 +328,12 @@ class RayCluster:
         token: str = "multi-node-test",
         dashboard: bool = False,
         env: dict[str, str] | None = None,
+        head_cpus: int = 0,
     ):
         """`dashboard`: the head serves Ray's dashboard and Jobs API (`self.dashboard`); `env`: what the nodes, and
-        so the jobs and trials, run with besides this process's environment."""
+        so the jobs and trials, run with besides this process's environment; `head_cpus` > 0 with `workers=0` is a
+        one-machine cluster whose head trains."""
+        self.token = token
         self.temp_dir = tempfile.mkdtemp(prefix="rayc", dir="/tmp")  # short: Unix socket paths max 107 bytes
         # what every node and every driver of this cluster runs with (token authentication, as a cluster runs)
         self.env = {
@@ -402,7 +346,7 @@ class RayCluster:
         self.env.pop("RAY_ADDRESS", None)
         port = free_port() if dashboard else None
         self.dashboard = f"http://127.0.0.1:{port}" if port else None
-        self.head = RayNode(folder, "head", 0, self.env, temp_dir=self.temp_dir, dashboard_port=port)
+        self.head = RayNode(folder, "head", head_cpus, self.env, temp_dir=self.temp_dir, dashboard_port=port)
         self.address = self.head.address
         self.workers: list[RayNode] = []
         self.wait_for_nodes(1, folder)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.servers import RayHead
+from tests.servers import RayCluster
 
 pytestmark = pytest.mark.slow
 QUICKSTART = Path(__file__).parents[2] / "search_spaces" / "quickstart.yaml"
@@ -33,12 +33,16 @@ SHORT = [
 
 @pytest.fixture(scope="module")
 def ray_head(tmp_path_factory):
-    head = RayHead(tmp_path_factory.mktemp("rayhead"), token=secrets.token_hex(16))
+    # every port its own (RayNode): a head on Ray's default agent port (52365) had no job agent while another test's
+    # local Ray held that port, and the submitted quickstart waited for one until pytest-timeout (a CI run)
+    head = RayCluster(
+        tmp_path_factory.mktemp("rayhead"), workers=0, head_cpus=2, token=secrets.token_hex(16), dashboard=True
+    )
     yield head
     head.stop()
 
 
-def submit(head: RayHead, *args, token: str | None = None):
+def submit(head: RayCluster, *args, token: str | None = None):
     env = {**head.env, "RAY_AUTH_TOKEN": token or head.token}
     return subprocess.run(
         [sys.executable, "-m", "sweeper.cli", "submit", str(QUICKSTART), "--address", head.dashboard, *args],
