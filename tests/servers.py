@@ -318,7 +318,7 @@ class RayNode:
 
 
 class RayCluster:
-    """A head with 0 CPUs (it schedules, never trains) and worker nodes, each its own `ray start` process."""
+    """A head (0 CPUs by default: it schedules, never trains) and worker nodes, each its own `ray start` process."""
 
     def __init__(
         self,
