@@ -44,9 +44,17 @@ def environment(values: dict[str, str]):
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports: each socket stays bound until all are chosen, so the kernel cannot hand one port
+    out twice (a Ray node given the same port for its GCS and its runtime-env agent refused to start, in CI)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
 def wait_until(condition: Callable[[], T], what: str, process: subprocess.Popen | None = None, every: float = 0.5) -> T:
@@ -254,10 +262,13 @@ class RayNode:
         env: dict[str, str],
         head: str | None = None,
         temp_dir: str | None = None,
-        dashboard_port: int | None = None,
+        dashboard: bool = False,
     ):
+        """`dashboard` (a head only): serve Ray's dashboard and Jobs API at `self.dashboard`."""
         ray = Path(sys.executable).with_name("ray")
-        self.address = head or f"127.0.0.1:{free_port()}"
+        own_port, client_port, dashboard_port, *agent_ports = free_ports(9)
+        self.address = head or f"127.0.0.1:{own_port}"
+        self.dashboard = f"http://127.0.0.1:{dashboard_port}" if dashboard else None
         ports = [
             "--node-manager-port",
             "--object-manager-port",
@@ -279,18 +290,18 @@ class RayNode:
             "0",
             "--max-worker-port",
             "0",
-            *[x for port in ports for x in (port, str(free_port()))],
+            *[x for flag, port in zip(ports, agent_ports, strict=True) for x in (flag, str(port))],
         ]
         if head is None:
-            dashboard = ["true", "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard_port)]
+            serve = ["true", "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard_port)]
             command += [
                 "--head",
                 "--port",
                 self.address.rsplit(":", 1)[1],
                 "--include-dashboard",
-                *(dashboard if dashboard_port else ["false"]),
+                *(serve if dashboard else ["false"]),
                 "--ray-client-server-port",
-                str(free_port()),
+                str(client_port),
                 "--temp-dir",
                 temp_dir,
             ]
@@ -344,9 +355,8 @@ class RayCluster:
             **(env or {}),
         }
         self.env.pop("RAY_ADDRESS", None)
-        port = free_port() if dashboard else None
-        self.dashboard = f"http://127.0.0.1:{port}" if port else None
-        self.head = RayNode(folder, "head", head_cpus, self.env, temp_dir=self.temp_dir, dashboard_port=port)
+        self.head = RayNode(folder, "head", head_cpus, self.env, temp_dir=self.temp_dir, dashboard=dashboard)
+        self.dashboard = self.head.dashboard
         self.address = self.head.address
         self.workers: list[RayNode] = []
         self.wait_for_nodes(1, folder)
