@@ -23,12 +23,14 @@ from tests.lab import Lab, lab_space, ray_client_env
 from tests.servers import environment
 
 pytestmark = pytest.mark.slow
-# name: (owner, epochs, seeds, trials at once): 2 trials each; the one stopped midway 4, one at a time; 2 CPUs in all
+# name: (owner, epochs, seeds, trials at once): 2 trials each; the one stopped midway 4, one at a time; 2 CPUs in all.
+# 6 epochs: trials long enough that a sweep waits past progress.WAITING_AFTER_S for a CPU even on an idle machine
+# (with 2 epochs, a quiet CI run started every sweep's trials within 12 s and no board said "waiting for resources")
 SWEEPS = {
-    "alice-a": ("alice", 2, 1, 2),
+    "alice-a": ("alice", 6, 1, 2),
     "alice-b": ("alice", 3, 2, 1),
-    "bob-a": ("bob", 2, 1, 2),
-    "bob-b": ("bob", 2, 1, 2),
+    "bob-a": ("bob", 6, 1, 2),
+    "bob-b": ("bob", 6, 1, 2),
 }
 STOPPED = "alice-b"
 # no models or heatmaps (tests/e2e/test_sweeps_by_name.py tests tracking.models): behind basic auth every request to
