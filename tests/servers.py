@@ -266,10 +266,10 @@ class RayNode:
     ):
         """`dashboard` (a head only): serve Ray's dashboard and Jobs API at `self.dashboard`."""
         ray = Path(sys.executable).with_name("ray")
-        own_port, client_port, dashboard_port, *agent_ports = free_ports(9)
+        own_port, client_port, dashboard_port, *component_ports = free_ports(9)
         self.address = head or f"127.0.0.1:{own_port}"
         self.dashboard = f"http://127.0.0.1:{dashboard_port}" if dashboard else None
-        ports = [
+        port_flags = [
             "--node-manager-port",
             "--object-manager-port",
             "--metrics-export-port",
@@ -290,7 +290,7 @@ class RayNode:
             "0",
             "--max-worker-port",
             "0",
-            *[x for flag, port in zip(ports, agent_ports, strict=True) for x in (flag, str(port))],
+            *[x for flag, port in zip(port_flags, component_ports, strict=True) for x in (flag, str(port))],
         ]
         if head is None:
             serve = ["true", "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard_port)]

@@ -33,6 +33,7 @@ SWEEPS = {
     "bob-b": ("bob", 6, 1, 2),
 }
 STOPPED = "alice-b"
+OTHERS = [name for name in SWEEPS if name != STOPPED]  # the sweeps that run to their end
 # no models or heatmaps (tests/e2e/test_sweeps_by_name.py tests tracking.models): behind basic auth every request to
 # the one MLflow server costs seconds on a loaded machine, and a trial's model and plots are a dozen of them
 TRACKING = {"models": "none", "plots": "none"}
@@ -74,8 +75,7 @@ def midway(sweeps: dict) -> bool:
 def the_rest_ended(sweeps: dict) -> bool:
     """The other sweeps finished, and the stopped one's Ray job has ended too (its driver may still be saving its
     experiment after SIGINT when its storage already says stopped)."""
-    others = [name for name in SWEEPS if name != STOPPED]
-    finished = all(name in sweeps and sweeps[name].state == "finished" for name in others)
+    finished = all(name in sweeps and sweeps[name].state == "finished" for name in OTHERS)
     return finished and sweeps[STOPPED].job_status not in ("PENDING", "RUNNING")
 
 
@@ -100,7 +100,6 @@ def test_a_lab_afternoon(lab, tmp_path):
         assert stop.sweep.state == "stopped", stop
         stopped = open_storage(lab.storage, "test").below(STOPPED).read_parquet("results.parquet").to_pylist()
         assert sum(r["status"] == "TERMINATED" for r in stopped) < 4, "stopped midway, not at the end"
-        others = [name for name in SWEEPS if name != STOPPED]
         sweeps = watch(lab, the_rest_ended, seen, lab.cluster.dashboard)
         assert (sweeps[STOPPED].state, sweeps[STOPPED].job_status) == ("stopped", "STOPPED")
         waited = [n for n in SWEEPS if "waiting for resources" in seen.get(n, set())]
@@ -116,7 +115,7 @@ def test_a_lab_afternoon(lab, tmp_path):
         rows = {row["name"]: row for row in json.loads(listed.stdout)}
     assert {name: row["state"] for name, row in rows.items()} == dict.fromkeys(SWEEPS, "finished")
     assert {name: row["started_by"] for name, row in rows.items()} == {n: sweep[0] for n, sweep in SWEEPS.items()}
-    assert all(rows[n]["job_id"].startswith(f"sweeper-{n}-") for n in others) and rows[STOPPED]["job_id"] is None
+    assert all(rows[n]["job_id"].startswith(f"sweeper-{n}-") for n in OTHERS) and rows[STOPPED]["job_id"] is None
     assert {name: (row["done"], row["trials"]) for name, row in rows.items()} == {
         name: (2 * sweep[2], 2 * sweep[2]) for name, sweep in SWEEPS.items()
     }
