@@ -412,13 +412,13 @@ def sweep_result(experiment: Storage, name: str, code: int) -> SweepResult:
     state = read_state(experiment)
     results = experiment.read_parquet(RESULTS_FILE).to_pandas() if experiment.exists(RESULTS_FILE) else pd.DataFrame()
     written = code == 0 and experiment.exists(SUMMARY_DIR, "summary.md")  # not an earlier run's
-    best = best_model_uri(state["tracking_uri"], state["parent_run_id"], name) if code == 0 else None
+    best = best_model_uri(state.tracking_uri, state.parent_run_id, name) if code == 0 else None
     return SweepResult(
         name,
         code,
         experiment.uri,
-        state["tracking_uri"],
-        state["parent_run_id"],
+        state.tracking_uri,
+        state.parent_run_id,
         results,
         experiment.display(SUMMARY_DIR, "summary.md") if written else None,
         best,
@@ -490,7 +490,7 @@ def summary_store(experiment: Storage, name: str, tracking_uri: str | None) -> s
     from sweeper.stored import STATE_FILE, read_state
     from sweeper.tracking import check_reachable, resolve_uri
 
-    recorded = read_state(experiment)["tracking_uri"] if experiment.exists(STATE_FILE) else None
+    recorded = read_state(experiment).tracking_uri if experiment.exists(STATE_FILE) else None
     uri = resolve_uri(choose_tracking_uri(tracking_uri, recorded))
     check_reachable(uri)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():  # never create one

@@ -139,12 +139,12 @@ def promote(name: str, trial: str, storage_uri: str, tracking_uri: str | None) -
     if not experiment.exists(STATE_FILE):
         raise SpecError("NAME", f"no sweep named {name!r} at {experiment.uri} (pass the --storage it ran with)", source)
     state = read_state(experiment)
-    uri = resolve_uri(choose_tracking_uri(tracking_uri, state["tracking_uri"]))
+    uri = resolve_uri(choose_tracking_uri(tracking_uri, state.tracking_uri))
     check_reachable(uri)
-    if uri != state["tracking_uri"]:
-        check_holds_run(uri, state["parent_run_id"], state["tracking_uri"])
+    if uri != state.tracking_uri:
+        check_holds_run(uri, state.parent_run_id, state.tracking_uri)
     tracker = SweepTracker(uri, name)
-    run_id = tracker.find_trial_run(state["parent_run_id"], trial)
+    run_id = tracker.find_trial_run(state.parent_run_id, trial)
     final = final_checkpoint(experiment, trial)
     if run_id is None or final is None:
         missing = "no MLflow run" if run_id is None else f"no checkpoint in {experiment.uri}"

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ from sweeper.space import (
     trial_config,
 )
 from sweeper.storage import Storage, check_writable, first_line, open_storage
-from sweeper.stored import STATE_FILE, damaged, read_state, stored_significance
+from sweeper.stored import STATE_FILE, SweepState, damaged, read_state, state_from
 from sweeper.study import describe as describe_study
 from sweeper.study import shown, study_url
 from sweeper.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
@@ -180,20 +180,20 @@ def autoscaler_max_gpus() -> float:
         return 0.0
 
 
-def build_trainable(state: dict[str, Any]):
+def build_trainable(state: SweepState):
     """The trial function with what every trial needs, from the sweep's state (sweeper.json: a resumed sweep's
     trials run as its first ones did; stored.later_keys fills what older sweeps did not keep)."""
     context = SweepContext(
-        base=state["base"],
-        cpus_per_trial=state["cpu"],
-        gpus_per_trial=state["gpu"],
-        sweep=state["name"],
-        mutable=tuple(state["mutable"]),
-        system_metrics=state["system_metrics"],
-        plots=state["plots"],
-        models=state["models"],
+        base=state.base,
+        cpus_per_trial=state.cpu,
+        gpus_per_trial=state.gpu,
+        sweep=state.name,
+        mutable=state.mutable,
+        system_metrics=state.system_metrics,
+        plots=state.plots,
+        models=state.models,
     )
-    resources = {"cpu": state["cpu"], "gpu": state["gpu"]}
+    resources = {"cpu": state.cpu, "gpu": state.gpu}
     return tune.with_resources(tune.with_parameters(run_trial, context=context), resources)
 
 
@@ -328,12 +328,13 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     if earlier:
         print(
             f"note: {experiment.uri} holds an earlier sweep {spec.name!r}: its trial folders stay, results.parquet "
-            f"will describe this run, and `sweeper summarize {spec.name} --run-id {earlier['parent_run_id']}` still "
+            f"will describe this run, and `sweeper summarize {spec.name} --run-id {earlier.parent_run_id}` still "
             "summarises the earlier one",
             flush=True,
         )
-    state = new_state(spec, uri, parent_id, tracker.experiment_id, base, n_trials, study, job)
-    experiment.write_text(json.dumps(state, indent=2), STATE_FILE)
+    record = new_state(spec, uri, parent_id, tracker.experiment_id, base, n_trials, study, job)
+    experiment.write_text(json.dumps(record, indent=2), STATE_FILE)
+    state = state_from(record, experiment.display(STATE_FILE))
     clear_stop(experiment)  # a request that stopped an earlier run of this name is not this one's
     grant_submitter(tracker, job)
     print(
@@ -452,20 +453,20 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
             "sweeper resume",
         )
     state = read_state(experiment)
-    uri = resolve_uri(choose_tracking_uri(tracking_uri, state["tracking_uri"]))
+    uri = resolve_uri(choose_tracking_uri(tracking_uri, state.tracking_uri))
     check_reachable(uri)
-    if uri != state["tracking_uri"]:  # the same store at another address, or the wrong store: ask it
-        check_holds_run(uri, state["parent_run_id"], state["tracking_uri"])
+    if uri != state.tracking_uri:  # the same store at another address, or the wrong store: ask it
+        check_holds_run(uri, state.parent_run_id, state.tracking_uri)
     job = job_from_environment()
     with ray_calls():
         init_ray(address)
     board = open_board(name)  # noqa: F841 - held while the sweep runs
-    tuner = restore_tuner(experiment, storage, {**state, "name": name})
-    state["job"] = job  # this driver's: a submitted sweep resumed here is no longer its job's
-    experiment.write_text(json.dumps(state, indent=2), STATE_FILE)
+    tuner = restore_tuner(experiment, storage, replace(state, name=name))
+    experiment.write_text(state.written(job=job), STATE_FILE)  # this driver's: no longer a submitted sweep's job
+    state = state.with_record(experiment.display(STATE_FILE), job=job)
     clear_stop(experiment)
-    tracker = SweepTracker(uri, state["name"])
-    study = state["study"]  # the searcher comes back with Tune's state and reconnects to its study
+    tracker = SweepTracker(uri, state.name)
+    study = state.study  # the searcher comes back with Tune's state and reconnects to its study
     print(
         f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run"
         + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""),
@@ -476,13 +477,13 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
     [callback] = [c for c in callbacks if isinstance(c, MlflowTrackingCallback)]
     callback.uri = uri  # and the store's address as resolved now
     for progress in (c for c in callbacks if isinstance(c, SweepProgress)):
-        progress.watch(state["mode"], state["cpu"], state["gpu"])
+        progress.watch(state.mode, state.cpu, state.gpu)
     with ray_calls():
         grid = tuner.fit()
     return finish(grid, callback, storage, tracker, state)
 
 
-def restore_tuner(experiment: Storage, storage: Storage, state: dict[str, Any]) -> tune.Tuner:
+def restore_tuner(experiment: Storage, storage: Storage, state: SweepState) -> tune.Tuner:
     """Ray Tune's Tuner of the sweep, from storage; a tuner.pkl it cannot load is damage (one line, exit 2)."""
     try:  # Tune unpickles tuner.pkl: storage must be writable only by people the resuming user trusts
         return tune.Tuner.restore(
@@ -646,15 +647,14 @@ def tally(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {s: sum(r["status"] == s for r in rows) for s in ("TERMINATED", "STOPPED", "ERROR", "UNFINISHED")}
 
 
-def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: SweepTracker, state: dict) -> int:
+def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: SweepTracker, state: SweepState) -> int:
     """results.parquet, the best trials, their models by tracking.models, the MLflow link, the storage the sweep
     takes; exit 0 (some trial finished), 1 (none), 3 (tracking writes wait in storage for `sweeper resume`),
     130 (interrupted or stopped)."""
-    experiment, parent_id = storage.below(tracker.experiment), state["parent_run_id"]
-    significance = stored_significance(state, experiment)
+    experiment, parent_id, significance = storage.below(tracker.experiment), state.parent_run_id, state.significance
     record_finishing(experiment, state)
     if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
-        rows = result_rows(grid, callback.outcomes, None, parent_id, state["base"])
+        rows = result_rows(grid, callback.outcomes, None, parent_id, state.base)
         experiment.write_parquet(results_table(rows, significance), RESULTS_FILE)
         print(
             f"\ntracking server {tracker.uri} did not answer for {TRACKING_WAIT_S:.0f} s: "
@@ -663,29 +663,29 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
         )
         record_end(experiment, None, state, 3, rows, callback.load())
         return 3
-    rows = result_rows(grid, callback.outcomes, tracker, parent_id, state["base"], callback.run_ids())
+    rows = result_rows(grid, callback.outcomes, tracker, parent_id, state.base, callback.run_ids())
     table = results_table(rows, significance)
     experiment.write_parquet(table, RESULTS_FILE)
     with tempfile.TemporaryDirectory() as folder:
         pq.write_table(table, Path(folder) / RESULTS_FILE)
         tracker.client.log_artifact(parent_id, str(Path(folder) / RESULTS_FILE))
     count = tally(rows)
-    print_best(rows, state["metric"], state["mode"])
+    print_best(rows, state.metric, state.mode)
     print(
         f"\n{count['TERMINATED']}/{len(rows)} trials finished, {count['STOPPED']} stopped early, "
         f"{count['ERROR']} failed; results: {experiment.display(RESULTS_FILE)}"
     )
-    unfinished = count["UNFINISHED"] + max(state["trials"] - len(rows), 0)  # Tune creates trials lazily
+    unfinished = count["UNFINISHED"] + max(state.trials - len(rows), 0)  # Tune creates trials lazily
     if not unfinished:  # models and the registry when the sweep ends, not before each resume
         keep_models(tracker, experiment, rows, state)
-    print(f"MLflow runs: {runs_link(tracker.uri, tracker.experiment_id, state['metric'], state['mode'])}")
+    print(f"MLflow runs: {runs_link(tracker.uri, tracker.experiment_id, state.metric, state.mode)}")
     ok = count["TERMINATED"] + count["STOPPED"]
     code = 130 if unfinished else 0 if ok else 1
     record_end(experiment, tracker, state, code, rows, callback.load())
     if unfinished:
         tracker.client.set_terminated(parent_id, "KILLED")
         print(
-            f"interrupted with {unfinished} of {state['trials']} trials unfinished; continue with: "
+            f"interrupted with {unfinished} of {state.trials} trials unfinished; continue with: "
             f"sweeper resume {tracker.experiment} --storage {storage.uri}"
         )
         return 130
@@ -695,9 +695,9 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
     return code
 
 
-def keep_models(tracker: SweepTracker, experiment: Storage, rows: list[dict[str, Any]], state: dict) -> None:
+def keep_models(tracker: SweepTracker, experiment: Storage, rows: list[dict[str, Any]], state: SweepState) -> None:
     """`tracking.models: best`: each variant's best trial gets its model now; then the best trial is registered."""
-    policy, metric, mode = state["models"], state["metric"], state["mode"]
+    policy, metric, mode = state.models, state.metric, state.mode
     if policy == "best":
         sizes = log_best_models(tracker, experiment, rows, metric, mode)
         print(
@@ -706,15 +706,15 @@ def keep_models(tracker: SweepTracker, experiment: Storage, rows: list[dict[str,
         )
     elif policy == "none":
         print(f"models: none logged (tracking.models: none); a trial's: sweeper promote {tracker.experiment} TRIAL")
-    owner = (state.get("job") or {}).get("mlflow_user")
+    owner = (state.job or {}).get("mlflow_user")
     if policy != "none":
-        register_best(tracker, state["parent_run_id"], rows, metric, mode, owner)
+        register_best(tracker, state.parent_run_id, rows, metric, mode, owner)
 
 
-def record_finishing(experiment: Storage, state: dict) -> None:
+def record_finishing(experiment: Storage, state: SweepState) -> None:
     """status.json while the driver records the results: too late for `sweeper stop` to stop anything."""
     try:
-        write_status(experiment, {"state": FINISHING, "trials": state["trials"]})
+        write_status(experiment, {"state": FINISHING, "trials": state.trials})
     except Exception as err:  # noqa: BLE001 - the status is a convenience
         print(f"note: the sweep's status was not recorded ({type(err).__name__}: {first_line(err)[:160]})")
 
@@ -722,7 +722,7 @@ def record_finishing(experiment: Storage, state: dict) -> None:
 def record_end(
     experiment: Storage,
     tracker: SweepTracker | None,
-    state: dict,
+    state: SweepState,
     code: int,
     rows: list[dict[str, Any]],
     load: dict[str, Any],
@@ -739,16 +739,16 @@ def record_end(
             f"tracking: {load['epochs']} epochs reached MLflow {load['median_s']:.2f} s (median), "
             f"{load['p99_s']:.2f} s (p99) after their trial ended them; {load['failed_requests']} failed requests"
         )
-    count, best = tally(rows), best_row(rows, state["metric"], state["mode"])
-    status = {"state": ENDED[code], "trials": state["trials"], "done": count["TERMINATED"] + count["STOPPED"]}
-    status.update(failed=count["ERROR"], running=0, pending=count["UNFINISHED"] + max(state["trials"] - len(rows), 0))
-    status.update(best=best[state["metric"]] if best else None, exit_code=code, tracking=load)
+    count, best = tally(rows), best_row(rows, state.metric, state.mode)
+    status = {"state": ENDED[code], "trials": state.trials, "done": count["TERMINATED"] + count["STOPPED"]}
+    status.update(failed=count["ERROR"], running=0, pending=count["UNFINISHED"] + max(state.trials - len(rows), 0))
+    status.update(best=best[state.metric] if best else None, exit_code=code, tracking=load)
     try:
         write_status(experiment, status)
-        experiment.write_text(json.dumps({**read_state(experiment), "storage": usage}, indent=2), STATE_FILE)
+        experiment.write_text(state.written(storage=usage), STATE_FILE)
         if tracker is not None:
             mb = {"storage_mb": usage["bytes"] / 1e6, "storage_mb_per_trial": usage["trial_bytes_median"] / 1e6}
-            tracker.log_metrics(state["parent_run_id"], mb, step=0)
+            tracker.log_metrics(state.parent_run_id, mb, step=0)
     except Exception as err:  # noqa: BLE001 - the sweep's results are written; its record is a convenience
         print(f"note: the sweep's status was not recorded ({type(err).__name__}: {first_line(err)[:160]})")
 

@@ -1,4 +1,5 @@
-"""Stored state read back: a sweep's `sweeper.json`, held on read to the bounds its values had on input.
+"""Stored state read back: a sweep's `sweeper.json`, held on read to the bounds its values had on input, and
+returned typed (`SweepState`): the driver, resume, promote, list and the API read attributes, never raw keys.
 
 `run_sweep` writes the file; `resume`, `summarize` and the API read it. Storage is shared and outlives versions, so
 what is read is checked as if a user had typed it (nmt_core/gate.py's rules): a regular file below the storage root
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from nmt_core.config import build_config
@@ -52,7 +54,69 @@ def damaged(experiment: Storage, file: str, why: str) -> SpecError:
     )
 
 
-def read_state(experiment: Storage) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SweepState:
+    """sweeper.json, typed: what `sweeper resume` needs that Tune does not keep (how every trial runs, the tracking
+    store and parent run, the objective, the plan's size, the policies), and who started the sweep, how. Keys a
+    sweep stored before they were kept read as what it ran with (`later_keys`)."""
+
+    name: str
+    tracking_uri: str
+    parent_run_id: str
+    base: dict[str, Any]  # the trial config every trial starts from (checked by nmt_core.config)
+    cpu: float
+    gpu: float
+    metric: str
+    mode: str
+    trials: int
+    mutable: tuple[str, ...]
+    system_metrics: bool
+    plots: str
+    models: str
+    significance: SignificanceSpec
+    study: dict[str, str] | None  # an Optuna study's name and (redacted) storage
+    job: dict[str, Any] | None  # the Ray job a submitted sweep's driver ran as (sweeper.sweeps.check_job's keys)
+    started_by: str | None
+    started_at: float | None
+    record: dict[str, Any]  # the file as written, rewritten whole with a key changed (`written`)
+
+    def written(self, **changes: Any) -> str:
+        """The file's text with keys changed (a resumed sweep's job, the storage it takes at the end)."""
+        return json.dumps({**self.record, **changes}, indent=2)
+
+    def with_record(self, where: str, **changes: Any) -> SweepState:
+        """The state as it reads once `changes` are written."""
+        return state_from({**self.record, **changes}, where)
+
+
+def state_from(record: dict[str, Any], where: str) -> SweepState:
+    """A state record (as `run_sweep` builds it, or as read and checked) typed; missing later keys as older sweeps
+    ran; the significance section read by the space's own reader."""
+    full = {**later_keys(), **record}
+    return SweepState(
+        name=full["name"],
+        tracking_uri=full["tracking_uri"],
+        parent_run_id=full["parent_run_id"],
+        base=full["base"],
+        cpu=float(full["cpu"]),
+        gpu=float(full["gpu"]),
+        metric=full["metric"],
+        mode=full["mode"],
+        trials=full["trials"],
+        mutable=tuple(full["mutable"]),
+        system_metrics=full["system_metrics"],
+        plots=full["plots"],
+        models=full["models"],
+        significance=read_section("significance", full.get("significance") or {}, where),
+        study=full["study"],
+        job=full.get("job"),
+        started_by=full.get("started_by"),
+        started_at=full.get("started_at"),
+        record=record,
+    )
+
+
+def read_state(experiment: Storage) -> SweepState:
     """sweeper.json as `run_sweep` wrote it, every key re-checked; anything else is damage (one line, exit 2)."""
     where = experiment.display(STATE_FILE)
 
@@ -74,7 +138,7 @@ def read_state(experiment: Storage) -> dict[str, Any]:
         if key in state and (why := check(state[key])):
             raise damaged(experiment, STATE_FILE, f"{key}: {why} (got {shown(state[key])})")
     build_config(state["base"], source=f"{where}: base")  # the trial config every resumed trial starts from
-    return {**later_keys(), **state}
+    return state_from(state, where)
 
 
 def later_keys() -> dict[str, Any]:
@@ -93,10 +157,13 @@ def _number(key: str) -> Callable[[Any], str | None]:
     bound = SPEC_BOUNDS[key]
 
     def check(value: Any) -> str | None:
-        usable = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        return None if usable and bound.holds(value) else f"must be a number {bound}"
+        return None if _finite(value) and bound.holds(value) else f"must be a number {bound}"
 
     return check
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _one_of(allowed: tuple[str, ...]) -> Callable[[Any], str | None]:
@@ -135,10 +202,6 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     "plots": _one_of(PLOTS),
     "models": _one_of(MODELS),
     "study": _study,
+    "started_by": lambda value: None if value is None or isinstance(value, str) else "must be a user name",
+    "started_at": lambda value: None if value is None or (_finite(value) and value >= 0) else "must be seconds",
 }
-
-
-def stored_significance(state: dict[str, Any], experiment: Storage) -> SignificanceSpec:
-    """The space's significance test as sweeper.json keeps it (the default for a sweep stored before it was kept),
-    checked by the section's own reader."""
-    return read_section("significance", state.get("significance") or {}, experiment.display(STATE_FILE))

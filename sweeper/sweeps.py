@@ -254,19 +254,19 @@ def from_storage(experiment: Storage, name: str) -> SweepInfo:
     from sweeper.stored import STATE_FILE, read_state
 
     state = settled(lambda: read_state(experiment))
-    job = check_job(state["job"], "job", experiment.display(STATE_FILE)) if state.get("job") else None
-    by = state.get("started_by")
+    job = check_job(state.job, "job", experiment.display(STATE_FILE)) if state.job else None
+    by = state.started_by
     info = SweepInfo(
         name,
         UNKNOWN,
-        trials=state["trials"] if isinstance(state["trials"], int) else None,
-        metric=str(state["metric"])[:40],
+        trials=state.trials,
+        metric=state.metric,
         started_by=check_user(by, "started_by", experiment.display(STATE_FILE)) if by is not None else None,
-        started_at=iso(state.get("started_at")),
+        started_at=iso(state.started_at),
         job_id=job["id"] if job else None,
         address=redact(job["address"]) if job else None,
         storage=experiment.uri,
-        tracking_uri=redact(str(state["tracking_uri"])),
+        tracking_uri=redact(state.tracking_uri),
     )
     status = settled(lambda: read_status(experiment))
     if status is not None:

@@ -8,9 +8,11 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from sweeper.runner import SIGNIFICANCE_KEY, results_table, stored_significance
+from sweeper.runner import SIGNIFICANCE_KEY, results_table
 from sweeper.space import SignificanceSpec, SpecError
 from sweeper.storage import open_storage
+from sweeper.stored import STATE_FILE, read_state
+from tests.unit.test_names_and_state import valid_state
 
 
 def test_results_parquet_names_the_test_of_the_marks(tmp_path):
@@ -27,9 +29,14 @@ def test_results_parquet_names_the_test_of_the_marks(tmp_path):
 
 def test_resume_reads_the_test_from_the_sweeps_state_and_checks_it(tmp_path):
     experiment = open_storage(str(tmp_path / "sweeps"), "test").below("demo")
-    assert stored_significance({}, experiment) == SignificanceSpec()  # a sweep stored before it was kept
-    kept = {"significance": {"method": "approximate_randomization", "resamples": 5000}}
-    assert stored_significance(kept, experiment) == SignificanceSpec("approximate_randomization", 5000)
+
+    def stored(**extra) -> SignificanceSpec:
+        experiment.write_text(json.dumps({**valid_state("sqlite:////tmp/mlflow.db"), **extra}), STATE_FILE)
+        return read_state(experiment).significance
+
+    assert stored() == SignificanceSpec()  # a sweep stored before it was kept
+    kept = {"method": "approximate_randomization", "resamples": 5000}
+    assert stored(significance=kept) == SignificanceSpec("approximate_randomization", 5000)
     for damaged in ({"method": "t_test"}, {"resamples": 5}, {"resamples": "many"}, ["paired_bootstrap"]):
         with pytest.raises(SpecError, match="sweeper.json"):
-            stored_significance({"significance": damaged}, experiment)
+            stored(significance=damaged)
