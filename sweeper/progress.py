@@ -34,7 +34,9 @@ from sweeper.space import ObjectiveSpec, ResourcesSpec
 
 PRINT_EVERY_S = float(os.environ.get("SWEEPER_PROGRESS_EVERY_S", 30))
 SEND_EVERY_S = 5.0  # a trial's updates to the board, at most
-WAITING_AFTER_S = 15.0  # nothing running this long while trials wait, and no room for one: waiting for resources
+# nothing running this long while trials wait, and no room for one: waiting for resources (shorter than a worker's
+# start it would call a starting trial waiting; a test's cluster of one-second trials shortens it)
+WAITING_AFTER_S = float(os.environ.get("SWEEPER_WAITING_AFTER_S", 15))
 
 
 @ray.remote(num_cpus=0)

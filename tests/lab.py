@@ -46,7 +46,9 @@ def lab_space(
 
 
 class Lab:
-    def __init__(self, folder: Path, status_every_s: float = 2.0):
+    def __init__(self, folder: Path, status_every_s: float = 2.0, waiting_after_s: float | None = None):
+        """`status_every_s`: the drivers' status heartbeat; `waiting_after_s`: how long their boards let a sweep
+        wait for a CPU before they say "waiting for resources" (sweeper.progress's default when None)."""
         for part in ("moto", "mlflow", "ray"):
             (folder / part).mkdir(parents=True, exist_ok=True)
         self.folder = folder
@@ -58,6 +60,8 @@ class Lab:
             env={"MLFLOW_S3_ENDPOINT_URL": self.s3.endpoint},
         )
         node_env = {**self.mlflow.credentials(CLUSTER_USER), "SWEEPER_STATUS_EVERY_S": str(status_every_s)}
+        if waiting_after_s is not None:
+            node_env["SWEEPER_WAITING_AFTER_S"] = str(waiting_after_s)
         self.cluster = RayCluster(folder / "ray", workers=2, cpus_per_worker=1, dashboard=True, env=node_env)
         self.storage = self.s3.uri("sweeps")
 

@@ -24,14 +24,15 @@ from tests.servers import environment
 
 pytestmark = pytest.mark.slow
 # name: (owner, epochs, seeds, trials at once): 2 trials each; the one stopped midway 4, one at a time; 2 CPUs in all.
-# 6 epochs: trials long enough that a sweep waits past progress.WAITING_AFTER_S for a CPU even on an idle machine
-# (with 2 epochs, a quiet CI run started every sweep's trials within 12 s and no board said "waiting for resources")
 SWEEPS = {
-    "alice-a": ("alice", 6, 1, 2),
+    "alice-a": ("alice", 2, 1, 2),
     "alice-b": ("alice", 3, 2, 1),
-    "bob-a": ("bob", 6, 1, 2),
-    "bob-b": ("bob", 6, 1, 2),
+    "bob-a": ("bob", 2, 1, 2),
+    "bob-b": ("bob", 2, 1, 2),
 }
+# the boards say "waiting for resources" after 3 s without a CPU, not 15 (progress.WAITING_AFTER_S): on an idle
+# machine this lab's 2-epoch trials give every sweep a CPU within 12 s (a quiet CI run saw no board say it)
+WAITING_AFTER_S = 3.0
 STOPPED = "alice-b"
 OTHERS = [name for name in SWEEPS if name != STOPPED]  # the sweeps that run to their end
 # no models or heatmaps (tests/e2e/test_sweeps_by_name.py tests tracking.models): behind basic auth every request to
@@ -44,7 +45,7 @@ STOP_WAIT_S = 3600.0  # `sweeper stop --wait`: longer than pytest-timeout, which
 def lab(tmp_path_factory):
     if not any(Path("/usr/lib/postgresql").glob("*/bin/initdb")) and not os.environ.get("CI"):
         pytest.skip("PostgreSQL is not installed (apt-get install postgresql); .ci/run installs it")
-    lab = Lab(tmp_path_factory.mktemp("lab"))
+    lab = Lab(tmp_path_factory.mktemp("lab"), waiting_after_s=WAITING_AFTER_S)
     yield lab
     lab.stop()
 

@@ -16,8 +16,8 @@ from tests.servers import wait_until
 
 pytestmark = pytest.mark.slow
 NAME = "by-name"
-# epochs a trial (4 trials, one at a time): the stop comes midway through the first, with about 20 of 24 to go
-EPOCHS = 6
+# epochs a trial (4 trials, one at a time): the stop comes midway through the first, with about 14 of 16 to go
+EPOCHS = 4
 STOP_WAIT_S = 3600.0  # `sweeper stop --wait`: longer than pytest-timeout, which bounds the test instead
 
 
