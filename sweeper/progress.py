@@ -34,8 +34,8 @@ from sweeper.space import ObjectiveSpec, ResourcesSpec
 
 PRINT_EVERY_S = float(os.environ.get("SWEEPER_PROGRESS_EVERY_S", 30))
 SEND_EVERY_S = 5.0  # a trial's updates to the board, at most
-# nothing running this long while trials wait, and no room for one: waiting for resources (shorter than a worker's
-# start it would call a starting trial waiting; a test's cluster of one-second trials shortens it)
+# nothing running this long while trials wait, and no room for one: waiting for resources (long enough that a
+# sweep whose trials turn over is not called waiting; a test's cluster of seconds-long trials shortens it)
 WAITING_AFTER_S = float(os.environ.get("SWEEPER_WAITING_AFTER_S", 15))
 
 

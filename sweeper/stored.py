@@ -1,7 +1,8 @@
 """Stored state read back: a sweep's `sweeper.json`, held on read to the bounds its values had on input, and
 returned typed (`SweepState`): the driver, resume, promote, list and the API read attributes, never raw keys.
 
-`run_sweep` writes the file; `resume`, `summarize` and the API read it. Storage is shared and outlives versions, so
+`run_sweep` writes the file, `resume` and a sweep's end rewrite it (`SweepState.written`); `resume`, `summarize`,
+`promote`, `list` and the API read it. Storage is shared and outlives versions, so
 what is read is checked as if a user had typed it (nmt_core/gate.py's rules): a regular file below the storage root
 and no link, at most STATE_LIMIT bytes before it is read, JSON nested at most MAX_DEPTH levels, and every key of
 the type and range it had when the sweep was checked (the name's rule, a tracking URI without credentials, the
@@ -75,14 +76,15 @@ class SweepState:
     models: str
     significance: SignificanceSpec
     study: dict[str, str] | None  # an Optuna study's name and (redacted) storage
-    job: dict[str, Any] | None  # the Ray job a submitted sweep's driver ran as (sweeper.sweeps.check_job's keys)
+    job: dict[str, Any] | None  # the Ray job a submitted sweep's driver ran as (its keys: sweeper.sweeps.check_job)
     started_by: str | None
     started_at: float | None
     record: dict[str, Any]  # the file as written, rewritten whole with a key changed (`written`)
 
     def written(self, **changes: Any) -> str:
-        """The file's text with keys changed (a resumed sweep's job, the storage it takes at the end)."""
-        return json.dumps({**self.record, **changes}, indent=2)
+        """The file's text with keys changed (a resumed sweep's job, the storage it takes at the end); keys an older
+        sweep did not store are written as it ran, so a later change of the space's defaults cannot alter it."""
+        return json.dumps({**later_keys(), **self.record, **changes}, indent=2)
 
     def with_record(self, where: str, **changes: Any) -> SweepState:
         """The state as it reads once `changes` are written."""
@@ -138,7 +140,10 @@ def read_state(experiment: Storage) -> SweepState:
         if key in state and (why := check(state[key])):
             raise damaged(experiment, STATE_FILE, f"{key}: {why} (got {shown(state[key])})")
     build_config(state["base"], source=f"{where}: base")  # the trial config every resumed trial starts from
-    return state_from(state, where)
+    try:
+        return state_from(state, where)
+    except SpecError as err:  # the significance section, read by the space's own reader
+        raise damaged(experiment, STATE_FILE, str(err).removeprefix(f"{where}: ")) from None
 
 
 def later_keys() -> dict[str, Any]:
@@ -202,6 +207,7 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     "plots": _one_of(PLOTS),
     "models": _one_of(MODELS),
     "study": _study,
+    "job": lambda value: None if value is None or isinstance(value, dict) else "must be null or a Ray job's record",
     "started_by": lambda value: None if value is None or isinstance(value, str) else "must be a user name",
     "started_at": lambda value: None if value is None or (_finite(value) and value >= 0) else "must be seconds",
 }

@@ -427,7 +427,7 @@ def read_job_address(experiment: Storage) -> str:
     """The dashboard a sweep was submitted to, unredacted (SweepInfo shows it redacted; it holds no secret)."""
     from sweeper.stored import STATE_FILE, read_state
 
-    return check_job(read_state(experiment)["job"], "job", experiment.display(STATE_FILE))["address"]
+    return check_job(read_state(experiment).job, "job", experiment.display(STATE_FILE))["address"]
 
 
 def stop(name: str, storage_uri: str, address: str | None, wait_s: float = 0.0) -> tuple[SweepInfo, str]:

@@ -393,9 +393,13 @@ class RayCluster:
         """Every process of every node (`ray start`, GCS, raylets, agents, workers, job drivers) SIGKILLed at once: a
         graceful `ray start` shutdown took 10-20 s a node, and a test has read all it needs by now."""
         nodes = [*self.workers, self.head]
-        for pid in [pid for node in nodes for pid in descendants(node.process.pid)]:
+        live = [node for node in nodes if node.process.poll() is None]  # a node a test killed: its pid may be reused
+        for pid in [pid for node in live for pid in descendants(node.process.pid)]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        for node in live:  # and what was left in a node's process group (started after the walk, or orphaned)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node.process.pid, signal.SIGKILL)
         for node in nodes:
             node.process.wait()
             node.log.close()

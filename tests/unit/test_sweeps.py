@@ -109,6 +109,24 @@ def test_a_job_record_is_checked_as_any_input(monkeypatch):
     assert sweeps.job_from_environment() is None
 
 
+def test_a_submitted_sweep_without_address_is_asked_at_the_dashboard_it_recorded(tmp_path, monkeypatch):
+    job = {"id": "sweeper-sub-1a2b3c4d", "address": "http://head:8265", "submitted_by": "bob", "mlflow_user": None}
+    sweep(tmp_path, "sub", running(), job=job)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    asked = []
+
+    def cluster(address, source):
+        asked.append(address)
+        if address is None:
+            return None
+        raise ConfigError("--address", "no Ray dashboard answers there", source)
+
+    monkeypatch.setattr(sweeps, "cluster", cluster)
+    info, _, client = sweeps.find("sub", str(tmp_path), None, "sweeper status")
+    assert asked == [None, "http://head:8265"] and client is None
+    assert "its Ray dashboard http://head:8265 does not answer" in info.detail
+
+
 def test_stop_asks_a_local_driver_through_storage_and_an_ended_sweep_needs_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "carol")
     experiment = sweep(tmp_path, "live", running())
