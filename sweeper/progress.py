@@ -28,15 +28,16 @@ from typing import Any
 import ray
 from ray.tune import Callback
 
+from nmt_core.gate import seconds_from
 from nmt_core.progress import eta
 from sweeper.console import ANSI, console
 from sweeper.space import ObjectiveSpec, ResourcesSpec
 
-PRINT_EVERY_S = float(os.environ.get("SWEEPER_PROGRESS_EVERY_S", 30))
+PRINT_EVERY_S = seconds_from("SWEEPER_PROGRESS_EVERY_S", 30.0)  # a bad value: the default (nmt_core.gate)
 SEND_EVERY_S = 5.0  # a trial's updates to the board, at most
 # nothing running this long while trials wait, and no room for one: waiting for resources (long enough that a
 # sweep whose trials turn over is not called waiting; a test's cluster of seconds-long trials shortens it)
-WAITING_AFTER_S = float(os.environ.get("SWEEPER_WAITING_AFTER_S", 15))
+WAITING_AFTER_S = seconds_from("SWEEPER_WAITING_AFTER_S", 15.0)
 
 
 @ray.remote(num_cpus=0)

@@ -30,13 +30,14 @@ import pyarrow.fs as pafs
 
 from nmt_core.config import ConfigError
 from nmt_core.credentials import check_uri, redact
+from nmt_core.gate import seconds_from
 from nmt_core.yaml_input import shown
 from sweeper.space import NAME_RULE, SpecError, check_name
 from sweeper.storage import Storage, open_storage
 
 T = TypeVar("T")
 STATUS_FILE, STOP_FILE = "status.json", "stop.json"
-STATUS_EVERY_S = float(os.environ.get("SWEEPER_STATUS_EVERY_S", 10))  # the heartbeat; a stop request's delay
+STATUS_EVERY_S = seconds_from("SWEEPER_STATUS_EVERY_S", 10.0)  # the heartbeat; a stop request's delay
 STALE_S = 300.0  # a live status this old, from a driver on another machine: that driver is gone or cut off
 RECORD_LIMIT = 1_000_000  # bytes: a status or stop record is a few KB; more is damage
 LOG_LIMIT = 10_000_000  # bytes of a log that `sweeper logs` reads: its end
