@@ -1,6 +1,9 @@
 """Epoch progress for `nmt train` and the sweep's console lines."""
 
 import io
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 from nmt_core.progress import ConsoleProgress, eta
@@ -100,3 +103,20 @@ def test_one_line_per_finished_retried_and_failed_trial_with_its_cause_and_trace
         f"trial general+none-a_00001 failed, retried from its last checkpoint: {traceback}",
         f"trial general+none-a_00001 FAILED after 0:00: {traceback}",
     ]
+
+
+def test_the_sweepers_intervals_from_the_environment_fall_back_to_their_defaults_when_bad():
+    """SWEEPER_PROGRESS_EVERY_S, SWEEPER_WAITING_AFTER_S and SWEEPER_STATUS_EVERY_S are read when the driver imports
+    them: a usable value is taken, a bad one (not a number, NaN, <= 0) leaves the default, never a traceback."""
+
+    show = "from sweeper import progress as p, sweeps as s; print(p.PRINT_EVERY_S, p.WAITING_AFTER_S, s.STATUS_EVERY_S)"
+
+    def intervals(progress: str, waiting: str, status: str) -> str:
+        values = {"SWEEPER_PROGRESS_EVERY_S": progress, "SWEEPER_WAITING_AFTER_S": waiting}
+        env = {**os.environ, **values, "SWEEPER_STATUS_EVERY_S": status}
+        done = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip()
+
+    assert intervals("2", "3.5", "1") == "2.0 3.5 1.0"
+    assert intervals("soon", "nan", "-1") == "30.0 15.0 10.0"
