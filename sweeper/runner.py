@@ -462,8 +462,8 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
         init_ray(address)
     board = open_board(name)  # noqa: F841 - held while the sweep runs
     tuner = restore_tuner(experiment, storage, replace(state, name=name))
-    experiment.write_text(state.written(job=job), STATE_FILE)  # this driver's: no longer a submitted sweep's job
-    state = state.with_record(experiment.display(STATE_FILE), job=job)
+    state = state.with_record(experiment.display(STATE_FILE), job=job)  # this driver's, not a submitted sweep's job
+    experiment.write_text(state.written(), STATE_FILE)
     clear_stop(experiment)
     tracker = SweepTracker(uri, state.name)
     study = state.study  # the searcher comes back with Tune's state and reconnects to its study

@@ -2,11 +2,11 @@
 returned typed (`SweepState`): the driver, resume, promote, list and the API read attributes, never raw keys.
 
 `run_sweep` writes the file, `resume` and a sweep's end rewrite it (`SweepState.written`); `resume`, `summarize`,
-`promote`, `list` and the API read it. Storage is shared and outlives versions, so
-what is read is checked as if a user had typed it (nmt_core/gate.py's rules): a regular file below the storage root
-and no link, at most STATE_LIMIT bytes before it is read, JSON nested at most MAX_DEPTH levels, and every key of
-the type and range it had when the sweep was checked (the name's rule, a tracking URI without credentials, the
-trial config's bounds, resources, the objective, the plan's size). Damage is one line naming the file and the key.
+`promote`, `list` and the API read it. Storage is shared and outlives versions, so what is read is checked as if a
+user had typed it (nmt_core/gate.py's rules): a regular file below the storage root and no link, at most STATE_LIMIT
+bytes before it is read, JSON nested at most MAX_DEPTH levels, and every key of the type and range it had when the
+sweep was checked (the name's rule, a tracking URI without credentials, the trial config's bounds, resources, the
+objective, the plan's size). Damage is one line naming the file and the key.
 """
 
 from __future__ import annotations

@@ -397,11 +397,9 @@ class RayCluster:
         for pid in [pid for node in live for pid in descendants(node.process.pid)]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        for node in live:  # and what was left in a node's process group (started after the walk, or orphaned)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(node.process.pid, signal.SIGKILL)
+        for node in live:  # and what was left in its process group (started after the walk, or orphaned)
+            node.kill()
         for node in nodes:
-            node.process.wait()
             node.log.close()
         for folder in [self.temp_dir, *self.worker_dirs]:
             shutil.rmtree(folder, ignore_errors=True)

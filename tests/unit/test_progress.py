@@ -108,7 +108,6 @@ def test_one_line_per_finished_retried_and_failed_trial_with_its_cause_and_trace
 def test_the_sweepers_intervals_from_the_environment_fall_back_to_their_defaults_when_bad():
     """SWEEPER_PROGRESS_EVERY_S, SWEEPER_WAITING_AFTER_S and SWEEPER_STATUS_EVERY_S are read when the driver imports
     them: a usable value is taken, a bad one (not a number, NaN, <= 0) leaves the default, never a traceback."""
-
     show = "from sweeper import progress as p, sweeps as s; print(p.PRINT_EVERY_S, p.WAITING_AFTER_S, s.STATUS_EVERY_S)"
 
     def intervals(progress: str, waiting: str, status: str) -> str:
