@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
-import torch._dynamo
-import torch.fx.experimental._config
-from torch._dynamo.callback import CallbackArgs, callback_handler, on_compile_end, on_compile_start
 
 from nmt_core.graphs import StepGraphs, map_tensors
 from nmt_core.loss import masked_cross_entropy, summed_cross_entropy
 from nmt_core.model import INDUCTOR_MODES, Seq2Seq
+
+if TYPE_CHECKING:  # Dynamo is imported where a model compiles: its import is a second of every process's start
+    from torch._dynamo.callback import CallbackArgs
 
 # Graphs a model's step may compile: the first training step (its state needs no gradient yet) and the others,
 # their no-grad twins for dev and greedy search, beam search's (k rows per sentence). Dynamo's recompile limit
@@ -66,6 +67,8 @@ _COMPILED_MODELS: list[int] = []  # id of every model compiled in this process
 
 def _start_clock() -> None:
     """Register the clock with Dynamo, again after torch._dynamo.reset(), which drops every callback."""
+    from torch._dynamo.callback import callback_handler, on_compile_end, on_compile_start
+
     if _CLOCK.start not in callback_handler.start_callbacks:
         on_compile_start(_CLOCK.start)
         on_compile_end(_CLOCK.end)
@@ -89,6 +92,9 @@ def compile_model(model: Seq2Seq, mode: str) -> Seq2Seq:
     if mode == "graphs":
         model.decoder.transition = StepGraphs(model.decoder.transition)
         return model
+    import torch._dynamo
+    import torch.fx.experimental._config
+
     torch._dynamo.config.allow_rnn = True  # the step reads the decoder LSTM's own weights (rnn_step), not nn.LSTM
     # Duck shaping gives sizes that happen to be equal when a graph is traced one symbol: a batch of 64 rows beside
     # emb_size 64 fixed every graph's batch at 64, and a source as long as some other size tied the two. Each

@@ -16,8 +16,9 @@ from tests.servers import wait_until
 
 pytestmark = pytest.mark.slow
 NAME = "by-name"
-# epochs a trial (4 trials, one at a time): the stop comes midway through the first, with about 14 of 16 to go
-EPOCHS = 4
+# epochs a trial (4 trials, one at a time): the stop comes early in the first, with 30 of 32 epochs to go. At 4 (14
+# of 16 to go) a quiet machine finished the sweep (0.2 s an epoch) before its driver read the request a second later
+EPOCHS = 8
 STOP_WAIT_S = 3600.0  # `sweeper stop --wait`: longer than pytest-timeout, which bounds the test instead
 
 
