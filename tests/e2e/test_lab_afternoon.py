@@ -35,8 +35,8 @@ SWEEPS = {
 WAITING_AFTER_S = 3.0
 STOPPED = "alice-b"
 OTHERS = [name for name in SWEEPS if name != STOPPED]  # the sweeps that run to their end
-# no models or heatmaps (tests/e2e/test_sweeps_by_name.py tests tracking.models): behind basic auth every request to
-# the one MLflow server costs seconds on a loaded machine, and a trial's model and plots are a dozen of them
+# no models or heatmaps (tests/e2e/test_sweeps_by_name.py tests tracking.models): a trial's model and plots are a
+# dozen more requests to the one MLflow server the four sweeps share, on a machine the cluster already loads
 TRACKING = {"models": "none", "plots": "none"}
 STOP_WAIT_S = 3600.0  # `sweeper stop --wait`: longer than pytest-timeout, which bounds the test instead
 
