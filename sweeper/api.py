@@ -406,7 +406,7 @@ def sweep_result(experiment: Storage, name: str, code: int) -> SweepResult:
     """What a finished `run_sweep` left: sweeper.json, results.parquet, summary.md, the parent run's best trial."""
     import pandas as pd
 
-    from sweeper.runner import RESULTS_FILE, SUMMARY_DIR
+    from sweeper.metrics import RESULTS_FILE, SUMMARY_DIR
     from sweeper.stored import read_state
 
     state = read_state(experiment)
@@ -465,7 +465,7 @@ def summarize(
             resamples=resamples,
             run_id=run_id,
         )
-    from sweeper.runner import SUMMARY_DIR
+    from sweeper.metrics import SUMMARY_DIR
     from sweeper.storage import open_storage
     from sweeper.summary import SummaryError, render_markdown
     from sweeper.summary import summarize as write_summary

@@ -31,6 +31,10 @@ HEATMAPS = "traces/heatmaps.json"  # what a trial's heatmaps are drawn from, by 
 FORCED = "traces/forced"  # <set>.parquet: tau and gate at every reference token of a test set, teacher-forced
 PLOTS_FOLDER = "plots"  # the heatmaps drawn, by a trial with `tracking.plots: all` or the summary with `best`
 PBT_EVENTS = "pbt_events.json"  # a trial's PBT exploits (the artifact; their count is the tag EXPLOITS)
+# what a sweep's folder in storage holds besides Tune's files: the runner writes them; the summary, `sweeper list` and
+# the API read them without importing the runner (and Ray Tune, seconds of a command's start)
+RESULTS_FILE = "results.parquet"
+SUMMARY_DIR = "summary"  # also the parent run's artifact folder of the summary
 
 
 @dataclass(frozen=True)

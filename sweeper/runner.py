@@ -34,7 +34,18 @@ from nmt_core.credentials import redact
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.console import ray_calls
-from sweeper.metrics import AGGREGATED, BEST, BEST_RUN_ID, BEST_VARIANT, FINAL, MEAN, final_result, to_parent
+from sweeper.metrics import (
+    AGGREGATED,
+    BEST,
+    BEST_RUN_ID,
+    BEST_VARIANT,
+    FINAL,
+    MEAN,
+    RESULTS_FILE,
+    SUMMARY_DIR,
+    final_result,
+    to_parent,
+)
 from sweeper.models import human, log_best_models, storage_usage
 from sweeper.progress import SweepProgress, failure_cause, open_board
 from sweeper.space import (
@@ -64,9 +75,7 @@ from sweeper.tracking import (
 from sweeper.trainable import SweepContext, run_trial
 
 TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` loads
-RESULTS_FILE = "results.parquet"
 SIGNIFICANCE_KEY = b"sweeper.significance"  # results.parquet's metadata: the test whose marks the summary prints
-SUMMARY_DIR = "summary"
 TRACKING_WAIT_S = 300.0  # at the end of a sweep, how long to wait for a tracking server that went away
 NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"  # Ray Tune's switch for its default result loggers
 TRIAL_DIR = re.compile(r"^([0-9a-f]+(?:_\d{5})?)_")  # grid/random ids read 8f3a1_00004, Optuna's 8287bf51

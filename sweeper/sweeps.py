@@ -303,7 +303,7 @@ def liveness(status: dict[str, Any], info: SweepInfo) -> tuple[str, str]:
 
 def with_results(experiment: Storage, info: SweepInfo) -> None:
     """Counts and state from results.parquet (a sweep that ended before status.json existed)."""
-    from sweeper.runner import RESULTS_FILE
+    from sweeper.metrics import RESULTS_FILE
 
     if not experiment.exists(RESULTS_FILE):
         info.detail = "no status recorded: started by an older version, or its driver never reached its trials"

@@ -374,20 +374,23 @@ class RayCluster:
             wait_for_jobs_api(self.dashboard, token, folder, self.head.process)
 
     def wait_for_nodes(self, nodes: int, folder: Path) -> None:
-        """Until `ray status` (asking the head's GCS) lists `nodes` alive nodes; an error at once if a node exits."""
-        ray = Path(sys.executable).with_name("ray")
+        """Until the head's GCS lists `nodes` alive nodes (tests/ray_nodes.py asks it); an error at once if a node
+        exits."""
+        waiter = subprocess.Popen(
+            [sys.executable, "-m", "tests.ray_nodes", self.address, str(nodes)],
+            cwd=Path(__file__).parents[1],
+            env=self.env,
+        )
 
-        def alive() -> bool:
+        def listed() -> bool:
             for node in [self.head, *self.workers]:
                 if node.process.poll() is not None:
+                    waiter.kill()
                     raise AssertionError(f"a Ray node exited with {node.process.returncode}; see {folder}/ray-*.log")
-            status = subprocess.run(
-                [str(ray), "status", "--address", self.address], capture_output=True, text=True, env=self.env
-            )
-            active = status.stdout.partition("Active:")[2].partition("Pending:")[0]
-            return status.returncode == 0 and active.count(" node_") == nodes
+            return waiter.poll() is not None
 
-        wait_until(alive, f"{nodes} alive Ray nodes", every=1)
+        wait_until(listed, f"{nodes} alive Ray nodes", every=0.2)
+        assert waiter.returncode == 0, f"tests.ray_nodes exited with {waiter.returncode} (its output is above)"
 
     def stop(self) -> None:
         """Every process of every node (`ray start`, GCS, raylets, agents, workers, job drivers) SIGKILLed at once: a

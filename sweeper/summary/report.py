@@ -11,7 +11,7 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from nmt_core.train import bleu_options
-from sweeper.metrics import NOTE
+from sweeper.metrics import NOTE, SUMMARY_DIR
 from sweeper.space import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
 from sweeper.summary.figures import draw_figures, figure_data, importance_sections
@@ -46,7 +46,7 @@ def summarize(
     if heatmaps:  # drawn into the best trials' runs (tracking.plots: best), so summary.md says where
         with (out / "summary.md").open("a", encoding="utf-8") as markdown:
             markdown.write("\n" + "\n".join(heatmaps))
-    client.log_artifacts(snapshot.parent_id, str(out), "summary")
+    client.log_artifacts(snapshot.parent_id, str(out), SUMMARY_DIR)
     client.set_tag(snapshot.parent_id, NOTE, parent_note(snapshot.name, summary))
     return summary
 

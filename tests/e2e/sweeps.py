@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.servers import listeners
+from tests.servers import RayCluster, listeners
 
 SPACE = {
     "name": "tiny",
@@ -31,6 +31,10 @@ SPACE = {
     },
     "search": {"max_concurrent": 1},
 }
+# the tracking of a sweep whose test reads none of the heatmaps, models and system metrics: each costs a tiny sweep
+# seconds of CPU (the summary draws 17 heatmaps in 2.9 s; a model per variant is saved and uploaded; a sampler thread
+# per trial), about 15% of its total; the tests of tracking.plots, tracking.models and system metrics keep them on
+LEAN_TRACKING = {"plots": "none", "models": "none", "system_metrics": False}
 
 
 def write_space(folder: Path, **changes) -> Path:
@@ -46,11 +50,12 @@ def write_space(folder: Path, **changes) -> Path:
     return path
 
 
-def sweeper(*args, cwd: Path, background=False, env: dict[str, str] | None = None):
+def sweeper(*args, cwd: Path, background=False, env: dict[str, str] | None = None, ray: RayCluster | None = None):
     """`python -m sweeper.cli ARGS` in `cwd`: finished (no timeout: pytest-timeout bounds it), or started in the
-    background in its own process group (so that a test can send it Ctrl+C), stdout and stderr in one pipe."""
-    command = [sys.executable, "-m", "sweeper.cli", *args]
-    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **(env or {})}
+    background in its own process group (so that a test can send it Ctrl+C), stdout and stderr in one pipe. With
+    `ray` (the `worker_ray` fixture), a `run` or `resume` joins that cluster instead of starting a local Ray."""
+    command = [sys.executable, "-m", "sweeper.cli", *args, *(["--address", ray.address] if ray else [])]
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **(ray.env if ray else {}), **(env or {})}
     if background:
         return subprocess.Popen(
             command,

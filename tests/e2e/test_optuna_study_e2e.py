@@ -12,7 +12,7 @@ import pytest
 from optuna.trial import TrialState
 
 from sweeper.optuna_search import TRIAL_ID_ATTR
-from tests.e2e.sweeps import SPACE, sweeper, write_space
+from tests.e2e.sweeps import LEAN_TRACKING, SPACE, sweeper, write_space
 from tests.servers import wait_until
 
 pytestmark = pytest.mark.slow
@@ -32,6 +32,7 @@ def optuna_space(tmp_path, name: str, epochs: int):
         parameters=PARAMETERS,
         base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": epochs}},
         search={"algorithm": "optuna", "num_samples": 3, "max_concurrent": 1, "seed": 0, "points_to_evaluate": [POINT]},
+        tracking=LEAN_TRACKING,
     )
 
 
@@ -54,10 +55,10 @@ def assert_study_matches_results(url: str, name: str, results: list[dict]) -> No
     assert first.params == POINT and first.state == TrialState.COMPLETE  # the starting point came first
 
 
-def test_the_study_holds_every_finished_trial_with_its_objective(tmp_path):
+def test_the_study_holds_every_finished_trial_with_its_objective(tmp_path, worker_ray):
     space = optuna_space(tmp_path, "e2e-study", epochs=1)
     storage = tmp_path / "sweeps"
-    done = sweeper("run", str(space), "--storage", str(storage), cwd=tmp_path)
+    done = sweeper("run", str(space), "--storage", str(storage), cwd=tmp_path, ray=worker_ray)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     url = f"sqlite:///{storage / 'e2e-study' / 'optuna.db'}"
     assert (
@@ -73,11 +74,11 @@ def test_the_study_holds_every_finished_trial_with_its_objective(tmp_path):
     assert_study_matches_results(url, "e2e-study", results)
 
 
-def test_a_resumed_sweep_continues_its_study(tmp_path):
+def test_a_resumed_sweep_continues_its_study(tmp_path, worker_ray):
     space = optuna_space(tmp_path, "e2e-study-resume", epochs=3)
     storage = tmp_path / "sweeps"
     url = f"sqlite:///{storage / 'e2e-study-resume' / 'optuna.db'}"
-    driver = sweeper("run", str(space), "--storage", str(storage), cwd=tmp_path, background=True)
+    driver = sweeper("run", str(space), "--storage", str(storage), cwd=tmp_path, background=True, ray=worker_ray)
     # sweeper.json is written once the study is made: reading earlier could race the driver creating its tables
     wait_until(
         lambda: (storage / "e2e-study-resume" / "sweeper.json").exists() and finished(url, "e2e-study-resume"),
@@ -90,7 +91,7 @@ def test_a_resumed_sweep_continues_its_study(tmp_path):
     before = finished(url, "e2e-study-resume")
     assert 1 <= len(before) < 3, "interrupted after the first trial, before the last"
 
-    done = sweeper("resume", "e2e-study-resume", "--storage", str(storage), cwd=tmp_path)
+    done = sweeper("resume", "e2e-study-resume", "--storage", str(storage), cwd=tmp_path, ray=worker_ray)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"Optuna study 'e2e-study-resume' in {url} continues" in done.stdout
     results = pq.read_table(storage / "e2e-study-resume" / "results.parquet").to_pylist()
@@ -101,13 +102,13 @@ def test_a_resumed_sweep_continues_its_study(tmp_path):
         assert (after[trial_id].number, after[trial_id].value) == (trial.number, trial.value)
 
 
-def test_on_object_storage_the_study_lives_beside_a_sqlite_tracking_store(tmp_path):
+def test_on_object_storage_the_study_lives_beside_a_sqlite_tracking_store(tmp_path, worker_ray):
     from tests.servers import MotoS3
 
     s3 = MotoS3(tmp_path)
     try:
         space = optuna_space(tmp_path, "e2e-study-s3", epochs=1)
-        done = sweeper("run", str(space), "--storage", s3.uri("sweeps"), cwd=tmp_path)
+        done = sweeper("run", str(space), "--storage", s3.uri("sweeps"), cwd=tmp_path, ray=worker_ray)
     finally:
         s3.stop()
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -1,5 +1,5 @@
 """`tracking.plots`: what each trial's run holds under best | all | none, and the summary's heatmaps of each
-variant's best trial, against a real MLflow server over HTTP and a local Ray."""
+variant's best trial, against a real MLflow server over HTTP, on the xdist worker's Ray cluster."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.e2e.sweeps import child_runs, sweeper, write_space
+from tests.servers import RayCluster
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +21,9 @@ ONE_EPOCH = {
 }
 
 
-def run_sweep(tmp_path: Path, server_uri: str, name: str, plots: str, parameters: dict) -> tuple[list, str]:
+def run_sweep(
+    tmp_path: Path, server_uri: str, name: str, plots: str, parameters: dict, ray: RayCluster
+) -> tuple[list, str]:
     """A one-epoch sweep with tracking.plots = plots; its trial runs and its summary.md."""
     space = write_space(
         tmp_path,
@@ -30,7 +33,9 @@ def run_sweep(tmp_path: Path, server_uri: str, name: str, plots: str, parameters
         search={"max_concurrent": 2},
         tracking={"plots": plots},
     )
-    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", server_uri, cwd=tmp_path)
+    done = sweeper(
+        "run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", server_uri, cwd=tmp_path, ray=ray
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "summary skipped" not in done.stdout, done.stdout[-3000:]
     _, children = child_runs(MlflowClient(server_uri), name)
@@ -47,13 +52,14 @@ def heatmap_data(client: MlflowClient, run_id: str, tmp_path: Path) -> dict:
     )
 
 
-def test_best_policy_draws_only_each_variants_best_trial_once_in_the_summary(tmp_path, mlflow_server):
+def test_best_policy_draws_only_each_variants_best_trial_once_in_the_summary(tmp_path, mlflow_server, worker_ray):
     children, summary = run_sweep(
         tmp_path,
         mlflow_server.uri,
         "plots-best",
         "best",
         {"attention.temperature": {"grid": ["none", "sact"]}, "train.seed": {"grid": [1, 2]}},
+        worker_ray,
     )
     client = MlflowClient(mlflow_server.uri)
     assert len(children) == 4
@@ -77,9 +83,9 @@ def test_best_policy_draws_only_each_variants_best_trial_once_in_the_summary(tmp
 
 
 @pytest.mark.parametrize("policy", ["all", "none"])
-def test_all_has_every_trial_draw_and_none_draws_nothing(tmp_path, mlflow_server, policy):
+def test_all_has_every_trial_draw_and_none_draws_nothing(tmp_path, mlflow_server, worker_ray, policy):
     children, summary = run_sweep(
-        tmp_path, mlflow_server.uri, f"plots-{policy}", policy, {"train.seed": {"grid": [1, 2]}}
+        tmp_path, mlflow_server.uri, f"plots-{policy}", policy, {"train.seed": {"grid": [1, 2]}}, worker_ray
     )
     client = MlflowClient(mlflow_server.uri)
     assert len(children) == 2

@@ -23,7 +23,7 @@ from mlflow.tracking import MlflowClient
 
 from nmt_core.corpora import load_corpus
 from nmt_core.data import word_tokens
-from tests.e2e.sweeps import SPACE, FinishedSweep, child_runs, epoch_steps, sweeper, write_space
+from tests.e2e.sweeps import LEAN_TRACKING, SPACE, FinishedSweep, child_runs, epoch_steps, sweeper, write_space
 from tests.servers import descendants, wait_until
 
 pytestmark = pytest.mark.slow
@@ -211,7 +211,7 @@ def assert_registered_best_model_translates(client, uri, parent, results, tmp_pa
         assert done.stdout == expected  # one model, whichever way it is named
 
 
-def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, mlflow_server):
+def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, mlflow_server, worker_ray):
     space = write_space(
         tmp_path,
         name="e2e-resume",
@@ -222,7 +222,15 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, m
     )
     storage = tmp_path / "sweeps"
     driver = sweeper(
-        "run", str(space), "--storage", str(storage), "--tracking-uri", mlflow_server.uri, cwd=tmp_path, background=True
+        "run",
+        str(space),
+        "--storage",
+        str(storage),
+        "--tracking-uri",
+        mlflow_server.uri,
+        cwd=tmp_path,
+        background=True,
+        ray=worker_ray,
     )
     client = MlflowClient(mlflow_server.uri)
 
@@ -247,7 +255,7 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, m
     interrupted = pq.read_table(storage / "e2e-resume" / "results.parquet").to_pylist()
     assert "UNFINISHED" in {r["status"] for r in interrupted}, output[-3000:]
 
-    done = sweeper("resume", "e2e-resume", "--storage", str(storage), cwd=tmp_path)
+    done = sweeper("resume", "e2e-resume", "--storage", str(storage), cwd=tmp_path, ray=worker_ray)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     log = (storage / "e2e-resume" / "sweep.log").read_text()  # the run's Ray output, then the resume's
     assert log.index("Checkpoint successfully created") < log.index("resuming sweep e2e-resume")
@@ -274,6 +282,7 @@ def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlfl
         parameters={"attention.temperature": {"grid": ["sact"]}},
         data={"corpus": "synthetic", "train_subset": 3000, "eval_subset": 40},
         base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": 5}},
+        tracking=LEAN_TRACKING,
     )
     storage = tmp_path / "sweeps"
     driver = sweeper(
@@ -318,18 +327,22 @@ def test_unreachable_tracking_server_is_a_clear_error_before_anything_starts(tmp
     assert not (tmp_path / "sweeps").exists()
 
 
-def test_a_gpu_request_on_a_cluster_without_gpus_is_an_error(tmp_path):
+def test_a_gpu_request_on_a_cluster_without_gpus_is_an_error(tmp_path, worker_ray):
     space = write_space(tmp_path, resources={"cpu": 1, "gpu": 0.5})
-    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), cwd=tmp_path)
+    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), cwd=tmp_path, ray=worker_ray)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert "resources.gpu: 0.5 GPU per trial asked for, but the Ray cluster has 0 GPUs" in done.stderr
 
 
-def test_a_diverging_trial_fails_alone_and_the_sweep_goes_on(tmp_path):
+def test_a_diverging_trial_fails_alone_and_the_sweep_goes_on(tmp_path, worker_ray):
     space = write_space(
-        tmp_path, name="e2e-diverge", failure={"max_retries": 2}, parameters={"train.lr": {"grid": [5e-3, 1e38]}}
-    )  # an infinite lr is refused
-    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), cwd=tmp_path)
+        tmp_path,
+        name="e2e-diverge",
+        failure={"max_retries": 2},
+        parameters={"train.lr": {"grid": [5e-3, 1e38]}},  # an infinite lr is refused
+        tracking=LEAN_TRACKING,
+    )
+    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), cwd=tmp_path, ray=worker_ray)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "1/2 trials finished, 0 stopped early, 1 failed" in done.stdout
     # the console: one line for the failure, with its cause and where its traceback is; Ray's lines in the log
@@ -350,7 +363,7 @@ def test_a_diverging_trial_fails_alone_and_the_sweep_goes_on(tmp_path):
     assert sorted(c.info.status for c in children) == ["FAILED", "FINISHED"]
 
 
-def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path):
+def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path, worker_ray):
     space = write_space(
         tmp_path,
         name="e2e-optuna",
@@ -362,8 +375,9 @@ def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path):
         },
         search={"algorithm": "optuna", "num_samples": 6, "max_concurrent": 2, "seed": 0},
         scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2},
+        tracking=LEAN_TRACKING,
     )
-    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), cwd=tmp_path)
+    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), cwd=tmp_path, ray=worker_ray)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = pq.read_table(tmp_path / "sweeps" / "e2e-optuna" / "results.parquet").to_pylist()
     assert len(rows) == 6 and {r["status"] for r in rows} <= {"TERMINATED", "STOPPED"}
@@ -383,7 +397,9 @@ def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path):
         assert epoch_steps(client, r["mlflow_run_id"]) == list(range(1, r["epochs"] + 1))
 
 
-def test_pbt_records_exploits_without_breaking_mlflow_and_the_console_shows_progress(tmp_path, mlflow_server):
+def test_pbt_records_exploits_without_breaking_mlflow_and_the_console_shows_progress(
+    tmp_path, mlflow_server, worker_ray
+):
     epochs = 6  # PBT exploits only when a bottom trial's report finds a top one's checkpoint saved: six chances each
     space = write_space(
         tmp_path,
@@ -393,6 +409,7 @@ def test_pbt_records_exploits_without_breaking_mlflow_and_the_console_shows_prog
         parameters={"train.lr": {"grid": [1e-5, 2e-5, 5e-3, 8e-3]}},  # two trials cannot learn
         scheduler={"type": "pbt", "perturbation_interval": 1, "mutations": {"train.lr": {"loguniform": [1e-5, 1e-2]}}},
         search={"max_concurrent": 4},
+        tracking=LEAN_TRACKING,
     )
     done = sweeper(
         "run",
@@ -403,6 +420,7 @@ def test_pbt_records_exploits_without_breaking_mlflow_and_the_console_shows_prog
         mlflow_server.uri,
         cwd=tmp_path,
         env={"SWEEPER_PROGRESS_EVERY_S": "2"},
+        ray=worker_ray,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "4/4 trials finished" in done.stdout
