@@ -90,7 +90,7 @@ class SweepResult:
     parent_run_id: str | None
     results: pd.DataFrame  # one row per trial (results.parquet)
     summary_path: str | None  # summary.md, written when some trial finished
-    best_model_uri: str | None  # models:/<sweep>/<version> (registered), else runs:/<id>/model
+    best_model_uri: str | None  # models:/<sweep>/<version> (registered), else runs:/<id>/model; None: no model
 
     @property
     def status(self) -> str:
@@ -412,7 +412,8 @@ def sweep_result(experiment: Storage, name: str, code: int) -> SweepResult:
     state = read_state(experiment)
     results = experiment.read_parquet(RESULTS_FILE).to_pandas() if experiment.exists(RESULTS_FILE) else pd.DataFrame()
     written = code == 0 and experiment.exists(SUMMARY_DIR, "summary.md")  # not an earlier run's
-    best = best_model_uri(state.tracking_uri, state.parent_run_id, name) if code == 0 else None
+    logged = code == 0 and state.models != "none"  # tracking.models: none logs no model (the best run is tagged)
+    best = best_model_uri(state.tracking_uri, state.parent_run_id, name) if logged else None
     return SweepResult(
         name,
         code,

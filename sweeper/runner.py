@@ -623,17 +623,22 @@ def best_row(rows: list[dict[str, Any]], metric: str, mode: str) -> dict[str, An
     return (max if mode == "max" else min)(done, key=lambda r: r[metric]) if done else None
 
 
-def register_best(
-    tracker: SweepTracker, parent_id: str, rows: list[dict[str, Any]], metric: str, mode: str, owner: str | None
-) -> None:
-    """The best trial's metrics on the parent run, and its model in the registry (alias `best`); `owner`: the
-    submitter granted the registered model (a sweep tracked under the cluster's account)."""
+def record_best(
+    tracker: SweepTracker, parent_id: str, rows: list[dict[str, Any]], metric: str, mode: str
+) -> dict[str, Any] | None:
+    """The best trial's metrics and run on the parent run, whatever tracking.models says (MLflow's UI compares
+    sweeps by their parent runs); the best row, None when no trial finished."""
     best = best_row(rows, metric, mode)
-    if best is None:
-        return
-    metrics = {k: v for k, v in best.items() if to_parent(k) and isinstance(v, (int, float))}
-    tracker.log_metrics(parent_id, metrics, step=0)
-    tracker.set_tags(parent_id, {BEST_RUN_ID: best["mlflow_run_id"], BEST_VARIANT: best["variant"]})
+    if best is not None:
+        metrics = {k: v for k, v in best.items() if to_parent(k) and isinstance(v, (int, float))}
+        tracker.log_metrics(parent_id, metrics, step=0)
+        tracker.set_tags(parent_id, {BEST_RUN_ID: best["mlflow_run_id"], BEST_VARIANT: best["variant"]})
+    return best
+
+
+def register_best(tracker: SweepTracker, best: dict[str, Any], metric: str, mode: str, owner: str | None) -> None:
+    """The best trial's model in the registry (alias `best`); `owner`: the submitter granted the registered model
+    (a sweep tracked under the cluster's account)."""
     description = (
         f"Best trial of sweep {tracker.experiment} by {mode} {metric} = {best[metric]:.2f}: trial "
         f"{best['trial_id']}, variant {best['variant']}, seed {best['seed']}, test BLEU avg "
@@ -705,7 +710,8 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
 
 
 def keep_models(tracker: SweepTracker, experiment: Storage, rows: list[dict[str, Any]], state: SweepState) -> None:
-    """`tracking.models: best`: each variant's best trial gets its model now; then the best trial is registered."""
+    """`tracking.models: best`: each variant's best trial gets its model now; the best trial goes on the parent run,
+    and its model (unless `none`) into the registry."""
     policy, metric, mode = state.models, state.metric, state.mode
     if policy == "best":
         sizes = log_best_models(tracker, experiment, rows, metric, mode)
@@ -715,9 +721,9 @@ def keep_models(tracker: SweepTracker, experiment: Storage, rows: list[dict[str,
         )
     elif policy == "none":
         print(f"models: none logged (tracking.models: none); a trial's: sweeper promote {tracker.experiment} TRIAL")
-    owner = (state.job or {}).get("mlflow_user")
-    if policy != "none":
-        register_best(tracker, state.parent_run_id, rows, metric, mode, owner)
+    best = record_best(tracker, state.parent_run_id, rows, metric, mode)
+    if best is not None and policy != "none":
+        register_best(tracker, best, metric, mode, (state.job or {}).get("mlflow_user"))
 
 
 def record_finishing(experiment: Storage, state: SweepState) -> None:

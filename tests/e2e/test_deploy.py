@@ -268,7 +268,7 @@ def as_mlflow_user(username: str, password: str):
 
 
 @pytest.mark.slow
-def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_only(tmp_path):
+def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_only(tmp_path, worker_ray):
     """deploy/mlflow/run-mlflow-server.sh for real: basic auth, a secret key, PostgreSQL from Debian's packages, its
     user and database made by --setup-db with a password that has quotes in it. While the server runs, no process's
     command line holds the database or the admin password. A user's sweep logs with the right credentials, is refused
@@ -336,7 +336,15 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
             assert f"tracking server {uri} refused" in line and "MLFLOW_TRACKING_PASSWORD" in line, line
         alice = {"MLFLOW_TRACKING_USERNAME": "alice", "MLFLOW_TRACKING_PASSWORD": users["alice"]}
         done = sweeper(
-            "run", str(space), "--tracking-uri", uri, "--storage", str(tmp_path / "sweeps"), cwd=tmp_path, env=alice
+            "run",
+            str(space),
+            "--tracking-uri",
+            uri,
+            "--storage",
+            str(tmp_path / "sweeps"),
+            cwd=tmp_path,
+            env=alice,
+            ray=worker_ray,
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         with as_mlflow_user("alice", users["alice"]):

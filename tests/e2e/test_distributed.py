@@ -213,7 +213,7 @@ def test_storage_that_cannot_be_used_is_one_line_exit_2_before_any_trial(tmp_pat
     assert trial_runs(MlflowClient(tracking.uri), "badstorage") == []
 
 
-def test_a_tracking_outage_loses_nothing(tmp_path, s3):
+def test_a_tracking_outage_loses_nothing(tmp_path, s3, worker_ray):
     """Kill the MLflow server (its whole process group) after the first epoch and start it again once the sweep has
     trained to its end and its driver waits for the server: the sweep goes on, and every epoch, tag, artifact and
     final result reaches the server once, in order."""
@@ -232,6 +232,7 @@ def test_a_tracking_outage_loses_nothing(tmp_path, s3):
             server.uri,
             cwd=tmp_path,
             background=True,
+            ray=worker_ray,
         )
         wait_until(
             lambda: any(epoch_steps(client, r.info.run_id) for r in trial_runs(client, "outage")),

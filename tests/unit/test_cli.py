@@ -1,9 +1,11 @@
 """`nmt train | translate | evaluate` as a user runs them, in subprocesses."""
 
 import json
+import shutil
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -97,17 +99,28 @@ def test_a_checkpoint_of_an_earlier_format_is_refused_in_one_line(tmp_path):
         assert done.stderr.count("\n") == 1 and done.stdout == ""
 
 
-def trained(tmp_path, epochs: int = 1):
-    config = tmp_path / "trial.yaml"
-    config.write_text(yaml.safe_dump(CONFIG))
-    out = tmp_path / "run"
-    done = nmt("train", str(config), "--out", str(out), "--set", f"train.epochs={epochs}")
-    assert done.returncode == 0, done.stderr
-    return config, out
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """`trained(epochs)`: the config and --out folder of `nmt train` of CONFIG for that many epochs, trained once for
+    the module's tests (an `nmt train` is seconds of a process start): a test that changes the folder copies it."""
+    runs: dict[int, tuple[Path, Path]] = {}
+
+    def run(epochs: int = 1) -> tuple[Path, Path]:
+        if epochs not in runs:
+            folder = tmp_path_factory.mktemp(f"trained{epochs}")
+            config = folder / "trial.yaml"
+            config.write_text(yaml.safe_dump(CONFIG))
+            done = nmt("train", str(config), "--out", str(folder / "run"), "--set", f"train.epochs={epochs}")
+            assert done.returncode == 0, done.stderr
+            runs[epochs] = config, folder / "run"
+        return runs[epochs]
+
+    return run
 
 
-def test_a_changed_config_is_refused_on_resume_and_restart_starts_over(tmp_path):
-    config, out = trained(tmp_path)
+def test_a_changed_config_is_refused_on_resume_and_restart_starts_over(tmp_path, trained):
+    config, trained_out = trained()
+    out = Path(shutil.copytree(trained_out, tmp_path / "run"))
     final = (out / "final.json").read_text()
     for change, named in (
         (["--set", "train.lr=0.001"], "train.lr (0.005 -> 0.001)"),
@@ -128,8 +141,8 @@ def test_a_changed_config_is_refused_on_resume_and_restart_starts_over(tmp_path)
     assert [json.loads(line)["epoch"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1]
 
 
-def test_a_corrupt_or_truncated_checkpoint_is_one_line_naming_the_file(tmp_path):
-    _, out = trained(tmp_path)
+def test_a_corrupt_or_truncated_checkpoint_is_one_line_naming_the_file(tmp_path, trained):
+    _, out = trained()
     broken = tmp_path / "broken.pt"
     broken.write_bytes((out / "best.pt").read_bytes()[:2000])
     junk = tmp_path / "junk.pt"
@@ -145,10 +158,10 @@ def test_a_corrupt_or_truncated_checkpoint_is_one_line_naming_the_file(tmp_path)
             assert done.stderr.count("\n") == 1 and done.stdout == ""
 
 
-def test_a_ray_trial_checkpoint_translates_with_its_best_dev_weights_and_says_so(tmp_path):
+def test_a_ray_trial_checkpoint_translates_with_its_best_dev_weights_and_says_so(tmp_path, trained):
     import torch
 
-    _, out = trained(tmp_path, epochs=2)
+    _, out = trained(epochs=2)
     ray_checkpoint = tmp_path / "checkpoint_000001"
     ray_checkpoint.mkdir()
     (ray_checkpoint / "last.pt").write_bytes((out / "last.pt").read_bytes())  # what a Tune trial keeps
@@ -188,13 +201,13 @@ def test_a_file_store_has_no_registry_and_says_so(tmp_path):
     assert "a file store has no model registry in MLflow 3" in done.stderr and not (tmp_path / "mlruns").exists()
 
 
-def test_the_mlflow_model_loads_with_mlflow_pyfunc_and_translates_like_nmt_translate(tmp_path):
+def test_the_mlflow_model_loads_with_mlflow_pyfunc_and_translates_like_nmt_translate(tmp_path, trained):
     import mlflow.pyfunc
     import torch
 
     from nmt_core.mlflow_model import save_model
 
-    _, out = trained(tmp_path, epochs=2)
+    _, out = trained(epochs=2)
     save_model(torch.load(out / "last.pt", weights_only=True), tmp_path / "model", ["noun3 verb2 noun5"])
     model = mlflow.pyfunc.load_model(str(tmp_path / "model"))
     predicted = model.predict(["noun3 verb2 noun5", "adj1 noun4 verb1 noun2"])  # the config's beam, as below

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 from nmt_core.train import train
 from sweeper.metrics import AT_END, PER_EPOCH, final_result, is_logged, metric_of, to_parent
 from tests.conftest import tiny_config
-from tests.e2e.test_sweep_e2e import child_runs, sweeper, write_space
+from tests.e2e.sweeps import LEAN_TRACKING, child_runs, sweeper, write_space
 
 
 def test_every_metric_training_reports_is_routed():
@@ -38,7 +38,7 @@ def test_epoch_metrics_and_unknown_keys():
 
 
 @pytest.mark.slow
-def test_reverse_bleu_reaches_the_run_the_parent_and_results(tmp_path, mlflow_server):
+def test_reverse_bleu_reaches_the_run_the_parent_and_results(tmp_path, mlflow_server, worker_ray):
     space = write_space(
         tmp_path,
         name="e2e-symmetry",
@@ -48,9 +48,17 @@ def test_reverse_bleu_reaches_the_run_the_parent_and_results(tmp_path, mlflow_se
             "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1},
             "decode": {"beam_size": 2},
         },
+        tracking=LEAN_TRACKING,
     )
     done = sweeper(
-        "run", str(space), "--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri, cwd=tmp_path
+        "run",
+        str(space),
+        "--storage",
+        str(tmp_path / "sweeps"),
+        "--tracking-uri",
+        mlflow_server.uri,
+        cwd=tmp_path,
+        ray=worker_ray,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [row] = pq.read_table(tmp_path / "sweeps" / "e2e-symmetry" / "results.parquet").to_pylist()
@@ -59,7 +67,8 @@ def test_reverse_bleu_reaches_the_run_the_parent_and_results(tmp_path, mlflow_se
     [parent], [child] = child_runs(client, "e2e-symmetry")
     assert child.data.metrics["reverse_bleu_test_test"] == pytest.approx(row["reverse_bleu_test_test"])
     assert [m.step for m in client.get_metric_history(child.info.run_id, "reverse_bleu_test_test")] == [1]
-    assert parent.data.tags["sweeper.best_run_id"] == child.info.run_id  # the only trial is the best
+    # the only trial is the best, on the parent run although tracking.models is none (LEAN_TRACKING)
+    assert parent.data.tags["sweeper.best_run_id"] == child.info.run_id
     assert parent.data.metrics["reverse_bleu_test_test"] == pytest.approx(row["reverse_bleu_test_test"])
     summary = (tmp_path / "sweeps" / "e2e-symmetry" / "summary" / "summary.md").read_text()  # read over HTTP
     assert "| general+none+sym0.5 | 1 |" in summary

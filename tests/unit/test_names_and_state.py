@@ -168,14 +168,25 @@ def test_a_damaged_sweeper_json_is_one_line_naming_it(command, state, work, caps
 
 @pytest.mark.slow
 @pytest.mark.parametrize("tuner", [pickle.dumps({"a": 1})[:9], b"not a pickle", pickle.dumps("a string")])
-def test_a_damaged_tuner_pkl_is_one_line_naming_it(tuner, work):
+def test_a_damaged_tuner_pkl_is_one_line_naming_it(tuner, work, worker_ray):
     sweep = damage(work, json.dumps(valid_state(f"sqlite:///{work / 'mlflow.db'}")), tuner)
-    # in its own process: resume starts a local Ray, which a Ray left by an earlier test in this one would replace
+    # in its own process (Ray is up before Tune reads the file), on the xdist worker's Ray (a local one costs seconds)
     done = subprocess.run(
-        [sys.executable, "-m", "sweeper.cli", "resume", "tiny", "--storage", "./storage"],
+        [
+            sys.executable,
+            "-m",
+            "sweeper.cli",
+            "resume",
+            "tiny",
+            "--storage",
+            "./storage",
+            "--address",
+            worker_ray.address,
+        ],
         cwd=work,
         capture_output=True,
         text=True,
+        env=worker_ray.env,
     )
     assert done.returncode == 2, done.stderr[-2000:]
     # Ray, started before Tune reads the file, may print its own banner first
