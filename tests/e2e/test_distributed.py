@@ -93,9 +93,9 @@ def check_everything_landed(s3: MotoS3, client: MlflowClient, name: str, epochs:
 
 
 def test_a_lost_worker_node_costs_nothing(tmp_path, s3, cluster, tracking):
-    """A shortened quickstart (the real Tatoeba corpus; 3 trials, 3 epochs) with trials on both workers; SIGKILL one
-    worker node (raylet and workers) in the middle of the sweep: its trial restarts on the other node from its last
-    checkpoint in the bucket, and MLflow gets each epoch once."""
+    """A shortened quickstart (the real Tatoeba corpus; 3 trials, 3 epochs, 100 dev and test sentences) with trials
+    on both workers; SIGKILL one worker node (raylet and workers) in the middle of the sweep: its trial restarts on
+    the other node from its last checkpoint in the bucket, and MLflow gets each epoch once."""
     client = MlflowClient(tracking.uri)
     shortened = [
         "--set",
@@ -107,7 +107,7 @@ def test_a_lost_worker_node_costs_nothing(tmp_path, s3, cluster, tracking):
         "--set",
         "data.train_subset=2000",
         "--set",
-        "data.eval_subset=200",
+        "data.eval_subset=100",
     ]
     driver = sweeper(
         "run",

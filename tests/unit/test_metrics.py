@@ -50,16 +50,8 @@ def test_reverse_bleu_reaches_the_run_the_parent_and_results(tmp_path, mlflow_se
         },
         tracking=LEAN_TRACKING,
     )
-    done = sweeper(
-        "run",
-        str(space),
-        "--storage",
-        str(tmp_path / "sweeps"),
-        "--tracking-uri",
-        mlflow_server.uri,
-        cwd=tmp_path,
-        ray=worker_ray,
-    )
+    where = ["--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri]
+    done = sweeper("run", str(space), *where, cwd=tmp_path, ray=worker_ray)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [row] = pq.read_table(tmp_path / "sweeps" / "e2e-symmetry" / "results.parquet").to_pylist()
     assert row["status"] == "TERMINATED" and 0 <= row["reverse_bleu_test_test"] <= 100
