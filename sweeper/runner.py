@@ -618,7 +618,8 @@ def print_best(rows: list[dict[str, Any]], metric: str, mode: str, limit: int = 
 
 
 def best_row(rows: list[dict[str, Any]], metric: str, mode: str) -> dict[str, Any] | None:
-    """The finished trial with the best objective: the one registered as the sweep's model."""
+    """The finished trial with the best objective: the parent run's best trial, and the sweep's registered model
+    unless tracking.models is none."""
     done = [r for r in rows if r["status"] == "TERMINATED" and r.get(metric) is not None and r.get("mlflow_run_id")]
     return (max if mode == "max" else min)(done, key=lambda r: r[metric]) if done else None
 

@@ -385,11 +385,15 @@ class RayCluster:
         def listed() -> bool:
             for node in [self.head, *self.workers]:
                 if node.process.poll() is not None:
-                    waiter.kill()
                     raise AssertionError(f"a Ray node exited with {node.process.returncode}; see {folder}/ray-*.log")
             return waiter.poll() is not None
 
-        wait_until(listed, f"{nodes} alive Ray nodes", every=0.2)
+        try:
+            wait_until(listed, f"{nodes} alive Ray nodes", every=0.2)
+        finally:  # a node that exited, or pytest-timeout: the waiter must not ask on for the rest of the session
+            if waiter.poll() is None:
+                waiter.kill()
+            waiter.wait()
         assert waiter.returncode == 0, f"tests.ray_nodes exited with {waiter.returncode} (its output is above)"
 
     def stop(self) -> None:

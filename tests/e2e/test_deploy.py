@@ -268,7 +268,7 @@ def as_mlflow_user(username: str, password: str):
 
 
 @pytest.mark.slow
-def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_only(tmp_path, worker_ray):
+def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_only(tmp_path, request):
     """deploy/mlflow/run-mlflow-server.sh for real: basic auth, a secret key, PostgreSQL from Debian's packages, its
     user and database made by --setup-db with a password that has quotes in it. While the server runs, no process's
     command line holds the database or the admin password. A user's sweep logs with the right credentials, is refused
@@ -278,6 +278,7 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
 
     if not any(Path("/usr/lib/postgresql").glob("*/bin/initdb")) and not os.environ.get("CI"):
         pytest.skip("PostgreSQL is not installed (apt-get install postgresql); .ci/run installs it")
+    worker_ray = request.getfixturevalue("worker_ray")  # after the skip: a Ray head is seconds of CPU
     postgres = Postgres(tmp_path, user="owner", database="owner")  # the script makes the mlflow user and database
     pg_password, admin_password = "pg 'quoted' \"pass\" $HOME \\ @:/", "admin-s3cret'word"
     ini = (DEPLOY / "mlflow" / "basic_auth.ini.example").read_text()

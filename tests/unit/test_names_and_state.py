@@ -192,3 +192,16 @@ def test_a_damaged_tuner_pkl_is_one_line_naming_it(tuner, work, worker_ray):
     # Ray, started before Tune reads the file, may print its own banner first
     [line] = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("sweeper")]
     assert line.startswith(f"sweeper: error: {sweep / 'tuner.pkl'}: ") and "storage is damaged" in line, line
+
+
+def test_a_finished_sweep_without_models_names_no_model_and_asks_no_server(tmp_path):
+    """`tracking.models: none`: the API's result has no model URI (none was logged) and looks for none; the tracking
+    server here answers nobody, so asking it would fail."""
+    from sweeper.api import sweep_result
+    from sweeper.storage import open_storage
+
+    sweep = tmp_path / "storage" / "tiny"
+    sweep.mkdir(parents=True)
+    (sweep / "sweeper.json").write_text(json.dumps({**valid_state("http://127.0.0.1:9"), "models": "none"}))
+    result = sweep_result(open_storage(str(tmp_path / "storage"), "test").below("tiny"), "tiny", 0)
+    assert (result.exit_code, result.best_model_uri) == (0, None)
