@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from sweeper import api  # noqa: E402
 from sweeper.storage import open_storage  # noqa: E402
 from sweeper.sweeps import STATUS_FILE  # noqa: E402
-from tests.lab import USERS, Lab, lab_space, ray_client_env  # noqa: E402
+from tests.lab import USERS, Lab, lab_space  # noqa: E402
 from tests.servers import environment  # noqa: E402
 
 RESEARCHERS = [user for user in USERS if user != "lab"]
@@ -36,7 +36,7 @@ RESEARCHERS = [user for user in USERS if user != "lab"]
 def run(folder: Path, users: int, sweeps: int, epochs: int, seeds: int, timeout_s: float) -> dict:
     lab = Lab(folder / "lab")
     try:
-        with environment(ray_client_env(lab)):
+        with environment(lab.cluster.client_env):
             names = {f"{user}-{i}": user for user in RESEARCHERS[:users] for i in range(sweeps)}
             start = time.monotonic()
             jobs = [lab.submit(user, lab_space(folder, name, epochs, seeds), folder) for name, user in names.items()]

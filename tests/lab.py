@@ -100,8 +100,3 @@ class Lab:
                 part.stop()
             except Exception as err:  # noqa: BLE001 - take the rest down anyway
                 print(f"could not stop {type(part).__name__}: {err}", file=sys.stderr)
-
-
-def ray_client_env(lab: Lab) -> dict[str, str]:
-    """What this process needs to ask the cluster's Jobs API (its token)."""
-    return {k: lab.cluster.env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}

@@ -373,6 +373,12 @@ class RayCluster:
         if self.dashboard:
             wait_for_jobs_api(self.dashboard, token, folder, self.head.process)
 
+    @property
+    def client_env(self) -> dict[str, str]:
+        """What a process needs besides its own environment to talk to this cluster (a driver, the Jobs API): its
+        token."""
+        return {k: self.env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+
     def wait_for_nodes(self, nodes: int, folder: Path) -> None:
         """Until the head's GCS lists `nodes` alive nodes (tests/ray_nodes.py asks it); an error at once if a node
         exits."""

@@ -57,7 +57,7 @@ def sweeper(*args, cwd: Path, background=False, env: dict[str, str] | None = Non
     starting a local Ray."""
     assert ray is None or args[0] in ("run", "resume"), "only run and resume join a cluster by its GCS address"
     command = [sys.executable, "-m", "sweeper.cli", *args, *(["--address", ray.address] if ray else [])]
-    token = {k: ray.env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")} if ray else {}
+    token = ray.client_env if ray else {}
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **token, **(env or {})}
     if background:
         return subprocess.Popen(

@@ -19,7 +19,7 @@ from sweeper import api
 from sweeper.storage import open_storage
 from sweeper.sweeps import list_sweeps
 from tests.e2e.sweeps import child_runs, epoch_steps
-from tests.lab import Lab, lab_space, ray_client_env
+from tests.lab import Lab, lab_space
 from tests.servers import environment
 
 pytestmark = pytest.mark.slow
@@ -82,7 +82,7 @@ def the_rest_ended(sweeps: dict) -> bool:
 
 @pytest.mark.timeout(2400)  # about 4 minutes on 2 idle cores; a shared, loaded machine takes many times that
 def test_a_lab_afternoon(lab, tmp_path):
-    with environment(ray_client_env(lab)):  # this process asks the cluster's Jobs API as the researchers do
+    with environment(lab.cluster.client_env):  # this process asks the cluster's Jobs API as the researchers do
         submitted = {
             name: lab.submit(user, lab_space(tmp_path, name, epochs, seeds, at_once, TRACKING), tmp_path)
             for name, (user, epochs, seeds, at_once) in SWEEPS.items()
