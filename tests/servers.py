@@ -499,6 +499,7 @@ class DeployedMlflow(MlflowServer):
             "MLFLOW_AUTH_CONFIG_PATH": str(folder / "basic_auth.ini"),
             "MLFLOW_FLASK_SERVER_SECRET_KEY": "k" * 32,
             "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+            "WORKERS": "1",  # not MLflow's default 4: three more processes loading MLflow beside a loaded cluster
             "PSQL": " ".join(self.postgres.psql),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
             **(env or {}),

@@ -14,7 +14,9 @@
 # ARTIFACTS is a folder or object storage: s3://bucket/prefix (with MinIO, also MLFLOW_S3_ENDPOINT_URL and
 # AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY of a user limited to that bucket). BACKEND_STORE_URI (without a
 # password), PORT, HOST (a container's own interfaces only where its port is published on 127.0.0.1), PSQL (the
-# command that runs the setup's SQL as PostgreSQL's superuser) and MLFLOW_AUTH_CONFIG_PATH may be set too.
+# command that runs the setup's SQL as PostgreSQL's superuser), MLFLOW_AUTH_CONFIG_PATH and WORKERS (the server's
+# processes, MLflow's default 4; each loads MLflow, about 5 s of CPU: a small lab's 2-core machine wants 1 or 2)
+# may be set too.
 set -euo pipefail
 here=$(dirname "$0")
 
@@ -78,5 +80,7 @@ export MLFLOW_AUTH_CONFIG_PATH=${MLFLOW_AUTH_CONFIG_PATH:-$here/basic_auth.ini}
 check_admin_password "$MLFLOW_AUTH_CONFIG_PATH"
 ARTIFACTS=${ARTIFACTS:-/var/lib/mlflow/artifacts}
 [[ "$ARTIFACTS" == *://* ]] || mkdir -p "$ARTIFACTS"
-exec mlflow server --app-name basic-auth --host "${HOST:-127.0.0.1}" --port "${PORT:-5000}" \
+WORKERS=${WORKERS:-4}
+[[ "$WORKERS" =~ ^[1-9][0-9]{0,2}$ ]] || die "WORKERS: $(printf %q "${WORKERS:0:40}"); allowed: a whole number from 1 to 999"
+exec mlflow server --app-name basic-auth --host "${HOST:-127.0.0.1}" --port "${PORT:-5000}" --workers "$WORKERS" \
   --artifacts-destination "$ARTIFACTS" --serve-artifacts

@@ -202,8 +202,10 @@ def test_minio_setup_hands_mc_its_secrets_on_stdin_never_as_arguments(tmp_path):
     assert stdin == "admin\n{MINIO_ROOT_PASSWORD}\n{MINIO_MLFLOW_PASSWORD}\n".format(**secrets)
 
 
-@pytest.mark.parametrize("case", ["example ini", "example in the environment", "ini others read", "uri password"])
-def test_the_server_script_refuses_unsafe_secrets_in_one_line_before_starting(tmp_path, case):
+@pytest.mark.parametrize(
+    "case", ["example ini", "example in the environment", "ini others read", "uri password", "workers"]
+)
+def test_the_server_script_refuses_unsafe_secrets_and_bad_settings_in_one_line_before_starting(tmp_path, case):
     ini = (DEPLOY / "mlflow" / "basic_auth.ini.example").read_text()
     if case != "example ini":
         ini = ini.replace(EXAMPLE_ADMIN_PASSWORD, "own-admin-password")
@@ -220,6 +222,8 @@ def test_the_server_script_refuses_unsafe_secrets_in_one_line_before_starting(tm
         env["MLFLOW_AUTH_ADMIN_PASSWORD"] = EXAMPLE_ADMIN_PASSWORD  # MLflow prefers it to the file
     if case == "uri password":
         env["BACKEND_STORE_URI"] = "postgresql://mlflow:pg-password@127.0.0.1:5432/mlflow"
+    if case == "workers":
+        env["WORKERS"] = "0\x1b[2J"  # a terminal escape: shown escaped, never acted on
     refused = run_server_script(env=env)
     assert refused.returncode == 2 and not refused.stdout
     [line] = refused.stderr.splitlines()  # before `mlflow server` starts: it would print more
@@ -228,6 +232,7 @@ def test_the_server_script_refuses_unsafe_secrets_in_one_line_before_starting(tm
         "example in the environment": "mlflow.admin_password: the example password",
         "ini others read": "mode 644",
         "uri password": "BACKEND_STORE_URI: holds a password",
+        "workers": "WORKERS: $'0\\E[2J'; allowed: a whole number from 1 to 999",
     }[case]
     assert line.startswith("run-mlflow-server.sh: ") and expected in line, line
     assert "pg-password" not in line and "own-admin-password" not in line
@@ -297,6 +302,7 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
         "MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / "basic_auth.ini"),
         "MLFLOW_FLASK_SERVER_SECRET_KEY": "k" * 32,
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        "WORKERS": "1",  # MLflow's default 4 processes: 15 s more CPU on a 2-core CI machine, nothing more tested
         "PSQL": " ".join(postgres.psql),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
