@@ -15,8 +15,8 @@
 # AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY of a user limited to that bucket). BACKEND_STORE_URI (without a
 # password), PORT, HOST (a container's own interfaces only where its port is published on 127.0.0.1), PSQL (the
 # command that runs the setup's SQL as PostgreSQL's superuser), MLFLOW_AUTH_CONFIG_PATH and WORKERS (the server's
-# processes, MLflow's default 4; each loads MLflow, about 5 s of CPU: a small lab's 2-core machine wants 1 or 2)
-# may be set too.
+# processes, else MLFLOW_WORKERS, else MLflow's default 4; each loads MLflow, about 5 s of CPU: a small lab's 2-core
+# machine wants 1 or 2) may be set too.
 set -euo pipefail
 here=$(dirname "$0")
 
@@ -24,6 +24,14 @@ die() {  # one line on stderr, exit 2: the project's answer to bad input
   echo "run-mlflow-server.sh: $*" >&2
   exit 2
 }
+
+# first, before anything is set up or written: MLflow's own MLFLOW_WORKERS too (an explicit --workers overrides it)
+WORKERS=${WORKERS:-${MLFLOW_WORKERS:-4}}
+if [[ ! "$WORKERS" =~ ^[1-9][0-9]{0,2}$ ]]; then  # shown escaped (LC_ALL=C: every non-ASCII byte too) and cut
+  shown=$(LC_ALL=C printf %q "${WORKERS:0:40}")
+  ((${#WORKERS} <= 40)) || shown+="..."
+  die "WORKERS: $shown; allowed: a whole number from 1 to 999"
+fi
 
 ini_value() {  # ini_value FILE KEY: the last value of KEY in FILE ('' when absent), as configparser reads a plain line
   sed -n "s/^[[:space:]]*$2[[:space:]]*[=:][[:space:]]*//p" "$1" | tail -n 1 | sed 's/[[:space:]]*$//'
@@ -80,7 +88,5 @@ export MLFLOW_AUTH_CONFIG_PATH=${MLFLOW_AUTH_CONFIG_PATH:-$here/basic_auth.ini}
 check_admin_password "$MLFLOW_AUTH_CONFIG_PATH"
 ARTIFACTS=${ARTIFACTS:-/var/lib/mlflow/artifacts}
 [[ "$ARTIFACTS" == *://* ]] || mkdir -p "$ARTIFACTS"
-WORKERS=${WORKERS:-4}
-[[ "$WORKERS" =~ ^[1-9][0-9]{0,2}$ ]] || die "WORKERS: $(printf %q "${WORKERS:0:40}"); allowed: a whole number from 1 to 999"
 exec mlflow server --app-name basic-auth --host "${HOST:-127.0.0.1}" --port "${PORT:-5000}" --workers "$WORKERS" \
   --artifacts-destination "$ARTIFACTS" --serve-artifacts

@@ -223,7 +223,7 @@ def test_the_server_script_refuses_unsafe_secrets_and_bad_settings_in_one_line_b
     if case == "uri password":
         env["BACKEND_STORE_URI"] = "postgresql://mlflow:pg-password@127.0.0.1:5432/mlflow"
     if case == "workers":
-        env["WORKERS"] = "0\x1b[2J"  # a terminal escape: shown escaped, never acted on
+        env["WORKERS"] = "0\x1b[2J\u202e" + "9" * 60  # a terminal escape and a right-to-left override: shown escaped
     refused = run_server_script(env=env)
     assert refused.returncode == 2 and not refused.stdout
     [line] = refused.stderr.splitlines()  # before `mlflow server` starts: it would print more
@@ -232,10 +232,12 @@ def test_the_server_script_refuses_unsafe_secrets_and_bad_settings_in_one_line_b
         "example in the environment": "mlflow.admin_password: the example password",
         "ini others read": "mode 644",
         "uri password": "BACKEND_STORE_URI: holds a password",
-        "workers": "WORKERS: $'0\\E[2J'; allowed: a whole number from 1 to 999",
+        "workers": "WORKERS: $'0\\E[2J\\342\\200\\25699",  # cut at 40 characters (bytes in the C locale)
     }[case]
     assert line.startswith("run-mlflow-server.sh: ") and expected in line, line
     assert "pg-password" not in line and "own-admin-password" not in line
+    assert case != "workers" or line.endswith("9'...; allowed: a whole number from 1 to 999"), line
+    assert line.isprintable() and line.isascii(), line
 
 
 def test_dockerfile_installs_the_project_and_its_entry_points_work():
@@ -302,7 +304,7 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
         "MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / "basic_auth.ini"),
         "MLFLOW_FLASK_SERVER_SECRET_KEY": "k" * 32,
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-        "WORKERS": "1",  # MLflow's default 4 processes: 15 s more CPU on a 2-core CI machine, nothing more tested
+        "WORKERS": "2",  # more than one, as deployed; not MLflow's default 4: 10 s more CPU on a 2-core CI machine
         "PSQL": " ".join(postgres.psql),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
