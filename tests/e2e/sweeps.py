@@ -53,8 +53,8 @@ def write_space(folder: Path, **changes) -> Path:
 def sweeper(*args, cwd: Path, background=False, env: dict[str, str] | None = None, ray: RayCluster | None = None):
     """`python -m sweeper.cli ARGS` in `cwd`: finished (no timeout: pytest-timeout bounds it), or started in the
     background in its own process group (so that a test can send it Ctrl+C), stdout and stderr in one pipe. With
-    `ray` (the `worker_ray` fixture), a `run` or `resume` joins that cluster (its GCS address, its token) instead of
-    starting a local Ray."""
+    `ray` (a RayCluster: the `worker_ray` fixture, a test's own), a `run` or `resume` joins that cluster (its GCS
+    address, its token) instead of starting a local Ray."""
     assert ray is None or args[0] in ("run", "resume"), "only run and resume join a cluster by its GCS address"
     command = [sys.executable, "-m", "sweeper.cli", *args, *(["--address", ray.address] if ray else [])]
     token = ray.client_env if ray else {}

@@ -119,11 +119,9 @@ def test_a_lost_worker_node_costs_nothing(tmp_path, s3, cluster, tracking):
         s3.uri("sweeps"),
         "--tracking-uri",
         tracking.uri,
-        "--address",
-        cluster.address,
         cwd=tmp_path,
         background=True,
-        env=cluster.env,
+        ray=cluster,
     )
 
     def both_training():
@@ -157,11 +155,9 @@ def test_a_killed_driver_is_resumed_from_another_folder(tmp_path, s3, cluster, t
         s3.uri("sweeps"),
         "--tracking-uri",
         tracking.uri,
-        "--address",
-        cluster.address,
         cwd=first,
         background=True,
-        env=cluster.env,
+        ray=cluster,
     )
     wait_until(
         lambda: any(epoch_steps(client, r.info.run_id) for r in trial_runs(client, "driverloss")),
@@ -171,9 +167,7 @@ def test_a_killed_driver_is_resumed_from_another_folder(tmp_path, s3, cluster, t
     )
     os.killpg(driver.pid, signal.SIGKILL)
     driver.wait()
-    done = sweeper(
-        "resume", "driverloss", "--storage", s3.uri("sweeps"), "--address", cluster.address, cwd=second, env=cluster.env
-    )
+    done = sweeper("resume", "driverloss", "--storage", s3.uri("sweeps"), cwd=second, ray=cluster)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     check_everything_landed(s3, client, "driverloss", epochs=3)
     summary = open_storage(s3.uri("sweeps"), "test").below("driverloss", "summary")
