@@ -13,6 +13,9 @@ the cheap tests go first.
   except those in PER_WORKER, which each worker starts for itself because they are cheap and widely used.
 - `@pytest.mark.xdist_group("name")` puts tests on one worker by hand; it is never needed for isolation: every test
   names its own stores, ports (tests.servers.free_port) and Ray temp folders, and touches only its own processes.
+- The tests that compile with Inductor share one group (`COMPILES`): one after another on one worker, each reuses
+  the kernels the earlier ones left in Inductor's on-disk cache; two workers compiling at once both compile them
+  cold, 126 s more CPU on a fresh machine (the 14 of them: 365 s of CPU in one process, 491 s on two workers).
 - Waits end on an event, never at a deadline of their own (tests.servers.wait_until); pytest-timeout bounds them.
 """
 
@@ -41,6 +44,9 @@ for _name in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS"):
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # a test's Ray head may bring up its job agent slowly on a loaded machine: submit waits 10 min for it (one line after)
 os.environ.setdefault("NMT_SWEEPER_AGENT_WAIT", "600")
+
+
+COMPILES = pytest.mark.xdist_group("inductor")  # see the module's docstring
 
 
 def tiny_config(**sections) -> TrialConfig:

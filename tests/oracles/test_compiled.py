@@ -23,7 +23,7 @@ from nmt_core.data import Example, collate
 from nmt_core.decode import beam_search, greedy
 from nmt_core.graphs import DecoderLoss, decoder_loss_inputs
 from nmt_core.train import batch_loss, build_model, dev_pass, symmetric_loss, trial_loss
-from tests.conftest import tiny_config
+from tests.conftest import COMPILES, tiny_config
 from tests.oracles.test_fast_path import VARIANTS as FAMILY
 from tests.oracles.test_fast_path import _batch as family_batch
 
@@ -117,17 +117,20 @@ def _check_same_model(name: str, mode: str = "default") -> None:
             assert torch.allclose(c.weights, e.weights, atol=1e-9)
 
 
+@COMPILES
 @pytest.mark.parametrize("name", FAST)
 def test_the_compiled_step_computes_the_eager_models_loss_gradients_and_translations(name):
     _check_same_model(name)
 
 
+@COMPILES
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SLOW)
 def test_every_benchmarked_variant_compiles_to_the_same_model(name):
     _check_same_model(name)
 
 
+@COMPILES
 @pytest.mark.slow
 def test_reduce_overhead_computes_the_same_model():
     """`reduce-overhead`'s static-shape step (the masked loss over every position; its no-grad outputs copied out of
@@ -135,6 +138,7 @@ def test_reduce_overhead_computes_the_same_model():
     _check_same_model("sact", "reduce-overhead")
 
 
+@COMPILES
 def test_a_trial_compiles_a_handful_of_graphs_not_one_per_batch():
     """Training's graphs (the first step, whose state needs no gradient, and the others; the loss) are all compiled
     by the first batch: batches of other shapes reuse them. Decoding adds one graph each for greedy and beam."""
@@ -153,6 +157,7 @@ def test_a_trial_compiles_a_handful_of_graphs_not_one_per_batch():
     assert compile_seconds() - before > 0
 
 
+@COMPILES
 def test_sizes_equal_by_chance_in_the_first_batch_do_not_tie_later_graphs():
     """The first batch has as many rows as emb_size (16) and sources one token longer than the targets, so as long
     as the decoder's input: later batches without those coincidences must reuse its graphs. Dynamo's duck shaping
@@ -170,6 +175,7 @@ def test_sizes_equal_by_chance_in_the_first_batch_do_not_tie_later_graphs():
     assert counters["stats"]["unique_graphs"] == after_first
 
 
+@COMPILES
 @pytest.mark.slow
 def test_a_compiled_trial_trains_like_the_eager_one_and_reports_its_compile_time_once():
     """The trial's loop (train, dev loss, greedy dev BLEU, beam test BLEU) through the compiled step: the same epoch

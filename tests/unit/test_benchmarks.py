@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import COMPILES
+
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
 import throughput  # noqa: E402
@@ -162,6 +164,7 @@ def test_sweep_overhead_runs_the_bare_trials_settings_through_the_sweeper(capsys
         assert refused.value.code == 2 and "no tracking.models yet" in capsys.readouterr().err
 
 
+@COMPILES
 @pytest.mark.slow
 def test_compiled_rows_and_breakdown_smoke(capsys):
     """--compile: each variant eager and compiled in the same rounds, the compiled row with its compile seconds; the
