@@ -4,6 +4,7 @@ tests that only read it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -70,6 +71,18 @@ def sweeper(*args, cwd: Path, background=False, env: dict[str, str] | None = Non
             start_new_session=True,
         )
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def artifacts(client: MlflowClient, run_id: str, folder: str) -> list[str]:
+    """The names of a run's artifacts in `folder`."""
+    return sorted(Path(a.path).name for a in client.list_artifacts(run_id, folder))
+
+
+def heatmap_data(client: MlflowClient, run_id: str, tmp_path: Path) -> dict:
+    """The data a trial's run logs for its heatmaps (traces/heatmaps.json), whatever tracking.plots says."""
+    return json.loads(
+        Path(client.download_artifacts(run_id, "traces/heatmaps.json", str(tmp_path / run_id))).read_text()
+    )
 
 
 def child_runs(client: MlflowClient, name: str):

@@ -1,15 +1,15 @@
-"""`tracking.plots`: what each trial's run holds under best | all | none, and the summary's heatmaps of each
-variant's best trial, against a real MLflow server over HTTP, on the xdist worker's Ray cluster."""
+"""`tracking.plots`: what each trial's run holds under best | all, and the summary's heatmaps of each variant's best
+trial, against a real MLflow server over HTTP, on the xdist worker's Ray cluster (`none`: tests/unit/test_metrics.py's
+LEAN_TRACKING sweep)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.e2e.sweeps import child_runs, sweeper, write_space
+from tests.e2e.sweeps import artifacts, child_runs, heatmap_data, sweeper, write_space
 from tests.servers import RayCluster
 
 pytestmark = pytest.mark.slow
@@ -42,16 +42,6 @@ def run_sweep(
     return children, (tmp_path / "sweeps" / name / "summary" / "summary.md").read_text()
 
 
-def artifacts(client: MlflowClient, run_id: str, folder: str) -> list[str]:
-    return sorted(Path(a.path).name for a in client.list_artifacts(run_id, folder))
-
-
-def heatmap_data(client: MlflowClient, run_id: str, tmp_path: Path) -> dict:
-    return json.loads(
-        Path(client.download_artifacts(run_id, "traces/heatmaps.json", str(tmp_path / run_id))).read_text()
-    )
-
-
 def test_best_policy_draws_only_each_variants_best_trial_once_in_the_summary(tmp_path, mlflow_server, worker_ray):
     children, summary = run_sweep(
         tmp_path,
@@ -82,16 +72,17 @@ def test_best_policy_draws_only_each_variants_best_trial_once_in_the_summary(tmp
     assert "## Attention heatmaps (best trial of each variant by bleu_dev)" in summary
 
 
-@pytest.mark.parametrize("policy", ["all", "none"])
-def test_all_has_every_trial_draw_and_none_draws_nothing(tmp_path, mlflow_server, worker_ray, policy):
+def test_all_has_every_trial_draw(tmp_path, mlflow_server, worker_ray):
+    """`none` (trials log the heatmaps' data, nobody draws) is held by the LEAN_TRACKING sweep of
+    tests/unit/test_metrics.py, which runs with it anyway."""
     children, summary = run_sweep(
-        tmp_path, mlflow_server.uri, f"plots-{policy}", policy, {"train.seed": {"grid": [1, 2]}}, worker_ray
+        tmp_path, mlflow_server.uri, "plots-all", "all", {"train.seed": {"grid": [1, 2]}}, worker_ray
     )
     client = MlflowClient(mlflow_server.uri)
     assert len(children) == 2
     for child in children:
         sentences = heatmap_data(client, child.info.run_id, tmp_path)["sentences"]
-        assert sentences  # the data, whatever the policy
-        drawn = sorted(f"attention_dev{s['index']}.png" for s in sentences) if policy == "all" else []
+        assert sentences
+        drawn = sorted(f"attention_dev{s['index']}.png" for s in sentences)
         assert artifacts(client, child.info.run_id, "plots") == drawn
-    assert "## Attention heatmaps" not in summary  # the trials drew them (all), or nobody does (none)
+    assert "## Attention heatmaps" not in summary  # the trials drew them

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 from nmt_core.train import train
 from sweeper.metrics import AT_END, PER_EPOCH, final_result, is_logged, metric_of, to_parent
 from tests.conftest import tiny_config
-from tests.e2e.sweeps import LEAN_TRACKING, child_runs, sweeper, write_space
+from tests.e2e.sweeps import LEAN_TRACKING, artifacts, child_runs, heatmap_data, sweeper, write_space
 
 
 def test_every_metric_training_reports_is_routed():
@@ -64,3 +64,6 @@ def test_reverse_bleu_reaches_the_run_the_parent_and_results(tmp_path, mlflow_se
     assert parent.data.metrics["reverse_bleu_test_test"] == pytest.approx(row["reverse_bleu_test_test"])
     summary = (tmp_path / "sweeps" / "e2e-symmetry" / "summary" / "summary.md").read_text()  # read over HTTP
     assert "| general+none+sym0.5 | 1 |" in summary
+    # tracking.plots none (LEAN_TRACKING): the trial logs its heatmaps' data, and nobody draws them
+    assert heatmap_data(client, child.info.run_id, tmp_path)["sentences"]
+    assert artifacts(client, child.info.run_id, "plots") == [] and "## Attention heatmaps" not in summary
