@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import torch
@@ -352,11 +349,12 @@ def test_mean_and_sample_std():
     assert mean_std([20.0, 22.0, 24.0]) == pytest.approx((22.0, 2.0))
 
 
-def test_an_unknown_sweep_in_an_empty_folder_creates_no_store(tmp_path, monkeypatch):
+def test_an_unknown_sweep_in_an_empty_folder_creates_no_store(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "sweeper.cli", "summarize", "nope"], capture_output=True, text=True)
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == (
+    assert sweeper_main(["summarize", "nope"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
         f"sweeper: error: sweeper summarize: NAME: no sweep named 'nope': no "
         f"{tmp_path / 'sweeps' / 'nope' / 'sweeper.json'} and no tracking store "
         f"{tmp_path / 'mlflow.db'} (pass the --storage or --tracking-uri the sweep ran with)\n"
