@@ -25,7 +25,7 @@ from nmt_core.train import (
     symmetric_loss,
     trial_loss,
 )
-from tests.conftest import tiny_config
+from tests.conftest import COMPILES, tiny_config
 from tests.oracles.test_compiled import BATCHES, _family_models, _named_grads
 from tests.oracles.test_compiled import _batch as compiled_batch
 from tests.oracles.test_fast_path import VARIANTS, _batch, _models
@@ -312,6 +312,7 @@ def test_a_graphed_trial_trains_like_the_eager_one_on_cuda(tf32_off):
         assert abs(eager["dev_loss"] - graphed["dev_loss"]) < 1e-4
 
 
+@COMPILES
 @CUDA
 def test_reduce_overhead_replays_the_no_grad_loops_without_reading_overwritten_outputs(tf32_off):
     """torch.compile's CUDA graph trees (`reduce-overhead`): the dev loss and both searches read each step's outputs
