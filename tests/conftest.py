@@ -15,7 +15,7 @@ the cheap tests go first.
   names its own stores, ports (tests.servers.free_port) and Ray temp folders, and touches only its own processes.
 - The tests that compile with Inductor share one group (`COMPILES`): one after another on one worker, each reuses
   the kernels the earlier ones left in Inductor's on-disk cache; two workers compiling at once both compile them
-  cold, 126 s more CPU on a fresh machine (the 14 of them: 365 s of CPU in one process, 491 s on two workers).
+  cold: these 12 tests alone on a fresh machine, 365 s of CPU in one process, 491 s on two workers.
 - Waits end on an event, never at a deadline of their own (tests.servers.wait_until); pytest-timeout bounds them.
 """
 
