@@ -296,6 +296,7 @@ def pbt_scheduler(spec: SweepSpec) -> PopulationBasedTraining:
         time_attr="epoch",
         perturbation_interval=spec.scheduler.perturbation_interval,
         quantile_fraction=spec.scheduler.quantile_fraction,
+        synch=spec.scheduler.synch,
         custom_explore_fn=clamp,
         hyperparam_mutations={"trial": {"params": {k: _domain(v) for k, v in mutations.items()}}},
     )

@@ -155,6 +155,7 @@ class SchedulerSpec:
     reduction_factor: int = 2  # asha, hyperband
     perturbation_interval: int = 2  # pbt: epochs between exploit/explore decisions
     quantile_fraction: float = 0.25  # pbt: the bottom share copies the top share
+    synch: bool = False  # pbt: the population waits at each perturbation, then exploits at once (Tune's synch)
     mutations: dict[str, Any] = field(default_factory=dict)  # pbt: key -> [values] or {uniform|loguniform: [lo, hi]}
 
 

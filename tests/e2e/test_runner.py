@@ -42,12 +42,13 @@ def test_pbt_mutates_the_planned_params_and_gives_each_trial_an_initial_value():
         **{
             "scheduler": {
                 "type": "pbt",
+                "synch": True,
                 "mutations": {"train.lr": {"loguniform": [1e-4, 1e-2]}, "train.label_smoothing": [0.0, 0.1, 0.2]},
             }
         }
     )
     config, space = build_tune_config(spec, spec.base)
-    assert isinstance(config.scheduler, PopulationBasedTraining)
+    assert isinstance(config.scheduler, PopulationBasedTraining) and config.scheduler._synch  # the spec's synch
     trials = space["trial"]["grid_search"]
     assert all(
         1e-4 <= t["params"]["train.lr"] <= 1e-2 and t["params"]["train.label_smoothing"] in (0.0, 0.1, 0.2)

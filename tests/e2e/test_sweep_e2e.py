@@ -400,14 +400,19 @@ def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path, work
 def test_pbt_records_exploits_without_breaking_mlflow_and_the_console_shows_progress(
     tmp_path, mlflow_server, worker_ray
 ):
-    epochs = 6  # PBT exploits only when a bottom trial's report finds a top one's checkpoint saved: six chances each
+    epochs = 4  # synch: every trial waits at epoch 2, then the bottom one copies the top one (no race to lose)
     space = write_space(
         tmp_path,
         name="e2e-pbt",
         resources={"cpu": 0.5},
         base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": epochs}},
         parameters={"train.lr": {"grid": [1e-5, 2e-5, 5e-3, 8e-3]}},  # two trials cannot learn
-        scheduler={"type": "pbt", "perturbation_interval": 1, "mutations": {"train.lr": {"loguniform": [1e-5, 1e-2]}}},
+        scheduler={
+            "type": "pbt",
+            "perturbation_interval": 2,
+            "synch": True,
+            "mutations": {"train.lr": {"loguniform": [1e-5, 1e-2]}},
+        },
         search={"max_concurrent": 4},
         tracking=LEAN_TRACKING,
     )
@@ -425,7 +430,7 @@ def test_pbt_records_exploits_without_breaking_mlflow_and_the_console_shows_prog
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "4/4 trials finished" in done.stdout
     assert re.search(r"sweep e2e-pbt: \d+ done, 0 failed, \d+ running, \d+ pending; elapsed", done.stdout)
-    assert re.search(r"    general\+none-\w+: (epoch \d/6, \d+% of it|starting)", done.stdout)
+    assert re.search(r"    general\+none-\w+: (epoch \d/4, \d+% of it|starting)", done.stdout)
 
     client = MlflowClient(mlflow_server.uri)
     _, children = child_runs(client, "e2e-pbt")
