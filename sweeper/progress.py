@@ -145,6 +145,8 @@ class SweepProgress(Callback):
         self._ended(trial, f"{how} in {eta(self._took(trial))}: {score}")
 
     def on_trial_recover(self, iteration, trials, trial, **info):
+        if trial.max_failures == 0:  # a divergence (NoRetryAfterDivergence): its FAILED line follows at once
+            return
         self._say(trial, f"failed, retried from its last checkpoint: {self._failure(trial)}")
 
     def on_trial_error(self, iteration, trials, trial, **info):

@@ -72,7 +72,7 @@ from sweeper.tracking import (
     resolve_uri,
     runs_link,
 )
-from sweeper.trainable import SweepContext, run_trial
+from sweeper.trainable import NoRetryAfterDivergence, SweepContext, run_trial
 
 TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` loads
 SIGNIFICANCE_KEY = b"sweeper.significance"  # results.parquet's metadata: the test whose marks the summary prints
@@ -368,7 +368,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
             name=spec.name,
             storage_path=storage.root,
             storage_filesystem=storage.fs,
-            callbacks=[callback, progress, JsonLoggerCallback()],
+            callbacks=[NoRetryAfterDivergence(), callback, progress, JsonLoggerCallback()],
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=spec.max_retries),
             # PBT copies other trials' checkpoints: keep enough of them

@@ -27,7 +27,7 @@ from nmt_core.mlflow_model import save_model
 from nmt_core.train import PAPER_BLEU, TrainingDiverged, TrainResult, evaluate_split, resolve_device, train
 from sweeper.artifacts import write_trial_artifacts
 from sweeper.metrics import ARTIFACTS, EPOCH_ENDED, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX
-from sweeper.progress import TrialProgress
+from sweeper.progress import TrialProgress, failure_cause
 from sweeper.provenance import trial_provenance
 from sweeper.space import describe_trial
 from sweeper.storage import Storage
@@ -48,6 +48,23 @@ class SweepContext:
     system_metrics: bool  # sample CPU/memory/GPU and report them with every epoch (tracking.system_metrics)
     plots: str  # tracking.plots: only `all` has every trial draw its heatmaps
     models: str  # tracking.models: only `all` has every trial save its MLflow model (`best`: the driver, at the end)
+
+
+class NoRetryAfterDivergence(tune.Callback):
+    """Training is deterministic: a trial that diverged would diverge again from its checkpoint. Tune decides a
+    retry from `trial.max_failures` alone and has queued it when `on_trial_recover` runs, so this sets the trial's
+    allowance to 0 there: the queued start stops at once on the trainable's marker, and Tune then ends the trial
+    instead of retrying it `failure.max_retries` times."""
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        try:
+            cause = failure_cause(Path(trial.error_file).read_text(encoding="utf-8"))
+        except (OSError, TypeError):  # no error file: not a divergence this callback can tell
+            return
+        if (
+            cause.split(":", 1)[0].rsplit(".", 1)[-1] == TrainingDiverged.__name__
+        ):  # nmt_core.train.TrainingDiverged: ...
+            trial.max_failures = 0
 
 
 def share_gpu_memory(gpus_per_trial: float) -> None:

@@ -350,7 +350,9 @@ def test_a_diverging_trial_fails_alone_and_the_sweep_goes_on(tmp_path, worker_ra
     assert "TrainingDiverged: epoch 1: training loss is nan (not retried" in failed, failed
     error_txt = Path(re.search(r"; traceback: (\S+/error\.txt)$", failed).group(1))
     assert error_txt.parent.parent == tmp_path / "sweeps" / "e2e-diverge"
-    assert "TrainingDiverged" in error_txt.read_text()
+    errors = error_txt.read_text()
+    assert "TrainingDiverged" in errors and "retried from" not in done.stdout  # max_retries 2, yet not retried
+    assert "Failure # 2" in errors and "Failure # 3" not in errors  # its one queued start stopped on the marker
     assert "Checkpoint successfully created" not in done.stdout + done.stderr and "\x1b[" not in done.stdout
     assert "Checkpoint successfully created" in (tmp_path / "sweeps" / "e2e-diverge" / "sweep.log").read_text()
     rows = {
