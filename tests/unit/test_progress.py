@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from nmt_core.progress import ConsoleProgress, eta
 from sweeper.progress import SweepProgress, fraction
+from sweeper.trainable import NoRetryAfterDivergence
 
 
 class Terminal(io.StringIO):
@@ -88,12 +89,24 @@ def test_one_line_per_finished_retried_and_failed_trial_with_its_cause_and_trace
         "Failure # 1 (occurred at 2026)\n\x1b[36mray::run_trial()\x1b[39m (pid=7)\n  File x\nValueError: boom\n"
     )
     failed = SimpleNamespace(
-        trial_id="a_00001", last_result={}, error_file=str(error), path="bucket/sweeps/demo/a_00001_general+none_seed2"
+        trial_id="a_00001",
+        last_result={},
+        error_file=str(error),
+        path="bucket/sweeps/demo/a_00001_general+none_seed2",
+        max_failures=2,
     )
+    diverged_error = tmp_path / "diverged.txt"
+    diverged_error.write_text(
+        "Failure # 1 (occurred at 2026)\n  File x\nnmt_core.train.TrainingDiverged: epoch 3: training loss is nan\n"
+    )
+    diverged = SimpleNamespace(**{**vars(failed), "trial_id": "a_00003", "error_file": str(diverged_error)})
     progress.on_trial_start(0, [], done)
     progress.on_trial_complete(0, [], done)
     progress.on_trial_complete(0, [], stopped)
-    progress.on_trial_recover(0, [], failed)
+    for trial in (failed, diverged):  # in the driver's order: the retry policy first, then the console
+        NoRetryAfterDivergence().on_trial_recover(0, [], trial)
+        progress.on_trial_recover(0, [], trial)
+    assert (failed.max_failures, diverged.max_failures) == (2, 0)  # a divergence is not retried: it would recur
     progress.on_trial_error(0, [], failed)
     lines = [line[11:] for line in capsys.readouterr().out.splitlines()]  # without [HH:MM:SS]
     traceback = "ValueError: boom; traceback: s3://bucket/sweeps/demo/a_00001_general+none_seed2/error.txt"
