@@ -61,9 +61,8 @@ class NoRetryAfterDivergence(tune.Callback):
             cause = failure_cause(Path(trial.error_file).read_text(encoding="utf-8"))
         except (OSError, TypeError):  # no error file: not a divergence this callback can tell
             return
-        if (
-            cause.split(":", 1)[0].rsplit(".", 1)[-1] == TrainingDiverged.__name__
-        ):  # nmt_core.train.TrainingDiverged: ...
+        exception = cause.split(":", 1)[0].rsplit(".", 1)[-1]  # "nmt_core.train.TrainingDiverged: epoch 3: ..."
+        if exception == TrainingDiverged.__name__:
             trial.max_failures = 0
 
 
