@@ -157,10 +157,7 @@ class SweepProgress(Callback):
 
     def _failure(self, trial) -> str:
         """The exception's line, and where its whole traceback is (Tune's error.txt in the trial's folder)."""
-        try:
-            cause = failure_cause(Path(trial.error_file).read_text(encoding="utf-8")) or "unknown error"
-        except (OSError, TypeError):  # no error file
-            cause = "unknown error"
+        cause = trial_failure_cause(trial) or "unknown error"
         folder = posixpath.join(self.logs, posixpath.basename(trial.path)) if self.logs else trial.path
         return f"{cause}; traceback: {folder}/error.txt"
 
@@ -340,6 +337,14 @@ def fraction(where: dict[str, Any] | None) -> float | None:
     if not where or not where["epochs"]:
         return None
     return min(((where["epoch"] - 1) + where["step"] / max(where["steps"], 1)) / where["epochs"], 1.0)
+
+
+def trial_failure_cause(trial) -> str:
+    """The exception line of a Tune trial's error file (its error.txt); "" where it has none."""
+    try:
+        return failure_cause(Path(trial.error_file).read_text(encoding="utf-8"))
+    except (OSError, TypeError):  # no error file (error_file is None before a first failure)
+        return ""
 
 
 def failure_cause(text: str) -> str:

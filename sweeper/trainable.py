@@ -27,7 +27,7 @@ from nmt_core.mlflow_model import save_model
 from nmt_core.train import PAPER_BLEU, TrainingDiverged, TrainResult, evaluate_split, resolve_device, train
 from sweeper.artifacts import write_trial_artifacts
 from sweeper.metrics import ARTIFACTS, EPOCH_ENDED, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX
-from sweeper.progress import TrialProgress, failure_cause
+from sweeper.progress import TrialProgress, trial_failure_cause
 from sweeper.provenance import trial_provenance
 from sweeper.space import describe_trial
 from sweeper.storage import Storage
@@ -57,10 +57,7 @@ class NoRetryAfterDivergence(tune.Callback):
     instead of retrying it `failure.max_retries` times."""
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        try:
-            cause = failure_cause(Path(trial.error_file).read_text(encoding="utf-8"))
-        except (OSError, TypeError):  # no error file: not a divergence this callback can tell
-            return
+        cause = trial_failure_cause(trial)
         exception = cause.split(":", 1)[0].rsplit(".", 1)[-1]  # "nmt_core.train.TrainingDiverged: epoch 3: ..."
         if exception == TrainingDiverged.__name__:
             trial.max_failures = 0
