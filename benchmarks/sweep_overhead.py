@@ -10,9 +10,10 @@ one-epoch trials of nmt_core on the synthetic corpus (a tiny model), `--concurre
 corpus tokenised once per worker; each trial trains, decodes dev with greedy search every epoch and dev and test with
 beam search at the end (its BLEU), and checkpoints both of its reports (the training state, `num_to_keep=2`).
 Bare Tune does only that, in a trainable of its own that imports no sweeper code. `sweeper run` adds what the sweep
-layer is: the YAML, the trial's artifacts (translations, traces), its MLflow model (until `tracking.models` exists:
-issue #43 item 3; then `--models`), system metrics, the progress board, provenance, every MLflow write (a SQLite
-store created for the run), results.parquet, the best model's registration and the summary.
+layer is: the YAML, the trial's artifacts (translations, traces), the MLflow models of `tracking.models`
+(`--models`; the default, `best`, logs each variant's best trial's model at the end), system metrics, the progress
+board, provenance, every MLflow write (a SQLite store created for the run), results.parquet, the best model's
+registration and the summary.
 
 Per trial = wall seconds of the whole driver process (Ray's start included) / trials; extra = ours - bare. The
 driver is measured inside its own process on both sides: its resident memory each time a trial ends (growth per
@@ -479,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, nargs="+", default=[24], help="sweep sizes, each measured in turn")
     parser.add_argument("--concurrent", type=int, default=2)
     parser.add_argument("--no-system-metrics", action="store_true", help="tracking.system_metrics: false (its cost)")
-    parser.add_argument("--models", choices=("best", "all", "none"), help="tracking.models, once the sweeper has it")
+    parser.add_argument("--models", choices=("best", "all", "none"), help="tracking.models (default: the sweeper's)")
     parser.add_argument("--memory", type=int, nargs="+", metavar="N", help="trace both drivers' memory instead")
     parser.add_argument("--profile", type=int, metavar="N", help="profile our driver in a sweep of N trials instead")
     parser.add_argument("--json", type=Path, help="also write every driver's record here")
@@ -487,10 +488,6 @@ def main(argv: list[str] | None = None) -> int:
         "--before", metavar="CHECKOUT", help="also time the sweeper of this checkout at each size (a before/after run)"
     )
     args = parser.parse_args(argv)
-    from sweeper.space import TrackingSpec, spec_fields
-
-    if args.models and "models" not in spec_fields(TrackingSpec):
-        parser.error("--models: this sweeper has no tracking.models yet (issue #43 item 3); every trial logs its model")
     system_metrics = not args.no_system_metrics
     with tempfile.TemporaryDirectory() as tmp:
         if args.memory:
@@ -514,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
 def measure(args: argparse.Namespace, folder: Path) -> list[Size]:
     """Each size in turn: bare Tune, then ours (and --before's, between them); the tables once all are done."""
     models, system_metrics = args.models, not args.no_system_metrics
-    print(f"{args.concurrent} trials at a time; tracking.models: {models or 'none yet: every trial logs its model'}")
+    print(f"{args.concurrent} trials at a time; tracking.models: {models or 'the default'}")
     sizes = []
     for trials in args.trials:
         bare_run = bare(trials, args.concurrent, folder / f"bare{trials}")
