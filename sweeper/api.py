@@ -28,7 +28,7 @@ from nmt_core.gate import check_text, clip_path, configure_network, one_line, ou
 if TYPE_CHECKING:
     import pandas as pd
 
-    from sweeper.space import SweepSpec
+    from sweeper.space import SchedulerSpec, SweepSpec
     from sweeper.storage import Storage
     from sweeper.summary import Summary
     from sweeper.sweeps import SweepInfo
@@ -138,13 +138,31 @@ def plan_lines(spec: SweepSpec) -> list[str]:
     """What `sweeper validate` prints about a valid space: objective, resources, parameters, the plan."""
     lines = [
         f"{clip_path(spec.source)}: valid sweep {spec.name!r}",
-        f"  algorithm {spec.search.algorithm}, scheduler {spec.scheduler.type}, objective {spec.mode} {spec.metric}",
+        f"  algorithm {spec.search.algorithm}, scheduler {scheduler_words(spec.scheduler)}, "
+        f"objective {spec.mode} {spec.metric}",
         f"  resources per trial: {spec.cpu:g} CPU, {spec.gpu:g} GPU; retries {spec.max_retries}",
     ]
     lines += [
         f"  {p.key}: {p.kind} {p.values}" + (f"  if {p.condition}" if p.condition else "") for p in spec.parameters
     ]
     return lines + (optuna_plan(spec) if spec.search.algorithm == "optuna" else grid_plan(spec))
+
+
+def scheduler_words(scheduler: SchedulerSpec) -> str:
+    """The scheduler with the settings its type reads: what decides which trials stop or copy others is checked
+    before a sweep spends its budget (PBT's synch changes which trials exploit, and when)."""
+    if scheduler.type == "asha":
+        return f"asha (grace period {scheduler.grace_period} epochs, reduction factor {scheduler.reduction_factor})"
+    if scheduler.type == "hyperband":
+        return f"hyperband (reduction factor {scheduler.reduction_factor})"
+    if scheduler.type == "pbt":
+        waits = "synchronous" if scheduler.synch else "asynchronous"
+        mutated = ", ".join(scheduler.mutations) or "nothing"
+        return (
+            f"pbt ({waits}: every {scheduler.perturbation_interval} epochs the bottom {scheduler.quantile_fraction:g} "
+            f"copy the top; mutates {mutated})"
+        )
+    return scheduler.type
 
 
 def optuna_plan(spec: SweepSpec) -> list[str]:

@@ -44,6 +44,29 @@ def test_every_shipped_space_validates(space, capsys):
     assert "plan:" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    "scheduler, printed",
+    [
+        ({}, "scheduler fifo,"),
+        ({"type": "asha", "grace_period": 3}, "scheduler asha (grace period 3 epochs, reduction factor 2),"),
+        ({"type": "hyperband", "reduction_factor": 3}, "scheduler hyperband (reduction factor 3),"),
+        (
+            {"type": "pbt", "synch": True, "mutations": {"train.lr": [1e-3, 2e-3]}},
+            "scheduler pbt (synchronous: every 2 epochs the bottom 0.25 copy the top; mutates train.lr),",
+        ),
+        (
+            {"type": "pbt", "quantile_fraction": 0.5, "mutations": {"train.lr": [1e-3, 2e-3]}},
+            "scheduler pbt (asynchronous: every 2 epochs the bottom 0.5 copy the top; mutates train.lr),",
+        ),
+    ],
+)
+def test_validate_prints_the_settings_the_scheduler_reads(tmp_path, capsys, scheduler, printed):
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump({**MINIMAL, "scheduler": scheduler}))
+    assert sweeper_main(["validate", str(space)]) == 0
+    assert printed in capsys.readouterr().out
+
+
 # lambda_search: Optuna learns from one seed per configuration; the studies' learning-rate steps (sact_study_lr_*)
 # compare no variants: the baseline only, one seed per rate
 GRID_SPACES = [p for p in SPACES if p.stem != "lambda_search" and not p.stem.startswith("sact_study_lr_")]
