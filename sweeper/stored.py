@@ -109,7 +109,7 @@ def state_from(record: dict[str, Any], where: str) -> SweepState:
         system_metrics=full["system_metrics"],
         plots=full["plots"],
         models=full["models"],
-        significance=read_section("significance", full.get("significance") or {}, where),
+        significance=read_section("significance", full.get("significance"), where),  # None: the defaults
         study=full["study"],
         job=full.get("job"),
         started_by=full.get("started_by"),

@@ -37,6 +37,7 @@ def test_resume_reads_the_test_from_the_sweeps_state_and_checks_it(tmp_path):
     assert stored() == SignificanceSpec()  # a sweep stored before it was kept
     kept = {"method": "approximate_randomization", "resamples": 5000}
     assert stored(significance=kept) == SignificanceSpec("approximate_randomization", 5000)
-    for damaged in ({"method": "t_test"}, {"resamples": 5}, {"resamples": "many"}, ["paired_bootstrap"]):
+    damages = ({"method": "t_test"}, {"resamples": 5}, {"resamples": "many"}, ["paired_bootstrap"], 0, "", [], False)
+    for damaged in damages:  # a falsy value that is no mapping is damage too, not the defaults
         with pytest.raises(SpecError, match="sweeper.json.* the sweep's storage is damaged: significance"):
             stored(significance=damaged)
