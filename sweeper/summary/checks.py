@@ -30,6 +30,7 @@ class VariantHistory:
     sentinel: bool
     curves: dict[str, list[list[float]]]
     patience: int = 0  # train.early_stopping: epochs without a better dev BLEU that end a seed (0: never)
+    max_epochs: int = 0  # train.epochs: a seed that ran them all ended at this cap, not by early stopping (0: unknown)
 
     def at(self, metric: str, epoch: int) -> float | None:
         """Mean over seeds of a metric at an epoch (1-based; -1 = each seed's last)."""
@@ -93,7 +94,7 @@ def still_rising(history: VariantHistory) -> str | None:
     if history.epochs < 2:
         return f"`{history.label}`: one epoch only, so convergence cannot be judged."
     seeds = [curve for curve in history.curves["bleu_dev"] if curve]
-    running = [curve for curve in seeds if not stopped_early(curve, history.patience)]
+    running = [curve for curve in seeds if not stopped_early(curve, history)]
     if not running:
         return None
     rise = statistics.fmean(curve[-1] - curve[-2] for curve in running)
@@ -111,11 +112,14 @@ def still_rising(history: VariantHistory) -> str | None:
     return None
 
 
-def stopped_early(curve: list[float], patience: int) -> bool:
+def stopped_early(curve: list[float], history: VariantHistory) -> bool:
     """Whether early stopping ended this seed: its last `patience` epochs brought no better dev BLEU than its
-    best (nmt_core.train keeps the first best and counts the epochs after it)."""
+    best (nmt_core.train keeps the first best and counts the epochs after it), before the epoch cap. A seed that
+    ran every epoch ended at the cap whatever its patience said: a larger train.early_stopping would not have
+    trained it longer."""
     best_epoch = curve.index(max(curve)) + 1
-    return patience > 0 and len(curve) - best_epoch >= patience
+    capped = len(curve) == history.max_epochs
+    return history.patience > 0 and not capped and len(curve) - best_epoch >= history.patience
 
 
 def stopped_while_loss_fell(history: VariantHistory) -> str | None:
@@ -125,7 +129,7 @@ def stopped_while_loss_fell(history: VariantHistory) -> str | None:
     ended = [
         len(bleu)
         for bleu, loss in seeds
-        if stopped_early(bleu, history.patience) and len(loss) > 1 and loss[-1] < min(loss[:-1])
+        if stopped_early(bleu, history) and len(loss) > 1 and loss[-1] < min(loss[:-1])
     ]
     if not ended:
         return None

@@ -131,4 +131,5 @@ def history_of(row: VariantRow) -> checks.VariantHistory:
         attention.sentinel,
         curves,
         record.config.train.early_stopping,
+        record.config.train.epochs,
     )

@@ -126,6 +126,22 @@ def test_a_seed_early_stopping_ended_while_its_dev_loss_still_fell_is_not_conver
     row.patience = 4  # then early stopping had not ended them: the BLEU check judges them
     row.curves["dev_loss"] = [falling, falling]
     assert stopped_while_loss_fell(row) is None
+    row.patience, row.max_epochs = 3, 8  # the cap ended them at epoch 8, where patience ran out too: not early stopping
+    assert stopped_while_loss_fell(row) is None
+    row.max_epochs = 10  # a cap they did not reach: early stopping ended them
+    assert stopped_while_loss_fell(row).startswith("`scaled_dot+tau4`: early stopping ended 2 of 2 seeds")
+
+
+def test_a_seed_that_ran_every_epoch_is_judged_by_its_curve_not_as_ended_by_early_stopping():
+    """The Transformer study's SACT seeds (docs/results/sact_study_transformer_tatoeba_cpu.md): 10 epochs of 10,
+    a seed whose best dev BLEU came 2 epochs before the last counted as ended by early stopping (patience 2), so the
+    still-rising check left it out."""
+    dipped = [20.0, 22.0, 24.0, 23.0, 23.5]  # best at epoch 3, patience 2 ran out at epoch 5, the cap
+    rising = [20.0, 21.0, 22.0, 23.0, 24.0]
+    row = VariantHistory("sact", "sact", 4.0, False, {"bleu_dev": [dipped, rising]}, 2, 5)
+    assert "+0.75 to 23.75 in epoch 5)" in still_rising(row)  # both seeds' last epochs: (0.5 + 1.0) / 2
+    row.max_epochs = 8  # had the cap been 8, early stopping ended the dipped seed at 5: the rising one alone
+    assert "+1.00 to 24.00 in epoch 5; 1 of 2 seeds, early stopping ended the other)" in still_rising(row)
 
 
 @pytest.mark.parametrize("fixed_logs_reading", [False, True])
