@@ -47,9 +47,9 @@ def add_findings(summary: Summary) -> None:
         )
     else:
         caveats.append(
-            "Every variant's dev BLEU had flattened: each seed was ended by early stopping (with its dev loss no "
-            "longer falling), or its last epoch "
-            f"added at most {checks.MIN_RISE} BLEU or {checks.STILL_RISING:.0%} (dev curves below)."
+            "Every variant's dev BLEU had flattened: over the seeds that early stopping did not end, the last epoch "
+            f"added at most {checks.MIN_RISE} BLEU or {checks.STILL_RISING:.0%} on average, and the seeds it ended "
+            "had stopped lowering their dev loss (dev curves below)."
         )
     if degenerate:
         caveats.append(
