@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from sweeper.summary import Summary
     from sweeper.sweeps import SweepInfo
 
+MAX_ADDED = 8  # sweeps one summary joins (`--with`): a study and its added rows, not a catalogue
 STATUS = {0: "finished", 1: "failed", 3: "tracking pending", 130: "interrupted"}  # run_sweep's exit codes
 
 
@@ -351,6 +352,16 @@ def _check_format(value: Any, source: str) -> None:
         raise ConfigError("--format", f"must be one of md, csv, latex (got {shown(value)})", source)
 
 
+def _check_added(value: Any, source: str) -> None:
+    """`--with`: sweep names, each once (summarize also refuses the summarised sweep's own: its trials are in)."""
+    if not isinstance(value, (list, tuple)) or len(value) > MAX_ADDED:
+        raise ConfigError("--with", f"must be at most {MAX_ADDED} sweep names (got {shown(value)})", source)
+    for other in value:
+        _check_name("--with")(other, source)
+    if len(set(value)) < len(value):
+        raise ConfigError("--with", "must name each sweep once", source)
+
+
 def _check_name(key: str) -> Callable[[Any, str], None]:
     def check(value: Any, source: str) -> None:
         from sweeper.space import check_name
@@ -383,6 +394,7 @@ ARGUMENTS: dict[str, Callable[[Any, str], None]] = {
     "tracking_uri": _check_uri("tracking", "tracking.uri", "--tracking-uri"),
     "address": _check_uri("ray", "--address"),
     "run_id": _check_run_id,
+    "added": _check_added,
     "space": _check_space,
     "overrides": _check_overrides,
     "resamples": _check_resamples,
@@ -469,9 +481,11 @@ def summarize(
     format: str = "md",
     resamples: int | None = None,
     run_id: str | None = None,
+    added: tuple[str, ...] = (),
 ) -> SummaryResult:
     """The papers' tables and figures of a finished sweep, as `sweeper summarize` writes them: into `out`, else
-    beside results.parquet in storage; the tracking URI defaults to the one the sweep ran with."""
+    beside results.parquet in storage; the tracking URI defaults to the one the sweep ran with. `added` names
+    sweeps in the same tracking store whose trials join this one's (`--with`: a control row run afterwards)."""
     configure_driver()
     with one_error():  # bad input is refused before anything is read, written or (slowly) imported
         check_arguments(
@@ -483,7 +497,12 @@ def summarize(
             format=format,
             resamples=resamples,
             run_id=run_id,
+            added=added,
         )
+        if name in added:
+            raise ConfigError(
+                "--with", f"must name other sweeps than {name!r}: its own trials are in", "sweeper summarize"
+            )
     from sweeper.metrics import SUMMARY_DIR
     from sweeper.storage import open_storage
     from sweeper.summary import SummaryError, render_markdown
@@ -494,7 +513,7 @@ def summarize(
         uri = summary_store(experiment, name, tracking_uri)
         target = output_folder(out, "--out", "sweeper summarize", ConfigError) if out else None
         with tempfile.TemporaryDirectory() as staging:  # written here, then into storage or --out
-            summary = write_summary(name, uri, Path(staging), [format], resamples, run_id=run_id)
+            summary = write_summary(name, uri, Path(staging), [format], resamples, run_id=run_id, added=tuple(added))
             if target is None:
                 experiment.upload(Path(staging), SUMMARY_DIR)
             else:

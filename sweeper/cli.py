@@ -80,6 +80,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         format=args.format,
         resamples=args.resamples,
         run_id=args.run_id,
+        added=tuple(args.added),
     )
     print(done.markdown)
     print(
@@ -313,6 +314,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", help="output folder (default: STORAGE/NAME/summary)")
     p.add_argument("--run-id", help="the sweep's MLflow parent run (default: the newest sweep of that name)")
+    p.add_argument(
+        "--with",
+        dest="added",
+        action="append",
+        default=[],
+        metavar="OTHER",
+        help="another sweep in the same tracking store whose trials join this one's (a control row run afterwards); "
+        "refused unless they differ only in what the spaces' parameters vary; repeatable",
+    )
     p.add_argument(
         "--resamples",
         type=int,

@@ -269,6 +269,7 @@ class RecordedSpace:
     significance: SignificanceSpec = field(default_factory=SignificanceSpec)
     tracking: TrackingSpec = field(default_factory=TrackingSpec)
     baseline: dict[str, Any] = field(default_factory=dict)  # dotted key -> value naming the baseline variant
+    varied: tuple[str, ...] = ()  # the keys of `parameters`: what may differ between sweeps summarised together
 
 
 @dataclass
@@ -655,6 +656,7 @@ def recorded_space(text: str, source: str) -> RecordedSpace:
         read_section("significance", raw.get("significance"), source),
         read_section("tracking", raw.get("tracking"), source),
         _mapping(raw.get("baseline"), "baseline", source),
+        tuple(str(key) for key in _mapping(raw.get("parameters"), "parameters", source)),
     )
 
 

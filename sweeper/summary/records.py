@@ -106,6 +106,7 @@ class SweepSnapshot:
     translations: dict[str, dict[str, list[str]]]  # run id -> test set -> hypothesis lines
     alignment: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # run id -> set -> ALIGNMENT_STATS
     traces: dict[tuple[str, str], pa.Table] = field(default_factory=dict)  # (run id, split) -> attention trace
+    added: list[tuple[str, str]] = field(default_factory=list)  # (name, parent run) of sweeps joined to it (combine)
 
 
 def find_parent(client: MlflowClient, name: str, run_id: str | None = None) -> tuple[str, str]:

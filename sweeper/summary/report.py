@@ -14,6 +14,7 @@ from nmt_core.train import bleu_options
 from sweeper.metrics import NOTE, SUMMARY_DIR
 from sweeper.space import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
+from sweeper.summary.combine import combine
 from sweeper.summary.figures import draw_figures, figure_data, importance_sections
 from sweeper.summary.findings import add_findings
 from sweeper.summary.records import SweepSnapshot, read_snapshot
@@ -29,9 +30,16 @@ from sweeper.summary.tables import (
 
 
 def summarize(
-    name: str, tracking_uri: str, out: Path, formats: list[str], resamples: int | None = None, run_id: str | None = None
+    name: str,
+    tracking_uri: str,
+    out: Path,
+    formats: list[str],
+    resamples: int | None = None,
+    run_id: str | None = None,
+    added: tuple[str, ...] = (),
 ) -> Summary:
-    """Write summary.md (+ csv / tex), figures, and log them to the sweep's parent run.
+    """Write summary.md (+ csv / tex), figures, and log them to the sweep's parent run; the trials of the `added`
+    sweeps (each one's newest run, in the same store) join the sweep's where their settings allow (combine).
 
     Everything comes from MLflow: the trials' metrics and histories, their translations and the references
     they were scored against; no corpus is read.
@@ -39,6 +47,9 @@ def summarize(
     client = MlflowClient(tracking_uri)
     with tempfile.TemporaryDirectory() as tmp:
         snapshot = read_snapshot(client, name, run_id, Path(tmp))
+        if added:
+            others = [read_snapshot(client, other, None, Path(tmp) / f"added-{i}") for i, other in enumerate(added)]
+            snapshot = combine(snapshot, others)
     summary = write_report(snapshot, out, formats, resamples)
     # the variants the BLEU table shows: a 1,000-row table's every variant drawn and logged one by one takes minutes
     best_only = snapshot.space.tracking.plots == "best"  # `all`: every trial drew its own; `none`: nobody draws
@@ -47,7 +58,7 @@ def summarize(
         with (out / "summary.md").open("a", encoding="utf-8") as markdown:
             markdown.write("\n" + "\n".join(heatmaps))
     client.log_artifacts(snapshot.parent_id, str(out), SUMMARY_DIR)
-    client.set_tag(snapshot.parent_id, NOTE, parent_note(snapshot.name, summary))
+    client.set_tag(snapshot.parent_id, NOTE, parent_note(snapshot, summary))
     return summary
 
 
@@ -87,7 +98,7 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
     sections = [
         f"# Sweep `{snapshot.name}`\n",
         f"MLflow parent run `{snapshot.parent_id}` ({snapshot.parent_status}); "
-        f"{len(snapshot.records)} finished trials.\n",
+        f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n",
         "## BLEU\n",
         render_markdown(summary),
     ]
@@ -108,10 +119,16 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
     return summary
 
 
-def parent_note(name: str, summary: Summary) -> str:
+def added_note(snapshot: SweepSnapshot) -> str:
+    """Where a combined summary's trials came from, beside the trial count."""
+    return "".join(f", with those of sweep `{name}` (parent run `{parent}`)" for name, parent in snapshot.added)
+
+
+def parent_note(snapshot: SweepSnapshot, summary: Summary) -> str:
     """The parent run's description in MLflow's UI: the table, the warnings and the conclusion."""
     return (
-        f"# Sweep `{name}`\n\n"
+        f"# Sweep `{snapshot.name}`\n\n"
+        + (f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else "")
         + render_markdown(summary)
         + (f"\n{summary.conclusion}" if summary.conclusion else "")
         + "\nFigures and the full summary: artifacts, summary/summary.md"

@@ -98,6 +98,7 @@ API_CALLS = {
     "summarize run_id": lambda v: api.summarize("fuzz", storage="st", run_id=v),
     "summarize format": lambda v: api.summarize("fuzz", storage="st", format=v),
     "summarize out": lambda v: api.summarize("fuzz", storage="st", out=v),
+    "summarize added": lambda v: api.summarize("fuzz", storage="st", added=v),
     "schema out": lambda v: api.schema(v if not isinstance(v, str) else f"named/{v}".replace("..", "__")),
     "translate sentences": lambda v: api.translate(v, "models:/m/1", tracking_uri=NOWHERE),
     "translate model_uri": lambda v: api.translate(["a"], v, tracking_uri=NOWHERE),
@@ -200,7 +201,7 @@ yaml_documents = st.one_of(
     hostile_text,
     st.builds(
         lambda key, value: dumps({"name": "x", key: value}),
-        st.sampled_from(["significance", "objective", "baseline", "tracking"]),
+        st.sampled_from(["significance", "objective", "baseline", "tracking", "parameters"]),
         json_values,
     ),
     st.builds(lambda value: dumps({"significance": {"resamples": value}}), json_values),

@@ -539,6 +539,7 @@ def no_escape(err: str) -> None:
         ["validate", "SPACE", "--set", f"base.{ESC}=1"],
         ["validate", "SPACE_WITH_KEY"],
         ["summarize", "tiny", "--run-id", f"abc{ESC}"],
+        ["summarize", "tiny", "--with", f"other{ESC}"],
         ["run", "SPACE", "--address", f"HOST{ESC}:6379", "--storage", "st"],
         ["validate", f"no{ESC}.yaml"],
     ],
@@ -550,6 +551,21 @@ def test_an_escape_sequence_from_any_door_is_escaped(args, tmp_path, capsys, mon
     argv = [{"SPACE": "space.yaml", "SPACE_WITH_KEY": "key.yaml"}.get(a, a) for a in args]
     assert sweeper_main(argv) == 2
     no_escape(one_line_error(capsys, "sweeper: error: "))
+
+
+@pytest.mark.parametrize(
+    "added, refused",
+    [
+        (["tiny"], "--with: must name other sweeps than 'tiny': its own trials are in"),
+        (["a", "a"], "--with: must name each sweep once"),
+        ([f"s{i}" for i in range(9)], "--with: must be at most 8 sweep names"),
+    ],
+)
+def test_summarize_with_refuses_the_sweep_itself_repeats_and_a_catalogue(added, refused, capsys, tmp_path):
+    argv = ["summarize", "tiny", "--storage", str(tmp_path / "st")]
+    assert sweeper_main(argv + [arg for name in added for arg in ("--with", name)]) == 2
+    one_line_error(capsys, f"sweeper: error: sweeper summarize: {refused}")
+    assert not (tmp_path / "st").exists()
 
 
 def test_a_huge_run_id_is_shown_short(capsys):

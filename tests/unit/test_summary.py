@@ -870,3 +870,111 @@ def test_seeds_that_settled_at_different_scales_are_warned():
     summary = build_summary(records, translations, {"test": REVIEW_REFS}, significance=SignificanceSpec(resamples=100))
     add_findings(summary)
     assert not any("different temperature scales" in w for w in summary.warnings)
+
+
+def _study_and_added_row(added_row: tuple, refs: list[str] | None = None):
+    """The study (baseline, SACT, its learned control; 3 seeds) and a sweep run afterwards with one more row."""
+    from dataclasses import replace
+
+    sact, learned = {"temperature": "sact", "lambda": 4.0}, {"temperature": "learned", "lambda": 4.0}
+    study = _review_snapshot(
+        [
+            ("general+none", {}, 0.001, 2, {}),
+            ("general+sact4", sact, 0.001, 0, {"tau_p50": [0.6, 0.5]}),
+            ("general+learned4", learned, 0.001, 4, {"tau_p50": [1.2, 1.3]}),
+        ],
+        3,
+        {"resamples": 200},
+        seeds_differ=True,
+    )
+    study.space = replace(study.space, varied=("attention.temperature", "attention.lambda"))
+    added = _review_snapshot([added_row], 3, {"resamples": 200}, seeds_differ=True)
+    added.name, added.parent_id = "study-fixed", "p1"
+    added.space = replace(added.space, varied=("attention.temperature", "attention.tau"))
+    if refs is not None:
+        added.references = {"test": refs}
+    return study, added
+
+
+def test_a_row_run_afterwards_joins_the_study_as_sacts_fixed_control():
+    """`summarize --with`: the added sweep's trials are rows of the study's table, tested as the study's are (here
+    the fixed tau at SACT's scale becomes SACT's fixed control), and the header says where they came from."""
+    from sweeper.summary.combine import combine
+    from sweeper.summary.report import added_note, compute, significance_of
+
+    study, added = _study_and_added_row(("general+tau0.5", {"temperature": "fixed", "tau": 0.5}, 0.001, 3, {}))
+    combined = combine(study, [added])
+    summary = compute(combined, significance_of(combined, None))
+    assert sorted(row.label for row in summary.rows) == [
+        "general+learned4",
+        "general+none",
+        "general+sact4",
+        "general+tau0.5",
+    ]
+    controls = {(c.row.label, c.against.label, c.control) for c in summary.comparisons if c.kind == "control"}
+    assert ("general+sact4", "general+tau0.5", "fixed") in controls
+    assert len(combined.records) == 12 and set(combined.translations) == {r.run_id for r in combined.records}
+    assert added_note(combined) == ", with those of sweep `study-fixed` (parent run `p1`)"
+
+
+@pytest.mark.parametrize(
+    "damage, refused",
+    [
+        ("lr", "train.lr is 0.001 in run general+none-0.001-1 (general+none) but 0.002 in run general+tau0.5-0.002-1"),
+        ("refs", "sweep 'study-fixed' scored test set 'test' against other references"),
+        ("twice", "are the same trial (general+none, seed 1)"),
+    ],
+)
+def test_a_row_that_differs_in_more_than_its_space_varies_is_refused(damage, refused):
+    """Trials trained differently (another learning rate, not in any space's parameters), scored on other
+    sentences, or the same seed of a variant twice would make the table compare what it does not say: refused,
+    with the setting and the runs named."""
+    from sweeper.summary import SummaryError
+    from sweeper.summary.combine import combine
+
+    fixed = {"temperature": "fixed", "tau": 0.5}
+    row = {
+        "lr": ("general+tau0.5", fixed, 0.002, 3, {}),
+        "refs": ("general+tau0.5", fixed, 0.001, 3, {}),
+        "twice": ("general+none", {}, 0.001, 2, {}),
+    }[damage]
+    study, added = _study_and_added_row(row, REVIEW_REFS[:-1] + ["another sentence"] if damage == "refs" else None)
+    with pytest.raises(SummaryError) as caught:
+        combine(study, [added])
+    assert refused in str(caught.value)
+    if damage == "lr":  # the same difference, named in the added space's parameters, is what it compares
+        added.space.varied += ("train.lr",)
+        assert len(combine(study, [added]).records) == 12
+
+
+def test_summarize_with_reads_a_sweep_run_afterwards_from_the_same_store(store, tmp_path, capsys):
+    """`sweeper summarize hand --with hand-row`: the row run afterwards (here a fixed tau = 0.9) is read from its own
+    experiment and shown in the study's table, and both the summary and the study's parent run say so."""
+    uri, folder = store
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("hand-row", artifact_location=str(folder / "hand-row"))
+    parent = client.create_run(experiment, tags={"sweeper.role": "sweep"}).info.run_id
+    client.log_text(
+        parent, yaml.safe_dump({"name": "hand-row", "parameters": {"attention.tau": {"grid": [0.9]}}}), "space.yaml"
+    )
+    refs = load_trial_data(build_config({"data": DATA}).data).references["test"]
+    run_id = client.create_run(
+        experiment,
+        tags={"mlflow.parentRunId": parent, "sweeper.role": "trial", "sweeper.variant": "general+tau0.9"},
+    ).info.run_id
+    params = {**_params(temperature="fixed", tau=0.9), "train.seed": "1"}
+    metrics = [Metric(k, 22.5, 0, 2) for k in ("bleu_test_test", "bleu_test_avg", "multibleu_test_avg")]
+    client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()], metrics=metrics)
+    for path, lines in (("translations", [_degrade(r) for r in refs]), ("references", refs)):
+        client.log_text(run_id, "\n".join(lines) + "\n", f"{path}/test.txt")
+    client.set_terminated(run_id, "FINISHED")
+
+    out = tmp_path / "out"
+    argv = ["summarize", "hand", "--tracking-uri", uri, "--out", str(out), "--resamples", "100", "--with", "hand-row"]
+    assert sweeper_main(argv) == 0
+    assert "| general+tau0.9 |" in capsys.readouterr().out
+    assert f", with those of sweep `hand-row` (parent run `{parent}`)." in (out / "summary.md").read_text()
+    [study] = client.search_runs(
+        [client.get_experiment_by_name("hand").experiment_id], filter_string="tags.`sweeper.role` = 'sweep'"
+    )
+    assert "with those of sweep `hand-row`" in study.data.tags["mlflow.note.content"]
