@@ -473,11 +473,17 @@ def method_text(significance: SignificanceSpec, rows: list[VariantRow], comparis
 
 
 def family_of(comparisons: list[Comparison]) -> str:
-    """`: 4 against a baseline, 2 SACT against a control` where the family holds control comparisons."""
+    """`: 4 against a baseline, 2 SACT against a control` where the family holds control comparisons; a baseline
+    comparison that also answers a control question (SACT against a baseline that is its control) is counted once,
+    and said to be both."""
     controls = sum(c.control != "" for c in comparisons)
     if not controls:
         return ""
-    return f": {sum(c.kind == BASELINE for c in comparisons)} against a baseline, {controls} SACT against a control"
+    baselines = sum(c.kind == BASELINE for c in comparisons)
+    both = sum(c.kind == BASELINE and c.control != "" for c in comparisons)
+    return f": {baselines} against a baseline, {controls} SACT against a control" + (
+        f", {both} of them both" if both else ""
+    )
 
 
 def seeds_phrase(rows: list[VariantRow]) -> str:

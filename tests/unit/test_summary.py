@@ -978,3 +978,17 @@ def test_summarize_with_reads_a_sweep_run_afterwards_from_the_same_store(store, 
         [client.get_experiment_by_name("hand").experiment_id], filter_string="tags.`sweeper.role` = 'sweep'"
     )
     assert "with those of sweep `hand-row`" in study.data.tags["mlflow.note.content"]
+
+
+def test_a_baseline_comparison_that_is_also_a_control_is_counted_once_in_the_footer():
+    """3 comparisons, one of them SACT against a baseline that is also its learned control: the footer's account
+    adds up to 3 (2 + 2 - 1), not to 4."""
+    from sweeper.summary.statistics import BASELINE, CONTROL, Comparison, family_of
+
+    comparisons = [
+        Comparison(None, None, BASELINE, 0.1),
+        Comparison(None, None, BASELINE, 0.2, control="learned"),
+        Comparison(None, None, CONTROL, 0.3, control="fixed"),
+    ]
+    assert family_of(comparisons) == ": 2 against a baseline, 2 SACT against a control, 1 of them both"
+    assert family_of(comparisons[::2]) == ": 1 against a baseline, 1 SACT against a control"
