@@ -109,13 +109,14 @@ class SweepSnapshot:
     added: list[tuple[str, str]] = field(default_factory=list)  # (name, parent run) of sweeps joined to it (combine)
 
 
-def find_parent(client: MlflowClient, name: str, run_id: str | None = None) -> tuple[str, str]:
-    """The sweep's parent run: `run_id` when given (an older sweep of the same name), else the newest."""
+def find_parent(client: MlflowClient, name: str, run_id: str | None = None, key: str = "NAME") -> tuple[str, str]:
+    """The sweep's parent run: `run_id` when given (an older sweep of the same name), else the newest; `key` is
+    the argument that named the sweep (NAME, or `--with` for a sweep joined to it)."""
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         known = sorted(e.name for e in client.search_experiments() if e.name != "Default")
         raise ConfigError(
-            "NAME",
+            key,
             f"no sweep named {name!r} in {client.tracking_uri} (check --tracking-uri); "
             f"sweeps there: {', '.join(known) or 'none'}",
             "sweeper summarize",
@@ -325,9 +326,11 @@ def alignment_sets(records: list[TrialRecord]) -> list[str]:
     )
 
 
-def read_snapshot(client: MlflowClient, name: str, run_id: str | None, folder: Path) -> SweepSnapshot:
+def read_snapshot(
+    client: MlflowClient, name: str, run_id: str | None, folder: Path, key: str = "NAME"
+) -> SweepSnapshot:
     """Everything a summary of sweep `name` reads, from its tracking store; artifacts land in `folder`."""
-    experiment_id, parent_id = find_parent(client, name, run_id)
+    experiment_id, parent_id = find_parent(client, name, run_id, key)
     parent = client.get_run(parent_id)
     try:
         path = client.download_artifacts(parent_id, "space.yaml", str(folder))

@@ -48,7 +48,9 @@ def summarize(
     with tempfile.TemporaryDirectory() as tmp:
         snapshot = read_snapshot(client, name, run_id, Path(tmp))
         if added:
-            others = [read_snapshot(client, other, None, Path(tmp) / f"added-{i}") for i, other in enumerate(added)]
+            others = [
+                read_snapshot(client, other, None, Path(tmp) / f"added-{i}", "--with") for i, other in enumerate(added)
+            ]
             snapshot = combine(snapshot, others)
     summary = write_report(snapshot, out, formats, resamples)
     # the variants the BLEU table shows: a 1,000-row table's every variant drawn and logged one by one takes minutes

@@ -970,8 +970,11 @@ def test_summarize_with_reads_a_sweep_run_afterwards_from_the_same_store(store, 
     client.set_terminated(run_id, "FINISHED")
 
     out = tmp_path / "out"
-    argv = ["summarize", "hand", "--tracking-uri", uri, "--out", str(out), "--resamples", "100", "--with", "hand-row"]
-    assert sweeper_main(argv) == 0
+    argv = ["summarize", "hand", "--tracking-uri", uri, "--out", str(out), "--resamples", "100", "--with"]
+    assert sweeper_main([*argv, "hand-rows"]) == 2  # a name that is no sweep there: the key that named it
+    assert "sweeper summarize: --with: no sweep named 'hand-rows' in sqlite:" in capsys.readouterr().err
+    assert not out.exists()
+    assert sweeper_main([*argv, "hand-row"]) == 0
     assert "| general+tau0.9 |" in capsys.readouterr().out
     assert f", with those of sweep `hand-row` (parent run `{parent}`)." in (out / "summary.md").read_text()
     [study] = client.search_runs(
