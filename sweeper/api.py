@@ -23,7 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nmt_core.config import ConfigError
-from nmt_core.gate import check_text, clip_path, configure_network, one_line, output_folder, shown, write_file
+from nmt_core.gate import (
+    check_output_folder,
+    check_text,
+    clip_path,
+    configure_network,
+    one_line,
+    output_folder,
+    shown,
+    write_file,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -511,7 +520,8 @@ def summarize(
     with one_error(), one_error((SummaryError,), exit_code=1):  # no finished trial yet: exit 1
         experiment = open_storage(storage, "sweeper summarize").below(name)
         uri = summary_store(experiment, name, tracking_uri)
-        target = output_folder(out, "--out", "sweeper summarize", ConfigError) if out else None
+        # checked now, made when the summary is there: a summary that fails leaves no folder behind
+        target = check_output_folder(out, "--out", "sweeper summarize", ConfigError) if out else None
         with tempfile.TemporaryDirectory() as staging:  # written here, then into storage or --out
             summary = write_summary(name, uri, Path(staging), [format], resamples, run_id=run_id, added=tuple(added))
             if target is None:
