@@ -269,7 +269,8 @@ class RecordedSpace:
     significance: SignificanceSpec = field(default_factory=SignificanceSpec)
     tracking: TrackingSpec = field(default_factory=TrackingSpec)
     baseline: dict[str, Any] = field(default_factory=dict)  # dotted key -> value naming the baseline variant
-    varied: tuple[str, ...] = ()  # the keys of `parameters`: what may differ between sweeps summarised together
+    varied: tuple[str, ...] = ()  # the keys of `parameters`: what an added sweep's trials may differ in (combine)
+    scheduler: str = "fifo"  # scheduler.type: sweeps summarised together must share it (combine)
 
 
 @dataclass
@@ -656,8 +657,17 @@ def recorded_space(text: str, source: str) -> RecordedSpace:
         read_section("significance", raw.get("significance"), source),
         read_section("tracking", raw.get("tracking"), source),
         _mapping(raw.get("baseline"), "baseline", source),
-        tuple(str(key) for key in _mapping(raw.get("parameters"), "parameters", source)),
+        *_recorded_plan(raw),
     )
+
+
+def _recorded_plan(raw: dict) -> tuple[tuple[str, ...], str]:
+    """The keys a recorded space varies and its scheduler's type, for `summarize --with` alone: read leniently (a
+    damaged section varies nothing, which makes the join stricter), so that a plain summary never fails on them."""
+    parameters, scheduler = raw.get("parameters"), raw.get("scheduler")
+    varied = tuple(key for key in parameters if isinstance(key, str)) if isinstance(parameters, Mapping) else ()
+    kind = scheduler.get("type", "fifo") if isinstance(scheduler, Mapping) else scheduler or "fifo"
+    return varied, kind if isinstance(kind, str) else shown(kind)
 
 
 def _one_of(key: str, value: Any, allowed: tuple[str, ...], source: str) -> None:

@@ -30,6 +30,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.rest_utils import http_request
 
 from nmt_core.config import ConfigError, TrialConfig, build_config, scalar, section_keys, set_dotted
+from nmt_core.credentials import redact
 from nmt_core.registry import is_adaptive
 from nmt_core.yaml_input import read_text
 from sweeper.metrics import CURVES, EXPLOITS, FORCED, PARENT, PBT_EVENTS, ROLE, SETTING_PREFIX, TRIAL_ID, VARIANT
@@ -106,7 +107,7 @@ class SweepSnapshot:
     translations: dict[str, dict[str, list[str]]]  # run id -> test set -> hypothesis lines
     alignment: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # run id -> set -> ALIGNMENT_STATS
     traces: dict[tuple[str, str], pa.Table] = field(default_factory=dict)  # (run id, split) -> attention trace
-    added: list[tuple[str, str]] = field(default_factory=list)  # (name, parent run) of sweeps joined to it (combine)
+    added: list[tuple[str, str, str]] = field(default_factory=list)  # sweeps joined to it: name, parent run, status
 
 
 def find_parent(client: MlflowClient, name: str, run_id: str | None = None, key: str = "NAME") -> tuple[str, str]:
@@ -117,7 +118,7 @@ def find_parent(client: MlflowClient, name: str, run_id: str | None = None, key:
         known = sorted(e.name for e in client.search_experiments() if e.name != "Default")
         raise ConfigError(
             key,
-            f"no sweep named {name!r} in {client.tracking_uri} (check --tracking-uri); "
+            f"no sweep named {name!r} in {redact(client.tracking_uri)} (check --tracking-uri); "
             f"sweeps there: {', '.join(known) or 'none'}",
             "sweeper summarize",
         )

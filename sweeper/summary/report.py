@@ -123,7 +123,9 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
 
 def added_note(snapshot: SweepSnapshot) -> str:
     """Where a combined summary's trials came from, beside the trial count."""
-    return "".join(f", with those of sweep `{name}` (parent run `{parent}`)" for name, parent in snapshot.added)
+    return "".join(
+        f", with those of sweep `{name}` (parent run `{parent}`, {status})" for name, parent, status in snapshot.added
+    )
 
 
 def parent_note(snapshot: SweepSnapshot, summary: Summary) -> str:

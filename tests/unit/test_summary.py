@@ -914,19 +914,20 @@ def test_a_row_run_afterwards_joins_the_study_as_sacts_fixed_control():
     controls = {(c.row.label, c.against.label, c.control) for c in summary.comparisons if c.kind == "control"}
     assert ("general+sact4", "general+tau0.5", "fixed") in controls
     assert len(combined.records) == 12 and set(combined.translations) == {r.run_id for r in combined.records}
-    assert added_note(combined) == ", with those of sweep `study-fixed` (parent run `p1`)"
+    assert added_note(combined) == ", with those of sweep `study-fixed` (parent run `p1`, FINISHED)"
 
 
 @pytest.mark.parametrize(
     "damage, refused",
     [
-        ("lr", "train.lr is 0.001 in run general+none-0.001-1 (general+none) but 0.002 in run general+tau0.5-0.002-1"),
+        ("lr", "train.lr is 0.001 in run general+none-0.001-1 (general+none) of sweep 'review' but 0.002 in run"),
         ("refs", "sweep 'study-fixed' scored test set 'test' against other references"),
         ("twice", "are the same trial (general+none, seed 1)"),
+        ("scheduler", "sweep 'study-fixed' has scheduler 'pbt', sweep 'review' 'fifo': a combined summary needs"),
     ],
 )
 def test_a_row_that_differs_in_more_than_its_space_varies_is_refused(damage, refused):
-    """Trials trained differently (another learning rate, not in any space's parameters), scored on other
+    """Trials trained differently (a learning rate the study does not vary, another scheduler), scored on other
     sentences, or the same seed of a variant twice would make the table compare what it does not say: refused,
     with the setting and the runs named."""
     from sweeper.summary import SummaryError
@@ -937,13 +938,19 @@ def test_a_row_that_differs_in_more_than_its_space_varies_is_refused(damage, ref
         "lr": ("general+tau0.5", fixed, 0.002, 3, {}),
         "refs": ("general+tau0.5", fixed, 0.001, 3, {}),
         "twice": ("general+none", {}, 0.001, 2, {}),
+        "scheduler": ("general+tau0.5", fixed, 0.001, 3, {}),
     }[damage]
     study, added = _study_and_added_row(row, REVIEW_REFS[:-1] + ["another sentence"] if damage == "refs" else None)
+    if damage == "scheduler":  # PBT changes settings in flight: its rows are not the study's
+        added.space.scheduler = "pbt"
     with pytest.raises(SummaryError) as caught:
         combine(study, [added])
     assert refused in str(caught.value)
-    if damage == "lr":  # the same difference, named in the added space's parameters, is what it compares
+    if damage == "lr":  # a rate the study varies is one more value of a key its table shows
         added.space.varied += ("train.lr",)
+        with pytest.raises(SummaryError):
+            combine(study, [added])
+        study.space.varied += ("train.lr",)
         assert len(combine(study, [added]).records) == 12
 
 
@@ -958,16 +965,16 @@ def test_summarize_with_reads_a_sweep_run_afterwards_from_the_same_store(store, 
         parent, yaml.safe_dump({"name": "hand-row", "parameters": {"attention.tau": {"grid": [0.9]}}}), "space.yaml"
     )
     refs = load_trial_data(build_config({"data": DATA}).data).references["test"]
-    run_id = client.create_run(
-        experiment,
-        tags={"mlflow.parentRunId": parent, "sweeper.role": "trial", "sweeper.variant": "general+tau0.9"},
-    ).info.run_id
+    tags = {"mlflow.parentRunId": parent, "sweeper.role": "trial", "sweeper.variant": "general+tau0.9"}
+    tags["sweeper.bleu_signature"] = corpus_bleu(refs, refs).signature  # scored as the study's trials were
+    run_id = client.create_run(experiment, tags=tags).info.run_id
     params = {**_params(temperature="fixed", tau=0.9), "train.seed": "1"}
     metrics = [Metric(k, 22.5, 0, 2) for k in ("bleu_test_test", "bleu_test_avg", "multibleu_test_avg")]
     client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()], metrics=metrics)
     for path, lines in (("translations", [_degrade(r) for r in refs]), ("references", refs)):
         client.log_text(run_id, "\n".join(lines) + "\n", f"{path}/test.txt")
     client.set_terminated(run_id, "FINISHED")
+    client.set_terminated(parent, "FINISHED")
 
     out = tmp_path / "out"
     argv = ["summarize", "hand", "--tracking-uri", uri, "--out", str(out), "--resamples", "100", "--with"]
@@ -976,7 +983,7 @@ def test_summarize_with_reads_a_sweep_run_afterwards_from_the_same_store(store, 
     assert not out.exists()
     assert sweeper_main([*argv, "hand-row"]) == 0
     assert "| general+tau0.9 |" in capsys.readouterr().out
-    assert f", with those of sweep `hand-row` (parent run `{parent}`)." in (out / "summary.md").read_text()
+    assert f", with those of sweep `hand-row` (parent run `{parent}`, FINISHED)." in (out / "summary.md").read_text()
     [study] = client.search_runs(
         [client.get_experiment_by_name("hand").experiment_id], filter_string="tags.`sweeper.role` = 'sweep'"
     )
