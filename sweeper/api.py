@@ -23,16 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nmt_core.config import ConfigError
-from nmt_core.gate import (
-    check_output_folder,
-    check_text,
-    clip_path,
-    configure_network,
-    one_line,
-    output_folder,
-    shown,
-    write_file,
-)
+from nmt_core.gate import check_text, clip_path, configure_network, one_line, output_folder, shown, write_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -512,6 +503,7 @@ def summarize(
             raise ConfigError(
                 "--with", f"must name other sweeps than {name!r}: its own trials are in", "sweeper summarize"
             )
+    from nmt_core.gate import check_output_folder
     from sweeper.metrics import SUMMARY_DIR
     from sweeper.storage import open_storage
     from sweeper.summary import SummaryError, render_markdown
