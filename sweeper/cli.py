@@ -321,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="OTHER",
         help="another sweep in the same tracking store whose trials join this one's (a control row run afterwards); "
-        "refused unless they differ only in what the spaces' parameters vary; repeatable",
+        "refused unless they differ only in what this sweep varies and what the new row alone has; repeatable",
     )
     p.add_argument(
         "--resamples",
