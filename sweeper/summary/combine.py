@@ -15,7 +15,7 @@ from typing import Any
 
 from nmt_core.gate import shown
 from sweeper.metrics import SIGNATURE_TAGS
-from sweeper.summary.records import SEED_KEY, SummaryError, SweepSnapshot, TrialRecord
+from sweeper.summary.records import SEED_KEY, SummaryError, SweepSnapshot, TrialRecord, alignment_sets
 
 
 def combine(study: SweepSnapshot, added: list[SweepSnapshot]) -> SweepSnapshot:
@@ -50,7 +50,7 @@ def check_same_run_setup(study: SweepSnapshot, other: SweepSnapshot) -> None:
         ("scheduler", study.space.scheduler, other.space.scheduler),
         ("objective", vars(study.space.objective), vars(other.space.objective)),
         ("BLEU signature", signatures(study), signatures(other)),
-        ("alignment test sets", alignment_sets(study), alignment_sets(other)),
+        ("alignment test sets", alignment_sets(study.records), alignment_sets(other.records)),
     ):
         if mine != theirs:
             raise SummaryError(
@@ -61,10 +61,6 @@ def check_same_run_setup(study: SweepSnapshot, other: SweepSnapshot) -> None:
 
 def signatures(sweep: SweepSnapshot) -> set[str]:
     return {record.tags.get(SIGNATURE_TAGS["bleu_signature"], "") for record in sweep.records}
-
-
-def alignment_sets(sweep: SweepSnapshot) -> set[str]:
-    return {test_set for sets in sweep.alignment.values() for test_set in sets}
 
 
 def check_same_references(study: SweepSnapshot, other: SweepSnapshot) -> None:
