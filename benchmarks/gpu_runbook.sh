@@ -70,7 +70,7 @@ environment() {
 }
 
 cuda_tests() {  # -v: one line per test as it finishes, so that a run cut short still counts what it did
-    "$PYTHON" -m pytest -v -p no:cacheprovider tests/oracles/test_device_path.py \
+    "$PYTHON" -m pytest -v -p no:cacheprovider -o addopts= tests/oracles/test_device_path.py \
         -k "cuda or captured or replayed or graphed or dropout or reduce_overhead or never_waits" \
         > "$WORK/cuda_tests.log" 2>&1
     local code=$?

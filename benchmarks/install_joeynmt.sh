@@ -11,6 +11,7 @@
 # version, and a folder built by another Python once shadowed the GPU image's own packages, so that joeynmt did
 # not import there. benchmarks/throughput.py reads the folder of the Python it runs in.
 set -euo pipefail
+DIR=${2:+$(realpath -m "$2")}  # DIR is read from the caller's folder, before the cd below
 cd "$(dirname "$0")"
 PACKAGES=(joeynmt==2.3.0 tensorboard==2.21.0 absl-py==2.5.1 markdown==3.11.3 tensorboard-data-server==0.7.2
     subword-nmt==0.3.8 sentencepiece==0.2.3 importlib-metadata==9.1.0 zipp==4.1.2)  # the GPU image lacks the last two
@@ -19,14 +20,14 @@ if [ "${1:-}" = "--download" ]; then
     version=${3:-3.12}
     "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version "$version" --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        --platform manylinux1_x86_64 --platform any -d "$2" "${PACKAGES[@]}"
-    echo "wheels of joeynmt and its imports for Python $version in $2"
+        --platform manylinux1_x86_64 --platform any -d "$DIR" "${PACKAGES[@]}"
+    echo "wheels of joeynmt and its imports for Python $version in $DIR"
     exit 0
 fi
 target=.joeynmt/$("$PYTHON" -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')
 offline=()
 if [ "${1:-}" = "--wheels" ]; then
-    offline=(--no-index --find-links "$2")
+    offline=(--no-index --find-links "$DIR")
 fi
 "$PYTHON" -m pip install -q --no-deps --upgrade --target "$target" "${offline[@]}" "${PACKAGES[@]}"
 "$PYTHON" -c "import sys; sys.path.insert(0, '$target'); import joeynmt.model" \
