@@ -7,13 +7,15 @@
 #
 # Steps, each bounded by `timeout` and by what is left of RUNBOOK_SECONDS (540): the environment; joeynmt for this
 # machine's own Python (from benchmarks/.wheels/py312, carried along: bash benchmarks/install_joeynmt.sh --download
-# benchmarks/.wheels/py312 3.12); the CUDA equality, sync and dropout tests (tests/oracles/test_device_path.py); paper-size
-# training and beam-10 decoding of the baseline and SACT, eager, compiled and captured (model.compile default and
-# graphs; the captured rows before Inductor's, which compile for a minute), with joeynmt in the same run; the Transformer at base size with joeynmt's; 1, 2, 4, 8 packed trials
-# without and with MPS, with each trial's peak memory; last, the per-position CUDA graph trees of reduce-overhead
-# against eager. After every step OUT holds results.json (every step's JSON) and summary.md (one markdown table),
-# and runbook.log the whole output: a step that fails or runs out of time leaves the earlier ones' results. No step
-# trains on a real corpus (synthetic batches and the generated `synthetic` corpus), so no corpus cache is needed.
+# benchmarks/.wheels/py312 3.12); the CUDA equality, sync, dropout and capture tests (tests/oracles/test_device_path.py,
+# 4 processes); paper-size training and beam-10 decoding of the baseline and SACT, eager, compiled and captured
+# (model.compile default and graphs; the captured rows before Inductor's, which compile for a minute), with joeynmt
+# in the same run; the Transformer at base size with joeynmt's; 1, 4, 8 packed trials of captured SACT (the mode the
+# GPU spaces use) without and with MPS, with each trial's peak memory; last, the per-position CUDA graph trees of
+# reduce-overhead against eager. After every step OUT holds results.json (every step's JSON) and summary.md (one
+# markdown table), and runbook.log the whole output: a step that fails or runs out of time leaves the earlier ones'
+# results. No step trains on a real corpus (synthetic batches and the generated `synthetic` corpus), so no corpus
+# cache is needed. First run on an H100: 390 s of its 540 (docs/benchmarks.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DRY_RUN=${RUNBOOK_DRY_RUN:-0}
@@ -29,14 +31,15 @@ START=$SECONDS
 
 if [ "$DRY_RUN" = 1 ]; then  # the same steps at the smoke tests' sizes on the CPU, one thread, limits 10x as long:
     DEVICE=cpu SIZE=tiny TRANSFORMER_SIZE=tiny STEPS=1 ROUNDS=1 DECODE=1 MODES=(graphs) SLACK=10  # a slow machine
-    PACKING=(--device cpu --size tiny --trials 1 2 --seconds 1 --mps off)  # is no failure
-    THREADS=(--threads 1)
+    PACKING=(--device cpu --size tiny --compile-mode graphs --trials 1 2 --seconds 1 --mps off)  # is no failure
+    THREADS=(--threads 1) TEST_WORKERS=""
 else
     DEVICE=cuda SIZE=paper TRANSFORMER_SIZE=paper STEPS=10 ROUNDS=2 DECODE=2 MODES=(graphs default) SLACK=1
-    PACKING=(--device cuda --size paper --trials 1 2 4 8 --seconds 8 --mps both)
-    THREADS=()
+    PACKING=(--device cuda --size paper --compile-mode graphs --trials 1 4 8 --seconds 6 --mps both)
+    THREADS=() TEST_WORKERS=4  # the CUDA tests in 4 processes: 58 of them took 25 s so on an H100, 90 took 106 s alone
 fi
 BUDGET=${RUNBOOK_SECONDS:-$((540 * SLACK))}
+export TEST_WORKERS
 
 report() {
     "$PYTHON" benchmarks/runbook_report.py report "$WORK" "$OUT" >> "$LOG" 2>&1
@@ -70,8 +73,8 @@ environment() {
 }
 
 cuda_tests() {  # -v: one line per test as it finishes, so that a run cut short still counts what it did
-    "$PYTHON" -m pytest -v -p no:cacheprovider -o addopts= tests/oracles/test_device_path.py \
-        -k "cuda or captured or replayed or graphed or dropout or reduce_overhead or never_waits" \
+    "$PYTHON" -m pytest -v -p no:cacheprovider -o addopts= ${TEST_WORKERS:+-n "$TEST_WORKERS"} tests/oracles/test_device_path.py \
+        -k "cuda or captured or replayed or graphed or dropout or reduce_overhead or never_waits or collector" \
         > "$WORK/cuda_tests.log" 2>&1
     local code=$?
     cat "$WORK/cuda_tests.log"
@@ -97,18 +100,18 @@ export -f environment cuda_tests install_joeynmt
 JOEYNMT=()
 step environment 20 environment
 step joeynmt 20 install_joeynmt && JOEYNMT=(--joeynmt)  # then throughput.py fails loudly if joeynmt breaks
-step cuda_tests 130 cuda_tests
+step cuda_tests 100 cuda_tests
 step rnn 160 "$PYTHON" benchmarks/throughput.py --device "$DEVICE" --size "$SIZE" --variants none sact \
     --compile --compile-mode "${MODES[@]}" --buckets 5 --steps "$STEPS" --rounds "$ROUNDS" \
     --decode-batches "$DECODE" "${JOEYNMT[@]}" "${THREADS[@]}" --json "$WORK/rnn.json"
 step transformer 45 "$PYTHON" benchmarks/throughput.py --arch transformer --device "$DEVICE" \
     --size "$TRANSFORMER_SIZE" --variants none sact_query --steps "$((STEPS < 5 ? STEPS : 5))" --rounds "$ROUNDS" \
     --decode-batches 1 --decode-batch-size 16 "${JOEYNMT[@]}" "${THREADS[@]}" --json "$WORK/transformer.json"
-step packing 110 "$PYTHON" benchmarks/packing.py "${PACKING[@]}" --json "$WORK/packing.json"
+step packing 150 "$PYTHON" benchmarks/packing.py "${PACKING[@]}" --json "$WORK/packing.json"
 if [ "$DRY_RUN" = 1 ]; then  # Inductor compiles for minutes on a CPU: the dry run leaves this step out
     echo "== reduce_overhead: left out of the dry run" >> "$LOG"
 else
-    step reduce_overhead 45 "$PYTHON" benchmarks/throughput.py --device cuda --size paper --variants none \
+    step reduce_overhead 100 "$PYTHON" benchmarks/throughput.py --device cuda --size paper --variants none \
         --compile --compile-mode reduce-overhead --buckets 5 --steps 10 --rounds 1 --decode-batches 1 \
         --json "$WORK/reduce_overhead.json"
 fi

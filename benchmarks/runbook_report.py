@@ -20,7 +20,11 @@ import sys
 from pathlib import Path
 
 THROUGHPUT_STEPS = ("rnn", "transformer", "reduce_overhead")
-TEST_OUTCOME = re.compile(r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)")
+OUTCOMES = "PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS"
+# `pytest -v` prints "NODEID OUTCOME [ 5%]"; under xdist (-n) "[gw0] [  5%] OUTCOME NODEID"
+TEST_OUTCOME = re.compile(
+    rf"^(?P<test>\S+::\S+) (?P<outcome>{OUTCOMES})|^\[gw\d+\] \[\s*\d+%\] (?P<outcome_>{OUTCOMES}) (?P<test_>\S+::\S+)"
+)
 
 
 def environment() -> dict:
@@ -56,7 +60,8 @@ def test_outcomes(log: str) -> dict:
     for line in log.splitlines():
         match = TEST_OUTCOME.match(line.strip())
         if match:
-            outcomes.setdefault(match.group(2).lower(), []).append(match.group(1))
+            outcome, test = match["outcome"] or match["outcome_"], match["test"] or match["test_"]
+            outcomes.setdefault(outcome.lower(), []).append(test)
     counts = {outcome: len(names) for outcome, names in outcomes.items()}
     return {**counts, "not_passed": outcomes.get("failed", []) + outcomes.get("error", [])}
 

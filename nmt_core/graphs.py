@@ -82,7 +82,7 @@ def collector_paused() -> Iterator[None]:
     reference cycle (a CapturedLoss's graphed callables are classes made on the fly, always in cycles) in the middle
     of a capture; the graph's destructor then calls CUDA, which a capturing stream forbids, and the capture is
     invalidated ("operation not permitted when stream is capturing", then cudaErrorStreamCaptureInvalidated: seen on
-    an H100 in 3 of 63 captured-step tests). The garbage waits until the capture is over."""
+    an H100 in 3 of 56 captured-step tests). The garbage waits until the capture is over."""
     enabled = gc.isenabled()
     gc.disable()
     try:

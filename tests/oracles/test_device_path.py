@@ -226,7 +226,7 @@ def test_the_collector_is_paused_while_a_graph_is_recorded_and_left_as_it_was_af
 @CUDA
 def test_a_capture_survives_the_collector_freeing_an_old_graph_during_it(tf32_off):
     """An old graph in a reference cycle that the cycle collector frees while a new step is being captured: its
-    destructor calls CUDA, which invalidates the capture (3 of 63 captured-step tests failed so on an H100) unless
+    destructor calls CUDA, which invalidates the capture (3 of 56 captured-step tests failed so on an H100) unless
     CapturedLoss records with the collector paused. Each capture here leaves such a graph young, and the collector
     runs at every allocation."""
     old_graphs = []

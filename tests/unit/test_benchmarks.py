@@ -251,6 +251,19 @@ def test_packing_survives_a_crashing_trial():
     assert packing.row_line({"trials": 2, "mps": True, "error": "2 trials: 0 reported"}).startswith("| 2 | on | failed")
 
 
+def test_the_runbook_counts_test_outcomes_from_plain_and_xdist_logs():
+    """`pytest -v` puts the outcome after the test, under xdist (-n, as the runbook's CUDA tests run) before it."""
+    import runbook_report
+
+    log = """tests/t.py::a[x-y] PASSED [ 10%]
+[gw1] [ 50%] FAILED tests/t.py::b[z]
+[gw0] [100%] PASSED tests/t.py::c
+tests/t.py::d SKIPPED (needs a CUDA device) [ 90%]
+FAILED tests/t.py::b[z] - RuntimeError"""
+    counts = runbook_report.test_outcomes(log)
+    assert counts == {"passed": 2, "failed": 1, "skipped": 1, "not_passed": ["tests/t.py::b[z]"]}
+
+
 @pytest.mark.timeout(3600)  # the runbook's own limits are 10x long in a dry run: a slow machine is no failure
 def test_the_gpu_runbook_dry_run_runs_every_step_and_keeps_their_results(tmp_path):
     """benchmarks/gpu_runbook.sh --dry-run: every step at tiny sizes on the CPU, each recorded with its exit code,
@@ -267,7 +280,7 @@ def test_the_gpu_runbook_dry_run_runs_every_step_and_keeps_their_results(tmp_pat
     [rnn] = results["rnn"]
     assert set(rnn["variants"]) == {"none", "sact", "none+graphs", "sact+graphs"} and rnn["buckets"] == [5]
     assert ("joeynmt" in rnn) == (codes["joeynmt"] == 0)
-    assert [row["trials"] for row in results["packing"]["rows"]] == [1, 2]
+    assert [row["trials"] for row in results["packing"]["rows"]] == [1, 2] and results["packing"]["mode"] == "graphs"
     summary = (tmp_path / "summary.md").read_text()
     assert summary.count("\n|---") == 1 and "| rnn | sact+graphs |" in summary and "| packing | 2 trials" in summary
     assert (tmp_path / "runbook.log").stat().st_size > 0
