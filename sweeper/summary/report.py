@@ -128,12 +128,30 @@ def added_note(snapshot: SweepSnapshot) -> str:
     )
 
 
+MAX_NOTE = 8000  # characters of a tag's value MLflow keeps (mlflow.utils.validation.MAX_TAG_VAL_LENGTH)
+FULL_SUMMARY = "Figures and the full summary: artifacts, summary/summary.md"
+
+
 def parent_note(snapshot: SweepSnapshot, summary: Summary) -> str:
-    """The parent run's description in MLflow's UI: the table, the warnings and the conclusion."""
-    return (
-        f"# Sweep `{snapshot.name}`\n\n"
-        + (f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else "")
-        + render_markdown(summary)
-        + (f"\n{summary.conclusion}" if summary.conclusion else "")
-        + "\nFigures and the full summary: artifacts, summary/summary.md"
+    """The parent run's description in MLflow's UI: the table, the warnings and the conclusion. MLflow keeps 8,000
+    characters of it and cuts the rest wherever it falls (a study's seven rows once lost their power lines and the
+    line naming the method behind the marks), so a longer one leaves out the conclusion, then the power lines, and
+    says so; a table too long even then is cut at a line, its method line kept."""
+    head = f"# Sweep `{snapshot.name}`\n\n" + (
+        f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else ""
     )
+    conclusion = f"\n{summary.conclusion}" if summary.conclusion else ""
+    choices = [
+        (render_markdown(summary) + conclusion, ""),
+        (render_markdown(summary), "the conclusion"),
+        (render_markdown(summary, power=False), "the conclusion and the power lines"),
+    ]
+    for body, left_out in choices:
+        tail = f"\nLeft out here to fit MLflow's {MAX_NOTE:,} characters: {left_out}. " if left_out else "\n"
+        note = head + body + tail + FULL_SUMMARY
+        if len(note) <= MAX_NOTE:
+            return note
+    marks = f"\nMarks: significance.method {summary.method_name}." if summary.method_name else ""
+    tail = f"\n... cut here to fit MLflow's {MAX_NOTE:,} characters.{marks}\n" + FULL_SUMMARY
+    kept = note[: MAX_NOTE - len(tail)]
+    return kept[: kept.rfind("\n")] + tail

@@ -179,7 +179,9 @@ def power_lines(summary: Summary) -> list[str]:
     ]
 
 
-def render_markdown(summary: Summary) -> str:
+def render_markdown(summary: Summary, power: bool = True) -> str:
+    """The BLEU table with its warnings, controls, power lines (unless `power` is false) and the footer that names
+    the BLEU signatures and the method behind the marks."""
     lines = []
     if summary.warnings:
         lines += ["**Warnings: read these before the table.**", ""]
@@ -189,7 +191,7 @@ def render_markdown(summary: Summary) -> str:
     shown = shown_rows(summary)
     lines += ["| " + " | ".join(_cells(row, summary.test_sets, "±")) + " |" for row in shown]
     lines += render_controls(summary)
-    lines += power_lines(summary)
+    lines += power_lines(summary) if power else []
     lines.append("")
     lines += left_out_note(summary, shown)
     lines.append(

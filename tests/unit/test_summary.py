@@ -374,6 +374,31 @@ def test_the_parent_run_description_holds_the_table_and_the_warnings(store, tmp_
     assert "Marks: significance.method paired_bootstrap: two-level seed x sentence test" in note
 
 
+def test_a_parent_description_too_long_for_mlflow_leaves_out_the_conclusion_and_keeps_the_method(store, tmp_path):
+    """MLflow keeps 8,000 characters of a tag and cuts the rest wherever it falls: a longer description leaves out
+    whole parts, says which, and never loses the line naming the method behind the marks."""
+    from types import SimpleNamespace
+
+    from sweeper.summary.report import parent_note
+
+    uri, _ = store
+    summary = summarize("hand", uri, tmp_path / "out", ["md"], resamples=100)
+    snapshot = SimpleNamespace(name="hand", records=[], added=())
+    marks = "Marks: significance.method paired_bootstrap: two-level seed x sentence test"
+    assert marks in parent_note(snapshot, summary) and "Left out" not in parent_note(snapshot, summary)
+
+    summary.conclusion = "a long conclusion. " * 500  # 9,500 characters
+    note = parent_note(snapshot, summary)
+    assert len(note) <= 8000 and "a long conclusion" not in note and marks in note
+    assert "| variant | seeds |" in note and "Left out here to fit MLflow's 8,000 characters: the conclusion." in note
+
+    summary.warnings = [f"warning {i}: " + "w" * 200 for i in range(60)]  # 12,000 characters before the table
+    note = parent_note(snapshot, summary)
+    assert len(note) <= 8000 and "warning 30:" in note and "warning 59:" not in note
+    kept, cut = note.split("\n... cut here to fit MLflow's 8,000 characters.\n")
+    assert cut.startswith(marks) and cut.endswith("\nFigures and the full summary: artifacts, summary/summary.md")
+
+
 def test_alignment_table_tests_aer_and_gold_mass_as_bleu_is_tested():
     """Per-sentence link counts decide the table: AER 1 - 2|A & S| / (|A| + |S|) and gold mass, with a delta to
     the baseline marked better (**) in the direction that is better for each (lower AER, higher mass)."""
