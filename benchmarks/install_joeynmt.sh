@@ -11,7 +11,9 @@
 # version, and a folder built by another Python once shadowed the GPU image's own packages, so that joeynmt did
 # not import there. benchmarks/throughput.py reads the folder of the Python it runs in.
 set -euo pipefail
-DIR=${2:+$(realpath -m "$2")}  # DIR is read from the caller's folder, before the cd below
+if [ "${1:-}" = "--download" ] || [ "${1:-}" = "--wheels" ]; then
+    DIR=$(realpath -m "${2:?usage: install_joeynmt.sh $1 DIR}")  # from the caller's folder, before the cd below
+fi
 cd "$(dirname "$0")"
 PACKAGES=(joeynmt==2.3.0 tensorboard==2.21.0 absl-py==2.5.1 markdown==3.11.3 tensorboard-data-server==0.7.2
     subword-nmt==0.3.8 sentencepiece==0.2.3 importlib-metadata==9.1.0 zipp==4.1.2)  # the GPU image lacks the last two

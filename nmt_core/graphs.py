@@ -82,12 +82,19 @@ def collector_paused() -> Iterator[None]:
     reference cycle (a CapturedLoss's graphed callables are classes made on the fly, always in cycles) in the middle
     of a capture; the graph's destructor then calls CUDA, which a capturing stream forbids, and the capture is
     invalidated ("operation not permitted when stream is capturing", then cudaErrorStreamCaptureInvalidated: seen on
-    an H100 in 3 of 56 captured-step tests). The garbage waits until the capture is over."""
-    enabled = gc.isenabled()
+    an H100 in 3 of 56 captured-step tests). Disabled, the collector runs no automatic collection; frozen, what
+    existed before the capture is out of reach of an explicit gc.collect() too (Ray's workers run one from a thread
+    of their own when the raylet asks). The garbage waits until the capture is over. Objects someone else froze
+    (a fork server, say) stay frozen: then only the automatic collections are held off."""
+    enabled, freezing = gc.isenabled(), gc.get_freeze_count() == 0
     gc.disable()
+    if freezing:
+        gc.freeze()
     try:
         yield
     finally:
+        if freezing:
+            gc.unfreeze()
         if enabled:
             gc.enable()
 

@@ -20,6 +20,7 @@ from sweeper.summary.findings import add_findings
 from sweeper.summary.records import SweepSnapshot, read_snapshot
 from sweeper.summary.statistics import Summary, alignment_table, build_summary
 from sweeper.summary.tables import (
+    power_lines,
     render_alignment,
     render_csv,
     render_latex,
@@ -140,18 +141,22 @@ def parent_note(snapshot: SweepSnapshot, summary: Summary) -> str:
     head = f"# Sweep `{snapshot.name}`\n\n" + (
         f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else ""
     )
-    conclusion = f"\n{summary.conclusion}" if summary.conclusion else ""
-    choices = [
-        (render_markdown(summary) + conclusion, ""),
-        (render_markdown(summary), "the conclusion"),
-        (render_markdown(summary, power=False), "the conclusion and the power lines"),
-    ]
-    for body, left_out in choices:
-        tail = f"\nLeft out here to fit MLflow's {MAX_NOTE:,} characters: {left_out}. " if left_out else "\n"
-        note = head + body + tail + FULL_SUMMARY
+    body, left_out = render_markdown(summary) + (f"\n{summary.conclusion}" if summary.conclusion else ""), []
+    shorter = [("the conclusion", summary.conclusion, render_markdown(summary))]
+    shorter += [("the power lines", power_lines(summary), render_markdown(summary, power=False))]
+    for part, present, without in [(None, True, body)] + shorter:
+        if part and present:
+            body, left_out = without, left_out + [part]
+        note = head + body + left_out_line(left_out) + FULL_SUMMARY
         if len(note) <= MAX_NOTE:
             return note
-    marks = f"\nMarks: significance.method {summary.method_name}." if summary.method_name else ""
-    tail = f"\n... cut here to fit MLflow's {MAX_NOTE:,} characters.{marks}\n" + FULL_SUMMARY
-    kept = note[: MAX_NOTE - len(tail)]
-    return kept[: kept.rfind("\n")] + tail
+    marks = f"Marks: significance.method {summary.method_name}.\n" if summary.method_name else ""
+    cut = f"\n... cut here to fit MLflow's {MAX_NOTE:,} characters.\n"
+    kept = note[: max(0, MAX_NOTE - len(cut + marks + left_out_line(left_out) + FULL_SUMMARY))]
+    kept = kept[: kept.rfind("\n") + 1]
+    return kept + cut + (marks if marks.strip() not in kept else "") + left_out_line(left_out) + FULL_SUMMARY
+
+
+def left_out_line(parts: list[str]) -> str:
+    """What a description shortened for MLflow left out, or a plain line break."""
+    return f"\nLeft out here to fit MLflow's {MAX_NOTE:,} characters: {' and '.join(parts)}. " if parts else "\n"

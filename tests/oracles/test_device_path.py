@@ -7,6 +7,7 @@ dev loss and translations, draw new dropout masks at each replay and never wait 
 
 import dataclasses
 import gc
+import weakref
 
 import pytest
 import torch
@@ -210,10 +211,24 @@ def test_the_captured_training_step_gives_the_eager_loss_and_gradients_on_cuda(n
 
 
 def test_the_collector_is_paused_while_a_graph_is_recorded_and_left_as_it_was_after():
-    assert gc.isenabled()
+    """No automatic collection inside, and older garbage out of reach of an explicit gc.collect() (another thread's):
+    it is freed after."""
+
+    class Node:
+        pass
+
+    cycle = Node()
+    cycle.itself = cycle
+    freed = weakref.ref(cycle)
+    del cycle
+    assert gc.isenabled() and gc.get_freeze_count() == 0
     with collector_paused():
         assert not gc.isenabled()
-    assert gc.isenabled()
+        gc.collect()
+        assert freed() is not None, "garbage from before the capture was collected during it"
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.collect()
+    assert freed() is None
     gc.disable()
     try:
         with collector_paused():
@@ -235,6 +250,7 @@ def test_a_capture_survives_the_collector_freeing_an_old_graph_during_it(tf32_of
         with torch.cuda.graph(graph):
             x.add_(1)
         old_graphs.append((graph, x))
+    freed = [weakref.ref(x) for _, x in old_graphs]
     cfg, models = _family_models(VARIANTS["general-sact"], "graphs")
     loss = trial_loss(cfg)
 
@@ -254,7 +270,9 @@ def test_a_capture_survives_the_collector_freeing_an_old_graph_during_it(tf32_of
         torch.cuda.synchronize()
     finally:
         gc.set_threshold(*threshold)
+    gc.collect()
     assert not old_graphs and len(captured.graphs) == 2
+    assert all(ref() is None for ref in freed), "the old graphs were not freed: the test provoked nothing"
 
 
 def _beam(model, batch, cfg):

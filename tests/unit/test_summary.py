@@ -396,7 +396,14 @@ def test_a_parent_description_too_long_for_mlflow_leaves_out_the_conclusion_and_
     note = parent_note(snapshot, summary)
     assert len(note) <= 8000 and "warning 30:" in note and "warning 59:" not in note
     kept, cut = note.split("\n... cut here to fit MLflow's 8,000 characters.\n")
-    assert cut.startswith(marks) and cut.endswith("\nFigures and the full summary: artifacts, summary/summary.md")
+    assert cut.startswith(marks) and cut.endswith("Figures and the full summary: artifacts, summary/summary.md")
+    assert "Left out here to fit MLflow's 8,000 characters: the conclusion" in cut
+
+    summary.warnings, summary.conclusion = [], ""  # too long below the method line: it stays, once
+    summary.notes = [f"note {i}: " + "n" * 300 for i in range(30)]
+    note = parent_note(snapshot, summary)
+    assert len(note) <= 8000 and note.count(marks) == 1 and "note 0:" in note and "note 29:" not in note
+    assert "the conclusion" not in note
 
 
 def test_alignment_table_tests_aer_and_gold_mass_as_bleu_is_tested():
