@@ -238,18 +238,21 @@ def test_the_collector_is_paused_while_a_graph_is_recorded_and_left_as_it_was_af
         gc.enable()
 
 
+def _captured_graph() -> tuple:
+    """A small captured graph and the tensor it writes."""
+    graph, x = torch.cuda.CUDAGraph(), torch.zeros(4, device="cuda")
+    with torch.cuda.graph(graph):
+        x.add_(1)
+    return graph, x
+
+
 @CUDA
 def test_a_capture_survives_the_collector_freeing_an_old_graph_during_it(tf32_off):
     """An old graph in a reference cycle that the cycle collector frees while a new step is being captured: its
     destructor calls CUDA, which invalidates the capture (3 of 56 captured-step tests failed so on an H100) unless
     CapturedLoss records with the collector paused. Each capture here leaves such a graph young, and the collector
     runs at every allocation."""
-    old_graphs = []
-    for _ in range(2):
-        graph, x = torch.cuda.CUDAGraph(), torch.zeros(4, device="cuda")
-        with torch.cuda.graph(graph):
-            x.add_(1)
-        old_graphs.append((graph, x))
+    old_graphs = [_captured_graph() for _ in range(2)]  # made in a function: no local name keeps one alive
     freed = [weakref.ref(x) for _, x in old_graphs]
     cfg, models = _family_models(VARIANTS["general-sact"], "graphs")
     loss = trial_loss(cfg)
