@@ -20,6 +20,7 @@ from sweeper.summary.findings import add_findings
 from sweeper.summary.records import SweepSnapshot, read_snapshot
 from sweeper.summary.statistics import Summary, alignment_table, build_summary
 from sweeper.summary.tables import (
+    marks_line,
     power_lines,
     render_alignment,
     render_csv,
@@ -141,20 +142,22 @@ def parent_note(snapshot: SweepSnapshot, summary: Summary) -> str:
     head = f"# Sweep `{snapshot.name}`\n\n" + (
         f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else ""
     )
-    body, left_out = render_markdown(summary) + (f"\n{summary.conclusion}" if summary.conclusion else ""), []
-    shorter = [("the conclusion", summary.conclusion, render_markdown(summary))]
-    shorter += [("the power lines", power_lines(summary), render_markdown(summary, power=False))]
-    for part, present, without in [(None, True, body)] + shorter:
-        if part and present:
-            body, left_out = without, left_out + [part]
+    table = render_markdown(summary)
+    versions = [(table + (f"\n{summary.conclusion}" if summary.conclusion else ""), [])]
+    if summary.conclusion:
+        versions.append((table, ["the conclusion"]))
+    if power_lines(summary):
+        versions.append((render_markdown(summary, power=False), versions[-1][1] + ["the power lines"]))
+    for body, left_out in versions:
         note = head + body + left_out_line(left_out) + FULL_SUMMARY
         if len(note) <= MAX_NOTE:
             return note
-    marks = f"Marks: significance.method {summary.method_name}.\n" if summary.method_name else ""
+    marks = marks_line(summary) + "\n" if summary.method_name else ""
+    end = left_out_line(left_out) + FULL_SUMMARY
     cut = f"\n... cut here to fit MLflow's {MAX_NOTE:,} characters.\n"
-    kept = note[: max(0, MAX_NOTE - len(cut + marks + left_out_line(left_out) + FULL_SUMMARY))]
+    kept = note[: max(0, MAX_NOTE - len(cut + marks + end))]
     kept = kept[: kept.rfind("\n") + 1]
-    return kept + cut + (marks if marks.strip() not in kept else "") + left_out_line(left_out) + FULL_SUMMARY
+    return kept + cut + (marks if marks.strip() not in kept else "") + end
 
 
 def left_out_line(parts: list[str]) -> str:

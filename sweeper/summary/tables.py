@@ -179,6 +179,11 @@ def power_lines(summary: Summary) -> list[str]:
     ]
 
 
+def marks_line(summary: Summary) -> str:
+    """The footer line naming the test behind the table's marks (the MLflow description keeps it when it is cut)."""
+    return f"Marks: significance.method {summary.method_name}."
+
+
 def render_markdown(summary: Summary, power: bool = True) -> str:
     """The BLEU table with its warnings, controls, power lines (unless `power` is false) and the footer that names
     the BLEU signatures and the method behind the marks."""
@@ -201,8 +206,7 @@ def render_markdown(summary: Summary, power: bool = True) -> str:
         + (f" (`{summary.signatures['multi-bleu']}`)" if "multi-bleu" in summary.signatures else "")
         + "."
     )
-    if summary.method_name:
-        lines.append(f"Marks: significance.method {summary.method_name}.")
+    lines += [marks_line(summary)] if summary.method_name else []
     if summary.method:
         lines.append(f"delta avg: {summary.method}.")
     lines += [f"Note: {note}" for note in summary.notes]
