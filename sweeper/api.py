@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from sweeper.sweeps import SweepInfo
 
 MAX_ADDED = 8  # sweeps one summary joins (`--with`): a study and its added rows, not a catalogue
+MAX_CHOSEN = 4  # settings `--choose` picks per row on dev: a rate, a warm-up; a search is a sweep's job
 STATUS = {0: "finished", 1: "failed", 3: "tracking pending", 130: "interrupted"}  # run_sweep's exit codes
 
 
@@ -362,6 +363,22 @@ def _check_added(value: Any, source: str) -> None:
         raise ConfigError("--with", "must name each sweep once", source)
 
 
+def _check_chosen(value: Any, source: str) -> None:
+    """`--choose`: trial settings, each once; never the seed (what a row's spread is measured over)."""
+    from nmt_core.config import TrialConfig
+    from sweeper.summary.records import SEED_KEY
+
+    settings = set(TrialConfig().flat()) - {SEED_KEY}
+    if not isinstance(value, (list, tuple)) or len(value) > MAX_CHOSEN:
+        raise ConfigError("--choose", f"must be at most {MAX_CHOSEN} settings (got {shown(value)})", source)
+    for key in value:
+        if key not in settings:
+            allowed = f"must be a trial setting other than {SEED_KEY}, such as train.lr"
+            raise ConfigError("--choose", f"{allowed} (got {shown(key)})", source)
+    if len(set(value)) < len(value):
+        raise ConfigError("--choose", "must name each setting once", source)
+
+
 def _check_name(key: str) -> Callable[[Any, str], None]:
     def check(value: Any, source: str) -> None:
         from sweeper.space import check_name
@@ -395,6 +412,7 @@ ARGUMENTS: dict[str, Callable[[Any, str], None]] = {
     "address": _check_uri("ray", "--address"),
     "run_id": _check_run_id,
     "added": _check_added,
+    "chosen": _check_chosen,
     "space": _check_space,
     "overrides": _check_overrides,
     "resamples": _check_resamples,
@@ -482,10 +500,12 @@ def summarize(
     resamples: int | None = None,
     run_id: str | None = None,
     added: tuple[str, ...] = (),
+    chosen: tuple[str, ...] = (),
 ) -> SummaryResult:
     """The papers' tables and figures of a finished sweep, as `sweeper summarize` writes them: into `out`, else
     beside results.parquet in storage; the tracking URI defaults to the one the sweep ran with. `added` names
-    sweeps in the same tracking store whose trials join this one's (`--with`: a control row run afterwards)."""
+    sweeps in the same tracking store whose trials join this one's (`--with`: a control row run afterwards);
+    `chosen` settings (`--choose train.lr`) are chosen per row on dev."""
     configure_driver()
     with one_error():  # bad input is refused before anything is read, written or (slowly) imported
         check_arguments(
@@ -498,6 +518,7 @@ def summarize(
             resamples=resamples,
             run_id=run_id,
             added=added,
+            chosen=chosen,
         )
         if name in added:
             raise ConfigError(
@@ -515,7 +536,9 @@ def summarize(
         # checked now, made when the summary is there: a summary that fails leaves no folder behind
         target = check_output_folder(out, "--out", "sweeper summarize", ConfigError) if out else None
         with tempfile.TemporaryDirectory() as staging:  # written here, then into storage or --out
-            summary = write_summary(name, uri, Path(staging), [format], resamples, run_id=run_id, added=tuple(added))
+            summary = write_summary(
+                name, uri, Path(staging), [format], resamples, run_id=run_id, added=tuple(added), chosen=tuple(chosen)
+            )
             if target is None:
                 experiment.upload(Path(staging), SUMMARY_DIR)
             else:

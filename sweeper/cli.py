@@ -81,6 +81,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         resamples=args.resamples,
         run_id=args.run_id,
         added=tuple(args.added),
+        chosen=tuple(args.chosen),
     )
     print(done.markdown)
     print(
@@ -322,6 +323,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="OTHER",
         help="another sweep in the same tracking store whose trials join this one's (a control row run afterwards); "
         "refused unless they differ only in what this sweep varies and what the new row alone has; repeatable",
+    )
+    p.add_argument(
+        "--choose",
+        dest="chosen",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a setting chosen per row on dev (e.g. train.lr, run at several values by a grid or by sweeps joined "
+        "with --with): each row keeps the trials at the value with its seeds' best mean objective, the others are "
+        "left out, and rows are compared at their own chosen values; repeatable",
     )
     p.add_argument(
         "--resamples",

@@ -18,13 +18,14 @@ from sweeper.metrics import SIGNATURE_TAGS
 from sweeper.summary.records import SEED_KEY, SummaryError, SweepSnapshot, TrialRecord, alignment_sets
 
 
-def combine(study: SweepSnapshot, added: list[SweepSnapshot]) -> SweepSnapshot:
+def combine(study: SweepSnapshot, added: list[SweepSnapshot], chosen: tuple[str, ...] = ()) -> SweepSnapshot:
     """`study` with the trials of each `added` sweep joined to it; the study's space (objective, baseline,
-    significance, tracking) governs the summary, and the summary is written to the study's parent run."""
+    significance, tracking) governs the summary, and the summary is written to the study's parent run. The
+    `chosen` settings (`--choose`, each row's on dev: choose.py) may differ between the sweeps."""
     for other in added:
         check_same_run_setup(study, other)
         check_same_references(study, other)
-        check_same_settings(study, other)
+        check_same_settings(study, other, chosen)
     records = study.records + [record for other in added for record in other.records]
     check_no_trial_twice(records)
     snapshot = SweepSnapshot(
@@ -79,12 +80,12 @@ def check_same_references(study: SweepSnapshot, other: SweepSnapshot) -> None:
             )
 
 
-def check_same_settings(study: SweepSnapshot, other: SweepSnapshot) -> None:
+def check_same_settings(study: SweepSnapshot, other: SweepSnapshot, chosen: tuple[str, ...] = ()) -> None:
     """A setting that acts in both an added trial and a study trial holds the same value in both, unless the study
-    varies it (its space's parameters, or what differs between its own trials): the added row is then one more
-    value of a key the table already shows. A setting only the added row has (a fixed tau) defines it. The
-    seed is compared by check_no_trial_twice."""
-    varied = set(study.space.varied) | varied_within(study) | {SEED_KEY}
+    varies it (its space's parameters, or what differs between its own trials) or it is chosen per row on dev:
+    the added row is then one more value of a key the table already shows. A setting only the added row has (a
+    fixed tau) defines it. The seed is compared by check_no_trial_twice."""
+    varied = set(study.space.varied) | varied_within(study) | {SEED_KEY, *chosen}
     values: dict[str, tuple[Any, TrialRecord]] = {}
     for record in study.records:
         for key, value in record.config.active().items():
@@ -98,7 +99,7 @@ def check_same_settings(study: SweepSnapshot, other: SweepSnapshot) -> None:
                 f"{key} is {shown(seen)} in run {where.run_id} ({where.variant}) of sweep {study.name!r} but "
                 f"{shown(value)} in run {record.run_id} ({record.variant}) of sweep {other.name!r}, and "
                 f"{study.name!r} does not vary it: a combined summary compares trials that differ only in what the "
-                "study varies and in what the added row alone has"
+                "study varies, in what the added row alone has, and in what --choose chooses per row on dev"
             )
 
 

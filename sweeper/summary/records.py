@@ -64,6 +64,7 @@ class TrialRecord:
     settings: dict[str, dict[int, float]] = field(default_factory=dict)  # PBT: `setting.<key>` by epoch
     pbt_events: list[dict[str, Any]] = field(default_factory=list)  # PBT exploits (pbt_events.json)
     artifact_uri: str = ""  # the run's artifact root (a record read from MLflow)
+    tuned: frozenset[str] = frozenset()  # settings chosen per row on dev (`summarize --choose`): not a row's own
 
     @property
     def epoch_time_s(self) -> float | None:
@@ -83,8 +84,9 @@ class TrialRecord:
 
     @cached_property
     def group(self) -> tuple:
-        """The settings but the seed (a row of the tables); kept: choosing baselines reads it rows x rows times."""
-        return tuple(sorted((k, v) for k, v in self.params.items() if k != SEED_KEY))
+        """The settings but the seed and those chosen per row on dev (a row of the tables); kept: choosing
+        baselines reads it rows x rows times."""
+        return tuple(sorted((k, v) for k, v in self.params.items() if k != SEED_KEY and k not in self.tuned))
 
     @property
     def test_sets(self) -> list[str]:
@@ -108,6 +110,7 @@ class SweepSnapshot:
     alignment: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # run id -> set -> ALIGNMENT_STATS
     traces: dict[tuple[str, str], pa.Table] = field(default_factory=dict)  # (run id, split) -> attention trace
     added: list[tuple[str, str, str]] = field(default_factory=list)  # sweeps joined to it: name, parent run, status
+    choices: list[str] = field(default_factory=list)  # each row's setting chosen on dev (`summarize --choose`)
 
 
 def find_parent(client: MlflowClient, name: str, run_id: str | None = None, key: str = "NAME") -> tuple[str, str]:

@@ -14,6 +14,7 @@ from nmt_core.train import bleu_options
 from sweeper.metrics import NOTE, SUMMARY_DIR
 from sweeper.space import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
+from sweeper.summary.choose import choose_on_objective
 from sweeper.summary.combine import combine
 from sweeper.summary.figures import draw_figures, figure_data, importance_sections
 from sweeper.summary.findings import add_findings
@@ -39,9 +40,11 @@ def summarize(
     resamples: int | None = None,
     run_id: str | None = None,
     added: tuple[str, ...] = (),
+    chosen: tuple[str, ...] = (),
 ) -> Summary:
     """Write summary.md (+ csv / tex), figures, and log them to the sweep's parent run; the trials of the `added`
-    sweeps (each one's newest run, in the same store) join the sweep's where their settings allow (combine).
+    sweeps (each one's newest run, in the same store) join the sweep's where their settings allow (combine), and
+    each row keeps the trials at its `chosen` settings' best mean objective (choose).
 
     Everything comes from MLflow: the trials' metrics and histories, their translations and the references
     they were scored against; no corpus is read.
@@ -53,7 +56,9 @@ def summarize(
             others = [
                 read_snapshot(client, other, None, Path(tmp) / f"added-{i}", "--with") for i, other in enumerate(added)
             ]
-            snapshot = combine(snapshot, others)
+            snapshot = combine(snapshot, others, chosen)
+        if chosen:
+            snapshot = choose_on_objective(snapshot, chosen)
     summary = write_report(snapshot, out, formats, resamples)
     # the variants the BLEU table shows: a 1,000-row table's every variant drawn and logged one by one takes minutes
     best_only = snapshot.space.tracking.plots == "best"  # `all`: every trial drew its own; `none`: nobody draws
@@ -86,6 +91,7 @@ def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
         significance,
     )
     add_findings(summary)
+    summary.notes += snapshot.choices
     if snapshot.left_out:
         summary.notes.append(
             f"{sum(snapshot.left_out.values())} trial(s) left out of every table and figure: "

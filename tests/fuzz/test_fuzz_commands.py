@@ -55,6 +55,7 @@ SWEEPER_POSITIONS = {
     "summarize --run-id": ["summarize", "fuzz", "--storage", "st", "--run-id", "VALUE"],
     "summarize --out": ["summarize", "fuzz", "--storage", "st", "--out", "VALUE"],
     "summarize --with": ["summarize", "fuzz", "--storage", "st", "--with", "VALUE"],
+    "summarize --choose": ["summarize", "fuzz", "--storage", "st", "--choose", "VALUE"],
     "summarize --tracking-uri": ["summarize", "fuzz", "--storage", "st", "--tracking-uri", "VALUE"],
     "status NAME": ["status", "VALUE", "--storage", "st"],
     "status --storage": ["status", "fuzz", "--storage", "VALUE"],

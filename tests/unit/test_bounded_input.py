@@ -568,6 +568,23 @@ def test_summarize_with_refuses_the_sweep_itself_repeats_and_a_catalogue(added, 
     assert not (tmp_path / "st").exists()
 
 
+@pytest.mark.parametrize(
+    "chosen, refused",
+    [
+        (["train.seed"], "--choose: must be a trial setting other than train.seed, such as train.lr (got 'train.se"),
+        (["train.rate"], "--choose: must be a trial setting other than train.seed, such as train.lr (got 'train.ra"),
+        (["train.lr", "train.lr"], "--choose: must name each setting once"),
+        (["train.lr", "train.warmup", "train.clip_norm", "train.batch_size", "train.epochs"], "--choose: must be at"),
+    ],
+)
+def test_summarize_choose_takes_trial_settings_but_the_seed(chosen, refused, capsys, tmp_path):
+    """The seed is what a row's spread is measured over; a misspelt setting would choose nothing."""
+    argv = ["summarize", "tiny", "--storage", str(tmp_path / "st")]
+    assert sweeper_main(argv + [arg for key in chosen for arg in ("--choose", key)]) == 2
+    one_line_error(capsys, f"sweeper: error: sweeper summarize: {refused}")
+    assert not (tmp_path / "st").exists()
+
+
 def test_a_huge_run_id_is_shown_short(capsys):
     assert sweeper_main(["summarize", "tiny", "--run-id", "r" * 100_000]) == 2
     err = one_line_error(capsys, "sweeper: error: sweeper summarize: --run-id: longer than 64 characters")

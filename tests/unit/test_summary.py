@@ -986,6 +986,60 @@ def test_a_row_that_differs_in_more_than_its_space_varies_is_refused(damage, ref
         assert len(combine(study, [added]).records) == 12
 
 
+@pytest.mark.parametrize("sweeps", ["joined", "one grid"])
+def test_each_row_is_compared_at_the_rate_its_dev_score_chose(sweeps):
+    """`summarize --choose train.lr`: the study at lr 0.001, the same rows at 0.002 (run afterwards, or in the same
+    sweep's grid). The baseline's and SACT's control's seeds score best on dev at 0.002, SACT's at 0.001, although
+    the baseline tests better at 0.001: the choice reads dev only. Each row keeps its chosen rate's trials, the
+    others are left out and counted, and SACT is tested against the baseline and matched with its control across
+    the rates."""
+    from dataclasses import replace
+
+    from sweeper.summary.choose import choose_on_objective
+    from sweeper.summary.combine import combine
+    from sweeper.summary.report import compute, significance_of
+
+    sact, learned = {"temperature": "sact", "lambda": 4.0}, {"temperature": "learned", "lambda": 4.0}
+    at_first = [
+        ("general+none", {}, 0.001, 4, {"bleu_dev": [10.0, 11.0]}),
+        ("general+sact4", sact, 0.001, 3, {"bleu_dev": [20.0, 22.0], "tau_p50": [0.6, 0.5]}),
+        ("general+learned4", learned, 0.001, 3, {"bleu_dev": [10.0, 13.0], "tau_p50": [1.2, 1.3]}),
+    ]
+    at_second = [
+        ("general+none", {}, 0.002, 2, {"bleu_dev": [20.0, 21.0]}),
+        ("general+sact4", sact, 0.002, 0, {"bleu_dev": [10.0, 12.0], "tau_p50": [0.6, 0.5]}),
+        ("general+learned4", learned, 0.002, 0, {"bleu_dev": [20.0, 23.0], "tau_p50": [1.2, 1.3]}),
+    ]
+    if sweeps == "joined":
+        study = _review_snapshot(at_first, 3, {"resamples": 200}, seeds_differ=True)
+        study.space = replace(study.space, varied=("attention.temperature", "attention.lambda"))
+        added = _review_snapshot(at_second, 3, {"resamples": 200}, seeds_differ=True)
+        added.name, added.parent_id = "study-lr2", "p1"
+        study = combine(study, [added], ("train.lr",))
+    else:
+        study = _review_snapshot(at_first + at_second, 3, {"resamples": 200}, seeds_differ=True)
+    chosen = choose_on_objective(study, ("train.lr",))
+    assert {r.variant: r.params["train.lr"] for r in chosen.records} == {
+        "general+none": "0.002",
+        "general+sact4": "0.001",
+        "general+learned4": "0.002",
+    }
+    assert len(chosen.records) == 9 and len(study.records) == 18
+    assert chosen.left_out == {"at a train.lr their row's mean bleu_dev did not choose": 9}
+    summary = compute(chosen, significance_of(chosen, None))
+    assert sorted(row.label for row in summary.rows) == ["general+learned4", "general+none", "general+sact4"]
+    tested = {(c.row.label, c.against.label, c.kind) for c in summary.comparisons}
+    assert ("general+sact4", "general+none", "baseline") in tested
+    assert ("general+sact4", "general+learned4", "control") in tested
+    assert (
+        "`general+none` at train.lr 0.002: the best mean bleu_dev of its seeds (0.002: 21.00, 3 seeds; 0.001: 11.00, "
+        "3 seeds)"
+    ) in summary.notes
+    assert "9 trial(s) left out of every table and figure: 9 at a train.lr their row's mean bleu_dev did not " in (
+        " ".join(summary.notes)
+    )
+
+
 def test_summarize_with_reads_a_sweep_run_afterwards_from_the_same_store(store, tmp_path, capsys):
     """`sweeper summarize hand --with hand-row`: the row run afterwards (here a fixed tau = 0.9) is read from its own
     experiment and shown in the study's table, and both the summary and the study's parent run say so."""
@@ -1020,6 +1074,10 @@ def test_summarize_with_reads_a_sweep_run_afterwards_from_the_same_store(store, 
         [client.get_experiment_by_name("hand").experiment_id], filter_string="tags.`sweeper.role` = 'sweep'"
     )
     assert "with those of sweep `hand-row`" in study.data.tags["mlflow.note.content"]
+    assert sweeper_main([*argv, "hand-row", "--choose", "train.lr", "--out", str(tmp_path / "chosen")]) == 0
+    chosen = capsys.readouterr().out  # the added row logged no dev BLEU: nothing to choose its rate on
+    assert "Note: `general+tau0.9`: no seed logged bleu_dev, so no train.lr was chosen" in chosen
+    assert "the best mean bleu_dev of its seeds (" in chosen  # the study's rows: chosen
 
 
 def test_a_baseline_comparison_that_is_also_a_control_is_counted_once_in_the_footer():
