@@ -368,11 +368,13 @@ def _check_chosen(value: Any, source: str) -> None:
     from nmt_core.config import TrialConfig
     from sweeper.summary.records import SEED_KEY
 
-    settings = set(TrialConfig().flat()) - {SEED_KEY}
-    if not isinstance(value, (list, tuple)) or len(value) > MAX_CHOSEN:
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError("--choose", f"must be a list of trial settings (got {shown(value)})", source)
+    if len(value) > MAX_CHOSEN:
         raise ConfigError("--choose", f"must be at most {MAX_CHOSEN} settings (got {shown(value)})", source)
+    settings = set(TrialConfig().flat()) - {SEED_KEY}
     for key in value:
-        if key not in settings:
+        if not isinstance(key, str) or key not in settings:
             allowed = f"must be a trial setting other than {SEED_KEY}, such as train.lr"
             raise ConfigError("--choose", f"{allowed} (got {shown(key)})", source)
     if len(set(value)) < len(value):

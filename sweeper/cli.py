@@ -330,9 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY",
-        help="a setting chosen per row on dev (e.g. train.lr, run at several values by a grid or by sweeps joined "
-        "with --with): each row keeps the trials at the value with its seeds' best mean objective, the others are "
-        "left out, and rows are compared at their own chosen values; repeatable",
+        help="a setting chosen per row on the space's objective, dev BLEU by default (e.g. train.lr, run at several "
+        "values by a grid or by sweeps joined with --with): each row keeps the trials at the value with its seeds' "
+        "best mean objective, the others are left out, and rows are compared at their own chosen values; repeatable",
     )
     p.add_argument(
         "--resamples",

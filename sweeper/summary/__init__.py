@@ -10,11 +10,12 @@
 - Fixed-tau curve (SACT Figure 1), temperature heatmaps (Figure 2), sentinel words (Li & Zhu Table 2),
   and tau / gate by word class, teacher-forced on the references of every seed (word_classes).
 
-By job: records (one read of a sweep into a SweepSnapshot) -> statistics -> findings -> tables (pure renderers)
+By job: records (a sweep's trials, then the artifacts of those kept, into a SweepSnapshot) -> combine (sweeps
+joined by --with) and choose (each row's --choose value on dev) -> statistics -> findings -> tables (pure renderers)
 and figures (data, then drawing) -> report (orchestration and write-back to the parent run).
 """
 
-from sweeper.summary.records import SummaryError, SweepSnapshot, TrialRecord, read_snapshot
+from sweeper.summary.records import SummaryError, SweepSnapshot, TrialRecord, read_artifacts, read_trials
 from sweeper.summary.report import summarize, write_report
 from sweeper.summary.statistics import Summary, VariantRow, alignment_table, build_summary, mean_std
 from sweeper.summary.tables import render_alignment, render_csv, render_latex, render_markdown
@@ -28,7 +29,8 @@ __all__ = [
     "alignment_table",
     "build_summary",
     "mean_std",
-    "read_snapshot",
+    "read_artifacts",
+    "read_trials",
     "render_alignment",
     "render_csv",
     "render_latex",

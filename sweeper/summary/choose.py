@@ -2,75 +2,106 @@
 
 A referee asks that each row's learning rate be chosen on dev, not one rate for every row (a rate picked on the
 baseline favours the baseline). Run the study at each rate (a grid over train.lr, or one sweep a rate joined by
-`--with`); here, for each row (its settings but the chosen keys and the seed), the values whose seeds have the best
-mean objective are kept and the other values' trials leave every table. The chosen keys then stop being part of a
-row (TrialRecord.tuned), so that rows compare at their own chosen values: a SACT row at 2e-3 is tested against a
-baseline at 4e-3 and matched with its controls at theirs, as "each row tuned on dev" means. The choice reads the
-space's objective only (dev), never a test set.
+`--with`); here, for each row (its settings but the chosen keys, the seed and the variant label, which may name a
+chosen value), the values whose seeds have the best mean objective are kept and the other values' trials leave
+every table. The chosen keys then stop being part of a row (TrialRecord.tuned), so that rows compare at their own
+chosen values: a SACT row at 2e-3 is tested against a baseline at 4e-3 and matched with its controls at theirs, as
+"each row tuned on dev" means. The choice reads the space's objective only (a dev or training metric, never a test
+set); the tests that follow do not count it, which the summary's notes say.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, replace
 from statistics import fmean
 
-from sweeper.summary.records import SweepSnapshot, TrialRecord
+from sweeper.space import ObjectiveSpec
+from sweeper.summary.records import SummaryError, SweepSnapshot, TrialRecord
 from sweeper.summary.statistics import objective_of
+
+INACTIVE = "inactive"  # a chosen setting a trial did not log: its variant ignores it (warmup without a schedule)
 
 
 @dataclass(frozen=True)
 class Choice:
-    """One row's choice: the values tried (as logged), each with its seeds' mean objective and their count."""
+    """One row's choice: the values tried (as logged), each with its seeds' mean objective and their count, and the
+    values whose seeds logged no objective."""
 
     row: str  # the row's variant label
     keys: tuple[str, ...]
     tried: dict[tuple[str, ...], tuple[float, int]]
+    unscored: list[tuple[str, ...]]
     chosen: tuple[str, ...]
 
     def line(self, metric: str) -> str:
         """The summary's note, e.g. `scaled_dot+none` at train.lr 0.004: the best mean bleu_dev of its seeds
-        (21.84, 5 seeds; 0.002: 21.53, 5 seeds)."""
-        tried = [(value, *self.tried[value]) for value in [self.chosen, *(v for v in self.tried if v != self.chosen)]]
-        means = "; ".join(f"{'/'.join(value)}: {mean:.2f}, {seeds} seeds" for value, mean, seeds in tried)
-        only = "" if len(tried) > 1 else ", the only value run"
+        (0.004: 21.84, 5 seeds; 0.002: 21.53, 5 seeds)."""
+        order = [self.chosen, *(value for value in self.tried if value != self.chosen)]
+        means = [f"{'/'.join(value)}: {self.tried[value][0]:.2f}, {self.tried[value][1]} seeds" for value in order]
+        means += [f"{'/'.join(value)}: no {metric}" for value in self.unscored]
+        only = "" if len(means) > 1 else ", the only value run"
         return (
             f"`{self.row}` at {'/'.join(self.keys)} {'/'.join(self.chosen)}: the best mean {metric} of its seeds "
-            f"({means}{only})"
+            f"({'; '.join(means)}{only})"
         )
 
 
 def choose_on_objective(snapshot: SweepSnapshot, keys: tuple[str, ...]) -> SweepSnapshot:
     """`snapshot` with each row's trials at the value of `keys` whose seeds' mean objective is best; the others
-    counted as left out, and the choices kept for the summary's notes (snapshot.choices)."""
+    counted as left out, and each row's choice kept for the summary's notes (snapshot.choices)."""
     objective = snapshot.space.objective
     rows: dict[tuple, dict[tuple[str, ...], list[TrialRecord]]] = {}
     for record in snapshot.records:
-        row = tuple((k, v) for k, v in record.group if k not in keys)
-        value = tuple(record.params.get(key, "") for key in keys)
+        row = tuple((k, v) for k, v in record.group if k not in keys and k != "variant")
+        value = tuple(record.params.get(key, INACTIVE) for key in keys)
         rows.setdefault(row, {}).setdefault(value, []).append(record)
-    kept, notes, left_out = [], [], 0
+    if all(len(by_value) == 1 for by_value in rows.values()):
+        raise SummaryError(
+            f"--choose {' '.join(keys)}: every row ran one value of it, so there is nothing to choose; run the other "
+            "values as a grid in the space or as sweeps joined with --with"
+        )
+    kept, notes, left_out, value_sets = [], [], 0, set()
     for by_value in rows.values():
-        tried = {}
-        for value, members in by_value.items():
-            scores = [s for r in members if (s := objective_of(r, objective.metric, objective.mode)) is not None]
-            if scores:
-                tried[value] = (fmean(scores), len(scores))
+        tried = {value: score for value, members in by_value.items() if (score := mean_objective(members, objective))}
+        unscored = [value for value in by_value if value not in tried]
+        variant = next(iter(by_value.values()))[0].variant
         if not tried:  # nothing to choose on: every value stays, a row of its own (the key stays in its group)
             kept += [record for members in by_value.values() for record in members]
-            variant = next(iter(by_value.values()))[0].variant
             notes.append(f"`{variant}`: no seed logged {objective.metric}, so no {'/'.join(keys)} was chosen")
             continue
         sign = 1 if objective.mode == "max" else -1
-        chosen = max(sorted(tried), key=lambda value: sign * tried[value][0])  # sorted: a tie goes to one value
+        # sorted by the logged values' text first: a tie goes to the same value on every run
+        chosen = max(sorted(tried), key=lambda value: sign * tried[value][0])
         kept += [replace(record, tuned=frozenset(keys)) for record in by_value[chosen]]
         left_out += sum(len(members) for value, members in by_value.items() if value != chosen)
-        notes.append(Choice(by_value[chosen][0].variant, keys, tried, chosen).line(objective.metric))
-    why = f"at a {'/'.join(keys)} their row's mean {objective.metric} did not choose"
-    not_chosen = Counter({why: left_out} if left_out else {})
+        notes.append(Choice(by_value[chosen][0].variant, keys, tried, unscored, chosen).line(objective.metric))
+        value_sets.add(frozenset(by_value))
+    notes.append(selection_note(keys, value_sets))
+    why = f"at a value of {'/'.join(keys)} their row's mean {objective.metric} did not choose"
     return replace(
         snapshot,
         records=kept,
-        left_out=snapshot.left_out + not_chosen,
+        left_out=snapshot.left_out + Counter({why: left_out} if left_out else {}),
         choices=notes,
     )
+
+
+def mean_objective(members: list[TrialRecord], objective: ObjectiveSpec) -> tuple[float, int] | None:
+    """The seeds' mean objective and how many seeds logged a finite one; None if none did."""
+    scores = [s for r in members if (s := objective_of(r, objective.metric, objective.mode)) is not None]
+    scores = [s for s in scores if math.isfinite(s)]
+    return (fmean(scores), len(scores)) if scores else None
+
+
+def selection_note(keys: tuple[str, ...], value_sets: set[frozenset]) -> str:
+    """What the tests do not count: the best of k values on the same seeds favours the row, more so with more
+    values, and rows that tried different values had different chances."""
+    note = (
+        f"rows are compared at the {'/'.join(keys)} each chose on the objective; the tests do not count that choice "
+        f"(the best of several values on the same seeds flatters a row a little, more with more values)"
+    )
+    if len(value_sets) > 1:
+        note += f"; rows tried different values of {'/'.join(keys)}, so some had more chances than others"
+    return note

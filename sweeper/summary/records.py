@@ -84,9 +84,10 @@ class TrialRecord:
 
     @cached_property
     def group(self) -> tuple:
-        """The settings but the seed and those chosen per row on dev (a row of the tables); kept: choosing
-        baselines reads it rows x rows times."""
-        return tuple(sorted((k, v) for k, v in self.params.items() if k != SEED_KEY and k not in self.tuned))
+        """The settings but the seed and those chosen per row on dev (a row of the tables), and then not the variant
+        label either, which may name a chosen value (`sact4`); kept: choosing baselines reads it rows x rows times."""
+        left_out = {SEED_KEY, *self.tuned, *(("variant",) if self.tuned else ())}
+        return tuple(sorted((k, v) for k, v in self.params.items() if k not in left_out))
 
     @property
     def test_sets(self) -> list[str]:
@@ -330,10 +331,9 @@ def alignment_sets(records: list[TrialRecord]) -> list[str]:
     )
 
 
-def read_snapshot(
-    client: MlflowClient, name: str, run_id: str | None, folder: Path, key: str = "NAME"
-) -> SweepSnapshot:
-    """Everything a summary of sweep `name` reads, from its tracking store; artifacts land in `folder`."""
+def read_trials(client: MlflowClient, name: str, run_id: str | None, folder: Path, key: str = "NAME") -> SweepSnapshot:
+    """A sweep's space, finished trials and test references, without the trials' artifacts: what joining sweeps
+    (combine) and choosing each row's rate (choose) decide on, so that only the trials kept are downloaded."""
     experiment_id, parent_id = find_parent(client, name, run_id, key)
     parent = client.get_run(parent_id)
     try:
@@ -345,6 +345,17 @@ def read_snapshot(
     records, left_out = load_records(client, experiment_id, parent_id, space.objective.metric)
     if not records:
         raise SummaryError(f"sweep {name!r} has no finished trial with test BLEU yet (see `sweeper resume`)")
+    first = records[0]
+    references = {
+        s: artifact_lines(client, first, f"references/{s}.txt", folder / first.run_id) for s in first.test_sets
+    }
+    return SweepSnapshot(name, parent_id, parent.info.status, space, records, left_out, references, {})
+
+
+def read_artifacts(client: MlflowClient, snapshot: SweepSnapshot, folder: Path) -> SweepSnapshot:
+    """The snapshot with its trials' artifacts that the tables and figures read: translations, alignment
+    statistics, the traces the figures draw (wanted_traces) and PBT's events."""
+    records = snapshot.records
     test_sets, aligned, wanted = records[0].test_sets, alignment_sets(records), wanted_traces(records)
     by_id = {r.run_id: r for r in records}
     exploited = [r for r in records if r.tags.get(EXPLOITS)]
@@ -356,18 +367,8 @@ def read_snapshot(
         def lines(record: TrialRecord, path: str) -> list[str]:
             return artifact_lines(client, record, path, folder / record.run_id)
 
-        references = dict(zip(test_sets, each(lines, [(records[0], f"references/{s}.txt") for s in test_sets])))
         texts = each(lines, [(r, f"translations/{s}.txt") for r in records for s in test_sets])
-        snapshot = SweepSnapshot(
-            name,
-            parent_id,
-            parent.info.status,
-            space,
-            records,
-            left_out,
-            references,
-            {r.run_id: {s: next(texts) for s in test_sets} for r in records},
-        )
+        snapshot.translations = {r.run_id: {s: next(texts) for s in test_sets} for r in records}
         stats = each(
             lambda r, s: read_alignment_stats(download(client, r, f"alignment/{s}.tsv", folder / r.run_id)),
             [(r, s) for r in records for s in aligned],

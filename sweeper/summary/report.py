@@ -18,7 +18,7 @@ from sweeper.summary.choose import choose_on_objective
 from sweeper.summary.combine import combine
 from sweeper.summary.figures import draw_figures, figure_data, importance_sections
 from sweeper.summary.findings import add_findings
-from sweeper.summary.records import SweepSnapshot, read_snapshot
+from sweeper.summary.records import SweepSnapshot, read_artifacts, read_trials
 from sweeper.summary.statistics import Summary, alignment_table, build_summary
 from sweeper.summary.tables import (
     marks_line,
@@ -51,14 +51,15 @@ def summarize(
     """
     client = MlflowClient(tracking_uri)
     with tempfile.TemporaryDirectory() as tmp:
-        snapshot = read_snapshot(client, name, run_id, Path(tmp))
+        snapshot = read_trials(client, name, run_id, Path(tmp))
         if added:
             others = [
-                read_snapshot(client, other, None, Path(tmp) / f"added-{i}", "--with") for i, other in enumerate(added)
+                read_trials(client, other, None, Path(tmp) / f"added-{i}", "--with") for i, other in enumerate(added)
             ]
             snapshot = combine(snapshot, others, chosen)
         if chosen:
             snapshot = choose_on_objective(snapshot, chosen)
+        snapshot = read_artifacts(client, snapshot, Path(tmp) / "trials")  # of the trials kept only
     summary = write_report(snapshot, out, formats, resamples)
     # the variants the BLEU table shows: a 1,000-row table's every variant drawn and logged one by one takes minutes
     best_only = snapshot.space.tracking.plots == "best"  # `all`: every trial drew its own; `none`: nobody draws

@@ -1025,7 +1025,7 @@ def test_each_row_is_compared_at_the_rate_its_dev_score_chose(sweeps):
         "general+learned4": "0.002",
     }
     assert len(chosen.records) == 9 and len(study.records) == 18
-    assert chosen.left_out == {"at a train.lr their row's mean bleu_dev did not choose": 9}
+    assert chosen.left_out == {"at a value of train.lr their row's mean bleu_dev did not choose": 9}
     summary = compute(chosen, significance_of(chosen, None))
     assert sorted(row.label for row in summary.rows) == ["general+learned4", "general+none", "general+sact4"]
     tested = {(c.row.label, c.against.label, c.kind) for c in summary.comparisons}
@@ -1035,9 +1035,28 @@ def test_each_row_is_compared_at_the_rate_its_dev_score_chose(sweeps):
         "`general+none` at train.lr 0.002: the best mean bleu_dev of its seeds (0.002: 21.00, 3 seeds; 0.001: 11.00, "
         "3 seeds)"
     ) in summary.notes
-    assert "9 trial(s) left out of every table and figure: 9 at a train.lr their row's mean bleu_dev did not " in (
-        " ".join(summary.notes)
-    )
+    left_out = "9 trial(s) left out of every table and figure: 9 at a value of train.lr their row's mean bleu_dev"
+    assert left_out in " ".join(summary.notes)
+
+
+def test_a_chosen_setting_the_variant_label_names_still_makes_one_row():
+    """`--choose attention.lambda`: SACT's rows are labelled by their lambda (`sact2`, `sact4`), yet they are one
+    row whose lambda dev chooses; a lambda whose seeds logged no finite dev BLEU is named, never chosen."""
+    from sweeper.summary.choose import choose_on_objective
+
+    nan = float("nan")
+    rows = [("general+none", {}, 0.001, 2, {})]
+    rows += [
+        (f"general+sact{lam:g}", {"temperature": "sact", "lambda": lam}, 0.001, every, {"bleu_dev": dev})
+        for lam, every, dev in ((2.0, 3, [10.0, 12.0]), (4.0, 4, [10.0, 14.0]), (10.0, 0, [nan, nan]))
+    ]
+    chosen = choose_on_objective(_review_snapshot(rows, 2, {"resamples": 200}), ("attention.lambda",))
+    assert sorted({r.variant for r in chosen.records}) == ["general+none", "general+sact4"]
+    assert (
+        "`general+sact4` at attention.lambda 4.0: the best mean bleu_dev of its seeds (4.0: 14.00, 2 seeds; "
+        "2.0: 12.00, 2 seeds; 10.0: no bleu_dev)"
+    ) in chosen.choices
+    assert chosen.left_out == {"at a value of attention.lambda their row's mean bleu_dev did not choose": 4}
 
 
 def test_summarize_with_reads_a_sweep_run_afterwards_from_the_same_store(store, tmp_path, capsys):
@@ -1074,10 +1093,9 @@ def test_summarize_with_reads_a_sweep_run_afterwards_from_the_same_store(store, 
         [client.get_experiment_by_name("hand").experiment_id], filter_string="tags.`sweeper.role` = 'sweep'"
     )
     assert "with those of sweep `hand-row`" in study.data.tags["mlflow.note.content"]
-    assert sweeper_main([*argv, "hand-row", "--choose", "train.lr", "--out", str(tmp_path / "chosen")]) == 0
-    chosen = capsys.readouterr().out  # the added row logged no dev BLEU: nothing to choose its rate on
-    assert "Note: `general+tau0.9`: no seed logged bleu_dev, so no train.lr was chosen" in chosen
-    assert "the best mean bleu_dev of its seeds (" in chosen  # the study's rows: chosen
+    assert sweeper_main([*argv, "hand-row", "--choose", "train.lr", "--out", str(tmp_path / "chosen")]) == 1
+    assert "--choose train.lr: every row ran one value of it, so there is nothing to choose" in capsys.readouterr().err
+    assert not (tmp_path / "chosen").exists()
 
 
 def test_a_baseline_comparison_that_is_also_a_control_is_counted_once_in_the_footer():
