@@ -208,9 +208,17 @@ def word_sections(data: FigureData) -> list[str]:
 
 
 def importance_sections(records: list[TrialRecord], metric: str, mode: str, out: Path) -> list[str]:
-    """Parameter importance and parallel coordinates over every finished trial (seeds separately)."""
+    """Parameter importance and parallel coordinates over every finished trial (seeds separately). A setting
+    chosen per row on dev (`--choose`) is left out: it moves with its row, so its importance would be the row's."""
     points, varying = importance.trial_points(
-        [(f"{r.variant}-{r.trial_id}", r.active, objective_of(r, metric, mode)) for r in records]
+        [
+            (
+                f"{r.variant}-{r.trial_id}",
+                {k: v for k, v in r.active.items() if k not in r.tuned},
+                objective_of(r, metric, mode),
+            )
+            for r in records
+        ]
     )
     result = importance.parameter_importance(points, varying, metric, mode)
     sections = ["## Parameter importance\n\n" + importance.render(result)]

@@ -987,7 +987,7 @@ def test_a_row_that_differs_in_more_than_its_space_varies_is_refused(damage, ref
 
 
 @pytest.mark.parametrize("sweeps", ["joined", "one grid"])
-def test_each_row_is_compared_at_the_rate_its_dev_score_chose(sweeps):
+def test_each_row_is_compared_at_the_rate_its_dev_score_chose(sweeps, tmp_path):
     """`summarize --choose train.lr`: the study at lr 0.001, the same rows at 0.002 (run afterwards, or in the same
     sweep's grid). The baseline's and SACT's control's seeds score best on dev at 0.002, SACT's at 0.001, although
     the baseline tests better at 0.001: the choice reads dev only. Each row keeps its chosen rate's trials, the
@@ -997,6 +997,7 @@ def test_each_row_is_compared_at_the_rate_its_dev_score_chose(sweeps):
 
     from sweeper.summary.choose import choose_on_objective
     from sweeper.summary.combine import combine
+    from sweeper.summary.figures import importance_sections
     from sweeper.summary.report import compute, significance_of
 
     sact, learned = {"temperature": "sact", "lambda": 4.0}, {"temperature": "learned", "lambda": 4.0}
@@ -1037,6 +1038,8 @@ def test_each_row_is_compared_at_the_rate_its_dev_score_chose(sweeps):
     ) in summary.notes
     left_out = "9 trial(s) left out of every table and figure: 9 at a value of train.lr their row's mean bleu_dev"
     assert left_out in " ".join(summary.notes)
+    importance = "".join(importance_sections(chosen.records, "bleu_dev", "max", tmp_path))
+    assert "attention.temperature" in importance and "train.lr" not in importance  # the rate moves with its row
 
 
 def test_a_chosen_setting_the_variant_label_names_still_makes_one_row():
