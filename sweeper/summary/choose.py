@@ -54,27 +54,27 @@ def choose_on_objective(snapshot: SweepSnapshot, keys: tuple[str, ...]) -> Sweep
     objective = snapshot.space.objective
     rows: dict[tuple, dict[tuple[str, ...], list[TrialRecord]]] = {}
     for record in snapshot.records:
-        row = tuple((k, v) for k, v in record.group if k not in keys and k != "variant")
+        tuned = replace(record, tuned=frozenset(keys))  # its group is the row it would join once chosen
         value = tuple(record.params.get(key, INACTIVE) for key in keys)
-        rows.setdefault(row, {}).setdefault(value, []).append(record)
+        rows.setdefault(tuned.group, {}).setdefault(value, []).append(tuned)
     if all(len(by_value) == 1 for by_value in rows.values()):
         raise SummaryError(
             f"--choose {' '.join(keys)}: every row ran one value of it, so there is nothing to choose; run the other "
             "values as a grid in the space or as sweeps joined with --with"
         )
+    sign = 1 if objective.mode == "max" else -1
     kept, notes, left_out, value_sets = [], [], 0, set()
     for by_value in rows.values():
         tried = {value: score for value, members in by_value.items() if (score := mean_objective(members, objective))}
         unscored = [value for value in by_value if value not in tried]
         variant = next(iter(by_value.values()))[0].variant
         if not tried:  # nothing to choose on: every value stays, a row of its own (the key stays in its group)
-            kept += [record for members in by_value.values() for record in members]
+            kept += [replace(record, tuned=frozenset()) for members in by_value.values() for record in members]
             notes.append(f"`{variant}`: no seed logged {objective.metric}, so no {'/'.join(keys)} was chosen")
             continue
-        sign = 1 if objective.mode == "max" else -1
         # sorted by the logged values' text first: a tie goes to the same value on every run
         chosen = max(sorted(tried), key=lambda value: sign * tried[value][0])
-        kept += [replace(record, tuned=frozenset(keys)) for record in by_value[chosen]]
+        kept += by_value[chosen]
         left_out += sum(len(members) for value, members in by_value.items() if value != chosen)
         notes.append(Choice(by_value[chosen][0].variant, keys, tried, unscored, chosen).line(objective.metric))
         value_sets.add(frozenset(by_value))
