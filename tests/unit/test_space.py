@@ -70,7 +70,7 @@ def test_validate_prints_the_settings_the_scheduler_reads(tmp_path, capsys, sche
 # lambda_search: Optuna learns from one seed per configuration; the studies' learning-rate steps (sact_study_lr_*)
 # compare no variants: the baseline only, one seed per rate; sact_study_tatoeba_cpu_epochs16 shows the RNN half's
 # dev curves to convergence, one seed a row, so its table is test-set variance only and carries no mark
-ONE_SEED = {"lambda_search", "sact_study_tatoeba_cpu_epochs16"}
+ONE_SEED = {"lambda_search", "sact_study_tatoeba_cpu_epochs16", "sact_study_transformer_tatoeba_cpu_epochs16"}
 GRID_SPACES = [p for p in SPACES if p.stem not in ONE_SEED and not p.stem.startswith("sact_study_lr_")]
 
 
