@@ -26,25 +26,30 @@ INACTIVE = "inactive"  # a chosen setting a trial did not log: its variant ignor
 
 @dataclass(frozen=True)
 class Choice:
-    """One row's choice: the values tried (as logged), each with its seeds' mean objective and their count, and the
-    values whose seeds logged no objective."""
+    """One row's choice: the values tried (as logged), each with its seeds' mean objective and their count, the
+    values whose seeds logged no objective, and how many seeds of each value did not finish (failed or stopped)."""
 
     row: str  # the row's variant label
     keys: tuple[str, ...]
     tried: dict[tuple[str, ...], tuple[float, int]]
     unscored: list[tuple[str, ...]]
     chosen: tuple[str, ...]
+    unfinished: Counter  # value -> seeds that did not finish
 
     def line(self, metric: str) -> str:
         """The summary's note, e.g. `scaled_dot+none` at train.lr 0.004: the best mean bleu_dev of its seeds
-        (0.004: 21.84, 5 seeds; 0.002: 21.53, 5 seeds)."""
+        (0.004: 21.84, 5 seeds; 0.002: 21.53, 3 seeds, 2 did not finish)."""
         order = [self.chosen, *(value for value in self.tried if value != self.chosen)]
         means = [f"{'/'.join(value)}: {self.tried[value][0]:.2f}, {self.tried[value][1]} seeds" for value in order]
         means += [f"{'/'.join(value)}: no {metric}" for value in self.unscored]
+        for at, value in enumerate([*order, *self.unscored]):
+            if self.unfinished[value]:
+                means[at] += f", {self.unfinished[value]} did not finish"
         only = "" if len(means) > 1 else ", the only value run"
+        survivors = ", chosen on the seeds that finished" if self.unfinished[self.chosen] else ""
         return (
             f"`{self.row}` at {'/'.join(self.keys)} {'/'.join(self.chosen)}: the best mean {metric} of its seeds "
-            f"({'; '.join(means)}{only})"
+            f"({'; '.join(means)}{only}){survivors}"
         )
 
 
@@ -62,11 +67,16 @@ def choose_on_objective(snapshot: SweepSnapshot, keys: tuple[str, ...]) -> Sweep
             f"--choose {' '.join(keys)}: every row ran one value of it, so there is nothing to choose; run the other "
             "values as a grid in the space or as sweeps joined with --with"
         )
+    unfinished: dict[tuple, Counter] = {}  # a row's seeds that failed or were stopped, by value: the choice names them
+    for params in snapshot.unfinished:
+        trial = TrialRecord("", "", params.get("variant", "?"), params, {}, {}, tuned=frozenset(keys))
+        unfinished.setdefault(trial.group, Counter())[tuple(params.get(key, INACTIVE) for key in keys)] += 1
     sign = 1 if objective.mode == "max" else -1
     kept, notes, left_out, value_sets = [], [], 0, set()
-    for by_value in rows.values():
+    for group, by_value in rows.items():
         tried = {value: score for value, members in by_value.items() if (score := mean_objective(members, objective))}
-        unscored = [value for value in by_value if value not in tried]
+        failed = unfinished.get(group, Counter())
+        unscored = [value for value in {**by_value, **failed} if value not in tried]
         variant = next(iter(by_value.values()))[0].variant
         if not tried:  # nothing to choose on: every value stays, a row of its own (the key stays in its group)
             kept += [replace(record, tuned=frozenset()) for members in by_value.values() for record in members]
@@ -76,7 +86,7 @@ def choose_on_objective(snapshot: SweepSnapshot, keys: tuple[str, ...]) -> Sweep
         chosen = max(sorted(tried), key=lambda value: sign * tried[value][0])
         kept += by_value[chosen]
         left_out += sum(len(members) for value, members in by_value.items() if value != chosen)
-        notes.append(Choice(by_value[chosen][0].variant, keys, tried, unscored, chosen).line(objective.metric))
+        notes.append(Choice(by_value[chosen][0].variant, keys, tried, unscored, chosen, failed).line(objective.metric))
         value_sets.add(frozenset(by_value))
     notes.append(selection_note(keys, value_sets))
     why = f"at a value of {'/'.join(keys)} their row's mean {objective.metric} did not choose"

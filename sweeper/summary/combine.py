@@ -41,6 +41,7 @@ def combine(study: SweepSnapshot, added: list[SweepSnapshot], chosen: tuple[str,
         {**study.traces, **{k: v for other in added for k, v in other.traces.items()}},
     )
     snapshot.added = [(other.name, other.parent_id, other.parent_status) for other in added]
+    snapshot.unfinished = study.unfinished + [params for other in added for params in other.unfinished]
     return snapshot
 
 

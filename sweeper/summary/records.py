@@ -112,6 +112,7 @@ class SweepSnapshot:
     traces: dict[tuple[str, str], pa.Table] = field(default_factory=dict)  # (run id, split) -> attention trace
     added: list[tuple[str, str, str]] = field(default_factory=list)  # sweeps joined to it: name, parent run, status
     choices: list[str] = field(default_factory=list)  # each row's setting chosen on dev (`summarize --choose`)
+    unfinished: list[dict[str, str]] = field(default_factory=list)  # the settings of the trials left_out counts
 
 
 def find_parent(client: MlflowClient, name: str, run_id: str | None = None, key: str = "NAME") -> tuple[str, str]:
@@ -155,12 +156,14 @@ def by_epoch(client: MlflowClient, run_id: str, key: str) -> dict[int, float]:
 
 def load_records(
     client: MlflowClient, experiment_id: str, parent_id: str, objective: str = "bleu_dev"
-) -> tuple[list[TrialRecord], Counter]:
-    """The finished trials of one `sweeper run` with their histories, and how many trials were left out, by why."""
-    records, left_out = [], Counter()
+) -> tuple[list[TrialRecord], Counter, list[dict[str, str]]]:
+    """The finished trials of one `sweeper run` with their histories, how many trials were left out, by why, and
+    the settings of those left out (choosing a row's rate counts a rate's failed seeds: choose.py)."""
+    records, left_out, unfinished = [], Counter(), []
     for run in trial_runs(client, experiment_id, parent_id):
         if run.info.status != "FINISHED" or "bleu_test_avg" not in run.data.metrics:
             left_out[LEFT_OUT.get(run.info.status, "unfinished")] += 1
+            unfinished.append(dict(run.data.params))
             continue
         records.append(
             TrialRecord(
@@ -192,7 +195,7 @@ def load_records(
             record.settings[key] = history
         else:
             record.curves[key] = [history[step] for step in sorted(history)]
-    return records, left_out
+    return records, left_out, unfinished
 
 
 def trial_runs(client: MlflowClient, experiment_id: str, parent_id: str) -> Iterator[Any]:
@@ -342,14 +345,16 @@ def read_trials(client: MlflowClient, name: str, run_id: str | None, folder: Pat
         path = None
     # read back through the gate, checked as on input (bounded, a mapping, objective and significance in range)
     space = recorded_space(read_text(path, SpecError), f"run {parent_id}: space.yaml") if path else RecordedSpace()
-    records, left_out = load_records(client, experiment_id, parent_id, space.objective.metric)
+    records, left_out, unfinished = load_records(client, experiment_id, parent_id, space.objective.metric)
     if not records:
         raise SummaryError(f"sweep {name!r} has no finished trial with test BLEU yet (see `sweeper resume`)")
     first = records[0]
     references = {
         s: artifact_lines(client, first, f"references/{s}.txt", folder / first.run_id) for s in first.test_sets
     }
-    return SweepSnapshot(name, parent_id, parent.info.status, space, records, left_out, references, {})
+    snapshot = SweepSnapshot(name, parent_id, parent.info.status, space, records, left_out, references, {})
+    snapshot.unfinished = unfinished
+    return snapshot
 
 
 def read_artifacts(client: MlflowClient, snapshot: SweepSnapshot, folder: Path) -> SweepSnapshot:

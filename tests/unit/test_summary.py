@@ -1044,7 +1044,9 @@ def test_each_row_is_compared_at_the_rate_its_dev_score_chose(sweeps, tmp_path):
 
 def test_a_chosen_setting_the_variant_label_names_still_makes_one_row():
     """`--choose attention.lambda`: SACT's rows are labelled by their lambda (`sact2`, `sact4`), yet they are one
-    row whose lambda dev chooses; a lambda whose seeds logged no finite dev BLEU is named, never chosen."""
+    row whose lambda dev chooses; a lambda whose seeds logged no finite dev BLEU is named, never chosen, and so is
+    each lambda's count of seeds that did not finish (a third seed of lambda 4 failed: chosen on the two that
+    finished; lambda 20 failed on every seed, so no record has it)."""
     from sweeper.summary.choose import choose_on_objective
 
     nan = float("nan")
@@ -1053,11 +1055,16 @@ def test_a_chosen_setting_the_variant_label_names_still_makes_one_row():
         (f"general+sact{lam:g}", {"temperature": "sact", "lambda": lam}, 0.001, every, {"bleu_dev": dev})
         for lam, every, dev in ((2.0, 3, [10.0, 12.0]), (4.0, 4, [10.0, 14.0]), (10.0, 0, [nan, nan]))
     ]
-    chosen = choose_on_objective(_review_snapshot(rows, 2, {"resamples": 200}), ("attention.lambda",))
+    snapshot = _review_snapshot(rows, 2, {"resamples": 200})
+    failed = {**snapshot.records[-1].params, "attention.lambda": "4.0", "variant": "general+sact4", "train.seed": "3"}
+    snapshot.unfinished = [failed, *({**failed, "attention.lambda": "20.0", "train.seed": s} for s in "12")]
+    snapshot.unfinished.append({**snapshot.records[0].params, "train.seed": "3"})  # the baseline's, not SACT's
+    chosen = choose_on_objective(snapshot, ("attention.lambda",))
     assert sorted({r.variant for r in chosen.records}) == ["general+none", "general+sact4"]
     assert (
-        "`general+sact4` at attention.lambda 4.0: the best mean bleu_dev of its seeds (4.0: 14.00, 2 seeds; "
-        "2.0: 12.00, 2 seeds; 10.0: no bleu_dev)"
+        "`general+sact4` at attention.lambda 4.0: the best mean bleu_dev of its seeds (4.0: 14.00, 2 seeds, 1 did "
+        "not finish; 2.0: 12.00, 2 seeds; 10.0: no bleu_dev; 20.0: no bleu_dev, 2 did not finish), chosen on the "
+        "seeds that finished"
     ) in chosen.choices
     assert chosen.left_out == {"at a value of attention.lambda their row's mean bleu_dev did not choose": 4}
 

@@ -157,7 +157,7 @@ def test_every_trial_run_is_read_page_by_page(tmp_path, monkeypatch):
         client.log_batch(run, metrics=[Metric("bleu_test_avg", float(i), 0, 1), Metric("bleu_dev", float(i), 0, 1)])
         client.set_terminated(run, "FINISHED")
     monkeypatch.setattr(records_module, "SEARCH_PAGE", 2)
-    found, left_out = records_module.load_records(client, experiment, parent)
+    found, left_out, _ = records_module.load_records(client, experiment, parent)
     assert sorted(r.metrics["bleu_test_avg"] for r in found) == [0.0, 1.0, 2.0, 3.0, 4.0] and not left_out
     assert all(r.curves["bleu_dev"] == [r.metrics["bleu_dev"]] for r in found)
 
