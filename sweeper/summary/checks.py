@@ -221,6 +221,21 @@ OUTCOMES = {
 }
 
 
+def tuning_caveat(chosen: tuple[str, ...]) -> str:
+    """What was not tuned per row: everything but the settings `summarize --choose` chose (each row's label names
+    its chosen value)."""
+    if not chosen:
+        return (
+            "Every variant trains with the settings of the space's `base` unless the sweep varies them: a "
+            "variant tuned on its own (learning rate, dropout) could rank differently."
+        )
+    return (
+        f"Each row's {'/'.join(chosen)} was chosen on the sweep's objective (its label names the value); every other "
+        "setting is the space's `base` unless the sweep varies it: a variant tuned on its own in those could rank "
+        "differently."
+    )
+
+
 @dataclass
 class Claim:
     """One comparison as the closing paragraph states it."""
@@ -238,6 +253,7 @@ def what_it_shows(
     sentences: int,
     comparisons: int,
     caveats: list[str],
+    chosen: tuple[str, ...] = (),
 ) -> str:
     """The closing paragraph: a sentence per baseline or control, naming it and what was tested against it.
 
@@ -261,7 +277,6 @@ def what_it_shows(
     cannot = [
         "A marked difference counts the spread of the seeds run and the sampling of test sentences; it does not "
         "cover other corpora, language pairs or model sizes.",
-        "Every variant trains with the settings of the space's `base` unless the sweep varies them: a "
-        "variant tuned on its own (learning rate, dropout) could rank differently.",
+        tuning_caveat(chosen),
     ]
     return "\n".join([*lines, "", *cannot, *caveats]) + "\n"

@@ -68,6 +68,7 @@ def add_findings(summary: Summary) -> None:
         summary.sentences,
         len(summary.comparisons),
         caveats,
+        tuple(sorted(set().union(*(row.records[0].tuned for row in summary.rows)))),
     )
 
 

@@ -213,6 +213,14 @@ def _short(value: str | None) -> str:
         return str(value)
 
 
+def chosen_values(record: TrialRecord) -> str:
+    """The values chosen for a row on its objective (`summarize --choose`), shown in its label, e.g.
+    `general+none (train.lr=0.002 chosen)`: rows at different rates share one table, so each row says its own."""
+    if not record.tuned:
+        return ""
+    return " (" + ", ".join(f"{k}={_short(record.params.get(k))}" for k in sorted(record.tuned)) + " chosen)"
+
+
 def distinguish(rows: list[VariantRow]) -> None:
     """Rows that share a variant label (random and Optuna sweeps vary more than attention) get the settings
     that tell them apart appended, e.g. `general+none (train.lr=0.00125)`."""
@@ -516,7 +524,7 @@ def build_summary(
         times = [r.epoch_time_s for r in members if r.epoch_time_s is not None]
         rows.append(
             VariantRow(
-                members[0].variant,
+                members[0].variant + chosen_values(members[0]),
                 members,
                 tests,
                 mean_std([r.metrics["bleu_test_avg"] for r in members]),

@@ -1028,10 +1028,16 @@ def test_each_row_is_compared_at_the_rate_its_dev_score_chose(sweeps, tmp_path):
     assert len(chosen.records) == 9 and len(study.records) == 18
     assert chosen.left_out == {"at a value of train.lr their row's mean bleu_dev did not choose": 9}
     summary = compute(chosen, significance_of(chosen, None))
-    assert sorted(row.label for row in summary.rows) == ["general+learned4", "general+none", "general+sact4"]
+    none, sact, learned = (
+        "general+none (train.lr=0.002 chosen)",
+        "general+sact4 (train.lr=0.001 chosen)",
+        ("general+learned4 (train.lr=0.002 chosen)"),
+    )  # each row's label says the rate it is compared at
+    assert sorted(row.label for row in summary.rows) == [learned, none, sact]
     tested = {(c.row.label, c.against.label, c.kind) for c in summary.comparisons}
-    assert ("general+sact4", "general+none", "baseline") in tested
-    assert ("general+sact4", "general+learned4", "control") in tested
+    assert (sact, none, "baseline") in tested
+    assert (sact, learned, "control") in tested
+    assert "Each row's train.lr was chosen on the sweep's objective (its label names the value)" in summary.conclusion
     assert (
         "`general+none` at train.lr 0.002: the best mean bleu_dev of its seeds (0.002: 21.00, 3 seeds; 0.001: 11.00, "
         "3 seeds)"
