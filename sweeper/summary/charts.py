@@ -48,7 +48,8 @@ def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path) -> Non
     The bold line is the mean over seeds, drawn only as far as every seed has the epoch (a mean over the seeds
     that ran on would mix seeds); each seed is also drawn thin to its own last epoch, where an `x` marks a seed
     that ended before the variant's longest one (early stopping, or the scheduler)."""
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    legend_lines = -(-len(variants) // 2)  # two columns, below the axes
+    fig, ax = plt.subplots(figsize=(7, 4.2 + 0.18 * legend_lines), layout="constrained")
     for label, seeds in variants:
         seeds = [curve for curve in seeds if curve]
         if not seeds:
@@ -71,8 +72,8 @@ def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path) -> Non
     ax.set_xlabel("epoch")
     ax.set_ylabel("dev BLEU (greedy)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, loc="lower right")
-    fig.tight_layout()
+    # below the axes: inside, long labels (`... (train.lr=0.002 chosen)`) covered the first epochs' curves
+    fig.legend(fontsize=7, ncol=2, loc="outside lower center")
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
