@@ -39,18 +39,20 @@ class Choice:
     def line(self, metric: str) -> str:
         """The summary's note, e.g. `scaled_dot+none` at train.lr 0.004: the best mean bleu_dev of its seeds
         (0.004: 21.84, 5 seeds; 0.002: 21.53, 3 seeds, 2 did not finish)."""
-        order = [self.chosen, *(value for value in self.tried if value != self.chosen)]
-        means = [f"{'/'.join(value)}: {self.tried[value][0]:.2f}, {self.tried[value][1]} seeds" for value in order]
-        means += [f"{'/'.join(value)}: no {metric}" for value in self.unscored]
-        for at, value in enumerate([*order, *self.unscored]):
-            if self.unfinished[value]:
-                means[at] += f", {self.unfinished[value]} did not finish"
+        order = [self.chosen, *(value for value in self.tried if value != self.chosen), *self.unscored]
+        means = [self.described(value, metric) for value in order]
         only = "" if len(means) > 1 else ", the only value run"
         survivors = ", chosen on the seeds that finished" if self.unfinished[self.chosen] else ""
         return (
             f"`{self.row}` at {'/'.join(self.keys)} {'/'.join(self.chosen)}: the best mean {metric} of its seeds "
             f"({'; '.join(means)}{only}){survivors}"
         )
+
+    def described(self, value: tuple[str, ...], metric: str) -> str:
+        """One value's part of the note: its seeds' mean and count (or no objective), and its unfinished seeds."""
+        mean = f"{self.tried[value][0]:.2f}, {self.tried[value][1]} seeds" if value in self.tried else f"no {metric}"
+        unfinished = f", {self.unfinished[value]} did not finish" if self.unfinished[value] else ""
+        return f"{'/'.join(value)}: {mean}{unfinished}"
 
 
 def choose_on_objective(snapshot: SweepSnapshot, keys: tuple[str, ...]) -> SweepSnapshot:
@@ -60,8 +62,7 @@ def choose_on_objective(snapshot: SweepSnapshot, keys: tuple[str, ...]) -> Sweep
     rows: dict[tuple, dict[tuple[str, ...], list[TrialRecord]]] = {}
     for record in snapshot.records:
         tuned = replace(record, tuned=frozenset(keys))  # its group is the row it would join once chosen
-        value = tuple(record.params.get(key, INACTIVE) for key in keys)
-        rows.setdefault(tuned.group, {}).setdefault(value, []).append(tuned)
+        rows.setdefault(tuned.group, {}).setdefault(value_of(record.params, keys), []).append(tuned)
     if all(len(by_value) == 1 for by_value in rows.values()):
         raise SummaryError(
             f"--choose {' '.join(keys)}: every row ran one value of it, so there is nothing to choose; run the other "
@@ -70,7 +71,7 @@ def choose_on_objective(snapshot: SweepSnapshot, keys: tuple[str, ...]) -> Sweep
     unfinished: dict[tuple, Counter] = {}  # a row's seeds that failed or were stopped, by value: the choice names them
     for params in snapshot.unfinished:
         trial = TrialRecord("", "", params.get("variant", "?"), params, {}, {}, tuned=frozenset(keys))
-        unfinished.setdefault(trial.group, Counter())[tuple(params.get(key, INACTIVE) for key in keys)] += 1
+        unfinished.setdefault(trial.group, Counter())[value_of(params, keys)] += 1
     sign = 1 if objective.mode == "max" else -1
     kept, notes, left_out, value_sets = [], [], 0, set()
     for group, by_value in rows.items():
@@ -96,6 +97,11 @@ def choose_on_objective(snapshot: SweepSnapshot, keys: tuple[str, ...]) -> Sweep
         left_out=snapshot.left_out + Counter({why: left_out} if left_out else {}),
         choices=notes,
     )
+
+
+def value_of(params: dict[str, str], keys: tuple[str, ...]) -> tuple[str, ...]:
+    """A trial's values of the chosen settings, as logged (INACTIVE where its variant ignores one)."""
+    return tuple(params.get(key, INACTIVE) for key in keys)
 
 
 def mean_objective(members: list[TrialRecord], objective: ObjectiveSpec) -> tuple[float, int] | None:

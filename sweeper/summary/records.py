@@ -352,9 +352,9 @@ def read_trials(client: MlflowClient, name: str, run_id: str | None, folder: Pat
     references = {
         s: artifact_lines(client, first, f"references/{s}.txt", folder / first.run_id) for s in first.test_sets
     }
-    snapshot = SweepSnapshot(name, parent_id, parent.info.status, space, records, left_out, references, {})
-    snapshot.unfinished = unfinished
-    return snapshot
+    return SweepSnapshot(
+        name, parent_id, parent.info.status, space, records, left_out, references, {}, unfinished=unfinished
+    )
 
 
 def read_artifacts(client: MlflowClient, snapshot: SweepSnapshot, folder: Path) -> SweepSnapshot:

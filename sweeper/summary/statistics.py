@@ -213,12 +213,17 @@ def _short(value: str | None) -> str:
         return str(value)
 
 
+def settings_text(settings: dict[str, Any], keys: list[str]) -> str:
+    """`train.lr=0.002, model.dropout=0.3`: the settings a row's label appends."""
+    return ", ".join(f"{k}={_short(settings.get(k))}" for k in keys)
+
+
 def chosen_values(record: TrialRecord) -> str:
     """The values chosen for a row on its objective (`summarize --choose`), shown in its label, e.g.
     `general+none (train.lr=0.002 chosen)`: rows at different rates share one table, so each row says its own."""
     if not record.tuned:
         return ""
-    return " (" + ", ".join(f"{k}={_short(record.params.get(k))}" for k in sorted(record.tuned)) + " chosen)"
+    return " (" + settings_text(record.params, sorted(record.tuned)) + " chosen)"
 
 
 def distinguish(rows: list[VariantRow]) -> None:
@@ -233,7 +238,7 @@ def distinguish(rows: list[VariantRow]) -> None:
         settings = [dict(row.records[0].group) for row in same]
         differing = sorted(k for k in set().union(*settings) if len({s.get(k) for s in settings}) > 1)
         for row, setting in zip(same, settings):
-            row.label += " (" + ", ".join(f"{k}={_short(setting.get(k))}" for k in differing) + ")"
+            row.label += " (" + settings_text(setting, differing) + ")"
 
 
 def significance_mark(delta: float, p: float) -> str:
