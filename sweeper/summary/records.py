@@ -163,7 +163,8 @@ def load_records(
     for run in trial_runs(client, experiment_id, parent_id):
         if run.info.status != "FINISHED" or "bleu_test_avg" not in run.data.metrics:
             left_out[LEFT_OUT.get(run.info.status, "unfinished")] += 1
-            unfinished.append(dict(run.data.params))
+            if readable(params := dict(run.data.params)):  # its settings reach a note: read as a record's are
+                unfinished.append(params)
             continue
         records.append(
             TrialRecord(
@@ -269,6 +270,16 @@ def bulk_values(client: MlflowClient, key: str, run_ids: list[str]) -> list[tupl
     except Exception:  # noqa: BLE001 - an older or a proxied server without the endpoint: read run by run
         return None
     return found if len(found) < BULK_LIMIT else None
+
+
+def readable(params: dict[str, str]) -> bool:
+    """Settings this version reads as a trial config (as every finished record's must be); a left-out trial's that
+    are not are only counted, never shown."""
+    try:
+        trial_config_of(params)
+    except ConfigError:
+        return False
+    return True
 
 
 def trial_config_of(params: dict[str, str]) -> TrialConfig:

@@ -1054,6 +1054,7 @@ def test_a_chosen_setting_the_variant_label_names_still_makes_one_row():
     each lambda's count of seeds that did not finish (a third seed of lambda 4 failed: chosen on the two that
     finished; lambda 20 failed on every seed, so no record has it)."""
     from sweeper.summary.choose import choose_on_objective
+    from sweeper.summary.records import readable
 
     nan = float("nan")
     rows = [("general+none", {}, 0.001, 2, {})]
@@ -1065,6 +1066,8 @@ def test_a_chosen_setting_the_variant_label_names_still_makes_one_row():
     failed = {**snapshot.records[-1].params, "attention.lambda": "4.0", "variant": "general+sact4", "train.seed": "3"}
     snapshot.unfinished = [failed, *({**failed, "attention.lambda": "20.0", "train.seed": s} for s in "12")]
     snapshot.unfinished.append({**snapshot.records[0].params, "train.seed": "3"})  # the baseline's, not SACT's
+    hostile = {**failed, "attention.lambda": "\x1b[2J" + "9" * 300}  # stored state no trial config reads
+    snapshot.unfinished = [params for params in [*snapshot.unfinished, hostile] if readable(params)]
     chosen = choose_on_objective(snapshot, ("attention.lambda",))
     assert sorted({r.variant for r in chosen.records}) == ["general+none", "general+sact4"]
     assert (
