@@ -124,6 +124,21 @@ def init_ray(address: str | None) -> None:
 
 
 @contextmanager
+def ray_for_one_sweep() -> Iterator[None]:
+    """The Ray a sweep connected to (a local one it started, or a cluster it joined) is disconnected when the sweep
+    ends, inside the console's routing (sweeper/console.py): disconnecting prints the worker lines Ray's
+    deduplication still holds ("... [repeated 2x across cluster]"), which at the process's exit would reach the
+    console after the summary; here they go to the sweep's log. A Ray the caller had connected stays connected."""
+    connected_before = ray.is_initialized()
+    try:
+        yield
+    finally:
+        if not connected_before and ray.is_initialized():
+            with ray_calls():
+                ray.shutdown()
+
+
+@contextmanager
 def loopback_only() -> Iterator[None]:
     """A local Ray for one sweep serves no other machine: its GCS, raylet, workers and agents listen on 127.0.0.1.
 

@@ -41,11 +41,14 @@ def local_ray(monkeypatch, tmp_path):
 
 @pytest.mark.slow
 def test_a_sweep_from_a_dict_gives_its_results_and_a_model_that_translates(tmp_path, mlflow_server, local_ray, capfd):
+    import ray
+
     sweep = api.run(
         SPACE, overrides={"base.train.seed": 3}, storage=str(tmp_path / "sweeps"), tracking_uri=mlflow_server.uri
     )
     out = capfd.readouterr().out
     assert sweep.exit_code == 0 and sweep.status == "finished", out[-3000:]
+    assert not ray.is_initialized()  # the Ray this sweep started is gone, its last lines in the log (console.py)
 
     results = sweep.results  # results.parquet as a DataFrame
     assert len(results) == 2 and set(results["status"]) == {"TERMINATED"} and set(results["train.seed"]) == {3}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -70,3 +71,44 @@ def test_a_sweep_refused_before_ray_starts_writes_no_log_and_hides_nothing(tmp_p
     out, err = capsys.readouterr()
     assert not (tmp_path / "sweeps").exists()
     assert out == "checking the tracking store\n" and err == "INFO mlflow: creating tables\n"
+
+
+REPEATED = "\x1b[36m(run_trial pid=7)\x1b[0m Checkpoint successfully created at: ... [repeated 2x across cluster]"
+
+
+def fake_ray(monkeypatch, connected: list[bool]):
+    """Ray as the sweep sees it: disconnecting prints, from the caller's thread, what its deduplication held back."""
+    from sweeper import runner
+
+    def shutdown() -> None:
+        print(REPEATED)
+        connected.clear()
+
+    monkeypatch.setattr(runner, "ray", SimpleNamespace(is_initialized=lambda: bool(connected), shutdown=shutdown))
+    return runner.ray_for_one_sweep
+
+
+def test_the_ray_a_sweep_connected_is_disconnected_inside_the_routing_so_its_last_lines_reach_the_log(
+    tmp_path, capsys, monkeypatch
+):
+    connected: list[bool] = []
+    ray_for_one_sweep = fake_ray(monkeypatch, connected)
+    with sweep_console(open_storage(str(tmp_path / "sweeps"), "test").below("demo")), ray_for_one_sweep():
+        with ray_calls():
+            connected.append(True)  # ray.init
+        print("6/6 trials finished")
+    out, err = capsys.readouterr()
+    assert not connected and "repeated" not in out + err and out.splitlines()[0] == "6/6 trials finished"
+    assert (
+        "(run_trial pid=7) Checkpoint successfully created at: ... [repeated 2x across cluster]"
+        in (tmp_path / "sweeps" / "demo" / "sweep.log").read_text()
+    )
+
+
+def test_a_ray_the_caller_connected_stays_connected(tmp_path, capsys, monkeypatch):
+    connected = [True]
+    ray_for_one_sweep = fake_ray(monkeypatch, connected)
+    with sweep_console(open_storage(str(tmp_path / "sweeps"), "test").below("demo")), ray_for_one_sweep():
+        with ray_calls():
+            print("sweep demo: 2 trials")
+    assert connected == [True] and "repeated" not in (tmp_path / "sweeps" / "demo" / "sweep.log").read_text()
