@@ -303,11 +303,11 @@ def _check_bool(key: str) -> Callable[[Any, str], None]:
     return check
 
 
-def _check_run_id(value: Any, source: str) -> None:
+def _check_run_id(value: Any, source: str, key: str = "--run-id") -> None:
     """An MLflow run id: 32 hex digits in MLflow's stores; letters, digits, '-' and '_' in any."""
-    check_text(value, "--run-id", source, ConfigError, limit=64)
+    check_text(value, key, source, ConfigError, limit=64)
     if not (value.isascii() and value.replace("-", "").replace("_", "").isalnum()):
-        raise ConfigError("--run-id", f"must be an MLflow run id: letters and digits (got {shown(value)})", source)
+        raise ConfigError(key, f"must be an MLflow run id: letters and digits (got {shown(value)})", source)
 
 
 def _check_overrides(value: Any, source: str) -> None:
@@ -354,13 +354,26 @@ def _check_format(value: Any, source: str) -> None:
 
 
 def _check_added(value: Any, source: str) -> None:
-    """`--with`: sweep names, each once (summarize also refuses the summarised sweep's own: its trials are in)."""
+    """`--with`: sweep names, each once, each at its newest run or at `NAME@RUN_ID` (an earlier run of a row rerun
+    since); summarize also refuses the summarised sweep's own: its trials are in."""
     if not isinstance(value, (list, tuple)) or len(value) > MAX_ADDED:
         raise ConfigError("--with", f"must be at most {MAX_ADDED} sweep names (got {shown(value)})", source)
     for other in value:
-        _check_name("--with")(other, source)
-    if len(set(value)) < len(value):
+        check_text(other, "--with", source, ConfigError, limit=200)
+        name, run_id = added_sweep(other)
+        _check_name("--with")(name, source)
+        if run_id is not None:
+            _check_run_id(run_id, source, "--with")
+    names = [added_sweep(other)[0] for other in value]
+    if len(set(names)) < len(names):
         raise ConfigError("--with", "must name each sweep once", source)
+
+
+def added_sweep(value: str) -> tuple[str, str | None]:
+    """`--with OTHER` (its newest run) or `--with OTHER@RUN_ID`: the sweep's name and its parent run, if given
+    (a sweep name has no `@`)."""
+    name, at, run_id = value.partition("@")
+    return name, run_id if at else None
 
 
 def _check_chosen(value: Any, source: str) -> None:
@@ -506,8 +519,8 @@ def summarize(
 ) -> SummaryResult:
     """The papers' tables and figures of a finished sweep, as `sweeper summarize` writes them: into `out`, else
     beside results.parquet in storage; the tracking URI defaults to the one the sweep ran with. `added` names
-    sweeps in the same tracking store whose trials join this one's (`--with`: a control row run afterwards);
-    `chosen` settings (`--choose train.lr`) are chosen per row on dev."""
+    sweeps in the same tracking store whose trials join this one's (`--with`: a control row run afterwards),
+    each at its newest run or at `NAME@RUN_ID`; `chosen` settings (`--choose train.lr`) are chosen per row on dev."""
     configure_driver()
     with one_error():  # bad input is refused before anything is read, written or (slowly) imported
         check_arguments(
@@ -522,7 +535,7 @@ def summarize(
             added=added,
             chosen=chosen,
         )
-        if name in added:
+        if name in (added_sweep(other)[0] for other in added):
             raise ConfigError(
                 "--with", f"must name other sweeps than {name!r}: its own trials are in", "sweeper summarize"
             )
@@ -539,7 +552,14 @@ def summarize(
         target = check_output_folder(out, "--out", "sweeper summarize", ConfigError) if out else None
         with tempfile.TemporaryDirectory() as staging:  # written here, then into storage or --out
             summary = write_summary(
-                name, uri, Path(staging), [format], resamples, run_id=run_id, added=tuple(added), chosen=tuple(chosen)
+                name,
+                uri,
+                Path(staging),
+                [format],
+                resamples,
+                run_id=run_id,
+                added=tuple(added_sweep(other) for other in added),
+                chosen=tuple(chosen),
             )
             if target is None:
                 experiment.upload(Path(staging), SUMMARY_DIR)

@@ -320,9 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
         dest="added",
         action="append",
         default=[],
-        metavar="OTHER",
-        help="another sweep in the same tracking store whose trials join this one's (a control row run afterwards); "
-        "refused unless they differ only in what this sweep varies and what the new row alone has; repeatable",
+        metavar="OTHER[@RUN_ID]",
+        help="another sweep in the same tracking store whose trials join this one's (a control row run afterwards), "
+        "at its newest run or at RUN_ID; refused unless they differ only in what this sweep varies and what the new "
+        "row alone has; repeatable",
     )
     p.add_argument(
         "--choose",

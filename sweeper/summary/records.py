@@ -139,7 +139,7 @@ def find_parent(client: MlflowClient, name: str, run_id: str | None = None, key:
         return experiment.experiment_id, parents[0].info.run_id
     if run_id not in {p.info.run_id for p in parents}:
         raise ConfigError(
-            "--run-id",
+            "--run-id" if key == "NAME" else key,
             f"{run_id} is not a sweep run of {name!r}; its sweep runs, newest first: "
             + ", ".join(p.info.run_id for p in parents[:5]),
             "sweeper summarize",

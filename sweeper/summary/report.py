@@ -39,12 +39,12 @@ def summarize(
     formats: list[str],
     resamples: int | None = None,
     run_id: str | None = None,
-    added: tuple[str, ...] = (),
+    added: tuple[tuple[str, str | None], ...] = (),
     chosen: tuple[str, ...] = (),
 ) -> Summary:
     """Write summary.md (+ csv / tex), figures, and log them to the sweep's parent run; the trials of the `added`
-    sweeps (each one's newest run, in the same store) join the sweep's where their settings allow (combine), and
-    each row keeps the trials at its `chosen` settings' best mean objective (choose).
+    sweeps ((name, parent run), None for its newest; in the same store) join the sweep's where their settings
+    allow (combine), and each row keeps the trials at its `chosen` settings' best mean objective (choose).
 
     Everything comes from MLflow: the trials' metrics and histories, their translations and the references
     they were scored against; no corpus is read.
@@ -54,7 +54,8 @@ def summarize(
         snapshot = read_trials(client, name, run_id, Path(tmp))
         if added:
             others = [
-                read_trials(client, other, None, Path(tmp) / f"added-{i}", "--with") for i, other in enumerate(added)
+                read_trials(client, other, other_run, Path(tmp) / f"added-{i}", "--with")
+                for i, (other, other_run) in enumerate(added)
             ]
             snapshot = combine(snapshot, others, chosen)
         if chosen:

@@ -558,6 +558,11 @@ def test_an_escape_sequence_from_any_door_is_escaped(args, tmp_path, capsys, mon
     [
         (["tiny"], "--with: must name other sweeps than 'tiny': its own trials are in"),
         (["a", "a"], "--with: must name each sweep once"),
+        (["a@1f", "a"], "--with: must name each sweep once"),
+        (["tiny@1f"], "--with: must name other sweeps than 'tiny': its own trials are in"),
+        (["a@"], "--with: must be an MLflow run id: letters and digits (got '')"),
+        (["a@1f/../x"], "--with: must be an MLflow run id: letters and digits (got '1f/../x')"),
+        (["a@b@c"], "--with: must be an MLflow run id: letters and digits (got 'b@c')"),
         ([f"s{i}" for i in range(9)], "--with: must be at most 8 sweep names"),
     ],
 )

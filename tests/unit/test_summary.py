@@ -1116,6 +1116,19 @@ def test_summarize_with_reads_a_sweep_run_afterwards_from_the_same_store(store, 
     assert "--choose train.lr: every row ran one value of it, so there is nothing to choose" in capsys.readouterr().err
     assert not (tmp_path / "chosen").exists()
 
+    rerun = client.create_run(experiment, tags={"sweeper.role": "sweep"}).info.run_id  # the row run again, unfinished
+    assert sweeper_main([*argv, "hand-row", "--out", str(tmp_path / "newest")]) == 1  # --with reads the newest run
+    assert "sweep 'hand-row' has no finished trial with test BLEU yet" in capsys.readouterr().err
+    assert sweeper_main([*argv, f"hand-row@{study.info.run_id}", "--out", str(tmp_path / "other")]) == 2
+    assert f"--with: {study.info.run_id} is not a sweep run of 'hand-row'; its sweep runs, newest first: {rerun}, " in (
+        capsys.readouterr().err
+    )
+    assert sweeper_main([*argv, f"hand-row@{parent}", "--out", str(tmp_path / "at")]) == 0  # the run named
+    assert (
+        f", with those of sweep `hand-row` (parent run `{parent}`, FINISHED)."
+        in (tmp_path / "at" / "summary.md").read_text()
+    )
+
 
 def test_a_baseline_comparison_that_is_also_a_control_is_counted_once_in_the_footer():
     """3 comparisons, one of them SACT against a baseline that is also its learned control: the footer's account
