@@ -358,13 +358,14 @@ def _check_added(value: Any, source: str) -> None:
     since); summarize also refuses the summarised sweep's own: its trials are in."""
     if not isinstance(value, (list, tuple)) or len(value) > MAX_ADDED:
         raise ConfigError("--with", f"must be at most {MAX_ADDED} sweep names (got {shown(value)})", source)
+    names = []
     for other in value:
         check_text(other, "--with", source, ConfigError, limit=200)
         name, run_id = added_sweep(other)
         _check_name("--with")(name, source)
         if run_id is not None:
             _check_run_id(run_id, source, "--with")
-    names = [added_sweep(other)[0] for other in value]
+        names.append(name)
     if len(set(names)) < len(names):
         raise ConfigError("--with", "must name each sweep once", source)
 
@@ -535,7 +536,8 @@ def summarize(
             added=added,
             chosen=chosen,
         )
-        if name in (added_sweep(other)[0] for other in added):
+        added_runs = tuple(added_sweep(other) for other in added)  # (name, parent run or None)
+        if name in (other for other, _ in added_runs):
             raise ConfigError(
                 "--with", f"must name other sweeps than {name!r}: its own trials are in", "sweeper summarize"
             )
@@ -558,7 +560,7 @@ def summarize(
                 [format],
                 resamples,
                 run_id=run_id,
-                added=tuple(added_sweep(other) for other in added),
+                added=added_runs,
                 chosen=tuple(chosen),
             )
             if target is None:
