@@ -45,9 +45,11 @@ def fixed_tau_curve(
 def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path) -> None:
     """Dev BLEU per epoch, one colour per variant: has training converged?
 
-    The bold line is the mean over seeds, drawn only as far as every seed has the epoch (a mean over the seeds
-    that ran on would mix seeds); each seed is also drawn thin to its own last epoch, where an `x` marks a seed
-    that ended before the variant's longest one (early stopping, or the scheduler)."""
+    The bold line is the mean over seeds, drawn only as far as every seed has the epoch; past it a dashed line
+    goes on with the mean over the seeds still training (a mean of fewer seeds, and of the ones early stopping
+    kept, so drawn apart, but without it a 16-epoch study's mean ended where its first seed stopped). Each seed is
+    also drawn thin to its own last epoch, where an `x` marks a seed that ended before the variant's longest one
+    (early stopping, or the scheduler)."""
     legend_lines = -(-len(variants) // 2)  # two columns, below the axes
     fig, ax = plt.subplots(figsize=(7, 4.2 + 0.18 * legend_lines), layout="constrained")
     for label, seeds in variants:
@@ -64,6 +66,10 @@ def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path) -> Non
             linewidth=1.8,
             label=label,
         )
+        if longest > common:
+            later = np.arange(common, longest + 1)
+            still_training = [np.mean([curve[e - 1] for curve in seeds if len(curve) >= e]) for e in later]
+            ax.plot(later, still_training, color=line.get_color(), linestyle="--", linewidth=1.2)
         for curve in seeds:
             x = np.arange(1, len(curve) + 1)
             ax.plot(x, curve, color=line.get_color(), linewidth=0.7, alpha=0.35)

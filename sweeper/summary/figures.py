@@ -157,8 +157,9 @@ def draw_figures(data: FigureData, out: Path) -> list[str]:
     dev_curves(data.dev_curves, out / "dev_bleu_curves.png")
     which = "" if len(data.dev_curves) == data.rows else f"; the {len(data.dev_curves)} best of {data.rows} rows"
     sections = [
-        f"## Dev BLEU by epoch (convergence{which})\n\nBold: the mean over seeds, as far as every seed ran; thin: "
-        "each seed to its own last epoch (x: a seed that ended before the variant's longest).\n\n"
+        f"## Dev BLEU by epoch (convergence{which})\n\nBold: the mean over seeds, as far as every seed ran; dashed: "
+        "past it, the mean over the seeds still training; thin: each seed to its own last epoch (x: a seed that "
+        "ended before the variant's longest).\n\n"
         "![dev curves](dev_bleu_curves.png)\n"
     ]
     if data.fixed_tau:

@@ -1142,3 +1142,22 @@ def test_a_baseline_comparison_that_is_also_a_control_is_counted_once_in_the_foo
     ]
     assert family_of(comparisons) == ": 2 against a baseline, 2 SACT against a control, 1 of them both"
     assert family_of(comparisons[::2]) == ": 1 against a baseline, 1 SACT against a control"
+
+
+def test_dev_curves_carry_the_mean_of_the_seeds_still_training_past_the_first_stop(tmp_path, monkeypatch):
+    """Bold: the mean while every seed trains; dashed from there: the mean over the seeds still training (at 16
+    epochs with early stopping, the bold mean alone ended where the first seed stopped)."""
+    from sweeper.summary import charts
+
+    drawn = []
+    monkeypatch.setattr(charts.plt, "close", drawn.append)
+    seeds = [[1.0, 2.0], [3.0, 4.0, 5.0, 6.0], [5.0, 6.0, 7.0]]
+    charts.dev_curves([("general+sact4", seeds), ("general+none", [[2.0, 3.0], [4.0, 5.0]])], tmp_path / "c.png")
+    lines = drawn[0].axes[0].get_lines()
+    bold = [line for line in lines if line.get_linewidth() > 1.5]
+    dashed = [line for line in lines if line.get_linestyle() == "--"]
+    assert [list(line.get_xdata()) for line in bold] == [[1, 2], [1, 2]]
+    assert list(bold[0].get_ydata()) == pytest.approx([(1 + 3 + 5) / 3, (2 + 4 + 6) / 3])
+    assert len(dashed) == 1 and list(dashed[0].get_xdata()) == [2, 3, 4]  # general+none: both seeds ran to the end
+    assert list(dashed[0].get_ydata()) == pytest.approx([(2 + 4 + 6) / 3, (5 + 7) / 2, 6.0])
+    assert dashed[0].get_color() == bold[0].get_color()
