@@ -294,6 +294,23 @@ def _domain(raw: list | dict):
     return tune.loguniform(low, high) if kind == "loguniform" else tune.uniform(low, high)
 
 
+class SweepPBT(PopulationBasedTraining):
+    """PBT without Ray Tune 2.60's lost trial: a trial exploited while its PAUSE checkpoint is still being saved.
+
+    Synchronous PBT pauses each trial at the perturbation interval with a save; when the last trial arrives before
+    a bottom trial's save has resolved, `_exploit` pauses that trial again without a checkpoint, and Tune's
+    `_schedule_trial_stop` caches a STOP for a trial that is saving (tune_controller.py, "Scheduling STOP after
+    save resolved") while dropping the save that would have consumed it. The trial restarts from its donor's
+    checkpoint, and its next save after the restore pops that stale STOP: Tune completes it one epoch later,
+    without its final report (no test BLEU, "stopped early", its MLflow run KILLED). After an exploit the trial is
+    PAUSED with no actor and no save pending, so nothing cached for it is still meant: drop it."""
+
+    def _exploit(self, tune_controller, trial, trial_to_clone) -> None:
+        super()._exploit(tune_controller, trial, trial_to_clone)
+        controller = getattr(tune_controller, "_tune_controller", tune_controller)  # under Tune's API wrapper
+        controller._cached_trial_decisions.pop(trial.trial_id, None)
+
+
 def pbt_scheduler(spec: SweepSpec) -> PopulationBasedTraining:
     """PBT over the planned trials' params (config["trial"]["params"]); ranges are clamped after a perturbation
     (PBT multiplies by 0.8 or 1.2, which can leave [low, high])."""
@@ -307,7 +324,7 @@ def pbt_scheduler(spec: SweepSpec) -> PopulationBasedTraining:
                 params[key] = min(max(params[key], low), high)
         return config
 
-    return PopulationBasedTraining(
+    return SweepPBT(
         time_attr="epoch",
         perturbation_interval=spec.scheduler.perturbation_interval,
         quantile_fraction=spec.scheduler.quantile_fraction,

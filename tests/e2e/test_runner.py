@@ -1,6 +1,7 @@
 """Runner helpers: trial ids read back from trial folders, statuses, error lines, the GPU check (on a local Ray)."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -30,6 +31,65 @@ def test_trial_status_and_error_line():
         "ray::ImplicitFunc.train() (pid=1, ip=127.0.0.1)\n  File x\n\x1b[36mTrainingDiverged: epoch 1\x1b[0m"
     )
     assert error_summary(error) == "TrainingDiverged: epoch 1"
+
+
+class PausingController:
+    """Tune 2.60's own pause and stop code (TuneController's methods, unbound) over just the state they read: the
+    trial-to-actor map and the decisions cached while a trial saves. No Ray, no actors."""
+
+    from ray.tune.execution.tune_controller import TuneController
+
+    pause_trial = TuneController.pause_trial
+    _schedule_trial_pause = TuneController._schedule_trial_pause
+    _schedule_trial_stop = TuneController._schedule_trial_stop
+    search_alg = None
+
+    def __init__(self, trials):
+        self._cached_trial_decisions = {}
+        self._trial_to_actor = {trial: object() for trial in trials}
+        self._actor_manager = SimpleNamespace(clear_actor_task_futures=lambda tracked_actor: None)
+
+    def _set_trial_status(self, trial, status):
+        trial.set_status(status)
+
+    def _mark_trial_to_checkpoint(self, trial):
+        pass
+
+    def _maybe_cache_trial_actor(self, trial):
+        return True  # reuse_actors: the actor is kept, the trial leaves it
+
+    def get_trials(self):
+        return list(self._trial_to_actor)
+
+
+def test_a_trial_exploited_while_its_pause_checkpoint_saves_is_not_stopped_after_its_next_epoch(tmp_path, monkeypatch):
+    """CI once printed "3/4 trials finished, 1 stopped early" for a 4-trial synchronous PBT sweep: the bottom
+    trial, exploited while its PAUSE save was in flight, trained one epoch from its donor's checkpoint and was then
+    completed without its final report. Tune left a STOP cached for it (the stale decision its next save pops);
+    the sweep's PBT drops it. Mutation: PopulationBasedTraining instead of the sweep's (the cached STOP stays)."""
+    from ray.tune.experiment import Trial
+    from ray.tune.schedulers import TrialScheduler
+
+    from sweeper.runner import build_tune_config
+    from tests.unit.test_space import spec_of
+
+    spec = spec_of(**{"scheduler": {"type": "pbt", "synch": True, "mutations": {"train.lr": [1e-4, 1e-3, 1e-2]}}})
+    pbt = build_tune_config(spec, spec.base)[0].scheduler
+    pbt.set_search_properties("bleu_dev", "max")
+    monkeypatch.setattr(Trial, "local_experiment_path", property(lambda trial: str(tmp_path)))  # PBT's policy log
+    bottom, top = (Trial("run_trial", config={"trial": {"params": {"train.lr": lr}}}, stub=True) for lr in (1e-4, 1e-2))
+    controller = PausingController([bottom, top])
+    for trial, score in ((bottom, 0.1), (top, 12.0)):
+        pbt.on_trial_add(controller, trial)
+        trial.set_status(Trial.RUNNING)
+        pbt._trial_state[trial].last_score = score
+    bottom.temporary_state.saving_to = object()  # what pause_trial(should_checkpoint=True) left: a save in flight
+    controller._cached_trial_decisions[bottom.trial_id] = TrialScheduler.PAUSE
+
+    pbt._exploit(controller, bottom, top)
+
+    assert bottom.status == Trial.PAUSED and not bottom.is_saving  # it restarts from the donor's checkpoint
+    assert bottom.trial_id not in controller._cached_trial_decisions  # no STOP left for its next save to pop
 
 
 def test_pbt_mutates_the_planned_params_and_gives_each_trial_an_initial_value():

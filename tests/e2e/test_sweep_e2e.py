@@ -402,7 +402,7 @@ def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path, work
 def test_pbt_records_exploits_without_breaking_mlflow_and_the_console_shows_progress(
     tmp_path, mlflow_server, worker_ray
 ):
-    epochs = 4  # synch: every trial waits at epoch 2, then the bottom one copies the top one (no race to lose)
+    epochs = 4  # synch: every trial waits at epoch 2, then the bottom one copies the top one (see SweepPBT)
     space = write_space(
         tmp_path,
         name="e2e-pbt",
