@@ -58,18 +58,11 @@ def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path) -> Non
             continue
         common = min(len(curve) for curve in seeds)
         longest = max(len(curve) for curve in seeds)
-        (line,) = ax.plot(
-            np.arange(1, common + 1),
-            np.array([curve[:common] for curve in seeds]).mean(0),
-            marker="o",
-            markersize=3,
-            linewidth=1.8,
-            label=label,
-        )
+        epochs = np.arange(1, longest + 1)
+        mean = np.array([np.mean([curve[e - 1] for curve in seeds if len(curve) >= e]) for e in epochs])  # who ran e
+        (line,) = ax.plot(epochs[:common], mean[:common], marker="o", markersize=3, linewidth=1.8, label=label)
         if longest > common:
-            later = np.arange(common, longest + 1)
-            still_training = [np.mean([curve[e - 1] for curve in seeds if len(curve) >= e]) for e in later]
-            ax.plot(later, still_training, color=line.get_color(), linestyle="--", linewidth=1.2)
+            ax.plot(epochs[common - 1 :], mean[common - 1 :], color=line.get_color(), linestyle="--", linewidth=1.2)
         for curve in seeds:
             x = np.arange(1, len(curve) + 1)
             ax.plot(x, curve, color=line.get_color(), linewidth=0.7, alpha=0.35)
