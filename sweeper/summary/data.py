@@ -7,7 +7,7 @@ recompute each table and figure, or run another test, from the folder alone with
 - `sentences.parquet`: one row per trial, test set and sentence: the hypothesis the trial's BLEU was scored on,
   and where the sweep logged alignment statistics, the sentence's ALIGNMENT_STATS;
 - `references.parquet`: one row per test set and sentence: the reference;
-- `traces/<run id>.<split>.parquet`: the attention traces (word classes, tau by word) where the sweep kept them;
+- `traces/<split>/<run id>.parquet`: the attention traces (word classes, tau by word) where the sweep kept them;
 - `sweep.json`: the sweep's name, parent run, the space's sections the summary reads, and what was left out.
 """
 
@@ -47,8 +47,9 @@ def write_data(snapshot: SweepSnapshot, folder: Path) -> Path:
         data / "references.parquet",
         compression="zstd",
     )
-    for (run_id, split), table in snapshot.traces.items():
-        pq.write_table(table, data / "traces" / f"{run_id}.{split}.parquet", compression="zstd")
+    for (run_id, split), table in snapshot.traces.items():  # a split may be a path (forced/test)
+        (data / "traces" / split).mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, data / "traces" / split / f"{run_id}.parquet", compression="zstd")
     (data / "sweep.json").write_text(json.dumps(sweep_fields(snapshot), indent=1, sort_keys=True), encoding="utf-8")
     return data
 
@@ -105,8 +106,8 @@ def read_data(folder: Path) -> SweepSnapshot:
         references.setdefault(row["set"], []).append(row["reference"])
     translations, alignment = read_sentences(data / "sentences.parquet")
     traces = {
-        tuple(path.name.removesuffix(".parquet").rsplit(".", 1)): pq.read_table(path)
-        for path in sorted((data / "traces").glob("*.parquet"))
+        (path.stem, path.parent.relative_to(data / "traces").as_posix()): pq.read_table(path)
+        for path in sorted((data / "traces").rglob("*.parquet"))
     }
     return SweepSnapshot(
         fields["name"],

@@ -715,8 +715,9 @@ def test_each_claim_names_the_baseline_or_control_it_was_tested_against():
 
 
 def test_two_seeds_a_row_get_the_seed_aware_test_of_the_logged_bleu_and_the_resampled_sentences():
-    """Var = s_A^2 / n_A + s_B^2 / n_B of the rows' logged per-seed BLEU + the variance of the resampled seed-averaged
-    difference; t with Welch-Satterthwaite's df. Each seed's outputs differ from the other's here."""
+    """Var = s_A^2 / n_A + s_B^2 / n_B of the rows' logged per-seed BLEU + the shared part of the resampled
+    seed-averaged difference (less each row's per-seed part over n, from the resampled scores of each seed); t with
+    Welch-Satterthwaite's df (the shared part with R - 1). Each seed's outputs differ from the other's here."""
     from scipy import stats
 
     from nmt_core.evaluate import PairedBootstrap
@@ -737,13 +738,21 @@ def test_two_seeds_a_row_get_the_seed_aware_test_of_the_logged_bleu_and_the_resa
     test = PairedBootstrap({"test": REVIEW_REFS}, 300)
     by_row = {label: [r for r in snapshot.records if r.variant == label] for label in ("general+none", "general+tau4")}
     bleu = {label: [r.metrics["bleu_test_avg"] for r in records] for label, records in by_row.items()}
-    resampled = {
-        label: test.scores([snapshot.translations[r.run_id] for r in records]).averaged
+    per_seed = {
+        label: test.scores([snapshot.translations[r.run_id] for r in records]).resampled
         for label, records in by_row.items()
     }
+    resampled = {label: scores.mean(axis=0) for label, scores in per_seed.items()}
+    own = {  # each row's per-seed part: (mean_i Var(seed i) - Var(average)) * n / (n - 1), n = 2
+        label: max(0.0, (np.var(scores, axis=1, ddof=1).mean() - np.var(resampled[label], ddof=1)) * 2)
+        for label, scores in per_seed.items()
+    }
+    whole = np.var(resampled["general+tau4"] - resampled["general+none"], ddof=1)
+    shared = max(0.0, whole - own["general+none"] / 2 - own["general+tau4"] / 2)
     seed_terms = [np.var(bleu[label], ddof=1) / 2 for label in bleu]
-    variance = sum(seed_terms) + np.var(resampled["general+tau4"] - resampled["general+none"], ddof=1)
-    df = variance**2 / sum(term**2 for term in seed_terms)
+    variance = sum(seed_terms) + shared
+    df = variance**2 / (sum(term**2 for term in seed_terms) + shared**2 / 299)
+    assert 0 < shared < whole
     delta = np.mean(bleu["general+tau4"]) - np.mean(bleu["general+none"])
     assert comparison.delta == pytest.approx(delta) and all(term > 0 for term in seed_terms)
     assert comparison.p_value == pytest.approx(2 * stats.t.sf(abs(delta) / variance**0.5, df), rel=1e-9)
