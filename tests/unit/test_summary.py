@@ -1202,3 +1202,25 @@ def test_every_table_recomputes_from_the_data_beside_the_summary(store, tmp_path
     assert "general+tau2" not in (tmp_path / "fewer" / "summary.md").read_text()
     assert sweeper_main(["summarize", "hand", "--from-data", str(tmp_path / "nowhere")]) == 2
     assert "--from-data" in capsys.readouterr().err
+
+
+def test_a_non_significant_comparison_says_what_its_seeds_detect_at_holms_level_and_its_equivalence():
+    """Each seed-aware comparison that is not significant gets the minimum detectable difference at the level Holm
+    compared its p with (alpha / (m - k + 1), k its rank), and with a margin the TOST verdict at that level."""
+    from nmt_core.evaluate import SeedSentenceTest, detectable, equivalence_p
+    from sweeper.summary.statistics import Comparison, mark_and_power
+
+    def comparison(delta: float, p: float, se2: float) -> Comparison:
+        test = SeedSentenceTest(delta, (se2 * 2.5, se2 * 2.5), (5, 5), 0.0, 8.0, p, (-1, 1), 0.0, 0.0, 1000)
+        return Comparison(None, None, "baseline", delta, p_value=p, p_adjusted=min(1.0, p * 3), test=test)
+
+    found = [comparison(0.05, 0.8, 0.01), comparison(0.3, 0.2, 0.04), comparison(-0.2, 0.5, 0.02)]
+    mark_and_power(found, margin=0.5)
+    assert [c.alpha for c in found] == pytest.approx([0.05, 0.05 / 3, 0.05 / 2])
+    for c in found:
+        assert c.mark == "" and c.detectable == pytest.approx(detectable(c.test, c.alpha, 0.8))
+        assert c.equivalence_p == pytest.approx(equivalence_p(c.test, 0.5))
+    assert found[0].power.endswith(f"; equivalent within ±0.5 (TOST p {found[0].equivalence_p:.3g})")
+    assert "not shown equivalent within ±0.5" in found[1].power
+    mark_and_power(plain := [comparison(0.05, 0.8, 0.01)])
+    assert plain[0].equivalence_p is None and "TOST" not in plain[0].power
