@@ -86,10 +86,18 @@ def sweep_fields(snapshot: SweepSnapshot) -> dict[str, Any]:
 
 
 def read_data(folder: Path) -> SweepSnapshot:
-    """The snapshot write_data wrote into `folder` (a summary folder, or its data/ folder itself)."""
+    """The snapshot write_data wrote into `folder` (a summary folder, or its data/ folder itself); a folder without
+    it, or with files this version cannot read, is refused in one line."""
     data = folder / DATA_DIR if (folder / DATA_DIR).is_dir() else folder
     if not (data / "sweep.json").is_file():
         raise ConfigError("--from-data", f"{folder}: no summary data here (data/sweep.json, as summarize writes)")
+    try:
+        return snapshot_of(data)
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as err:
+        raise ConfigError("--from-data", f"{folder}: unreadable summary data ({type(err).__name__})") from None
+
+
+def snapshot_of(data: Path) -> SweepSnapshot:
     fields = json.loads((data / "sweep.json").read_text(encoding="utf-8"))
     space = fields["space"]
     recorded = RecordedSpace(

@@ -1202,6 +1202,9 @@ def test_every_table_recomputes_from_the_data_beside_the_summary(store, tmp_path
     assert "general+tau2" not in (tmp_path / "fewer" / "summary.md").read_text()
     assert sweeper_main(["summarize", "hand", "--from-data", str(tmp_path / "nowhere")]) == 2
     assert "--from-data" in capsys.readouterr().err
+    (data / "trials.parquet").write_bytes(b"not parquet")
+    assert sweeper_main(["summarize", "hand", "--from-data", str(data), "--out", str(tmp_path / "bad")]) == 2
+    assert "unreadable summary data (ArrowInvalid)" in capsys.readouterr().err and not (tmp_path / "bad").exists()
 
 
 def test_a_non_significant_comparison_says_what_its_seeds_detect_at_holms_level_and_its_equivalence():
