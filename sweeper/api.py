@@ -35,6 +35,11 @@ if TYPE_CHECKING:
 
 MAX_ADDED = 8  # sweeps one summary joins (`--with`): a study and its added rows, not a catalogue
 MAX_CHOSEN = 4  # settings `--choose` picks per row on dev: a rate, a warm-up; a search is a sweep's job
+# Where sweeps are kept unless told: beside the caller; a submitted sweep's driver, in its user's home on the head
+# (a relative folder there would land in Ray's per-job working dir). Here, not in sweeper/storage.py, so that
+# `sweeper --help` needs no pyarrow.
+DEFAULT_STORAGE = "./sweeps"
+SUBMITTED_STORAGE = "~/sweeps"
 STATUS = {0: "finished", 1: "failed", 3: "tracking pending", 130: "interrupted"}  # run_sweep's exit codes
 
 
@@ -171,8 +176,8 @@ def optuna_plan(spec: SweepSpec) -> list[str]:
     from sweeper.storage import open_storage
     from sweeper.study import describe, study_url
 
-    default = open_storage("./sweeps", "sweeper validate").below(spec.name)  # `run`'s default --storage
-    where = " (with --storage ./sweeps; beside a SQLite tracking store when --storage is s3:// or gs://)"
+    default = open_storage(DEFAULT_STORAGE, "sweeper validate").below(spec.name)  # `run`'s default --storage
+    where = f" (with --storage {DEFAULT_STORAGE}; beside a SQLite tracking store when --storage is s3:// or gs://)"
     where = "" if spec.search.study_storage else where
     return [
         f"  plan: {spec.search.num_samples} trials suggested by Optuna's {spec.search.sampler} sampler "
@@ -201,7 +206,7 @@ def run(
     *,
     overrides: Mapping[str, Any] | None = None,
     name: str | None = None,
-    storage: str = "./sweeps",
+    storage: str = DEFAULT_STORAGE,
     tracking_uri: str | None = None,
     address: str | None = None,
     verbose: bool = False,
@@ -229,7 +234,7 @@ def run(
 def resume(
     name: str,
     *,
-    storage: str = "./sweeps",
+    storage: str = DEFAULT_STORAGE,
     tracking_uri: str | None = None,
     address: str | None = None,
     verbose: bool = False,
@@ -255,7 +260,7 @@ def submit(
     *,
     overrides: Mapping[str, Any] | None = None,
     name: str | None = None,
-    storage: str = "~/sweeps",
+    storage: str = SUBMITTED_STORAGE,
     tracking_uri: str | None = None,
     address: str | None = None,
     wait: bool = False,
@@ -509,7 +514,7 @@ def best_model_uri(tracking_uri: str, parent_run_id: str, name: str) -> str | No
 def summarize(
     name: str,
     *,
-    storage: str = "./sweeps",
+    storage: str = DEFAULT_STORAGE,
     tracking_uri: str | None = None,
     out: str | None = None,
     format: str = "md",
@@ -654,7 +659,7 @@ class SweepLog:
     text: str
 
 
-def list_sweeps(storage: str = "./sweeps", address: str | None = None) -> pd.DataFrame:
+def list_sweeps(storage: str = DEFAULT_STORAGE, address: str | None = None) -> pd.DataFrame:
     """Every sweep in `storage`, and on the Ray cluster at `address` (else $RAY_ADDRESS, where set): one row each,
     as `sweeper list` shows them: state (running, waiting for resources, stopping, stopped, finished, failed),
     trials planned, done, running, failed and pending, the best objective so far, who started it and when, its Ray
@@ -674,7 +679,7 @@ def list_sweeps(storage: str = "./sweeps", address: str | None = None) -> pd.Dat
     return frame
 
 
-def sweep_status(name: str, *, storage: str = "./sweeps", address: str | None = None) -> SweepInfo:
+def sweep_status(name: str, *, storage: str = DEFAULT_STORAGE, address: str | None = None) -> SweepInfo:
     """One sweep by its name, as `sweeper status` shows it: its state, counts and best so far, and the lines of its
     progress board as its driver last wrote them (`board`, `updated_at`)."""
     from sweeper import sweeps
@@ -685,7 +690,9 @@ def sweep_status(name: str, *, storage: str = "./sweeps", address: str | None = 
         return sweeps.find(name, storage, address, "sweeper status")[0]
 
 
-def stop_sweep(name: str, *, storage: str = "./sweeps", address: str | None = None, wait_s: float = 0.0) -> StopResult:
+def stop_sweep(
+    name: str, *, storage: str = DEFAULT_STORAGE, address: str | None = None, wait_s: float = 0.0
+) -> StopResult:
     """Stop a running sweep gracefully, as `sweeper stop` does: Ray Tune saves the experiment, running trials keep
     the checkpoint of their last finished epoch, and `resume` finishes the sweep later. With `wait_s`, wait up to
     that long for its driver to have stopped."""
@@ -698,7 +705,7 @@ def stop_sweep(name: str, *, storage: str = "./sweeps", address: str | None = No
 
 
 def sweep_logs(
-    name: str, *, storage: str = "./sweeps", address: str | None = None, tail: int | None = None
+    name: str, *, storage: str = DEFAULT_STORAGE, address: str | None = None, tail: int | None = None
 ) -> SweepLog:
     """A sweep's log, as `sweeper logs` prints it: a submitted sweep's Ray job log, else sweep.log in storage."""
     from sweeper import sweeps
@@ -709,7 +716,9 @@ def sweep_logs(
         return SweepLog(*sweeps.logs(name, storage, address, tail))
 
 
-def promote(name: str, trial: str, *, storage: str = "./sweeps", tracking_uri: str | None = None) -> dict[str, Any]:
+def promote(
+    name: str, trial: str, *, storage: str = DEFAULT_STORAGE, tracking_uri: str | None = None
+) -> dict[str, Any]:
     """Log the MLflow model of a trial that has none (`tracking.models: best | none`) from its final checkpoint in
     storage, as `sweeper promote` does; returns its run id, model id (models:/<id>) and size in bytes."""
     from sweeper.models import promote as log_trial_model

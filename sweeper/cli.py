@@ -134,7 +134,7 @@ ends; every trial keeps its final checkpoint in storage, from which this logs th
 def by_name_options(p: argparse.ArgumentParser, what: str) -> None:
     """NAME, --storage, --address and --json of the commands that take a sweep by its name."""
     p.add_argument("name", help=f"the sweep's name (its folder under --storage){what}").completer = complete_names
-    p.add_argument("--storage", default="./sweeps", help="where the sweep ran (default %(default)s)")
+    p.add_argument("--storage", default=api.DEFAULT_STORAGE, help="where the sweep ran (default %(default)s)")
     p.add_argument(
         "--address",
         help="the Ray cluster's dashboard, e.g. http://HEAD:8265 (default: the one a submitted sweep recorded, "
@@ -149,7 +149,7 @@ def complete_names(prefix: str, parsed_args: argparse.Namespace, **_) -> list[st
     from sweeper.sweeps import sweep_names
 
     try:
-        names = sweep_names(open_storage(getattr(parsed_args, "storage", None) or "./sweeps", "completion"))
+        names = sweep_names(open_storage(getattr(parsed_args, "storage", None) or api.DEFAULT_STORAGE, "completion"))
     except Exception:  # noqa: BLE001 - completion never fails a shell
         return []
     return [name for name in names if name.startswith(prefix)]
@@ -230,7 +230,7 @@ def add_by_name_commands(sub) -> None:
     p = sub.add_parser(
         "list", help="the sweeps in a storage and on a cluster", epilog=LIST_EXAMPLE, formatter_class=raw
     )
-    p.add_argument("--storage", default="./sweeps", help="where the sweeps ran (default %(default)s)")
+    p.add_argument("--storage", default=api.DEFAULT_STORAGE, help="where the sweeps ran (default %(default)s)")
     p.add_argument("--address", help="a Ray cluster's dashboard: its sweeps' jobs too (default: $RAY_ADDRESS)")
     p.add_argument("--json", action="store_true", help="print a JSON array, for scripts")
     p.set_defaults(func=cmd_list)
@@ -254,7 +254,7 @@ def add_by_name_commands(sub) -> None:
     )
     p.add_argument("name", help="the sweep's name (its folder under --storage)").completer = complete_names
     p.add_argument("trial", help="the trial's id, e.g. 8f3a1_00004 (results.parquet's trial_id)")
-    p.add_argument("--storage", default="./sweeps", help="where the sweep ran (default %(default)s)")
+    p.add_argument("--storage", default=api.DEFAULT_STORAGE, help="where the sweep ran (default %(default)s)")
     p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP)
     p.add_argument("--json", action="store_true", help="print JSON, for scripts")
     p.set_defaults(func=cmd_promote)
@@ -276,7 +276,9 @@ def add_run_options(p: argparse.ArgumentParser, address_help: str) -> None:
     p.add_argument("space", help="sweep YAML (see search_spaces/)")
     p.add_argument("--name", help="sweep name (default: the YAML's name); the MLflow experiment and Ray run name")
     p.add_argument(
-        "--storage", default="./sweeps", help="where Ray keeps trials and results.parquet (default %(default)s)"
+        "--storage",
+        default=api.DEFAULT_STORAGE,
+        help="where Ray keeps trials and results.parquet (default %(default)s)",
     )
     p.add_argument(
         "--tracking-uri",
@@ -306,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("submit", help="run a sweep on a Ray cluster as a Ray Job")
     add_run_options(p, "the Ray cluster's dashboard, e.g. http://HEAD:8265 (default: $RAY_ADDRESS)")
-    p.set_defaults(storage="~/sweeps")
+    p.set_defaults(storage=api.SUBMITTED_STORAGE)
     p.add_argument("--wait", action="store_true", help="stream the job's log and exit with its result")
     p.add_argument(
         "--no-code",
@@ -316,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_submit)
     p = sub.add_parser("resume", help="finish an interrupted sweep", description=RESUME_HELP)
     p.add_argument("name", help="the sweep's name (its folder under --storage)")
-    p.add_argument("--storage", default="./sweeps", help="where the sweep ran (default %(default)s)")
+    p.add_argument("--storage", default=api.DEFAULT_STORAGE, help="where the sweep ran (default %(default)s)")
     p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP + "; it must hold the sweep's parent run")
     p.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)")
     p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
@@ -325,7 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="the sweep's name (its MLflow experiment)")
     p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP)
     p.add_argument(
-        "--storage", default="./sweeps", help="where the sweep ran; its summary goes there (default %(default)s)"
+        "--storage",
+        default=api.DEFAULT_STORAGE,
+        help="where the sweep ran; its summary goes there (default %(default)s)",
     )
     p.add_argument(
         "--format",

@@ -367,7 +367,7 @@ def sweep_names(storage: Storage) -> list[str]:
 def cluster(address: str | None, source: str):
     """The Ray Jobs client of `address` (else $RAY_ADDRESS, as `ray job list` reads it), or None without either;
     a cluster that does not answer is one line, exit 2."""
-    from sweeper.submit import connect
+    from sweeper.cluster import connect
 
     address = address or os.environ.get("RAY_ADDRESS")
     return connect(address, source) if address else None

@@ -502,7 +502,7 @@ def test_an_unreachable_tracking_server_is_one_line_within_the_timeout(tmp_path,
 def test_the_ray_token_is_read_from_the_environment_at_each_call_and_only_in_token_mode(tmp_path, monkeypatch):
     """Ray caches its auth mode and token per process; `sweeper list/stop/submit` read them when they connect (a
     notebook that sets the token after its first Ray call still sends it), and never outside token mode."""
-    from sweeper.submit import SubmitError, token_header
+    from sweeper.cluster import SubmitError, token_header
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
