@@ -666,7 +666,7 @@ def list_sweeps(storage: str = DEFAULT_STORAGE, address: str | None = None) -> p
     job. A cluster that does not answer raises SweeperError (exit code 2)."""
     import pandas as pd
 
-    from sweeper import sweeps
+    import sweeper.sweeps as sweeps
 
     configure_driver()
     with one_error():
@@ -682,7 +682,7 @@ def list_sweeps(storage: str = DEFAULT_STORAGE, address: str | None = None) -> p
 def sweep_status(name: str, *, storage: str = DEFAULT_STORAGE, address: str | None = None) -> SweepInfo:
     """One sweep by its name, as `sweeper status` shows it: its state, counts and best so far, and the lines of its
     progress board as its driver last wrote them (`board`, `updated_at`)."""
-    from sweeper import sweeps
+    import sweeper.sweeps as sweeps
 
     configure_driver()
     with one_error():
@@ -696,7 +696,7 @@ def stop_sweep(
     """Stop a running sweep gracefully, as `sweeper stop` does: Ray Tune saves the experiment, running trials keep
     the checkpoint of their last finished epoch, and `resume` finishes the sweep later. With `wait_s`, wait up to
     that long for its driver to have stopped."""
-    from sweeper import sweeps
+    import sweeper.sweeps as sweeps
 
     configure_driver()
     with one_error():
@@ -708,7 +708,7 @@ def sweep_logs(
     name: str, *, storage: str = DEFAULT_STORAGE, address: str | None = None, tail: int | None = None
 ) -> SweepLog:
     """A sweep's log, as `sweeper logs` prints it: a submitted sweep's Ray job log, else sweep.log in storage."""
-    from sweeper import sweeps
+    import sweeper.sweeps as sweeps
 
     configure_driver()
     with one_error():

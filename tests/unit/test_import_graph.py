@@ -3,9 +3,11 @@ imports sweeper). Read from the source with `ast`, so a circle shows here before
 import order and not another.
 
 Every import is an arrow, a lazy one inside a function too (it hides a circle, it does not remove it), and so is
-`importlib.import_module("...")` with a literal name (one with a computed name is refused: it hides its arrow);
-an import under `if TYPE_CHECKING:` (type hints only) is not.
-A package's modules are its files; importing a package means its `__init__`. Add a package to PACKAGES (sweeper/)
+`importlib.import_module("...")` with a literal name (one with a computed name is refused: it hides its arrow),
+and so is an import under `if TYPE_CHECKING:`: a circle of type hints alone still ties its modules into one, where
+none can be read or loaded without the others (#60: config read the models' declarations, which named config's
+types).
+A package's modules are its files; importing a package means its `__init__`. Add a package to PACKAGES
 and its own forbidden imports to NEVER to hold it to the same drawing.
 """
 
@@ -17,8 +19,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[2]
-PACKAGES = ("nmt_core",)  # each package whose modules must not import each other in a circle
-NEVER = {"nmt_core": ("sweeper", "benchmarks", "tests")}  # package -> what it must never import
+PACKAGES = ("nmt_core", "sweeper")  # each package whose modules must not import each other in a circle
+NEVER = {
+    "nmt_core": ("sweeper", "benchmarks", "tests"),
+    "sweeper": ("benchmarks", "tests"),
+}  # package -> what it must never import
 
 
 def module_name(path: Path) -> str:
@@ -28,15 +33,6 @@ def module_name(path: Path) -> str:
 
 def modules(package: str) -> dict[str, Path]:
     return {module_name(path): path for path in sorted((ROOT / package).rglob("*.py"))}
-
-
-def _type_checking(node: ast.AST) -> bool:
-    if not isinstance(node, ast.If):
-        return False
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
 
 
 def _import_module_call(node: ast.AST) -> str | None:
@@ -49,13 +45,9 @@ def _import_module_call(node: ast.AST) -> str | None:
 
 
 def arrows(tree: ast.AST) -> list[list[str]]:
-    """The names each import in the tree may load (`from p import m` may load p and p.m), type hints' aside."""
+    """The names each import in the tree may load (`from p import m` may load p and p.m), type hints' too."""
     found = []
     for node in ast.iter_child_nodes(tree):
-        if _type_checking(node):
-            for child in node.orelse:
-                found += arrows(ast.Module(body=[child], type_ignores=[]))
-            continue
         if isinstance(node, ast.Import):
             found.append([alias.name for alias in node.names])
         elif isinstance(node, ast.ImportFrom):
@@ -107,7 +99,14 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+# nmt_core's circle of type hints (config <-> the models' declarations) goes with the attention-frame branch (#60);
+# strict, so that this test fails once it is gone and the mark is removed with it
+TYPE_HINT_CIRCLE = pytest.mark.xfail(strict=True, reason="nmt_core's type-hint circle: attention-frame removes it")
+
+
+@pytest.mark.parametrize(
+    "package", [pytest.param(p, marks=TYPE_HINT_CIRCLE) if p == "nmt_core" else p for p in PACKAGES]
+)
 def test_no_module_imports_itself_round_a_circle(package):
     assert cycles(graph(package)) == []
 
@@ -139,9 +138,9 @@ def test_no_module_is_imported_by_a_computed_name(package):
     assert hidden == []
 
 
-def test_the_reader_sees_every_arrow_but_type_hints():
-    """The test can fail: two modules that import each other are one circle, a lazy import or an importlib call
-    included; an import under TYPE_CHECKING is no arrow."""
+def test_the_reader_sees_every_arrow_type_hints_too():
+    """The test can fail: two modules that import each other are one circle, a lazy import, an importlib call and
+    an import under TYPE_CHECKING included."""
     sources = {
         "p.a": "import p.b\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from p import c\n",
         "p.b": "import importlib\ndef f():\n    importlib.import_module('p.c')\n",
@@ -151,5 +150,5 @@ def test_the_reader_sees_every_arrow_but_type_hints():
     edges = {
         name: {t for names in arrows(ast.parse(text)) for t in names} & set(sources) for name, text in sources.items()
     }
-    assert edges == {"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}, "p.d": {"p.a"}}
+    assert edges == {"p.a": {"p.b", "p.c"}, "p.b": {"p.c"}, "p.c": {"p.a"}, "p.d": {"p.a"}}
     assert cycles(edges) == [["p.a", "p.b", "p.c"]]
