@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -68,13 +69,15 @@ def configure_driver() -> None:
         os.environ.setdefault(key, value)
 
 
-def bad_input() -> tuple[type[Exception], ...]:
-    """The errors whose message is one line naming what to fix (exit 2); read when one is raised, so that importing
-    this module imports no corpus or checkpoint code (pyarrow, torch)."""
-    from nmt_core.checkpoint import CheckpointError
-    from nmt_core.corpora import CorpusError
+BAD_INPUT_ELSEWHERE = {"nmt_core.corpora": "CorpusError", "nmt_core.checkpoint": "CheckpointError"}
 
-    return ConfigError, CorpusError, CheckpointError
+
+def bad_input() -> tuple[type[Exception], ...]:
+    """The errors whose message is one line naming what to fix (exit 2). A module not yet imported raised none of
+    its errors, so its class is taken only once it is loaded: neither importing this module nor an error in a
+    command that reads no corpus or checkpoint (`sweeper status` of a sweep not there) imports pyarrow or torch."""
+    loaded = (getattr(sys.modules.get(module), name, None) for module, name in BAD_INPUT_ELSEWHERE.items())
+    return (ConfigError, *(kind for kind in loaded if kind is not None))
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ Every import is an arrow, a lazy one inside a function too (it hides a circle, i
 and so is an import under `if TYPE_CHECKING:`: a circle of type hints alone still ties its modules into one, where
 none can be read or loaded without the others (#60: config read the models' declarations, which named config's
 types).
-A package's modules are its files; importing a package means its `__init__`. Add a package to PACKAGES
+A package's modules are its files; importing a package means its `__init__`. Add a package to PACKAGES (sweeper/)
 and its own forbidden imports to NEVER to hold it to the same drawing.
 """
 
