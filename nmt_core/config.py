@@ -39,6 +39,9 @@ class ConfigError(ValueError):
 
 OFF, ALL = "0 = off", "0 = all"
 GROWS = "what it allocates grows with it"  # upper bounds: a config, or a checkpoint's, beyond them is refused
+EPOCHS = 10_000  # epochs (and patience in epochs): papers train 10-100; a run logs, checkpoints and evaluates each
+MAX_SEED = 2**31 - 1  # NumPy takes seeds below 2**32, torch below 2**64: a 31-bit seed leaves room for + repeats
+SEEDS = "a 31-bit seed; seeds plus a sweep's repeats stay below NumPy's 2**32"
 
 
 def _size(low: int, high: int, note: str = "") -> Bound:
@@ -64,7 +67,7 @@ class DataConfig:
     max_len: int = setting(50, "training pairs longer than this (tokens, either side) are dropped", _size(1, 1000))
     src_vocab: int = setting(17700, "source words kept (by frequency)", _size(1, 1_000_000))
     tgt_vocab: int = setting(7000, "target words kept (by frequency)", _size(1, 1_000_000))
-    min_freq: int = setting(1, "words seen fewer times are <unk>")
+    min_freq: int = setting(1, "words seen fewer times are unknown words")
     train_subset: int = setting(
         0, "keep only the first N training pairs (0 = all): quick sweeps on a real corpus", Bound(0, note=ALL)
     )
@@ -156,13 +159,17 @@ class TrainConfig:
         Bound(0, 1000, note=f"{OFF}: batches sorted by length in pools, each padded to its longest"),
     )
     clip_norm: float = setting(10.0, "gradients clipped to this norm", Bound(0, open_low=True))
-    epochs: int = setting(12, "passes over the training data", Bound(1))
-    seed: int = setting(1, "seeds Python, NumPy and torch")
+    epochs: int = setting(12, "passes over the training data", _size(1, EPOCHS))
+    seed: int = setting(1, "seeds Python and torch (a sweep's repeats add 1, 2, ...)", Bound(0, MAX_SEED, note=SEEDS))
     label_smoothing: float = setting(0.0, "label smoothing of the loss", Bound(0, 1, open_high=True))
     lr_decay: float = setting(1.0, "< 1: multiply lr by this when dev BLEU stops improving", Bound(0, 1, open_low=True))
-    lr_patience: int = setting(1, "epochs without a better dev BLEU before lr decays")
-    early_stopping: int = setting(0, "> 0: stop after this many epochs without a better dev BLEU", Bound(0, note=OFF))
-    max_steps_per_epoch: int = setting(0, "> 0: cap updates per epoch (smoke runs, benchmarks)", Bound(0, note=ALL))
+    lr_patience: int = setting(1, "epochs without a better dev BLEU before lr decays", Bound(0, EPOCHS))
+    early_stopping: int = setting(
+        0, "> 0: stop after this many epochs without a better dev BLEU", Bound(0, EPOCHS, note=OFF)
+    )
+    max_steps_per_epoch: int = setting(
+        0, "> 0: cap updates per epoch (smoke runs, benchmarks)", Bound(0, 1_000_000_000, note=ALL)
+    )
     device: str = setting("auto", "where to train", choices=("auto", "cpu", "cuda"))
     amp: bool = setting(False, "bf16 autocast (CUDA; a CPU with AVX-512 BF16 or AMX)")
     guided_alignment: float = setting(

@@ -14,10 +14,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import json
 import math
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,11 +74,16 @@ class Setting:
     choices: tuple[str, ...] = ()
     optional: bool = False  # null is taken too (annotated `X | None`)
 
-    def allowed(self) -> str:
-        """What the setting takes, in words: the docs table's and --help's column."""
-        if self.choices:
-            return "one of " + ", ".join(self.choices)
+    def allowed(self, choices: tuple[str, ...] = ()) -> str:
+        """What the setting takes, in words (`choices` where a registry holds them): --help's and the docs'."""
+        if choices or self.choices:
+            return "one of " + ", ".join(choices or self.choices)
         return NOUNS[self.kind] + (f" {self.bound}" if self.bound else "") + (" or null" if self.optional else "")
+
+    def shown_default(self) -> str:
+        """The default as YAML writes it (true, null, [], "")."""
+        plain = isinstance(self.default, str) and self.default
+        return self.default if plain else json.dumps(self.default)
 
 
 def setting(default: Any, help: str, bound: Bound | None = None, choices: Iterable[str] = ()) -> Any:
@@ -155,3 +161,22 @@ def accept(
     if declared_as.bound and not declared_as.bound.holds(value):
         raise error(key, f"must be {declared_as.bound} (got {shown(value)})", source)
     return value
+
+
+def help_lines(settings: Mapping[str, Setting], choices: Mapping[str, tuple[str, ...]] | None = None) -> str:
+    """Every setting in a line for --help: key = default, what it takes, and its help."""
+    choices = choices or {}
+    return "\n".join(
+        f"  {key} = {d.shown_default()}: {d.allowed(choices.get(key, ()))}" + (f"; {d.help}" if d.help else "")
+        for key, d in settings.items()
+    )
+
+
+def markdown_table(settings: Mapping[str, Setting], choices: Mapping[str, tuple[str, ...]] | None = None) -> str:
+    """Every setting as a row of docs/sweeps.md's settings tables: key, default, what it takes, and its help."""
+    choices = choices or {}
+    rows = ["| key | default | allowed | what |", "| --- | --- | --- | --- |"]
+    for key, d in settings.items():
+        cells = (f"`{key}`", f"`{d.shown_default()}`", d.allowed(choices.get(key, ())), d.help)
+        rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(rows) + "\n"

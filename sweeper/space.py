@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from nmt_core.config import ConfigError, TrialConfig, all_keys, build_config, set_dotted
+from nmt_core.config import EPOCHS, MAX_SEED, SEEDS, ConfigError, TrialConfig, all_keys, build_config, set_dotted
 from nmt_core.corpora import CorpusError
 from nmt_core.corpora import check_name as check_corpus_name
 from nmt_core.credentials import check_uri
@@ -69,6 +69,7 @@ MAX_RESAMPLES = 1_000_000  # the bootstrap's time and memory grow with it; 10,00
 MAX_TRIALS = 10_000  # a plan beyond this is a typo (num_samples: 1000000000); refused before it is enumerated
 NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # every sweep name, in full (DESIGN.md)
 GPU_SHARES = "a fraction in (0, 1] to pack trials, or a whole number"
+PLAN = f"samples x repeats x the grid: at most {MAX_TRIALS:,} trials, counted before they are built"
 
 
 @dataclass
@@ -102,10 +103,12 @@ class Parameter:
 @dataclass
 class SearchSpec:
     algorithm: str = setting("grid", "grid: every combination; random: draws; optuna: a sampler", choices=ALGORITHMS)
-    num_samples: int = setting(1, "passes over the space (random draws, Optuna trials)", Bound(1))
-    max_concurrent: int = setting(4, "trials running at once", Bound(1))
-    seed: int = setting(0, "seeds the random draws and Optuna's sampler")
-    repeats: int = setting(1, "seeds per configuration (train.seed, +1, +2, ...)", Bound(1))
+    num_samples: int = setting(1, "passes over the space (random draws, Optuna trials)", Bound(1, note=PLAN))
+    max_concurrent: int = setting(
+        4, "trials running at once", Bound(1, MAX_TRIALS, note="no more run at once than a plan holds")
+    )
+    seed: int = setting(0, "seeds the random draws and Optuna's sampler", Bound(0, MAX_SEED, note=SEEDS))
+    repeats: int = setting(1, "seeds per configuration (train.seed, +1, +2, ...)", Bound(1, note=PLAN))
     sampler: str = setting("tpe", "optuna: the sampler", choices=tuple(SAMPLERS))
     points_to_evaluate: list[dict[str, Any]] = setting([], "optuna: tried first, in this order")
     study_storage: str | None = setting(None, "optuna: an RDB URL for the study (default: see sweeper.study)")
@@ -127,9 +130,9 @@ class ObjectiveSpec:
 @dataclass
 class SchedulerSpec:
     type: str = setting("fifo", "fifo: every trial to the end; asha, hyperband: early stops; pbt", choices=SCHEDULERS)
-    grace_period: int = setting(1, "asha: epochs before the first stop", Bound(1))
+    grace_period: int = setting(1, "asha: epochs before the first stop", Bound(1, EPOCHS))
     reduction_factor: int = setting(2, "asha, hyperband: 1/n of the trials go on at each rung", Bound(2))
-    perturbation_interval: int = setting(2, "pbt: epochs between exploit/explore decisions", Bound(1))
+    perturbation_interval: int = setting(2, "pbt: epochs between exploit/explore decisions", Bound(1, EPOCHS))
     quantile_fraction: float = setting(0.25, "pbt: the bottom share copies the top share", Bound(0, 0.5, open_low=True))
     synch: bool = setting(False, "pbt: the population waits at each perturbation, then exploits at once (Tune's synch)")
     mutations: dict[str, Any] = setting({}, "pbt: key -> [values] or {uniform|loguniform: [lo, hi]}")
@@ -141,13 +144,19 @@ PBT_MUTABLE = ("train.lr", "train.label_smoothing", "train.clip_norm", "attentio
 
 @dataclass
 class ResourcesSpec:
-    cpu: float = setting(1.0, "CPUs per trial (its torch threads)", Bound(0, open_low=True))
-    gpu: float = setting(0.0, "GPUs per trial", Bound(0, note=GPU_SHARES))
+    cpu: float = setting(
+        1.0, "CPUs per trial (its torch threads)", Bound(0, 1024, open_low=True, note="threads: no node has more")
+    )
+    gpu: float = setting(0.0, "GPUs per trial", Bound(0, 64, note=f"{GPU_SHARES}; no node has more"))
 
 
 @dataclass
 class FailureSpec:
-    max_retries: int = setting(2, "a trial that fails is retried from its last checkpoint this many times", Bound(0))
+    max_retries: int = setting(
+        2,
+        "a trial that fails is retried from its last checkpoint this many times",
+        Bound(0, 100, note="a trial failing more often is broken, not unlucky"),
+    )
 
 
 @dataclass
