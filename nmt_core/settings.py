@@ -127,9 +127,12 @@ def finite(value: int | float, key: str, source: str, error: ErrorType) -> float
     return number
 
 
-def typed(key: str, value: Any, kind: type, source: str, error: ErrorType) -> Any:
+def typed(key: str, value: Any, kind: type, source: str, error: ErrorType, exact: bool = False) -> Any:
     """`value` as `kind`: an integral float is an int, an int or a numeric string (YAML 1.1 reads 1e-3 as one) a
-    float; a bool is never a number; else one line."""
+    float; a bool is never a number; else one line. `exact`: of `kind` already (an int for a float), nothing
+    converted (the API passes its arguments on as given)."""
+    if exact and not (type(value) is kind or (kind is float and type(value) is int)):
+        raise error(key, f"expected {NOUNS[kind]}, got {shown(value)}", source)
     if kind is float and isinstance(value, str):
         try:
             value = float(value)
@@ -146,16 +149,22 @@ def typed(key: str, value: Any, kind: type, source: str, error: ErrorType) -> An
 
 
 def accept(
-    key: str, value: Any, declared_as: Setting, source: str, error: ErrorType, choices: tuple[str, ...] = ()
+    key: str,
+    value: Any,
+    declared_as: Setting,
+    source: str,
+    error: ErrorType,
+    choices: tuple[str, ...] = (),
+    exact: bool = False,
 ) -> Any:
-    """`value` of the setting's type, one of its choices (or `choices`, where a registry holds them) and within its
-    bound; else `error(key, one line saying what is allowed, source)`."""
+    """`value` of the setting's type (`exact`: see `typed`), one of its choices (or `choices`, where a registry holds
+    them) and within its bound; else `error(key, one line saying what is allowed, source)`."""
     choices = choices or declared_as.choices
     if value is None and declared_as.optional:
         return None
     if value is None and choices:  # YAML reads a bare `none` as null
         value = "none"
-    value = typed(key, value, declared_as.kind, source, error)
+    value = typed(key, value, declared_as.kind, source, error, exact)
     if choices and value not in choices:
         raise error(key, "must be one of " + ", ".join(choices) + f" (got {shown(value)})", source)
     if declared_as.bound and not declared_as.bound.holds(value):
