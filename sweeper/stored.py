@@ -140,7 +140,7 @@ def read_state(experiment: Storage) -> SweepState:
     try:
         return state_from(state, where)
     except SpecError as err:  # the significance section, read by the space's own reader
-        raise damaged(experiment, STATE_FILE, str(err).removeprefix(f"{where}: ")) from None
+        raise damaged(experiment, STATE_FILE, f"{err.key}: {err.message}") from None
 
 
 def later_keys() -> dict[str, Any]:
