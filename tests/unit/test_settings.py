@@ -124,3 +124,12 @@ def test_a_thirty_digit_seed_is_refused_before_torch_sees_it():
         read_section("search", {"seed": -1}, "s.yaml")
     with pytest.raises(SpecError, match=r"search\.max_concurrent: must be in \[1, 10000\]"):
         read_section("search", {"max_concurrent": 10**6}, "s.yaml")
+
+
+def test_exact_takes_only_the_declared_type_as_given():
+    """The API passes its arguments on as given: 2.0 lines or "5" seconds are refused, not converted."""
+    seconds = Setting(float, 0.0, "seconds", Bound(0, 60))
+    assert accept("--wait", 5, seconds, "f", ConfigError, exact=True) == 5.0
+    for value, kind, message in [(2.0, INT, "expected an integer, got 2.0"), ("5", seconds, "expected a number")]:
+        with pytest.raises(ConfigError, match=message):
+            accept("k", value, kind, "f", ConfigError, exact=True)
