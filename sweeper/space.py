@@ -56,8 +56,9 @@ MODES = ("max", "min")
 SIGNIFICANCE_METHODS = ("paired_bootstrap", "approximate_randomization")
 # what produces the marks of each method, in a line: the summary's footer, the parent run and results.parquet say it
 SIGNIFICANCE_TESTS = {
-    "paired_bootstrap": "two-level seed x sentence test (Welch's seed variance plus the paired bootstrap's sentence "
-    "variance, t-referenced); one seed a row: sacrebleu --paired-bs, test-set variance only, no marks",
+    "paired_bootstrap": "two-level seed x sentence test (Welch's seed variance plus the system x sentence part the "
+    "seeds share, from the paired bootstrap, t-referenced); one seed a row: sacrebleu --paired-bs, test-set "
+    "variance only, no marks",
     "approximate_randomization": "paired approximate randomization over test sentences (sacrebleu --paired-ar): "
     "test-set variance only, no marks",
 }
@@ -180,6 +181,11 @@ class SignificanceSpec:
         1000,
         "bootstrap resamples, or approximate randomization's shuffles (sacrebleu's default: 10000)",
         Bound(MIN_RESAMPLES, MAX_RESAMPLES, note="fewer cannot resolve p < 0.01; more cost time and memory"),
+    )
+    margin: float | None = setting(
+        None,
+        "BLEU points: a non-significant difference is tested for equivalence within it (null: no test)",
+        Bound(0, open_low=True, note="BLEU points, the equivalence margin"),
     )
 
 
