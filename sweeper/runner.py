@@ -46,6 +46,7 @@ from sweeper.metrics import (
     final_result,
     to_parent,
 )
+from sweeper.mlflow_view import share_view
 from sweeper.models import human, log_best_models, storage_usage
 from sweeper.progress import SweepProgress, failure_cause, open_board
 from sweeper.space import (
@@ -60,7 +61,7 @@ from sweeper.space import (
     trial_config,
 )
 from sweeper.storage import Storage, check_writable, first_line, open_storage
-from sweeper.stored import STATE_FILE, SweepState, damaged, read_state, state_from
+from sweeper.stored import LINK_KEY, STATE_FILE, SweepState, damaged, read_state, state_from
 from sweeper.study import describe as describe_study
 from sweeper.study import shown, study_url
 from sweeper.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
@@ -367,6 +368,8 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     plan = {"source": spec.source, "trials": n_trials, "algorithm": spec.search.algorithm}
     plan.update(scheduler=spec.scheduler.type, storage=storage.display(spec.name), models=spec.models)
     parent_id = tracker.start_sweep(spec.text, plan)
+    axes = [p.key for p in spec.parameters if p.key != "train.seed"]  # the seed has a column of its own
+    link = share_view(tracker.client, uri, tracker.experiment_id, parent_id, axes)
     if earlier:
         print(
             f"note: {experiment.uri} holds an earlier sweep {spec.name!r}: its trial folders stay, results.parquet "
@@ -374,7 +377,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
             "summarises the earlier one",
             flush=True,
         )
-    record = new_state(spec, uri, parent_id, tracker.experiment_id, base, n_trials, study, job)
+    record = new_state(spec, uri, parent_id, tracker.experiment_id, base, n_trials, study, job) | {LINK_KEY: link}
     experiment.write_text(json.dumps(record, indent=2), STATE_FILE)
     state = state_from(record, experiment.display(STATE_FILE))
     clear_stop(experiment)  # a request that stopped an earlier run of this name is not this one's
@@ -726,12 +729,12 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
     unfinished = count["UNFINISHED"] + max(state.trials - len(rows), 0)  # Tune creates trials lazily
     if not unfinished:  # models and the registry when the sweep ends, not before each resume
         keep_models(tracker, experiment, rows, state)
-    print(f"MLflow runs: {runs_link(tracker.uri, tracker.experiment_id, state.metric, state.mode)}")
     ok = count["TERMINATED"] + count["STOPPED"]
     code = 130 if unfinished else 0 if ok else 1
     record_end(experiment, tracker, state, code, rows, callback.load())
     if unfinished:
         tracker.client.set_terminated(parent_id, "KILLED")
+        print(f"MLflow: {mlflow_link(state, tracker)}")
         print(
             f"interrupted with {unfinished} of {state.trials} trials unfinished; continue with: "
             f"sweeper resume {tracker.experiment} --storage {storage.uri}"
@@ -740,7 +743,14 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
     tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
     if count["TERMINATED"]:
         write_summary(experiment, tracker, parent_id)
+    print(f"MLflow: {mlflow_link(state, tracker)}")  # the sweep's last line: where to compare its trials
     return code
+
+
+def mlflow_link(state: SweepState, tracker: SweepTracker) -> str:
+    """The link `sweeper run` recorded (the saved view's, or the plain one); a sweep started before it was
+    recorded gets the plain runs table."""
+    return state.record.get(LINK_KEY) or runs_link(tracker.uri, tracker.experiment_id, state.metric, state.mode)
 
 
 def keep_models(tracker: SweepTracker, experiment: Storage, rows: list[dict[str, Any]], state: SweepState) -> None:

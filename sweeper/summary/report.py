@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from nmt_core.train import bleu_options
 from sweeper.metrics import NOTE, SUMMARY_DIR
+from sweeper.mlflow_view import described_link
 from sweeper.space import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
 from sweeper.summary.choose import choose_on_objective
@@ -69,7 +70,8 @@ def summarize(
         with (out / "summary.md").open("a", encoding="utf-8") as markdown:
             markdown.write("\n" + "\n".join(heatmaps))
     client.log_artifacts(snapshot.parent_id, str(out), SUMMARY_DIR)
-    client.set_tag(snapshot.parent_id, NOTE, parent_note(snapshot, summary))
+    link = described_link(client, tracking_uri, snapshot.parent_id)
+    client.set_tag(snapshot.parent_id, NOTE, parent_note(snapshot, summary, link))
     return summary
 
 
@@ -142,13 +144,15 @@ MAX_NOTE = 8000  # characters of a tag's value MLflow keeps (mlflow.utils.valida
 FULL_SUMMARY = "Figures and the full summary: artifacts, summary/summary.md"
 
 
-def parent_note(snapshot: SweepSnapshot, summary: Summary) -> str:
+def parent_note(snapshot: SweepSnapshot, summary: Summary, link: str = "") -> str:
     """The parent run's description in MLflow's UI: the table, the warnings and the conclusion. MLflow keeps 8,000
     characters of it and cuts the rest wherever it falls (a study's seven rows once lost their power lines and the
     line naming the method behind the marks), so a longer one leaves out the conclusion, then the power lines, and
     says so; a table too long even then is cut at a line, its method line kept."""
-    head = f"# Sweep `{snapshot.name}`\n\n" + (
-        f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else ""
+    head = (
+        f"# Sweep `{snapshot.name}`\n\n"
+        + (f"[Compare its trials]({link})\n\n" if link else "")
+        + (f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else "")
     )
     table = render_markdown(summary)
     versions = [(table + (f"\n{summary.conclusion}" if summary.conclusion else ""), [])]
