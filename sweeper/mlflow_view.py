@@ -24,7 +24,7 @@ import mlflow
 from mlflow.tracking import MlflowClient
 
 from nmt_core.credentials import redact
-from sweeper.metrics import VARIANT
+from sweeper.metrics import RESULT, SEED_PARAM, VARIANT
 
 log = logging.getLogger("sweeper.mlflow_view")
 
@@ -32,10 +32,9 @@ TESTED_MLFLOW = ((3, 17), (3, 18))  # the UI versions whose saved-view format th
 SHARE_TAG_PREFIX = "mlflow.sharedViewState."  # MLflow UI: EXPERIMENT_PAGE_VIEW_STATE_SHARE_TAG_PREFIX
 SHARE_URL_KEY = "viewStateShareKey"  # MLflow UI: EXPERIMENT_PAGE_VIEW_STATE_SHARE_URL_PARAM_KEY
 
-# The trials' MLflow names the view shows (NOTES-mlflow.md, the contract with the runs' names): end-of-run values
-# logged once at step 0 under `result/`, the seed a param of its own.
-SEED_PARAM = "seed"
-BEST_DEV, TEST_AVG, TAU_MEDIAN = "result/bleu_dev_best", "result/bleu_test_avg", "result/tau_median"
+# the trials' end-of-run values the view shows (sweeper.metrics: logged once, at step 0): the best epoch's dev BLEU,
+# the mean test BLEU over the test sets, the best epoch's median temperature
+BEST_DEV, TEST_AVG, TAU_MEDIAN = RESULT + "bleu_dev_best", RESULT + "bleu_test_avg", RESULT + "tau_p50_best"
 
 
 def column(kind: str, key: str) -> str:

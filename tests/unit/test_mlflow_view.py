@@ -45,7 +45,7 @@ def test_the_view_groups_by_variant_shows_every_trial_and_sorts_by_best_dev_bleu
         "params.`seed`",
         "metrics.`result/bleu_dev_best`",
         "metrics.`result/bleu_test_avg`",
-        "metrics.`result/tau_median`",
+        "metrics.`result/tau_p50_best`",
     ]
     assert state["columnOrder"] == state["selectedColumns"]
     assert (state["orderByKey"], state["orderByAsc"]) == ("metrics.`result/bleu_dev_best`", False)
