@@ -84,7 +84,6 @@ class SweepInfo:
         """The columns of `sweeper list` (the board is `sweeper status`'s)."""
         row = asdict(self)
         row.pop("board")
-        row.pop("mlflow_link")
         return row
 
 

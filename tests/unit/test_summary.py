@@ -370,6 +370,8 @@ def test_the_parent_run_description_holds_the_table_and_the_warnings(store, tmp_
     [parent] = client.search_runs([experiment.experiment_id], filter_string="tags.`sweeper.role` = 'sweep'")
     note = parent.data.tags["mlflow.note.content"]
     assert note.startswith("# Sweep `hand`") and "| variant | seeds |" in note
+    link = f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning&orderByKey="
+    assert f"[Compare its trials]({link}" in note  # no saved view written: the plain runs table
     assert all(warning in note for warning in summary.warnings)
     assert "Marks: significance.method paired_bootstrap: two-level seed x sentence test" in note
 
