@@ -37,7 +37,10 @@ from sweeper.metrics import (
     ERROR_FILE,
     EXPLOITS,
     FINAL,
+    FLAT_NAMES,
+    GROUPED_NAMES,
     MODEL,
+    NOT_APPLICABLE,
     NOTE,
     PARENT,
     PBT_EVENT,
@@ -45,10 +48,15 @@ from sweeper.metrics import (
     PER_EPOCH,
     RESTORES,
     ROLE,
+    RUN_COLOUR,
+    SEED_PARAM,
     SIGNATURE_TAGS,
     TRIAL_ID,
     VARIANT,
-    is_logged,
+    colour,
+    history_name,
+    mlflow_metrics,
+    run_name,
 )
 from sweeper.provenance import as_tags, code_version, package_versions
 from sweeper.space import MODELS_BEFORE_POLICY, describe_trial
@@ -210,26 +218,35 @@ class SweepTracker:
         return runs[0].info.run_id if runs else None
 
     def trial_run(
-        self, parent_id: str, trial_id: str, variant: str, params: dict[str, Any], look_first: bool = True
+        self,
+        parent_id: str,
+        trial_id: str,
+        variant: str,
+        params: dict[str, Any],
+        look_first: bool = True,
+        run_colour: str | None = None,
     ) -> tuple[str, bool]:
         """The trial's run and whether it was created now: found by its trial id when it may exist (retry,
-        resume: `look_first`), else created. Its params are logged either way (the same values again are a no-op):
-        a run found may be one whose creation's answer was lost before its params went in."""
+        resume: `look_first`), else created, named by its variant and seed and coloured by its variant. Its params
+        are logged either way (the same values again are a no-op): a run found may be one whose creation's answer was
+        lost before its params went in."""
         run_id = self.find_trial_run(parent_id, trial_id) if look_first else None
         created = run_id is None
         if created:
             note = (
                 f"Trial {trial_id} of sweep `{self.experiment}`: variant `{variant}`, seed "
-                f"{params.get('train.seed')}. Params are the settings active for this variant. Artifacts: "
-                "translations/*.tsv (source, reference, hypothesis), traces/, plots/ (if drawn: tracking.plots). "
-                "Its model (best-dev weights, an MLflow pyfunc) is the LoggedModel `model` in the Models tab: "
-                "runs:/<id>/model."
+                f"{params.get('train.seed')}. Params are the settings active for this variant, and every axis the "
+                f"sweep searches (`{NOT_APPLICABLE}` where this variant does not use it). Metrics: per epoch by "
+                "what they measure (bleu/, loss/, temperature/, attention/, speed/), the end's values at step 0 "
+                "(result/). Artifacts: translations/*.tsv (source, reference, hypothesis), traces/, plots/ (if "
+                "drawn: tracking.plots). Its model (best-dev weights, an MLflow pyfunc) is the LoggedModel "
+                "`model` in the Models tab: `runs:/<run id>/model`."
             )
-            run = self.client.create_run(
-                self.experiment_id,
-                run_name=f"{variant}-{trial_id}",
-                tags={PARENT: parent_id, ROLE: "trial", TRIAL_ID: trial_id, VARIANT: variant, NOTE: note},
-            )
+            tags = {PARENT: parent_id, ROLE: "trial", TRIAL_ID: trial_id, VARIANT: variant, NOTE: note}
+            if run_colour:
+                tags[RUN_COLOUR] = run_colour
+            name = run_name(variant, params[SEED_PARAM]) if SEED_PARAM in params else f"{variant}-{trial_id}"
+            run = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
             run_id = run.info.run_id
         self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
         return run_id, created
@@ -333,8 +350,11 @@ class SweepTracker:
         return model.model_id
 
     def logged_steps(self, run_id: str) -> int:
-        """The last epoch already logged (0 if none): a resumed trial does not log it twice."""
-        history = self.client.get_metric_history(run_id, "bleu_dev")
+        """The last epoch already logged (0 if none): a resumed trial does not log it twice. Dev BLEU is logged
+        every epoch, as `bleu/dev` or (a sweep started before the grouped names) `bleu_dev`."""
+        logged = self.client.get_run(run_id).data.metrics
+        name = history_name("bleu_dev", logged)
+        history = self.client.get_metric_history(run_id, name) if name else []
         return max((m.step for m in history), default=0)
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
@@ -384,8 +404,12 @@ class MlflowTrackingCallback(Callback):
         storage_uri: str | None = None,
         new_sweep: bool = False,
         models: str = MODELS_BEFORE_POLICY,
+        axes: tuple[str, ...] = (),
     ):
         self.uri, self.experiment, self.parent_id = uri, experiment, parent_id
+        self.names = GROUPED_NAMES  # the MLflow names this sweep's runs hold (sweeper.metrics), kept on resume
+        self.axes = axes  # the keys the sweep's search varies: a param on every trial, `n/a` where one does not apply
+        self._colours: dict[str, str] = {}  # variant label -> its colour, in the order the sweep met them
         self.models = models  # tracking.models: only `all` logs each trial's model as it completes
         # the parent run was created by this driver: a trial's run or model not tried yet cannot exist, so it is
         # created without a search first; False once pickled for `sweeper resume`
@@ -407,6 +431,8 @@ class MlflowTrackingCallback(Callback):
         self.failed_requests = 0  # tracking requests that failed (each retry counts)
 
     models = MODELS_BEFORE_POLICY  # for a callback restored from a sweep started before tracking.models
+    names = FLAT_NAMES  # for one restored from a sweep started before the grouped names: its runs keep Tune's keys
+    axes: tuple[str, ...] = ()  # ... before every axis was logged on every trial
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
@@ -555,7 +581,12 @@ class MlflowTrackingCallback(Callback):
             self._adopt(
                 trial_id,
                 *self.tracker.trial_run(
-                    self.parent_id, trial_id, write["variant"], write["params"], self._look_first(write)
+                    self.parent_id,
+                    trial_id,
+                    write["variant"],
+                    write["params"],
+                    self._look_first(write),
+                    write.get("colour"),  # a write queued before colours has none
                 ),
             )
             return
@@ -621,9 +652,21 @@ class MlflowTrackingCallback(Callback):
                     "kind": "open",
                     "trial": trial.trial_id,
                     "variant": variant,
-                    "params": {**cfg.active(), "variant": variant},
+                    "params": self.trial_params(cfg.active(), variant),
+                    "colour": self.colour_of(variant),
                 }
             )
+
+    def trial_params(self, active: dict[str, Any], variant: str) -> dict[str, Any]:
+        """A trial run's params: the settings active for its variant, the variant, the seed, and every swept axis
+        (`n/a` where the variant does not use it), so that MLflow's columns and parallel coordinates line up."""
+        unused = {axis: NOT_APPLICABLE for axis in self.axes if axis not in active}
+        return {**active, **unused, "variant": variant, SEED_PARAM: active["train.seed"]}
+
+    def colour_of(self, variant: str) -> str:
+        """The variant's colour: the next of the palette for a variant the sweep meets first (kept on resume)."""
+        colours = self.__dict__.setdefault("_colours", {})  # a callback pickled before colours has none
+        return colours.setdefault(variant, colour(len(colours)))
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self._open(trial)
@@ -642,14 +685,14 @@ class MlflowTrackingCallback(Callback):
             )
             self._last_step[trial_id] = min(self._last_step[trial_id], int(event["epoch"]))
         if result.get(FINAL):
-            metrics = {k: v for k, v in result.items() if is_logged(k, AT_END)}
+            metrics = mlflow_metrics(result, AT_END, self.names)
             tags.update({tag: str(result.get(key, "")) for key, tag in SIGNATURE_TAGS.items()})
             tags[RESTORES] = str(result.get("restores", 0))
             self._final[trial_id] = {
                 "kind": "metrics",
                 "trial": trial_id,
                 "metrics": metrics,
-                "step": step,
+                "step": 0 if self.names == GROUPED_NAMES else step,  # at step 0 MLflow draws bars, not lines
                 "timestamp": now,
                 "epoch": False,
                 "tags": tags,
@@ -661,7 +704,7 @@ class MlflowTrackingCallback(Callback):
                 self._write({"kind": "tags", "trial": trial_id, "tags": tags})
             return
         # the epoch's numbers, PBT's settings in force and the trial's CPU/memory/GPU, with its tags: one request
-        metrics = {k: v for k, v in result.items() if is_logged(k, PER_EPOCH)}
+        metrics = mlflow_metrics(result, PER_EPOCH, self.names)
         self._write(
             {
                 "kind": "metrics",
@@ -697,7 +740,7 @@ class MlflowTrackingCallback(Callback):
                 "kind": "model",
                 "trial": trial.trial_id,
                 "path": f"{trial.checkpoint.path}/{MODEL}",
-                "params": {**cfg.active(), "variant": variant},
+                "params": self.trial_params(cfg.active(), variant),
                 "tags": {TRIAL_ID: trial.trial_id, VARIANT: variant},
                 "metrics": final.get("metrics", {}),
                 "step": step,
@@ -713,7 +756,8 @@ class MlflowTrackingCallback(Callback):
         self._write({"kind": "end", "trial": trial.trial_id, "status": "FAILED"})
 
     def get_state(self) -> dict[str, Any]:
-        return {"outcomes": dict(self.outcomes)}
+        return {"outcomes": dict(self.outcomes), "colours": dict(self.__dict__.get("_colours", {}))}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.outcomes = dict(state.get("outcomes", {}))
+        self._colours = dict(state.get("colours", {}))  # a resumed sweep's variants keep their colours
