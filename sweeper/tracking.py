@@ -7,6 +7,7 @@ A tracking server that drops out mid-sweep costs nothing: what it misses waits i
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -20,10 +21,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
-from mlflow.entities import LoggedModel, LoggedModelOutput, LoggedModelStatus, Metric, Param, RunTag
+from mlflow.entities import (
+    Dataset,
+    DatasetInput,
+    InputTag,
+    LoggedModel,
+    LoggedModelOutput,
+    LoggedModelStatus,
+    Metric,
+    Param,
+    RunTag,
+)
 from mlflow.models import Model
 from mlflow.tracking import MlflowClient
-from mlflow.utils.mlflow_tags import MLFLOW_MODEL_VERSIONS
+from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_MODEL_VERSIONS
 from ray.tune import Callback
 
 from nmt_core.config import ConfigError
@@ -51,6 +62,7 @@ from sweeper.metrics import (
     RUN_COLOUR,
     SEED_PARAM,
     SIGNATURE_TAGS,
+    TRANSLATIONS,
     TRIAL_ID,
     VARIANT,
     colour,
@@ -58,7 +70,8 @@ from sweeper.metrics import (
     mlflow_metrics,
     run_name,
 )
-from sweeper.provenance import as_tags, code_version, package_versions
+from sweeper.mlflow_tables import mark_tables, tables_in
+from sweeper.provenance import DATASET, as_tags, code_version, package_versions, source_tags
 from sweeper.space import MODELS_BEFORE_POLICY, describe_trial
 from sweeper.storage import open_storage
 
@@ -199,8 +212,9 @@ class SweepTracker:
             run_name=f"{self.experiment}-sweep",
             tags={
                 ROLE: "sweep",
+                **self.source,
                 **{f"sweeper.plan.{k}": str(v) for k, v in plan.items()},
-                "sweeper.code": code_version(),
+                "sweeper.code": self.code,
                 "sweeper.versions": package_versions(),
                 NOTE: about + "\n\nThe summary appears here when the sweep ends.",
             },
@@ -208,6 +222,22 @@ class SweepTracker:
         self.client.log_text(run.info.run_id, space_yaml, "space.yaml")
         self.client.log_batch(run.info.run_id, params=[Param(f"plan.{k}", str(v)[:500]) for k, v in plan.items()])
         return run.info.run_id
+
+    @functools.cached_property
+    def code(self) -> str:
+        """The driver's code version (git asked once: 0.1 s)."""
+        return code_version()
+
+    @functools.cached_property
+    def source(self) -> dict[str, str]:
+        """MLflow's Source and User columns of the sweep's runs: the driver's code, whoever runs it."""
+        return source_tags(self.code)
+
+    def log_dataset(self, run_id: str, dataset: dict[str, str]) -> None:
+        """The trial's corpus (provenance.corpus_dataset) as its run's input: MLflow's Dataset column, with the
+        digest. The store keeps one input of a dataset's name and digest: a replayed write adds none."""
+        used = InputTag(MLFLOW_DATASET_CONTEXT, "train")
+        self.client.log_inputs(run_id, datasets=[DatasetInput(Dataset(**dataset), tags=[used])])
 
     def find_trial_run(self, parent_id: str, trial_id: str) -> str | None:
         runs = self.client.search_runs(
@@ -242,7 +272,7 @@ class SweepTracker:
                 "drawn: tracking.plots). Its model (best-dev weights, an MLflow pyfunc) is the LoggedModel "
                 "`model` in the Models tab: `runs:/<run id>/model`."
             )
-            tags = {PARENT: parent_id, ROLE: "trial", TRIAL_ID: trial_id, VARIANT: variant, NOTE: note}
+            tags = {PARENT: parent_id, ROLE: "trial", TRIAL_ID: trial_id, VARIANT: variant, NOTE: note, **self.source}
             if run_colour:
                 tags[RUN_COLOUR] = run_colour
             name = run_name(variant, params[SEED_PARAM]) if SEED_PARAM in params else f"{variant}-{trial_id}"
@@ -603,6 +633,8 @@ class MlflowTrackingCallback(Callback):
                     self.delays.append(time.time() - write["ended_at"])
         elif kind == "tags":
             self.tracker.set_tags(run_id, write["tags"])
+        elif kind == "input":
+            self.tracker.log_dataset(run_id, write["dataset"])
         elif kind == "exploits":
             self.tracker.client.log_dict(run_id, write["events"], PBT_EVENTS)
             self.tracker.set_tags(run_id, {EXPLOITS: str(len(write["events"]))})
@@ -612,6 +644,7 @@ class MlflowTrackingCallback(Callback):
             with self._local_copy(write["path"]) as folder:
                 if folder is not None:
                     self.tracker.client.log_artifacts(run_id, str(folder))
+                    mark_tables(self.tracker.client, run_id, tables_in(folder, TRANSLATIONS))
         elif kind == "model":
             with self._local_copy(write["path"]) as folder:
                 if folder is not None:
@@ -676,6 +709,8 @@ class MlflowTrackingCallback(Callback):
         trial_id, step = trial.trial_id, int(result.get("epoch", 0))
         now = int(time.time() * 1000)
         tags = as_tags(result)  # code, versions, device and node of the process that trains the trial
+        if result.get(DATASET):  # the corpus it trains on, with a process's first report
+            self._write({"kind": "input", "trial": trial_id, "dataset": json.loads(result[DATASET])})
         if result.get(PBT_EVENT):  # also on a final result: a donor that had trained every epoch leaves none
             event = json.loads(result[PBT_EVENT])
             events = self._exploits.setdefault(trial_id, [])

@@ -120,8 +120,11 @@ def trial_of(trial_id: str, temperature: str, seed: int) -> SimpleNamespace:
 def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     """Issue 59: a run named by its variant and seed, one colour per variant in the order the sweep met them, every
     swept axis a param (`n/a` where unused) and `seed`; per-epoch metrics by group; the end's at step 0 under
-    result/, with the best epoch's dev BLEU and median tau; the parent's under sweep/."""
+    result/, with the best epoch's dev BLEU and median tau; the parent's under sweep/. Provenance in MLflow's own
+    columns (Source, User, Dataset); the translations as an MLflow table."""
+    from sweeper.artifacts import write_side_by_side
     from sweeper.metrics import PALETTE
+    from sweeper.provenance import corpus_dataset
     from sweeper.runner import record_best
 
     uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
@@ -132,10 +135,16 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     for trial in trials:
         callback.on_trial_start(0, [], trial)
     sact = trials[0]
-    callback.on_trial_result(0, [], sact, {"epoch": 1, "bleu_dev": 1.0, "train_loss": 5.0, "tau_p50": 1.5})
+    (tmp_path / "checkpoint" / "artifacts" / "translations").mkdir(parents=True)
+    write_side_by_side(["a b"], ["x y"], ["x z"], tmp_path / "checkpoint" / "artifacts" / "translations", "test")
+    sact.checkpoint = SimpleNamespace(path=str(tmp_path / "checkpoint"))
+    dataset = corpus_dataset("toy", {"train": [("a", "x")], "test": [("a b", "x y")]})
+    first = {"epoch": 1, "bleu_dev": 1.0, "train_loss": 5.0, "tau_p50": 1.5, "dataset": dataset}
+    callback.on_trial_result(0, [], sact, first)
     callback.on_trial_result(0, [], sact, {"epoch": 2, "bleu_dev": 0.5, "train_loss": 4.0, "tau_p50": 2.5})
     final = {"epoch": 2, "final": 1, "bleu_dev": 1.0, "tau_p50": 1.5, "bleu_test_avg": 2.0, "best_epoch": 1}
     callback.on_trial_result(0, [], sact, final)
+    callback.on_trial_complete(0, [], sact)
     callback.drain()
     runs = {
         run.info.run_name: run
@@ -150,6 +159,17 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     assert none["seed"] == none["train.seed"] == "1" and none["variant"] == "general+none"
     assert runs["general+sact4 · seed 2"].data.params["attention.lambda"] != "n/a"
     run_id = runs["general+sact4 · seed 1"].info.run_id
+    run = tracker.client.get_run(run_id)
+    assert run.data.tags["mlflow.source.name"] == "nmt-sweeper" and run.data.tags["mlflow.user"]
+    assert tracker.client.get_run(parent).data.tags["mlflow.user"] == run.data.tags["mlflow.user"]
+    [used] = run.inputs.dataset_inputs
+    assert (used.dataset.name, used.dataset.digest) == ("toy", json.loads(dataset)["digest"])
+    assert json.loads(run.data.tags["mlflow.loggedArtifacts"]) == [{"path": "translations/test.json", "type": "table"}]
+    local = tracker.client.download_artifacts(run_id, "translations/test.json", str(tmp_path))
+    assert json.loads(Path(local).read_text()) == {
+        "columns": ["source", "reference", "hypothesis"],
+        "data": [["a b", "x y", "x z"]],
+    }
     history = tracker.client.get_metric_history(run_id, "bleu/dev")
     assert [(m.step, m.value) for m in history] == [(1, 1.0), (2, 0.5)]
     assert [m.value for m in tracker.client.get_metric_history(run_id, "loss/train")] == [5.0, 4.0]
