@@ -40,6 +40,7 @@ PBT_EVENT = "pbt_event"  # JSON of an exploit: the epoch, the trial copied from,
 HEATMAPS = "traces/heatmaps.json"  # what a trial's heatmaps are drawn from, by the trial or later by the summary
 FORCED = "traces/forced"  # <set>.parquet: tau and gate at every reference token of a test set, teacher-forced
 PLOTS_FOLDER = "plots"  # the heatmaps drawn, by a trial with `tracking.plots: all` or the summary with `best`
+TRANSLATIONS = "translations"  # <set>.txt, .tsv and .json (an MLflow table, sweeper.mlflow_tables) of every set
 PBT_EVENTS = "pbt_events.json"  # a trial's PBT exploits (the artifact; their count is the tag EXPLOITS)
 # what a sweep's folder in storage holds besides Tune's files: the runner writes them; the summary, `sweeper list` and
 # the API read them without importing the runner (and Ray Tune, seconds of a command's start)

@@ -44,7 +44,7 @@ from sweeper.metrics import (
     RESULTS_FILE,
     SUMMARY_DIR,
     final_result,
-    to_parent,
+    parent_metrics,
 )
 from sweeper.mlflow_view import share_view
 from sweeper.models import human, log_best_models, storage_usage
@@ -390,7 +390,14 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     if spec.search.algorithm == "optuna":
         print(describe_study(spec, study), flush=True)
     callback = MlflowTrackingCallback(
-        uri, spec.name, parent_id, base, experiment.uri, new_sweep=True, models=spec.models
+        uri,
+        spec.name,
+        parent_id,
+        base,
+        experiment.uri,
+        new_sweep=True,
+        models=spec.models,
+        axes=tuple(dict.fromkeys(p.key for p in spec.parameters)),
     )
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
     progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base), spec.metric, experiment.uri)
@@ -661,14 +668,14 @@ def best_row(rows: list[dict[str, Any]], metric: str, mode: str) -> dict[str, An
 
 
 def record_best(
-    tracker: SweepTracker, parent_id: str, rows: list[dict[str, Any]], metric: str, mode: str
+    tracker: SweepTracker, parent_id: str, rows: list[dict[str, Any]], metric: str, mode: str, names: str
 ) -> dict[str, Any] | None:
     """The best trial's metrics and run on the parent run, whatever tracking.models says (MLflow's UI compares
-    sweeps by their parent runs); the best row, None when no trial finished."""
+    sweeps by their parent runs), under `sweep/` names no trial has (a sweep begun with flat names: its own); the
+    best row, None when no trial finished."""
     best = best_row(rows, metric, mode)
     if best is not None:
-        metrics = {k: v for k, v in best.items() if to_parent(k) and isinstance(v, (int, float))}
-        tracker.log_metrics(parent_id, metrics, step=0)
+        tracker.log_metrics(parent_id, parent_metrics(best, names), step=0)
         tracker.set_tags(parent_id, {BEST_RUN_ID: best["mlflow_run_id"], BEST_VARIANT: best["variant"]})
     return best
 
@@ -728,7 +735,7 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
     )
     unfinished = count["UNFINISHED"] + max(state.trials - len(rows), 0)  # Tune creates trials lazily
     if not unfinished:  # models and the registry when the sweep ends, not before each resume
-        keep_models(tracker, experiment, rows, state)
+        keep_models(tracker, experiment, rows, state, callback.names)
     ok = count["TERMINATED"] + count["STOPPED"]
     code = 130 if unfinished else 0 if ok else 1
     record_end(experiment, tracker, state, code, rows, callback.load())
@@ -753,9 +760,11 @@ def mlflow_link(state: SweepState, tracker: SweepTracker) -> str:
     return state.record.get(LINK_KEY) or runs_link(tracker.uri, tracker.experiment_id, state.metric, state.mode)
 
 
-def keep_models(tracker: SweepTracker, experiment: Storage, rows: list[dict[str, Any]], state: SweepState) -> None:
-    """`tracking.models: best`: each variant's best trial gets its model now; the best trial goes on the parent run,
-    and its model (unless `none`) into the registry."""
+def keep_models(
+    tracker: SweepTracker, experiment: Storage, rows: list[dict[str, Any]], state: SweepState, names: str
+) -> None:
+    """`tracking.models: best`: each variant's best trial gets its model now; the best trial goes on the parent run
+    (under the sweep's MLflow `names`), and its model (unless `none`) into the registry."""
     policy, metric, mode = state.models, state.metric, state.mode
     if policy == "best":
         sizes = log_best_models(tracker, experiment, rows, metric, mode)
@@ -765,7 +774,7 @@ def keep_models(tracker: SweepTracker, experiment: Storage, rows: list[dict[str,
         )
     elif policy == "none":
         print(f"models: none logged (tracking.models: none); a trial's: sweeper promote {tracker.experiment} TRIAL")
-    best = record_best(tracker, state.parent_run_id, rows, metric, mode)
+    best = record_best(tracker, state.parent_run_id, rows, metric, mode, names)
     if best is not None and policy != "none":
         register_best(tracker, best, metric, mode, (state.job or {}).get("mlflow_user"))
 
