@@ -50,7 +50,10 @@ def wait_for(driver: WebDriver, found: Callable[[WebDriver], T], what: str) -> T
         except (NoSuchElementException, StaleElementReferenceException):
             pass
         time.sleep(0.5)
-    raise AssertionError(f"MLflow's UI did not show {what} within {WAIT_S:.0f} s at {driver.current_url}")
+    seen = driver.find_element(By.TAG_NAME, "body").text[:2000]
+    raise AssertionError(
+        f"MLflow's UI did not show {what} within {WAIT_S:.0f} s at {driver.current_url}; it shows:\n{seen}"
+    )
 
 
 def texts(driver: WebDriver, css: str) -> list[str]:
