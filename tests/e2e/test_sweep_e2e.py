@@ -164,7 +164,7 @@ def assert_trial_model(client, uri, child, row):
     )
     assert model.name == "model" and model.status == LoggedModelStatus.READY
     assert model.tags["sweeper.trial_id"] == row["trial_id"] and model.params["variant"] == row["variant"]
-    assert {m.key: m.value for m in model.metrics}["bleu_test_test"] == pytest.approx(row["bleu_test_test"])
+    assert {m.key: m.value for m in model.metrics}["result/bleu_test_test"] == pytest.approx(row["bleu_test_test"])
     assert [o.model_id for o in client.get_run(child.info.run_id).outputs.model_outputs] == [model.model_id]
     pyfunc = mlflow.pyfunc.load_model(f"runs:/{child.info.run_id}/model")
     assert pyfunc.metadata.model_id == model.model_id and pyfunc.metadata.run_id == child.info.run_id
