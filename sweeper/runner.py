@@ -363,7 +363,8 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     study = study_url(spec, experiment, uri) if spec.search.algorithm == "optuna" else None
     tune_config, param_space = build_tune_config(spec, base, study)
     n_trials = len(param_space["trial"]["grid_search"]) if param_space else spec.search.num_samples
-    tracker = SweepTracker(uri, spec.name, opening.result())
+    submitter = (job or {}).get("mlflow_user")  # the User of the sweep's runs where the cluster's account tracks
+    tracker = SweepTracker(uri, spec.name, opening.result(), user=submitter)
     plan = {"source": spec.source, "trials": n_trials, "algorithm": spec.search.algorithm}
     plan.update(scheduler=spec.scheduler.type, storage=storage.display(spec.name), models=spec.models)
     parent_id = tracker.start_sweep(spec.text, plan)
@@ -395,6 +396,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
         new_sweep=True,
         models=spec.models,
         axes=tuple(dict.fromkeys(p.key for p in spec.parameters)),
+        user=submitter,
     )
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
     progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base), spec.metric, experiment.uri)
