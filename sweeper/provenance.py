@@ -96,10 +96,11 @@ def as_tags(report: dict) -> dict[str, str]:
     }
 
 
-def source_tags(code: str) -> dict[str, str]:
+def source_tags(code: str, user: str | None = None) -> dict[str, str]:
     """MLflow's own provenance tags, which its runs table shows as the Source and User columns: MlflowClient's
-    create_run sets none of them (mlflow.start_run does, from the script it runs in). `code`: code_version()."""
-    tags = {"mlflow.source.name": SOURCE_NAME, "mlflow.source.type": "LOCAL", "mlflow.user": run_user()}
+    create_run sets none of them (mlflow.start_run does, from the script it runs in). `code`: code_version();
+    `user`: who submitted a sweep the cluster's account runs, else whoever runs it."""
+    tags = {"mlflow.source.name": SOURCE_NAME, "mlflow.source.type": "LOCAL", "mlflow.user": user or run_user()}
     if code.startswith("git "):
         tags["mlflow.source.git.commit"] = code.split()[1]
     return tags

@@ -357,6 +357,17 @@ def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPl
     return out
 
 
+def tracking_callback(
+    spec: SweepSpec, uri: str, parent_id: str, base: dict[str, Any], storage_uri: str, user: str | None
+) -> MlflowTrackingCallback:
+    """A new sweep's MLflow writer: its trial runs hold every axis the search varies, and `user` (a submitted
+    sweep's submitter) as MLflow's User."""
+    axes = tuple(dict.fromkeys(parameter.key for parameter in spec.parameters))
+    return MlflowTrackingCallback(
+        uri, spec.name, parent_id, base, storage_uri, new_sweep=True, models=spec.models, axes=axes, user=user
+    )
+
+
 def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, address: str | None) -> int:
     storage, uri, opening, job, earlier, base = open_sweep(spec, storage_uri, tracking_uri, address)
     experiment = storage.below(spec.name)
@@ -364,7 +375,8 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     study = study_url(spec, experiment, uri) if spec.search.algorithm == "optuna" else None
     tune_config, param_space = build_tune_config(spec, base, study)
     n_trials = len(param_space["trial"]["grid_search"]) if param_space else spec.search.num_samples
-    tracker = SweepTracker(uri, spec.name, opening.result())
+    submitter = (job or {}).get("mlflow_user")  # the User of the sweep's runs where the cluster's account tracks
+    tracker = SweepTracker(uri, spec.name, opening.result(), user=submitter)
     plan = {"source": spec.source, "trials": n_trials, "algorithm": spec.search.algorithm}
     plan.update(scheduler=spec.scheduler.type, storage=storage.display(spec.name), models=spec.models)
     parent_id = tracker.start_sweep(spec.text, plan)
@@ -389,16 +401,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     )
     if spec.search.algorithm == "optuna":
         print(describe_study(spec, study), flush=True)
-    callback = MlflowTrackingCallback(
-        uri,
-        spec.name,
-        parent_id,
-        base,
-        experiment.uri,
-        new_sweep=True,
-        models=spec.models,
-        axes=tuple(dict.fromkeys(p.key for p in spec.parameters)),
-    )
+    callback = tracking_callback(spec, uri, parent_id, base, experiment.uri, submitter)
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
     progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base), spec.metric, experiment.uri)
     progress.watch(spec.mode, spec.cpu, spec.gpu)

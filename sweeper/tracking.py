@@ -189,8 +189,8 @@ def _retry(
 class SweepTracker:
     """Thin layer over MlflowClient with the project's names and the retry policy."""
 
-    def __init__(self, uri: str, experiment: str, client: MlflowClient | None = None):
-        self.uri, self.experiment = uri, experiment
+    def __init__(self, uri: str, experiment: str, client: MlflowClient | None = None, user: str | None = None):
+        self.uri, self.experiment, self.user = uri, experiment, user  # user: a submitted sweep's submitter
         self.client = client or MlflowClient(uri)
         self.experiment_id = _retry(self._get_or_create, "get or create experiment")
 
@@ -231,7 +231,7 @@ class SweepTracker:
     @functools.cached_property
     def source(self) -> dict[str, str]:
         """MLflow's Source and User columns of the sweep's runs: the driver's code, whoever runs it."""
-        return source_tags(self.code)
+        return source_tags(self.code, self.user)
 
     def log_dataset(self, run_id: str, dataset: dict[str, str]) -> None:
         """The trial's corpus (provenance.corpus_dataset) as its run's input: MLflow's Dataset column, with the
@@ -435,11 +435,13 @@ class MlflowTrackingCallback(Callback):
         new_sweep: bool = False,
         models: str = MODELS_BEFORE_POLICY,
         axes: tuple[str, ...] = (),
+        user: str | None = None,
     ):
         self.uri, self.experiment, self.parent_id = uri, experiment, parent_id
         self.names = GROUPED_NAMES  # the MLflow names this sweep's runs hold (sweeper.metrics), kept on resume
         self.axes = axes  # the keys the sweep's search varies: a param on every trial, `n/a` where one does not apply
         self._colours: dict[str, str] = {}  # variant label -> its colour, in the order the sweep met them
+        self.user = user  # MLflow's User of the trial runs: a submitted sweep's submitter (else whoever runs it)
         self.models = models  # tracking.models: only `all` logs each trial's model as it completes
         # the parent run was created by this driver: a trial's run or model not tried yet cannot exist, so it is
         # created without a search first; False once pickled for `sweeper resume`
@@ -463,6 +465,7 @@ class MlflowTrackingCallback(Callback):
     models = MODELS_BEFORE_POLICY  # for a callback restored from a sweep started before tracking.models
     names = FLAT_NAMES  # for one restored from a sweep started before the grouped names: its runs keep Tune's keys
     axes: tuple[str, ...] = ()  # ... before every axis was logged on every trial
+    user: str | None = None  # ... before the User column
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
@@ -487,7 +490,7 @@ class MlflowTrackingCallback(Callback):
     @property
     def tracker(self) -> SweepTracker:
         if self._tracker is None:
-            self._tracker = SweepTracker(self.uri, self.experiment)
+            self._tracker = SweepTracker(self.uri, self.experiment, user=self.user)
         return self._tracker
 
     @property

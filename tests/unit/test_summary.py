@@ -1221,6 +1221,28 @@ def test_a_run_under_the_grouped_names_reads_as_one_under_the_flat_names(tmp_pat
         assert record.settings == {"setting.train.lr": {1: 0.1, 2: 0.2}}
 
 
+def test_dev_curves_draw_each_variant_in_its_runs_colour(tmp_path, monkeypatch):
+    """Issue 59: a row's curves take its trials' MLflow run colour; the palette in row order where a row has none
+    (a sweep recorded before run colours) or two rows share one, so that no two rows are drawn alike."""
+    from types import SimpleNamespace
+
+    from sweeper.metrics import PALETTE
+    from sweeper.summary import charts
+    from sweeper.summary.figures import row_colours
+
+    def row(colour):
+        return SimpleNamespace(records=[SimpleNamespace(tags={"mlflow.runColor": colour} if colour else {})])
+
+    assert row_colours([row("#17becf"), row("#ff7f0e")]) == ["#17becf", "#ff7f0e"]
+    assert row_colours([row("#17becf"), row("#17becf")]) == list(PALETTE[:2])  # rows a label does not tell apart
+    assert row_colours([row("#17becf"), row(None)]) == list(PALETTE[:2])
+    drawn = []
+    monkeypatch.setattr(charts.plt, "close", drawn.append)
+    variants = [("general+sact4", [[1.0, 2.0]]), ("general+none", [[2.0, 3.0]])]
+    charts.dev_curves(variants, tmp_path / "c.png", ["#17becf", "#ff7f0e"])
+    assert {line.get_color() for line in drawn[0].axes[0].get_lines()} == {"#17becf", "#ff7f0e"}
+
+
 def test_every_table_recomputes_from_the_data_beside_the_summary(store, tmp_path, capsys):
     """summarize writes data/ beside summary.md; `sweeper summarize NAME --from-data DIR` recomputes summary.md and
     the CSV table from it alone, the same bytes (figures aside), and --plan prints the planning figures. A data

@@ -194,6 +194,24 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     assert callback.get_state()["colours"] == {"general+sact4": PALETTE[0], "general+none": PALETTE[1]}
 
 
+def test_a_submitted_sweeps_runs_name_their_submitter_and_the_drivers_commit(tmp_path, monkeypatch):
+    """MLflow's User column: the submitter of a sweep the cluster's account tracks, on the parent and every trial;
+    Source: the driver's code, with its git commit in a checkout."""
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "cluster")
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    tracker = SweepTracker(uri, "submitted", user="alice")
+    parent = tracker.start_sweep("name: submitted\n", {"trials": 1})
+    callback = MlflowTrackingCallback(uri, "submitted", parent, BASE, new_sweep=True, user="alice")
+    callback.on_trial_start(0, [], TRIAL)
+    callback.drain()
+    for run_id in (parent, callback._runs[TRIAL.trial_id]):
+        tags = tracker.client.get_run(run_id).data.tags
+        assert tags["mlflow.user"] == "alice" and tags["mlflow.source.name"] == "nmt-sweeper"
+        commit = tags.get("mlflow.source.git.commit")
+        assert (commit is not None) == tracker.code.startswith("git ") and (commit is None or commit in tracker.code)
+    assert SweepTracker(uri, "submitted").source["mlflow.user"] == "cluster"  # not submitted: whoever runs it
+
+
 def test_a_sweep_begun_before_grouped_names_keeps_its_flat_names_when_resumed(tmp_path):
     """A callback pickled with a sweep started before issue 59 has no `names`: its runs go on with Tune's keys, so a
     run never mixes two names for one metric; a resumed driver still finds the epochs already logged."""
