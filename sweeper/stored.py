@@ -35,6 +35,7 @@ from sweeper.storage import Storage
 
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
 STATE_LIMIT = 1_000_000  # bytes: a sweep's state is a few KB; more is damage, not read into memory
+LINK_KEY = "mlflow_link"  # the link to the sweep's trials in MLflow's UI `sweeper run` printed (sweeper.mlflow_view)
 STATE_KEYS = ("name", "tracking_uri", "parent_run_id", "base", "cpu", "gpu", "metric", "mode", "trials")
 RUN_ID_CHARS = 64
 
@@ -186,6 +187,7 @@ DECLARED = {
 # the others: what no sweep YAML sets
 CHECKS: dict[str, Callable[[Any], str | None]] = {
     "parent_run_id": _run_id,
+    LINK_KEY: lambda value: None if isinstance(value, str) and value.isprintable() else "must be a line of text",
     "base": lambda value: None if isinstance(value, dict) else "must be a mapping (the trial config)",
     "trials": _trials,
     "mutable": lambda value: (
