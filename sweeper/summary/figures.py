@@ -17,8 +17,13 @@ import sweeper.summary.word_classes as word_classes
 from nmt_core.evaluate import HEAD_LABELS
 from nmt_core.registry import is_adaptive
 from sweeper.metrics import RUN_COLOUR, colour
-from sweeper.plots import head_temperature_heatmap, temperature_heatmap
-from sweeper.summary.charts import dev_curves, fixed_tau_curve, parallel_coordinates
+from sweeper.plots import (
+    dev_curves,
+    fixed_tau_curve,
+    head_temperature_heatmap,
+    parallel_coordinates,
+    temperature_heatmap,
+)
 from sweeper.summary.records import TOP_ROWS, TrialRecord, best_of, has_gate_or_sact
 from sweeper.summary.statistics import (
     LEARNED,

@@ -2,7 +2,8 @@
 
 import random
 
-from sweeper.summary import charts, importance
+from sweeper import plots
+from sweeper.summary import importance
 from sweeper.summary.records import TrialRecord
 
 
@@ -56,7 +57,7 @@ def test_one_varying_parameter_gets_everything():
 
 def test_parallel_coordinates_draws_numbers_categories_and_inactive_values(tmp_path):
     path = tmp_path / "pc.png"
-    charts.parallel_coordinates(
+    plots.parallel_coordinates(
         {
             "train.lr": [1e-4, 1e-3, 1e-2],
             "attention.lambda": [4.0, None, 2.0],
@@ -67,7 +68,7 @@ def test_parallel_coordinates_draws_numbers_categories_and_inactive_values(tmp_p
         path,
     )
     assert path.stat().st_size > 5000
-    positions, ticks = charts._axis([4.0, None, 2.0])
+    positions, ticks = plots._axis([4.0, None, 2.0])
     assert [label for _, label in ticks] == ["2.0", "4.0", "n/a"] and positions == [0.5, 1.0, 0.0]
 
 
@@ -92,6 +93,6 @@ def test_a_number_only_some_variants_have_stays_a_number_for_fanova():
 def test_a_number_only_some_trials_have_keeps_its_scale_above_n_a_on_its_axis():
     """A random sweep's attention.tau (fixed-temperature trials only) gets three ticks and `n/a`, not one per value."""
     values = [None, *(0.5 + i / 100 for i in range(300)), None]
-    positions, ticks = charts._axis(values)
+    positions, ticks = plots._axis(values)
     assert [label for _, label in ticks] == ["0.5", "2", "3.49", "n/a"]
     assert positions[0] == positions[-1] == 0.0 and 0.1 < positions[1] < positions[150] < positions[300] == 1.0

@@ -1163,12 +1163,12 @@ def test_a_baseline_comparison_that_is_also_a_control_is_counted_once_in_the_foo
 def test_dev_curves_carry_the_mean_of_the_seeds_still_training_past_the_first_stop(tmp_path, monkeypatch):
     """Bold: the mean while every seed trains; dashed from there: the mean over the seeds still training (at 16
     epochs with early stopping, the bold mean alone ended where the first seed stopped)."""
-    from sweeper.summary import charts
+    from sweeper import plots
 
     drawn = []
-    monkeypatch.setattr(charts.plt, "close", drawn.append)
+    monkeypatch.setattr(plots.plt, "close", drawn.append)
     seeds = [[1.0, 2.0], [3.0, 4.0, 5.0, 6.0], [5.0, 6.0, 7.0]]
-    charts.dev_curves([("general+sact4", seeds), ("general+none", [[2.0, 3.0], [4.0, 5.0]])], tmp_path / "c.png")
+    plots.dev_curves([("general+sact4", seeds), ("general+none", [[2.0, 3.0], [4.0, 5.0]])], tmp_path / "c.png")
     lines = drawn[0].axes[0].get_lines()
     bold = [line for line in lines if line.get_linewidth() > 1.5]
     dashed = [line for line in lines if line.get_linestyle() == "--"]
@@ -1226,8 +1226,8 @@ def test_dev_curves_draw_each_variant_in_its_runs_colour(tmp_path, monkeypatch):
     (a sweep recorded before run colours) or two rows share one, so that no two rows are drawn alike."""
     from types import SimpleNamespace
 
+    from sweeper import plots
     from sweeper.metrics import PALETTE
-    from sweeper.summary import charts
     from sweeper.summary.figures import row_colours
 
     def row(colour):
@@ -1237,9 +1237,9 @@ def test_dev_curves_draw_each_variant_in_its_runs_colour(tmp_path, monkeypatch):
     assert row_colours([row("#17becf"), row("#17becf")]) == list(PALETTE[:2])  # rows a label does not tell apart
     assert row_colours([row("#17becf"), row(None)]) == list(PALETTE[:2])
     drawn = []
-    monkeypatch.setattr(charts.plt, "close", drawn.append)
+    monkeypatch.setattr(plots.plt, "close", drawn.append)
     variants = [("general+sact4", [[1.0, 2.0]]), ("general+none", [[2.0, 3.0]])]
-    charts.dev_curves(variants, tmp_path / "c.png", ["#17becf", "#ff7f0e"])
+    plots.dev_curves(variants, tmp_path / "c.png", ["#17becf", "#ff7f0e"])
     assert {line.get_color() for line in drawn[0].axes[0].get_lines()} == {"#17becf", "#ff7f0e"}
 
 
