@@ -17,7 +17,8 @@ Save the fingerprints of one commit, change the code, and compare:
     python benchmarks/fingerprints.py --compare before.json        # after it: exit 1 and name what differs
 
 `EXTRA` adds variants no shipped space has yet (the learned temperature, in both architectures).
-`benchmarks/fingerprints_main.json` holds main's before the one-family refactor (#41): its 148 variants.
+`benchmarks/fingerprints_main.json` holds main's at c189bae, before the declarations were parted from the
+implementations and the Transformer's heads joined the RNN's pipeline (#60): its 193 variants.
 
 Equal means bit for bit (floats are stored by `repr`, tensors hashed by their bytes). Parameter names may change
 only with a rename in checkpoint loading; `--compare` lists the variants whose names, values or numbers differ.
