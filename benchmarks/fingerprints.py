@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
-from nmt_core.architectures import build_model  # noqa: E402
+from nmt_core.build import build_model  # noqa: E402
 from nmt_core.config import TrialConfig, build_config  # noqa: E402
 from nmt_core.data import Batch, Example, collate  # noqa: E402
 from nmt_core.decode import Translation, beam_search, greedy  # noqa: E402

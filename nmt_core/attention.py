@@ -31,27 +31,13 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 from torch import Tensor, nn
 
-from nmt_core.parts import (
-    MECHANISMS,
-    PLACEMENTS,
-    POSITION_BIASES,
-    RNN,
-    SACT_READINGS,
-    SCORES,
-    SELF_ATTENTIONS,
-    TEMPERATURES,
-    TRANSFORMER,
-    Part,
-    Rule,
-    register,
-)
+from nmt_core.family import MECHANISMS, POSITION_BIASES, SACT_READINGS, SCORES, TEMPERATURES
+from nmt_core.parts import RNN, TRANSFORMER, Implementation, implements
 
 if TYPE_CHECKING:
-    from nmt_core.config import AttentionConfig, TrialConfig
+    from nmt_core.config import AttentionConfig
 
-__all__ = ["MECHANISMS", "POSITION_BIASES", "SCORES", "SELF_ATTENTIONS", "TEMPERATURES", "register"]
 FERTILITY_MAX = 2.0  # N in f_j = N sigmoid(W_j h_j): a source word covers at most two target words (Tu et al.)
-BOTH = (RNN, TRANSFORMER)
 
 
 @dataclass(frozen=True)
@@ -188,7 +174,7 @@ class AttentionOutput:
 # ---- scores: e_{t,i} for every source position at once -------------------------------------------
 
 
-class Score(nn.Module, Part):
+class Score(nn.Module, Implementation):
     """The RNN: `memory` turns h into what `forward` compares s against (the base class compares s with h itself).
     A Transformer block: `head_scores` compares its heads' queries with their keys, which the block projects (its
     W_Q and W_K stand for the score's own W): a score that serves the Transformer says how."""
@@ -231,11 +217,9 @@ class Score(nn.Module, Part):
         return None
 
 
-@register(SCORES, "dot")
+@implements(SCORES, "dot")
 class DotScore(Score):
     """e = s^T h (L eq. 8); in a Transformer block q^T k, unscaled."""
-
-    architectures = BOTH
 
     def head_scores(self, q: Tensor, k: Tensor) -> Tensor:
         return torch.matmul(q, k.transpose(-1, -2))
@@ -244,7 +228,7 @@ class DotScore(Score):
         return (q * k).sum(-1, keepdim=True)
 
 
-@register(SCORES, "general")
+@implements(SCORES, "general")
 class GeneralScore(Score):
     """e = s^T W h (L eq. 8, "multiplicative"); W h is computed once per batch."""
 
@@ -257,7 +241,7 @@ class GeneralScore(Score):
         return self.W(h)
 
 
-@register(SCORES, "concat")
+@implements(SCORES, "concat")
 class ConcatScore(Score):
     """e = v^T tanh(W s + U h) (L eq. 8 "concat", Bahdanau "additive"; no bias), with coverage inside the tanh:
     e = v^T tanh(W s + U h + V C_{t-1}) (T eq. 6), and so are the log position features: + W_p psi (C eq. 3)."""
@@ -289,12 +273,11 @@ class ConcatScore(Score):
         return self.v(torch.tanh(hidden)).squeeze(-1)
 
 
-@register(SCORES, "scaled_dot")
+@implements(SCORES, "scaled_dot")
 class ScaledDotScore(GeneralScore):
     """e = s^T W h / sqrt(d) (V eq. 1; the course report's scaled dot product). A Transformer's own score: in its
     blocks W is W_Q^T W_K, so e = q^T k / sqrt(d_k), what torch's fused kernel computes."""
 
-    architectures = BOTH
     fused = True
 
     def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
@@ -307,7 +290,7 @@ class ScaledDotScore(GeneralScore):
         return (q * k).sum(-1, keepdim=True) / math.sqrt(self.hidden)
 
 
-@register(SCORES, "key_value")
+@implements(SCORES, "key_value")
 class KeyValueScore(Score):
     """Daniluk et al. 2017 (the course report's key-value attention): each hidden state is split into a key
     half and a value half, e = w^T tanh(W_Y k_j + W_h k_t) with k_t the key half of s_t, c = sum alpha v_j.
@@ -315,25 +298,6 @@ class KeyValueScore(Score):
     Each encoder direction's output is split (k_j = [->h_j[:H/4]; <-h_j[:H/4]], v_j the other quarters), so
     both directions feed key and value; the context has H/2 units. W_Y k_j is computed once per batch.
     """
-
-    rules = (
-        Rule(
-            "attention.sentinel",
-            "false with attention.score key_value (its context has hidden_size / 2 units; "
-            "Li & Zhu mix the sentinel, of hidden_size units, into it)",
-            lambda c: not c.attention.sentinel,
-        ),
-        Rule(
-            "model.readout",
-            "luong or auto with attention.score key_value (c + s needs a context of hidden_size units)",
-            lambda c: c.model.readout != "sum",
-        ),
-        Rule(
-            "model.hidden_size",
-            "a multiple of 4 with attention.score key_value (each direction splits into key and value)",
-            lambda c: c.model.hidden_size % 4 == 0,
-        ),
-    )
 
     def __init__(self, site: Site, cfg: AttentionConfig):
         super().__init__(site, cfg)
@@ -359,7 +323,7 @@ class KeyValueScore(Score):
 # ---- temperature: the softmax's divisor tau_t, and what it keeps from the last step -------------------
 
 
-class Temperature(nn.Module, Part):
+class Temperature(nn.Module, Implementation):
     """tau (None: a plain softmax) from the step's input and, where the part `reads_context`, the context attention
     gave at the step before; tau comes back in the site's layout, (B,) or (B, heads, T).
 
@@ -368,14 +332,7 @@ class Temperature(nn.Module, Part):
     hands it x (B, T, D) and c0_{i-1} (B, heads, T, d_k), each head's context at the position before from a first
     pass at tau = 1: a block that carried its own tempered context would make its positions sequential."""
 
-    architectures = BOTH
-    adaptive: ClassVar[bool] = False  # tau_t changes from token to token: heatmaps and word statistics show it
     reads_context = False
-
-    @classmethod
-    def tau_bound(cls, a: AttentionConfig) -> float | None:
-        """b where tau_t lies in (1/b, b) (diagnostics count the tokens at a bound); None: unbounded or constant."""
-        return None
 
     def __init__(self, site: Site, cfg: AttentionConfig):
         super().__init__()
@@ -391,42 +348,21 @@ class Temperature(nn.Module, Part):
         return {}
 
 
-@register(TEMPERATURES, "none")
+@implements(TEMPERATURES, "none")
 class NoTemperature(Temperature):
     """A plain softmax (tau = 1, reported as None)."""
 
 
-@register(TEMPERATURES, "fixed")
+@implements(TEMPERATURES, "fixed")
 class FixedTemperature(Temperature):
     """softmax(e / tau) with a constant tau, for every head and position."""
-
-    settings = ("attention.tau",)
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return f"tau{a.tau:g}"
 
     def forward(self, query: Tensor, previous: Tensor | None) -> Tensor | None:
         return self.site.per_head(query.new_full((*query.shape[:-1], self.site.heads), self.cfg.tau))
 
 
-class LambdaPowerTemperature(Temperature):
-    """tau = lambda^tanh(.) (S eqs. 1-2): tau lies in (1/lambda, lambda), which the diagnostics read as its bound;
-    its label is its name and lambda (`sact4`, `learned4`)."""
-
-    settings = ("attention.lambda",)
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return f"{cls.name}{a.lambda_:g}"
-
-    @classmethod
-    def tau_bound(cls, a: AttentionConfig) -> float | None:
-        return a.lambda_
-
-
-@register(TEMPERATURES, "sact")
-class SelfAdaptiveTemperature(LambdaPowerTemperature):
+@implements(TEMPERATURES, "sact")
+class SelfAdaptiveTemperature(Temperature):
     """SACT: tau_t = lambda^beta_t (S eq. 1), beta_t = tanh(W_c c~_{t-1} + U_s s_t) (S eq. 2, no bias unless
     `attention.sact_bias`); tau_t lies in (1/lambda, lambda).
 
@@ -434,16 +370,13 @@ class SelfAdaptiveTemperature(LambdaPowerTemperature):
     head, reading x_i for s_t, and reads c~_{t-1} as `attention.sact_reading` says (nmt_core.multihead: the query
     alone, or the head's first-pass context at i - 1)."""
 
-    adaptive = True
-    settings = ("attention.lambda", "attention.sact_bias", "attention.sact_reading")  # the reading: the Transformer's
-
     def __init__(self, site: Site, cfg: AttentionConfig):
         super().__init__(site, cfg)
         if site.arch == RNN:
             self.W_c = nn.Linear(site.context_size, 1, bias=False)  # W_c c~_{t-1}
         self.U_s = nn.Linear(site.input_size, site.heads, bias=cfg.sact_bias)  # U_s s_t, one row per head
         if site.arch == TRANSFORMER:
-            self.reading = SACT_READINGS[cfg.sact_reading](site.heads, site.head_size)
+            self.reading = SACT_READINGS.implementation(cfg.sact_reading)(site.heads, site.head_size)
         self.reads_context = site.arch == RNN or self.reading.needs_first_pass
 
     def initial_state(self, decoder_init: Tensor) -> dict[str, Tensor]:
@@ -462,8 +395,8 @@ class SelfAdaptiveTemperature(LambdaPowerTemperature):
         return {"sact": context}
 
 
-@register(TEMPERATURES, "learned")
-class LearnedTemperature(LambdaPowerTemperature):
+@implements(TEMPERATURES, "learned")
+class LearnedTemperature(Temperature):
     """tau = lambda^tanh(b) (S eqs. 1-2 without their input): one learned scalar b per model, or per head of each
     tempered Transformer block, b = 0 at the start (tau = 1); tau lies in (1/lambda, lambda) like SACT's.
 
@@ -495,7 +428,7 @@ class Step:
     own: dict[str, Tensor] = field(default_factory=dict)
 
 
-class Mechanism(nn.Module, Part):
+class Mechanism(nn.Module, Implementation):
     """An on/off part of the pipeline. Each stage is a hook of the RNN's pipeline that passes its input through
     unchanged unless the mechanism acts there; the stages run in the pipeline's order whatever the order of
     registration. One that serves the Transformer too (the sentinel) offers its blocks a form of its own."""
@@ -536,12 +469,7 @@ class Mechanism(nn.Module, Part):
 # ---- the sentinel: an extra softmax slot the decoder can attend to instead of the source ----------------
 
 
-def _attends_after_step(cfg: TrialConfig) -> bool:
-    """Whether the placement attends from the state after the RNN step (t_i, which the sentinel mixes in)."""
-    return PLACEMENTS[cfg.attention.placement].attends_after_step
-
-
-@register(MECHANISMS, "sentinel")
+@implements(MECHANISMS, "sentinel")
 class Sentinel(Mechanism):
     """Li & Zhu's attention sentinel: a vector of what the decoder already knows, scored as one more softmax slot.
 
@@ -554,17 +482,6 @@ class Sentinel(Mechanism):
     tanh(W_s x_i), offered to every head as one more key and value, which the block's own W^K and W^V project and
     its score scores (nmt_core.multihead).
     """
-
-    architectures = BOTH
-
-    rules = (
-        Rule(
-            "attention.sentinel",
-            "false with attention.placement {a.placement} (Li & Zhu's sentinel mixes in "
-            "the state after the RNN step, t_i, which that placement attends before)",
-            _attends_after_step,
-        ),
-    )
 
     def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
         super().__init__(site, cfg, score)
@@ -613,7 +530,7 @@ class Sentinel(Mechanism):
 # ---- position bias: what the scores get from where j lies in the source and i in the target ------------
 
 
-class PositionBias(nn.Module, Part):
+class PositionBias(nn.Module, Implementation):
     """A term from positions: added to the scores, or (`inside`: the score has a tanh to put it in) returned for
     the additive score's tanh (B, S, H). It reads the head's query: s_t (B, H), or a Transformer block's heads'
     q (B, heads, T, d_k); `mask` (B, S) marks the real source positions (keys)."""
@@ -621,10 +538,6 @@ class PositionBias(nn.Module, Part):
     def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
         super().__init__()
         self.inside = score.takes_position_inside()
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return f"pos-{cls.name}"
 
     def initial_state(self, memory: Memory) -> dict[str, Tensor]:
         return {}
@@ -637,18 +550,12 @@ class PositionBias(nn.Module, Part):
         return {}
 
 
-@register(POSITION_BIASES, "none")
+@implements(POSITION_BIASES, "none")
 class NoPositionBias(PositionBias):
     """Attention sees no positions."""
 
-    architectures = BOTH
 
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return None
-
-
-@register(POSITION_BIASES, "log")
+@implements(POSITION_BIASES, "log")
 class LogPositionBias(PositionBias):
     """Cohn et al. 2016: psi(j, i, I) = [log(1 + j), log(1 + i), log(1 + I)] (source position j, target position i,
     source length I, counted from 1) enters the additive score inside its tanh, + W_p psi (C eq. 3). A score
@@ -684,14 +591,12 @@ class LogPositionBias(PositionBias):
         return {"position": state["position"] + 1, "position_source": state["position_source"]}
 
 
-@register(POSITION_BIASES, "gaussian")
+@implements(POSITION_BIASES, "gaussian")
 class GaussianPositionBias(PositionBias):
     """The slides' locality bias (001; Yang et al. 2018): logits + G, G_ij = -(j - P_i)^2 / (2 sigma_i^2), with the
     centre P_i = I sigmoid(v_p^T tanh(W_p q_i)) and the window D_i = I sigmoid(v_d^T tanh(W_p q_i)), sigma_i = D_i / 2
     (Y eqs. 8-10), I the source length (the real keys), j = 0 .. I - 1, q_i the query: s_t in the RNN, each head's
     in a Transformer block, where W_p is shared by the heads and v_p and v_d are each head's own."""
-
-    architectures = BOTH
 
     def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
         super().__init__(site, cfg, score)
@@ -722,13 +627,9 @@ def intra_temporal(z: Tensor, past: Tensor) -> tuple[Tensor, Tensor]:
     return torch.where(torch.isneginf(past), z, z - past), torch.logaddexp(past, z)
 
 
-@register(MECHANISMS, "intra_temporal")
+@implements(MECHANISMS, "intra_temporal")
 class IntraTemporal(Mechanism):
     """Paulus et al.'s intra-temporal attention: each step's scores divided by the past steps' (`intra_temporal`)."""
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return "intra"
 
     def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
         return {"intra_temporal": memory.keys.new_full(memory.mask.shape, float("-inf"))}  # no past step
@@ -741,19 +642,10 @@ class IntraTemporal(Mechanism):
         return {"intra_temporal": step.own["intra_temporal"]}
 
 
-@register(MECHANISMS, "coverage")
+@implements(MECHANISMS, "coverage")
 class Coverage(Mechanism):
     """Tu et al.'s coverage vector C_t = C_{t-1} + alpha_t (T eq. 7), C_0 = 0, which the additive score reads
     inside its tanh (ConcatScore, T eq. 6)."""
-
-    rules = (
-        Rule(
-            "attention.coverage",
-            "false unless attention.score is concat (Tu et al. feed coverage inside the additive score's tanh)",
-            lambda c: c.attention.score == "concat",
-        ),
-    )
-    settings = ("attention.coverage_weight",)
 
     def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
         return {"coverage": memory.keys.new_zeros(memory.mask.shape)}  # C_0 = 0
@@ -762,17 +654,9 @@ class Coverage(Mechanism):
         return {"coverage": step.state["coverage"] + weights}  # C_t = C_{t-1} + alpha_t (T eq. 7)
 
 
-@register(MECHANISMS, "fertility")
+@implements(MECHANISMS, "fertility")
 class Fertility(Mechanism):
     """f_j = N sigmoid(W_j h_j) (lecture 003; Tu et al. 2016 eq. 11 with N = 2): how many target words h_j covers."""
-
-    rules = (
-        Rule(
-            "attention.fertility",
-            "false unless attention.coverage is true (fertility is what coverage is drawn towards)",
-            lambda c: c.attention.coverage,
-        ),
-    )
 
     def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
         super().__init__(site, cfg, score)
@@ -785,38 +669,7 @@ class Fertility(Mechanism):
         return {"fertility": self(memory.values)}  # f_j from h_j
 
 
-# ---- self-attention: which sides attend over their own states (report 004) -------------------------------
-
-
-class SelfAttentionSides(Part):
-    """`attention.self_attention`: whether the encoder and the decoder each have a SelfAttention layer."""
-
-    encoder: ClassVar[bool] = False
-    decoder: ClassVar[bool] = False
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return f"self-{cls.name}" if cls.encoder or cls.decoder else None
-
-
-@register(SELF_ATTENTIONS, "none")
-class NoSelfAttention(SelfAttentionSides):
-    """Neither side attends over itself."""
-
-
-@register(SELF_ATTENTIONS, "encoder")
-class EncoderSelfAttention(SelfAttentionSides):
-    encoder = True
-
-
-@register(SELF_ATTENTIONS, "decoder")
-class DecoderSelfAttention(SelfAttentionSides):
-    decoder = True
-
-
-@register(SELF_ATTENTIONS, "both")
-class BothSelfAttention(SelfAttentionSides):
-    encoder = decoder = True
+# ---- self-attention over a side's own states (report 004) ---------------------------------------------
 
 
 class SelfAttention(nn.Module):
@@ -842,16 +695,16 @@ class Attention(nn.Module):
     def __init__(self, cfg: AttentionConfig, hidden: int, step_input_size: int, decoder_cell: str = "lstm"):
         super().__init__()
         self.cfg = cfg
-        context = SCORES[cfg.score].context_size_of(hidden)
+        context = SCORES.implementation(cfg.score).context_size_of(hidden)
         site = Site(RNN, hidden, hidden, context, step_input_size=step_input_size, cell=decoder_cell)
-        self.score = SCORES[cfg.score](site, cfg)
+        self.score = SCORES.implementation(cfg.score)(site, cfg)
         self.context_size = self.score.context_size
-        self.temperature = TEMPERATURES[cfg.temperature](site, cfg)
-        self.position = POSITION_BIASES[cfg.position_bias](site, cfg, self.score)
+        self.temperature = TEMPERATURES.implementation(cfg.temperature)(site, cfg)
+        self.position = POSITION_BIASES.implementation(cfg.position_bias)(site, cfg, self.score)
         self.mechanisms: list[Mechanism] = []
-        for name, mechanism in MECHANISMS.items():
+        for name in MECHANISMS:  # in the pipeline's order, which the declarations keep
             if getattr(cfg, name):
-                self.add_module(name, mechanism(site, cfg, self.score))
+                self.add_module(name, MECHANISMS.implementation(name)(site, cfg, self.score))
                 self.mechanisms.append(getattr(self, name))
         self.needs_memory_cell = any(m.needs_memory_cell for m in self.mechanisms)
 

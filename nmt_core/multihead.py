@@ -29,16 +29,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from nmt_core.attention import AttentionState, Site, head_scalars, masked_softmax, mix_slot, split_slot, with_slot
-from nmt_core.parts import (
-    MECHANISMS,
-    POSITION_BIASES,
-    SACT_READINGS,
-    SCORES,
-    TEMPERATURES,
-    TRANSFORMER,
-    Part,
-    register,
-)
+from nmt_core.family import MECHANISMS, POSITION_BIASES, SACT_READINGS, SCORES, TEMPERATURES
+from nmt_core.parts import TRANSFORMER, Implementation, implements
 
 if TYPE_CHECKING:
     from nmt_core.config import AttentionConfig
@@ -64,10 +56,9 @@ def shifted(x: Tensor, dim: int) -> Tensor:
 # ---- SACT readings: what stands for c~_{t-1} inside a layer (attention.sact_reading) --------------------------
 
 
-class SactReading(nn.Module, Part):
+class SactReading(nn.Module, Implementation):
     """The term beta gets from the previous position's context (B, heads, T); none for the query-only reading."""
 
-    architectures = (TRANSFORMER,)
     needs_first_pass = False
 
     def __init__(self, heads: int, head_size: int):
@@ -77,13 +68,13 @@ class SactReading(nn.Module, Part):
         return 0
 
 
-@register(SACT_READINGS, "query")
+@implements(SACT_READINGS, "query")
 class QueryReading(SactReading):
     """beta_i = tanh(U_s x_i): the query alone. Cheapest, parallel; drops the paper's dependence on the past
     context, so it measures what an input-dependent temperature gives by itself."""
 
 
-@register(SACT_READINGS, "first_pass")
+@implements(SACT_READINGS, "first_pass")
 class FirstPassReading(SactReading):
     """beta_i = tanh(W_c c0_{i-1} + U_s x_i), c0 the head's plain (tau = 1) context: keeps S eq. 2's dependence on
     what attention read at the previous position, computed for all positions at once."""
@@ -111,7 +102,7 @@ class BlockParts:
 
     def explicit(self) -> bool:
         plain = self.temperature == "none" and self.position_bias == "none" and not self.sentinel
-        return not (plain and SCORES[self.score].fused and self.fused and not self.keep_weights)
+        return not (plain and SCORES.implementation(self.score).fused and self.fused and not self.keep_weights)
 
 
 class MultiHeadAttention(nn.Module):
@@ -122,10 +113,10 @@ class MultiHeadAttention(nn.Module):
         self.heads, self.head_size, self.parts = heads, size // heads, parts
         self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Linear(size, size) for _ in range(4))
         site = Site(TRANSFORMER, size, self.head_size, self.head_size, heads, step_input_size=size)
-        self.score = SCORES[parts.score](site, cfg)
-        self.temperature = TEMPERATURES[parts.temperature](site, cfg)
-        self.position = POSITION_BIASES[parts.position_bias](site, cfg, self.score)
-        self.sentinel = MECHANISMS["sentinel"](site, cfg, self.score) if parts.sentinel else None
+        self.score = SCORES.implementation(parts.score)(site, cfg)
+        self.temperature = TEMPERATURES.implementation(parts.temperature)(site, cfg)
+        self.position = POSITION_BIASES.implementation(parts.position_bias)(site, cfg, self.score)
+        self.sentinel = MECHANISMS.implementation("sentinel")(site, cfg, self.score) if parts.sentinel else None
         self.dropout = dropout
 
     def split(self, x: Tensor) -> Tensor:
