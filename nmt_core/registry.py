@@ -13,29 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from nmt_core.architectures import ARCHITECTURES
-from nmt_core.family import (
-    MECHANISMS,
-    PLACEMENTS,
-    POSITION_BIASES,
-    SACT_READINGS,
-    SCORES,
-    SELECTED_BY,
-    SELF_ATTENTIONS,
-    TEMPERATURES,
-)
+from nmt_core.family import MECHANISMS, SELECTED_BY, TEMPERATURES
 from nmt_core.parts import LABEL_ORDER, AttentionSettings, Part, Rule, TrialSettings
 
-__all__ = [
-    "ARCHITECTURES",
-    "MECHANISMS",
-    "PLACEMENTS",
-    "POSITION_BIASES",
-    "SACT_READINGS",
-    "SCORES",
-    "SELF_ATTENTIONS",
-    "TEMPERATURES",
-    "Rule",
-]
+__all__ = ["TEMPERATURES"]  # diagnostics and the summary read the temperatures' declarations here
 
 
 def choices() -> dict[str, tuple[str, ...]]:
