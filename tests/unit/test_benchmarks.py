@@ -391,3 +391,30 @@ def test_a_test_step_stopped_by_its_limit_still_counts_the_tests_it_ran(tmp_path
     assert results["cuda_tests"] == {"passed": 1, "not_passed": []}
     assert "stopped by its limit" in (out / "cuda_tests.log").read_text()
     assert "| cuda_tests | | | | | | | | timed out" in (out / "summary.md").read_text()
+
+
+STUDY = Path(__file__).parents[2] / "benchmarks" / "gpu_study.sh"
+
+
+@pytest.mark.skipif(throughput.torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_the_gpu_study_stops_at_once_with_one_line_where_no_cuda_is_visible(tmp_path):
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(STUDY)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith("gpu_study.sh: no CUDA device is visible to") and "--dry-run" in line
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_the_gpu_study_dry_run_sweeps_the_three_rows_and_writes_the_summary(tmp_path):
+    """benchmarks/gpu_study.sh --dry-run: the paper-size study's command at tiny size on the CPU (one seed a row,
+    one epoch, the synthetic corpus) through `sweeper run` on a local Ray, its summary copied into OUT."""
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(["bash", str(STUDY), "--dry-run"], env=env, capture_output=True, text=True, timeout=1700)
+    assert done.returncode == 0, (tmp_path / "study.log").read_text()[-3000:]
+    summary = (tmp_path / "summary.md").read_text()
+    for row in ("none", "learned", "sact"):
+        assert row in summary
+    assert (tmp_path / "results.parquet").stat().st_size > 0
