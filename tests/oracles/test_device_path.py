@@ -475,8 +475,9 @@ def test_a_step_graph_per_input_shape_copies_every_new_input_in_on_cuda(tf32_off
 @pytest.mark.parametrize("name", ["general-sact", "bahdanau-gru-two-layers"])
 def test_every_captured_step_replays_its_graph_and_none_runs_eagerly(name, monkeypatch):
     """A trial's `model.compile: graphs` step (nmt_core.train.step_loss) replays its forward and backward graphs at
-    every training step, and greedy and beam search replay a graph at every decoder step: a path that silently ran
-    eagerly would give the same numbers, so the replays are counted."""
+    every training step, greedy search a graph at every decoder step, and beam search one graph at every step (the
+    decoder's transition recorded inside it): a path that silently ran eagerly would give the same numbers, so the
+    replays are counted."""
     replays = []
     replay = torch.cuda.CUDAGraph.replay
     monkeypatch.setattr(torch.cuda.CUDAGraph, "replay", lambda graph: replays.append(1) or replay(graph))
@@ -488,14 +489,18 @@ def test_every_captured_step_replays_its_graph_and_none_runs_eagerly(name, monke
         loss_of(batch).backward()
     assert len(replays) == 2 * len(batches), "a training step ran without replaying its forward and backward graphs"
     model.eval()
-    calls = []
-    transition = model.decoder.transition
+    calls, beam_steps = [], []
+    transition, beam_step = model.decoder.transition, model.beam_step
     monkeypatch.setattr(model.decoder, "transition", lambda *args: calls.append(1) or transition(*args))
     replays.clear()
-    with torch.no_grad():
-        for search in (greedy, _beam):
-            search(model, batches[0], cfg.decode)
-    assert calls and len(replays) == len(calls), "a decoder step ran eagerly"
+    greedy(model, batches[0], cfg.decode)
+    assert calls and len(replays) == len(calls), "a greedy decoder step ran eagerly"
+    monkeypatch.setattr(model, "beam_step", lambda *args: beam_steps.append(1) or beam_step(*args))
+    _beam(model, batches[0], cfg.decode)  # records the beam step's graph for this shape
+    calls.clear(), replays.clear(), beam_steps.clear()
+    _beam(model, batches[0], cfg.decode)
+    assert beam_steps and len(replays) == len(beam_steps), "a beam step ran eagerly"
+    assert not calls, "the decoder's transition ran outside the beam step's graph"
 
 
 @COMPILES
