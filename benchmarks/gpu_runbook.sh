@@ -139,7 +139,7 @@ export -f environment cuda_tests install_joeynmt
 preflight
 JOEYNMT=()
 step environment 15 environment
-step joeynmt 20 install_joeynmt && JOEYNMT=(--joeynmt)  # then throughput.py fails loudly if joeynmt breaks
+step joeynmt 20 install_joeynmt && [[ $STEPS == *" joeynmt "* ]] && JOEYNMT=(--joeynmt)  # then throughput.py fails loudly if it breaks
 step rnn 150 "$PYTHON" benchmarks/throughput.py --device "$DEVICE" --size "$SIZE" --variants none sact \
     --compile --compile-mode graphs --buckets 5 --steps "$TRAIN_STEPS" --rounds "$ROUNDS" \
     --decode-batches "$DECODE" "${JOEYNMT[@]}" "${THREADS[@]}" --json "$WORK/rnn.json"

@@ -363,16 +363,6 @@ def test_the_gpu_runbook_dry_run_runs_every_step_and_keeps_their_results(tmp_pat
     assert (tmp_path / "runbook.log").stat().st_size > 0 and (tmp_path / "cuda_tests.log").stat().st_size > 0
 
 
-@pytest.mark.skipif(throughput.torch.cuda.is_available(), reason="checks a machine without CUDA")
-def test_the_gpu_runbook_stops_at_once_with_one_line_where_no_cuda_is_visible(tmp_path):
-    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
-    done = subprocess.run(["bash", str(RUNBOOK)], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2
-    [line] = done.stderr.splitlines()
-    assert line.startswith("gpu_runbook.sh: no CUDA device is visible to") and "--dry-run" in line
-    assert not (tmp_path / "results.json").exists() and line in (tmp_path / "runbook.log").read_text()
-
-
 @pytest.mark.timeout(600)
 def test_a_test_step_stopped_by_its_limit_still_counts_the_tests_it_ran(tmp_path):
     """The CUDA tests' step: pytest's own limit ends a hanging test in time for the count, which the summary takes
@@ -397,12 +387,14 @@ STUDY = Path(__file__).parents[2] / "benchmarks" / "gpu_study.sh"
 
 
 @pytest.mark.skipif(throughput.torch.cuda.is_available(), reason="checks a machine without CUDA")
-def test_the_gpu_study_stops_at_once_with_one_line_where_no_cuda_is_visible(tmp_path):
+@pytest.mark.parametrize("script", [RUNBOOK, STUDY], ids=["runbook", "study"])
+def test_the_gpu_scripts_stop_at_once_with_one_line_where_no_cuda_is_visible(tmp_path, script):
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
-    done = subprocess.run(["bash", str(STUDY)], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
-    assert line.startswith("gpu_study.sh: no CUDA device is visible to") and "--dry-run" in line
+    assert line.startswith(f"{script.name}: no CUDA device is visible to") and "--dry-run" in line
+    assert not (tmp_path / "results.json").exists() and line in next(tmp_path.glob("*.log")).read_text()
 
 
 @pytest.mark.slow
