@@ -50,8 +50,8 @@ else
         || abort "no CUDA device is visible to $PYTHON: nothing to study; --dry-run runs it on the CPU"
     [ -f "$BUNDLE/site.tar.xz" ] || abort "the packages the GPU image lacks were not carried: $BUNDLE/site.tar.xz" \
         "is missing (bash benchmarks/gpu_study.sh --pack where pip works, then carry $BUNDLE)"
-    [ -d "$BUNDLE/data/bible-en-vi" ] || abort "the prepared corpus was not carried: $BUNDLE/data/bible-en-vi is" \
-        "missing (bash benchmarks/gpu_study.sh --pack)"
+    [ -f "$BUNDLE/data/bible-en-vi.parquet" ] || abort "the prepared corpus was not carried:" \
+        "$BUNDLE/data/bible-en-vi.parquet is missing (bash benchmarks/gpu_study.sh --pack)"
     command -v nvidia-cuda-mps-control > /dev/null || abort "nvidia-cuda-mps-control is not on PATH: no MPS here"
     SITE=$(mktemp -d)
     tar -xJf "$BUNDLE/site.tar.xz" -C "$SITE" || abort "$BUNDLE/site.tar.xz does not unpack"

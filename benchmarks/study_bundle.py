@@ -1,7 +1,8 @@
 """What benchmarks/gpu_study.sh carries to the GPU machine, built where pip works (`gpu_study.sh --pack`):
 
-    BUNDLE/site.tar.xz        the packages `sweeper run` needs that the GPU image lacks, for its Python 3.12
-    BUNDLE/data/bible-en-vi   the prepared corpus (`nmt data prepare bible-en-vi`, without the wheel it came from)
+    BUNDLE/site.tar.xz                the packages `sweeper run` needs that the GPU image lacks, for its Python 3.12
+    BUNDLE/data/bible-en-vi.parquet   the prepared corpus (`nmt data prepare bible-en-vi`, less the wheel it was read
+                                      from)
 
 The packages are this project's runtime requirements and theirs, at the versions installed here, less those the
 image holds (IMAGE_PACKAGES: the device notes' list, read 2026-11-17), and less what a one-node study never reads

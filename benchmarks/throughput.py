@@ -513,27 +513,13 @@ def decoded_rows(
     or decoding, keeping the rounds it finished."""
     failed = results["failed"]
     yardstick = next(iter(contenders.values()))
+    joey_row = None
     if joey_model is not None:  # every variant decodes with the same settings, joeynmt the first row's batches
-        results["joeynmt"] = (
-            "joeynmt" not in failed
-            and guarded(
-                "joeynmt",
-                failed,
-                log,
-                speeds,
-                joey_model,
-                joeynmt_decode_fn,
-                yardstick.cfg,
-                yardstick,
-                rates["joeynmt"],
-                device,
-                decode_batches,
-                clock,
-            )
-            or {"error": failed["joeynmt"], "train_rounds": rates["joeynmt"]}
-        )
+        if "joeynmt" not in failed:
+            decoding = (joeynmt_decode_fn, yardstick.cfg, yardstick, rates["joeynmt"], device, decode_batches, clock)
+            joey_row = guarded("joeynmt", failed, log, speeds, joey_model, *decoding)
+        results["joeynmt"] = joey_row or {"error": failed["joeynmt"], "train_rounds": rates["joeynmt"]}
         on_update(results)
-    joey_row = results["joeynmt"] if "error" not in results.get("joeynmt", {"error": None}) else None
     for name, c in contenders.items():
         row = None
         if name not in failed:
