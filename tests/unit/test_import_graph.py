@@ -99,14 +99,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-# nmt_core's circle of type hints (config <-> the models' declarations) goes with the attention-frame branch (#60);
-# strict, so that this test fails once it is gone and the mark is removed with it
-TYPE_HINT_CIRCLE = pytest.mark.xfail(strict=True, reason="nmt_core's type-hint circle: attention-frame removes it")
-
-
-@pytest.mark.parametrize(
-    "package", [pytest.param(p, marks=TYPE_HINT_CIRCLE) if p == "nmt_core" else p for p in PACKAGES]
-)
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_module_imports_itself_round_a_circle(package):
     assert cycles(graph(package)) == []
 
