@@ -519,6 +519,14 @@ def best_model_uri(tracking_uri: str, parent_run_id: str, name: str) -> str | No
     return f"models:/{name}/{versions[0].version}" if versions else f"runs:/{best}/model"
 
 
+def added_sweeps(name: str, added: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
+    """`--with`'s sweeps as (name, parent run or None): others than the one summarised, whose trials are in."""
+    added_runs = tuple(added_sweep(other) for other in added)
+    if name in (other for other, _ in added_runs):
+        raise ConfigError("--with", f"must name other sweeps than {name!r}: its own trials are in", "sweeper summarize")
+    return added_runs
+
+
 def summarize(
     name: str,
     *,
@@ -549,11 +557,7 @@ def summarize(
             added=added,
             chosen=chosen,
         )
-        added_runs = tuple(added_sweep(other) for other in added)  # (name, parent run or None)
-        if name in (other for other, _ in added_runs):
-            raise ConfigError(
-                "--with", f"must name other sweeps than {name!r}: its own trials are in", "sweeper summarize"
-            )
+        added_runs = added_sweeps(name, added)
     from nmt_core.gate import check_output_folder
     from sweeper.metrics import SUMMARY_DIR
     from sweeper.storage import open_storage
