@@ -209,6 +209,7 @@ def run(
     """Run a sweep as `sweeper run` does: our lines on stdout, Ray's in `<storage>/<name>/sweep.log` (and on
     stdout too with verbose); `overrides` are dotted YAML keys, e.g. {"base.train.epochs": 1}."""
     from sweeper.console import sweep_console
+    from sweeper.driver_lock import sweep_lock
     from sweeper.runner import ray_for_one_sweep, run_sweep
     from sweeper.storage import open_storage
 
@@ -221,7 +222,7 @@ def run(
         if name:
             spec.name = name
         experiment = open_storage(storage, "sweeper run").below(spec.name)
-        with sweep_console(experiment, verbose), ray_for_one_sweep():
+        with sweep_lock(experiment, spec.name, "sweeper run"), sweep_console(experiment, verbose), ray_for_one_sweep():
             code = run_sweep(spec, storage, tracking_uri, address)
         return sweep_result(experiment, spec.name, code)
 
@@ -236,6 +237,7 @@ def resume(
 ) -> SweepResult:
     """Finish an interrupted sweep as `sweeper resume` does: finished trials are kept, not re-run."""
     from sweeper.console import sweep_console
+    from sweeper.driver_lock import sweep_lock
     from sweeper.runner import ray_for_one_sweep, resume_sweep
     from sweeper.storage import open_storage
 
@@ -245,7 +247,7 @@ def resume(
             "sweeper resume", sweep=name, storage=storage, tracking_uri=tracking_uri, address=address, verbose=verbose
         )
         experiment = open_storage(storage, "sweeper resume").below(name)
-        with sweep_console(experiment, verbose), ray_for_one_sweep():
+        with sweep_lock(experiment, name, "sweeper resume"), sweep_console(experiment, verbose), ray_for_one_sweep():
             code = resume_sweep(name, storage, address, tracking_uri)
         return sweep_result(experiment, name, code)
 

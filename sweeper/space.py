@@ -27,7 +27,7 @@ from nmt_core.config import Bound, ConfigError, TrialConfig, all_keys, build_con
 from nmt_core.corpora import CorpusError
 from nmt_core.corpora import check_name as check_corpus_name
 from nmt_core.credentials import check_uri
-from nmt_core.gate import check_tree
+from nmt_core.gate import check_tree, escape
 from nmt_core.registry import label_words
 from nmt_core.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
 
@@ -782,7 +782,7 @@ def spec_from_mapping(
     except yaml.YAMLError as err:
         raise SpecError("(file)", f"not representable as YAML: {' '.join(str(err).split())[:100]}", source) from None
     if overrides:
-        text = header + " ".join(f"{k}={v}" for k, v in overrides) + "\n" + text
+        text = header + escape(" ".join(f"{k}={v}" for k, v in overrides)) + "\n" + text  # one comment line
     return parse_spec(text, source)
 
 
@@ -796,6 +796,8 @@ def _expand(parameters: list[Parameter], rng: random.Random, limit: int = 0) -> 
             break
         grown = []
         for assignment in assignments:
+            if limit and len(grown) > limit:  # a grid of 10,000 values times another is 10^8 dicts: stop before
+                break
             if not p.active(assignment):
                 grown.append(assignment)
             elif p.kind == "grid":
