@@ -630,9 +630,9 @@ def parse_spec(text: str, source: str) -> SweepSpec:
             raise SpecError(str(key), "unknown key; allowed: " + ", ".join(TOP_LEVEL), source)
     name = check_name(raw.get("name"), "name", source)
     base, base_config, data = _base_config(raw, source)
-    parameters = [
-        _parameter(k, v, base, source) for k, v in _mapping(raw.get("parameters"), "parameters", source).items()
-    ]
+    raw_parameters = _mapping(raw.get("parameters"), "parameters", source)
+    _check_unconditional_grids(raw_parameters, source)
+    parameters = [_parameter(k, v, base, source) for k, v in raw_parameters.items()]
     parameters = _order_by_conditions(parameters, source)
     _check_corpora(base_config.data.corpus, "data" if "corpus" in data else "base.data", parameters, source)
     sections = {section: read_section(section, raw.get(section), source) for section in SECTIONS}
@@ -644,6 +644,29 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     spec = SweepSpec(name, source, base, base_config, parameters, **sections, baseline=baseline, text=text)
     _check_plan_size(spec)
     return spec
+
+
+def _check_unconditional_grids(raw: Mapping[str, Any], source: str) -> None:
+    """Refuse, before any value is checked (each by building a config: seconds for 10,000), grids whose sizes alone
+    pass MAX_TRIALS: a grid without `if` branches every assignment, so their product is a lower bound on the plan."""
+    sizes = [
+        len(spec["grid"])
+        for spec in raw.values()
+        if isinstance(spec, Mapping)
+        and "if" not in spec
+        and isinstance(spec.get("grid"), list)
+        and len(spec["grid"]) <= MAX_TRIALS  # a longer list is refused by _parameter, by its own length
+    ]
+    product = 1
+    for size in sizes:
+        product *= max(size, 1)
+        if product > MAX_TRIALS:
+            raise SpecError(
+                "parameters",
+                f"grids without `if` of {' x '.join(f'{n:,}' for n in sizes)} values make more than {MAX_TRIALS:,} "
+                "trials",
+                source,
+            )
 
 
 def recorded_space(text: str, source: str) -> RecordedSpace:

@@ -325,9 +325,10 @@ def with_results(experiment: Storage, info: SweepInfo) -> None:
         info.detail = "no status recorded: started by an older version, or its driver never reached its trials"
         return
     table = experiment.read_parquet(RESULTS_FILE, max_rows=MAX_TRIALS, error=damage_error(experiment, RESULTS_FILE))
-    if "status" not in table.column_names or not pa.types.is_string(table.schema.field("status").type):
-        raise damaged(experiment, RESULTS_FILE, "no column `status` of strings (a trial's TERMINATED, ERROR, ...)")
-    statuses = table.column("status").to_pylist()
+    column = table.column("status") if "status" in table.column_names else None
+    if column is None or not pa.types.is_string(column.type) or column.null_count:
+        raise damaged(experiment, RESULTS_FILE, "no column `status` of strings (each trial's TERMINATED, ERROR, ...)")
+    statuses = column.to_pylist()
     info.done = sum(s in ("TERMINATED", "STOPPED") for s in statuses)
     info.failed = sum(s == "ERROR" for s in statuses)
     info.running, info.pending = 0, sum(s == "UNFINISHED" for s in statuses)

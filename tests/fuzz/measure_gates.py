@@ -4,9 +4,10 @@ that fail the contract, by class.
     python tests/fuzz/measure_gates.py                    # the code on PYTHONPATH
     python tests/fuzz/measure_gates.py --trees BASE AFTER # each tree's code, the same cases
 
-A worker process runs the cases one after another, each in a fresh folder (storage/, outside/, work/), within a
-bounded address space; one that does not answer within CASE_SECONDS (a FIFO read blocked in C, a decoder that
-expands) is killed and counted as failed, and a new worker goes on from the next case.
+A worker process imports the commands' code, then runs the cases one after another, each in a fresh folder
+(storage/, outside/, work/), within a bounded address space; one that does not answer within CASE_SECONDS (a FIFO
+read blocked in C, a decoder that expands) is killed and counted as failed, and a new worker goes on from the next
+case.
 """
 
 from __future__ import annotations
@@ -29,8 +30,14 @@ from stored_cases import CASE_SECONDS, all_cases, bound_address_space, check  # 
 
 
 def work(start: int) -> None:
-    """The worker: cases from `start` on, one JSON line each ({"index", "why"})."""
+    """The worker: "ready" once the code the cases call is imported, then cases from `start` on, one JSON line each
+    ({"index", "why"})."""
+    import nmt_core.cli  # noqa: F401 - imported before the clock of the first case starts
+    import sweeper.api  # noqa: F401
+    import sweeper.cli  # noqa: F401
+
     bound_address_space()
+    print("ready", flush=True)
     for index, case in enumerate(all_cases()):
         if index < start:
             continue
@@ -48,6 +55,8 @@ def results(env: dict[str, str]) -> dict[int, str | None]:
             [sys.executable, __file__, "--worker", str(start)], env=env, stdout=subprocess.PIPE, text=True,
             stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir(),
         )  # fmt: skip
+        if worker.stdout.readline() != "ready\n":  # imports take a while on a loaded machine: not a case's time
+            raise RuntimeError("the worker did not start")
         while len(outcomes) < count:
             ready, _, _ = select.select([worker.stdout], [], [], CASE_SECONDS)
             line = worker.stdout.readline() if ready else ""

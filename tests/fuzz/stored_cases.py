@@ -19,6 +19,7 @@ import json
 import os
 import resource
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any
 
 SECRET = "SECRET-Qz7kR-outside-storage"  # what a file outside storage holds: never printed
 SWEEP = "tiny"
-CASE_SECONDS = 30  # a case that runs longer failed the contract (a FIFO that hangs, a bomb that expands)
+CASE_SECONDS = 60  # a case that runs longer failed the contract (a FIFO that hangs, a bomb that expands)
 CASE_MEMORY_KB = 1_000_000  # peak RSS growth a case may cause
 CASE_ADDRESS_SPACE = 4 * 2**30  # virtual memory a case may add (see check)
 MAX_LINES, MAX_BYTES = 3, 600  # what a refusal may print (issue #61's contract)
@@ -187,7 +188,13 @@ def door_cases() -> Iterator[Case]:
             special("results.parquet", "/dev/zero"),
             by_name(command),
         )
-    yield Case("door", "stop: stop.json is a fifo", special("stop.json", "fifo"), by_name("stop"))
+
+    def running_elsewhere_with_a_fifo(root: Path) -> None:
+        driver = {"host": "elsewhere", "pid": 1, "since": 1.0}
+        plant_sweep(root, status_text=json.dumps(status(state="running", updated=time.time(), driver=driver)))
+        os.mkfifo(sweep_folder(root) / "stop.json")
+
+    yield Case("door", "stop: stop.json is a fifo", running_elsewhere_with_a_fifo, by_name("stop"))
 
 
 def damaged_cases() -> Iterator[Case]:
