@@ -240,3 +240,20 @@ def test_the_lock_is_an_atomic_conditional_write_on_s3(tmp_path):
         assert read_holder(experiment) == {"host": "a"}
     finally:
         s3.stop()
+
+
+def test_conditional_grids_are_counted_as_the_plan_they_make():
+    """Grids with `if` are not refused by their product: 101 rates, and 60 or 100 clip norms only with fixed tau."""
+    rates = [round(0.001 + i / 100_000, 5) for i in range(101)]
+
+    def space(clips: int) -> dict:
+        parameters = {
+            **SPACE["parameters"],
+            "train.lr": {"grid": rates},
+            "train.clip_norm": {"grid": list(range(1, clips + 1)), "if": {"attention.temperature": ["fixed"]}},
+        }
+        return {**SPACE, "parameters": parameters}
+
+    assert spec_from_mapping(space(60)).parameters  # 101 + 101 x 60 = 6,161 trials
+    with pytest.raises(SpecError, match=r"the plan \(grid configurations x 1 samples x 1 seeds\) has more than 10,000"):
+        spec_from_mapping(space(100))  # 101 + 101 x 100 = 10,201
