@@ -25,6 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the cases, whichever tree's code they run against
+sys.path.append(str(HERE.parents[1]))  # `tests` where PYTHONPATH names no tree (after it: a tree's code wins)
 
 from stored_cases import CASE_SECONDS, all_cases, bound_address_space, check  # noqa: E402
 

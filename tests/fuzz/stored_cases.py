@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.fuzz.conftest import in_folder, snapshot  # the fuzz harness's own (a folder counts too)
+
 SECRET = "SECRET-Qz7kR-outside-storage"  # what a file outside storage holds: never printed
 SWEEP = "tiny"
 CASE_SECONDS = 60  # a case that runs longer failed the contract (a FIFO that hangs, a bomb that expands)
@@ -428,20 +430,6 @@ def all_cases() -> list[Case]:
 
 
 # ---- running one ----
-
-
-@contextlib.contextmanager
-def in_folder(folder: Path) -> Iterator[None]:
-    before = os.getcwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(before)
-
-
-def snapshot(folder: Path) -> dict[str, int]:
-    return {str(p.relative_to(folder)): p.lstat().st_size for p in sorted(folder.rglob("*")) if not p.is_dir()}
 
 
 def invoke(call: tuple, root: Path) -> tuple[int, str, str]:
