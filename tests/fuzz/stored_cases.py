@@ -231,7 +231,7 @@ def damaged_cases() -> Iterator[Case]:
     for label, raw in (
         ("a lone surrogate", '"\\udcff"'),
         ("a line separator", '"a\\u2028b"'),
-        ("a pair of surrogates", '"\\ud83d"'),
+        ("a lone high surrogate", '"\\ud83d"'),
     ):
         text = raw_json(state(), "started_by", raw)
         for command in ("status", "list"):
