@@ -17,7 +17,8 @@ Save the fingerprints of one commit, change the code, and compare:
     python benchmarks/fingerprints.py --compare before.json        # after it: exit 1 and name what differs
 
 `EXTRA` adds variants no shipped space has yet (the learned temperature, in both architectures).
-`benchmarks/fingerprints_main.json` holds main's before the one-family refactor (#41): its 148 variants.
+`benchmarks/fingerprints_main.json` holds main's at c189bae, before the declarations were parted from the
+implementations and the Transformer's heads joined the RNN's pipeline (#60): its 193 variants.
 
 Equal means bit for bit (floats are stored by `repr`, tensors hashed by their bytes). Parameter names may change
 only with a rename in checkpoint loading; `--compare` lists the variants whose names, values or numbers differ.
@@ -36,7 +37,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
-from nmt_core.architectures import build_model  # noqa: E402
+from nmt_core.build import build_model  # noqa: E402
 from nmt_core.config import TrialConfig, build_config  # noqa: E402
 from nmt_core.data import Batch, Example, collate  # noqa: E402
 from nmt_core.decode import Translation, beam_search, greedy  # noqa: E402

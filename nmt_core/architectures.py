@@ -1,21 +1,74 @@
-"""`model.arch` -> the encoder-decoder class: the one place training, checkpoints and translation build a model,
-and where config validation finds what each architecture declares (its own keys and defaults, its labels)."""
+"""`model.arch` declared: what each encoder-decoder is to config validation and variant labels, torch-free.
+
+Each architecture declares the keys only it reads (the other refuses them away from their defaults), the values
+it reads in place of a key's common default, and how it writes its variants' labels. The nn.Modules that are these
+architectures (the RNN's nmt_core.model.Seq2Seq, nmt_core.transformer.Transformer) are bound to them by name in
+nmt_core.build, which imports them when a model is built.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
-from torch import nn
-
-from nmt_core.model import Seq2Seq
-from nmt_core.parts import RNN, TRANSFORMER, Architecture
-from nmt_core.transformer import Transformer
-
-if TYPE_CHECKING:
-    from nmt_core.config import AttentionConfig, ModelConfig
-
-ARCHITECTURES: dict[str, type[Architecture]] = {RNN: Seq2Seq, TRANSFORMER: Transformer}
+from nmt_core.family import TEMPERATURES
+from nmt_core.parts import RNN, TRANSFORMER, TrialSettings
 
 
-def build_model(model: ModelConfig, attention: AttentionConfig, src_vocab: int, tgt_vocab: int) -> nn.Module:
-    return ARCHITECTURES[model.arch](model, attention, src_vocab, tgt_vocab)
+class Architecture:
+    """What an encoder-decoder class (`model.arch`) declares about the config."""
+
+    own_keys: ClassVar[tuple[str, ...]] = ()
+    own_defaults: ClassVar[dict[str, str]] = {}  # key -> what this architecture reads where the config has the default
+
+    @classmethod
+    def relabel(cls, cfg: TrialSettings, words: dict[str, str]) -> None:
+        """Adjust the label words of the parts (by their attention.* field) to say what this architecture runs."""
+
+
+class RnnArchitecture(Architecture):
+    """`model.arch: rnn`: Luong et al.'s encoder-decoder with the attention family."""
+
+    own_keys = (  # what only the RNN reads; the Transformer refuses them away from their defaults
+        "model.cell",
+        "model.compile",
+        "model.input_feeding",
+        "model.readout",
+        "model.encoder_layers",
+        "model.decoder_layers",
+        "attention.placement",
+        "attention.coverage",
+        "attention.coverage_weight",
+        "attention.fertility",
+        "attention.intra_temporal",
+        "attention.self_attention",
+    )
+
+
+class TransformerArchitecture(Architecture):
+    """`model.arch: transformer`: Vaswani et al.'s, the family inside its heads."""
+
+    own_keys = (  # what only the Transformer reads; the RNN refuses them away from their defaults
+        "model.layers",
+        "model.heads",
+        "model.ff_size",
+        "model.norm",
+        "attention.sact_reading",
+        "attention.temperature_at",
+        "attention.position_layers",
+    )
+    own_defaults = {"attention.score": "scaled_dot"}  # Vaswani's, where the config keeps the RNN's default
+
+    @classmethod
+    def relabel(cls, cfg: TrialSettings, words: dict[str, str]) -> None:
+        """`transformer` for the score (`transformer-dot` for another), SACT's word with its reading, and where the
+        temperature acts when that is not the cross-attention: e.g. transformer+sact4-first_pass@both+sentinel."""
+        a = cfg.attention
+        own = a.score == cls.own_defaults["attention.score"]
+        words["score"] = "transformer" if own else f"transformer-{words['score']}"
+        if "attention.sact_reading" in TEMPERATURES[a.temperature].settings:
+            words["temperature"] += f"-{a.sact_reading}"
+        if a.temperature != "none" and a.temperature_at != "cross":
+            words["temperature"] += f"@{a.temperature_at}"
+
+
+ARCHITECTURES: dict[str, type[Architecture]] = {RNN: RnnArchitecture, TRANSFORMER: TransformerArchitecture}

@@ -1,19 +1,22 @@
-"""The attention family: one class per part, serving every architecture where it has a meaning, and the RNN's
-attention pipeline: score -> temperature -> gate (sentinel) -> context.
+"""The attention family's modules, one class per part, serving every architecture where it has a meaning, and
+the one pipeline both architectures run: score (+ position bias) -> temperature -> the mechanisms' stages (the
+sentinel's slot) -> softmax -> context.
 
-Each variant is one small class registered under its config value (`attention.score: concat` ->
-`ConcatScore`), the way Sockeye registers its attention types; an on/off mechanism (`attention.sentinel`) is one
-class registered under its flag. The class owns its config rules, its word in variant labels, its settings, its
-per-step state and its diagnostics (nmt_core.parts): adding a variant is one class with its `register` line, and its
-test. A part is built for a `Site`: the RNN's attention step, or one multi-head block of the Transformer
-(nmt_core.multihead), which keeps its heads apart from this pipeline but shares its maths: the masked fp32 softmax,
-SACT's tau = lambda^tanh(.), the Gaussian bias and the sentinel's gate are each written once, here.
+Each part is declared torch-free under its config value (nmt_core.family: its rules, label, settings and
+diagnostics), and computed by one class here bound to that value (`@implements(SCORES, "concat")` ->
+`ConcatScore`), the way Sockeye registers its attention types; an on/off mechanism (`attention.sentinel`) is bound
+to its flag. A part is built for a `Site`: the RNN's attention step (`StepSite`) or one multi-head block of the
+Transformer (nmt_core.multihead's `BlockSite`); it asks the site for what differs (the layout of tau, a per-head
+vector, who projects the keys), never which architecture it is in. Both run `Pipeline`: the RNN's `Attention` one
+decoder step at a time, a block all its heads and positions at once, through the same hooks, so a temperature, a
+bias or a mechanism written once acts the same way in both; the masked fp32 softmax, SACT's tau = lambda^tanh(.),
+the Gaussian bias and the sentinel's gate are each written once, here.
 
 One interface for every variant (Sockeye, joeynmt): the encoder side is projected once per batch
 (`Attention.memory`), and each decoder step calls `forward(query, memory, state, step_input)`, which
 returns the context, the weights and the next `AttentionState`. A part that needs something from the
 previous step (SACT's c~_{t-1}, the coverage vector, the sentinel's t_{i-1}) keeps it in that state
-under its own name.
+under its own name; a block's state (nmt_core.multihead's `BlockState`) shifts it from the position before.
 
 Notation: h_i encoder state i (size H, both directions concatenated), s_t decoder output at step t,
 e_{t,i} score, alpha_{t,i} weight, c_t context. Equations: Luong et al. 2015 (L), Vaswani et al. 2017 (V),
@@ -25,54 +28,71 @@ course report (report 004).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from nmt_core.parts import (
-    MECHANISMS,
-    PLACEMENTS,
-    POSITION_BIASES,
-    RNN,
-    SACT_READINGS,
-    SCORES,
-    SELF_ATTENTIONS,
-    TEMPERATURES,
-    TRANSFORMER,
-    Part,
-    Rule,
-    register,
-)
+from nmt_core.family import MECHANISMS, POSITION_BIASES, SCORES, TEMPERATURES
+from nmt_core.parts import Implementation, implements
 
 if TYPE_CHECKING:
-    from nmt_core.config import AttentionConfig, TrialConfig
+    from nmt_core.config import AttentionConfig
 
-__all__ = ["MECHANISMS", "POSITION_BIASES", "SCORES", "SELF_ATTENTIONS", "TEMPERATURES", "register"]
 FERTILITY_MAX = 2.0  # N in f_j = N sigmoid(W_j h_j): a source word covers at most two target words (Tu et al.)
-BOTH = (RNN, TRANSFORMER)
 
 
 @dataclass(frozen=True)
 class Site:
-    """Where a part is built, which fixes the layout of what it reads and returns.
+    """Where a part is built, which fixes the layout of what it reads and returns, and what the site offers in place
+    of a part's own parameters. A part asks its site, never which architecture it is in.
 
-    The RNN (`rnn`: one head, one step at a time): the query s_t (B, H) is both what the step reads and the head's
-    query; scores (B, S), tau and the gate one per row (B,). A Transformer block (`transformer`): x (B, T, D) the
-    block's input, q (B, heads, T, d_k) the heads' queries, scores (B, heads, T, S), tau (B, heads, T)."""
+    The RNN's step (`StepSite`: one head, one step at a time): the query s_t (B, H) is both what the step reads and
+    the head's query; scores (B, S), tau and the gate one per row (B,). A Transformer block (`BlockSite`,
+    nmt_core.multihead): x (B, T, D) the block's input, q (B, heads, T, d_k) the heads' queries, scores (B, heads,
+    T, S), tau (B, heads, T)."""
 
-    arch: str
     input_size: int  # what the step reads: s_t (H), or the block's input x (D)
     head_size: int  # a head's query and key: H, or d_k
     context_size: int  # the context c_t: the score's (H, H / 2 with key_value), or a head's (d_k)
     heads: int = 1
     step_input_size: int = 0  # the RNN decoder's input x_t (the sentinel's gate reads it)
     cell: str = ""  # the RNN decoder's cell: lstm | gru
+    # the site projects its keys and values itself (a block's W^K, W^V): they stand for a score's own W, and they key,
+    # value and score the sentinel's slot as the heads' own keys
+    projects_keys: ClassVar[bool] = False
 
     def per_head(self, values: Tensor) -> Tensor:
         """(..., heads) values read from the step's input -> tau's layout: (B,) or (B, heads, T)."""
-        return values.squeeze(-1) if self.arch == RNN else values.transpose(1, 2)
+        raise NotImplementedError
+
+    def head_vector(self, size: int) -> nn.Linear | nn.Parameter:
+        """A vector v per head, v^T h one scalar per query (`head_scalars`)."""
+        raise NotImplementedError
+
+    def past_context_weight(self) -> nn.Linear | None:
+        """SACT's W_c where the site carries c~_{t-1}, the tempered context of the step before (the RNN's)."""
+        return None
+
+    def sact_reading(self, cfg: AttentionConfig) -> nn.Module | None:
+        """What stands for SACT's c~_{t-1} where the site does not carry it (a block's `attention.sact_reading`)."""
+        return None
+
+
+@dataclass(frozen=True)
+class StepSite(Site):
+    """The RNN decoder's attention step."""
+
+    def per_head(self, values: Tensor) -> Tensor:
+        return values.squeeze(-1)
+
+    def head_vector(self, size: int) -> nn.Linear:
+        return nn.Linear(size, 1, bias=False)
+
+    def past_context_weight(self) -> nn.Linear:
+        return nn.Linear(self.context_size, 1, bias=False)
 
 
 # ---- the maths the architectures share ------------------------------------------------------------------
@@ -172,6 +192,11 @@ class AttentionState:
     def __getitem__(self, name: str) -> Tensor | None:
         return self.parts.get(name)
 
+    def before(self, name: str, now: Tensor) -> Tensor:
+        """What the part `name` had at the step before of what it reads now (the sentinel's t_{i-1}): what it kept
+        (a Transformer block's state shifts `now` instead)."""
+        return self.parts[name]
+
     def select(self, index: Tensor) -> AttentionState:
         return AttentionState({name: value.index_select(0, index) for name, value in self.parts.items()})
 
@@ -188,7 +213,7 @@ class AttentionOutput:
 # ---- scores: e_{t,i} for every source position at once -------------------------------------------
 
 
-class Score(nn.Module, Part):
+class Score(nn.Module, Implementation):
     """The RNN: `memory` turns h into what `forward` compares s against (the base class compares s with h itself).
     A Transformer block: `head_scores` compares its heads' queries with their keys, which the block projects (its
     W_Q and W_K stand for the score's own W): a score that serves the Transformer says how."""
@@ -231,11 +256,9 @@ class Score(nn.Module, Part):
         return None
 
 
-@register(SCORES, "dot")
+@implements(SCORES, "dot")
 class DotScore(Score):
     """e = s^T h (L eq. 8); in a Transformer block q^T k, unscaled."""
-
-    architectures = BOTH
 
     def head_scores(self, q: Tensor, k: Tensor) -> Tensor:
         return torch.matmul(q, k.transpose(-1, -2))
@@ -244,20 +267,20 @@ class DotScore(Score):
         return (q * k).sum(-1, keepdim=True)
 
 
-@register(SCORES, "general")
+@implements(SCORES, "general")
 class GeneralScore(Score):
     """e = s^T W h (L eq. 8, "multiplicative"); W h is computed once per batch."""
 
     def __init__(self, site: Site, cfg: AttentionConfig):
         super().__init__(site, cfg)
-        if site.arch == RNN:  # a Transformer block's W is its own W_Q^T W_K (scaled_dot)
+        if not site.projects_keys:  # a Transformer block's W is its own W_Q^T W_K (scaled_dot)
             self.W = nn.Linear(self.hidden, self.hidden, bias=False)
 
     def keys(self, h: Tensor) -> Tensor:
         return self.W(h)
 
 
-@register(SCORES, "concat")
+@implements(SCORES, "concat")
 class ConcatScore(Score):
     """e = v^T tanh(W s + U h) (L eq. 8 "concat", Bahdanau "additive"; no bias), with coverage inside the tanh:
     e = v^T tanh(W s + U h + V C_{t-1}) (T eq. 6), and so are the log position features: + W_p psi (C eq. 3)."""
@@ -289,12 +312,11 @@ class ConcatScore(Score):
         return self.v(torch.tanh(hidden)).squeeze(-1)
 
 
-@register(SCORES, "scaled_dot")
+@implements(SCORES, "scaled_dot")
 class ScaledDotScore(GeneralScore):
     """e = s^T W h / sqrt(d) (V eq. 1; the course report's scaled dot product). A Transformer's own score: in its
     blocks W is W_Q^T W_K, so e = q^T k / sqrt(d_k), what torch's fused kernel computes."""
 
-    architectures = BOTH
     fused = True
 
     def forward(self, s: Tensor, memory: Memory, state: AttentionState) -> Tensor:
@@ -307,7 +329,7 @@ class ScaledDotScore(GeneralScore):
         return (q * k).sum(-1, keepdim=True) / math.sqrt(self.hidden)
 
 
-@register(SCORES, "key_value")
+@implements(SCORES, "key_value")
 class KeyValueScore(Score):
     """Daniluk et al. 2017 (the course report's key-value attention): each hidden state is split into a key
     half and a value half, e = w^T tanh(W_Y k_j + W_h k_t) with k_t the key half of s_t, c = sum alpha v_j.
@@ -315,25 +337,6 @@ class KeyValueScore(Score):
     Each encoder direction's output is split (k_j = [->h_j[:H/4]; <-h_j[:H/4]], v_j the other quarters), so
     both directions feed key and value; the context has H/2 units. W_Y k_j is computed once per batch.
     """
-
-    rules = (
-        Rule(
-            "attention.sentinel",
-            "false with attention.score key_value (its context has hidden_size / 2 units; "
-            "Li & Zhu mix the sentinel, of hidden_size units, into it)",
-            lambda c: not c.attention.sentinel,
-        ),
-        Rule(
-            "model.readout",
-            "luong or auto with attention.score key_value (c + s needs a context of hidden_size units)",
-            lambda c: c.model.readout != "sum",
-        ),
-        Rule(
-            "model.hidden_size",
-            "a multiple of 4 with attention.score key_value (each direction splits into key and value)",
-            lambda c: c.model.hidden_size % 4 == 0,
-        ),
-    )
 
     def __init__(self, site: Site, cfg: AttentionConfig):
         super().__init__(site, cfg)
@@ -359,7 +362,7 @@ class KeyValueScore(Score):
 # ---- temperature: the softmax's divisor tau_t, and what it keeps from the last step -------------------
 
 
-class Temperature(nn.Module, Part):
+class Temperature(nn.Module, Implementation):
     """tau (None: a plain softmax) from the step's input and, where the part `reads_context`, the context attention
     gave at the step before; tau comes back in the site's layout, (B,) or (B, heads, T).
 
@@ -368,14 +371,7 @@ class Temperature(nn.Module, Part):
     hands it x (B, T, D) and c0_{i-1} (B, heads, T, d_k), each head's context at the position before from a first
     pass at tau = 1: a block that carried its own tempered context would make its positions sequential."""
 
-    architectures = BOTH
-    adaptive: ClassVar[bool] = False  # tau_t changes from token to token: heatmaps and word statistics show it
     reads_context = False
-
-    @classmethod
-    def tau_bound(cls, a: AttentionConfig) -> float | None:
-        """b where tau_t lies in (1/b, b) (diagnostics count the tokens at a bound); None: unbounded or constant."""
-        return None
 
     def __init__(self, site: Site, cfg: AttentionConfig):
         super().__init__()
@@ -391,42 +387,21 @@ class Temperature(nn.Module, Part):
         return {}
 
 
-@register(TEMPERATURES, "none")
+@implements(TEMPERATURES, "none")
 class NoTemperature(Temperature):
     """A plain softmax (tau = 1, reported as None)."""
 
 
-@register(TEMPERATURES, "fixed")
+@implements(TEMPERATURES, "fixed")
 class FixedTemperature(Temperature):
     """softmax(e / tau) with a constant tau, for every head and position."""
-
-    settings = ("attention.tau",)
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return f"tau{a.tau:g}"
 
     def forward(self, query: Tensor, previous: Tensor | None) -> Tensor | None:
         return self.site.per_head(query.new_full((*query.shape[:-1], self.site.heads), self.cfg.tau))
 
 
-class LambdaPowerTemperature(Temperature):
-    """tau = lambda^tanh(.) (S eqs. 1-2): tau lies in (1/lambda, lambda), which the diagnostics read as its bound;
-    its label is its name and lambda (`sact4`, `learned4`)."""
-
-    settings = ("attention.lambda",)
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return f"{cls.name}{a.lambda_:g}"
-
-    @classmethod
-    def tau_bound(cls, a: AttentionConfig) -> float | None:
-        return a.lambda_
-
-
-@register(TEMPERATURES, "sact")
-class SelfAdaptiveTemperature(LambdaPowerTemperature):
+@implements(TEMPERATURES, "sact")
+class SelfAdaptiveTemperature(Temperature):
     """SACT: tau_t = lambda^beta_t (S eq. 1), beta_t = tanh(W_c c~_{t-1} + U_s s_t) (S eq. 2, no bias unless
     `attention.sact_bias`); tau_t lies in (1/lambda, lambda).
 
@@ -434,17 +409,12 @@ class SelfAdaptiveTemperature(LambdaPowerTemperature):
     head, reading x_i for s_t, and reads c~_{t-1} as `attention.sact_reading` says (nmt_core.multihead: the query
     alone, or the head's first-pass context at i - 1)."""
 
-    adaptive = True
-    settings = ("attention.lambda", "attention.sact_bias", "attention.sact_reading")  # the reading: the Transformer's
-
     def __init__(self, site: Site, cfg: AttentionConfig):
         super().__init__(site, cfg)
-        if site.arch == RNN:
-            self.W_c = nn.Linear(site.context_size, 1, bias=False)  # W_c c~_{t-1}
+        self.W_c = site.past_context_weight()  # W_c c~_{t-1} where the site carries c~_{t-1} (the RNN)
         self.U_s = nn.Linear(site.input_size, site.heads, bias=cfg.sact_bias)  # U_s s_t, one row per head
-        if site.arch == TRANSFORMER:
-            self.reading = SACT_READINGS[cfg.sact_reading](site.heads, site.head_size)
-        self.reads_context = site.arch == RNN or self.reading.needs_first_pass
+        self.reading = site.sact_reading(cfg)  # what stands for c~_{t-1} elsewhere (a Transformer block)
+        self.reads_context = self.reading is None or self.reading.needs_first_pass
 
     def initial_state(self, decoder_init: Tensor) -> dict[str, Tensor]:
         # c~_0: the decoder's initial state (its last context_size units when the context is smaller: key_value)
@@ -454,16 +424,16 @@ class SelfAdaptiveTemperature(LambdaPowerTemperature):
         return lambda_power(self.site.per_head(self.U_s(query)) + self.read(previous), self.cfg.lambda_)  # S eqs. 1-2
 
     def read(self, previous: Tensor | None) -> Tensor | int:
-        """W_c c~_{t-1}: the RNN's own, or the Transformer's reading of it."""
-        return self.site.per_head(self.W_c(previous)) if self.site.arch == RNN else self.reading(previous)
+        """W_c c~_{t-1}: the site's own c~_{t-1}, or the reading that stands for it."""
+        return self.site.per_head(self.W_c(previous)) if self.reading is None else self.reading(previous)
 
     def next_state(self, context: Tensor) -> dict[str, Tensor]:
         # with the sentinel the context is c+: neither paper defines the combination; c~ is what attention gave
         return {"sact": context}
 
 
-@register(TEMPERATURES, "learned")
-class LearnedTemperature(LambdaPowerTemperature):
+@implements(TEMPERATURES, "learned")
+class LearnedTemperature(Temperature):
     """tau = lambda^tanh(b) (S eqs. 1-2 without their input): one learned scalar b per model, or per head of each
     tempered Transformer block, b = 0 at the start (tau = 1); tau lies in (1/lambda, lambda) like SACT's.
 
@@ -484,21 +454,25 @@ class LearnedTemperature(LambdaPowerTemperature):
 
 @dataclass
 class Step:
-    """What one decoder step offers the mechanisms (s_t, the decoder's input x_t, the LSTM's memory cell m_t, tau_t,
-    the state), and what a mechanism keeps between its own stages within the step (`own`, under its name)."""
+    """What one attention step offers the parts, and what a mechanism keeps between its own stages within the step
+    (`own`, under its name). The RNN's: s_t, the decoder's input x_t, the LSTM's memory cell m_t; a Transformer
+    block's: its input x for both s and x, and `keyed`, the block's own keys, values and score for a slot."""
 
-    s: Tensor
-    x: Tensor | None
+    s: Tensor  # what the temperature and the sentinel read: s_t (B, H), or the block's input (B, T, D)
+    x: Tensor | None  # what the sentinel's gate reads beside it
     cell: Tensor | None
-    tau: Tensor | None
-    state: AttentionState
+    state: AttentionState  # what the parts had at the step (or position) before
+    average: Callable[[Tensor], Tensor]  # weights over the source -> the context
+    dtype: torch.dtype  # the values' (weights are cast to it after the fp32 softmax)
+    keyed: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None  # a slot's vector -> its value and its score
+    tau: Tensor | None = None
     own: dict[str, Tensor] = field(default_factory=dict)
 
 
-class Mechanism(nn.Module, Part):
-    """An on/off part of the pipeline. Each stage is a hook of the RNN's pipeline that passes its input through
-    unchanged unless the mechanism acts there; the stages run in the pipeline's order whatever the order of
-    registration. One that serves the Transformer too (the sentinel) offers its blocks a form of its own."""
+class Mechanism(nn.Module, Implementation):
+    """An on/off part of the pipeline. Each stage is a hook of the pipeline (`Pipeline`, which both architectures
+    run) that passes its input through unchanged unless the mechanism acts there; the stages run in the pipeline's
+    order whatever the order of declaration."""
 
     needs_memory_cell = False  # reads the LSTM's memory cell m_t, so the decoder must step its RNN one token at a time
 
@@ -536,12 +510,7 @@ class Mechanism(nn.Module, Part):
 # ---- the sentinel: an extra softmax slot the decoder can attend to instead of the source ----------------
 
 
-def _attends_after_step(cfg: TrialConfig) -> bool:
-    """Whether the placement attends from the state after the RNN step (t_i, which the sentinel mixes in)."""
-    return PLACEMENTS[cfg.attention.placement].attends_after_step
-
-
-@register(MECHANISMS, "sentinel")
+@implements(MECHANISMS, "sentinel")
 class Sentinel(Mechanism):
     """Li & Zhu's attention sentinel: a vector of what the decoder already knows, scored as one more softmax slot.
 
@@ -555,17 +524,6 @@ class Sentinel(Mechanism):
     its score scores (nmt_core.multihead).
     """
 
-    architectures = BOTH
-
-    rules = (
-        Rule(
-            "attention.sentinel",
-            "false with attention.placement {a.placement} (Li & Zhu's sentinel mixes in "
-            "the state after the RNN step, t_i, which that placement attends before)",
-            _attends_after_step,
-        ),
-    )
-
     def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
         super().__init__(site, cfg, score)
         size = site.input_size
@@ -573,7 +531,7 @@ class Sentinel(Mechanism):
         self.W_x = nn.Linear(site.step_input_size, size, bias=False)  # W_x x_i (x_i: the decoder's input)
         self.W_t = nn.Linear(size, size, bias=False)  # W_t t_{i-1}
         self.W_s = nn.Linear(size, size, bias=False)  # W_s of eq. 8 and eq. 10 (LSTM: eq. 10's only)
-        if site.arch == RNN:  # the slot's own score (A eq. 10)
+        if not site.projects_keys:  # the slot's own score (A eq. 10); a block keys and scores it as its heads' own
             shared_U_a = score.encoder_projection()
             self.U_a = shared_U_a if shared_U_a is not None else nn.Linear(size, size, bias=False)
             self.W_h = nn.Linear(size, 1, bias=False)
@@ -582,20 +540,20 @@ class Sentinel(Mechanism):
         """s_i = g * tanh(content), g = sigmoid(W_x x_i + W_t t_{i-1}) (A eqs. 7-8)."""
         return torch.sigmoid(self.W_x(x) + self.W_t(previous)) * torch.tanh(content)
 
-    def of_block(self, x: Tensor, x_previous: Tensor) -> Tensor:
-        """A Transformer block's sentinel (B, T, D) from its input x and x_{i-1}."""
-        return self.vector(x, x_previous, self.W_s(x))
-
     def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
         return {"sentinel": decoder_init}  # t_0
 
-    def forward(self, s: Tensor, x: Tensor, state: AttentionState, cell: Tensor | None) -> tuple[Tensor, Tensor]:
-        """The sentinel vector s_i and its slot's score (B, 1); `cell` is the LSTM's memory cell m_i."""
-        sentinel = self.vector(x, state["sentinel"], cell if self.from_memory_cell else self.W_s(s))  # Lu et al.
-        return sentinel, self.W_h(torch.tanh(self.W_s(sentinel) + self.U_a(s)))  # A eq. 10
+    def forward(self, step: Step) -> tuple[Tensor, Tensor]:
+        """The slot's value and score: the sentinel vector s_i and W_h^T tanh(W_s s_i + U_a t_i) (A eq. 10), or what
+        a block's own keys, values and score make of s_i; the content is the LSTM's memory cell m_i (Lu et al.)."""
+        previous = step.state.before(self.name, step.s)  # t_{i-1}
+        sentinel = self.vector(step.x, previous, step.cell if self.from_memory_cell else self.W_s(step.s))
+        if step.keyed is not None:
+            return step.keyed(sentinel)
+        return sentinel, self.W_h(torch.tanh(self.W_s(sentinel) + self.U_a(step.s)))  # A eq. 10
 
     def extend(self, e: Tensor, mask: Tensor, step: Step) -> tuple[Tensor, Tensor]:
-        step.own["sentinel"], slot = self(step.s, step.x, step.state, step.cell)
+        step.own["sentinel"], slot = self(step)
         if step.tau is not None:
             slot = slot / step.tau.unsqueeze(-1)  # the slot is a logit like the others: tau divides it too
         return with_slot(e, mask, slot)
@@ -613,7 +571,7 @@ class Sentinel(Mechanism):
 # ---- position bias: what the scores get from where j lies in the source and i in the target ------------
 
 
-class PositionBias(nn.Module, Part):
+class PositionBias(nn.Module, Implementation):
     """A term from positions: added to the scores, or (`inside`: the score has a tanh to put it in) returned for
     the additive score's tanh (B, S, H). It reads the head's query: s_t (B, H), or a Transformer block's heads'
     q (B, heads, T, d_k); `mask` (B, S) marks the real source positions (keys)."""
@@ -621,10 +579,6 @@ class PositionBias(nn.Module, Part):
     def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
         super().__init__()
         self.inside = score.takes_position_inside()
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return f"pos-{cls.name}"
 
     def initial_state(self, memory: Memory) -> dict[str, Tensor]:
         return {}
@@ -637,18 +591,12 @@ class PositionBias(nn.Module, Part):
         return {}
 
 
-@register(POSITION_BIASES, "none")
+@implements(POSITION_BIASES, "none")
 class NoPositionBias(PositionBias):
     """Attention sees no positions."""
 
-    architectures = BOTH
 
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return None
-
-
-@register(POSITION_BIASES, "log")
+@implements(POSITION_BIASES, "log")
 class LogPositionBias(PositionBias):
     """Cohn et al. 2016: psi(j, i, I) = [log(1 + j), log(1 + i), log(1 + I)] (source position j, target position i,
     source length I, counted from 1) enters the additive score inside its tanh, + W_p psi (C eq. 3). A score
@@ -684,26 +632,18 @@ class LogPositionBias(PositionBias):
         return {"position": state["position"] + 1, "position_source": state["position_source"]}
 
 
-@register(POSITION_BIASES, "gaussian")
+@implements(POSITION_BIASES, "gaussian")
 class GaussianPositionBias(PositionBias):
     """The slides' locality bias (001; Yang et al. 2018): logits + G, G_ij = -(j - P_i)^2 / (2 sigma_i^2), with the
     centre P_i = I sigmoid(v_p^T tanh(W_p q_i)) and the window D_i = I sigmoid(v_d^T tanh(W_p q_i)), sigma_i = D_i / 2
     (Y eqs. 8-10), I the source length (the real keys), j = 0 .. I - 1, q_i the query: s_t in the RNN, each head's
     in a Transformer block, where W_p is shared by the heads and v_p and v_d are each head's own."""
 
-    architectures = BOTH
-
     def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
         super().__init__(site, cfg, score)
         size = site.head_size
         self.W_p = nn.Linear(size, size, bias=False)
-        if site.arch == RNN:
-            self.v_p = nn.Linear(size, 1, bias=False)
-            self.v_d = nn.Linear(size, 1, bias=False)
-        else:
-            bound = size**-0.5
-            self.v_p = nn.Parameter(torch.empty(site.heads, size).uniform_(-bound, bound))
-            self.v_d = nn.Parameter(torch.empty(site.heads, size).uniform_(-bound, bound))
+        self.v_p, self.v_d = site.head_vector(size), site.head_vector(size)  # each head's own
 
     def forward(self, query: Tensor, mask: Tensor, state: AttentionState) -> tuple[Tensor | None, Tensor | None]:
         hidden = torch.tanh(self.W_p(query))
@@ -722,13 +662,9 @@ def intra_temporal(z: Tensor, past: Tensor) -> tuple[Tensor, Tensor]:
     return torch.where(torch.isneginf(past), z, z - past), torch.logaddexp(past, z)
 
 
-@register(MECHANISMS, "intra_temporal")
+@implements(MECHANISMS, "intra_temporal")
 class IntraTemporal(Mechanism):
     """Paulus et al.'s intra-temporal attention: each step's scores divided by the past steps' (`intra_temporal`)."""
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return "intra"
 
     def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
         return {"intra_temporal": memory.keys.new_full(memory.mask.shape, float("-inf"))}  # no past step
@@ -741,19 +677,10 @@ class IntraTemporal(Mechanism):
         return {"intra_temporal": step.own["intra_temporal"]}
 
 
-@register(MECHANISMS, "coverage")
+@implements(MECHANISMS, "coverage")
 class Coverage(Mechanism):
     """Tu et al.'s coverage vector C_t = C_{t-1} + alpha_t (T eq. 7), C_0 = 0, which the additive score reads
     inside its tanh (ConcatScore, T eq. 6)."""
-
-    rules = (
-        Rule(
-            "attention.coverage",
-            "false unless attention.score is concat (Tu et al. feed coverage inside the additive score's tanh)",
-            lambda c: c.attention.score == "concat",
-        ),
-    )
-    settings = ("attention.coverage_weight",)
 
     def initial_state(self, memory: Memory, decoder_init: Tensor) -> dict[str, Tensor]:
         return {"coverage": memory.keys.new_zeros(memory.mask.shape)}  # C_0 = 0
@@ -762,17 +689,9 @@ class Coverage(Mechanism):
         return {"coverage": step.state["coverage"] + weights}  # C_t = C_{t-1} + alpha_t (T eq. 7)
 
 
-@register(MECHANISMS, "fertility")
+@implements(MECHANISMS, "fertility")
 class Fertility(Mechanism):
     """f_j = N sigmoid(W_j h_j) (lecture 003; Tu et al. 2016 eq. 11 with N = 2): how many target words h_j covers."""
-
-    rules = (
-        Rule(
-            "attention.fertility",
-            "false unless attention.coverage is true (fertility is what coverage is drawn towards)",
-            lambda c: c.attention.coverage,
-        ),
-    )
 
     def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
         super().__init__(site, cfg, score)
@@ -785,38 +704,7 @@ class Fertility(Mechanism):
         return {"fertility": self(memory.values)}  # f_j from h_j
 
 
-# ---- self-attention: which sides attend over their own states (report 004) -------------------------------
-
-
-class SelfAttentionSides(Part):
-    """`attention.self_attention`: whether the encoder and the decoder each have a SelfAttention layer."""
-
-    encoder: ClassVar[bool] = False
-    decoder: ClassVar[bool] = False
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return f"self-{cls.name}" if cls.encoder or cls.decoder else None
-
-
-@register(SELF_ATTENTIONS, "none")
-class NoSelfAttention(SelfAttentionSides):
-    """Neither side attends over itself."""
-
-
-@register(SELF_ATTENTIONS, "encoder")
-class EncoderSelfAttention(SelfAttentionSides):
-    encoder = True
-
-
-@register(SELF_ATTENTIONS, "decoder")
-class DecoderSelfAttention(SelfAttentionSides):
-    decoder = True
-
-
-@register(SELF_ATTENTIONS, "both")
-class BothSelfAttention(SelfAttentionSides):
-    encoder = decoder = True
+# ---- self-attention over a side's own states (report 004) ---------------------------------------------
 
 
 class SelfAttention(nn.Module):
@@ -835,24 +723,69 @@ class SelfAttention(nn.Module):
         return torch.bmm(alpha.to(states.dtype), states)
 
 
-class Attention(nn.Module):
-    """The pipeline: score (+ position) -> temperature -> the mechanisms' stages (intra-temporal, the sentinel's
-    slot) -> softmax -> context; each on/off mechanism is a submodule under its flag's name."""
+class Pipeline(nn.Module):
+    """The attention family's pipeline, one for both architectures: scores (+ position bias) -> temperature -> the
+    mechanisms' stages (intra-temporal, the sentinel's slot) -> softmax -> context. The RNN's `Attention` runs it at
+    each decoder step, a Transformer block (nmt_core.multihead) for all its heads and positions at once; each builds
+    the parts for its `Site`, computes the scores its way and says what stands for SACT's c~_{t-1}
+    (`context_before`). Each on/off mechanism is a submodule under its flag's name."""
+
+    def build_parts(self, site: Site, cfg: AttentionConfig, parts: dict[str, str], flags: set[str]) -> None:
+        """The score, temperature and position bias `parts` names (by attention.* key), and the mechanisms in
+        `flags`, in the pipeline's order."""
+        self.score = SCORES.implementation(parts["score"])(site, cfg)
+        self.temperature = TEMPERATURES.implementation(parts["temperature"])(site, cfg)
+        self.position = POSITION_BIASES.implementation(parts["position_bias"])(site, cfg, self.score)
+        self.mechanisms: list[Mechanism] = []
+        for name in MECHANISMS:  # in the pipeline's order, which the declarations keep
+            if name in flags:
+                self.add_module(name, MECHANISMS.implementation(name)(site, cfg, self.score))
+                self.mechanisms.append(getattr(self, name))
+
+    def context_before(self, e: Tensor, mask: Tensor | None, step: Step) -> Tensor | None:
+        """What the temperature reads as the context of the step before: what it kept under its name (the RNN's
+        c~_{t-1})."""
+        return step.state[self.temperature.name]
+
+    def weigh(self, e: Tensor, mask: Tensor | None, step: Step) -> tuple[Tensor, Tensor | None]:
+        """Scores with their position bias -> the weights over the source and the mechanisms' slots (in the values'
+        dtype) and tau."""
+        tau = step.tau = self.temperature(step.s, self.context_before(e, mask, step))
+        if tau is not None:
+            e = e / tau.unsqueeze(-1)  # softmax(e / tau_t), S eq. 4
+        for part in self.mechanisms:
+            e = part.adjust(e, step)  # intra-temporal, P eq. 3
+        for part in self.mechanisms:
+            e, mask = part.extend(e, mask, step)  # the sentinel's slot, A eq. 10
+        return masked_softmax(e, mask).to(step.dtype), tau  # A eq. 11 with the sentinel slot
+
+    def split(self, alpha: Tensor) -> tuple[Tensor, Tensor | None]:
+        """The weights -> those on source positions and the gate (the sentinel's beta_t)."""
+        gate = None
+        for part in self.mechanisms:
+            alpha, gate = part.split(alpha, gate)
+        return alpha, gate
+
+    def read(self, alpha: Tensor, step: Step) -> tuple[Tensor, Tensor, Tensor | None]:
+        """The context from the weights, and the weights on source positions and the gate it was read with."""
+        alpha, gate = self.split(alpha)
+        context = step.average(alpha)  # c~_t = sum_i alpha~_ti h_i, S eq. 3
+        for part in self.mechanisms:
+            context = part.mix(context, gate, step)  # c+ = beta s + (1 - beta) c, A eq. 9
+        return context, alpha, gate
+
+
+class Attention(Pipeline):
+    """The RNN decoder's attention, one step at a time."""
 
     def __init__(self, cfg: AttentionConfig, hidden: int, step_input_size: int, decoder_cell: str = "lstm"):
         super().__init__()
         self.cfg = cfg
-        context = SCORES[cfg.score].context_size_of(hidden)
-        site = Site(RNN, hidden, hidden, context, step_input_size=step_input_size, cell=decoder_cell)
-        self.score = SCORES[cfg.score](site, cfg)
+        context = SCORES.implementation(cfg.score).context_size_of(hidden)
+        site = StepSite(hidden, hidden, context, step_input_size=step_input_size, cell=decoder_cell)
+        parts = {key: getattr(cfg, key) for key in ("score", "temperature", "position_bias")}
+        self.build_parts(site, cfg, parts, {name for name in MECHANISMS if getattr(cfg, name)})
         self.context_size = self.score.context_size
-        self.temperature = TEMPERATURES[cfg.temperature](site, cfg)
-        self.position = POSITION_BIASES[cfg.position_bias](site, cfg, self.score)
-        self.mechanisms: list[Mechanism] = []
-        for name, mechanism in MECHANISMS.items():
-            if getattr(cfg, name):
-                self.add_module(name, mechanism(site, cfg, self.score))
-                self.mechanisms.append(getattr(self, name))
         self.needs_memory_cell = any(m.needs_memory_cell for m in self.mechanisms)
 
     def memory(self, h: Tensor, mask: Tensor) -> Memory:
@@ -880,20 +813,9 @@ class Attention(nn.Module):
         # e_t: L eq. 8 (with coverage inside the tanh: T eq. 6)
         if bias is not None:
             e = e + bias  # v_p^T tanh(W_p psi) (C) or G (Y)
-        tau = self.temperature(s, state[self.temperature.name])  # what it keeps under its name: SACT's c~_{t-1}
-        if tau is not None:
-            e = e / tau.unsqueeze(-1)  # softmax(e / tau_t), S eq. 4
-        step, mask, gate = Step(s, step_input, cell, tau, state), memory.mask, None
-        for part in self.mechanisms:
-            e = part.adjust(e, step)  # intra-temporal, P eq. 3
-        for part in self.mechanisms:
-            e, mask = part.extend(e, mask, step)  # the sentinel's slot, A eq. 10
-        alpha = masked_softmax(e, mask).to(memory.values.dtype)  # A eq. 11 with the sentinel slot
-        for part in self.mechanisms:
-            alpha, gate = part.split(alpha, gate)  # the sentinel's gate beta_t
-        context = memory.average(alpha)  # c~_t = sum_i alpha~_ti h_i, S eq. 3
-        for part in self.mechanisms:
-            context = part.mix(context, gate, step)  # c+ = beta s + (1 - beta) c, A eq. 9
+        step = Step(s, step_input, cell, state, memory.average, memory.values.dtype)
+        alpha, tau = self.weigh(e, memory.mask, step)
+        context, alpha, gate = self.read(alpha, step)
         parts = self.temperature.next_state(context)
         for part in self.mechanisms:
             parts.update(part.next_state(step, alpha))

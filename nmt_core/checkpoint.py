@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from nmt_core.architectures import build_model
+from nmt_core.build import build_model
 from nmt_core.config import TrialConfig, build_config
 from nmt_core.data import SPECIALS, Segmenter, Vocab
 from nmt_core.gate import SHOWN_CHARS, clip, clip_path, open_regular, shown

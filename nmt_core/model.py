@@ -11,15 +11,16 @@ c+ = beta s + (1 - beta) c need no extra projections.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import PackedSequence, invert_permutation, pack_padded_sequence, pad_packed_sequence
 
-from nmt_core.attention import SCORES, Attention, AttentionOutput, AttentionState, Memory, SelfAttention
-from nmt_core.parts import PLACEMENTS, SELF_ATTENTIONS, Architecture, Part, Rule, register
+from nmt_core.attention import Attention, AttentionOutput, AttentionState, Memory, SelfAttention
+from nmt_core.family import PLACEMENTS, SCORES, SELF_ATTENTIONS
+from nmt_core.parts import Implementation, implements
 from nmt_core.unrolled import Hoisted, hoist, unrolled_step
 
 if TYPE_CHECKING:
@@ -165,11 +166,9 @@ def rnn_step(rnn: nn.LSTM | nn.GRU, x: Tensor, state: RnnState) -> tuple[Tensor,
     return h, ((torch.stack(hidden), torch.stack(cells)) if lstm else torch.stack(hidden))
 
 
-class Placement(Part):
-    """Where attention sits in a decoder step: what the decoder's RNN reads, and one step (`transition`)."""
-
-    attends_after_step: ClassVar[bool] = False  # attends from s_t, the state after this step's RNN (the sentinel's t_i)
-    feeds_input: ClassVar[bool] = False  # the RNN reads h~_{t-1} (input feeding), so `model.input_feeding` acts
+class Placement(Implementation):
+    """Where attention sits in a decoder step: what the decoder's RNN reads, and one step (`transition`); whether it
+    attends after the RNN's step and feeds its input is declared (nmt_core.family)."""
 
     @staticmethod
     def rnn_input(emb_size: int, context: int, luong_input: int) -> int:
@@ -189,16 +188,9 @@ class Placement(Part):
         raise NotImplementedError
 
 
-@register(PLACEMENTS, "luong")
+@implements(PLACEMENTS, "luong")
 class LuongPlacement(Placement):
     """L sec. 3: s_t = RNN([y_{t-1}; h~_{t-1}], s_{t-1}) with input feeding, then c_t = ATT(C, s_t)."""
-
-    attends_after_step = feeds_input = True
-    settings = ("model.input_feeding",)  # the others feed c_t instead
-
-    @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
-        return None
 
     @staticmethod
     def rnn_input(emb_size: int, context: int, luong_input: int) -> int:
@@ -215,7 +207,7 @@ class LuongPlacement(Placement):
         return s, rnn, out, attention
 
 
-@register(PLACEMENTS, "bahdanau")
+@implements(PLACEMENTS, "bahdanau")
 class BahdanauPlacement(Placement):
     """B sec. 3.1: c_t = ATT(C, s_{t-1}), then s_t = RNN([y_{t-1}; c_t], s_{t-1})."""
 
@@ -233,17 +225,9 @@ class BahdanauPlacement(Placement):
         return s, rnn, out, attention
 
 
-@register(PLACEMENTS, "cgru")
+@implements(PLACEMENTS, "cgru")
 class ConditionalGRUPlacement(Placement):
     """lecture 003, dl4mt: s'_t = RNN_1(y_{t-1}, s_{t-1}); c_t = ATT(C, s'_t); s_t = RNN_2(c_t, s'_t)."""
-
-    rules = (
-        Rule(
-            "model.decoder_layers",
-            "1 with attention.placement cgru (its two transitions are the decoder's layers)",
-            lambda c: c.model.decoder_layers == 1,
-        ),
-    )
 
     @staticmethod
     def rnn_input(emb_size: int, context: int, luong_input: int) -> int:
@@ -270,13 +254,14 @@ class Decoder(nn.Module):
     def __init__(self, vocab_size: int, cfg: ModelConfig, attention: AttentionConfig):
         super().__init__()
         hidden = cfg.hidden_size
-        self.cfg, self.placement = cfg, PLACEMENTS[attention.placement]
-        self.input_feeding = cfg.input_feeding and self.placement.feeds_input
+        self.cfg, self.placement = cfg, PLACEMENTS.implementation(attention.placement)
+        placed = PLACEMENTS[attention.placement]  # what the placement declares
+        self.input_feeding = cfg.input_feeding and placed.feeds_input
         self.embed = nn.Embedding(vocab_size, cfg.emb_size, padding_idx=PAD)
         self.bridge = nn.Linear(hidden, hidden)
         rnn = nn.LSTM if cfg.cell == "lstm" else nn.GRU
         luong_input = cfg.emb_size + (hidden if self.input_feeding else 0)
-        context = SCORES[attention.score].context_size_of(hidden)
+        context = SCORES.implementation(attention.score).context_size_of(hidden)
         self.rnn = rnn(
             self.placement.rnn_input(cfg.emb_size, context, luong_input),
             hidden,
@@ -296,7 +281,7 @@ class Decoder(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
         # all s_t in one (cuDNN) call when no step's RNN input depends on the step before (attention after the RNN)
         self.whole_sequence_rnn = (
-            self.placement.attends_after_step and not self.input_feeding and not self.attention.needs_memory_cell
+            placed.attends_after_step and not self.input_feeding and not self.attention.needs_memory_cell
         )
 
     def initial_state(self, encoder_final: Tensor, memory: Memory) -> DecoderState:
@@ -389,23 +374,8 @@ class Decoder(nn.Module):
         return self.output(h_tilde), DecoderTrace.stack(steps)
 
 
-class Seq2Seq(nn.Module, Architecture):
-    """`model.arch: rnn`."""
-
-    own_keys = (  # what only the RNN reads; the Transformer refuses them away from their defaults
-        "model.cell",
-        "model.compile",
-        "model.input_feeding",
-        "model.readout",
-        "model.encoder_layers",
-        "model.decoder_layers",
-        "attention.placement",
-        "attention.coverage",
-        "attention.coverage_weight",
-        "attention.fertility",
-        "attention.intra_temporal",
-        "attention.self_attention",
-    )
+class Seq2Seq(nn.Module):
+    """`model.arch: rnn`; what it is to the config is declared in nmt_core.architectures."""
 
     def __init__(self, model: ModelConfig, attention: AttentionConfig, src_vocab: int, tgt_vocab: int):
         super().__init__()

@@ -2,19 +2,21 @@
 
 Every head h of a block computes its scores with the block's score part (scaled_dot by default: e^h = q^h k^hT /
 sqrt(d_k); `attention.score` for the decoder's cross-attention), then, where the config asks, with the family's parts
-built for this block (nmt_core.attention, one class each for both architectures; their docstrings give the maths):
+built for this block (nmt_core.attention, one class each for both architectures; their docstrings give the maths)
+and run through the family's `Pipeline`, the RNN's attention's, through the same hooks:
 - a Gaussian localness bias G (Yang et al. 2018, Y eqs. 8-10) from each head's query;
 - a sentinel slot (Li & Zhu 2017, A): one more key/value per position, s_i = g * tanh(W_s x_i) with
   g = sigmoid(W_x x_i + W_t x_{i-1}) (A eqs. 7-8; x_i the block's input, x_{i-1} standing in for the RNN's
   t_{i-1}), keyed and valued by the block's own W^K and W^V; the slot's weight is the head's gate beta;
-- a temperature tau per head and position: softmax((e [+ G]; slot) / tau), as the RNN's Attention divides its
-  scores, bias and slot. SACT (S eqs. 1-2) reads c~_{t-1} as `attention.sact_reading` says (the readings below, the
+- a temperature tau per head and position: softmax((e [+ G]; slot) / tau), dividing the scores, bias and slot as
+  the RNN's Attention does. SACT (S eqs. 1-2) reads c~_{t-1} as `attention.sact_reading` says (the readings below, the
   Transformer's own parts): `query` not at all; `first_pass` c0_{i-1}, the same head's context at i - 1 from a
   first pass with tau = 1 (c0_{-1} = 0). Inside a layer the paper's own c~_{t-1} (the tempered context of the step
   before) would make positions sequential; both readings keep training parallel.
 
 What a part reads from the position before (the first pass, x_{i-1}) is shifted from all positions in training, and
-carried under the part's name from one decoding step to the next. With none of these active a block runs
+carried under the part's name from one decoding step to the next (`BlockState`); what differs from the RNN's step is
+the block's `BlockSite`. With none of these active a block runs
 torch.nn.functional.scaled_dot_product_attention (fused kernels) unless it must report its weights (the decoder's
 last cross-attention, which the traces and diagnostics read).
 """
@@ -22,23 +24,15 @@ last cross-attention, which the traces and diagnostics read).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from nmt_core.attention import AttentionState, Site, head_scalars, masked_softmax, mix_slot, split_slot, with_slot
-from nmt_core.parts import (
-    MECHANISMS,
-    POSITION_BIASES,
-    SACT_READINGS,
-    SCORES,
-    TEMPERATURES,
-    TRANSFORMER,
-    Part,
-    register,
-)
+from nmt_core.attention import AttentionState, Pipeline, Site, Step, head_scalars, masked_softmax
+from nmt_core.family import SACT_READINGS, SCORES
+from nmt_core.parts import Implementation, implements
 
 if TYPE_CHECKING:
     from nmt_core.config import AttentionConfig
@@ -61,13 +55,47 @@ def shifted(x: Tensor, dim: int) -> Tensor:
     return torch.cat([first, x.narrow(dim, 0, x.size(dim) - 1)], dim=dim)
 
 
+@dataclass(frozen=True)
+class BlockSite(Site):
+    """One multi-head block: its W^K and W^V project the keys (and the sentinel's slot), a per-head vector is a
+    (heads, size) matrix, and SACT reads c~_{t-1} as `attention.sact_reading` says."""
+
+    projects_keys: ClassVar[bool] = True
+
+    def per_head(self, values: Tensor) -> Tensor:
+        return values.transpose(1, 2)
+
+    def head_vector(self, size: int) -> nn.Parameter:
+        bound = size**-0.5
+        return nn.Parameter(torch.empty(self.heads, size).uniform_(-bound, bound))
+
+    def sact_reading(self, cfg: AttentionConfig) -> nn.Module:
+        return SACT_READINGS.implementation(cfg.sact_reading)(self.heads, self.head_size)
+
+
+class BlockState(AttentionState):
+    """What a block's parts had at the position before: in training all positions are here and each reads the one
+    before it (shifted); in decoding, what the step before carried under the part's name (zeros before the first
+    step). It collects what this block carries to the next step: each part's last position."""
+
+    def __init__(self, carried: dict[str, Tensor] | None):
+        super().__init__({})
+        self.carried, self.carry = carried, {}
+
+    def before(self, name: str, now: Tensor) -> Tensor:
+        """`now` (..., T, size) at the position before, along its positions (the second axis from the end)."""
+        self.carry[name] = now[..., -1:, :]
+        if self.carried is None:
+            return shifted(now, -2)
+        return self.carried[name] if name in self.carried else torch.zeros_like(now)
+
+
 # ---- SACT readings: what stands for c~_{t-1} inside a layer (attention.sact_reading) --------------------------
 
 
-class SactReading(nn.Module, Part):
+class SactReading(nn.Module, Implementation):
     """The term beta gets from the previous position's context (B, heads, T); none for the query-only reading."""
 
-    architectures = (TRANSFORMER,)
     needs_first_pass = False
 
     def __init__(self, heads: int, head_size: int):
@@ -77,13 +105,13 @@ class SactReading(nn.Module, Part):
         return 0
 
 
-@register(SACT_READINGS, "query")
+@implements(SACT_READINGS, "query")
 class QueryReading(SactReading):
     """beta_i = tanh(U_s x_i): the query alone. Cheapest, parallel; drops the paper's dependence on the past
     context, so it measures what an input-dependent temperature gives by itself."""
 
 
-@register(SACT_READINGS, "first_pass")
+@implements(SACT_READINGS, "first_pass")
 class FirstPassReading(SactReading):
     """beta_i = tanh(W_c c0_{i-1} + U_s x_i), c0 the head's plain (tau = 1) context: keeps S eq. 2's dependence on
     what attention read at the previous position, computed for all positions at once."""
@@ -111,31 +139,30 @@ class BlockParts:
 
     def explicit(self) -> bool:
         plain = self.temperature == "none" and self.position_bias == "none" and not self.sentinel
-        return not (plain and SCORES[self.score].fused and self.fused and not self.keep_weights)
+        return not (plain and SCORES.implementation(self.score).fused and self.fused and not self.keep_weights)
 
 
-class MultiHeadAttention(nn.Module):
-    """softmax(Q K^T / sqrt(d_k)) V over `heads` heads (V sec. 3.2.2), with the parts of `BlockParts`."""
+class MultiHeadAttention(Pipeline):
+    """softmax(Q K^T / sqrt(d_k)) V over `heads` heads (V sec. 3.2.2), with the parts of `BlockParts` run through
+    the family's pipeline (nmt_core.attention.Pipeline), as the RNN's attention runs them."""
 
     def __init__(self, size: int, heads: int, dropout: float, cfg: AttentionConfig, parts: BlockParts):
         super().__init__()
         self.heads, self.head_size, self.parts = heads, size // heads, parts
         self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Linear(size, size) for _ in range(4))
-        site = Site(TRANSFORMER, size, self.head_size, self.head_size, heads, step_input_size=size)
-        self.score = SCORES[parts.score](site, cfg)
-        self.temperature = TEMPERATURES[parts.temperature](site, cfg)
-        self.position = POSITION_BIASES[parts.position_bias](site, cfg, self.score)
-        self.sentinel = MECHANISMS["sentinel"](site, cfg, self.score) if parts.sentinel else None
+        site = BlockSite(size, self.head_size, self.head_size, heads, step_input_size=size)
+        named = {"score": parts.score, "temperature": parts.temperature, "position_bias": parts.position_bias}
+        self.build_parts(site, cfg, named, {"sentinel"} if parts.sentinel else set())
         self.dropout = dropout
 
-    def split(self, x: Tensor) -> Tensor:
+    def by_head(self, x: Tensor) -> Tensor:
         """(B, T, D) -> (B, heads, T, d_k)."""
         return x.view(x.size(0), x.size(1), self.heads, self.head_size).transpose(1, 2)
 
     def keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """The keys and values of memory (B, S, D), each (B, heads, S, d_k): computed once per batch for a cross-
         attention, once per step (and cached) for a decoder self-attention."""
-        return self.split(self.W_K(memory)), self.split(self.W_V(memory))
+        return self.by_head(self.W_K(memory)), self.by_head(self.W_V(memory))
 
     def forward(
         self,
@@ -152,7 +179,7 @@ class MultiHeadAttention(nn.Module):
         keys (the localness' I). `carried`: what the parts kept at the previous position (one decoding step); None:
         the T positions are all here and each reads the one before it. Returns the output, the trace and what this
         block carries to the next step."""
-        q = self.split(self.W_Q(x))
+        q = self.by_head(self.W_Q(x))
         if not self.parts.explicit():
             dropout = self.dropout if self.training else 0.0
             out = F.scaled_dot_product_attention(
@@ -163,12 +190,13 @@ class MultiHeadAttention(nn.Module):
             mask = torch.ones(q.size(2), k.size(2), dtype=torch.bool, device=q.device).tril()[None, None]
         return self.explicit(x, q, k, v, mask, key_mask, carried)
 
-    def previous(self, now: Tensor, carried: dict[str, Tensor] | None, name: str, dim: int) -> Tensor:
-        """What position i - 1 had of `now`: shifted from all positions, or what the step before carried under
-        `name` (zeros before the first step)."""
-        if carried is None:
-            return shifted(now, dim)
-        return carried[name] if name in carried else torch.zeros_like(now)
+    def context_before(self, e: Tensor, mask: Tensor | None, step: Step) -> Tensor | None:
+        """c0_{i-1}: each head's context at the position before from a first pass at tau = 1, where the temperature
+        reads a context (SACT's first_pass reading); inside a layer the tempered one would make positions
+        sequential."""
+        if not self.temperature.reads_context:
+            return None
+        return step.state.before(self.temperature.name, step.average(masked_softmax(e, mask).to(step.dtype)))
 
     def explicit(
         self,
@@ -180,33 +208,22 @@ class MultiHeadAttention(nn.Module):
         key_mask: Tensor | None,
         carried: dict[str, Tensor] | None,
     ) -> tuple[Tensor, HeadTrace, dict[str, Tensor]]:
-        """The attention with its parts, spelled out (what the module docstring describes)."""
+        """The attention with its parts, through the family's pipeline (what the module docstring describes)."""
         e = raw = self.score.head_scores(q, k)  # (B, h, T, S)
         keep = torch.ones_like(e, dtype=torch.bool) if mask is None else mask.expand_as(e)
         if key_mask is not None:
             bias, _ = self.position(q, key_mask, AttentionState({}))
             e = e if bias is None else e + bias
-        carry: dict[str, Tensor] = {}
-        previous = None
-        if self.temperature.reads_context:  # the first pass: tau = 1
-            c0, name = torch.matmul(masked_softmax(e, keep).to(v.dtype), v), self.temperature.name
-            previous, carry[name] = self.previous(c0, carried, name, 2), c0[:, :, -1:]
-        tau = self.temperature(x, previous)
-        slot_v = None
-        if self.sentinel is not None:
-            sentinel = self.sentinel.of_block(x, self.previous(x, carried, "sentinel", 1))
-            carry["sentinel"] = x[:, -1:]
-            slot_k, slot_v = self.split(self.W_K(sentinel)), self.split(self.W_V(sentinel))
-            e, keep = with_slot(e, keep, self.score.slot_scores(q, slot_k))  # A eq. 10 with this block's score
-        if tau is not None:
-            e = e / tau.unsqueeze(-1)
-        alpha = masked_softmax(e, keep).to(v.dtype)
-        dropped = F.dropout(alpha, self.dropout, self.training)
-        gate = None
-        if slot_v is None:
-            out = torch.matmul(dropped, v)
-        else:  # c+ = beta s + sum_j alpha_j v_j (A eq. 9 per head); beta is the slot's weight
-            dropped, beta = split_slot(dropped)
-            out = mix_slot(torch.matmul(dropped, v), beta, slot_v)
-            alpha, gate = split_slot(alpha)
+
+        def keyed(sentinel: Tensor) -> tuple[Tensor, Tensor]:
+            """A slot keyed and valued by this block's W^K and W^V, scored by its score (A eq. 10 per head)."""
+            slot_k, slot_v = self.by_head(self.W_K(sentinel)), self.by_head(self.W_V(sentinel))
+            return slot_v, self.score.slot_scores(q, slot_k)
+
+        state = BlockState(carried)
+        step = Step(x, x, None, state, lambda weights: torch.matmul(weights, v), v.dtype, keyed)
+        alpha, tau = self.weigh(e, keep, step)
+        out, _, _ = self.read(F.dropout(alpha, self.dropout, self.training), step)
+        alpha, gate = self.split(alpha)
+        carry = state.carry
         return self.W_O(out.transpose(1, 2).flatten(2)), HeadTrace(alpha, raw, tau, gate), carry

@@ -1,25 +1,31 @@
-"""What an attention part is, and the registries the parts join: one class per `attention.*` value.
+"""What an attention part is, apart from how it is built: the frame of the declarations and their registries.
 
-Every part states, as class attributes and class methods read without building it, what the rest of the project
-asks about a variant: the architectures it serves (`architectures`), the rules it checks against the rest of the
-config (`rules`), its words in a variant label (`label`), the settings that act only with it (`settings`) and which
-diagnostics it has (temperatures: `adaptive`, `tau_bound`). The modules that define parts (nmt_core.attention, the
-RNN's nmt_core.model, the Transformer's nmt_core.multihead) import this module and register into it; nmt_core.registry
-answers questions over the filled registries. This module imports nothing of nmt_core, so no import circle runs
-through it.
+A part is declared once, torch-free (nmt_core.family), as a class of what the rest of the project asks about a
+variant without building it: the architectures it serves (`architectures`), the rules it checks against the rest of
+the config (`rules`), its words in a variant label (`label`), the settings that act only with it (`settings`) and
+which diagnostics it has (temperatures: `adaptive`, `tau_bound`). Config validation, variant labels and the summary
+read only these declarations, so validating a YAML file loads no torch.
+
+The nn.Module that computes a part (nmt_core.attention, the RNN's nmt_core.model, the Transformer's
+nmt_core.multihead) is bound to its declaration by name with `implements`, when the model modules load: building a
+model (nmt_core.build) imports them. This module imports nothing of nmt_core, not even for type hints, so that
+nmt_core.config, which reads the declarations, closes no import circle through it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, TypeVar
-
-if TYPE_CHECKING:
-    from nmt_core.config import AttentionConfig, TrialConfig
+from typing import Any, ClassVar, TypeVar
 
 T = TypeVar("T", bound=type)
 RNN, TRANSFORMER = "rnn", "transformer"  # model.arch
+BOTH = (RNN, TRANSFORMER)
+
+# The config as the declarations read it: nmt_core.config's TrialConfig and AttentionConfig. Named, not imported
+# (not even under TYPE_CHECKING): config imports this layer, and an arrow back would close a circle.
+TrialSettings = Any
+AttentionSettings = Any
 
 
 @dataclass(frozen=True)
@@ -29,47 +35,75 @@ class Rule:
 
     key: str
     allowed: str  # may name the attention config's values: "{a.placement}"
-    holds: Callable[[TrialConfig], bool]
+    holds: Callable[[TrialSettings], bool]
 
-    def message(self, cfg: TrialConfig) -> str:
+    def message(self, cfg: TrialSettings) -> str:
         return self.allowed.format(a=cfg.attention)
 
 
 class Part:
-    """What every registered part answers without being built."""
+    """What every declared part answers without being built."""
 
-    name: ClassVar[str] = ""  # its config value (set by `register`)
+    name: ClassVar[str] = ""  # its config value (set by `declare`)
     architectures: ClassVar[tuple[str, ...]] = (RNN,)  # the model.arch values it has a meaning in
     rules: ClassVar[tuple[Rule, ...]] = ()
     settings: ClassVar[tuple[str, ...]] = ()  # dotted keys that act only with this part (`attention.lambda`: SACT)
 
     @classmethod
-    def label(cls, a: AttentionConfig) -> str | None:
+    def label(cls, a: AttentionSettings) -> str | None:
         """Its word in variant labels; None where it is the default and says nothing."""
         return cls.name
 
 
-class Architecture:
-    """What an encoder-decoder class (`model.arch`) declares about the config: the keys only it reads (the other
-    architecture refuses them away from their defaults), the values it reads in place of a key's common default,
-    and how it writes its variants' labels."""
+class Registry(dict[str, type[Part]]):
+    """config value -> declared part, in declaration order (the order config errors and the schema list them),
+    and the implementations bound to the declarations by name as the model modules load."""
 
-    own_keys: ClassVar[tuple[str, ...]] = ()
-    own_defaults: ClassVar[dict[str, str]] = {}  # key -> what this architecture reads where the config has the default
+    def __init__(self, field: str):
+        super().__init__()
+        self.field = field  # the attention.* key (or on/off flag, for the mechanisms) whose values it holds
+        self.implementations: dict[str, type] = {}
 
-    @classmethod
-    def relabel(cls, cfg: TrialConfig, words: dict[str, str]) -> None:
-        """Adjust the label words of the parts (by their attention.* field) to say what this architecture runs."""
+    def implementation(self, name: str) -> type:
+        """The class that computes the part declared as `name`."""
+        if name not in self.implementations:
+            raise LookupError(f"attention.{self.field}: {name} is declared but nothing implements it")
+        return self.implementations[name]
 
 
-# config value -> part; a part's class owns everything about it
-SCORES: dict[str, type] = {}
-TEMPERATURES: dict[str, type] = {}
-POSITION_BIASES: dict[str, type] = {}
-PLACEMENTS: dict[str, type] = {}  # the RNN's (nmt_core.model)
-SELF_ATTENTIONS: dict[str, type] = {}  # the RNN's (nmt_core.model)
-SACT_READINGS: dict[str, type] = {}  # the Transformer's (nmt_core.multihead): how a head reads SACT's c~_{t-1}
-MECHANISMS: dict[str, type] = {}  # on/off mechanisms by their attention.* flag, in the order the pipeline runs them
+def declare(registry: Registry, name: str) -> Callable[[T], T]:
+    """Class decorator: the declaration answers to `name` (its config value, or its flag in MECHANISMS)."""
+
+    def add(cls: T) -> T:
+        cls.name = name
+        registry[name] = cls
+        return cls
+
+    return add
+
+
+def implements(registry: Registry, name: str) -> Callable[[T], T]:
+    """Class decorator: the class computes the part declared as `name` (a declaration must come first: a misspelt
+    name fails where the module loads, not where a config selects it)."""
+
+    def bind(cls: T) -> T:
+        if name not in registry:
+            raise LookupError(f"attention.{registry.field}: {cls.__name__} implements {name}, which is not declared")
+        cls.name = name
+        registry.implementations[name] = cls
+        return cls
+
+    return bind
+
+
+# config value -> declaration; nmt_core.family fills them
+SCORES = Registry("score")
+TEMPERATURES = Registry("temperature")
+POSITION_BIASES = Registry("position_bias")
+PLACEMENTS = Registry("placement")  # the RNN's
+SELF_ATTENTIONS = Registry("self_attention")  # the RNN's
+SACT_READINGS = Registry("sact_reading")  # the Transformer's: how a head reads SACT's c~_{t-1}
+MECHANISMS = Registry("mechanism")  # on/off mechanisms by their attention.* flag, in the order the pipeline runs them
 SELECTED_BY = {
     "score": SCORES,
     "temperature": TEMPERATURES,
@@ -91,12 +125,8 @@ LABEL_ORDER = (
 )  # as variant labels have always named the parts
 
 
-def register(registry: dict[str, type], name: str) -> Callable[[T], T]:
-    """Class decorator: the part answers to `name` (its config value, or its flag in MECHANISMS)."""
+class Implementation:
+    """A class that computes a declared part: it knows its config value (set by `implements`), under which it keeps
+    its state and names its modules."""
 
-    def add(cls: T) -> T:
-        cls.name = name
-        registry[name] = cls
-        return cls
-
-    return add
+    name: ClassVar[str] = ""

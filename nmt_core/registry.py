@@ -1,46 +1,22 @@
-"""The questions the rest of the project asks the attention registries (the way Sockeye registers its attention).
+"""The questions the rest of the project asks the attention declarations (the way Sockeye registers its attention).
 
-A part is one class registered under its `attention.*` value (nmt_core.parts: what it answers without being built).
-This module imports the architectures, whose modules register the built-in parts as they load, so the registries
-are full whenever it answers: the values config validation allows (`choices`), the parts a config selects
-(`parts_of`), their rules, settings and label words, and whether a temperature is adaptive.
+A part is one declaration under its `attention.*` value (nmt_core.parts, nmt_core.family: what it answers without
+being built), an architecture one under its `model.arch` (nmt_core.architectures). Every module this one imports is
+torch-free, so config validation, labels and the summary load no model: the values config validation allows
+(`choices`), the parts a config selects (`parts_of`), their rules, settings and label words, and whether a
+temperature is adaptive.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nmt_core.architectures import ARCHITECTURES
-from nmt_core.parts import (
-    LABEL_ORDER,
-    MECHANISMS,
-    PLACEMENTS,
-    POSITION_BIASES,
-    SACT_READINGS,
-    SCORES,
-    SELECTED_BY,
-    SELF_ATTENTIONS,
-    TEMPERATURES,
-    Rule,
-    register,
-)
+from nmt_core.family import MECHANISMS, SELECTED_BY, TEMPERATURES
+from nmt_core.parts import LABEL_ORDER, AttentionSettings, Part, Rule, TrialSettings
 
-if TYPE_CHECKING:
-    from nmt_core.config import AttentionConfig, TrialConfig
-
-__all__ = [
-    "ARCHITECTURES",
-    "MECHANISMS",
-    "PLACEMENTS",
-    "POSITION_BIASES",
-    "SACT_READINGS",
-    "SCORES",
-    "SELF_ATTENTIONS",
-    "TEMPERATURES",
-    "Rule",
-    "register",
-]
+__all__ = ["TEMPERATURES"]  # diagnostics and the summary read the temperatures' declarations here
 
 
 def choices() -> dict[str, tuple[str, ...]]:
@@ -53,13 +29,13 @@ def serving(arch: str, key: str) -> tuple[str, ...]:
     return tuple(value for value, part in SELECTED_BY[key].items() if arch in part.architectures)
 
 
-def lookup(key: str, value: Any) -> type | None:
+def lookup(key: str, value: Any) -> type[Part] | None:
     """The part registered for attention.<key> = value; None for a value nothing answers to (a run recorded by a
     version that had it)."""
     return SELECTED_BY[key].get(value)
 
 
-def selected(a: AttentionConfig) -> Iterator[tuple[str, type]]:
+def selected(a: AttentionSettings) -> Iterator[tuple[str, type[Part]]]:
     """(attention field, part) of every part a config selects, in label order, then any other switched-on
     mechanism."""
     for field in LABEL_ORDER + tuple(m for m in MECHANISMS if m not in LABEL_ORDER):
@@ -69,12 +45,12 @@ def selected(a: AttentionConfig) -> Iterator[tuple[str, type]]:
             yield field, MECHANISMS[field]
 
 
-def parts_of(a: AttentionConfig) -> Iterator[type]:
+def parts_of(a: AttentionSettings) -> Iterator[type[Part]]:
     """The parts a config selects, in label order, then any other switched-on mechanism."""
     return (part for _, part in selected(a))
 
 
-def label_words(cfg: TrialConfig) -> list[str]:
+def label_words(cfg: TrialSettings) -> list[str]:
     """A variant's label words: each selected part names itself (None: says nothing), as its architecture writes
     them (the Transformer's score is `transformer`, its SACT names its reading)."""
     a = cfg.attention
@@ -83,14 +59,14 @@ def label_words(cfg: TrialConfig) -> list[str]:
     return list(words.values())
 
 
-def settings(a: AttentionConfig | None = None) -> set[str]:
+def settings(a: AttentionSettings | None = None) -> set[str]:
     """The keys the parts a config selects read (every registered part's with no config): a key some part owns is
     left out of a run's parameters unless a selected part reads it, so MLflow compares what acted."""
     parts = parts_of(a) if a is not None else (p for r in (*SELECTED_BY.values(), MECHANISMS) for p in r.values())
     return {key for part in parts for key in part.settings}
 
 
-def rules_of(cfg: TrialConfig) -> Iterator[Rule]:
+def rules_of(cfg: TrialSettings) -> Iterator[Rule]:
     """The rules of every part the config selects."""
     for part in parts_of(cfg.attention):
         yield from part.rules

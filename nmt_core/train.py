@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from nmt_core import architectures
+from nmt_core import build
 from nmt_core.alignment import guided_alignment_loss
 from nmt_core.attention import coverage_penalty
 from nmt_core.checkpoint import FORMAT as CHECKPOINT_FORMAT
@@ -58,7 +58,7 @@ def use_tensor_cores(device: torch.device) -> None:
 
 
 def build_model(cfg: TrialConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
-    return compile_model(architectures.build_model(cfg.model, cfg.attention, src_vocab, tgt_vocab), cfg.model.compile)
+    return compile_model(build.build_model(cfg.model, cfg.attention, src_vocab, tgt_vocab), cfg.model.compile)
 
 
 def native_bf16(device: torch.device) -> bool:

@@ -26,10 +26,9 @@ from torch import Tensor, nn
 from nmt_core.attention import AttentionOutput
 from nmt_core.model import PAD, DecoderTrace
 from nmt_core.multihead import BlockParts, HeadTrace, MultiHeadAttention
-from nmt_core.parts import TEMPERATURES, Architecture
 
 if TYPE_CHECKING:
-    from nmt_core.config import AttentionConfig, ModelConfig, TrialConfig
+    from nmt_core.config import AttentionConfig, ModelConfig
 
 
 def sinusoids(start: int, length: int, size: int, like: Tensor) -> Tensor:
@@ -312,31 +311,9 @@ class Decoder(nn.Module):
         return self.output(h), self.trace(selfs, crosses)
 
 
-class Transformer(nn.Module, Architecture):
-    """Encoder and decoder stacks of `model.layers` layers each (V sec. 3)."""
-
-    own_keys = (  # what only the Transformer reads; the RNN refuses them away from their defaults
-        "model.layers",
-        "model.heads",
-        "model.ff_size",
-        "model.norm",
-        "attention.sact_reading",
-        "attention.temperature_at",
-        "attention.position_layers",
-    )
-    own_defaults = {"attention.score": "scaled_dot"}  # Vaswani's, where the config keeps the RNN's default
-
-    @classmethod
-    def relabel(cls, cfg: TrialConfig, words: dict[str, str]) -> None:
-        """`transformer` for the score (`transformer-dot` for another), SACT's word with its reading, and where the
-        temperature acts when that is not the cross-attention: e.g. transformer+sact4-first_pass@both+sentinel."""
-        a = cfg.attention
-        own = a.score == cls.own_defaults["attention.score"]
-        words["score"] = "transformer" if own else f"transformer-{words['score']}"
-        if "attention.sact_reading" in TEMPERATURES[a.temperature].settings:
-            words["temperature"] += f"-{a.sact_reading}"
-        if a.temperature != "none" and a.temperature_at != "cross":
-            words["temperature"] += f"@{a.temperature_at}"
+class Transformer(nn.Module):
+    """Encoder and decoder stacks of `model.layers` layers each (V sec. 3); what it is to the config is declared in
+    nmt_core.architectures."""
 
     def __init__(self, model: ModelConfig, attention: AttentionConfig, src_vocab: int, tgt_vocab: int):
         super().__init__()

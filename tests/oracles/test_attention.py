@@ -5,9 +5,9 @@ import itertools
 import pytest
 import torch
 
-from nmt_core.attention import SCORES, TEMPERATURES
 from nmt_core.config import CHOICES
 from nmt_core.model import PAD, Seq2Seq
+from nmt_core.parts import SCORES, TEMPERATURES
 from tests.conftest import tiny_config
 
 SCORES_UNDER_TEST = ["dot", "general", "concat", "scaled_dot", "key_value"]

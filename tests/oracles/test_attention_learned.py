@@ -15,8 +15,8 @@ import math
 import pytest
 import torch
 
-from nmt_core.architectures import build_model
 from nmt_core.attention import Attention
+from nmt_core.build import build_model
 from nmt_core.config import ConfigError, build_config
 from nmt_core.diagnostics import TAU_AT_BOUND, AttentionDiagnostics
 from nmt_core.registry import is_adaptive

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from nmt_core.architectures import build_model
+from nmt_core.build import build_model
 from nmt_core.data import Example, collate
 from nmt_core.model import BOS, EOS, PAD
 from nmt_core.train import batch_loss

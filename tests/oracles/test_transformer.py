@@ -12,7 +12,7 @@ import torch
 import yaml
 from torch.nn import functional as F
 
-from nmt_core.architectures import build_model
+from nmt_core.build import build_model
 from nmt_core.config import ConfigError, build_config, parse_overrides
 from nmt_core.data import Example, make_batches
 from nmt_core.decode import beam_search, greedy

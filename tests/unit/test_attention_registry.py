@@ -1,7 +1,7 @@
-"""A variant is one class, for both architectures: a toy score and a toy adaptive temperature, defined and
-registered here only, go through config validation, one training step, greedy and beam decoding, the dev
-diagnostics, a variant label and a summary row in the RNN and in the Transformer, without any other file knowing
-them."""
+"""A variant is one declaration and one class that computes it, for both architectures: a toy score and a toy
+adaptive temperature, declared and implemented here only, go through config validation, one training step, greedy
+and beam decoding, the dev diagnostics, a variant label and a summary row in the RNN and in the Transformer, without
+any other file knowing them."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ import torch
 from torch import Tensor, nn
 
 from nmt_core import diagnostics
-from nmt_core.architectures import build_model
-from nmt_core.attention import SCORES, TEMPERATURES, AttentionState, Memory, Score, Site, Temperature, register
+from nmt_core.attention import AttentionState, Memory, Score, Site, Temperature
+from nmt_core.build import build_model
 from nmt_core.config import CHOICES, AttentionConfig, ConfigError, build_config
 from nmt_core.data import Example, collate
 from nmt_core.decode import beam_search, greedy
+from nmt_core.family import TemperaturePart
 from nmt_core.model import PAD
-from nmt_core.registry import Rule, is_adaptive
+from nmt_core.parts import SCORES, TEMPERATURES, Part, Rule, declare, implements
+from nmt_core.registry import is_adaptive
 from nmt_core.train import batch_loss, build_optimizer, dev_pass, optimizer_step
 from sweeper.space import variant_label
 from sweeper.summary import TrialRecord, build_summary
@@ -33,11 +35,15 @@ def unit(x: Tensor) -> Tensor:
     return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-6)
 
 
+class Cosine(Part):
+    """The toy score declared: it serves both architectures."""
+
+    architectures = ("rnn", "transformer")
+
+
 class CosineScore(Score):
     """e = g cos(q, k): a learned gain g on the cosine of query and key (scale-free, unlike q^T k). The RNN compares
     s_t with h_i (`keys` once per batch, `forward` each step); a Transformer block its heads' q with their k."""
-
-    architectures = ("rnn", "transformer")
 
     def __init__(self, site: Site, cfg: AttentionConfig):
         super().__init__(site, cfg)
@@ -53,9 +59,8 @@ class CosineScore(Score):
         return self.gain * torch.matmul(unit(q), unit(k).transpose(-1, -2))
 
 
-class GatedTemperature(Temperature):
-    """tau = tau^(2 sigmoid(u^T x) - 1), in (1/tau, tau): a per-token temperature read from the step's input alone
-    (s_t, or a Transformer block's x_i), one u per head."""
+class Gated(TemperaturePart):
+    """The toy temperature declared: adaptive, bounded by attention.tau, which acts only with it."""
 
     adaptive = True
     settings = ("attention.tau",)  # in a run's parameters with this temperature only
@@ -67,10 +72,6 @@ class GatedTemperature(Temperature):
         ),
     )
 
-    def __init__(self, site: Site, cfg: AttentionConfig):
-        super().__init__(site, cfg)
-        self.u = nn.Linear(site.input_size, site.heads, bias=False)
-
     @classmethod
     def label(cls, a: AttentionConfig) -> str | None:
         return f"gated{a.tau:g}"
@@ -79,17 +80,30 @@ class GatedTemperature(Temperature):
     def tau_bound(cls, a: AttentionConfig) -> float | None:
         return a.tau
 
+
+class GatedTemperature(Temperature):
+    """tau = tau^(2 sigmoid(u^T x) - 1), in (1/tau, tau): a per-token temperature read from the step's input alone
+    (s_t, or a Transformer block's x_i), one u per head."""
+
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
+        self.u = nn.Linear(site.input_size, site.heads, bias=False)
+
     def forward(self, query: Tensor, previous: Tensor | None) -> Tensor | None:
         return torch.exp((2 * torch.sigmoid(self.site.per_head(self.u(query))) - 1) * math.log(self.cfg.tau))
 
 
 @pytest.fixture
 def toy_parts():
-    """The two toy parts registered for one test and taken out after it (the suite's registries stay built-in)."""
-    register(SCORES, "toy_cosine")(CosineScore)
-    register(TEMPERATURES, "toy_gated")(GatedTemperature)
+    """The two toy parts declared and implemented for one test and taken out after it (the suite's registries stay
+    built-in)."""
+    declare(SCORES, "toy_cosine")(Cosine)
+    implements(SCORES, "toy_cosine")(CosineScore)
+    declare(TEMPERATURES, "toy_gated")(Gated)
+    implements(TEMPERATURES, "toy_gated")(GatedTemperature)
     yield
     del SCORES["toy_cosine"], TEMPERATURES["toy_gated"]
+    del SCORES.implementations["toy_cosine"], TEMPERATURES.implementations["toy_gated"]
 
 
 def _config(arch: str = "rnn", **attention):

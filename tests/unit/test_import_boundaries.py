@@ -1,5 +1,6 @@
 """nmt_core knows nothing of Ray, MLflow or Optuna: importing the model, the data and training must not load them
-(a trial's process, `nmt train` and the oracles stay light); and importing sweeper sets no environment variable."""
+(a trial's process, `nmt train` and the oracles stay light); the config stands on the parts' declarations, not on
+the models, so validating one needs no torch; and importing sweeper sets no environment variable."""
 
 from __future__ import annotations
 
@@ -23,6 +24,31 @@ def test_importing_nmt_core_loads_no_ray_mlflow_or_optuna():
         )
     )
     assert loaded == []
+
+
+def test_configs_of_both_architectures_validate_and_label_without_torch():
+    """With torch unimportable (`sys.modules["torch"] = None` makes `import torch` raise), nmt_core.config builds a
+    config of each architecture with every kind of part, refuses a bad one in its one line, and the registry labels
+    them: what `--help`, `sweeper validate` and a notebook's `import sweeper` need loads no model."""
+    code = (
+        "import json, sys\n"
+        "sys.modules['torch'] = None\n"
+        "from nmt_core.config import ConfigError, build_config\n"
+        "from nmt_core.registry import label_words\n"
+        "rnn = {'attention': {'score': 'concat', 'temperature': 'sact', 'coverage': True, 'position_bias': 'log'}}\n"
+        "heads = {'model': {'arch': 'transformer'}, 'attention': {'temperature': 'learned', 'sentinel': True,\n"
+        "         'position_bias': 'gaussian'}}\n"
+        "labels = [label_words(build_config(raw)) for raw in (rnn, heads)]\n"
+        "try:\n"
+        "    build_config({'model': {'arch': 'transformer'}, 'attention': {'score': 'concat'}})\n"
+        "except ConfigError as error:\n"
+        "    labels.append(str(error))\n"
+        "print(json.dumps(labels))"
+    )
+    rnn, heads, refused = json.loads(_run(code))
+    assert rnn == ["concat", "sact4", "coverage", "pos-log"]
+    assert heads == ["transformer", "learned4", "sentinel", "pos-gaussian"]
+    assert refused.startswith("<config>: attention.score: must be one of dot, scaled_dot with model.arch transformer")
 
 
 def test_importing_sweeper_sets_no_environment_variable():

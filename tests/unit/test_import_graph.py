@@ -3,8 +3,10 @@ imports sweeper). Read from the source with `ast`, so a circle shows here before
 import order and not another.
 
 Every import is an arrow, a lazy one inside a function too (it hides a circle, it does not remove it), and so is
-`importlib.import_module("...")` with a literal name (one with a computed name is refused: it hides its arrow);
-an import under `if TYPE_CHECKING:` (type hints only) is not.
+`importlib.import_module("...")` with a literal name (one with a computed name is refused: it hides its arrow),
+and so is an import under `if TYPE_CHECKING:`: a circle of type hints alone still ties its modules into one, where
+none can be read or loaded without the others (#60: config read the models' declarations, which named config's
+types).
 A package's modules are its files; importing a package means its `__init__`. Add a package to PACKAGES (sweeper/)
 and its own forbidden imports to NEVER to hold it to the same drawing.
 """
@@ -30,15 +32,6 @@ def modules(package: str) -> dict[str, Path]:
     return {module_name(path): path for path in sorted((ROOT / package).rglob("*.py"))}
 
 
-def _type_checking(node: ast.AST) -> bool:
-    if not isinstance(node, ast.If):
-        return False
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _import_module_call(node: ast.AST) -> str | None:
     """The literal name of `importlib.import_module("name")` or `import_module("name")`."""
     if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)):
@@ -49,13 +42,9 @@ def _import_module_call(node: ast.AST) -> str | None:
 
 
 def arrows(tree: ast.AST) -> list[list[str]]:
-    """The names each import in the tree may load (`from p import m` may load p and p.m), type hints' aside."""
+    """The names each import in the tree may load (`from p import m` may load p and p.m), type hints' too."""
     found = []
     for node in ast.iter_child_nodes(tree):
-        if _type_checking(node):
-            for child in node.orelse:
-                found += arrows(ast.Module(body=[child], type_ignores=[]))
-            continue
         if isinstance(node, ast.Import):
             found.append([alias.name for alias in node.names])
         elif isinstance(node, ast.ImportFrom):
@@ -139,9 +128,9 @@ def test_no_module_is_imported_by_a_computed_name(package):
     assert hidden == []
 
 
-def test_the_reader_sees_every_arrow_but_type_hints():
-    """The test can fail: two modules that import each other are one circle, a lazy import or an importlib call
-    included; an import under TYPE_CHECKING is no arrow."""
+def test_the_reader_sees_every_arrow_type_hints_too():
+    """The test can fail: two modules that import each other are one circle, a lazy import, an importlib call and
+    an import under TYPE_CHECKING included."""
     sources = {
         "p.a": "import p.b\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from p import c\n",
         "p.b": "import importlib\ndef f():\n    importlib.import_module('p.c')\n",
@@ -151,5 +140,5 @@ def test_the_reader_sees_every_arrow_but_type_hints():
     edges = {
         name: {t for names in arrows(ast.parse(text)) for t in names} & set(sources) for name, text in sources.items()
     }
-    assert edges == {"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}, "p.d": {"p.a"}}
+    assert edges == {"p.a": {"p.b", "p.c"}, "p.b": {"p.c"}, "p.c": {"p.a"}, "p.d": {"p.a"}}
     assert cycles(edges) == [["p.a", "p.b", "p.c"]]
