@@ -17,6 +17,7 @@ from nmt_core.config import BOUNDS, ConfigError, TrialConfig, build_config, load
 from nmt_core.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_bounded, read_lines
 from nmt_core.data import Example, Vocab, cut_long, surface, tokenize
 from nmt_core.evaluate import attention_alignment, trace_table, write_traces
+from nmt_core.faults import add_debug, report
 from nmt_core.gate import (
     append_line,
     check_output_folder,
@@ -305,11 +306,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse and run the subcommand; its refusals are one line (exit 2), and whatever else is raised is the last-resort
+    handler's one line (nmt_core/faults.py: exit 2 for a store that failed, 1 for a fault, the traceback behind
+    --debug)."""
     parser = build_parser()
+    add_debug(parser)
     enable_completion(parser)
     args = parser.parse_args(argv)
     try:
-        configure_network(ConfigError)  # MLflow's calls (--model) bounded by $NMT_SWEEPER_TIMEOUT
+        configure_network(ConfigError)  # MLflow's calls (--model) under a deadline and a cap ($NMT_SWEEPER_TIMEOUT)
         return args.func(args)
     except (ConfigError, CorpusError, checkpoint.CheckpointError) as err:
         print(f"nmt: error: {one_line(err)}", file=sys.stderr)  # the gate out: one line, no control character
@@ -317,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingDiverged as err:
         print(f"nmt: training diverged: {one_line(err)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("nmt: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - the last resort: one line, never a traceback
+        return report("nmt", err, args.debug)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ such part replaced by ***; every other line that shows a URI shows it through `r
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -257,6 +259,27 @@ def _hidden(text: str, bare_address: bool) -> str:
 def _cut(text: str) -> str:
     """At most SHOWN characters, then '...'; escaped (a URI's own length is no news in an error line)."""
     return escape(text) if len(text) <= SHOWN else escape(text[:SHOWN]) + "..."
+
+
+# in free text (a server's error, a library's exception): a URL's userinfo, a `key=value` or `"key": "value"` whose
+# key names a secret, and an Authorization header's scheme and token
+TEXT_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@]+@")
+TEXT_PAIR = re.compile(r"""([A-Za-z_][\w.\-]*)(["']?\s*(?:[=:]|%3[DdAa])\s*["']?)([^\s"'&;,?#}\]]+)""")
+TEXT_AUTHORIZATION = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[\w.~+/=\-]{4,}")
+MIN_SECRET = 6  # an environment variable's value shorter than this is no secret worth hiding (it would hide words)
+
+
+def hide_secrets(text: str) -> str:
+    """Free text (a server's or a library's message) with every credential it may carry replaced by ***: a URL's
+    userinfo, the value of a key that names a secret (`password=`, `aws_secret_access_key: `, `"token": "`), an
+    Authorization header's token, and the value of every secret-named environment variable (RAY_AUTH_TOKEN,
+    MLFLOW_TRACKING_PASSWORD, AWS_SECRET_ACCESS_KEY, ...) wherever it appears."""
+    for name, value in os.environ.items():
+        if len(value) >= MIN_SECRET and value in text and _is_secret_key(name):
+            text = text.replace(value, HIDDEN)
+    text = TEXT_USERINFO.sub(lambda m: f"{m[1]}{HIDDEN}@", text)
+    text = TEXT_AUTHORIZATION.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}", text)
+    return TEXT_PAIR.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}" if _is_secret_key(m[1]) else m[0], text)
 
 
 def check_uri(uri: Any, kind: str, key: str, source: str) -> str:

@@ -1,17 +1,19 @@
 """The one gate: what comes in is checked here, and what goes out in a message is shown through here.
 
-Out: every message a user sees passes `one_line` (control characters escaped, so no ESC byte reaches a terminal;
-one line; bounded), and every user value in it passes `clip` or `shown` (at most SHOWN_CHARS characters) or, for a
-URI, `credentials.redact` (never a credential).
+Out: every message a user sees passes `one_line` (credentials hidden, control and format characters escaped, so no
+ESC byte or bidi override reaches a terminal; one line; at most LINE_BYTES bytes), and every user value in it passes
+`clip` or `shown` (escaped, then cut to SHOWN_CHARS bytes) or, for a URI, `credentials.redact` (never a
+credential); normal output (logs, tables, translations) passes `printable`.
 In: files are read by `read_regular` (regular files only, opened without blocking so that a FIFO cannot hang,
 bounded before they are read, optionally confined below a folder and never through a link there); a value tree
 from Python (a dict through the API) passes `check_tree` with a file's limits (size, depth, no shared or circular
 parts, plain YAML types, finite numbers); arguments that name things pass `check_text`. Writes go through
 `output_folder` and `write_file` (never through a link, never over something that is not a regular file, whole or
 not at all). Every network call takes `network_timeout()` seconds at most, which the user sets with
-TIMEOUT_VARIABLE.
+TIMEOUT_VARIABLE (a total deadline and a size cap for HTTP: nmt_core/network.py).
 
-This module imports nothing of the project: errors are made by the caller's `error(key, message, source)`, so
+This module imports nothing of the project at import time (one_line borrows credentials.hide_secrets when called):
+errors are made by the caller's `error(key, message, source)`, so
 nmt_core and sweeper raise their own one-line types (ConfigError, SpecError, CorpusError) through the same rules.
 """
 
@@ -28,7 +30,7 @@ from typing import Any
 
 SHOWN_CHARS = 100  # at most this much of any user value in a message
 PATH_CHARS = 256  # a path is shown up to a file name's length (255), so that the folder it names stays readable
-LINE_CHARS = 2000  # a whole message, whatever it holds: the last bound
+LINE_BYTES = 560  # a whole message, whatever it holds: the last bound (with "sweeper: error: ", under 600 bytes)
 MAX_BYTES = 1_000_000  # a sweep space, a trial config or a sweep's state: a few kB; 1 MB is plenty
 MAX_DEPTH = 32  # nesting levels of a YAML document, a dict or a state file
 NAME_MAX = 255  # bytes in one part of a path (Linux and macOS)
@@ -45,41 +47,70 @@ ErrorType = Callable[[str, str, str], Exception]
 
 
 def escape(text: str) -> str:
-    """`text` with every character that is not printable written as Python writes it (`\\x1b`, `\\n`, `\\u2028`):
-    no terminal control sequence and no line break survives."""
+    """`text` with every character that is not printable written as Python writes it (`\\x1b`, `\\n`, `\\u2028`,
+    `\\u202e`): no C0 or C1 control, line break, bidi override or other format character survives."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def printable(text: str) -> str:
+    """Normal output (a log, a table, a translation) as a terminal may show it: each line escaped as `escape` does,
+    the line breaks and tabs kept."""
+    if text.isprintable():
+        return text
+    return "\n".join("\t".join(escape(part) for part in line.split("\t")) for line in text.split("\n"))
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` bytes of UTF-8, never inside a character."""
+    data = text.encode("utf-8", "backslashreplace")
+    return text if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
+
+
 def clip(text: Any, limit: int = SHOWN_CHARS) -> str:
-    """A user's text (a key, a name, a path) escaped and cut to `limit` characters, saying how long it was."""
+    """A user's text (a key, a name, a path) escaped, then cut to `limit` bytes, saying how long it was: cut after
+    escaping, so that what is shown is bounded whatever it held."""
     text = text if isinstance(text, str) else str(text)
-    if len(text) > limit:
-        return f"{escape(text[:limit])}... ({len(text):,} characters)"
-    return escape(text)
+    shown_text = escape(text)
+    if len(shown_text.encode("utf-8", "backslashreplace")) > limit:
+        return f"{cut(shown_text, limit)}... ({len(text):,} characters)"
+    return shown_text
 
 
 def clip_path(path: Any) -> str:
-    """A path, escaped and cut to PATH_CHARS characters."""
+    """A path, escaped and cut to PATH_CHARS bytes."""
     return clip(os.fspath(path) if isinstance(path, os.PathLike) else path, PATH_CHARS)
 
 
 def shown(value: Any) -> str:
-    """The repr of a value cut to SHOWN_CHARS characters: an error line never echoes a huge value. An integer too
-    long for Python to print (over 4,300 digits) is named by its length."""
+    """The repr of a value, escaped and cut to SHOWN_CHARS bytes: an error line never echoes a huge value. An integer
+    too long for Python to print (over 4,300 digits) is named by its length, and a value whose repr fails (a hostile
+    object) by its type."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4096:
         return f"an integer of about {int(value.bit_length() * math.log10(2)):,} digits"
     try:
         text = repr(value)
+        if not isinstance(text, str):
+            raise TypeError("__repr__ returned no string")
     except (ValueError, RecursionError):  # a deep or circular value, or a huge integer inside one
         return f"a {type(value).__name__} too large to show"
-    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
+    except Exception:  # noqa: BLE001 - an object whose __repr__ raises is named, never trusted
+        return f"a {type(value).__name__} that cannot be shown"
+    return clip(text)
 
 
 def one_line(message: Any) -> str:
-    """The last step before a message reaches a person: one line, control characters escaped, at most LINE_CHARS."""
-    return clip(str(message), LINE_CHARS)
+    """The last step before a message reaches a person: credentials hidden (nmt_core/credentials.py hide_secrets),
+    one line, control and format characters escaped, at most LINE_BYTES bytes."""
+    from nmt_core.credentials import hide_secrets  # imported here: credentials builds on this module
+
+    try:
+        text = message if isinstance(message, str) else str(message)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ raises
+        text = f"{type(message).__name__} (its message cannot be shown)"
+    text = escape(hide_secrets(text[: 8 * LINE_BYTES]))
+    return text if len(text.encode("utf-8")) <= LINE_BYTES else cut(text, LINE_BYTES - 7) + " (cut)"
 
 
 # ---- in: arguments, value trees ----
@@ -316,10 +347,15 @@ def network_environment(error: ErrorType | None = None) -> dict[str, str]:
         "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
         "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
         "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
+        "PGCONNECT_TIMEOUT": str(max(2, math.ceil(seconds))),  # libpq's connect (psycopg2: a PostgreSQL store)
     }
 
 
 def configure_network(error: ErrorType | None = None) -> None:
-    """Set network_environment() where the user set nothing (a value already set wins); the entry points call it."""
+    """Set network_environment() where the user set nothing (a value already set wins), and put every HTTP call of
+    this process under a total deadline and a size cap (nmt_core/network.py); the entry points call it."""
+    from nmt_core import network  # imported here: it imports requests, which a command without a network skips
+
     for key, value in network_environment(error).items():
         os.environ.setdefault(key, value)
+    network.install()

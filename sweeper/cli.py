@@ -15,6 +15,7 @@ from typing import Any
 
 from nmt_core.cli_common import GateParser, add_version, enable_completion
 from nmt_core.config import parse_overrides
+from nmt_core.faults import add_debug, report, traceback_text
 from nmt_core.gate import clip_path, escape, one_line
 from sweeper import api
 
@@ -351,15 +352,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse, call the API function of the subcommand (`args.func`), and print its one-line error if it refuses:
-    every check lives in the API (sweeper/api.py check_arguments), and every line passes the gate out."""
+    every check lives in the API (sweeper/api.py check_arguments), and every line passes the gate out. Whatever
+    else is raised (a server's, a library's or this program's error) is the last-resort handler's one line
+    (nmt_core/faults.py): exit 2 for a store or server that failed, 1 for a fault, the traceback behind --debug."""
     parser = build_parser()
+    add_debug(parser)
     enable_completion(parser)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
     except api.SweeperError as err:  # bad input (exit 2), a summary with no finished trial yet (exit 1)
+        if args.debug and err.fault is not None:
+            sys.stderr.write(traceback_text(err.fault))
         print(f"sweeper: error: {one_line(err)}", file=sys.stderr)
         return err.exit_code
+    except KeyboardInterrupt:
+        print("sweeper: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - the last resort: one line, never a traceback
+        return report("sweeper", err, args.debug)
 
 
 if __name__ == "__main__":
