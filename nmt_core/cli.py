@@ -23,6 +23,7 @@ from nmt_core.gate import (
     check_output_folder,
     clip_path,
     configure_network,
+    escape,
     one_line,
     output_folder,
     shown,
@@ -120,7 +121,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     loaded = load_model(args)
     lines = decode_lines(read_bounded(sys.stdin.buffer, "stdin"), "stdin")
     hypotheses, _, _ = translate_lines(lines, loaded, args.beam or loaded.config.decode.beam_size, "stdin")
-    sys.stdout.write("".join(h + "\n" for h in hypotheses))
+    sys.stdout.write("".join(escape(h) + "\n" for h in hypotheses))  # a model's words shown, never acted on
     return 0
 
 
@@ -238,7 +239,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     )
     rng = random.Random(args.seed)
     for src, tgt in rng.sample(corpus.splits["train"], min(args.samples, len(corpus.splits["train"]))):
-        print(f"  | {src}\n  | {tgt}\n")
+        print(f"  | {escape(src)}\n  | {escape(tgt)}\n")
     return 0
 
 

@@ -266,6 +266,8 @@ def _cut(text: str) -> str:
 TEXT_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@]+@")
 TEXT_PAIR = re.compile(r"""([A-Za-z_][\w.\-]*)(["']?\s*(?:[=:]|%3[DdAa])\s*["']?)([^\s"'&;,?#}\]]+)""")
 TEXT_AUTHORIZATION = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[\w.~+/=\-]{4,}")
+TEXT_SECRET_WORDS = ("secret", "password", "passwd", "pwd", "token", "credential", "credentials", "signature", "sig")
+TEXT_SECRET_WORDS += ("apikey", "accesskey", "privatekey")
 MIN_SECRET = 6  # an environment variable's value shorter than this is no secret worth hiding (it would hide words)
 
 
@@ -279,7 +281,17 @@ def hide_secrets(text: str) -> str:
             text = text.replace(value, HIDDEN)
     text = TEXT_USERINFO.sub(lambda m: f"{m[1]}{HIDDEN}@", text)
     text = TEXT_AUTHORIZATION.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}", text)
-    return TEXT_PAIR.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}" if _is_secret_key(m[1]) else m[0], text)
+    return TEXT_PAIR.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}" if _names_secret(m[1]) else m[0], text)
+
+
+def _names_secret(key: str) -> bool:
+    """In free text, a key whose last word names a secret (`password`, `aws_secret_access_key`, `X-Amz-Signature`);
+    a key that merely holds such a word (`train.token_budget: must be ...`) is a setting, shown."""
+    words = "".join(c if c.isalnum() else " " for c in key.lower()).split()
+    if not words:
+        return False
+    last, before = words[-1], words[-2] if len(words) > 1 else ""
+    return last in TEXT_SECRET_WORDS or (last == "key" and before in ("secret", "access", "api", "private"))
 
 
 def check_uri(uri: Any, kind: str, key: str, source: str) -> str:

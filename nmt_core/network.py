@@ -34,7 +34,7 @@ from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout
 ANSWER_BYTES = 64 * 2**20  # an API answer (MLflow's search of a thousand runs is a few MB)
 DOWNLOAD_BYTES = 8 * 2**30  # a streamed download: an artifact file, at most a checkpoint's bound
 DOWNLOAD_S = 600.0  # a streamed download's deadline: a model over a slow link takes minutes, never hours
-CHUNK = 64 * 2**10
+GRACE_S = 0.5  # the watchdog fires this long after the deadline: a read that times out at it ends by its own timeout
 
 _local = threading.local()  # the call this thread is making: its Scope, while one is open
 
@@ -59,7 +59,7 @@ class Scope:
         """(Re)start the watchdog for what is left until the deadline."""
         if self.timer is not None:
             self.timer.cancel()
-        self.timer = threading.Timer(max(0.0, self.deadline - time.monotonic()), self.expire)
+        self.timer = threading.Timer(max(0.0, self.deadline - time.monotonic()) + GRACE_S, self.expire)
         self.timer.daemon = True
         self.timer.start()
 

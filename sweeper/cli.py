@@ -16,7 +16,7 @@ from typing import Any
 from nmt_core.cli_common import GateParser, add_version, enable_completion
 from nmt_core.config import parse_overrides
 from nmt_core.faults import add_debug, report, traceback_text
-from nmt_core.gate import clip_path, escape, one_line
+from nmt_core.gate import clip_path, escape, one_line, printable
 from sweeper import api
 
 RESUME_HELP = """finish an interrupted sweep: trials that finished are kept and not re-run, unfinished and
@@ -84,7 +84,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         added=tuple(args.added),
         chosen=tuple(args.chosen),
     )
-    print(done.markdown)
+    print(printable(done.markdown))
     print(
         f"written to {clip_path(done.folder)}/ (summary.md"
         f"{', bleu_table.csv' if args.format == 'csv' else ''}{', bleu_table.tex' if args.format == 'latex' else ''}"
@@ -151,9 +151,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(json.loads(frame.to_json(orient="records", date_format="iso")))
     else:
-        print(
-            table(frame.astype(object).where(frame.notna(), None).to_dict("records")) or f"no sweeps in {args.storage}"
-        )
+        rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+        print(printable(table(rows) or f"no sweeps in {args.storage}"))
     return 0
 
 
@@ -166,7 +165,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print_json(asdict(info))
     else:
-        print("\n".join(describe(info)))
+        print(printable("\n".join(describe(info))))
     return 0
 
 
@@ -177,9 +176,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"message": done.message, "sweep": asdict(done.sweep)})
     else:
-        print(done.message)
+        print(printable(done.message))
         if args.wait:
-            print(f"sweep {args.name}: {done.sweep.state}")
+            print(printable(f"sweep {args.name}: {done.sweep.state}"))
     return 0
 
 
@@ -188,8 +187,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"name": args.name, "source": log.source, "text": log.text})
     else:
-        print(f"# {log.source}", file=sys.stderr)  # where it came from; the log itself on stdout
-        sys.stdout.write(log.text)
+        print(f"# {one_line(log.source)}", file=sys.stderr)  # where it came from; the log itself on stdout
+        sys.stdout.write(printable(log.text))  # a terminal's escapes in a log are shown, not acted on
     return 0
 
 
@@ -199,8 +198,10 @@ def cmd_promote(args: argparse.Namespace) -> int:
         print_json(done)
     else:
         print(
-            f"trial {done['trial']} of sweep {done['name']}: model models:/{done['model_id']} "
-            f"(runs:/{done['run_id']}/model, {done['bytes'] / 1e6:.1f} MB)"
+            printable(
+                f"trial {done['trial']} of sweep {done['name']}: model models:/{done['model_id']} "
+                f"(runs:/{done['run_id']}/model, {done['bytes'] / 1e6:.1f} MB)"
+            )
         )
     return 0
 
