@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.hostile import BEHAVIOURS, ESCAPES, SECRET, hostile_server  # noqa: E402
 
-CASE_S = 25.0  # with NMT_SWEEPER_TIMEOUT=2: a bounded case ends long before
+CASE_S = 20.0  # with NMT_SWEEPER_TIMEOUT=2: a bounded case ends long before
 MEMORY_BYTES = 3 * 2**30  # the worker's address space: a flood that is not capped ends in MemoryError
 PIECES = ("Qz7kR", "Wx8mT", "Vp9nY")  # pieces of SECRET: none may be shown
 SPACE = """name: fuzz
@@ -106,13 +106,15 @@ class Worker:
     def start(self) -> None:
         read, write = os.pipe()
         env = {**os.environ, "PYTHONPATH": str(self.tree), "GATE_MEMORY": str(MEMORY_BYTES), "GATE_SECRET": SECRET}
+        env["GATE_REPORT_FD"] = str(write)
         self.process = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("gate_contract_worker.py"))],
             stdin=subprocess.PIPE, text=True, pass_fds=(write,), env=env,
-            cwd=tempfile.gettempdir(), preexec_fn=lambda: os.dup2(write, 3),
+            cwd=tempfile.gettempdir(),
         )  # fmt: skip
         os.close(write)
         self.results = os.fdopen(read)
+        assert self.results.readline() == "ready\n", "the worker did not start"  # its imports take their time
 
     def run(self, case: dict) -> dict | None:
         self.process.stdin.write(json.dumps(case) + "\n")

@@ -1,5 +1,6 @@
 """benchmarks/gate_contract.py's worker: run in the tree under test (PYTHONPATH), one case a line on stdin, its
-result a JSON line on fd 3; the case's stdout and stderr go to out.txt and err.txt at the file descriptors."""
+result a JSON line on the descriptor GATE_REPORT_FD; the case's stdout and stderr go to out.txt and err.txt at the
+file descriptors."""
 
 import io
 import json
@@ -11,7 +12,16 @@ import traceback
 
 MEMORY, SECRET = int(os.environ["GATE_MEMORY"]), os.environ["GATE_SECRET"]
 resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-report = os.fdopen(3, "w")
+report = os.fdopen(int(os.environ["GATE_REPORT_FD"]), "w")
+import mlflow.tracking  # noqa: E402, F401
+import ray.job_submission  # noqa: E402, F401
+
+import nmt_core.cli  # noqa: E402, F401 - imported before the first case: a case's time is its own, not imports'
+import sweeper.api  # noqa: E402, F401
+import sweeper.cli  # noqa: E402, F401
+
+report.write("ready\n")
+report.flush()
 
 
 class Hostile:

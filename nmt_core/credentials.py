@@ -264,7 +264,10 @@ def _cut(text: str) -> str:
 # in free text (a server's error, a library's exception): a URL's userinfo, a `key=value` or `"key": "value"` whose
 # key names a secret, and an Authorization header's scheme and token
 TEXT_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@]+@")
-TEXT_PAIR = re.compile(r"""([A-Za-z_][\w.\-]*)(["']?\s*(?:[=:]|%3[DdAa])\s*["']?)([^\s"'&;,?#}\]]+)""")
+TEXT_PAIR = re.compile(  # a key that ends in a secret's name (checked by _names_secret), its separator, its value
+    r"""(?i)([a-z0-9_.\-]*(?:secret|passw(?:or)?d|pwd|token|credentials?|signature|sig|(?:api|access|private|secret)_?key))"""
+    r"""(["']?\s*(?:[=:]|%3[da])\s*["']?)([^\s"'&;,?#}\]]+)"""
+)
 TEXT_AUTHORIZATION = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[\w.~+/=\-]{4,}")
 TEXT_SECRET_WORDS = ("secret", "password", "passwd", "pwd", "token", "credential", "credentials", "signature", "sig")
 TEXT_SECRET_WORDS += ("apikey", "accesskey", "privatekey")

@@ -22,10 +22,17 @@ STORE_LIBRARIES = ("mlflow", "ray", "requests", "urllib3", "sqlalchemy", "pyarro
 
 
 def exit_code(err: BaseException) -> int:
-    """BAD_INPUT for a store, server or file system that failed; FAULT for anything else."""
+    """BAD_INPUT for a store, server or file system that failed: an OSError, an error of a library that talks to
+    one, or any error raised inside such a library (Ray's client reading a dashboard's answer that lacks a key
+    raises KeyError); FAULT for anything else."""
     if isinstance(err, OSError):
         return BAD_INPUT
-    modules = (cls.__module__ or "" for cls in type(err).__mro__)
+    modules = [cls.__module__ or "" for cls in type(err).__mro__]
+    frame = err.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    if frame is not None:
+        modules.append(frame.tb_frame.f_globals.get("__name__") or "")
     return BAD_INPUT if any(module.split(".")[0] in STORE_LIBRARIES for module in modules) else FAULT
 
 
@@ -35,7 +42,7 @@ def fault_line(err: BaseException, hint: str = "") -> str:
     name, text = type(err).__name__, message(err)
     if exit_code(err) == BAD_INPUT:
         return one_line(f"{name}: {text}")
-    return one_line(f"internal error, please report it ({name}: {text}){hint}")
+    return one_line(f"internal error, please report it{hint} ({name}: {text})")  # the hint before what is cut
 
 
 def message(err: BaseException) -> str:

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 
 SERVE_S = 30.0  # no connection is held longer, whatever the client does
 PROBES = ("/health", "/api/version", "/version")
+# what Ray's dashboard (and MLflow's /health, which reads no body) answers to a probe
+PROBE_ANSWER = b'{"version": "4", "ray_version": "2.60.0", "ray_commit": "x", "session_name": "s"}'
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31mRED\x9b31m\u202egnp.exe\u2066\x07\x00"
 SECRET = "Qz7kRsecretWx8mTvalueVp9nY"  # never to be shown: the fuzz harness looks for its pieces
 SECRET_TEXT = (
@@ -50,7 +52,7 @@ class _Handler(socketserver.BaseRequestHandler):
             head = self._read_head()
             path = head.split(b" ", 2)[1].decode("latin-1") if head.count(b" ") >= 2 else "/"
             if path.split("?")[0] in PROBES:
-                self.request.sendall(_answer("200 OK", b'{"version": "2.0"}'))
+                self.request.sendall(_answer("200 OK", PROBE_ANSWER))
                 return
             getattr(self, f"_{self.server.behaviour}")(path)
         except OSError:  # the client hung up: what a deadline does
