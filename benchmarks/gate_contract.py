@@ -11,7 +11,7 @@ Contract (a refusal): exit 2 (the API: a SweeperError with exit code 2), at most
 no piece of a secret, no control or format character in what reaches the terminal, nothing written outside the
 case's folder, within CASE_S seconds and MEMORY_BYTES of memory. Normal output: exit 0, and no control or format
 character. Each case runs in a worker process with PYTHONPATH=TREE, its stdout and stderr captured at the file
-descriptors (a library's log line counts); a case that outlives CASE_S is killed and the worker restarted.
+descriptors (a library's log line counts); a case that outlives CASE_S is killed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
 import subprocess
 import sys
 import tempfile
@@ -73,8 +72,22 @@ WIDE_COMMANDS = {
     "train config": ["nmt", "train", "WIDE"],
     "data": ["nmt", "data", "info", "WIDE"],
 }
+LOG_LINES = {  # what a stored log may hold that a terminal would act on
+    "all": ESCAPES,
+    "OSC title": "\x1b]0;pwned\x07",
+    "CSI clear": "\x1b[2J\x1b[H",
+    "C1 CSI": "\x9b31m",
+    "bidi override": "\u202egnp.exe",
+    "BEL": "\x07",
+}
 STORED = {  # normal output of stored fields: (argv, file under st/fuzz/, its text)
-    "logs sweep.log": (["sweeper", "logs", "fuzz", "--storage", "st"], "sweep.log", f"epoch 1 {ESCAPES} done\n"),
+    f"logs sweep.log {what}{tail}": (
+        ["sweeper", "logs", "fuzz", "--storage", "st", *tail.split()],
+        "sweep.log",
+        f"epoch 1 {line} done\n",
+    )
+    for what, line in LOG_LINES.items()
+    for tail in ("", " --tail 1")
 }
 
 
@@ -97,7 +110,8 @@ def cases() -> list[dict]:
 
 
 class Worker:
-    """A process of the tree under test that runs one case at a time; killed and restarted when one hangs."""
+    """A process of the tree under test, its imports done, that forks a child for each case and kills one that
+    outlives CASE_S."""
 
     def __init__(self, tree: Path):
         self.tree = tree
@@ -106,7 +120,7 @@ class Worker:
     def start(self) -> None:
         read, write = os.pipe()
         env = {**os.environ, "PYTHONPATH": str(self.tree), "GATE_MEMORY": str(MEMORY_BYTES), "GATE_SECRET": SECRET}
-        env["GATE_REPORT_FD"] = str(write)
+        env.update(GATE_REPORT_FD=str(write), GATE_CASE_S=str(CASE_S))
         self.process = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("gate_contract_worker.py"))],
             stdin=subprocess.PIPE, text=True, pass_fds=(write,), env=env,
@@ -117,17 +131,10 @@ class Worker:
         assert self.results.readline() == "ready\n", "the worker did not start"  # its imports take their time
 
     def run(self, case: dict) -> dict | None:
+        """The case's result, or None when it ran past CASE_S (the worker killed its child)."""
         self.process.stdin.write(json.dumps(case) + "\n")
         self.process.stdin.flush()
-        ready, _, _ = select.select([self.results], [], [], CASE_S)
-        if ready:
-            line = self.results.readline()
-            if line:
-                return json.loads(line)
-        self.process.kill()
-        self.process.wait()
-        self.start()
-        return None
+        return json.loads(self.results.readline())
 
     def close(self) -> None:
         self.process.stdin.close()
@@ -137,9 +144,12 @@ class Worker:
 def prepare(case: dict, work: Path) -> None:
     (work / "space.yaml").write_text(SPACE)
     (work / "st").mkdir()
-    if "stored" in case:
+    if "stored" in case:  # a sweep as its driver left it (tests/unit/test_sweeps.py), one file holding escapes
+        from tests.unit.test_sweeps import state
+
         path, text = case["stored"]
         (work / "st" / "fuzz").mkdir(parents=True)
+        (work / "st" / "fuzz" / "sweeper.json").write_text(json.dumps(state("fuzz")))
         (work / "st" / "fuzz" / path).write_text(text)
 
 

@@ -10,7 +10,7 @@ import sys
 import time
 import traceback
 
-MEMORY, SECRET = int(os.environ["GATE_MEMORY"]), os.environ["GATE_SECRET"]
+MEMORY, SECRET, CASE_S = int(os.environ["GATE_MEMORY"]), os.environ["GATE_SECRET"], float(os.environ["GATE_CASE_S"])
 resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 report = os.fdopen(int(os.environ["GATE_REPORT_FD"]), "w")
 import mlflow.tracking  # noqa: E402, F401
@@ -93,17 +93,14 @@ def run_cli(argv):
         return 98, ""
 
 
-for line in sys.stdin:
-    case = json.loads(line)
+def run_case(case):
+    """In a forked child: the case, its stdout and stderr at the descriptors, its result on the report."""
     os.chdir(case["work"])
     for key in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS"):
         os.environ.pop(key, None)
     os.environ.update({"NMT_SWEEPER_TIMEOUT": "2", "AWS_SECRET_ACCESS_KEY": SECRET, "NMT_SWEEPER_AGENT_WAIT": "2"})
-    out = os.open("out.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    err = os.open("err.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    saved = os.dup(1), os.dup(2)
-    os.dup2(out, 1)
-    os.dup2(err, 2)
+    os.dup2(os.open("out.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
+    os.dup2(os.open("err.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
     start, peak = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     argv = [a.replace("URL", case.get("url", "")) for a in case["argv"]]
     try:
@@ -115,12 +112,27 @@ for line in sys.stdin:
         code, message = 97, repr(error)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.dup2(saved[0], 1)
-    os.dup2(saved[1], 2)
-    os.close(out)
-    os.close(err)
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak
-    report.write(
-        json.dumps({"code": code, "message": message, "seconds": time.monotonic() - start, "grown_kb": grown}) + "\n"
-    )
+    result = {"code": code, "message": message, "seconds": time.monotonic() - start, "grown_kb": grown}
+    report.write(json.dumps(result) + "\n")
     report.flush()
+
+
+# each case in a child forked from this process, its imports done: a case that hangs is killed, not the worker
+for line in sys.stdin:
+    case = json.loads(line)
+    child = os.fork()
+    if child == 0:
+        try:
+            run_case(case)
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + CASE_S
+    while os.waitpid(child, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(child, 9)
+            os.waitpid(child, 0)
+            report.write("null\n")
+            report.flush()
+            break
+        time.sleep(0.05)

@@ -271,6 +271,7 @@ TEXT_PAIR = re.compile(  # a key that ends in a secret's name (checked by _names
 TEXT_AUTHORIZATION = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[\w.~+/=\-]{4,}")
 TEXT_SECRET_WORDS = ("secret", "password", "passwd", "pwd", "token", "credential", "credentials", "signature", "sig")
 TEXT_SECRET_WORDS += ("apikey", "accesskey", "privatekey")
+NOT_SECRETS = ("PWD",)  # the shell's working folder, not a password
 MIN_SECRET = 6  # an environment variable's value shorter than this is no secret worth hiding (it would hide words)
 
 
@@ -280,7 +281,7 @@ def hide_secrets(text: str) -> str:
     Authorization header's token, and the value of every secret-named environment variable (RAY_AUTH_TOKEN,
     MLFLOW_TRACKING_PASSWORD, AWS_SECRET_ACCESS_KEY, ...) wherever it appears."""
     for name, value in os.environ.items():
-        if len(value) >= MIN_SECRET and value in text and _is_secret_key(name):
+        if len(value) >= MIN_SECRET and value in text and _names_secret(name) and name not in NOT_SECRETS:
             text = text.replace(value, HIDDEN)
     text = TEXT_USERINFO.sub(lambda m: f"{m[1]}{HIDDEN}@", text)
     text = TEXT_AUTHORIZATION.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}", text)
