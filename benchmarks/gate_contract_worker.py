@@ -13,12 +13,18 @@ import traceback
 MEMORY, SECRET, CASE_S = int(os.environ["GATE_MEMORY"]), os.environ["GATE_SECRET"], float(os.environ["GATE_CASE_S"])
 resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 report = os.fdopen(int(os.environ["GATE_REPORT_FD"]), "w")
+import mlflow.store.tracking.rest_store  # noqa: E402, F401
 import mlflow.tracking  # noqa: E402, F401
 import ray.job_submission  # noqa: E402, F401
 
 import nmt_core.cli  # noqa: E402, F401 - imported before the first case: a case's time is its own, not imports'
+import nmt_core.mlflow_model  # noqa: E402, F401
 import sweeper.api  # noqa: E402, F401
 import sweeper.cli  # noqa: E402, F401
+import sweeper.submit  # noqa: E402, F401
+import sweeper.summary  # noqa: E402, F401
+import sweeper.sweeps  # noqa: E402, F401
+import sweeper.tracking  # noqa: E402, F401
 
 report.write("ready\n")
 report.flush()
