@@ -202,64 +202,75 @@ class SeedSentenceTest:
     delta: float  # system - baseline, seed-averaged
     seed_variances: tuple[float, float]  # each system's sample variance over its seeds (baseline, system)
     seeds: tuple[int, int]
-    sentence_variance: float  # the paired bootstrap's variance of the seed-averaged difference
+    sentence_variance: float  # the paired bootstrap's whole variance of the seed-averaged difference (diagnostic)
     df: float  # Welch-Satterthwaite degrees of freedom
     p_value: float
     interval: tuple[float, float]
-    sentence_shared: float = 0.0  # the part of sentence_variance more seeds would not shrink (sentence_parts)
-    sentence_per_seed: float = 0.0  # and a single seed's own part, each system's summed: /n at n seeds a row
+    sentence_shared: float = 0.0  # the part of sentence_variance every seed shares (sentence_parts): the variance
+    sentence_per_seed: float = 0.0  # counts it; each seed's own part (both systems summed) s^2 already holds
+    resamples: int = 0  # the bootstrap resamples sentence_shared was read from (its degrees of freedom: R - 1)
 
-    def sentence_variance_at(self, n: int) -> float:
-        """The sentence variance of the difference with n seeds a row: the shared part, and each seed's own / n."""
-        return self.sentence_shared + self.sentence_per_seed / n
-
-
-def variance_of(seed_variances: tuple[float, float], seeds: tuple[int, int], sentence_variance: float) -> float:
-    """Var(delta) = s_A^2 / n_A + s_B^2 / n_B + the paired sentence bootstrap's variance (seed x sentence)."""
-    return sum(v / n for v, n in zip(seed_variances, seeds)) + sentence_variance
+    @property
+    def standard_error(self) -> float:
+        return math.sqrt(variance_of(self.seed_variances, self.seeds, self.sentence_shared))
 
 
-def welch_df(seed_variances: tuple[float, float], seeds: tuple[int, int], sentence_variance: float) -> float:
-    """Welch-Satterthwaite degrees of freedom of variance_of: each seed term has n - 1, the sentence term (from
-    hundreds of sentences) counts as known; infinite (a normal reference) where no seed varies."""
+def variance_of(seed_variances: tuple[float, float], seeds: tuple[int, int], shared: float) -> float:
+    """Var(delta) = s_A^2 / n_A + s_B^2 / n_B + the shared sentence part (docs/statistics.md): each seed's BLEU on
+    the fixed test set already carries its seed x sentence noise, so s^2 / n holds it; only the system x sentence
+    part every seed of a system shares (which test set was drawn) is missing from it."""
+    return sum(v / n for v, n in zip(seed_variances, seeds)) + shared
+
+
+def welch_df(seed_variances: tuple[float, float], seeds: tuple[int, int], shared: float, resamples: int) -> float:
+    """Welch-Satterthwaite degrees of freedom of variance_of: each seed term has n - 1, the shared sentence part
+    R - 1 (a variance read off R bootstrap resamples); infinite (a normal reference) where nothing varies."""
     spread = sum((v / n) ** 2 / (n - 1) for v, n in zip(seed_variances, seeds))
-    return variance_of(seed_variances, seeds, sentence_variance) ** 2 / spread if spread > 0 else math.inf
+    spread += shared**2 / (resamples - 1) if resamples > 1 else 0.0
+    return variance_of(seed_variances, seeds, shared) ** 2 / spread if spread > 0 else math.inf
 
 
 def seed_sentence_test(baseline: SystemScores, system: SystemScores, level: float = 0.95) -> SeedSentenceTest:
     """Two-sided test of system - baseline that counts training variance (seeds) and test-set variance (sentences).
 
-    Two levels, as a two-level bootstrap would resample them: seeds within each system, test sentences on the
-    same indices for every system (crossed with the seeds: Owen 2007's pigeonhole resampling). The seed level is
-    taken in closed form, Welch's unbiased s^2 / n per system (a seed bootstrap's variance times n / (n - 1),
-    without its discreteness at 2-5 seeds); the sentence level is the paired bootstrap's variance of the
-    seed-averaged difference. t = delta / sqrt(variance) is referred to Student's t with Welch-Satterthwaite
-    degrees of freedom (Welch 1947), and so is the interval. The seed x sentence interaction enters both levels
-    (Owen 2007): the variance errs high, the test on the safe side. Each system needs at least 2 seeds.
+    The model (docs/statistics.md): a seed's BLEU is its system's effect, plus its seed's, plus the test set's mean
+    of sentence effects shared by every system, system x sentence effects shared by a system's seeds, and seed x
+    sentence effects of its own. The shared sentence effects cancel in the paired difference. Welch's s^2 / n
+    per system (over that system's seeds, all on the same test set) holds the seed and the seed x sentence parts;
+    what it misses is the system x sentence part, which every seed of a system repeats: sentence_parts reads it
+    off the paired bootstrap's resamples as the covariance between different seeds. t = delta / sqrt(variance) is
+    referred to Student's t with Welch-Satterthwaite degrees of freedom (welch_df), and so is the interval.
+    Calibrated in tests/unit/test_significance_calibration.py (Tatoeba's regime, 2-5 seeds). Each system needs at
+    least 2 seeds.
     """
     if min(baseline.seeds, system.seeds) < 2:
         raise ValueError("a seed-aware test needs at least 2 seeds per system")
     delta = system.mean - baseline.mean
     seed_variances = (float(baseline.full.var(ddof=1)), float(system.full.var(ddof=1)))
-    seeds = (baseline.seeds, system.seeds)
+    seeds, resamples = (baseline.seeds, system.seeds), system.resampled.shape[1]
     sentence_variance = float((system.averaged - baseline.averaged).var(ddof=1))
-    variance = variance_of(seed_variances, seeds, sentence_variance)
-    df = welch_df(seed_variances, seeds, sentence_variance)
-    parts = sentence_parts(baseline, system, sentence_variance)
-    if variance == 0:  # every seed and every resample the same: a difference is certain, none is none
-        return SeedSentenceTest(delta, seed_variances, seeds, 0.0, df, float(delta == 0), (delta, delta), *parts)
-    half = float(stdtrit(df, (1 + level) / 2)) * math.sqrt(variance)
-    p = 2 * float(stdtr(df, -abs(delta) / math.sqrt(variance)))
-    return SeedSentenceTest(
-        delta, seed_variances, seeds, sentence_variance, df, p, (delta - half, delta + half), *parts
+    shared, per_seed = sentence_parts(baseline, system, sentence_variance)
+    variance = variance_of(seed_variances, seeds, shared)
+    df = welch_df(seed_variances, seeds, shared, resamples)
+    found = SeedSentenceTest(
+        delta, seed_variances, seeds, sentence_variance, df, 1.0, (delta, delta), shared, per_seed, resamples
     )
+    if variance == 0:  # every seed and every resample the same: a difference is certain, none is none
+        found.p_value = float(delta == 0)
+        return found
+    half = float(stdtrit(df, (1 + level) / 2)) * math.sqrt(variance)
+    found.p_value = 2 * float(stdtr(df, -abs(delta) / math.sqrt(variance)))
+    found.interval = (delta - half, delta + half)
+    return found
 
 
 def sentence_parts(baseline: SystemScores, system: SystemScores, sentence_variance: float) -> tuple[float, float]:
     """The sentence variance split into what every seed shares and what each seed adds (method of moments over
     the resamples): a system's seed i scores M + I_i on a resample, so Var(one seed) = V_M + V_I and Var(seed
-    average) = V_M + V_I / n, and V_I = (mean_i Var(seed i) - Var(average)) * n / (n - 1). Returns (the shared
-    part of the difference's variance, V_I of both systems summed), each at least 0."""
+    average) = V_M + V_I / n, and V_I = (mean_i Var(seed i) - Var(average)) * n / (n - 1). The shared part is the
+    difference's variance less V_I / n of each system: the covariance between different seeds' resampled scores
+    (docs/statistics.md). Returns (the shared part of the difference's variance, V_I of both systems summed), each
+    at least 0."""
     per_seed = [
         max(0.0, (float(s.resampled.var(axis=1, ddof=1).mean()) - float(s.averaged.var(ddof=1))) * n / (n - 1))
         for s, n in ((baseline, baseline.seeds), (system, system.seeds))
@@ -268,23 +279,36 @@ def sentence_parts(baseline: SystemScores, system: SystemScores, sentence_varian
     return shared, sum(per_seed)
 
 
-def seeds_needed(test: SeedSentenceTest, alpha: float, power: float = 0.8, most: int = 100) -> int | None:
-    """Seeds per row (both rows alike) at which seed_sentence_test detects a true difference of |delta| with
-    probability `power` at level `alpha`: the least n with |delta| >= (t_{1-alpha/2,df} + t_{power,df}) * sqrt(V(n)),
-    V(n) = (s_A^2 + s_B^2) / n + the sentence variance at n seeds a row (SeedSentenceTest.sentence_variance_at), df
-    Welch-Satterthwaite's at n (Cohen 1988's normal approximation with t quantiles). None where no n up to `most`
-    does (the test set's shared variance may exceed it), and for no difference at all.
-    """
-    if test.delta == 0:
-        return None
+def detectable(test: SeedSentenceTest, alpha: float, power: float = 0.8, seeds: tuple[int, int] | None = None) -> float:
+    """The minimum detectable difference: the least true |delta| that seed_sentence_test finds at level `alpha`
+    with probability `power`, (t_{1-alpha/2,df} + t_{power,df}) * SE (Cohen 1988, t quantiles), at the test's own
+    seeds or at `seeds` a row. Its variances are the test's: each system's s^2 (per seed, on this test set) over
+    n, plus the shared sentence part, which more seeds do not shrink."""
+    seeds = test.seeds if seeds is None else seeds
+    variance = variance_of(test.seed_variances, seeds, test.sentence_shared)
+    df = welch_df(test.seed_variances, seeds, test.sentence_shared, test.resamples)
+    return float(stdtrit(df, 1 - alpha / 2) + stdtrit(df, power)) * math.sqrt(variance)
+
+
+def seeds_to_detect(test: SeedSentenceTest, difference: float, alpha: float, power: float = 0.8, most: int = 100):
+    """A planning figure from a finished sweep's variances: the least n seeds a row (both rows alike) whose
+    minimum detectable difference (detectable) is at most `difference`; None where no n up to `most` reaches it
+    (the shared sentence part alone may exceed it). Not a statement about the difference observed."""
     for n in range(2, most + 1):
-        seeds = (n, n)
-        variance = variance_of(test.seed_variances, seeds, test.sentence_variance_at(n))
-        df = welch_df(test.seed_variances, seeds, test.sentence_variance_at(n))
-        needed = float(stdtrit(df, 1 - alpha / 2) + stdtrit(df, power)) * math.sqrt(variance)
-        if abs(test.delta) >= needed:
+        if detectable(test, alpha, power, (n, n)) <= difference:
             return n
     return None
+
+
+def equivalence_p(test: SeedSentenceTest, margin: float) -> float:
+    """Two one-sided tests (Schuirmann 1987) of |true delta| < `margin` with the test's SE and df: the larger of
+    the p-values of H0: delta <= -margin and H0: delta >= +margin. Below alpha: equivalent within the margin."""
+    se = test.standard_error
+    if se == 0:
+        return float(abs(test.delta) >= margin)
+    below = float(stdtr(test.df, -(test.delta + margin) / se))
+    above = float(stdtr(test.df, (test.delta - margin) / se))
+    return max(below, above)
 
 
 class BleuBootstrap(SentenceBootstrap):

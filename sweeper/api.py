@@ -640,6 +640,25 @@ def summarize(
         return SummaryResult(summary, render_markdown(summary), out or experiment.display(SUMMARY_DIR))
 
 
+def summarize_from_data(
+    name: str, data: str, *, out: str | None = None, format: str = "md", resamples: int | None = None
+) -> SummaryResult:
+    """`sweeper summarize NAME --from-data DIR`: every table and figure recomputed from a summary's data/ folder
+    alone (no tracking store), into `out` (default: ./NAME-from-data)."""
+    from nmt_core.gate import check_output_folder
+    from sweeper.summary import SummaryError, render_markdown, summarize_data
+
+    folder = out or f"{name}-from-data"
+    with one_error():
+        check_arguments("sweeper summarize", sweep=name, out=folder, format=format, resamples=resamples)
+        target = check_output_folder(folder, "--out", "sweeper summarize", ConfigError)
+    with one_error(), one_error((SummaryError,), exit_code=1):
+        with tempfile.TemporaryDirectory() as staging:
+            summary = summarize_data(name, Path(data), Path(staging), [format], resamples)
+            copy_folder(Path(staging), target, "--out")
+        return SummaryResult(summary, render_markdown(summary), folder)
+
+
 def summary_store(experiment: Storage, name: str, tracking_uri: str | None) -> str:
     """The tracking store a summary reads: --tracking-uri, $MLFLOW_TRACKING_URI, the one sweeper.json recorded,
     else the default; it must answer, and a SQLite store must exist (a summary never creates one)."""

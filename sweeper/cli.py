@@ -72,7 +72,27 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return api.submit(args.space, **sweep_arguments(args), wait=args.wait, ship_code=not args.no_code)
 
 
+def positive_bleu(text: str) -> float:
+    """--plan's value: a difference in BLEU points, finite and > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a difference in BLEU points > 0 (got {one_line(text)})")
+    return value
+
+
 def cmd_summarize(args: argparse.Namespace) -> int:
+    from sweeper.summary import planning_lines
+
+    if args.from_data:
+        done = api.summarize_from_data(
+            args.name, args.from_data, out=args.out, format=args.format, resamples=args.resamples
+        )
+        print(done.markdown + "\n".join(["", *planning_lines(done.summary, args.plan)] if args.plan else []))
+        print(f"recomputed from {clip_path(args.from_data)} into {clip_path(done.folder)}/")
+        return 0
     done = api.summarize(
         args.name,
         storage=args.storage,
@@ -84,7 +104,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         added=tuple(args.added),
         chosen=tuple(args.chosen),
     )
-    print(printable(done.markdown))
+    print(printable(done.markdown + "\n".join(["", *planning_lines(done.summary, args.plan)] if args.plan else [])))
     print(
         f"written to {clip_path(done.folder)}/ (summary.md"
         f"{', bleu_table.csv' if args.format == 'csv' else ''}{', bleu_table.tex' if args.format == 'latex' else ''}"
@@ -342,6 +362,19 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="paired-bootstrap resamples or approximate-randomization shuffles, "
         ">= 100 (default: the space's significance.resamples, else 1000)",
+    )
+    p.add_argument(
+        "--from-data",
+        metavar="DIR",
+        help="recompute every table and figure from a summary folder's data/ (written beside every summary.md) "
+        "instead of the tracking store; the output goes to --out (default: ./NAME-from-data)",
+    )
+    p.add_argument(
+        "--plan",
+        type=positive_bleu,
+        metavar="BLEU",
+        help="also print, for each seed-aware comparison, the seeds a row a next study needs to detect this "
+        "difference (80%% power), from this sweep's variances",
     )
     p.set_defaults(func=cmd_summarize)
     p = sub.add_parser("schema", help="write the JSON Schemas of the sweep YAML and the trial config, for editors")

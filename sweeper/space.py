@@ -59,8 +59,9 @@ MODES = ("max", "min")
 SIGNIFICANCE_METHODS = ("paired_bootstrap", "approximate_randomization")
 # what produces the marks of each method, in a line: the summary's footer, the parent run and results.parquet say it
 SIGNIFICANCE_TESTS = {
-    "paired_bootstrap": "two-level seed x sentence test (Welch's seed variance plus the paired bootstrap's sentence "
-    "variance, t-referenced); one seed a row: sacrebleu --paired-bs, test-set variance only, no marks",
+    "paired_bootstrap": "two-level seed x sentence test (Welch's seed variance plus the system x sentence part the "
+    "seeds share, from the paired bootstrap, t-referenced); one seed a row: sacrebleu --paired-bs, test-set "
+    "variance only, no marks",
     "approximate_randomization": "paired approximate randomization over test sentences (sacrebleu --paired-ar): "
     "test-set variance only, no marks",
 }
@@ -96,6 +97,7 @@ SPEC_BOUNDS: dict[str, Bound] = {
     "significance.resamples": Bound(
         MIN_RESAMPLES, MAX_RESAMPLES, note="fewer cannot resolve p < 0.01; more cost time and memory"
     ),
+    "significance.margin": Bound(0, open_low=True, note="BLEU points, the equivalence margin"),
 }
 
 
@@ -188,6 +190,7 @@ class SignificanceSpec:
 
     method: str = "paired_bootstrap"
     resamples: int = 1000  # bootstrap resamples, or approximate randomization's shuffles (sacrebleu's default: 10000)
+    margin: float | None = None  # BLEU points: a non-significant difference is tested for equivalence within it
 
 
 # the sections of a sweep YAML read as dataclasses: their fields are the keys, types and defaults (spec_fields)
@@ -400,7 +403,7 @@ def read_section(section: str, raw: Any, source: str) -> Any:
         if key in SPEC_CHOICES:
             _one_of(key, value, SPEC_CHOICES[key], source)
         bound = SPEC_BOUNDS.get(key)
-        if bound and not bound.holds(value):
+        if bound and value is not None and not bound.holds(value):
             raise SpecError(
                 key, f"must be {bound} (got {f'{value:g}' if isinstance(value, float) else shown(value)})", source
             )

@@ -16,9 +16,9 @@ and figures (data, then drawing) -> report (orchestration and write-back to the 
 """
 
 from sweeper.summary.records import SummaryError, SweepSnapshot, TrialRecord, read_artifacts, read_trials
-from sweeper.summary.report import summarize, write_report
+from sweeper.summary.report import summarize, summarize_data, write_report
 from sweeper.summary.statistics import Summary, VariantRow, alignment_table, build_summary, mean_std
-from sweeper.summary.tables import render_alignment, render_csv, render_latex, render_markdown
+from sweeper.summary.tables import planning_lines, render_alignment, render_csv, render_latex, render_markdown
 
 __all__ = [
     "Summary",
@@ -29,6 +29,7 @@ __all__ = [
     "alignment_table",
     "build_summary",
     "mean_std",
+    "planning_lines",
     "read_artifacts",
     "read_trials",
     "render_alignment",
@@ -36,5 +37,6 @@ __all__ = [
     "render_latex",
     "render_markdown",
     "summarize",
+    "summarize_data",
     "write_report",
 ]

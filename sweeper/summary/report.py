@@ -16,9 +16,10 @@ from sweeper.space import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
 from sweeper.summary.choose import choose_on_objective
 from sweeper.summary.combine import combine
+from sweeper.summary.data import read_data, write_data
 from sweeper.summary.figures import draw_figures, figure_data, importance_sections
 from sweeper.summary.findings import add_findings
-from sweeper.summary.records import SweepSnapshot, read_artifacts, read_trials
+from sweeper.summary.records import SummaryError, SweepSnapshot, read_artifacts, read_trials
 from sweeper.summary.statistics import Summary, alignment_table, build_summary
 from sweeper.summary.tables import (
     marks_line,
@@ -103,10 +104,12 @@ def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
 
 
 def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resamples: int | None = None) -> Summary:
-    """summary.md, the figures and the BLEU table in `formats` (csv, latex) into `out`, from the snapshot alone."""
+    """summary.md, the figures and the BLEU table in `formats` (csv, latex) into `out`, from the snapshot alone, and
+    the data they came from (out/data: summarize_data recomputes all of it from there)."""
     significance = significance_of(snapshot, resamples)
     summary = compute(snapshot, significance)
     out.mkdir(parents=True, exist_ok=True)
+    write_data(snapshot, out)
     sections = [
         f"# Sweep `{snapshot.name}`\n",
         f"MLflow parent run `{snapshot.parent_id}` ({snapshot.parent_status}); "
@@ -129,6 +132,14 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
     if "latex" in formats:
         (out / "bleu_table.tex").write_text(render_latex(summary), encoding="utf-8")
     return summary
+
+
+def summarize_data(name: str, data: Path, out: Path, formats: list[str], resamples: int | None = None) -> Summary:
+    """`sweeper summarize NAME --from-data DIR`: every table and figure again from a summary's data/ alone."""
+    snapshot = read_data(data)
+    if snapshot.name != name:
+        raise SummaryError(f"{data} holds the data of sweep {snapshot.name!r}, not {name!r}")
+    return write_report(snapshot, out, formats, resamples)
 
 
 def added_note(snapshot: SweepSnapshot) -> str:

@@ -25,9 +25,11 @@ from nmt_core.evaluate import (
     SeedSentenceTest,
     SentenceBootstrap,
     SystemScores,
+    detectable,
+    equivalence_p,
     holm,
     seed_sentence_test,
-    seeds_needed,
+    seeds_to_detect,
 )
 from nmt_core.registry import TEMPERATURES, choices, is_adaptive
 from nmt_core.train import PAPER_BLEU
@@ -40,7 +42,7 @@ BASELINE, CONTROL = "baseline", "control"  # what a row is compared with
 LEARNED, FIXED = "learned", "fixed"  # a SACT row's two controls (Comparison.control)
 SEEDS_AND_SENTENCES, TEST_SET_ONLY = "seeds + sentences", "test-set variance only"  # what a test's p and CI cover
 TAU_SCALE = 1.2  # a fixed tau is a control at SACT's scale within this factor of the SACT row's median tau
-ALPHA, POWER, MOST_SEEDS = 0.05, 0.8, 100  # the power line: seeds a row needs to detect a difference
+ALPHA, POWER = 0.05, 0.8  # the design line: the difference the seeds run could detect, at Holm's level
 AR_INTERVAL_RESAMPLES = 1000  # the interval's bootstrap beside approximate randomization (sacrebleu's default)
 
 
@@ -97,8 +99,11 @@ class Comparison:
     mark: str = ""  # only a seed-aware test marks
     control: str = ""  # LEARNED or FIXED where it answers a SACT row's control question (a baseline one may too)
     test: SeedSentenceTest | None = None  # the seed-aware test; None: test-set variance only
-    seeds_needed: int | None = None  # seeds a row would need to detect `delta` (a seed-aware test, not significant)
-    power: str = ""  # that, in words (power_line)
+    alpha: float | None = None  # the level Holm gave it (a seed-aware test, not significant)
+    detectable: float | None = None  # the least true difference its seeds detect with POWER at `alpha`
+    equivalence_p: float | None = None  # two one-sided tests at significance.margin (set: a margin)
+    margin: float | None = None
+    power: str = ""  # those, in words (power_line)
 
     @property
     def covers(self) -> str:
@@ -383,34 +388,51 @@ def compare(
     return compared
 
 
-def mark_and_power(comparisons: list[Comparison], higher_is_better: bool = True) -> None:
-    """Marks from the seed-aware tests only, and for each of them that is not significant the seeds a row would
-    need to detect its difference (80% power at Holm's strictest level, ALPHA over the family)."""
-    alpha = ALPHA / max(sum(c.test is not None for c in comparisons), 1)
-    for c in comparisons:
-        if c.test is None:
-            continue
+def holm_levels(p_values: list[float], alpha: float = ALPHA) -> list[float]:
+    """The level Holm's step-down compares each p with: alpha / (m - k + 1) for the k-th smallest of m (ties in
+    their order)."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    levels = [alpha] * len(p_values)
+    for rank, i in enumerate(order):
+        levels[i] = alpha / (len(p_values) - rank)
+    return levels
+
+
+def mark_and_power(comparisons: list[Comparison], higher_is_better: bool = True, margin: float | None = None) -> None:
+    """Marks from the seed-aware tests only, and for each of them that is not significant what its seeds could
+    detect (80% power at the level Holm gave it) and, with a `margin`, its equivalence test (docs/statistics.md)."""
+    aware = [c for c in comparisons if c.test is not None]
+    for c, level in zip(aware, holm_levels([c.p_value for c in aware])):
         c.mark = significance_mark(c.delta if higher_is_better else -c.delta, c.p_adjusted)
         if not c.mark:
-            c.seeds_needed = seeds_needed(c.test, alpha, POWER, MOST_SEEDS)
-            c.power = power_line(c, alpha)
+            c.alpha, c.detectable = level, detectable(c.test, level, POWER)
+            if margin is not None:
+                c.margin, c.equivalence_p = margin, equivalence_p(c.test, margin)
+            c.power = power_line(c)
 
 
-def power_line(comparison: Comparison, alpha: float) -> str:
-    """Why a seed-aware difference was not significant, in seeds: how many a row would need to detect it with
-    POWER at level `alpha`, or that none would (the test set's own variance alone hides it)."""
-    test, size = comparison.test, abs(comparison.delta)
-    if comparison.seeds_needed is not None:
-        return (
-            f"about {comparison.seeds_needed} seeds a row would detect a difference of {size:.2f} "
-            f"({POWER:.0%} power at alpha {alpha:.2g})"
-        )
-    if size == 0:
-        return "no difference to detect"
-    normal = statistics.NormalDist()
-    if size < (normal.inv_cdf(1 - alpha / 2) + normal.inv_cdf(POWER)) * math.sqrt(test.sentence_shared):
-        return f"the test set's own variance hides a difference of {size:.2f} at any number of seeds"
-    return f"more than {MOST_SEEDS} seeds a row would be needed to detect a difference of {size:.2f}"
+def power_line(comparison: Comparison) -> str:
+    """What a non-significant seed-aware comparison can claim: the least difference its seeds could detect, and
+    with a margin whether the two rows are shown equivalent within it."""
+    line = (
+        f"these seeds detect a true difference of {comparison.detectable:.2f} or more "
+        f"({POWER:.0%} power at alpha {comparison.alpha:.2g}, Holm's level)"
+    )
+    if comparison.margin is None:
+        return line
+    verdict = "equivalent" if comparison.equivalence_p < comparison.alpha else "not shown equivalent"
+    return line + f"; {verdict} within ±{comparison.margin:g} (TOST p {comparison.equivalence_p:.3g})"
+
+
+def planning_line(comparison: Comparison, difference: float, family: int, most: int = 100) -> str:
+    """A planning figure for the next study, from this comparison's variances: seeds a row to detect `difference`
+    with POWER at ALPHA over a `family` of comparisons (Holm's strictest step: every comparison may need it)."""
+    alpha = ALPHA / max(family, 1)
+    n = seeds_to_detect(comparison.test, difference, alpha, POWER, most)
+    where = f"{POWER:.0%} power at alpha {alpha:.2g}"
+    if n is None:
+        return f"more than {most} seeds a row to detect {difference:g} ({where}): the test set's shared part limits it"
+    return f"{n} seeds a row to detect {difference:g} ({where})"
 
 
 def test_significance(
@@ -442,7 +464,7 @@ def test_significance(
         lambda row: bootstrap.stats([translations[r.run_id] for r in row.records]),
         shuffles,
     )
-    mark_and_power(compared)
+    mark_and_power(compared, margin=significance.margin)
     for c in compared:
         if c.kind == BASELINE:
             c.row.against_baseline = c
@@ -458,9 +480,10 @@ def method_text(significance: SignificanceSpec, rows: list[VariantRow], comparis
         parts.append(
             f"{SEEDS_AND_SENTENCES} ({len(aware)} comparison{'s' if len(aware) != 1 else ''}{family_of(aware)}): a "
             "two-level test of the seed-averaged difference, its variance Welch's s^2/n over each row's seeds plus "
-            f"the paired bootstrap's over {significance.resamples} resamples of the test sentences (the same for "
-            "every system and seed; each test set on its own), t-referenced with Welch-Satterthwaite degrees of "
-            "freedom; 95% CI: delta ± t * SE; Holm-corrected over these comparisons: "
+            "the system x sentence part every seed of a row shares (which s^2 does not hold), read off "
+            f"{significance.resamples} paired bootstrap resamples of the test sentences (the same for every system "
+            "and seed; each test set on its own), t-referenced with Welch-Satterthwaite degrees of freedom "
+            "(docs/statistics.md); 95% CI: delta ± t * SE; Holm-corrected over these comparisons: "
             f"{BETTER[0]} p < 0.01, {BETTER[1]} p < 0.05 better than the baseline (or control), {WORSE[0]} p < 0.01, "
             f"{WORSE[1]} p < 0.05 worse"
         )

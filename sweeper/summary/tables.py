@@ -19,6 +19,7 @@ from sweeper.summary.statistics import (
     Summary,
     VariantRow,
     baselines_of,
+    planning_line,
     tau_scale,
 )
 
@@ -159,8 +160,8 @@ def scale_text(summary: Summary, row: VariantRow) -> str:
 
 
 def power_lines(summary: Summary) -> list[str]:
-    """Each seed-aware difference that is not significant (of the rows the table shows), with the seeds a row would
-    need to detect it."""
+    """Each seed-aware difference that is not significant (of the rows the table shows), with the least difference
+    its seeds could detect and, where a margin is set, its equivalence test."""
     shown = {id(row) for row in shown_rows(summary)}
     lines = [
         f"- `{c.row.label}` vs `{c.against.label}`: {c.delta:+.2f}, {c.power}"
@@ -171,11 +172,23 @@ def power_lines(summary: Summary) -> list[str]:
         return []
     return [
         "",
-        "Not significant, and the seeds it would take (power: the least n seeds a row with |delta| >= "
-        "(t_{1-alpha/2} + t_{0.8}) * sqrt((s_A^2 + s_B^2) / n + V_shared + V_own / n), V_shared + V_own / n the "
-        "sentence variance at n seeds, alpha = 0.05 over the seed-aware family, Holm's strictest step):",
+        "Not significant, and what the seeds run could detect (the minimum detectable difference, "
+        "(t_{1-alpha/2} + t_{0.8}) * SE at the seeds run, alpha the level Holm gave the comparison; with "
+        "significance.margin, two one-sided tests of equivalence within it; docs/statistics.md):",
         "",
         *lines,
+    ]
+
+
+def planning_lines(summary: Summary, difference: float) -> list[str]:
+    """`summarize --plan D`: for each seed-aware comparison, the seeds a row the next study needs to detect D, from
+    this sweep's variances (a design figure, not a claim about the difference observed)."""
+    aware = [c for c in summary.comparisons if c.test is not None]
+    if not aware:
+        return ["No seed-aware comparison (2 seeds a row or more) to plan from."]
+    return [
+        f"Planning, from this sweep's variances (seeds per row; {len(aware)} comparisons, Holm's strictest step):",
+        *(f"- `{c.row.label}` vs `{c.against.label}`: {planning_line(c, difference, len(aware))}" for c in aware),
     ]
 
 
@@ -234,7 +247,8 @@ def render_csv(summary: Summary) -> str:
             "ci_low",
             "ci_high",
             "variance_counted",
-            "seeds_needed",
+            "detectable",
+            "equivalence_p",
             "significance_method",
         ]
     )
@@ -256,7 +270,8 @@ def render_csv(summary: Summary) -> str:
                 "" if row.p_adjusted is None else row.p_adjusted,
                 *(("", "") if row.interval is None else (f"{v:.4f}" for v in row.interval)),
                 "" if tested is None else tested.covers,
-                "" if tested is None or tested.seeds_needed is None else tested.seeds_needed,
+                "" if tested is None or tested.detectable is None else f"{tested.detectable:.4f}",
+                "" if tested is None or tested.equivalence_p is None else tested.equivalence_p,
                 summary.method_name,
             ]
         )

@@ -33,6 +33,7 @@ from scipy.stats import t as student_t
 
 from nmt_core.config import DataConfig
 from nmt_core.data import surface, tokenize
+from nmt_core.evaluate import draw_counts
 from sweeper.summary.records import FORCED_TRACES, TrialRecord
 
 CLOSED = frozenset({"ADP", "AUX", "CCONJ", "DET", "PART", "PRON", "SCONJ"})  # UD's closed classes, NUM apart
@@ -141,13 +142,20 @@ def load_lexicon(language: str, tokenizer: str, lowercase: bool) -> Lexicon | No
     return Lexicon(source, exact_tags, folded_tags, entries, closed_entries, matchable, matchable_closed)
 
 
-def word_class(token: str, pos: int, lexicon: Lexicon) -> str:
-    """One of CLASSES or LEFT_OUT."""
+SENSITIVITY = {"ADV": "closed", "PROPN": "unclassified"}  # the lexicon's first cut questioned: adverbs such as
+# no, muy, más, ya, también closed; proper names (Tatoeba's "tom") in neither class
+TYPE_RESAMPLES = 1000
+
+
+def word_class(token: str, pos: int, lexicon: Lexicon, moved: dict[str, str] | None = None) -> str:
+    """One of CLASSES or LEFT_OUT; `moved` reassigns the words of a UPOS tag (SENSITIVITY)."""
     if pos == 0:
         return "first"
     if token and all(unicodedata.category(c).startswith("P") for c in token):
         return "punctuation"
     upos = lexicon.upos(token)
+    if moved and upos in moved:
+        return moved[upos]
     if upos in CLOSED:
         return "closed"
     if upos in OPEN:
@@ -155,14 +163,14 @@ def word_class(token: str, pos: int, lexicon: Lexicon) -> str:
     return "numeral" if upos == "NUM" else "unclassified"
 
 
-def token_classes(table: pa.Table, lexicon: Lexicon) -> np.ndarray:
+def token_classes(table: pa.Table, lexicon: Lexicon, moved: dict[str, str] | None = None) -> np.ndarray:
     """The class of each row of a forced trace, one lookup per distinct (word, first or not)."""
     known: dict[tuple[str, bool], str] = {}
     classes = []
     for token, pos in zip(table.column("token").to_pylist(), table.column("pos").to_pylist()):
         key = (token, pos == 0)
         if key not in known:
-            known[key] = word_class(token, pos, lexicon)
+            known[key] = word_class(token, pos, lexicon, moved)
         classes.append(known[key])
     return np.array(classes, dtype=object)
 
@@ -221,6 +229,8 @@ class ClassRow:
     seeds: int
     means: dict[str, dict[str, float]] = field(default_factory=dict)
     differences: dict[str, Estimate] = field(default_factory=dict)
+    typed: dict[str, Estimate] = field(default_factory=dict)  # the difference's interval over seeds and word types
+    sensitivity: dict[str, Estimate] = field(default_factory=dict)  # the same with the SENSITIVITY lexicon
 
 
 def class_row(label: str, seeds: list[SeedMeans]) -> ClassRow:
@@ -234,6 +244,62 @@ def class_row(label: str, seeds: list[SeedMeans]) -> ClassRow:
         if "closed" in present and "open" in present:
             row.differences[reading] = across_seeds([means["closed"] - means["open"] for means in per_seed])
     return row
+
+
+def reading_of(table: pa.Table, reading: str) -> np.ndarray | None:
+    """Each token's log tau or gate (None where the model lacks it)."""
+    if reading == "log_tau":
+        return log_tau(table)
+    gate = table.column("gate")
+    return None if gate.null_count == len(gate) else np.asarray(gate, dtype=np.float64)
+
+
+def type_resampled(values: np.ndarray, words: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A class's mean per seed (seeds,) and on each of TYPE_RESAMPLES resamples of its word types, every seed on the
+    same draws (TYPE_RESAMPLES, seeds): `values` (tokens, seeds) of the class's tokens, `words` their forms."""
+    _, word_of = np.unique(words, return_inverse=True)
+    types = word_of.max() + 1
+    sums = np.stack([np.bincount(word_of, column, types) for column in values.T], axis=1)  # (types, seeds)
+    counts = np.bincount(word_of, minlength=types).astype(np.float64)
+    draws = draw_counts(rng.integers(0, types, (TYPE_RESAMPLES, types)), types).astype(np.float64)
+    return sums.sum(0) / counts.sum(), (draws @ sums) / (draws @ counts)[:, None]
+
+
+def seeds_and_types(
+    tables: list[pa.Table], lexicon: Lexicon, reading: str, moved: dict[str, str] | None = None
+) -> Estimate | None:
+    """closed - open with a 95% interval over seeds and word types (docs/statistics.md's two levels, types in place
+    of sentences): the seeds' s^2 / n plus the part of the type-resampling variance every seed shares (the seeds'
+    own part is in s^2 already), Welch-Satterthwaite's df. Forced traces share the reference tokens across seeds;
+    None where they do not, or a class is empty."""
+    tokens = tables[0].column("token")
+    per_seed = [reading_of(table, reading) for table in tables]
+    if any(v is None for v in per_seed) or any(not table.column("token").equals(tokens) for table in tables[1:]):
+        return None
+    classes, words, values = (
+        token_classes(tables[0], lexicon, moved),
+        np.array(tokens.to_pylist()),
+        np.stack(per_seed, 1),
+    )
+    rng = np.random.default_rng(12345)
+    if not ((classes == "closed").any() and (classes == "open").any()):
+        return None
+    (closed, closed_b), (open_, open_b) = (
+        type_resampled(values[classes == name], words[classes == name], rng) for name in ("closed", "open")
+    )
+    full, resampled, n = closed - open_, closed_b - open_b, len(tables)
+    shared = (
+        max(0.0, (n * resampled.mean(1).var(ddof=1) - resampled.var(0, ddof=1).mean()) / (n - 1))
+        if n > 1
+        else (float(resampled[:, 0].var(ddof=1)))
+    )
+    seed_term = float(full.var(ddof=1)) / n if n > 1 else 0.0
+    spread = (seed_term**2 / (n - 1) if n > 1 else 0.0) + shared**2 / (TYPE_RESAMPLES - 1)
+    variance, mean = seed_term + shared, float(full.mean())
+    if variance == 0:
+        return Estimate(mean, (mean, mean))
+    half = float(student_t.ppf((1 + LEVEL) / 2, variance**2 / spread)) * math.sqrt(variance)
+    return Estimate(mean, (mean - half, mean + half))
 
 
 @dataclass
@@ -294,7 +360,11 @@ def word_classes(
         if tables:  # else not read (a large sweep's rows past the best) or made before forced traces were
             missing += len(records) - len(tables)
             result.coverage = result.coverage or coverage(tables[0], lexicon)
-            result.rows.append(class_row(label, [seed_means(table, lexicon) for table in tables]))
+            row = class_row(label, [seed_means(table, lexicon) for table in tables])
+            for reading in row.differences:
+                row.typed[reading] = seeds_and_types(tables, lexicon, reading)
+                row.sensitivity[reading] = seeds_and_types(tables, lexicon, reading, SENSITIVITY)
+            result.rows.append(row)
     if missing:
         result.note = (
             f"{missing} trial(s) have no traces/{split}.parquet (made before teacher-forced traces were recorded) "
@@ -321,7 +391,11 @@ def render(result: WordClasses) -> str:
         "closed / open: exp of the mean over seeds of the per-seed log difference, with a 95% t-interval over "
         "seeds (one seed: no interval). A Transformer token's log tau is the mean over its heads. The gate is a "
         "probability (the share of the context taken from the sentinel), so its class means and their "
-        "difference are arithmetic.\n\n"
+        "difference are arithmetic. The next column gives the same difference a 95% interval over seeds and word "
+        f"types (each class's word types resampled {TYPE_RESAMPLES:,} times, every seed on the same draws: the "
+        "seeds' s^2 / n plus the type part they share, as the BLEU test counts seeds and sentences, "
+        "docs/statistics.md); the last one asks the lexicon's first cut again: adverbs (ADV: no, muy, más, ya, "
+        "también) closed, proper names (PROPN: Tatoeba's tom) in neither class.\n\n"
         "Classes: the first target position apart, whatever its word; punctuation: every character Unicode "
         "category P*; closed-class words: UPOS ADP, AUX, CCONJ, DET, PART, PRON, SCONJ; open-class words: NOUN, "
         f"PROPN, VERB, ADJ, ADV, INTJ; by each word form's most frequent tag in {lexicon.source.name} (the "
@@ -341,13 +415,22 @@ def render(result: WordClasses) -> str:
     return "\n".join(sections)
 
 
+def interval_text(estimate: Estimate | None, shown, sign: str, with_mean: bool) -> str:
+    """`[0.81, 0.95]`, or `0.88 [0.81, 0.95]` with its mean; empty where there is no estimate."""
+    if estimate is None or estimate.interval is None:
+        return ""
+    low, high = (shown(bound) for bound in estimate.interval)
+    return (f"{shown(estimate.mean):{sign}.3f} " if with_mean else "") + f"[{low:{sign}.3f}, {high:{sign}.3f}]"
+
+
 def _table(rows: list[ClassRow], reading: str, name: str, compared: str) -> str:
     """A table of one reading per class; mean logs are shown as exp, their difference as a ratio."""
     shown = math.exp if reading == "log_tau" else (lambda value: value)
     sign = "" if reading == "log_tau" else "+"
     lines = [
-        f"| variant | seeds | {' | '.join(f'{name}: {c}' for c in CLASSES)} | {compared} [95% CI] |",
-        "|" + "---|" * (len(CLASSES) + 3),
+        f"| variant | seeds | {' | '.join(f'{name}: {c}' for c in CLASSES)} | {compared} [95% CI] | "
+        f"[95% CI, seeds + word types] | {compared}, ADV closed, PROPN out [95% CI, seeds + word types] |",
+        "|" + "---|" * (len(CLASSES) + 5),
     ]
     for row in rows:
         means = row.means[reading]
@@ -360,5 +443,7 @@ def _table(rows: list[ClassRow], reading: str, name: str, compared: str) -> str:
         else:
             low, high = (shown(bound) for bound in estimate.interval)
             difference = f"{shown(estimate.mean):{sign}.3f} [{low:{sign}.3f}, {high:{sign}.3f}]"
-        lines.append(f"| {row.label} | {row.seeds} | {' | '.join(cells)} | {difference} |")
+        typed = interval_text(row.typed.get(reading), shown, sign, False)
+        moved = interval_text(row.sensitivity.get(reading), shown, sign, True)
+        lines.append(f"| {row.label} | {row.seeds} | {' | '.join(cells)} | {difference} | {typed} | {moved} |")
     return "\n".join(lines) + "\n"

@@ -136,7 +136,7 @@ def test_the_best_trial_is_registered_and_translates_from_the_registry(tracked_s
     assert_registered_best_model_translates(client, tracked_sweep.tracking_uri, parent, results, tmp_path)
 
 
-def test_the_summary_and_the_descriptions_sum_the_sweep_up(tracked_sweep):
+def test_the_summary_and_the_descriptions_sum_the_sweep_up(tracked_sweep, tmp_path):
     _, client, parent, _, _ = tracked_runs(tracked_sweep)
     assert (
         client.get_experiment(parent.info.experiment_id).tags["mlflow.note.content"].startswith("Sweep `e2e-tracking`")
@@ -148,6 +148,17 @@ def test_the_summary_and_the_descriptions_sum_the_sweep_up(tracked_sweep):
     assert (summary_folder / "parallel_coordinates.png").stat().st_size > 5000
     note = client.get_run(parent.info.run_id).data.tags["mlflow.note.content"]  # the run page's description
     assert "| variant | seeds |" in note and "general+sact4+sentinel" in note
+    # its data beside it: the BLEU table and everything after it recomputed from data/ alone, no tracking store
+    assert {"trials.parquet", "sentences.parquet", "references.parquet"} <= {
+        p.name for p in summary_folder.glob("data/*")
+    }
+    again = tmp_path / "again"
+    done = sweeper(
+        "summarize", tracked_sweep.name, "--from-data", str(summary_folder), "--out", str(again), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    recomputed = (again / "summary.md").read_text().split("## BLEU")[1]
+    assert summary.split("## BLEU")[1].startswith(recomputed)  # the stored one may end with the heatmaps' lines
 
 
 def assert_trial_model(client, uri, child, row):

@@ -245,28 +245,36 @@ def test_seed_sentence_test_is_welchs_t_test_where_the_test_sentences_do_not_var
     assert test.delta == pytest.approx(np.mean(system) - np.mean(base))
 
 
-def test_seed_sentence_test_adds_the_sentence_variance_of_the_seed_averaged_difference():
-    """Var = s_A^2 / n_A + s_B^2 / n_B + the resamples' variance of the seed-averaged difference, with
-    Welch-Satterthwaite's degrees of freedom (the sentence term counts as known), computed here term by term."""
+def test_seed_sentence_test_adds_only_the_shared_sentence_part_to_the_seed_variance():
+    """Var = s_A^2 / n_A + s_B^2 / n_B + V_shared, V_shared the resamples' variance of the seed-averaged difference
+    less each system's own per-seed part over n (docs/statistics.md), with Welch-Satterthwaite's degrees of freedom
+    (the shared part with R - 1), computed here term by term from plain loops."""
     from scipy import stats
 
     from nmt_core.evaluate import seed_sentence_test
 
     rng = np.random.default_rng(3)
     base_full, system_full = [4.5, 4.0, 4.8], [5.1, 4.4]
-    base_resampled = [[b + e for e in rng.normal(0, 0.3, 400)] for b in base_full]
-    system_resampled = [[s + e for e in rng.normal(0, 0.2, 400)] for s in system_full]
+    shared_a, shared_b = rng.normal(0, 0.25, 400), rng.normal(0, 0.25, 400)
+    base_resampled = [[b + m + e for m, e in zip(shared_a, rng.normal(0, 0.3, 400))] for b in base_full]
+    system_resampled = [[s + m + e for m, e in zip(shared_b, rng.normal(0, 0.2, 400))] for s in system_full]
     test = seed_sentence_test(_scores(base_full, base_resampled), _scores(system_full, system_resampled))
-    averaged = [sum(column) / len(column) for column in zip(*system_resampled)]  # the seed-averaged resamples, by hand
-    base_averaged = [sum(column) / len(column) for column in zip(*base_resampled)]
-    differences = [s - b for s, b in zip(averaged, base_averaged)]
-    mean_difference = sum(differences) / len(differences)
-    sentence = sum((d - mean_difference) ** 2 for d in differences) / (len(differences) - 1)
+    averages = [[sum(column) / len(column) for column in zip(*seeds)] for seeds in (base_resampled, system_resampled)]
+    whole = statistics_variance([s - b for b, s in zip(*averages)])
+    own = [
+        (sum(statistics_variance(seed) for seed in seeds) / len(seeds) - statistics_variance(average))
+        * len(seeds)
+        / (len(seeds) - 1)
+        for seeds, average in zip((base_resampled, system_resampled), averages)
+    ]
+    shared = whole - own[0] / 3 - own[1] / 2
     seed_terms = [statistics_variance(base_full) / 3, statistics_variance(system_full) / 2]
-    variance = sum(seed_terms) + sentence
-    df = variance**2 / (seed_terms[0] ** 2 / 2 + seed_terms[1] ** 2 / 1)
+    variance = sum(seed_terms) + shared
+    df = variance**2 / (seed_terms[0] ** 2 / 2 + seed_terms[1] ** 2 / 1 + shared**2 / 399)
     delta = sum(system_full) / 2 - sum(base_full) / 3
-    assert test.sentence_variance == pytest.approx(sentence, rel=1e-9) and test.df == pytest.approx(df, rel=1e-9)
+    assert test.sentence_variance == pytest.approx(whole, rel=1e-9)
+    assert test.sentence_shared == pytest.approx(shared, rel=1e-9) and 0.08 < shared < 0.17  # 2 * 0.25^2
+    assert test.df == pytest.approx(df, rel=1e-9)
     assert test.p_value == pytest.approx(2 * stats.t.sf(abs(delta) / variance**0.5, df), rel=1e-9)
     half = stats.t.ppf(0.975, df) * variance**0.5
     assert test.interval == pytest.approx((delta - half, delta + half), rel=1e-9)
@@ -287,28 +295,44 @@ def test_seed_sentence_test_needs_two_seeds_and_says_equal_systems_are_equal():
     assert seed_sentence_test(same, same).p_value == 1.0
 
 
-def test_seeds_needed_is_the_least_n_with_power_at_the_level():
-    """The power line's n, from the formula with scipy's t quantiles: the least n seeds a row (both rows) with
-    |delta| >= (t_{1-alpha/2,df} + t_{power,df}) * sqrt((s_A^2 + s_B^2) / n + V_shared + V_per_seed / n)."""
+def test_the_minimum_detectable_difference_and_the_planning_figure_follow_the_formula():
+    """MDD = (t_{1-alpha/2,df} + t_{power,df}) * sqrt((s_A^2 + s_B^2) / n + V_shared), df Welch-Satterthwaite's at
+    n seeds a row, from scipy's t quantiles; the planning figure is the least n whose MDD is at most the
+    difference asked for."""
     from scipy import stats
 
-    from nmt_core.evaluate import SeedSentenceTest, seeds_needed
+    from nmt_core.evaluate import SeedSentenceTest, detectable, seeds_to_detect
 
-    shared, per_seed = 0.02**2, 0.05**2
-    test = SeedSentenceTest(-0.15, (0.33**2, 0.40**2), (5, 5), 0.03**2, 7.7, 0.5, (-0.6, 0.3), shared, per_seed)
+    shared, resamples = 0.02**2, 1000
+    test = SeedSentenceTest(-0.15, (0.33**2, 0.40**2), (5, 5), 0.03**2, 7.7, 0.5, (-0.6, 0.3), shared, 0.0, resamples)
 
-    def enough(n: int, alpha: float) -> bool:
+    def mdd(n: int, alpha: float) -> float:
         terms = [0.33**2 / n, 0.40**2 / n]
-        variance = sum(terms) + shared + per_seed / n
-        df = variance**2 / sum(t**2 / (n - 1) for t in terms)
-        return 0.15 >= (stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(0.8, df)) * variance**0.5
+        variance = sum(terms) + shared
+        df = variance**2 / (sum(t**2 / (n - 1) for t in terms) + shared**2 / (resamples - 1))
+        return (stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(0.8, df)) * variance**0.5
 
     for alpha in (0.05, 0.05 / 3):
-        expected = next(n for n in range(2, 1000) if enough(n, alpha))
-        assert 20 < seeds_needed(test, alpha, 0.8, most=1000) == expected
-    assert seeds_needed(test, 0.05, 0.8, most=10) is None  # more than 10 would be needed
-    hidden = SeedSentenceTest(-0.1, (0.1, 0.1), (5, 5), 0.5, 8, 0.9, (-2, 2), 0.5, 0.0)  # the test set hides it
-    assert seeds_needed(hidden, 0.05, 0.8, 1000) is None
+        assert detectable(test, alpha, 0.8) == pytest.approx(mdd(5, alpha), rel=1e-9)
+        expected = next(n for n in range(2, 1000) if mdd(n, alpha) <= 0.15)
+        assert 20 < seeds_to_detect(test, 0.15, alpha, 0.8, most=1000) == expected
+    assert seeds_to_detect(test, 0.15, 0.05, 0.8, most=10) is None  # more than 10 would be needed
+    hidden = SeedSentenceTest(-0.1, (0.1, 0.1), (5, 5), 0.5, 8, 0.9, (-2, 2), 0.5, 0.0, resamples)
+    assert seeds_to_detect(hidden, 0.1, 0.05, 0.8, 1000) is None  # the shared part alone exceeds it
+
+
+def test_equivalence_is_two_one_sided_tests_at_the_margin():
+    """TOST p = max(P(T_df > (d + m) / SE), P(T_df < (d - m) / SE)) from scipy; a mutated sign fails it."""
+    from scipy import stats
+
+    from nmt_core.evaluate import SeedSentenceTest, equivalence_p
+
+    test = SeedSentenceTest(0.1, (0.09, 0.16), (5, 5), 0.01, 7.7, 0.5, (-0.6, 0.8), 0.01, 0.0, 1000)
+    se = (0.09 / 5 + 0.16 / 5 + 0.01) ** 0.5
+    for margin in (0.3, 1.0, 2.0):
+        expected = max(stats.t.sf((0.1 + margin) / se, 7.7), stats.t.cdf((0.1 - margin) / se, 7.7))
+        assert equivalence_p(test, margin) == pytest.approx(expected, rel=1e-9)
+    assert equivalence_p(test, 2.0) < 0.01 < 0.2 < equivalence_p(test, 0.3)
 
 
 def test_the_sentence_variance_splits_into_what_seeds_share_and_what_each_adds():
@@ -333,4 +357,3 @@ def test_the_sentence_variance_splits_into_what_seeds_share_and_what_each_adds()
     assert test.sentence_per_seed == pytest.approx(sum(own), rel=1e-9)
     assert test.sentence_shared == pytest.approx(test.sentence_variance - own[0] / 3 - own[1] / 2, rel=1e-9)
     assert 0.15 < test.sentence_shared < 0.2 and 0.06 < test.sentence_per_seed < 0.1  # 2 * 0.3^2 and 2 * 0.2^2
-    assert test.sentence_variance_at(100) < test.sentence_variance

@@ -1,82 +1,217 @@
-"""The significance test's calibration under simulated nulls, in the regime of the SACT study (docs/results/): two
-systems drawn from one distribution, so every p < 0.05 is a false positive.
+"""The seed-aware test's calibration under simulated nulls in Tatoeba's regime, and that the window it must hold
+tells it from its neighbours: two systems drawn from one distribution, so every p < 0.05 is a false positive.
 
-The simulation draws what the bootstrap reads, per-sentence BLEU sufficient statistics, for the study's test set
-(Acts, 1,007 verses of about 30 target tokens) at its BLEU (about 4.5) and seed spread (sample std 0.33-0.71 over 5
-seeds): each sentence has a reference length (1 + Poisson(29) tokens) and a difficulty shared by every system and
-seed (normal, sd SENTENCE_SD, on the log of its n-gram match rates); each training run (seed) a quality effect
-(normal, sd SEED_SD) and its own per-sentence deviations (sd INTERACTION_SD: seeds do not fail on the same
-sentences); a hypothesis is the reference length times a lognormal ratio (sd 0.15), and its n-gram matches of each
-order are binomial with match rate PRECISIONS[n] * exp(difficulty + seed + deviation). These numbers were set to
-reproduce the study's BLEU, seed std and test-set interval (the study's seed-averaged SACT - baseline interval was
-+-0.14 wide: the one-seed test-set std of a difference here is about 0.15), and the test asserts that they do;
-they were not tuned to the tests' outcome.
+The simulation draws what the bootstrap reads, per-sentence BLEU sufficient statistics, for a Tatoeba-like test set
+(2,785 sentences of 1 + Poisson(6) reference tokens, BLEU about 26). Each of a sentence's n-gram match rates is
+PRECISIONS[n] * exp(quality), quality the sum of the parts of docs/statistics.md's model:
+- a difficulty shared by every system and seed (sd SENTENCE_SD; it cancels in a paired difference),
+- a system x sentence effect shared by one system's seeds (sd SYSTEM_SENTENCE_SD): the "shared part", which
+  decides which test set favours which system and which no number of seeds averages away,
+- a seed effect (training run quality; its sd set so that it alone gives a seed std of SEED_BLEU_STD BLEU),
+- a seed x sentence effect (sd SEED_SENTENCE_SD: seeds do not fail on the same sentences);
+a sentence's matches are its expected count rounded up with the probability of its fraction (one uniform for its
+four orders: unbiased, and fast enough for CI where binomial draws are not).
+Both systems draw every part from the same distributions. SYSTEM_SENTENCE_SD is large (the shared part about the
+size of the seeds' s^2 / n at 2-5 seeds: where the double count and the seeds-only tests part ways); the seed
+std spans Tatoeba's 0.0-0.6 (docs/results/). These were set from the regime, not from the tests' outcome.
 
-Monte-Carlo error: the binomial standard error of a share at 5% over NULLS nulls, sqrt(0.05 * 0.95 / NULLS); the
-test allows two of them (a 2.3% chance to fail a test whose size is exactly 5%).
+Each cell (seeds a row x seed std) holds NULLS nulls; the window WINDOW is about 3 Monte-Carlo standard errors of a
+share at 5% either side (sqrt(0.05 * 0.95 / NULLS) = 0.0069 at 1,000). The neighbours below are small functions of
+the same bootstrap scores, each a way the variance or its reference distribution could be got wrong; each must
+leave the window in some cell, or the window could not tell the test from it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from scipy import stats
 
-from nmt_core.evaluate import BleuBootstrap, seed_sentence_test
+from nmt_core.evaluate import BleuBootstrap, SystemScores, seed_sentence_test
 
-SENTENCES, REF_TOKENS = 1007, 29
-PRECISIONS = np.array([0.26, 0.065, 0.02, 0.0075])  # 1- to 4-gram match rates: BLEU about 4.7
-SENTENCE_SD, SEED_SD, INTERACTION_SD = 0.5, 0.1, 0.3
-NULLS, RESAMPLES = 300, 200
+SENTENCES, REF_TOKENS = 2785, 6  # 1 + Poisson(6): about 7 tokens a sentence
+PRECISIONS = np.array([0.5, 0.3, 0.17, 0.1], np.float32)  # 1- to 4-gram match rates: BLEU about 26
+SENTENCE_SD, SYSTEM_SENTENCE_SD, SEED_SENTENCE_SD = 0.5, 0.35, 0.45
+SEED_BLEU_STDS = (0.0, 0.6)  # the seed effect's own BLEU std (the seeds' spread adds the seed x sentence part)
+SEED_COUNTS = (2, 3, 5)
+NULLS, RESAMPLES, BATCH = 1000, 100, 125
+WINDOW = (0.03, 0.07)
 NOMINAL = 0.05
-MC_ERROR = math.sqrt(NOMINAL * (1 - NOMINAL) / NULLS)
+
+Scores = tuple[SystemScores, SystemScores]
+# 12,000 simulated systems of 2,785 sentences: about 3 minutes on a loaded 2-core machine, so with the slow tests
+pytestmark = pytest.mark.slow
 
 
-def draw_test_set(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Reference lengths and sentence difficulties: one test set, shared by both systems and all their seeds."""
-    return 1 + rng.poisson(REF_TOKENS, SENTENCES), rng.normal(0, SENTENCE_SD, SENTENCES)
+def null_runs(rng: np.random.Generator, seed_std: float, nulls: int, seeds: int) -> np.ndarray:
+    """(nulls, 2 systems, seeds, SENTENCES, 10) per-sentence BLEU statistics: a fresh test set per null, shared by
+    both systems and their seeds; hypotheses as long as their references (Tatoeba's brevity penalty is 1)."""
+
+    def normal(sd: float, shape: tuple[int, ...]) -> np.ndarray:
+        return np.float32(sd) * rng.standard_normal(shape, np.float32)
+
+    lengths = np.broadcast_to(1 + rng.poisson(REF_TOKENS, (nulls, 1, 1, SENTENCES)), (nulls, 2, seeds, SENTENCES))
+    quality = (  # float32 throughout: 14 million sentences a batch at 5 seeds
+        normal(SENTENCE_SD, (nulls, 1, 1, SENTENCES))
+        + normal(SYSTEM_SENTENCE_SD, (nulls, 2, 1, SENTENCES))
+        + normal(seed_std / 26.0, (nulls, 2, seeds, 1))  # BLEU is about 26 * exp(quality) near 26
+        + normal(SEED_SENTENCE_SD, (nulls, 2, seeds, SENTENCES))
+    )
+    totals = np.maximum(lengths[..., None] - np.arange(4, dtype=np.float32), 0).astype(np.float32)
+    expected = totals * np.minimum(PRECISIONS * np.exp(quality)[..., None], 1)
+    matches = np.floor(expected + rng.random(quality.shape, np.float32)[..., None])  # unbiased rounding
+    return np.concatenate([lengths[..., None], lengths[..., None], matches, totals], axis=-1, dtype=np.float32)
 
 
-def seed_stats(rng: np.random.Generator, references: np.ndarray, difficulty: np.ndarray) -> np.ndarray:
-    """One training run's per-sentence BLEU statistics (hyp len, ref len, matches, totals per order)."""
-    quality = rng.normal(0, SEED_SD) + rng.normal(0, INTERACTION_SD, SENTENCES) + difficulty
-    hypotheses = np.maximum(1, np.round(references * np.exp(rng.normal(0, 0.15, SENTENCES)))).astype(int)
-    totals = np.maximum(hypotheses[:, None] - np.arange(4)[None, :], 0)
-    matches = rng.binomial(totals, np.clip(PRECISIONS[None, :] * np.exp(quality)[:, None], 0, 1))
-    return np.column_stack([hypotheses, references, matches, totals]).astype(np.float32)
-
-
-def simulate(seeds: int, nulls: int = NULLS, seed: int = 0) -> dict[str, np.ndarray]:
-    """p-values of the seed-aware test and of the test it replaces (seeds averaged inside every resample, never
-    resampled: SentenceBootstrap.p_value) over `nulls` null pairs of systems, and what the simulation looks like."""
+def simulate(seed_std: float, seeds: int, nulls: int = NULLS, seed: int = 0) -> list[Scores]:
+    """Each null's two systems' bootstrap scores (SystemScores, as the summary builds them), in batches."""
     rng = np.random.default_rng(seed)
     bootstrap = BleuBootstrap({"test": SENTENCES}, RESAMPLES)
-    found: dict[str, list[float]] = {"new": [], "old": [], "bleu": [], "seed_std": [], "one_seed_test_std": []}
-    for _ in range(nulls):
-        references, difficulty = draw_test_set(rng)
-        a, b = (
-            bootstrap.scores_of_stats([{"test": seed_stats(rng, references, difficulty)} for _ in range(seeds)])
-            for _ in range(2)
+    found = []
+    for start in range(0, nulls, BATCH):
+        runs = null_runs(rng, seed_std, min(BATCH, nulls - start), seeds)
+        scores = bootstrap.scores_of_stats([{"test": run} for run in runs.reshape(-1, SENTENCES, 10)])
+        full, resampled = scores.full.reshape(-1, 2, seeds), scores.resampled.reshape(-1, 2, seeds, RESAMPLES)
+        found += [(SystemScores(f[0], r[0]), SystemScores(f[1], r[1])) for f, r in zip(full, resampled, strict=True)]
+    return found
+
+
+@dataclass
+class Cell:
+    """One cell's nulls as the test read them, one entry per null: what the neighbours are computed from."""
+
+    p_value: np.ndarray
+    delta: np.ndarray
+    seed_variances: np.ndarray  # (nulls, 2)
+    seeds: int
+    shared: np.ndarray  # the system x sentence part the test adds
+    whole: np.ndarray  # the bootstrap's whole sentence variance of the seed-averaged difference
+    df: np.ndarray
+
+    @classmethod
+    def of(cls, found: list[Scores]) -> Cell:
+        tests = [seed_sentence_test(a, b) for a, b in found]
+        return cls(
+            *(np.array([getattr(t, key) for t in tests]) for key in ("p_value", "delta", "seed_variances")),
+            found[0][0].seeds,
+            *(np.array([getattr(t, key) for t in tests]) for key in ("sentence_shared", "sentence_variance", "df")),
         )
-        found["new"].append(seed_sentence_test(a, b).p_value)
-        found["old"].append(bootstrap.p_value(a, b))
-        found["bleu"].append(a.mean)
-        found["seed_std"].append(float(a.full.std(ddof=1)))
-        found["one_seed_test_std"].append(float(np.std(a.resampled[0] - b.resampled[0])))
-    return {key: np.array(values) for key, values in found.items()}
+
+    @property
+    def seed_terms(self) -> np.ndarray:
+        return self.seed_variances.sum(axis=1) / self.seeds
 
 
-@pytest.mark.parametrize("seeds", [2, 5])
-def test_the_seed_aware_test_holds_its_level_and_the_seed_averaged_bootstrap_does_not(seeds):
-    """5 seeds a row as in the study, 2 as in the quickstart: the share of p < 0.05 under the null is at most 5%
-    plus its Monte-Carlo error; the sentence bootstrap over seed averages (what this replaced) rejects far more
-    often, because the seeds' spread is larger than the test set's and it never sees it."""
-    found = simulate(seeds)
-    assert 3.5 < found["bleu"].mean() < 5.5  # the study's regime
-    assert 0.3 < np.sqrt(np.mean(found["seed_std"] ** 2)) < 0.7
-    assert 0.1 < found["one_seed_test_std"].mean() < 0.2
-    new, old = (float(np.mean(found[key] < NOMINAL)) for key in ("new", "old"))
-    assert new <= NOMINAL + 2 * MC_ERROR, f"seed-aware test: {new:.3f} of {NULLS} nulls at p < 0.05"
-    assert old > NOMINAL + 6 * MC_ERROR, f"seed-averaged bootstrap: {old:.3f}"  # it fails: anti-conservative
-    assert new > NOMINAL / 5  # calibrated, not a test that never rejects
+def t_p(delta: np.ndarray, variance: np.ndarray, df: np.ndarray | float) -> np.ndarray:
+    """Two-sided p of delta / sqrt(variance) against Student's t (the normal at df = inf); 1 where nothing varies."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(variance > 0, 2 * stats.t.sf(np.abs(delta) / np.sqrt(variance), df), 1.0)
+
+
+def the_test(cell: Cell) -> np.ndarray:
+    return cell.p_value
+
+
+def welch_on_seeds(cell: Cell) -> np.ndarray:
+    """Welch's t on the seeds' BLEU alone: no sentence part at all."""
+    terms = cell.seed_variances / cell.seeds
+    return t_p(cell.delta, terms.sum(1), terms.sum(1) ** 2 / (terms**2 / (cell.seeds - 1)).sum(1))
+
+
+def pooled_t(cell: Cell) -> np.ndarray:
+    """Student's pooled two-sample t on the seeds' BLEU (equal seeds: Welch's variance, 2n - 2 degrees of freedom)."""
+    return t_p(cell.delta, cell.seed_terms, 2 * cell.seeds - 2)
+
+
+def doubled(cell: Cell) -> np.ndarray:
+    """The test's variance doubled, its degrees of freedom kept."""
+    return t_p(cell.delta, 2 * (cell.seed_terms + cell.shared), cell.df)
+
+
+def double_count(cell: Cell) -> np.ndarray:
+    """The test before #62: s^2 / n plus the bootstrap's whole sentence variance (seed x sentence counted twice),
+    the sentence term counted as known in Welch-Satterthwaite."""
+    terms = cell.seed_variances / cell.seeds
+    variance = terms.sum(1) + cell.whole
+    return t_p(cell.delta, variance, variance**2 / (terms**2 / (cell.seeds - 1)).sum(1))
+
+
+def z_test(cell: Cell) -> np.ndarray:
+    """The test's variance referred to the normal: its few seeds' degrees of freedom ignored."""
+    return t_p(cell.delta, cell.seed_terms + cell.shared, math.inf)
+
+
+NEIGHBOURS: dict[str, Callable[[Cell], np.ndarray]] = {
+    "Welch on the seeds": welch_on_seeds,
+    "pooled t": pooled_t,
+    "variance doubled": doubled,
+    "double count (before #62)": double_count,
+    "z-test": z_test,
+}
+
+
+def draw_cells() -> dict[tuple[float, int], Cell]:
+    """Every cell's nulls: 5 seeds a row drawn once per seed std, its first 2 and 3 seeds the other cells."""
+    found = {}
+    for i, seed_std in enumerate(SEED_BLEU_STDS):
+        drawn = simulate(seed_std, max(SEED_COUNTS), seed=i)
+        for n in SEED_COUNTS:
+            found[seed_std, n] = Cell.of(
+                [
+                    (SystemScores(a.full[:n], a.resampled[:n]), SystemScores(b.full[:n], b.resampled[:n]))
+                    for a, b in drawn
+                ]
+            )
+    return found
+
+
+@pytest.fixture(scope="module")
+def cells() -> dict[tuple[float, int], Cell]:
+    return draw_cells()
+
+
+def rate(test: Callable[[Cell], np.ndarray], cell: Cell) -> float:
+    return float(np.mean(test(cell) < NOMINAL))
+
+
+def test_the_simulation_is_tatoebas_regime():
+    """BLEU about 26, the seeds' std the seed effect's plus the seed x sentence part, and a large shared part: the
+    system x sentence variance of the difference larger than the seeds' s^2 / n at 5 seeds without a seed effect."""
+    for seed_std in SEED_BLEU_STDS:
+        found = simulate(seed_std, 5, nulls=100, seed=9)
+        assert 22 < np.mean([a.mean for a, _ in found]) < 30
+        spread = np.sqrt(np.mean([a.full.var(ddof=1) for a, _ in found]))
+        assert seed_std < spread < seed_std + 0.5, spread
+        if seed_std == 0:
+            cell = Cell.of(found)
+            assert cell.shared.mean() > cell.seed_terms.mean(), (cell.shared.mean(), cell.seed_terms.mean())
+
+
+LIBERAL = {(0.6, 2)}  # Satterthwaite's plug-in df at 2 seeds where the seeds dominate: 7-9% (docs/statistics.md)
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        pytest.param(cell, marks=[pytest.mark.xfail(strict=True, reason="liberal: 7-9%")] if cell in LIBERAL else [])
+        for cell in ((s, n) for s in SEED_BLEU_STDS for n in SEED_COUNTS)
+    ],
+    ids=str,
+)
+def test_the_seed_aware_test_holds_its_level(cells, cell):
+    """At 2, 3 and 5 seeds a row and a seed std of 0.0 and 0.6, the share of p < 0.05 is inside WINDOW, except
+    where it is known not to be (LIBERAL: strict, so a fix shows)."""
+    assert WINDOW[0] <= rate(the_test, cells[cell]) <= WINDOW[1]
+
+
+@pytest.mark.parametrize("name", NEIGHBOURS)
+def test_each_neighbour_leaves_the_window_somewhere(cells, name):
+    """The window is tight enough to tell the test from each neighbour: each is outside it in a cell where the
+    test is inside it."""
+    held = {cell: found for cell, found in cells.items() if cell not in LIBERAL}
+    rates = {cell: rate(NEIGHBOURS[name], found) for cell, found in held.items()}
+    assert any(not WINDOW[0] <= r <= WINDOW[1] for r in rates.values()), rates

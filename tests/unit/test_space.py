@@ -180,6 +180,8 @@ def test_optuna_define_by_run_suggests_conditionals_only_when_active():
         ({"significance": {"method": "t_test"}}, "significance.method", "one of paired_bootstrap"),
         ({"significance": {"resamples": 99}}, "significance.resamples", "in [100, 1000000]"),
         ({"significance": {"resamples": "many"}}, "significance.resamples", "expected int"),
+        ({"significance": {"margin": 0}}, "significance.margin", "> 0 (BLEU points, the equivalence margin)"),
+        ({"significance": {"margin": "half"}}, "significance.margin", "expected float"),
         ({"tracking": {"system_metrics": "yes"}}, "tracking.system_metrics", "expected bool"),
         ({"tracking": {"system_metric": True}}, "tracking.system_metric", "uri, system_metrics"),
         ({"tracking": {"plots": "every"}}, "tracking.plots", "must be one of best, all, none (got 'every')"),
@@ -240,6 +242,9 @@ def test_significance_method_is_the_bootstrap_or_approximate_randomization():
     assert spec_of().significance.method == "paired_bootstrap"  # sacrebleu --paired-bs
     chosen = spec_of(significance={"method": "approximate_randomization", "resamples": 10000}).significance
     assert (chosen.method, chosen.resamples) == ("approximate_randomization", 10000)
+    assert spec_of().significance.margin is None  # no equivalence test unless a margin is stated
+    assert spec_of(significance={"margin": 1}).significance.margin == 1.0
+    assert spec_of(significance={"margin": None}).significance.margin is None
 
 
 def test_plots_are_drawn_for_the_best_trials_unless_the_space_says_otherwise():

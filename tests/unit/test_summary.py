@@ -141,8 +141,9 @@ def test_bleu_table_numbers(store, tmp_path):
     assert base.average == pytest.approx((21.0, 2**0.5)) and base.tests["test"] == pytest.approx((21.0, 2**0.5))
     assert base.epoch_time_s == pytest.approx(3.0) and base.n_params == 1_500_000
     assert sact.average == pytest.approx((26.0, 2**0.5)) and sact.delta == pytest.approx(5.0)
-    # 2 seeds a row: the seed-aware test. Var = s^2/n of each row's logged BLEU (2 / 2 each) + the variance of the
-    # resampled difference of seed averages (every seed of a row has the same outputs here), t with Welch's df
+    # 2 seeds a row: the seed-aware test. Var = s^2/n of each row's logged BLEU (2 / 2 each) + the shared sentence
+    # part, here the whole variance of the resampled difference (every seed of a row has the same outputs, so none
+    # is a seed's own), t with Welch-Satterthwaite's df (the shared part with R - 1)
     from scipy import stats as scipy_stats
 
     from nmt_core.evaluate import PairedBootstrap
@@ -153,7 +154,7 @@ def test_bleu_table_numbers(store, tmp_path):
         bootstrap.scores([{"test": refs}]).averaged - bootstrap.scores([{"test": [_degrade(r) for r in refs]}]).averaged
     )
     variance = 2 / 2 + 2 / 2 + resampled.var(ddof=1)
-    df = variance**2 / ((2 / 2) ** 2 + (2 / 2) ** 2)
+    df = variance**2 / ((2 / 2) ** 2 + (2 / 2) ** 2 + resampled.var(ddof=1) ** 2 / 999)
     expected = 2 * scipy_stats.t.sf(5.0 / variance**0.5, df)
     assert sact.p_value == pytest.approx(expected, rel=1e-9) and sact.p_adjusted == sact.p_value  # alone in its family
     assert sact.mark == ("**" if expected < 0.01 else "*" if expected < 0.05 else "")
@@ -193,9 +194,9 @@ def test_bleu_table_numbers(store, tmp_path):
     csv = render_csv(summary)
     assert f"general+sact4,2,26.0000,1.4142,26.0000,1.4142,27.0000,1.4142,1500000,5.000,5.0000,{sact.mark}," in csv
     assert csv.splitlines()[0].endswith(
-        ",p_value,p_holm,ci_low,ci_high,variance_counted,seeds_needed,significance_method"
+        ",p_value,p_holm,ci_low,ci_high,variance_counted,detectable,equivalence_p,significance_method"
     )
-    assert ',test-set variance only,,"paired_bootstrap: two-level seed x sentence test' in csv.splitlines()[-1]
+    assert ',test-set variance only,,,"paired_bootstrap: two-level seed x sentence test' in csv.splitlines()[-1]
     latex = render_latex(summary)
     assert r"\toprule" in latex and r"26.00 $\pm$ 1.41" in latex and r"general{+}sact4" in latex
     assert r"& -12.00 &" in latex and r"\footnotesize Marks: paired\_bootstrap: two-level seed x sentence test" in latex
@@ -656,7 +657,10 @@ def test_each_claim_names_the_baseline_or_control_it_was_tested_against():
     assert [t[2] for t in tested[:8]] == ["baseline"] * 8 and all(c.test is not None for c in summary.comparisons)
     same = next(c for c in summary.comparisons if c.row.label == "general+tau4 (train.lr=0.005)")
     assert same.delta == 0 and same.p_value == 1.0 and same.interval == (0.0, 0.0) and same.mark == ""
-    assert same.power == "no difference to detect"
+    assert (
+        same.detectable == 0
+        and same.power == "these seeds detect a true difference of 0.00 or more (80% power at alpha 0.05, Holm's level)"
+    )  # the largest p: Holm's level is alpha itself
     for c in summary.comparisons:
         assert c.interval[0] <= c.delta <= c.interval[1] and c.p_adjusted >= c.p_value
     assert "fewer than 3 seeds" not in " ".join(summary.warnings)
@@ -674,7 +678,8 @@ def test_each_claim_names_the_baseline_or_control_it_was_tested_against():
         "Against the baseline `general+none (train.lr=0.005)`: significantly better: `general+learned4 "
         "(train.lr=0.005)` (+10.78), `general+tau0.5 (train.lr=0.005)` (+7.29); significantly better, but with a "
         "mechanism flagged as degenerate above (not a win of the method): `general+sact4 (train.lr=0.005)` (+20.61); "
-        "no significant difference: `general+tau4 (train.lr=0.005)` (+0.00; no difference to detect).",
+        "no significant difference: `general+tau4 (train.lr=0.005)` (+0.00; these seeds detect a true difference of "
+        "0.00 or more (80% power at alpha 0.05, Holm's level)).",
         "Against the learned-temperature control `general+learned4 (train.lr=0.001)` (the same lambda, every other "
         "setting equal): significantly better: `general+sact4 (train.lr=0.001)` (+9.83).",
         "Against the fixed-temperature control `general+tau0.5 (train.lr=0.001)` (tau 0.5, at the scale of SACT's "
@@ -710,8 +715,9 @@ def test_each_claim_names_the_baseline_or_control_it_was_tested_against():
 
 
 def test_two_seeds_a_row_get_the_seed_aware_test_of_the_logged_bleu_and_the_resampled_sentences():
-    """Var = s_A^2 / n_A + s_B^2 / n_B of the rows' logged per-seed BLEU + the variance of the resampled seed-averaged
-    difference; t with Welch-Satterthwaite's df. Each seed's outputs differ from the other's here."""
+    """Var = s_A^2 / n_A + s_B^2 / n_B of the rows' logged per-seed BLEU + the shared part of the resampled
+    seed-averaged difference (less each row's per-seed part over n, from the resampled scores of each seed); t with
+    Welch-Satterthwaite's df (the shared part with R - 1). Each seed's outputs differ from the other's here."""
     from scipy import stats
 
     from nmt_core.evaluate import PairedBootstrap
@@ -732,13 +738,21 @@ def test_two_seeds_a_row_get_the_seed_aware_test_of_the_logged_bleu_and_the_resa
     test = PairedBootstrap({"test": REVIEW_REFS}, 300)
     by_row = {label: [r for r in snapshot.records if r.variant == label] for label in ("general+none", "general+tau4")}
     bleu = {label: [r.metrics["bleu_test_avg"] for r in records] for label, records in by_row.items()}
-    resampled = {
-        label: test.scores([snapshot.translations[r.run_id] for r in records]).averaged
+    per_seed = {
+        label: test.scores([snapshot.translations[r.run_id] for r in records]).resampled
         for label, records in by_row.items()
     }
+    resampled = {label: scores.mean(axis=0) for label, scores in per_seed.items()}
+    own = {  # each row's per-seed part: (mean_i Var(seed i) - Var(average)) * n / (n - 1), n = 2
+        label: max(0.0, (np.var(scores, axis=1, ddof=1).mean() - np.var(resampled[label], ddof=1)) * 2)
+        for label, scores in per_seed.items()
+    }
+    whole = np.var(resampled["general+tau4"] - resampled["general+none"], ddof=1)
+    shared = max(0.0, whole - own["general+none"] / 2 - own["general+tau4"] / 2)
     seed_terms = [np.var(bleu[label], ddof=1) / 2 for label in bleu]
-    variance = sum(seed_terms) + np.var(resampled["general+tau4"] - resampled["general+none"], ddof=1)
-    df = variance**2 / sum(term**2 for term in seed_terms)
+    variance = sum(seed_terms) + shared
+    df = variance**2 / (sum(term**2 for term in seed_terms) + shared**2 / 299)
+    assert 0 < shared < whole
     delta = np.mean(bleu["general+tau4"]) - np.mean(bleu["general+none"])
     assert comparison.delta == pytest.approx(delta) and all(term > 0 for term in seed_terms)
     assert comparison.p_value == pytest.approx(2 * stats.t.sf(abs(delta) / variance**0.5, df), rel=1e-9)
@@ -1161,3 +1175,55 @@ def test_dev_curves_carry_the_mean_of_the_seeds_still_training_past_the_first_st
     assert len(dashed) == 1 and list(dashed[0].get_xdata()) == [2, 3, 4]  # general+none: both seeds ran to the end
     assert list(dashed[0].get_ydata()) == pytest.approx([(2 + 4 + 6) / 3, (5 + 7) / 2, 6.0])
     assert dashed[0].get_color() == bold[0].get_color()
+
+
+def test_every_table_recomputes_from_the_data_beside_the_summary(store, tmp_path, capsys):
+    """summarize writes data/ beside summary.md; `sweeper summarize NAME --from-data DIR` recomputes summary.md and
+    the CSV table from it alone, the same bytes (figures aside), and --plan prints the planning figures. A data
+    folder with a trial left out gives another table (the data are what the table is computed from)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    uri, _ = store
+    summarize("hand", uri, tmp_path / "out", ["csv"], resamples=100)
+    data = tmp_path / "out" / "data"
+    assert {p.name for p in data.iterdir()} >= {"trials.parquet", "sentences.parquet", "references.parquet"}
+    assert pq.read_table(data / "trials.parquet").num_rows == 8  # the finished trials, one seed each
+    again = tmp_path / "again"
+    argv = ["summarize", "hand", "--from-data", str(tmp_path / "out"), "--out", str(again), "--format", "csv"]
+    assert sweeper_main([*argv, "--resamples", "100", "--plan", "0.5"]) == 0
+    printed = capsys.readouterr().out
+    assert "Planning, from this sweep's variances" in printed and "seeds a row to detect 0.5" in printed
+    assert (again / "bleu_table.csv").read_text() == (tmp_path / "out" / "bleu_table.csv").read_text()
+    assert (again / "summary.md").read_text() == (tmp_path / "out" / "summary.md").read_text()
+    trials = pq.read_table(data / "trials.parquet")
+    pq.write_table(trials.filter(pc.not_equal(trials["trial_id"], "general+tau2-1")), data / "trials.parquet")
+    assert sweeper_main([*argv[:-4], "--out", str(tmp_path / "fewer"), "--resamples", "100"]) == 0
+    assert "general+tau2" not in (tmp_path / "fewer" / "summary.md").read_text()
+    assert sweeper_main(["summarize", "hand", "--from-data", str(tmp_path / "nowhere")]) == 2
+    assert "--from-data" in capsys.readouterr().err
+    (data / "trials.parquet").write_bytes(b"not parquet")
+    assert sweeper_main(["summarize", "hand", "--from-data", str(data), "--out", str(tmp_path / "bad")]) == 2
+    assert "unreadable summary data (ArrowInvalid)" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+def test_a_non_significant_comparison_says_what_its_seeds_detect_at_holms_level_and_its_equivalence():
+    """Each seed-aware comparison that is not significant gets the minimum detectable difference at the level Holm
+    compared its p with (alpha / (m - k + 1), k its rank), and with a margin the TOST verdict at that level."""
+    from nmt_core.evaluate import SeedSentenceTest, detectable, equivalence_p
+    from sweeper.summary.statistics import Comparison, mark_and_power
+
+    def comparison(delta: float, p: float, se2: float) -> Comparison:
+        test = SeedSentenceTest(delta, (se2 * 2.5, se2 * 2.5), (5, 5), 0.0, 8.0, p, (-1, 1), 0.0, 0.0, 1000)
+        return Comparison(None, None, "baseline", delta, p_value=p, p_adjusted=min(1.0, p * 3), test=test)
+
+    found = [comparison(0.05, 0.8, 0.01), comparison(0.3, 0.2, 0.04), comparison(-0.2, 0.5, 0.02)]
+    mark_and_power(found, margin=0.5)
+    assert [c.alpha for c in found] == pytest.approx([0.05, 0.05 / 3, 0.05 / 2])
+    for c in found:
+        assert c.mark == "" and c.detectable == pytest.approx(detectable(c.test, c.alpha, 0.8))
+        assert c.equivalence_p == pytest.approx(equivalence_p(c.test, 0.5))
+    assert found[0].power.endswith(f"; equivalent within ±0.5 (TOST p {found[0].equivalence_p:.3g})")
+    assert "not shown equivalent within ±0.5" in found[1].power
+    mark_and_power(plain := [comparison(0.05, 0.8, 0.01)])
+    assert plain[0].equivalence_p is None and "TOST" not in plain[0].power

@@ -207,3 +207,58 @@ def test_a_trial_writes_tau_and_gate_at_every_reference_token_as_one_unbatched_f
     else:
         gate = trace.gate[0, :n].reshape(n, -1).mean(-1)  # a Transformer's: the mean over its heads
         assert rows.column("gate").to_pylist() == pytest.approx(gate.tolist(), rel=1e-5)
+
+
+def test_the_interval_over_seeds_and_word_types_and_the_lexicon_sensitivity():
+    """closed - open of mean log tau with its interval over seeds and word types, recomputed in plain loops from
+    the same type draws: s^2 / n of the seeds' differences plus the type variance every seed shares (n Var(seed
+    average) - mean_i Var(seed i)) / (n - 1), Welch-Satterthwaite's df; with ADV closed and PROPN out the classes
+    move (muy: ADV; Tom: PROPN)."""
+    from scipy import stats
+
+    from nmt_core.evaluate import draw_counts
+    from sweeper.summary.word_classes import SENSITIVITY, TYPE_RESAMPLES, seeds_and_types
+
+    sentence = ["el", "niño", "muy", "bebe", "agua", "y", "Tom", "el", "gato", "."]
+    lexicon = load_lexicon("es", "word", False)
+    assert [word_class(w, 1, lexicon, SENSITIVITY) for w in ("muy", "Tom")] == ["closed", "unclassified"]
+    rng = np.random.default_rng(4)
+    by_word = {w: rng.uniform(0.3, 3.0) for w in sentence}  # a word's tau, shared by the seeds: the type part
+    base = np.array([by_word[w] for w in sentence])
+    seeds = [base * rng.uniform(0.8, 1.25, size=(3, len(sentence))) for _ in range(3)]
+    tables = [
+        forced_trace_table([ForcedTrace(np.array(t, np.float32), None) for t in seed], [sentence] * 3) for seed in seeds
+    ]
+    for moved in (None, SENSITIVITY):
+        classes = [word_class(w, i, lexicon, moved) for w, i in zip(sentence, range(len(sentence)))]
+        draws = np.random.default_rng(12345)
+        per_class = {}
+        for name in ("closed", "open"):  # each class's types in sorted order, as np.unique numbers them
+            types = sorted({w for w, c in zip(sentence, classes) if c == name})
+            counts = draw_counts(draws.integers(0, len(types), (TYPE_RESAMPLES, len(types))), len(types))
+            means = []
+            for seed in seeds:
+                logs = {w: [] for w in types}
+                for row in seed:
+                    for w, c, tau in zip(sentence, classes, row):
+                        if c == name:
+                            logs[w].append(math.log(np.float32(tau)))
+                full = sum(sum(v) for v in logs.values()) / sum(len(v) for v in logs.values())
+                boot = [
+                    sum(k * sum(logs[w]) for k, w in zip(draw, types))
+                    / sum(k * len(logs[w]) for k, w in zip(draw, types))
+                    for draw in counts
+                ]
+                means.append((full, boot))
+            per_class[name] = means
+        full = [c[0] - o[0] for c, o in zip(per_class["closed"], per_class["open"])]
+        boot = [np.array(c[1]) - np.array(o[1]) for c, o in zip(per_class["closed"], per_class["open"])]
+        n = 3
+        seed_term = np.var(full, ddof=1) / n
+        shared = max(0.0, (n * np.var(np.mean(boot, 0), ddof=1) - np.mean([np.var(b, ddof=1) for b in boot])) / (n - 1))
+        df = (seed_term + shared) ** 2 / (seed_term**2 / (n - 1) + shared**2 / (TYPE_RESAMPLES - 1))
+        half = stats.t.ppf(0.975, df) * math.sqrt(seed_term + shared)
+        estimate = seeds_and_types(tables, lexicon, "log_tau", moved)
+        assert estimate.mean == pytest.approx(np.mean(full), rel=1e-9)
+        assert estimate.interval == pytest.approx((np.mean(full) - half, np.mean(full) + half), rel=1e-6)
+        assert shared > 0
