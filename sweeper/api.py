@@ -640,6 +640,7 @@ def summarize(
         return SummaryResult(summary, render_markdown(summary), out or experiment.display(SUMMARY_DIR))
 
 
+@entry_point
 def summarize_from_data(
     name: str, data: str, *, out: str | None = None, format: str = "md", resamples: int | None = None
 ) -> SummaryResult:
