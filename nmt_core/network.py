@@ -6,8 +6,8 @@ send through `requests.Session.send`, so that one method is wrapped (`install`, 
 `gate.configure_network`), rather than each client's session:
 
 - a call (its redirects included) ends within network_timeout() seconds, connect to last byte; a download the
-  caller streams (an artifact file) within DOWNLOAD_S seconds. A watchdog timer enforces it: at the deadline it
-  shuts down the sockets of the connections the call took (each is registered as urllib3 hands it out), so a
+  caller streams, or an upload (an artifact file), within DOWNLOAD_S seconds. A watchdog timer enforces it: at the
+  deadline it shuts down the sockets of the connections the call took (each is registered as urllib3 hands it out), so a
   blocked read returns at once whatever the server drips, and any later connection of the call is refused. A timer
   that shuts a socket is robust where a per-read timeout is not, and it needs no signal (the API runs in threads);
 - an answer's body may hold at most ANSWER_BYTES (a download DOWNLOAD_BYTES), counted as it is decoded: a larger
@@ -33,6 +33,7 @@ from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout
 
 ANSWER_BYTES = 64 * 2**20  # an API answer (MLflow's search of a thousand runs is a few MB)
 DOWNLOAD_BYTES = 8 * 2**30  # a streamed download: an artifact file, at most a checkpoint's bound
+UPLOAD_BYTES = 2**20  # a request body larger than this is an upload
 DOWNLOAD_S = 600.0  # a streamed download's deadline: a model over a slow link takes minutes, never hours
 GRACE_S = 0.5  # the watchdog fires this long after the deadline: a read that times out at it ends by its own timeout
 
@@ -162,7 +163,8 @@ def _send(session: requests.Session, request: requests.PreparedRequest, **kwargs
         kwargs["timeout"] = _timeout(kwargs.get("timeout"), max(0.0, outer.deadline - time.monotonic()))
         return _bounded(outer, session, request, kwargs)
     streamed = bool(kwargs.get("stream"))
-    scope = Scope(request.url or "", network_timeout(), DOWNLOAD_BYTES if streamed else ANSWER_BYTES)
+    seconds = DOWNLOAD_S if _uploads(request) else network_timeout()
+    scope = Scope(request.url or "", seconds, DOWNLOAD_BYTES if streamed else ANSWER_BYTES)
     kwargs["stream"] = True
     kwargs["timeout"] = _timeout(kwargs.get("timeout"), scope.seconds)
     _local.scope = scope
@@ -184,6 +186,12 @@ def _send(session: requests.Session, request: requests.PreparedRequest, **kwargs
         _local.scope = None
         if not streamed:
             scope.finish()
+
+
+def _uploads(request: requests.PreparedRequest) -> bool:
+    """An upload (an artifact: a file, or over UPLOAD_BYTES) has a download's deadline: its body takes its time."""
+    body = request.body
+    return body is not None and (not isinstance(body, (bytes, str)) or len(body) > UPLOAD_BYTES)
 
 
 def _bounded(scope: Scope, session: requests.Session, request: requests.PreparedRequest, kwargs) -> requests.Response:

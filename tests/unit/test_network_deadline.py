@@ -88,3 +88,13 @@ def test_a_well_behaved_server_is_answered_and_its_pooled_connection_outlives_th
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_upload_has_a_downloads_deadline_and_an_api_call_does_not():
+    """An artifact's upload (a file body) may take minutes; a JSON call is held to NMT_SWEEPER_TIMEOUT."""
+    import io
+
+    assert network._uploads(requests.Request("PUT", "http://x/a", data=io.BytesIO(b"model")).prepare())
+    assert network._uploads(requests.Request("PUT", "http://x/a", data=b"0" * (network.UPLOAD_BYTES + 1)).prepare())
+    assert not network._uploads(requests.Request("POST", "http://x/a", json={"run_id": "1"}).prepare())
+    assert not network._uploads(requests.Request("GET", "http://x/a").prepare())
