@@ -22,7 +22,6 @@ from nmt_core.gate import (
     append_line,
     check_output_folder,
     clip_path,
-    configure_network,
     escape,
     one_line,
     output_folder,
@@ -30,6 +29,7 @@ from nmt_core.gate import (
     write_file,
 )
 from nmt_core.inference import translate_lines
+from nmt_core.network import configure_network
 from nmt_core.progress import ConsoleProgress
 from nmt_core.train import TrainingDiverged, score_text, teacher_forced_weights, train
 from nmt_core.transformer import head_labels

@@ -14,16 +14,13 @@ such part replaced by ***; every other line that shows a URI shows it through `r
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from nmt_core.config import ConfigError
-from nmt_core.gate import SHOWN_CHARS, clip, escape, shown
+from nmt_core.gate import HIDDEN, SHOWN_CHARS, clip, escape, shown
 
-HIDDEN = "***"
 SHOWN = SHOWN_CHARS  # at most this many characters of a URI (secrets already hidden) in an error line
 SHOWN_KEY = 40  # at most this many characters of a parameter's key in an error line
 DECODINGS = 3  # percent-decoded at most this many times
@@ -259,43 +256,6 @@ def _hidden(text: str, bare_address: bool) -> str:
 def _cut(text: str) -> str:
     """At most SHOWN characters, then '...'; escaped (a URI's own length is no news in an error line)."""
     return escape(text) if len(text) <= SHOWN else escape(text[:SHOWN]) + "..."
-
-
-# in free text (a server's error, a library's exception): a URL's userinfo, a `key=value` or `"key": "value"` whose
-# key names a secret, and an Authorization header's scheme and token
-TEXT_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@]+@")
-TEXT_PAIR = re.compile(  # a key that ends in a secret's name (checked by _names_secret), its separator, its value
-    r"""(?i)([a-z0-9_.\-]*(?:secret|passw(?:or)?d|pwd|token|credentials?|signature|sig|(?:api|access|private|secret)_?key))"""
-    r"""(["']?\s*(?:[=:]|%3[da])\s*["']?)([^\s"'&;,?#}\]]+)"""
-)
-TEXT_AUTHORIZATION = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[\w.~+/=\-]{4,}")
-TEXT_SECRET_WORDS = ("secret", "password", "passwd", "pwd", "token", "credential", "credentials", "signature", "sig")
-TEXT_SECRET_WORDS += ("apikey", "accesskey", "privatekey")
-NOT_SECRETS = ("PWD",)  # the shell's working folder, not a password
-MIN_SECRET = 6  # an environment variable's value shorter than this is no secret worth hiding (it would hide words)
-
-
-def hide_secrets(text: str) -> str:
-    """Free text (a server's or a library's message) with every credential it may carry replaced by ***: a URL's
-    userinfo, the value of a key that names a secret (`password=`, `aws_secret_access_key: `, `"token": "`), an
-    Authorization header's token, and the value of every secret-named environment variable (RAY_AUTH_TOKEN,
-    MLFLOW_TRACKING_PASSWORD, AWS_SECRET_ACCESS_KEY, ...) wherever it appears."""
-    for name, value in os.environ.items():
-        if len(value) >= MIN_SECRET and value in text and _names_secret(name) and name not in NOT_SECRETS:
-            text = text.replace(value, HIDDEN)
-    text = TEXT_USERINFO.sub(lambda m: f"{m[1]}{HIDDEN}@", text)
-    text = TEXT_AUTHORIZATION.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}", text)
-    return TEXT_PAIR.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}" if _names_secret(m[1]) else m[0], text)
-
-
-def _names_secret(key: str) -> bool:
-    """In free text, a key whose last word names a secret (`password`, `aws_secret_access_key`, `X-Amz-Signature`);
-    a key that merely holds such a word (`train.token_budget: must be ...`) is a setting, shown."""
-    words = "".join(c if c.isalnum() else " " for c in key.lower()).split()
-    if not words:
-        return False
-    last, before = words[-1], words[-2] if len(words) > 1 else ""
-    return last in TEXT_SECRET_WORDS or (last == "key" and before in ("secret", "access", "api", "private"))
 
 
 def check_uri(uri: Any, kind: str, key: str, source: str) -> str:

@@ -14,7 +14,7 @@ import argparse
 import sys
 import traceback
 
-from nmt_core.gate import one_line, printable
+from nmt_core.gate import hide_secrets, one_line, printable
 
 BAD_INPUT, FAULT = 2, 1
 # the libraries whose exceptions say that a store, a server or a cluster failed, by the module they are defined in
@@ -71,6 +71,4 @@ def report(prog: str, err: BaseException, debug: bool) -> int:
 
 def traceback_text(err: BaseException) -> str:
     """The traceback of `err` as it may be shown (--debug): every line escaped, credentials hidden."""
-    from nmt_core.credentials import hide_secrets
-
     return printable(hide_secrets("".join(traceback.format_exception(err))))

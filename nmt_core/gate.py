@@ -10,10 +10,10 @@ from Python (a dict through the API) passes `check_tree` with a file's limits (s
 parts, plain YAML types, finite numbers); arguments that name things pass `check_text`. Writes go through
 `output_folder` and `write_file` (never through a link, never over something that is not a regular file, whole or
 not at all). Every network call takes `network_timeout()` seconds at most, which the user sets with
-TIMEOUT_VARIABLE (a total deadline and a size cap for HTTP: nmt_core/network.py).
+TIMEOUT_VARIABLE (a total deadline and a size cap for HTTP: nmt_core/network.py, whose configure_network the entry
+points call).
 
-This module imports nothing of the project at import time (one_line borrows credentials.hide_secrets when called):
-errors are made by the caller's `error(key, message, source)`, so
+This module imports nothing of the project: errors are made by the caller's `error(key, message, source)`, so
 nmt_core and sweeper raise their own one-line types (ConfigError, SpecError, CorpusError) through the same rules.
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import stat
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -28,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+HIDDEN = "***"  # what a credential is shown as
 SHOWN_CHARS = 100  # at most this much of any user value in a message
 PATH_CHARS = 256  # a path is shown up to a file name's length (255), so that the folder it names stays readable
 LINE_BYTES = 560  # a whole message, whatever it holds: the last bound (with "sweeper: error: ", under 600 bytes)
@@ -100,11 +102,46 @@ def shown(value: Any) -> str:
     return clip(text)
 
 
-def one_line(message: Any) -> str:
-    """The last step before a message reaches a person: credentials hidden (nmt_core/credentials.py hide_secrets),
-    one line, control and format characters escaped, at most LINE_BYTES bytes."""
-    from nmt_core.credentials import hide_secrets  # imported here: credentials builds on this module
+# in free text (a server's error, a library's exception): a URL's userinfo, a `key=value` or `"key": "value"` whose
+# key names a secret, and an Authorization header's scheme and token
+TEXT_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@]+@")
+TEXT_PAIR = re.compile(  # a key that ends in a secret's name (checked by _names_secret), its separator, its value
+    r"""(?i)([a-z0-9_.\-]*(?:secret|passw(?:or)?d|pwd|token|credentials?|signature|sig|(?:api|access|private|secret)_?key))"""
+    r"""(["']?\s*(?:[=:]|%3[da])\s*["']?)([^\s"'&;,?#}\]]+)"""
+)
+TEXT_AUTHORIZATION = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[\w.~+/=\-]{4,}")
+TEXT_SECRET_WORDS = ("secret", "password", "passwd", "pwd", "token", "credential", "credentials", "signature", "sig")
+TEXT_SECRET_WORDS += ("apikey", "accesskey", "privatekey")
+NOT_SECRETS = ("PWD",)  # the shell's working folder, not a password
+MIN_SECRET = 6  # an environment variable's value shorter than this is no secret worth hiding (it would hide words)
 
+
+def hide_secrets(text: str) -> str:
+    """Free text (a server's or a library's message) with every credential it may carry replaced by ***: a URL's
+    userinfo, the value of a key that names a secret (`password=`, `aws_secret_access_key: `, `"token": "`), an
+    Authorization header's token, and the value of every secret-named environment variable (RAY_AUTH_TOKEN,
+    MLFLOW_TRACKING_PASSWORD, AWS_SECRET_ACCESS_KEY, ...) wherever it appears."""
+    for name, value in os.environ.items():
+        if len(value) >= MIN_SECRET and value in text and _names_secret(name) and name not in NOT_SECRETS:
+            text = text.replace(value, HIDDEN)
+    text = TEXT_USERINFO.sub(lambda m: f"{m[1]}{HIDDEN}@", text)
+    text = TEXT_AUTHORIZATION.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}", text)
+    return TEXT_PAIR.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}" if _names_secret(m[1]) else m[0], text)
+
+
+def _names_secret(key: str) -> bool:
+    """In free text, a key whose last word names a secret (`password`, `aws_secret_access_key`, `X-Amz-Signature`);
+    a key that merely holds such a word (`train.token_budget: must be ...`) is a setting, shown."""
+    words = "".join(c if c.isalnum() else " " for c in key.lower()).split()
+    if not words:
+        return False
+    last, before = words[-1], words[-2] if len(words) > 1 else ""
+    return last in TEXT_SECRET_WORDS or (last == "key" and before in ("secret", "access", "api", "private"))
+
+
+def one_line(message: Any) -> str:
+    """The last step before a message reaches a person: credentials hidden (hide_secrets), one line, control and
+    format characters escaped, at most LINE_BYTES bytes."""
     try:
         text = message if isinstance(message, str) else str(message)
     except Exception:  # noqa: BLE001 - an exception whose __str__ raises
@@ -349,13 +386,3 @@ def network_environment(error: ErrorType | None = None) -> dict[str, str]:
         "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
         "PGCONNECT_TIMEOUT": str(max(2, math.ceil(seconds))),  # libpq's connect (psycopg2: a PostgreSQL store)
     }
-
-
-def configure_network(error: ErrorType | None = None) -> None:
-    """Set network_environment() where the user set nothing (a value already set wins), and put every HTTP call of
-    this process under a total deadline and a size cap (nmt_core/network.py); the entry points call it."""
-    from nmt_core import network  # imported here: it imports requests, which a command without a network skips
-
-    for key, value in network_environment(error).items():
-        os.environ.setdefault(key, value)
-    network.install()

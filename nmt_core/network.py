@@ -3,7 +3,7 @@
 A read timeout bounds one socket read, not a call: a server that answers and then sends a byte every 0.3 s holds a
 client for ever, and one that claims 5 GB fills memory. MLflow's client, Ray's job client and our own probes all
 send through `requests.Session.send`, so that one method is wrapped (`install`, called by the entry points through
-`gate.configure_network`), rather than each client's session:
+`configure_network`), rather than each client's session:
 
 - a call (its redirects included) ends within network_timeout() seconds, connect to last byte; a download the
   caller streams, or an upload (an artifact file), within DOWNLOAD_S seconds. A watchdog timer enforces it: at the
@@ -19,6 +19,7 @@ line that names the server without its credentials.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -29,7 +30,7 @@ import requests
 import urllib3.connectionpool
 
 from nmt_core.credentials import redact
-from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout
+from nmt_core.gate import TIMEOUT_VARIABLE, ErrorType, network_environment, network_timeout
 
 ANSWER_BYTES = 64 * 2**20  # an API answer (MLflow's search of a thousand runs is a few MB)
 DOWNLOAD_BYTES = 8 * 2**30  # a streamed download: an artifact file, at most a checkpoint's bound
@@ -227,3 +228,11 @@ def install() -> None:
 
 def installed() -> bool:
     return requests.Session.send is _send
+
+
+def configure_network(error: ErrorType | None = None) -> None:
+    """Set gate.network_environment() where the user set nothing (a value already set wins), and put every HTTP call
+    of this process under a total deadline and a size cap (install); the entry points call it."""
+    for key, value in network_environment(error).items():
+        os.environ.setdefault(key, value)
+    install()

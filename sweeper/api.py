@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from nmt_core.config import ConfigError
 from nmt_core.faults import exit_code, fault_line
-from nmt_core.gate import check_text, clip_path, configure_network, one_line, output_folder, shown, write_file
+from nmt_core.gate import check_text, clip_path, one_line, output_folder, shown, write_file
+from nmt_core.network import configure_network
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -9,9 +9,8 @@ import unicodedata
 import pytest
 
 from nmt_core import cli as nmt_cli
-from nmt_core.credentials import hide_secrets
 from nmt_core.faults import BAD_INPUT, FAULT, exit_code
-from nmt_core.gate import LINE_BYTES, clip, one_line, printable
+from nmt_core.gate import LINE_BYTES, clip, hide_secrets, one_line, printable
 from sweeper import api
 from sweeper import cli as sweeper_cli
 from tests.hostile import ESCAPES, SECRET, SECRET_TEXT
