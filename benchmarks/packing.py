@@ -143,22 +143,30 @@ def mps(on: bool):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def passes(mps_choice: str, trials: list[int]) -> list[tuple[bool, list[int]]]:
+    """(MPS on, trial counts) in the order they are measured. With `both`, the lone trial first (without MPS: it has
+    nobody to share the GPU with), then the packed counts under MPS, which decide how much one GPU does, then
+    without it: a run cut short loses the least telling rows."""
+    if mps_choice != "both":
+        return [(mps_choice == "on", trials)]
+    packed_counts = [k for k in trials if k != 1]
+    return [(False, [1])] * (1 in trials) + [(True, packed_counts), (False, packed_counts)]
+
+
 def measure(args: argparse.Namespace, setting: dict, on_row) -> list[dict]:
-    """Every (MPS, trials) measurement: a row each, an error row for a measurement that failed. With `--mps both`
-    the MPS pass leaves out the lone trial, which has nobody to share the GPU with; `vs 1 trial` compares with the
-    first measurement's total."""
+    """Every (MPS, trials) measurement in `passes` order: a row each, an error row (naming what failed) for one that
+    failed; `vs 1 trial` compares with the first measurement's total."""
     rows: list[dict] = []
     alone = None
-    for use_mps in {"off": [False], "on": [True], "both": [False, True]}[args.mps]:
-        trials = [k for k in args.trials if not (use_mps and args.mps == "both" and k == 1)]
+    for use_mps, trials in passes(args.mps, args.trials):
         try:
             with mps(use_mps):
                 for k in trials:
                     row = {"trials": k, "mps": use_mps}
                     try:
                         results = packed(k, setting, args.seconds)
-                    except TrialFailed as error:
-                        row["error"] = str(error)
+                    except Exception as error:  # noqa: BLE001 - a failed measurement is its row; the next ones go on
+                        row["error"] = f"{type(error).__name__}: {error}"
                     else:
                         total = sum(r["tokens_per_s"] for r in results)
                         alone = alone or total

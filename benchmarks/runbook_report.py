@@ -2,11 +2,11 @@
 markdown table, so that a step that fails or runs out of time leaves the earlier steps' figures in place.
 
     python benchmarks/runbook_report.py env > WORK/env.json
-    python benchmarks/runbook_report.py tests WORK/cuda_tests.log > WORK/cuda_tests.json
     python benchmarks/runbook_report.py report WORK OUT        # OUT/results.json and OUT/summary.md
 
 WORK holds steps.jsonl (one line per finished step: name, exit code, seconds, limit) and each step's JSON
-(env, cuda_tests, rnn, transformer, reduce_overhead: benchmarks/throughput.py's; packing: packing.py's).
+(env; rnn, transformer: benchmarks/throughput.py's; packing: packing.py's); OUT holds cuda_tests.log, the CUDA
+tests' `pytest -v` output as it is written.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-THROUGHPUT_STEPS = ("rnn", "transformer", "reduce_overhead")
+THROUGHPUT_STEPS = ("rnn", "transformer")
+STATUS = {0: "ok", 124: "timed out", 137: "timed out", -1: "not run: the budget was spent"}
 OUTCOMES = "PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS"
 # `pytest -v` prints "NODEID OUTCOME [ 5%]"; under xdist (-n) "[gw0] [  5%] OUTCOME NODEID"
 TEST_OUTCOME = re.compile(
@@ -66,15 +67,19 @@ def test_outcomes(log: str) -> dict:
     return {**counts, "not_passed": outcomes.get("failed", []) + outcomes.get("error", [])}
 
 
-def load(work: Path) -> dict:
-    """Every step's record and results that exist so far."""
+def load(work: Path, out: Path) -> dict:
+    """Every step's record and results that exist so far; the CUDA tests counted from their log in OUT, which pytest
+    writes as each test ends, so that a test step stopped by its time limit still counts the tests it ran."""
     steps = (
         [json.loads(line) for line in (work / "steps.jsonl").read_text().splitlines()]
         if (work / "steps.jsonl").exists()
         else []
     )
     results: dict = {"steps": steps}
-    for name in ("env", "cuda_tests", "packing", *THROUGHPUT_STEPS):
+    tests_log = out / "cuda_tests.log"
+    if tests_log.exists():
+        results["cuda_tests"] = test_outcomes(tests_log.read_text(errors="replace"))
+    for name in ("env", "packing", *THROUGHPUT_STEPS):
         path = work / f"{name}.json"
         if path.exists():
             try:
@@ -93,7 +98,7 @@ def table(results: dict) -> str:
     env = results.get("env", {})
     lines.append(f"| env | {env.get('gpu')} | | | | | | | torch {env.get('torch')}, CUDA {env.get('cuda')} |")
     for step in results["steps"]:
-        status = "ok" if step["code"] == 0 else "timed out" if step["code"] in (124, 137) else f"exit {step['code']}"
+        status = STATUS.get(step["code"], f"exit {step['code']}")
         lines.append(f"| {step['name']} | | | | | | | | {status}, {step['seconds']}s of {step['limit']}s |")
     tests = results.get("cuda_tests", {})
     if tests:
@@ -110,17 +115,30 @@ def table(results: dict) -> str:
 
 
 def throughput_lines(step: str, run: dict) -> list[str]:
-    """A line per row of one benchmarks/throughput.py run (joeynmt's first)."""
-    lines = []
+    """A line per row of one benchmarks/throughput.py run (joeynmt's first): a row that failed with its error, and
+    a contender whose run was cut short before its row with the training rounds it finished (`rounds_done`)."""
     rows = ({"joeynmt 2.3": run["joeynmt"]} if "joeynmt" in run else {}) | run.get("variants", {})
-    for name, row in rows.items():
+    cut_short = {
+        name: {"train_tokens_per_s": max(rates, default=0), "cut_short": True}
+        for name, rates in run.get("rounds_done", {}).items()
+        if name not in rows and not (name == "joeynmt" and "joeynmt 2.3" in rows)
+    }
+    lines = []
+    where = f"{run.get('arch')} {run.get('size')}"
+    for name, row in (rows | cut_short).items():
+        error = row.get("error") or run.get("failed", {}).get(name)
+        trained = f"{row.get('train_tokens_per_s') or 0:.0f}"
+        if error or row.get("cut_short"):
+            note = f"failed: {error}" if error else "cut short: training rounds only"
+            lines.append(f"| {step} | {name} | {trained} | | | | | | {where}, {note} |")
+            continue
         vs_none = f"{row['vs_none']:.2f}x" if row.get("vs_none") else ""
         vs_joey = f"{row['ratio_to_joeynmt']:.2f}x" if "ratio_to_joeynmt" in row else ""
         peak = f"{row['peak_step_mib']:.0f}" if row.get("peak_step_mib") is not None else ""
         lines.append(
-            f"| {step} | {name} | {row.get('train_tokens_per_s') or 0:.0f} | {vs_none} | {vs_joey} | "
+            f"| {step} | {name} | {trained} | {vs_none} | {vs_joey} | "
             f"{row.get('greedy_sentences_per_s', 0):.1f} | {row.get('beam10_sentences_per_s', 0):.1f} | {peak} | "
-            f"{run.get('arch')} {run.get('size')}, compile s {row.get('compile_time_s', 0):.0f} |"
+            f"{where}, compile s {row.get('compile_time_s', 0):.0f} |"
         )
     return lines
 
@@ -138,15 +156,13 @@ def main(argv: list[str]) -> int:
     command, *rest = argv
     if command == "env":
         print(json.dumps(environment(), indent=2))
-    elif command == "tests":
-        print(json.dumps(test_outcomes(Path(rest[0]).read_text(errors="replace")), indent=2))
     elif command == "report":
         work, out = Path(rest[0]), Path(rest[1])
-        results = load(work)
+        results = load(work, out)
         (out / "results.json").write_text(json.dumps(results, indent=2))
         (out / "summary.md").write_text(table(results) + "\n")
     else:
-        print(f"runbook_report.py: unknown command {command!r} (env, tests, report)", file=sys.stderr)
+        print(f"runbook_report.py: unknown command {command!r} (env, report)", file=sys.stderr)
         return 2
     return 0
 

@@ -107,7 +107,7 @@ def write_artifacts(
     for split in ("dev", "test"):
         (out / "translations" / f"{split}.txt").write_text("\n".join(output) + "\n", encoding="utf-8")
         (out / "references" / f"{split}.txt").write_text("\n".join(references) + "\n", encoding="utf-8")
-        write_side_by_side(sources, references, output, out / "translations" / f"{split}.tsv")
+        write_side_by_side(sources, references, output, out / "translations", split)
 
 
 def epoch_result(epoch: int, bleu: float, kind: str, rng: random.Random) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -85,6 +86,7 @@ SIZES = {  # emb, hidden, source vocab, target vocab, batch
 }
 
 
+T = TypeVar("T")
 SYNTHETIC_MAX_LEN = 60  # the longest synthetic target; length buckets are laid over it
 
 
@@ -485,28 +487,58 @@ def run(
         torch.manual_seed(0)
         joey_model = joeynmt_model(joey, arch, size).to(device).train()
     rates, compiling, peaks = train_rounds(contenders, joey_model, device, rounds, clock, log, results, on_update)
-    yardstick = next(iter(contenders.values()))
-    if joey_model is not None:  # every variant decodes with the same settings, joeynmt the first row's batches
-        results["joeynmt"] = speeds(
-            joey_model, joeynmt_decode_fn, yardstick.cfg, yardstick, rates["joeynmt"], device, decode_batches, clock
-        )
-        on_update(results)
-    for name, c in contenders.items():
-        row = variant_row(c, rates[name], device, decode_batches, clock, results.get("joeynmt"))
-        row.update(compile_time_s=compiling[name] + row["compile_time_s"], peak_step_mib=peaks.get(name))
-        results["variants"][name] = row
-        on_update(results)
+    decoded_rows(
+        contenders, joey_model, rates, compiling, peaks, device, decode_batches, clock, log, results, on_update
+    )
     for row in results["variants"].values():
         row["vs_none"] = vs_none(row, results["variants"])
     on_update(results)
     return results
 
 
+def decoded_rows(
+    contenders: dict[str, Contender],
+    joey_model: nn.Module | None,
+    rates: dict[str, list[float]],
+    compiling: dict[str, float],
+    peaks: dict[str, float],
+    device: torch.device,
+    decode_batches: int,
+    clock: str,
+    log,
+    results: dict,
+    on_update: Callable[[dict], None],
+) -> None:
+    """Each contender's row (joeynmt's first) with its decoding speeds; an error row for one that failed in training
+    or decoding, keeping the rounds it finished."""
+    failed = results["failed"]
+    yardstick = next(iter(contenders.values()))
+    joey_row = None
+    if joey_model is not None:  # every variant decodes with the same settings, joeynmt the first row's batches
+        if "joeynmt" not in failed:
+            decoding = (joeynmt_decode_fn, yardstick.cfg, yardstick, rates["joeynmt"], device, decode_batches, clock)
+            joey_row = guarded("joeynmt", failed, log, speeds, joey_model, *decoding)
+        results["joeynmt"] = joey_row or {"error": failed["joeynmt"], "train_rounds": rates["joeynmt"]}
+        on_update(results)
+    for name, c in contenders.items():
+        row = None
+        if name not in failed:
+            row = guarded(name, failed, log, variant_row, c, rates[name], device, decode_batches, clock, joey_row)
+        if row is None:
+            row = dict(variant=c.variant, compile=c.mode, buckets=c.buckets, error=failed[name])
+            row.update(train_rounds=rates[name], train_tokens_per_s=max(rates[name], default=None))
+        else:
+            row["compile_time_s"] += compiling[name]
+        row["peak_step_mib"] = peaks.get(name)
+        results["variants"][name] = row
+        on_update(results)
+
+
 def vs_none(row: dict, rows: dict[str, dict]) -> float | None:
     """A row's training speed over the baseline's (`none`) in the same compile mode and bucket setting."""
     setting = ("none", row["compile"], row["buckets"])
     base = next((r for r in rows.values() if (r["variant"], r["compile"], r["buckets"]) == setting), None)
-    if base is None or not base["train_tokens_per_s"] or not row["train_tokens_per_s"]:
+    if base is None or not base.get("train_tokens_per_s") or not row.get("train_tokens_per_s"):
         return None
     return row["train_tokens_per_s"] / base["train_tokens_per_s"]
 
@@ -538,27 +570,48 @@ def train_rounds(
     """Training tokens/s of every contender (and joeynmt's, on the first row's batches) per round; each contender's
     seconds spent compiling and (CUDA) the most memory its steps took beyond what it held before them (MiB). The
     first round warms each up first: a step compiled or captured per shape on every shape it will meet."""
-    steps = results["steps"]
-    fns = {name: (train_step_fn(c.model.train(), c.cfg, device), c.train_batches) for name, c in contenders.items()}
+    steps, failed = results["steps"], results.setdefault("failed", {})
+    fns = {name: (train_step_fn, (c.model.train(), c.cfg, device), c.train_batches) for name, c in contenders.items()}
     if joey_model is not None:
         first = next(iter(contenders.values()))
-        fns = {"joeynmt": (joeynmt_train_fn(joey_model, device, results["amp"]), first.train_batches), **fns}
+        fns = {"joeynmt": (joeynmt_train_fn, (joey_model, device, results["amp"]), first.train_batches), **fns}
+    steps_of = {name: guarded(name, failed, log, build, *args) for name, (build, args, _) in fns.items()}
     rates = {name: [] for name in fns}
     compiling, peaks = dict.fromkeys(contenders, 0.0), {}
     for round_ in range(rounds):
-        for name, (step, batches) in fns.items():
+        for name, (_, _, batches) in fns.items():
+            if name in failed:  # its error row says what failed; the others' rows go on
+                continue
             static = name in contenders and static_shapes(contenders[name].mode)
             warmup = (len(batches) if static else 2) if round_ == 0 else 0
             before, base = compile_seconds(), memory_mark(device)
-            rates[name].append(timed(step, batches, steps, device, warmup, CLOCKS[clock]))
+            rate = guarded(name, failed, log, timed, steps_of[name], batches, steps, device, warmup, CLOCKS[clock])
+            if rate is not None:
+                rates[name].append(rate)
             if name in contenders:
                 compiling[name] += compile_seconds() - before
             if base is not None:
                 peaks[name] = max(peaks.get(name, 0.0), (torch.cuda.max_memory_allocated() - base) / 2**20)
             results["rounds_done"] = {name: list(values) for name, values in rates.items()}
             on_update(results)  # after every contender: a step cut short by a time limit keeps the ones before
-        log(f"  round {round_ + 1}: " + ", ".join(f"{n} {rates[n][-1]:.0f}" for n in fns) + " train tok/s")
+        log(
+            f"  round {round_ + 1}: "
+            + ", ".join(f"{n} {rates[n][-1]:.0f}" for n in fns if n not in failed)
+            + " train tok/s"
+        )
     return rates, compiling, peaks
+
+
+def guarded(name: str, failed: dict[str, str], log, measure: Callable[..., T], *args) -> T | None:
+    """`measure(*args)`, or None with `failed[name]` naming its error: one contender that fails (a capture refused, a
+    kernel that does not exist on this device) costs its own row, not the table. Run to the end with a step that
+    failed on the device, the later contenders may fail as well, each with its own error row."""
+    try:
+        return measure(*args)
+    except Exception as error:  # noqa: BLE001 - any error of one contender is that contender's row
+        failed[name] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:300]
+        log(f"  {name} failed: {failed[name]}")
+        return None
 
 
 def memory_mark(device: torch.device) -> int | None:
@@ -578,12 +631,15 @@ def speeds(model: nn.Module, decode: Callable, cfg, c: Contender, rates, device,
     }
     model.eval()
     sentences = c.decode_batches[0].src.size(0)
+    # a captured search records its graphs per batch shape: every batch is decoded once before the clock starts,
+    # so that no timed batch records (an eager search warms up on one)
+    warmup = len(c.decode_batches) if decode is decode_fn and static_shapes(c.mode) else 1
     for beam, key in ((1, "greedy"), (10, "beam10")):
         produced: list[int] = []
         row[f"{key}_sentences_per_s"] = timed(
-            decode(model, cfg, device, beam, produced), c.decode_batches, decode_batches, device, 1, CLOCKS[clock]
+            decode(model, cfg, device, beam, produced), c.decode_batches, decode_batches, device, warmup, CLOCKS[clock]
         )
-        row[f"{key}_tokens_per_sentence"] = sum(produced[1:]) / (decode_batches * sentences)  # untimed warm-up
+        row[f"{key}_tokens_per_sentence"] = sum(produced[warmup:]) / (decode_batches * sentences)  # timed calls'
     return row
 
 
@@ -618,7 +674,11 @@ def table(results: dict) -> str:
 
 
 def table_row(name: str, row: dict) -> str:
-    """One contender's line: its speeds, ratios to its mode's baseline and to joeynmt, compile seconds, padding."""
+    """One contender's line: its speeds, ratios to its mode's baseline and to joeynmt, compile seconds, padding;
+    for one that failed, its best training round if it finished one, and its error."""
+    if "error" in row:
+        trained = f"{row['train_tokens_per_s']:.0f}" if row.get("train_tokens_per_s") else "-"
+        return f"| {name} | - | {trained} | - | - | failed: {row['error']} | | | | |"
     ratio = f"{row['ratio_to_joeynmt']:.2f}x" if "ratio_to_joeynmt" in row else "-"
     to_none = f"{row['vs_none']:.2f}x" if row.get("vs_none") else "-"
     trained = f"{row['train_tokens_per_s']:.0f}" if row["train_rounds"] else "-"
@@ -698,6 +758,9 @@ def main(argv: list[str] | None = None) -> int:
     buckets = args.buckets
     if buckets is None and any(static_shapes(mode) for mode in compile_modes):
         buckets = [GRAPH_BUCKETS]  # a captured step needs shapes that repeat
+    if args.device == "cuda" and not torch.cuda.is_available():  # asked for by name: no silent CPU-only run
+        print(f"throughput.py: --device cuda, but torch {torch.__version__} sees no CUDA device", file=sys.stderr)
+        return 2
     devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
     devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
     print(
@@ -737,7 +800,10 @@ def main(argv: list[str] | None = None) -> int:
         done.append(results)
         save(done)
         print(table(results))
-    return 0
+    failed = {name: error for results in done for name, error in results["failed"].items()}
+    for name, error in failed.items():
+        print(f"throughput.py: {name} failed: {error}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -13,7 +13,16 @@ from pathlib import Path
 
 from nmt_core import checkpoint
 from nmt_core.cli_common import GateParser, add_version, enable_completion
-from nmt_core.config import BOUNDS, ConfigError, TrialConfig, build_config, load_config, parse_overrides
+from nmt_core.config import (
+    BOUNDS,
+    CHOICES,
+    SETTINGS,
+    ConfigError,
+    TrialConfig,
+    build_config,
+    load_config,
+    parse_overrides,
+)
 from nmt_core.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_bounded, read_lines
 from nmt_core.data import Example, Vocab, cut_long, surface, tokenize
 from nmt_core.evaluate import attention_alignment, trace_table, write_traces
@@ -31,6 +40,7 @@ from nmt_core.gate import (
 from nmt_core.inference import translate_lines
 from nmt_core.network import configure_network
 from nmt_core.progress import ConsoleProgress
+from nmt_core.settings import help_lines
 from nmt_core.train import TrainingDiverged, score_text, teacher_forced_weights, train
 from nmt_core.transformer import head_labels
 
@@ -263,7 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = GateParser(prog="nmt", description=__doc__)
     add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, help="what to do (each has its own --help)")
-    p = sub.add_parser("train", help="train one configuration; resumes if --out holds last.pt")
+    p = sub.add_parser(
+        "train",
+        help="train one configuration; resumes if --out holds last.pt",
+        epilog="settings (the config's sections, or --set KEY=VALUE):\n" + help_lines(SETTINGS, dict(CHOICES.items())),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("config", help="trial config YAML (sections data, model, attention, train, decode)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a dotted key")
     p.add_argument(

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import torch
 
+from nmt_core.decode import beam_step
 from nmt_core.graphs import StepGraphs, map_tensors
 from nmt_core.loss import masked_cross_entropy, summed_cross_entropy
 from nmt_core.model import INDUCTOR_MODES, Seq2Seq
@@ -89,8 +91,9 @@ def compile_model(model: Seq2Seq, mode: str) -> Seq2Seq:
     parameters stay the module's, so checkpoints, the optimiser and `state_dict` see no difference."""
     if mode == "none":
         return model
-    if mode == "graphs":
+    if mode == "graphs":  # each decoder step, and each whole beam-search step (nmt_core.decode.beam_step)
         model.decoder.transition = StepGraphs(model.decoder.transition)
+        model.beam_step = StepGraphs(partial(beam_step, model))
         return model
     import torch._dynamo
     import torch.fx.experimental._config

@@ -12,7 +12,6 @@ import copy
 import dataclasses
 import functools
 import importlib.util
-import math
 from collections.abc import Callable, ItemsView, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from nmt_core import registry
 from nmt_core.architectures import ARCHITECTURES
 from nmt_core.gate import clip_path, escape, one_line
 from nmt_core.parts import MECHANISMS
+from nmt_core.settings import Bound, Setting, accept, declared, setting, yaml_key
 from nmt_core.yaml_input import SHOWN_CHARS, ErrorType, load_yaml_file, parse_yaml, shown
 
 
@@ -28,103 +28,178 @@ class ConfigError(ValueError):
     """Bad user input; the message is one line naming the file, the dotted key and what is allowed.
 
     Values in the message go through `shown`; a key and the source are user input too and are cut here, and the
-    whole line passes the gate's `one_line` (nmt_core/gate.py): no control character reaches a terminal."""
+    whole line passes the gate's `one_line` (nmt_core/gate.py): no control character reaches a terminal. The parts
+    stay readable (`key`, `source`, `message`): a caller that names the key otherwise re-raises them, never parses."""
 
     def __init__(self, key: str, message: str, source: str = "<config>"):
         key = key if len(key) <= SHOWN_CHARS else f"{key[:SHOWN_CHARS]}..."
-        self.key, self.source = escape(key), clip_path(source)
+        self.key, self.source, self.message = escape(key), clip_path(source), one_line(message)
         super().__init__(one_line(f"{self.source}: {self.key}: {message}"))
+
+
+OFF, ALL = "0 = off", "0 = all"
+GROWS = "what it allocates grows with it"  # upper bounds: a config, or a checkpoint's, beyond them is refused
+EPOCHS = 10_000  # epochs (and patience in epochs): papers train 10-100; a run logs, checkpoints and evaluates each
+MAX_SEED = 2**31 - 1  # NumPy takes seeds below 2**32, torch below 2**64: a 31-bit seed leaves room for + repeats
+SEEDS = "a 31-bit seed; seeds plus a sweep's repeats stay below NumPy's 2**32"
+
+
+def _size(low: int, high: int, note: str = "") -> Bound:
+    """A number a run allocates or loops over: its upper bound is one no study reaches, so that a typo (an extra
+    digit or three) is one line before anything is allocated, not an out-of-memory hours later."""
+    return Bound(low, high, note=f"{note}; {GROWS}" if note else GROWS)
 
 
 @dataclass
 class DataConfig:
-    corpus: str = "synthetic"
-    src: str = "src"
-    tgt: str = "tgt"
-    tokenizer: str = "word"  # word: split punctuation off words; space: already tokenised; sentencepiece: subwords
-    subword_vocab: int = 8000  # sentencepiece: pieces per side (a unigram model trained on the training split)
-    lowercase: bool = False
-    max_len: int = 50  # training pairs longer than this (tokens, either side) are dropped
-    src_vocab: int = 17700
-    tgt_vocab: int = 7000
-    min_freq: int = 1
-    train_subset: int = 0  # keep only the first N training pairs (0 = all): quick sweeps on a real corpus
-    eval_subset: int = 0  # keep only the first N dev/test pairs (0 = all)
-    cache_dir: str = ""  # where prepared corpora live; "" = $NMT_DATA_DIR or ~/.cache/nmt_sweeper
+    corpus: str = setting("synthetic", "a corpus name (docs/sweeps.md#corpora) or a folder of parallel text")
+    src: str = setting("src", "the source side's file suffix or language")
+    tgt: str = setting("tgt", "the target side's file suffix or language")
+    tokenizer: str = setting(
+        "word",
+        "word: split punctuation off words; space: already tokenised; sentencepiece: subwords",
+        choices=("word", "space", "sentencepiece"),
+    )
+    subword_vocab: int = setting(
+        8000, "sentencepiece: pieces per side (a unigram model trained on the training split)", _size(8, 1_000_000)
+    )
+    lowercase: bool = setting(False, "lowercase both sides before building vocabularies")
+    max_len: int = setting(50, "training pairs longer than this (tokens, either side) are dropped", _size(1, 1000))
+    src_vocab: int = setting(17700, "source words kept (by frequency)", _size(1, 1_000_000))
+    tgt_vocab: int = setting(7000, "target words kept (by frequency)", _size(1, 1_000_000))
+    min_freq: int = setting(1, "words seen fewer times are unknown words")
+    train_subset: int = setting(
+        0, "keep only the first N training pairs (0 = all): quick sweeps on a real corpus", Bound(0, note=ALL)
+    )
+    eval_subset: int = setting(0, "keep only the first N dev/test pairs (0 = all)", Bound(0, note=ALL))
+    cache_dir: str = setting("", "where prepared corpora live; empty: $NMT_DATA_DIR or ~/.cache/nmt_sweeper")
 
 
 @dataclass
 class ModelConfig:
-    cell: str = "lstm"
-    emb_size: int = 512
-    hidden_size: int = 512
-    encoder_layers: int = 1
-    decoder_layers: int = 1
-    dropout: float = 0.4
-    input_feeding: bool = True
-    readout: str = "auto"  # luong: tanh(W_c [c; s]) (Luong eq. 5); sum: c + s (Li & Zhu eq. 12); auto: sum iff sentinel
-    tie_embeddings: bool = False
-    fast_path: bool = True  # the same maths in fewer, larger ops (decoder steps, loss on real tokens); false: plain
-    arch: str = "rnn"  # rnn: the recurrent encoder-decoder; transformer: Vaswani et al. 2017
-    layers: int = 6  # transformer: layers of the encoder and of the decoder
-    heads: int = 8  # transformer: attention heads (each has hidden_size / heads units)
-    ff_size: int = 2048  # transformer: inner size of the feed-forward blocks
-    norm: str = "pre"  # transformer: pre: x + f(LN(x)) (no warm-up tuning); post: LN(x + f(x)) (Vaswani)
-    compile: str = "none"  # torch.compile the step: default, reduce-overhead; graphs: CUDA graphs (H100: 5.5-7.8x)
+    cell: str = setting("lstm", "the RNN's cell", choices=("lstm", "gru"))
+    emb_size: int = setting(512, "embedding size", _size(1, 8192))
+    hidden_size: int = setting(512, "hidden size (the transformer's d_model)", _size(1, 8192))
+    encoder_layers: int = setting(1, "rnn: encoder layers", _size(1, 16))
+    decoder_layers: int = setting(1, "rnn: decoder layers", _size(1, 16))
+    dropout: float = setting(0.4, "dropout probability", Bound(0, 1, open_high=True))
+    input_feeding: bool = setting(True, "rnn: the previous attentional state feeds the next step (Luong)")
+    readout: str = setting(
+        "auto",
+        "luong: tanh(W_c [c; s]) (Luong eq. 5); sum: c + s (Li & Zhu eq. 12); auto: sum iff sentinel",
+        choices=("auto", "luong", "sum"),
+    )
+    tie_embeddings: bool = setting(False, "the output layer shares the target embeddings")
+    fast_path: bool = setting(
+        True, "the same maths in fewer, larger ops (decoder steps, loss on real tokens); false: plain"
+    )
+    arch: str = setting(
+        "rnn", "rnn: the recurrent encoder-decoder; transformer: Vaswani et al. 2017", choices=tuple(ARCHITECTURES)
+    )
+    layers: int = setting(6, "transformer: layers of the encoder and of the decoder", _size(1, 64))
+    heads: int = setting(8, "transformer: attention heads (each has hidden_size / heads units)", _size(1, 256))
+    ff_size: int = setting(2048, "transformer: inner size of the feed-forward blocks", _size(1, 65536))
+    norm: str = setting(
+        "pre",
+        "transformer: pre: x + f(LN(x)) (no warm-up tuning); post: LN(x + f(x)) (Vaswani)",
+        choices=("pre", "post"),
+    )
+    compile: str = setting(
+        "none",
+        "torch.compile the step: default, reduce-overhead; graphs: CUDA graphs (H100: 5.5-7.8x)",
+        choices=("none", "default", "reduce-overhead", "graphs"),
+    )
 
 
 @dataclass
 class AttentionConfig:
-    score: str = "general"  # the transformer reads scaled_dot where this is general (its own: Vaswani et al.)
-    temperature: str = "none"
-    tau: float = 1.0
-    lambda_: float = 4.0  # `lambda` in YAML and dotted keys (a Python keyword)
-    sact_bias: bool = False  # SACT eq. 2 has none; a bias lets SACT learn one global temperature
-    sentinel: bool = False
-    coverage: bool = False
-    coverage_weight: float = 0.0
-    fertility: bool = False  # coverage towards f_j = N sigmoid(W_j h_j) instead of 1 (lecture 003)
-    placement: str = "luong"  # luong: attend from s_t; bahdanau: from s_{t-1}, context into the RNN; cgru: dl4mt
-    position_bias: str = "none"  # log: Cohn et al. 2016 log(1 + i) features; gaussian: a learned window (slides 001)
-    intra_temporal: bool = False  # Paulus et al. 2017: scores divided by their past exponentiated scores
-    self_attention: str = "none"  # encoder, decoder or both (course report 004)
-    sact_reading: str = "first_pass"  # transformer SACT: query: beta from the query alone; first_pass: + W_c c0_{t-1}
-    temperature_at: str = "cross"  # transformer: the decoder's cross-attention, its self-attention, or both
-    position_layers: int = 0  # transformer gaussian bias: in the lowest N layers only (0 = all)
+    # score, temperature, position_bias, self_attention, sact_reading: the attention parts' names (nmt_core.registry)
+    score: str = setting("general", "the transformer reads scaled_dot where this is general (Vaswani et al.)")
+    temperature: str = setting("none", "none, fixed (tau), learned or sact (lambda)")
+    tau: float = setting(1.0, "a fixed temperature: scores divided by tau", Bound(0, open_low=True))
+    lambda_: float = setting(
+        4.0, "SACT: the temperature's range", Bound(1, open_low=True, note="tau_t lies in (1/lambda, lambda)")
+    )
+    sact_bias: bool = setting(False, "SACT eq. 2 has none; a bias lets SACT learn one global temperature")
+    sentinel: bool = setting(False, "a learned slot attention may attend to instead of a source word")
+    coverage: bool = setting(False, "a coverage vector feeds the scores (Tu et al. 2016)")
+    coverage_weight: float = setting(0.0, "weight of the coverage penalty (with attention.coverage)", Bound(0))
+    fertility: bool = setting(False, "coverage towards f_j = N sigmoid(W_j h_j) instead of 1 (lecture 003)")
+    placement: str = setting(
+        "luong", "luong: attend from s_t; bahdanau: from s_{t-1}, context into the RNN; cgru: dl4mt"
+    )
+    position_bias: str = setting(
+        "none", "log: Cohn et al. 2016 log(1 + i) features; gaussian: a learned window (slides 001)"
+    )
+    intra_temporal: bool = setting(False, "Paulus et al. 2017: scores divided by their past exponentiated scores")
+    self_attention: str = setting("none", "encoder, decoder or both (course report 004)")
+    sact_reading: str = setting(
+        "first_pass", "transformer SACT: query: beta from the query alone; first_pass: + W_c c0_{t-1}"
+    )
+    temperature_at: str = setting(
+        "cross",
+        "transformer: the decoder's cross-attention, its self-attention, or both",
+        choices=("cross", "self", "both"),
+    )
+    position_layers: int = setting(
+        0, "transformer gaussian bias: in the lowest N layers only (0 = all)", Bound(0, 64, note=ALL)
+    )
 
 
 @dataclass
 class TrainConfig:
-    lr: float = 3.0e-4
-    batch_size: int = 64
-    token_budget: int = 0  # > 0: batches hold at most this many source+target tokens (with padding)
-    buckets: int = 0  # > 0: length buckets over data.max_len, a batch padded to its bucket; 0: sorted pools (as before)
-    clip_norm: float = 10.0
-    epochs: int = 12
-    seed: int = 1
-    label_smoothing: float = 0.0
-    lr_decay: float = 1.0  # < 1: multiply lr by this when dev BLEU stops improving
-    lr_patience: int = 1
-    early_stopping: int = 0  # > 0: stop after this many epochs without a better dev BLEU
-    max_steps_per_epoch: int = 0  # > 0: cap updates per epoch (smoke runs, benchmarks)
-    device: str = "auto"
-    amp: bool = False  # bf16 autocast (CUDA; a CPU with AVX-512 BF16 or AMX)
-    guided_alignment: float = 0.0  # weight of H(A, alpha) against word alignments (gold, else eflomal's)
-    symmetry_weight: float = 0.0  # > 0: train t->s jointly, with this weight on the trace bonus (Cohn et al. 2016)
-    schedule: str = "constant"  # inverse_sqrt: lr * min(step / warmup, sqrt(warmup / step)) (Vaswani et al. 2017)
-    warmup: int = 4000  # inverse_sqrt: updates until the rate peaks at train.lr
+    lr: float = setting(3.0e-4, "learning rate (Adam)", Bound(0, open_low=True))
+    batch_size: int = setting(64, "sentence pairs a batch", _size(1, 10_000))
+    token_budget: int = setting(
+        0, "> 0: batches hold at most this many source+target tokens (with padding)", _size(0, 10_000_000, OFF)
+    )
+    buckets: int = setting(
+        0,
+        "> 0: length buckets over data.max_len, a batch padded to its bucket; 0: sorted pools",
+        Bound(0, 1000, note=f"{OFF}: batches sorted by length in pools, each padded to its longest"),
+    )
+    clip_norm: float = setting(10.0, "gradients clipped to this norm", Bound(0, open_low=True))
+    epochs: int = setting(12, "passes over the training data", _size(1, EPOCHS))
+    seed: int = setting(1, "seeds Python and torch (a sweep's repeats add 1, 2, ...)", Bound(0, MAX_SEED, note=SEEDS))
+    label_smoothing: float = setting(0.0, "label smoothing of the loss", Bound(0, 1, open_high=True))
+    lr_decay: float = setting(1.0, "< 1: multiply lr by this when dev BLEU stops improving", Bound(0, 1, open_low=True))
+    lr_patience: int = setting(1, "epochs without a better dev BLEU before lr decays", Bound(0, EPOCHS))
+    early_stopping: int = setting(
+        0, "> 0: stop after this many epochs without a better dev BLEU", Bound(0, EPOCHS, note=OFF)
+    )
+    max_steps_per_epoch: int = setting(
+        0, "> 0: cap updates per epoch (smoke runs, benchmarks)", Bound(0, 1_000_000_000, note=ALL)
+    )
+    device: str = setting("auto", "where to train", choices=("auto", "cpu", "cuda"))
+    amp: bool = setting(False, "bf16 autocast (CUDA; a CPU with AVX-512 BF16 or AMX)")
+    guided_alignment: float = setting(
+        0.0, "weight of H(A, alpha) against word alignments (gold, else eflomal's)", Bound(0, note=OFF)
+    )
+    symmetry_weight: float = setting(
+        0.0, "> 0: train t->s jointly, with this weight on the trace bonus (Cohn et al. 2016)", Bound(0, note=OFF)
+    )
+    schedule: str = setting(
+        "constant",
+        "inverse_sqrt: lr * min(step / warmup, sqrt(warmup / step)) (Vaswani et al. 2017)",
+        choices=("constant", "inverse_sqrt"),
+    )
+    warmup: int = setting(4000, "inverse_sqrt: updates until the rate peaks at train.lr", Bound(1, 10_000_000))
 
 
 @dataclass
 class DecodeConfig:
-    beam_size: int = 10
-    dev_beam_size: int = 1  # dev BLEU every epoch: greedy by default, it is the cheap signal
-    length_penalty: float = 1.0  # score / length**alpha
-    max_len_ratio: float = 2.0
-    max_len_offset: int = 10
-    max_src_len: int = 256  # translation, dev/test sets: longer sentences are cut to this many tokens (with a warning)
-    bleu_tokenize: str = "13a"
-    bleu_lowercase: bool = False
+    beam_size: int = setting(10, "beam width for test BLEU and translation", _size(1, 100))
+    dev_beam_size: int = setting(1, "dev BLEU every epoch: greedy by default, it is the cheap signal", _size(1, 100))
+    length_penalty: float = setting(1.0, "score / length**alpha")
+    max_len_ratio: float = setting(
+        2.0, "a translation stops at ratio x source length + offset", Bound(0, 10, open_low=True, note=GROWS)
+    )
+    max_len_offset: int = setting(10, "see decode.max_len_ratio", Bound(-1000, 1000, note=GROWS))
+    max_src_len: int = setting(
+        256, "translation, dev/test sets: longer sentences are cut to this many tokens (with a warning)", _size(1, 1000)
+    )
+    bleu_tokenize: str = setting("13a", "sacrebleu's tokenizer", choices=("13a", "none", "intl", "char"))
+    bleu_lowercase: bool = setting(False, "case-insensitive BLEU")
 
 
 @dataclass
@@ -137,7 +212,7 @@ class TrialConfig:
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return {
-            f.name: {_yaml_key(k): v for k, v in dataclasses.asdict(getattr(self, f.name)).items()}
+            f.name: {yaml_key(k): v for k, v in dataclasses.asdict(getattr(self, f.name)).items()}
             for f in dataclasses.fields(self)
         }
 
@@ -178,6 +253,15 @@ INACTIVE_UNLESS.update(
 )
 
 
+_SECTION_TYPES = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "attention": AttentionConfig,
+    "train": TrainConfig,
+    "decode": DecodeConfig,
+}
+
+
 class Choices(Mapping[str, tuple[str, ...]]):
     """The allowed values of each string key: fixed ones, and the attention.* parts' from nmt_core.registry, read
     when asked (a part registered after this import, a test's or a user's own, is allowed like the built-ins)."""
@@ -201,111 +285,20 @@ class Choices(Mapping[str, tuple[str, ...]]):
         return self._all().items()  # one read of the registries, not one per key
 
 
-CHOICES = Choices(
-    {
-        "data.tokenizer": ("word", "space", "sentencepiece"),
-        "model.cell": ("lstm", "gru"),
-        "model.readout": ("auto", "luong", "sum"),
-        "model.compile": ("none", "default", "reduce-overhead", "graphs"),
-        "train.device": ("auto", "cpu", "cuda"),
-        "model.arch": tuple(ARCHITECTURES),
-        "model.norm": ("pre", "post"),
-        "attention.temperature_at": ("cross", "self", "both"),
-        "train.schedule": ("constant", "inverse_sqrt"),
-        "decode.bleu_tokenize": ("13a", "none", "intl", "char"),
-    }
-)
-
-
-def _number(value: float) -> str:
-    """1000000 rather than 1e+06, 0.5 as 0.5: a bound as a user would write it in YAML."""
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
-
-
-@dataclass(frozen=True)
-class Bound:
-    """A numeric key's allowed interval: build_config checks it and the JSON Schema (sweeper/schema.py) states it."""
-
-    low: float
-    high: float | None = None
-    open_low: bool = False  # low itself is not allowed
-    open_high: bool = False
-    note: str = ""  # why, or what the edge value means
-
-    def holds(self, value: float) -> bool:
-        above = value > self.low if self.open_low else value >= self.low
-        below = self.high is None or (value < self.high if self.open_high else value <= self.high)
-        return above and below
-
-    def __str__(self) -> str:
-        low, high = _number(self.low), None if self.high is None else _number(self.high)
-        if high is None:
-            text = f"{'>' if self.open_low else '>='} {low}"
-        else:
-            text = f"in {'(' if self.open_low else '['}{low}, {high}{')' if self.open_high else ']'}"
-        return text + (f" ({self.note})" if self.note else "")
-
-
-OFF, ALL = "0 = off", "0 = all"
-GROWS = "what it allocates grows with it"  # upper bounds: a config, or a checkpoint's, beyond them is refused
-BOUNDS: dict[str, Bound] = {
-    "attention.lambda": Bound(1, open_low=True, note="tau_t lies in (1/lambda, lambda)"),
-    "attention.tau": Bound(0, open_low=True),
-    "attention.coverage_weight": Bound(0),
-    "train.guided_alignment": Bound(0, note=OFF),
-    "train.symmetry_weight": Bound(0, note=OFF),
-    "model.dropout": Bound(0, 1, open_high=True),
-    **{f"model.{key}": Bound(1, 8192, note=GROWS) for key in ("emb_size", "hidden_size")},
-    **{f"model.{key}": Bound(1, 16, note=GROWS) for key in ("encoder_layers", "decoder_layers")},
-    "train.lr": Bound(0, open_low=True),
-    "train.batch_size": Bound(1, 10_000, note=GROWS),
-    "train.token_budget": Bound(0, 10_000_000, note=f"{OFF}; {GROWS}"),
-    "train.buckets": Bound(0, 1000, note=f"{OFF}: batches sorted by length in pools, each padded to its longest"),
-    "train.clip_norm": Bound(0, open_low=True),
-    "train.epochs": Bound(1),
-    "train.label_smoothing": Bound(0, 1, open_high=True),
-    "train.lr_decay": Bound(0, 1, open_low=True),
-    "train.early_stopping": Bound(0, note=OFF),
-    "train.max_steps_per_epoch": Bound(0, note=ALL),
-    "decode.beam_size": Bound(1, 100, note=GROWS),
-    "decode.dev_beam_size": Bound(1, 100, note=GROWS),
-    "decode.max_len_ratio": Bound(0, 10, open_low=True, note=GROWS),
-    "decode.max_len_offset": Bound(-1000, 1000, note=GROWS),
-    "decode.max_src_len": Bound(1, 1000, note=GROWS),
-    "data.max_len": Bound(1, 1000, note=GROWS),
-    "data.subword_vocab": Bound(8, 1_000_000, note=GROWS),
-    "data.src_vocab": Bound(1, 1_000_000, note=GROWS),
-    "data.tgt_vocab": Bound(1, 1_000_000, note=GROWS),
-    "data.train_subset": Bound(0, note=ALL),
-    "data.eval_subset": Bound(0, note=ALL),
-    "model.layers": Bound(1, 64, note=GROWS),
-    "model.heads": Bound(1, 256, note=GROWS),
-    "model.ff_size": Bound(1, 65536, note=GROWS),
-    "attention.position_layers": Bound(0, 64, note=ALL),
-    "train.warmup": Bound(1, 10_000_000),
-}
+# every trial setting by dotted key, as its section declares it (nmt_core.settings)
+SETTINGS: dict[str, Setting] = {f"{s}.{k}": d for s, cls in _SECTION_TYPES.items() for k, d in declared(cls).items()}
+CHOICES = Choices({key: d.choices for key, d in SETTINGS.items() if d.choices})
+BOUNDS: dict[str, Bound] = {key: d.bound for key, d in SETTINGS.items() if d.bound}  # --beam, checkpoints read them
 
 GOLD_ALIGNED = ("bible-grc-en",)  # corpora that ship manual word alignments (they index `space` tokens)
 INSTALL_EFLOMAL = "pip install 'nmt-sweeper[align]' (or: pip install eflomal)"
-
-_SECTION_TYPES = {
-    "data": DataConfig,
-    "model": ModelConfig,
-    "attention": AttentionConfig,
-    "train": TrainConfig,
-    "decode": DecodeConfig,
-}
-
-
-def _yaml_key(name: str) -> str:
-    return name.rstrip("_")
 
 
 @functools.cache
 def section_keys(section: str) -> dict[str, dataclasses.Field]:
     """A section's keys as YAML writes them and their dataclass fields (types, defaults): derived once, read by every
     build_config (a sweep's driver builds thousands, the summary one per trial). Read it; do not change it."""
-    return {_yaml_key(f.name): f for f in dataclasses.fields(_SECTION_TYPES[section])}
+    return {yaml_key(f.name): f for f in dataclasses.fields(_SECTION_TYPES[section])}
 
 
 def all_keys() -> list[str]:
@@ -364,48 +357,9 @@ def parse_overrides(pairs: list[str], source: str = "--set") -> list[tuple[str, 
     return parsed
 
 
-def _coerce(key: str, value: Any, typ: Any, source: str) -> Any:
-    typ = {"str": str, "int": int, "float": float, "bool": bool}.get(typ, typ)
-    if typ is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(key, f"expected true or false, got {shown(value)}", source)
-    if typ is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise ConfigError(key, f"expected an integer, got {shown(value)}", source)
-    if typ is float:
-        if isinstance(value, str):  # PyYAML reads 1e-3 (no dot) as a string
-            try:
-                value = float(value)
-            except ValueError:
-                pass
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return finite(value, key, source)
-        raise ConfigError(key, f"expected a number, got {shown(value)}", source)
-    if value is None and key in CHOICES:  # YAML reads a bare `none` as null
-        value = "none"
-    if not isinstance(value, str):
-        raise ConfigError(key, f"expected a string, got {shown(value)}", source)
-    return value
-
-
 def _value(cfg: TrialConfig, key: str) -> Any:
     section, name = key.split(".")
     return getattr(getattr(cfg, section), section_keys(section)[name].name)
-
-
-def finite(value: int | float, key: str, source: str) -> float:
-    """A number as a float, refused if it is NaN or infinite (or an integer too large for a float)."""
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
-        raise ConfigError(key, f"must be a finite number (got {shown(value)})", source)
-    return number
 
 
 def _check_ranges(cfg: TrialConfig, source: str) -> None:
@@ -413,11 +367,7 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
         if not ok:
             raise ConfigError(key, f"must be {allowed} (got {shown(value)})", source)
 
-    for key, allowed in CHOICES.items():
-        require(_value(cfg, key) in allowed, key, "one of " + ", ".join(allowed), _value(cfg, key))
     _read_as_architecture(cfg)
-    for key, bound in BOUNDS.items():
-        require(bound.holds(_value(cfg, key)), key, str(bound), _value(cfg, key))
     _check_arch(cfg, require)
     a, m, t = cfg.attention, cfg.model, cfg.train
     require(
@@ -526,19 +476,21 @@ def build_config(
     nested = copy.deepcopy(dict(raw or {}))
     for key, value in overrides:
         set_dotted(nested, key, value)
-    sections = {}
+    sections, choices = {}, dict(CHOICES.items())
     for section, values in nested.items():
         if section not in _SECTION_TYPES:
             raise ConfigError(str(section), "unknown section; allowed: " + ", ".join(_SECTION_TYPES), source)
         if not isinstance(values, Mapping):
             raise ConfigError(section, "expected a mapping of options", source)
-        fields = section_keys(section)
+        fields, settings = section_keys(section), declared(_SECTION_TYPES[section])
         kwargs = {}
         for key, value in values.items():
             dotted = f"{section}.{key}"
             if key not in fields:
                 raise ConfigError(dotted, "unknown key; allowed: " + ", ".join(fields), source)
-            kwargs[fields[key].name] = _coerce(dotted, value, fields[key].type, source)
+            kwargs[fields[key].name] = accept(
+                dotted, value, settings[key], source, ConfigError, choices.get(dotted, ())
+            )
         sections[section] = _SECTION_TYPES[section](**kwargs)
     cfg = TrialConfig(**sections)
     _check_ranges(cfg, source)

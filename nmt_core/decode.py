@@ -7,6 +7,7 @@ host-device sync inside the step loop is an early-exit check every few steps.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 from torch import Tensor
@@ -139,8 +140,8 @@ class BeamHistory:
     tokens: list[Tensor] = field(default_factory=list)
     parents: list[Tensor] = field(default_factory=list)
 
-    def add(self, out: AttentionOutput, tokens: Tensor, parents: Tensor) -> None:
-        self.outs.append(StepTrace(out.weights, out.tau, out.gate, getattr(out, "tau_heads", None)))
+    def add(self, out: StepTrace, tokens: Tensor, parents: Tensor) -> None:
+        self.outs.append(out)
         self.tokens.append(tokens)
         self.parents.append(parents)
 
@@ -160,64 +161,91 @@ class BeamHistory:
         return buffer
 
 
+@dataclass
+class Beams:
+    """What beam search carries from one step to the next, B sentences x K beams: every tensor of it, so that a whole
+    step (the decoder, scores, top-k, the finished hypotheses, the reordering of the state) is one function of
+    tensors that a CUDA graph can record once per batch shape and replay (`model.compile: graphs`)."""
+
+    y: Tensor  # (B*K,) the tokens the next step reads
+    scores: Tensor  # (B, K) each live hypothesis's summed log-probability
+    best_score: Tensor  # (B,) the best finished hypothesis's normalised score so far (-inf: none yet)
+    best_step: Tensor  # (B,) the step it ended at
+    best_row: Tensor  # (B,) and the row it ended from
+    n_finished: Tensor  # (B,) hypotheses finished
+
+
+def beam_step(
+    model: Seq2Seq, t: Tensor, divisor: Tensor, beams: Beams, state, memory, first_row: Tensor
+) -> tuple[Beams, object, StepTrace, Tensor]:
+    """One step of beam_search at position t (a 0-dim tensor; `divisor`: (t + 1) ** length_penalty): the new beams,
+    the state reordered to them, the step's trace and the rows the new beams came from. As in fairseq: the top 2K
+    candidates; an </s> among the top K finishes a hypothesis, the best K others stay alive."""
+    n_sent, k = beams.scores.shape
+    logits, state, out = model.decoder.step(beams.y, state, memory)
+    logits = logits.float()
+    vocab = logits.size(-1)
+    candidates = logits.log_softmax(dim=-1).add_(beams.scores.view(-1, 1)).view(n_sent, -1)  # score + log p
+    top_scores, top_index = candidates.topk(2 * k, dim=-1)
+    top_beam, top_token = top_index // vocab, top_index % vocab
+    # hypotheses that end here: </s> among the top K, for sentences not yet done
+    ends = (top_token[:, :k] == EOS) & (beams.n_finished < k).unsqueeze(-1)
+    normalised = (top_scores[:, :k] / divisor).masked_fill(~ends, float("-inf"))
+    new_best, which = normalised.max(dim=-1)
+    improve = new_best > beams.best_score
+    source_rows = first_row + top_beam[:, :k].gather(1, which.unsqueeze(-1)).squeeze(-1)
+    # the best K candidates that do not end stay alive
+    keep_scores, keep = top_scores.masked_fill(top_token == EOS, float("-inf")).topk(k, dim=-1)
+    rows = (first_row.unsqueeze(-1) + top_beam.gather(1, keep)).view(-1)
+    after = Beams(
+        y=top_token.gather(1, keep).view(-1),
+        scores=keep_scores,
+        best_score=torch.where(improve, new_best, beams.best_score),
+        best_step=torch.where(improve, t, beams.best_step),
+        best_row=torch.where(improve, source_rows, beams.best_row),
+        n_finished=beams.n_finished + ends.sum(dim=-1),
+    )
+    return after, state.select(rows), StepTrace(out.weights, out.tau, out.gate, getattr(out, "tau_heads", None)), rows
+
+
 @torch.no_grad()
 def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int) -> list[Translation]:
-    """Batched beam search (B sentences x K beams as B*K rows), length-normalised finished hypotheses.
-
-    As in fairseq: each step takes the top 2K candidates; an </s> among the top K finishes a
-    hypothesis, the best K others stay alive; a sentence is done once K hypotheses have finished.
-    With K = 1 this is exactly greedy search.
-    """
+    """Batched beam search (B sentences x K beams as B*K rows), length-normalised finished hypotheses; each step is
+    beam_step, replayed from a CUDA graph per batch shape when compile_model put one on the model (`beam_step`).
+    A sentence is done once K hypotheses have finished. With K = 1 this is exactly greedy search."""
     k = beam_size
     n_sent, device = batch.src.size(0), batch.src.device
     memory, state = model.encode(batch.src, batch.src_lengths)
     memory, state = memory.for_hypotheses(k), state.select(torch.arange(n_sent, device=device).repeat_interleave(k))
     steps = max_length(batch, cfg)
+    step = getattr(model, "beam_step", None) or partial(beam_step, model)
     history = BeamHistory()
-    best_score = torch.full((n_sent,), float("-inf"), device=device)
-    best_step = torch.zeros(n_sent, dtype=torch.long, device=device)  # where each sentence's best hypothesis ended
-    best_row = torch.zeros(n_sent, dtype=torch.long, device=device)  # and the row it ended from
-    n_finished = torch.zeros(n_sent, dtype=torch.long, device=device)
     scores = torch.zeros(n_sent, k, device=device)
     scores[:, 1:] = float("-inf")  # at the start only the first beam is real
-    y = torch.full((n_sent * k,), BOS, dtype=torch.long, device=device)
+    beams = Beams(
+        y=torch.full((n_sent * k,), BOS, dtype=torch.long, device=device),
+        scores=scores,
+        best_score=torch.full((n_sent,), float("-inf"), device=device),
+        best_step=torch.zeros(n_sent, dtype=torch.long, device=device),
+        best_row=torch.zeros(n_sent, dtype=torch.long, device=device),
+        n_finished=torch.zeros(n_sent, dtype=torch.long, device=device),
+    )
     first_row = torch.arange(n_sent, device=device) * k
+    positions = torch.arange(steps, device=device)
+    # the length penalty's divisors in double on the host, as Python computed them before, one upload per batch
+    divisors = torch.tensor([(t + 1) ** cfg.length_penalty for t in range(steps)], dtype=torch.float32).to(device)
     for t in range(steps):
-        logits, state, out = model.decoder.step(y, state, memory)
-        logits = logits.float()
-        vocab = logits.size(-1)
-        candidates = (
-            logits.log_softmax(dim=-1).add_(scores.view(-1, 1)).view(n_sent, -1)
-        )  # score + log p, one fused pass
-        top_scores, top_index = candidates.topk(2 * k, dim=-1)
-        top_beam, top_token = top_index // vocab, top_index % vocab
-        # hypotheses that end here: </s> among the top K, for sentences not yet done
-        done = n_finished >= k
-        ends = (top_token[:, :k] == EOS) & ~done.unsqueeze(-1)
-        normalised = (top_scores[:, :k] / (t + 1) ** cfg.length_penalty).masked_fill(~ends, float("-inf"))
-        new_best, which = normalised.max(dim=-1)
-        improve = new_best > best_score
-        source_rows = first_row + top_beam[:, :k].gather(1, which.unsqueeze(-1)).squeeze(-1)
-        best_step = torch.where(improve, t, best_step)
-        best_row = torch.where(improve, source_rows, best_row)
-        best_score = torch.where(improve, new_best, best_score)
-        n_finished = n_finished + ends.sum(dim=-1)
-        # the best K candidates that do not end stay alive
-        keep_scores, keep = top_scores.masked_fill(top_token == EOS, float("-inf")).topk(k, dim=-1)
-        rows = (first_row.unsqueeze(-1) + top_beam.gather(1, keep)).view(-1)
-        y = top_token.gather(1, keep).view(-1)
-        scores = keep_scores
-        state = state.select(rows)
-        history.add(out, y, rows)
-        if t % EXIT_CHECK_EVERY == EXIT_CHECK_EVERY - 1 and bool((n_finished >= k).all()):
+        beams, state, out, rows = step(positions[t], divisors[t], beams, state, memory, first_row)
+        history.add(out, beams.y, rows)
+        if t % EXIT_CHECK_EVERY == EXIT_CHECK_EVERY - 1 and bool((beams.n_finished >= k).all()):
             break
     # a sentence with no finished hypothesis by max length keeps its best live beam
-    unfinished = torch.isinf(best_score)
+    unfinished = torch.isinf(beams.best_score)
     last = len(history.outs) - 1
-    best_step = torch.where(unfinished, last, best_step)
-    best_row = torch.where(unfinished, history.parents[last].index_select(0, first_row), best_row)
+    best_step = torch.where(unfinished, last, beams.best_step)
+    best_row = torch.where(unfinished, history.parents[last].index_select(0, first_row), beams.best_row)
     best_token = torch.where(unfinished, history.tokens[last].index_select(0, first_row), EOS)
-    best_score = torch.where(unfinished, scores[:, 0] / steps**cfg.length_penalty, best_score)
+    best_score = torch.where(unfinished, beams.scores[:, 0] / steps**cfg.length_penalty, beams.best_score)
     best = history.read_back(best_step, best_row, best_token, steps, batch.src.size(1))
     return best.translations(best_score, batch.src_lengths, out.tau is not None, out.gate is not None)
 

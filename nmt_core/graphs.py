@@ -11,7 +11,9 @@ with (new inputs are copied into them) and overwrites the outputs of the replay 
   eagerly in front of it (cuDNN over packed sequences, whose layout changes with every batch's lengths) and its
   backward after it, as does the optimiser (fused Adam: one kernel for all parameters).
 - Without gradients (the dev loss, greedy and beam search): Decoder.transition, one graph per shape of its inputs,
-  its outputs copied out of the graph's memory before anyone can hold them across the next replay.
+  its outputs copied out of the graph's memory before anyone can hold them across the next replay; and beam
+  search's whole step (nmt_core.decode.beam_step: the transition, the scores, the top-k, the finished hypotheses and
+  the reordering of the state) in one graph per batch shape, the transition recorded inside it.
 
 Without CUDA nothing is captured: the same static-shape step runs eagerly, which is what the float64 tests hold to
 the eager path's loss, gradients and translations on a CPU (tests/oracles/test_compiled.py); on a GPU the same test
@@ -139,7 +141,8 @@ class StepGraphs:
         self.graphs: dict[Any, _StepGraph] = {}
 
     def __call__(self, *args: Any) -> Any:
-        if torch.is_grad_enabled() or not args[0].is_cuda:
+        # inside another step's capture (a beam step records the decoder's transition with it), eager: recorded there
+        if torch.is_grad_enabled() or not args[0].is_cuda or torch.cuda.is_current_stream_capturing():
             return self.step(*args)
         key = signature(args)
         if key not in self.graphs:

@@ -27,6 +27,7 @@ from nmt_core.config import ConfigError
 from nmt_core.faults import exit_code, fault_line
 from nmt_core.gate import check_text, clip_path, one_line, output_folder, shown, write_file
 from nmt_core.network import configure_network
+from nmt_core.settings import Bound, accept, declared, setting
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -354,10 +355,29 @@ def schema(out: str | Path | None = None) -> list[Path]:
 # ---- the gate for arguments: one check per kind of argument, whatever the command ----
 
 
-def _check_bool(key: str) -> Callable[[Any, str], None]:
+@dataclass
+class ValueArguments:
+    """The API's arguments that are values rather than names, each declared once (nmt_core.settings) and checked by
+    that declaration under the flag a user types (FLAGS)."""
+
+    tail: int | None = setting(
+        None, "only the last N lines of a sweep's log", Bound(1, 1_000_000, note="the lines are held in memory")
+    )
+    wait_s: float = setting(0.0, "seconds `sweeper stop` waits for the driver", Bound(0, 86_400, note="a day"))
+    format: str = setting("md", "the summary table's format", choices=("md", "csv", "latex"))
+    verbose: bool = setting(False, "also show Ray's output")
+    wait: bool = setting(False, "stream a submitted job's log and return its result")
+    ship_code: bool = setting(True, "ship this checkout's code with a submitted job")
+
+
+FLAGS = {"tail": "--tail", "wait_s": "--wait", "format": "--format"}  # the others are named as in Python
+
+
+def _check_value(name: str) -> Callable[[Any, str], None]:
+    """An argument checked by its declaration in ValueArguments, of its type already (passed on as given)."""
+
     def check(value: Any, source: str) -> None:
-        if not isinstance(value, bool):
-            raise ConfigError(key, f"must be true or false (got {shown(value)})", source)
+        accept(FLAGS.get(name, name), value, declared(ValueArguments)[name], source, ConfigError, exact=True)
 
     return check
 
@@ -383,21 +403,11 @@ def _check_space(value: Any, source: str) -> None:
 
 
 def _check_resamples(value: Any, source: str) -> None:
-    from sweeper.space import read_section
+    """--resamples: the space's significance.resamples, as that setting declares it."""
+    from sweeper.space import SPEC_SETTINGS, SpecError
 
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigError("--resamples", f"must be an integer (got {shown(value)})", source)
-    read_section("significance", {"resamples": value}, f"{source} --resamples")
-
-
-def _check_tail(value: Any, source: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError("--tail", f"must be a whole number >= 1 (got {shown(value)})", source)
-
-
-def _check_wait_s(value: Any, source: str) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < float("inf"):
-        raise ConfigError("--wait", f"must be a number of seconds >= 0 (got {shown(value)})", source)
+    key = "significance.resamples"
+    accept(key, value, SPEC_SETTINGS[key], f"{source} --resamples", SpecError, exact=True)
 
 
 def _check_trial(value: Any, source: str) -> None:
@@ -405,11 +415,6 @@ def _check_trial(value: Any, source: str) -> None:
 
     if not isinstance(value, str) or not TRIAL_ID_RULE.fullmatch(value):
         raise ConfigError("TRIAL", f"must be a trial id such as 8f3a1_00004 (got {shown(value)})", source)
-
-
-def _check_format(value: Any, source: str) -> None:
-    if value not in ("md", "csv", "latex"):
-        raise ConfigError("--format", f"must be one of md, csv, latex (got {shown(value)})", source)
 
 
 def _check_added(value: Any, source: str) -> None:
@@ -491,14 +496,14 @@ ARGUMENTS: dict[str, Callable[[Any, str], None]] = {
     "space": _check_space,
     "overrides": _check_overrides,
     "resamples": _check_resamples,
-    "format": _check_format,
-    "tail": _check_tail,
-    "wait_s": _check_wait_s,
+    "format": _check_value("format"),
+    "tail": _check_value("tail"),
+    "wait_s": _check_value("wait_s"),
     "trial": _check_trial,
     "out": _check_path("--out"),
-    "verbose": _check_bool("verbose"),
-    "wait": _check_bool("wait"),
-    "ship_code": _check_bool("ship_code"),
+    "verbose": _check_value("verbose"),
+    "wait": _check_value("wait"),
+    "ship_code": _check_value("ship_code"),
 }
 # what a command cannot do without: None is refused, not skipped
 REQUIRED = {"sweep": "NAME", "space": "space", "trial": "TRIAL"}

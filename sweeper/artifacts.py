@@ -15,14 +15,16 @@ from nmt_core.evaluate import ALIGNMENT_STATS, forced_trace_table, trace_table, 
 from nmt_core.registry import is_adaptive
 from nmt_core.train import SetResult, TrainResult, teacher_forced_traces
 from nmt_core.transformer import head_labels
-from sweeper.metrics import FORCED, HEATMAPS, PLOTS_FOLDER
+from sweeper.metrics import FORCED, HEATMAPS, PLOTS_FOLDER, TRANSLATIONS
+from sweeper.mlflow_tables import write_table
 
+SIDE_BY_SIDE = ("source", "reference", "hypothesis")  # a translations table's columns
 N_PLOTTED = 4  # dev sentences shown in the heatmaps: the same ones in every trial
 
 
 def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: Path, draw: bool = True) -> None:
     """out/traces/<set>.parquet, out/traces/forced/<test set>.parquet (write_forced_traces), out/traces/heatmaps.json,
-    out/translations/<set>.txt and .tsv,
+    out/translations/<set>.txt, .tsv and .json (MLflow's table, which its evaluation view compares across trials),
     out/references/<set>.txt, out/alignment/<set>.tsv (per-sentence link counts for AER's significance test) where
     gold links exist, and with `draw` out/plots/*.png (matplotlib costs a small trial a second; the summary can
     draw the same figures later from heatmaps.json).
@@ -32,7 +34,7 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
     significance test needs no corpus.
     """
     data = result.data
-    for sub in ("traces", "translations", "references"):
+    for sub in ("traces", TRANSLATIONS, "references"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     for name, evaluation in sets.items():
         words = [words_of(data.tgt_vocab.decode(t.tokens)) for t in evaluation.translations]  # one per trace row
@@ -42,9 +44,7 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
         )
         (out / "translations" / f"{name}.txt").write_text("\n".join(evaluation.hypotheses) + "\n", encoding="utf-8")
         (out / "references" / f"{name}.txt").write_text("\n".join(data.references[name]) + "\n", encoding="utf-8")
-        write_side_by_side(
-            data.sources[name], data.references[name], evaluation.hypotheses, out / "translations" / f"{name}.tsv"
-        )
+        write_side_by_side(data.sources[name], data.references[name], evaluation.hypotheses, out / TRANSLATIONS, name)
     write_forced_traces(result, out / FORCED)
     for name, score in result.alignments.items():
         write_alignment_stats(score.per_sentence, out / "alignment" / f"{name}.tsv")
@@ -109,17 +109,20 @@ def heatmap_data(result: TrainResult, dev: SetResult) -> dict[str, Any]:
     }
 
 
-def write_side_by_side(sources: list[str], references: list[str], hypotheses: list[str], path: Path) -> None:
-    """source, reference and hypothesis per line, tab-separated with a header (MLflow shows .tsv as text;
-    a spreadsheet opens it as a table)."""
+def write_side_by_side(
+    sources: list[str], references: list[str], hypotheses: list[str], folder: Path, name: str
+) -> None:
+    """source, reference and hypothesis per sentence: `<name>.tsv`, tab-separated with a header (a spreadsheet
+    opens it as a table), and `<name>.json`, MLflow's table (its UI shows it as a table, and its evaluation view
+    lines up the same sentence of several trials)."""
 
     def cell(text: str) -> str:
         return text.replace("\t", " ")
 
-    lines = ["source\treference\thypothesis"] + [
-        f"{cell(s)}\t{cell(r)}\t{cell(h)}" for s, r, h in zip(sources, references, hypotheses)
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    columns, rows = SIDE_BY_SIDE, list(zip(sources, references, hypotheses))
+    lines = ["\t".join(columns)] + ["\t".join(cell(text) for text in row) for row in rows]
+    (folder / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_table(columns, rows, folder / f"{name}.json")
 
 
 def write_alignment_stats(stats: np.ndarray, path: Path) -> None:

@@ -17,7 +17,9 @@ from nmt_core.cli_common import GateParser, add_version, enable_completion
 from nmt_core.config import parse_overrides
 from nmt_core.faults import add_debug, report, traceback_text
 from nmt_core.gate import clip_path, escape, one_line, printable
+from nmt_core.settings import help_lines
 from sweeper import api
+from sweeper.space import SPEC_SETTINGS
 
 RESUME_HELP = """finish an interrupted sweep: trials that finished are kept and not re-run, unfinished and
 failed ones continue from their last checkpoint. Limits (Ray Tune's): the search space cannot change on
@@ -293,7 +295,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = GateParser(prog="sweeper", description=__doc__)
     add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, help="what to do (each has its own --help)")
-    p = sub.add_parser("validate", help="check a sweep YAML and print the plan: trials, resources, conditionals")
+    p = sub.add_parser(
+        "validate",
+        help="check a sweep YAML and print the plan: trials, resources, conditionals",
+        epilog="the sections' settings (base: a trial config, see nmt train --help):\n" + help_lines(SPEC_SETTINGS),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("space", help="sweep YAML (see search_spaces/)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     p.set_defaults(func=cmd_validate)
@@ -361,7 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--resamples",
         type=int,
         help="paired-bootstrap resamples or approximate-randomization shuffles, "
-        ">= 100 (default: the space's significance.resamples, else 1000)",
+        f"{SPEC_SETTINGS['significance.resamples'].allowed()} (default: the space's significance.resamples, "
+        f"else {SPEC_SETTINGS['significance.resamples'].default})",
     )
     p.add_argument(
         "--from-data",

@@ -21,7 +21,7 @@ import pyarrow.fs as pafs
 
 from nmt_core.config import build_config
 from nmt_core.yaml_input import shown
-from sweeper.metrics import AT_END, TRIAL_ID, VARIANT, is_logged
+from sweeper.metrics import TRIAL_ID, VARIANT, is_result
 from sweeper.space import SpecError, check_name, variant_label
 from sweeper.storage import Storage, open_storage
 from sweeper.trainable import MODEL_EXAMPLE
@@ -70,7 +70,7 @@ def model_from_checkpoint(tracker, run_id: str, final: Storage) -> tuple[str, in
         size = sum(p.stat().st_size for p in (local / "model").rglob("*") if p.is_file())
         run = tracker.client.get_run(run_id)
         variant = variant_label(cfg)
-        metrics = {k: v for k, v in run.data.metrics.items() if is_logged(k, AT_END)}
+        metrics = {k: v for k, v in run.data.metrics.items() if is_result(k)}
         model_id = tracker.log_model(
             run_id,
             local / "model",

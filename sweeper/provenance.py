@@ -6,6 +6,10 @@ strings, and set as MLflow tags by the driver: a reviewer can see what produced 
 
 from __future__ import annotations
 
+import getpass
+import hashlib
+import json
+import os
 import platform
 import socket
 import subprocess
@@ -16,6 +20,8 @@ import torch
 
 PACKAGES = ("torch", "ray", "mlflow", "sacrebleu")
 PREFIX = "provenance."  # report keys that become `sweeper.<name>` tags
+DATASET = "dataset"  # report key: the trial's corpus as MLflow's Dataset fields (JSON), with a process's first report
+SOURCE_NAME = "nmt-sweeper"  # what MLflow's Source column names, beside the commit
 
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -88,3 +94,37 @@ def as_tags(report: dict) -> dict[str, str]:
     return {
         f"sweeper.{key.removeprefix(PREFIX)}": str(value) for key, value in report.items() if key.startswith(PREFIX)
     }
+
+
+def source_tags(code: str, user: str | None = None) -> dict[str, str]:
+    """MLflow's own provenance tags, which its runs table shows as the Source and User columns: MlflowClient's
+    create_run sets none of them (mlflow.start_run does, from the script it runs in). `code`: code_version();
+    `user`: who submitted a sweep the cluster's account runs, else whoever runs it."""
+    tags = {"mlflow.source.name": SOURCE_NAME, "mlflow.source.type": "LOCAL", "mlflow.user": user or run_user()}
+    if code.startswith("git "):
+        tags["mlflow.source.git.commit"] = code.split()[1]
+    return tags
+
+
+def run_user() -> str:
+    """Who ran the sweep: the tracking server's user where credentials are set, else the login name."""
+    try:
+        return os.environ.get("MLFLOW_TRACKING_USERNAME") or getpass.getuser()
+    except (KeyError, OSError):  # a container's uid with no passwd entry and no $USER
+        return "unknown"
+
+
+def corpus_dataset(name: str, splits: dict[str, list[tuple[str, str]]]) -> str:
+    """A corpus as MLflow's Dataset fields (JSON): its name, a digest of every pair of every split (two corpora of
+    one name but other text differ), where it came from and its split sizes. A trial hands it to the driver, which
+    logs it as the run's input: MLflow's Dataset column."""
+    body = json.dumps(splits, sort_keys=True, ensure_ascii=False).encode()
+    return json.dumps(
+        {
+            "name": name,
+            "digest": hashlib.sha256(body).hexdigest()[:16],
+            "source_type": "nmt_core.corpora",
+            "source": json.dumps({"corpus": name}),
+            "profile": json.dumps({split: len(pairs) for split, pairs in splits.items()}),
+        }
+    )

@@ -44,8 +44,9 @@ from sweeper.metrics import (
     RESULTS_FILE,
     SUMMARY_DIR,
     final_result,
-    to_parent,
+    parent_metrics,
 )
+from sweeper.mlflow_view import share_view
 from sweeper.models import human, log_best_models, storage_usage
 from sweeper.progress import SweepProgress, failure_cause, open_board
 from sweeper.space import (
@@ -60,7 +61,7 @@ from sweeper.space import (
     trial_config,
 )
 from sweeper.storage import Storage, check_writable, first_line, open_storage
-from sweeper.stored import STATE_FILE, SweepState, damaged, read_state, state_from
+from sweeper.stored import LINK_KEY, STATE_FILE, SweepState, damaged, read_state, state_from
 from sweeper.study import describe as describe_study
 from sweeper.study import shown, study_url
 from sweeper.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
@@ -356,6 +357,17 @@ def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPl
     return out
 
 
+def tracking_callback(
+    spec: SweepSpec, uri: str, parent_id: str, base: dict[str, Any], storage_uri: str, user: str | None
+) -> MlflowTrackingCallback:
+    """A new sweep's MLflow writer: its trial runs hold every axis the search varies, and `user` (a submitted
+    sweep's submitter) as MLflow's User."""
+    axes = tuple(dict.fromkeys(parameter.key for parameter in spec.parameters))
+    return MlflowTrackingCallback(
+        uri, spec.name, parent_id, base, storage_uri, new_sweep=True, models=spec.models, axes=axes, user=user
+    )
+
+
 def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, address: str | None) -> int:
     storage, uri, opening, job, earlier, base = open_sweep(spec, storage_uri, tracking_uri, address)
     experiment = storage.below(spec.name)
@@ -363,10 +375,13 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     study = study_url(spec, experiment, uri) if spec.search.algorithm == "optuna" else None
     tune_config, param_space = build_tune_config(spec, base, study)
     n_trials = len(param_space["trial"]["grid_search"]) if param_space else spec.search.num_samples
-    tracker = SweepTracker(uri, spec.name, opening.result())
+    submitter = (job or {}).get("mlflow_user")  # the User of the sweep's runs where the cluster's account tracks
+    tracker = SweepTracker(uri, spec.name, opening.result(), user=submitter)
     plan = {"source": spec.source, "trials": n_trials, "algorithm": spec.search.algorithm}
     plan.update(scheduler=spec.scheduler.type, storage=storage.display(spec.name), models=spec.models)
     parent_id = tracker.start_sweep(spec.text, plan)
+    axes = [p.key for p in spec.parameters if p.key != "train.seed"]  # the seed has a column of its own
+    link = share_view(tracker.client, uri, tracker.experiment_id, parent_id, axes)
     if earlier:
         print(
             f"note: {experiment.uri} holds an earlier sweep {spec.name!r}: its trial folders stay, results.parquet "
@@ -374,7 +389,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
             "summarises the earlier one",
             flush=True,
         )
-    record = new_state(spec, uri, parent_id, tracker.experiment_id, base, n_trials, study, job)
+    record = new_state(spec, uri, parent_id, tracker.experiment_id, base, n_trials, study, job) | {LINK_KEY: link}
     experiment.write_text(json.dumps(record, indent=2), STATE_FILE)
     state = state_from(record, experiment.display(STATE_FILE))
     clear_stop(experiment)  # a request that stopped an earlier run of this name is not this one's
@@ -386,9 +401,7 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     )
     if spec.search.algorithm == "optuna":
         print(describe_study(spec, study), flush=True)
-    callback = MlflowTrackingCallback(
-        uri, spec.name, parent_id, base, experiment.uri, new_sweep=True, models=spec.models
-    )
+    callback = tracking_callback(spec, uri, parent_id, base, experiment.uri, submitter)
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
     progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base), spec.metric, experiment.uri)
     progress.watch(spec.mode, spec.cpu, spec.gpu)
@@ -658,14 +671,14 @@ def best_row(rows: list[dict[str, Any]], metric: str, mode: str) -> dict[str, An
 
 
 def record_best(
-    tracker: SweepTracker, parent_id: str, rows: list[dict[str, Any]], metric: str, mode: str
+    tracker: SweepTracker, parent_id: str, rows: list[dict[str, Any]], metric: str, mode: str, names: str
 ) -> dict[str, Any] | None:
     """The best trial's metrics and run on the parent run, whatever tracking.models says (MLflow's UI compares
-    sweeps by their parent runs); the best row, None when no trial finished."""
+    sweeps by their parent runs), under `sweep/` names no trial has (a sweep begun with flat names: its own); the
+    best row, None when no trial finished."""
     best = best_row(rows, metric, mode)
     if best is not None:
-        metrics = {k: v for k, v in best.items() if to_parent(k) and isinstance(v, (int, float))}
-        tracker.log_metrics(parent_id, metrics, step=0)
+        tracker.log_metrics(parent_id, parent_metrics(best, names), step=0)
         tracker.set_tags(parent_id, {BEST_RUN_ID: best["mlflow_run_id"], BEST_VARIANT: best["variant"]})
     return best
 
@@ -725,13 +738,13 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
     )
     unfinished = count["UNFINISHED"] + max(state.trials - len(rows), 0)  # Tune creates trials lazily
     if not unfinished:  # models and the registry when the sweep ends, not before each resume
-        keep_models(tracker, experiment, rows, state)
-    print(f"MLflow runs: {runs_link(tracker.uri, tracker.experiment_id, state.metric, state.mode)}")
+        keep_models(tracker, experiment, rows, state, callback.names)
     ok = count["TERMINATED"] + count["STOPPED"]
     code = 130 if unfinished else 0 if ok else 1
     record_end(experiment, tracker, state, code, rows, callback.load())
     if unfinished:
         tracker.client.set_terminated(parent_id, "KILLED")
+        print(f"MLflow: {mlflow_link(state, tracker)}")
         print(
             f"interrupted with {unfinished} of {state.trials} trials unfinished; continue with: "
             f"sweeper resume {tracker.experiment} --storage {storage.uri}"
@@ -740,12 +753,21 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
     tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
     if count["TERMINATED"]:
         write_summary(experiment, tracker, parent_id)
+    print(f"MLflow: {mlflow_link(state, tracker)}")  # the sweep's last line: where to compare its trials
     return code
 
 
-def keep_models(tracker: SweepTracker, experiment: Storage, rows: list[dict[str, Any]], state: SweepState) -> None:
-    """`tracking.models: best`: each variant's best trial gets its model now; the best trial goes on the parent run,
-    and its model (unless `none`) into the registry."""
+def mlflow_link(state: SweepState, tracker: SweepTracker) -> str:
+    """The link `sweeper run` recorded (the saved view's, or the plain one); a sweep started before it was
+    recorded gets the plain runs table."""
+    return state.record.get(LINK_KEY) or runs_link(tracker.uri, tracker.experiment_id, state.metric, state.mode)
+
+
+def keep_models(
+    tracker: SweepTracker, experiment: Storage, rows: list[dict[str, Any]], state: SweepState, names: str
+) -> None:
+    """`tracking.models: best`: each variant's best trial gets its model now; the best trial goes on the parent run
+    (under the sweep's MLflow `names`), and its model (unless `none`) into the registry."""
     policy, metric, mode = state.models, state.metric, state.mode
     if policy == "best":
         sizes = log_best_models(tracker, experiment, rows, metric, mode)
@@ -755,7 +777,7 @@ def keep_models(tracker: SweepTracker, experiment: Storage, rows: list[dict[str,
         )
     elif policy == "none":
         print(f"models: none logged (tracking.models: none); a trial's: sweeper promote {tracker.experiment} TRIAL")
-    best = record_best(tracker, state.parent_run_id, rows, metric, mode)
+    best = record_best(tracker, state.parent_run_id, rows, metric, mode, names)
     if best is not None and policy != "none":
         register_best(tracker, best, metric, mode, (state.job or {}).get("mlflow_user"))
 

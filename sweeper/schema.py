@@ -1,48 +1,29 @@
 """JSON Schemas of the sweep YAML and the trial config, so that editors complete and check keys as they do for
 W&B sweep files and Kubernetes manifests (`# yaml-language-server: $schema=...` on a YAML's first line).
 
-Generated from the code's own definitions, never written by hand: the dataclasses of nmt_core/config.py and
-sweeper/space.py (keys, types, defaults, and the comment beside each field as its description), their
-allowed-value tuples (enums) and their bounds (`Bound`). `sweeper schema` rewrites the shipped files in
+Generated from the settings' declarations, never written by hand: each field of nmt_core/config.py's and
+sweeper/space.py's sections declares its type, default, bound, allowed values and help (nmt_core.settings), and the
+attention parts' registry their names (enums). `sweeper schema` rewrites the shipped files in
 sweeper/schemas/; a test fails when they differ from what this module generates now.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nmt_core.config import BOUNDS, CHOICES, Bound, ConfigError, TrialConfig, all_keys, section_keys
+from nmt_core.config import CHOICES, SETTINGS, ConfigError, all_keys
 from nmt_core.gate import output_folder, write_file
-from sweeper.space import (
-    DISTRIBUTIONS,
-    NAME_RULE,
-    PBT_MUTABLE,
-    SECTIONS,
-    SPEC_BOUNDS,
-    SPEC_CHOICES,
-    TOP_LEVEL,
-    SchedulerSpec,
-    SearchSpec,
-    spec_fields,
-)
+from nmt_core.settings import Bound, Setting, declared, markdown_table
+from sweeper.space import DISTRIBUTIONS, NAME_RULE, PBT_MUTABLE, SECTIONS, SPEC_SETTINGS, TOP_LEVEL
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 RANGES = ("uniform", "loguniform", "int")  # the distributions over [low, high]; choice and grid list values
-FIELD_NOTE = re.compile(r"^\s+(?P<name>\w+): [^=]+=[^#]*#\s*(?P<note>.+)$")
 TRIAL = "#/$defs/trial"
-
-
-def _notes(cls: type) -> dict[str, str]:
-    """The comment beside each field of a dataclass (`epochs: int = 12  # ...`): an editor shows it on hover."""
-    return {m["name"]: m["note"] for m in map(FIELD_NOTE.match, inspect.getsource(cls).splitlines()) if m}
 
 
 def bound_keywords(bound: Bound) -> dict[str, float]:
@@ -52,18 +33,19 @@ def bound_keywords(bound: Bound) -> dict[str, float]:
     return keywords
 
 
-def key_schema(
-    kind: str, enum: tuple | None = None, bound: Bound | None = None, note: str = "", default: Any = dataclasses.MISSING
-) -> dict[str, Any]:
-    """One scalar key: its JSON type, allowed values, bounds, default and description."""
-    schema: dict[str, Any] = {"type": JSON_TYPES[kind]}
+def key_schema(declared_as: Setting, enum: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One scalar setting: its JSON type (null too where it is optional), allowed values, bounds, default and help
+    (an editor shows it on hover)."""
+    kind = JSON_TYPES[declared_as.kind]
+    schema: dict[str, Any] = {"type": [kind, "null"] if declared_as.optional else kind}
+    enum = enum or declared_as.choices
     if enum:
         schema["enum"] = list(enum)
+    bound = declared_as.bound
     if bound:
         schema.update(bound_keywords(bound))
-    if default is not dataclasses.MISSING:
-        schema["default"] = default
-    described = "; ".join(text for text in (note, bound.note if bound else "") if text)
+    schema["default"] = declared_as.default
+    described = "; ".join(text for text in (declared_as.help, bound.note if bound else "") if text)
     if described:
         schema["description"] = described
     return schema
@@ -76,22 +58,12 @@ def closed(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 def trial_sections() -> dict[str, Any]:
     """data, model, attention, train, decode: every key with CHOICES as enums and BOUNDS as bounds."""
-    sections = {}
-    for section, cls in ((f.name, f.default_factory) for f in dataclasses.fields(TrialConfig)):
-        notes = _notes(cls)
-        sections[section] = closed(
-            {
-                key: key_schema(
-                    f.type,
-                    CHOICES.get(f"{section}.{key}"),
-                    BOUNDS.get(f"{section}.{key}"),
-                    notes.get(f.name, ""),
-                    f.default,
-                )
-                for key, f in section_keys(section).items()
-            }
-        )
-    return sections
+    sections: dict[str, dict[str, Any]] = {}
+    choices = dict(CHOICES.items())
+    for key, declared_as in SETTINGS.items():
+        section, name = key.split(".")
+        sections.setdefault(section, {})[name] = key_schema(declared_as, choices.get(key, ()))
+    return {section: closed(properties) for section, properties in sections.items()}
 
 
 def trial_schema() -> dict[str, Any]:
@@ -122,32 +94,17 @@ def distribution(key: str) -> dict[str, Any]:
         "int": {**pair, "items": {**value_ref(key), "type": "integer"}},
     }
     assert set(shapes) == set(DISTRIBUTIONS), "a new distribution needs its shape here"
-    section, name = key.split(".")
-    numeric = section_keys(section)[name].type in ("int", "float")
+    numeric = SETTINGS[key].kind in (int, float)
     kinds = [k for k in DISTRIBUTIONS if numeric or k not in RANGES]
     return closed(
         {**{k: shapes[k] for k in kinds}, "if": {"$ref": "#/$defs/condition"}}, oneOf=[{"required": [k]} for k in kinds]
     )
 
 
-def dataclass_section(section: str, **special: dict[str, Any]) -> dict[str, Any]:
-    """A sweep section from its dataclass (sweeper.space.SECTIONS): each field's type (null too where it defaults to
-    None), default and comment, with SPEC_CHOICES and SPEC_BOUNDS; `special` for keys that are not scalars."""
-    cls = SECTIONS[section]
-    notes = _notes(cls)
-    properties = {}
-    for name, spec in spec_fields(cls).items():
-        key = f"{section}.{name}"
-        if name in special:
-            properties[name] = special[name]
-            continue
-        schema = key_schema(
-            spec.kind.__name__, SPEC_CHOICES.get(key), SPEC_BOUNDS.get(key), notes.get(name, ""), spec.default
-        )
-        if spec.optional:
-            schema["type"] = [schema["type"], "null"]
-        properties[name] = schema
-    return closed(properties)
+def sweep_section(section: str, **special: dict[str, Any]) -> dict[str, Any]:
+    """A sweep section from its settings' declarations (sweeper.space.SECTIONS); `special` for keys that are not
+    scalars."""
+    return closed({name: special.get(name) or key_schema(d) for name, d in declared(SECTIONS[section]).items()})
 
 
 def mutations() -> dict[str, Any]:
@@ -165,7 +122,7 @@ def mutations() -> dict[str, Any]:
         "type": "object",
         "propertyNames": {"enum": list(PBT_MUTABLE)},
         "additionalProperties": {"anyOf": [numbers, ranged]},
-        "description": _notes(SchedulerSpec)["mutations"],
+        "description": SPEC_SETTINGS["scheduler.mutations"].help,
     }
 
 
@@ -174,7 +131,7 @@ def starting_points() -> dict[str, Any]:
     return {
         "type": "array",
         "items": closed({key: value_ref(key) for key in all_keys()}),
-        "description": _notes(SearchSpec)["points_to_evaluate"],
+        "description": SPEC_SETTINGS["search.points_to_evaluate"].help,
     }
 
 
@@ -198,17 +155,17 @@ def sweep_schema() -> dict[str, Any]:
             {key: distribution(key) for key in all_keys()},
             description="dotted trial keys -> one distribution each, optionally `if`",
         ),
-        "search": dataclass_section("search", points_to_evaluate=starting_points()),
-        "objective": dataclass_section("objective"),
-        "scheduler": dataclass_section("scheduler", mutations=mutations()),
-        "resources": dataclass_section("resources"),
-        "failure": dataclass_section("failure"),
-        "tracking": dataclass_section("tracking"),
+        "search": sweep_section("search", points_to_evaluate=starting_points()),
+        "objective": sweep_section("objective"),
+        "scheduler": sweep_section("scheduler", mutations=mutations()),
+        "resources": sweep_section("resources"),
+        "failure": sweep_section("failure"),
+        "tracking": sweep_section("tracking"),
         "baseline": closed(
             {key: value_ref(key) for key in all_keys()},
             description="dotted trial keys -> the values naming the summary's baseline",
         ),
-        "significance": dataclass_section("significance"),
+        "significance": sweep_section("significance"),
     }
     assert list(properties) == list(TOP_LEVEL), "every top-level key of a sweep YAML needs its schema here"
     scalar = {"type": ["string", "number", "boolean", "null"]}
@@ -229,6 +186,25 @@ def sweep_schema() -> dict[str, Any]:
     }
 
 
+DOCS = Path(__file__).parents[1] / "docs" / "sweeps.md"  # its settings tables, in a source checkout
+BEGIN, END = "<!-- settings: generated by `python -m sweeper.schema`; do not edit by hand -->", "<!-- settings: end -->"
+
+
+def settings_tables() -> str:
+    """docs/sweeps.md's settings tables, from the declarations (nmt_core.settings), between BEGIN and END."""
+    return (
+        f"{BEGIN}\n\n#### The sweep's sections\n\n{markdown_table(SPEC_SETTINGS)}\n"
+        f"#### The trial config (a sweep's `base`, `nmt train`'s file)\n\n"
+        f"{markdown_table(SETTINGS, dict(CHOICES.items()))}\n{END}"
+    )
+
+
+def with_settings_tables(text: str) -> str:
+    """A docs page's text with the part between BEGIN and END generated afresh."""
+    head, _, rest = text.partition(BEGIN)
+    return head + settings_tables() + rest.partition(END)[2]
+
+
 FILES: dict[str, Callable[[], dict[str, Any]]] = {"sweep.schema.json": sweep_schema, "trial.schema.json": trial_schema}
 
 
@@ -241,3 +217,7 @@ def write(folder: Path = SCHEMA_DIR) -> list[Path]:
     replaced whole and never written through a link."""
     folder = output_folder(folder, "--out", "sweeper schema", ConfigError)
     return [write_file(folder, name, render(make()).encode(), ConfigError, "--out") for name, make in FILES.items()]
+
+
+if __name__ == "__main__":  # a developer's command: rewrite docs/sweeps.md's settings tables from the declarations
+    DOCS.write_text(with_settings_tables(DOCS.read_text(encoding="utf-8")), encoding="utf-8")

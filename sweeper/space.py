@@ -8,27 +8,24 @@ the plan `sweeper validate` prints is exactly the set of trials `sweeper run` st
 from __future__ import annotations
 
 import copy
-import dataclasses
-import functools
 import importlib.util
 import json
 import math
 import random
 import re
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from nmt_core.config import Bound, ConfigError, TrialConfig, all_keys, build_config, finite, set_dotted
+from nmt_core.config import EPOCHS, MAX_SEED, SEEDS, ConfigError, TrialConfig, all_keys, build_config, set_dotted
 from nmt_core.corpora import CorpusError
 from nmt_core.corpora import check_name as check_corpus_name
 from nmt_core.credentials import check_uri
 from nmt_core.gate import check_tree
 from nmt_core.registry import label_words
+from nmt_core.settings import Bound, Setting, accept, declared, setting
 from nmt_core.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
@@ -72,33 +69,8 @@ MIN_RESAMPLES = 100
 MAX_RESAMPLES = 1_000_000  # the bootstrap's time and memory grow with it; 10,000 already resolves p < 0.001
 MAX_TRIALS = 10_000  # a plan beyond this is a typo (num_samples: 1000000000); refused before it is enumerated
 NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # every sweep name, in full (DESIGN.md)
-SPEC_CHOICES = {
-    "search.algorithm": ALGORITHMS,
-    "search.sampler": tuple(SAMPLERS),
-    "objective.metric": OBJECTIVE_METRICS,
-    "objective.mode": MODES,
-    "scheduler.type": SCHEDULERS,
-    "significance.method": SIGNIFICANCE_METHODS,
-    "tracking.plots": PLOTS,
-    "tracking.models": MODELS,
-}  # each section's reader checks them, and the JSON Schema states them
 GPU_SHARES = "a fraction in (0, 1] to pack trials, or a whole number"
-SPEC_BOUNDS: dict[str, Bound] = {
-    "search.num_samples": Bound(1),
-    "search.max_concurrent": Bound(1),
-    "search.repeats": Bound(1),
-    "scheduler.grace_period": Bound(1),
-    "scheduler.reduction_factor": Bound(2),
-    "scheduler.perturbation_interval": Bound(1),
-    "scheduler.quantile_fraction": Bound(0, 0.5, open_low=True),
-    "resources.cpu": Bound(0, open_low=True),
-    "resources.gpu": Bound(0, note=GPU_SHARES),
-    "failure.max_retries": Bound(0),
-    "significance.resamples": Bound(
-        MIN_RESAMPLES, MAX_RESAMPLES, note="fewer cannot resolve p < 0.01; more cost time and memory"
-    ),
-    "significance.margin": Bound(0, open_low=True, note="BLEU points, the equivalence margin"),
-}
+PLAN = f"samples x repeats x the grid: at most {MAX_TRIALS:,} trials, counted before they are built"
 
 
 @dataclass
@@ -131,14 +103,16 @@ class Parameter:
 
 @dataclass
 class SearchSpec:
-    algorithm: str = "grid"
-    num_samples: int = 1
-    max_concurrent: int = 4
-    seed: int = 0
-    repeats: int = 1
-    sampler: str = "tpe"  # optuna: one of SAMPLERS
-    points_to_evaluate: list[dict[str, Any]] = field(default_factory=list)  # optuna: tried first, in this order
-    study_storage: str | None = None  # optuna: an RDB URL for the study (default: see sweeper.study)
+    algorithm: str = setting("grid", "grid: every combination; random: draws; optuna: a sampler", choices=ALGORITHMS)
+    num_samples: int = setting(1, "passes over the space (random draws, Optuna trials)", Bound(1, note=PLAN))
+    max_concurrent: int = setting(
+        4, "trials running at once", Bound(1, MAX_TRIALS, note="no more run at once than a plan holds")
+    )
+    seed: int = setting(0, "seeds the random draws and Optuna's sampler", Bound(0, MAX_SEED, note=SEEDS))
+    repeats: int = setting(1, "seeds per configuration (train.seed, +1, +2, ...)", Bound(1, note=PLAN))
+    sampler: str = setting("tpe", "optuna: the sampler", choices=tuple(SAMPLERS))
+    points_to_evaluate: list[dict[str, Any]] = setting([], "optuna: tried first, in this order")
+    study_storage: str | None = setting(None, "optuna: an RDB URL for the study (default: see sweeper.study)")
 
 
 OPTUNA_ONLY = ("sampler", "points_to_evaluate", "study_storage")  # search keys only Optuna reads
@@ -146,19 +120,23 @@ OPTUNA_ONLY = ("sampler", "points_to_evaluate", "study_storage")  # search keys 
 
 @dataclass
 class ObjectiveSpec:
-    metric: str = "bleu_dev"  # what the search and the schedulers rank trials by (its best epoch's value)
-    mode: str = "max"
+    metric: str = setting(
+        "bleu_dev",
+        "what the search and the schedulers rank trials by (its best epoch's value)",
+        choices=OBJECTIVE_METRICS,
+    )
+    mode: str = setting("max", "max or min the metric", choices=MODES)
 
 
 @dataclass
 class SchedulerSpec:
-    type: str = "fifo"
-    grace_period: int = 1  # asha: epochs before the first stop
-    reduction_factor: int = 2  # asha, hyperband
-    perturbation_interval: int = 2  # pbt: epochs between exploit/explore decisions
-    quantile_fraction: float = 0.25  # pbt: the bottom share copies the top share
-    synch: bool = False  # pbt: the population waits at each perturbation, then exploits at once (Tune's synch)
-    mutations: dict[str, Any] = field(default_factory=dict)  # pbt: key -> [values] or {uniform|loguniform: [lo, hi]}
+    type: str = setting("fifo", "fifo: every trial to the end; asha, hyperband: early stops; pbt", choices=SCHEDULERS)
+    grace_period: int = setting(1, "asha: epochs before the first stop", Bound(1, EPOCHS))
+    reduction_factor: int = setting(2, "asha, hyperband: 1/n of the trials go on at each rung", Bound(2))
+    perturbation_interval: int = setting(2, "pbt: epochs between exploit/explore decisions", Bound(1, EPOCHS))
+    quantile_fraction: float = setting(0.25, "pbt: the bottom share copies the top share", Bound(0, 0.5, open_low=True))
+    synch: bool = setting(False, "pbt: the population waits at each perturbation, then exploits at once (Tune's synch)")
+    mutations: dict[str, Any] = setting({}, "pbt: key -> [values] or {uniform|loguniform: [lo, hi]}")
 
 
 # what PBT may change while a trial trains: read afresh every step, or (lr) set on the optimiser at restore
@@ -167,33 +145,51 @@ PBT_MUTABLE = ("train.lr", "train.label_smoothing", "train.clip_norm", "attentio
 
 @dataclass
 class ResourcesSpec:
-    cpu: float = 1.0  # CPUs per trial (its torch threads)
-    gpu: float = 0.0  # GPUs per trial
+    cpu: float = setting(
+        1.0, "CPUs per trial (its torch threads)", Bound(0, 1024, open_low=True, note="threads: no node has more")
+    )
+    gpu: float = setting(0.0, "GPUs per trial", Bound(0, 64, note=f"{GPU_SHARES}; no node has more"))
 
 
 @dataclass
 class FailureSpec:
-    max_retries: int = 2  # a trial that fails is retried from its last checkpoint this many times
+    max_retries: int = setting(
+        2,
+        "a trial that fails is retried from its last checkpoint this many times",
+        Bound(0, 100, note="a trial failing more often is broken, not unlucky"),
+    )
 
 
 @dataclass
 class TrackingSpec:
-    uri: str | None = None  # the MLflow tracking URI (--tracking-uri and $MLFLOW_TRACKING_URI come first)
-    system_metrics: bool = True  # CPU/memory/GPU of every trial, logged as system/...
-    plots: str = "best"  # whose attention heatmaps are drawn: best (by the summary), all (by every trial), none
-    models: str = "best"  # whose MLflow model is logged: best (each variant's best trial, at the end), all, none
+    uri: str | None = setting(None, "the MLflow tracking URI (--tracking-uri and $MLFLOW_TRACKING_URI come first)")
+    system_metrics: bool = setting(True, "CPU/memory/GPU of every trial, logged as system/...")
+    plots: str = setting(
+        "best", "whose attention heatmaps are drawn: best (by the summary), all (by every trial), none", choices=PLOTS
+    )
+    models: str = setting(
+        "best", "whose MLflow model is logged: best (each variant's best trial, at the end), all, none", choices=MODELS
+    )
 
 
 @dataclass
 class SignificanceSpec:
     """How `sweeper summarize` tests each variant against its baseline, and each SACT row against its controls."""
 
-    method: str = "paired_bootstrap"
-    resamples: int = 1000  # bootstrap resamples, or approximate randomization's shuffles (sacrebleu's default: 10000)
-    margin: float | None = None  # BLEU points: a non-significant difference is tested for equivalence within it
+    method: str = setting("paired_bootstrap", "how rows are compared", choices=SIGNIFICANCE_METHODS)
+    resamples: int = setting(
+        1000,
+        "bootstrap resamples, or approximate randomization's shuffles (sacrebleu's default: 10000)",
+        Bound(MIN_RESAMPLES, MAX_RESAMPLES, note="fewer cannot resolve p < 0.01; more cost time and memory"),
+    )
+    margin: float | None = setting(
+        None,
+        "BLEU points: a non-significant difference is tested for equivalence within it (null: no test)",
+        Bound(0, open_low=True, note="BLEU points, the equivalence margin"),
+    )
 
 
-# the sections of a sweep YAML read as dataclasses: their fields are the keys, types and defaults (spec_fields)
+# the sections of a sweep YAML read as dataclasses: their fields declare each key (nmt_core.settings.declared)
 SECTIONS: dict[str, type] = {
     "search": SearchSpec,
     "objective": ObjectiveSpec,
@@ -202,6 +198,12 @@ SECTIONS: dict[str, type] = {
     "failure": FailureSpec,
     "tracking": TrackingSpec,
     "significance": SignificanceSpec,
+}
+
+
+# every setting of the sweep sections by dotted key (what stored state, the schema and the docs table read)
+SPEC_SETTINGS: dict[str, Setting] = {
+    f"{section}.{key}": d for section, cls in SECTIONS.items() for key, d in declared(cls).items()
 }
 
 
@@ -355,58 +357,15 @@ def _mapping(value: Any, key: str, source: str) -> dict:
     return dict(value)
 
 
-@dataclass(frozen=True)
-class SpecField:
-    """One key of a sweep section, as its dataclass field declares it."""
-
-    kind: type  # what YAML must give: str, int, float (an int is taken), bool, list or dict
-    optional: bool  # null is taken too (the field's default is None)
-    default: Any  # dataclasses.MISSING where the field has none
-
-
-@functools.cache
-def spec_fields(section: type) -> dict[str, SpecField]:
-    """A section dataclass's keys, types and defaults, read from its fields (`str | None`: a str, or null)."""
-    hints = typing.get_type_hints(section)
-    found = {}
-    for f in dataclasses.fields(section):
-        members = [m for m in typing.get_args(hints[f.name]) if m is not type(None)]
-        optional = isinstance(hints[f.name], types.UnionType) and len(members) == 1
-        hint = members[0] if optional else hints[f.name]
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        found[f.name] = SpecField(typing.get_origin(hint) or hint, optional, default)
-    return found
-
-
-def _typed(key: str, value: Any, spec: SpecField, source: str) -> Any:
-    """A section's value of the field's type (an int where a float is expected, as a float); else one line."""
-    if value is None and spec.optional:
-        return None
-    if spec.kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return finite(value, key, source)
-    if not isinstance(value, spec.kind) or (isinstance(value, bool) and spec.kind is not bool):
-        raise SpecError(key, f"expected {spec.kind.__name__}, got {shown(value)}", source)
-    if isinstance(value, float):
-        finite(value, key, source)
-    return value
-
-
 def read_section(section: str, raw: Any, source: str) -> Any:
-    """One section of a sweep YAML as its dataclass (SECTIONS): every key known, of its field's type, one of its
-    SPEC_CHOICES and within its SPEC_BOUNDS; keys left out keep the field's default."""
-    fields, values = spec_fields(SECTIONS[section]), {}
+    """One section of a sweep YAML as its dataclass (SECTIONS): every key known and as its declaration allows
+    (nmt_core.settings); keys left out keep the field's default."""
+    settings, values = declared(SECTIONS[section]), {}
     for name, value in _mapping(raw, section, source).items():
         key = f"{section}.{name}"
-        if name not in fields:
-            raise SpecError(key, "unknown key; allowed: " + ", ".join(fields), source)
-        values[name] = _typed(key, value, fields[name], source)
-        if key in SPEC_CHOICES:
-            _one_of(key, value, SPEC_CHOICES[key], source)
-        bound = SPEC_BOUNDS.get(key)
-        if bound and value is not None and not bound.holds(value):
-            raise SpecError(
-                key, f"must be {bound} (got {f'{value:g}' if isinstance(value, float) else shown(value)})", source
-            )
+        if name not in settings:
+            raise SpecError(key, "unknown key; allowed: " + ", ".join(settings), source)
+        values[name] = accept(key, value, settings[name], source, SpecError)
     return SECTIONS[section](**values)
 
 
@@ -467,7 +426,7 @@ def _parameter(key: str, raw: Any, base: dict, source: str) -> Parameter:
             set_dotted(nested, key, value)
             build_config(nested)
         except ConfigError as err:
-            raise SpecError(where, f"value {shown(value)}: {str(err).split(': ', 2)[-1]}", source) from None
+            raise SpecError(where, f"value {shown(value)}: {err.message}", source) from None
     return Parameter(key, kind, values, {k: v if isinstance(v, list) else [v] for k, v in condition.items()})
 
 
@@ -557,13 +516,13 @@ def _check_pbt(scheduler: SchedulerSpec, search: SearchSpec, base: dict, source:
             try:
                 build_config(nested)
             except ConfigError as err:
-                raise SpecError(where, f"value {shown(value)}: {str(err).split(': ', 2)[-1]}", source) from None
+                raise SpecError(where, f"value {shown(value)}: {err.message}", source) from None
 
 
 def _check_optuna_search(search: SearchSpec, parameters: list[Parameter], source: str) -> None:
     """The sampler (its packages installed), the study's storage URL and the starting points: Optuna only."""
     if search.algorithm != "optuna":
-        defaults = spec_fields(SearchSpec)
+        defaults = declared(SearchSpec)
         given = [k for k in OPTUNA_ONLY if getattr(search, k) != defaults[k].default]
         if given:
             raise SpecError(f"search.{given[0]}", f"only with search.algorithm optuna (got {search.algorithm})", source)
@@ -673,11 +632,6 @@ def _recorded_plan(raw: dict) -> tuple[tuple[str, ...], str]:
     return varied, kind if isinstance(kind, str) else shown(kind)
 
 
-def _one_of(key: str, value: Any, allowed: tuple[str, ...], source: str) -> None:
-    if value not in allowed:
-        raise SpecError(key, "must be one of " + ", ".join(allowed) + f" (got {shown(value)})", source)
-
-
 def _base_config(raw: dict, source: str) -> tuple[dict, TrialConfig, dict]:
     """`base` with the top-level `data` merged in, checked as a trial config (and that config); errors name the key
     as written."""
@@ -687,9 +641,8 @@ def _base_config(raw: dict, source: str) -> tuple[dict, TrialConfig, dict]:
     try:
         return base, build_config(base), data
     except ConfigError as err:
-        key, message = str(err).split(": ", 2)[1:]
-        from_top_level_data = key.startswith("data.") and key.split(".", 1)[1] in data
-        raise SpecError(key if from_top_level_data else f"base.{key}", message, source) from None
+        from_top_level_data = err.key.startswith("data.") and err.key.split(".", 1)[1] in data
+        raise SpecError(err.key if from_top_level_data else f"base.{err.key}", err.message, source) from None
 
 
 def _check_sections(sections: dict[str, Any], parameters: list[Parameter], base: dict, source: str) -> None:

@@ -20,27 +20,22 @@ from typing import Any
 from nmt_core.config import build_config
 from nmt_core.credentials import check_uri
 from nmt_core.gate import check_tree, clip, shown
+from nmt_core.settings import accept
 from sweeper.space import (
     MAX_TRIALS,
-    MODELS,
     MODELS_BEFORE_POLICY,
-    MODES,
-    OBJECTIVE_METRICS,
     PBT_MUTABLE,
-    PLOTS,
-    SPEC_BOUNDS,
-    SchedulerSpec,
+    SPEC_SETTINGS,
     SignificanceSpec,
     SpecError,
-    TrackingSpec,
     check_name,
     read_section,
-    spec_fields,
 )
 from sweeper.storage import Storage
 
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
 STATE_LIMIT = 1_000_000  # bytes: a sweep's state is a few KB; more is damage, not read into memory
+LINK_KEY = "mlflow_link"  # the link to the sweep's trials in MLflow's UI `sweeper run` printed (sweeper.mlflow_view)
 STATE_KEYS = ("name", "tracking_uri", "parent_run_id", "base", "cpu", "gpu", "metric", "mode", "trials")
 RUN_ID_CHARS = 64
 
@@ -136,6 +131,9 @@ def read_state(experiment: Storage) -> SweepState:
         raise damaged(experiment, STATE_FILE, "no " + ", ".join(missing))
     check_name(state["name"], "name", where)  # resume writes below storage by this name
     check_uri(state["tracking_uri"], "tracking", "tracking_uri", where)
+    for key, dotted in DECLARED.items():
+        if key in state:
+            state[key] = accept(key, state[key], SPEC_SETTINGS[dotted], where, error)
     for key, check in CHECKS.items():
         if key in state and (why := check(state[key])):
             raise damaged(experiment, STATE_FILE, f"{key}: {why} (got {shown(state[key])})")
@@ -143,36 +141,22 @@ def read_state(experiment: Storage) -> SweepState:
     try:
         return state_from(state, where)
     except SpecError as err:  # the significance section, read by the space's own reader
-        raise damaged(experiment, STATE_FILE, str(err).removeprefix(f"{where}: ")) from None
+        raise damaged(experiment, STATE_FILE, f"{err.key}: {err.message}") from None
 
 
 def later_keys() -> dict[str, Any]:
     """What a sweep stored before these keys were kept ran with: the space's defaults (sweeper.space's sections)."""
-    tracking = spec_fields(TrackingSpec)
     return {
-        "mutable": list(spec_fields(SchedulerSpec)["mutations"].default),
-        "system_metrics": tracking["system_metrics"].default,
-        "plots": tracking["plots"].default,
+        "mutable": list(SPEC_SETTINGS["scheduler.mutations"].default),
+        "system_metrics": SPEC_SETTINGS["tracking.system_metrics"].default,
+        "plots": SPEC_SETTINGS["tracking.plots"].default,
         "models": MODELS_BEFORE_POLICY,  # not the space's default
         "study": None,
     }
 
 
-def _number(key: str) -> Callable[[Any], str | None]:
-    bound = SPEC_BOUNDS[key]
-
-    def check(value: Any) -> str | None:
-        return None if _finite(value) and bound.holds(value) else f"must be a number {bound}"
-
-    return check
-
-
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _one_of(allowed: tuple[str, ...]) -> Callable[[Any], str | None]:
-    return lambda value: None if value in allowed else "must be one of " + ", ".join(allowed)
 
 
 def _run_id(value: Any) -> str | None:
@@ -190,22 +174,27 @@ def _study(value: Any) -> str | None:
     return None if value is None or named else "must be null or a mapping with the study's name and storage"
 
 
+# the state's keys a sweep section declares, read back as that setting is read from a sweep YAML (nmt_core.settings)
+DECLARED = {
+    "cpu": "resources.cpu",
+    "gpu": "resources.gpu",
+    "metric": "objective.metric",
+    "mode": "objective.mode",
+    "system_metrics": "tracking.system_metrics",
+    "plots": "tracking.plots",
+    "models": "tracking.models",
+}
+# the others: what no sweep YAML sets
 CHECKS: dict[str, Callable[[Any], str | None]] = {
     "parent_run_id": _run_id,
+    LINK_KEY: lambda value: None if isinstance(value, str) and value.isprintable() else "must be a line of text",
     "base": lambda value: None if isinstance(value, dict) else "must be a mapping (the trial config)",
-    "cpu": _number("resources.cpu"),
-    "gpu": _number("resources.gpu"),
-    "metric": _one_of(OBJECTIVE_METRICS),
-    "mode": _one_of(MODES),
     "trials": _trials,
     "mutable": lambda value: (
         None
         if isinstance(value, list) and all(key in PBT_MUTABLE for key in value)
         else "must be a list of " + ", ".join(PBT_MUTABLE)
     ),
-    "system_metrics": lambda value: None if isinstance(value, bool) else "must be true or false",
-    "plots": _one_of(PLOTS),
-    "models": _one_of(MODELS),
     "study": _study,
     "job": lambda value: None if value is None or isinstance(value, dict) else "must be null or a Ray job's record",
     "started_by": lambda value: None if value is None or isinstance(value, str) else "must be a user name",

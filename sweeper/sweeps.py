@@ -77,6 +77,7 @@ class SweepInfo:
     address: str | None = None  # the Ray dashboard it was submitted to
     storage: str | None = None
     tracking_uri: str | None = None
+    mlflow_link: str | None = None  # the link that opens its trials in MLflow's UI (sweeper.mlflow_view)
     board: list[str] = field(default_factory=list)  # the progress board's lines at updated_at
 
     def row(self) -> dict[str, Any]:
@@ -252,7 +253,7 @@ def clear_stop(experiment: Storage) -> None:
 def from_storage(experiment: Storage, name: str) -> SweepInfo:
     """A sweep as its folder in storage tells it: sweeper.json, then status.json (or results.parquet, for a sweep
     that ended before status.json existed)."""
-    from sweeper.stored import STATE_FILE, read_state
+    from sweeper.stored import LINK_KEY, STATE_FILE, read_state
 
     state = settled(lambda: read_state(experiment))
     job = check_job(state.job, "job", experiment.display(STATE_FILE)) if state.job else None
@@ -268,6 +269,7 @@ def from_storage(experiment: Storage, name: str) -> SweepInfo:
         address=redact(job["address"]) if job else None,
         storage=experiment.uri,
         tracking_uri=redact(state.tracking_uri),
+        mlflow_link=state.record.get(LINK_KEY),  # checked by read_state; its password hidden when written
     )
     status = settled(lambda: read_status(experiment))
     if status is not None:
@@ -536,6 +538,8 @@ def describe(info: SweepInfo) -> list[str]:
     if info.job_id:
         lines.append(f"  Ray job {info.job_id} at {info.address or '?'}: {info.job_status or 'not asked'}")
     lines.append(f"  storage {info.storage or '?'}; tracking {info.tracking_uri or '?'}")
+    if info.mlflow_link:
+        lines.append(f"  MLflow: {info.mlflow_link}")
     if info.board:
         lines.append(f"  its board at {info.updated_at}:")
         lines += [f"  {line}" for line in info.board]

@@ -7,6 +7,7 @@ A tracking server that drops out mid-sweep costs nothing: what it misses waits i
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -20,10 +21,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
-from mlflow.entities import LoggedModel, LoggedModelOutput, LoggedModelStatus, Metric, Param, RunTag
+from mlflow.entities import (
+    Dataset,
+    DatasetInput,
+    InputTag,
+    LoggedModel,
+    LoggedModelOutput,
+    LoggedModelStatus,
+    Metric,
+    Param,
+    RunTag,
+)
 from mlflow.models import Model
 from mlflow.tracking import MlflowClient
-from mlflow.utils.mlflow_tags import MLFLOW_MODEL_VERSIONS
+from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_MODEL_VERSIONS
 from ray.tune import Callback
 
 from nmt_core.config import ConfigError
@@ -37,7 +48,10 @@ from sweeper.metrics import (
     ERROR_FILE,
     EXPLOITS,
     FINAL,
+    FLAT_NAMES,
+    GROUPED_NAMES,
     MODEL,
+    NOT_APPLICABLE,
     NOTE,
     PARENT,
     PBT_EVENT,
@@ -45,12 +59,19 @@ from sweeper.metrics import (
     PER_EPOCH,
     RESTORES,
     ROLE,
+    RUN_COLOUR,
+    SEED_PARAM,
     SIGNATURE_TAGS,
+    TRANSLATIONS,
     TRIAL_ID,
     VARIANT,
-    is_logged,
+    colour,
+    history_name,
+    mlflow_metrics,
+    run_name,
 )
-from sweeper.provenance import as_tags, code_version, package_versions
+from sweeper.mlflow_tables import mark_tables, tables_in
+from sweeper.provenance import DATASET, as_tags, code_version, package_versions, source_tags
 from sweeper.space import MODELS_BEFORE_POLICY, describe_trial
 from sweeper.storage import open_storage
 
@@ -168,8 +189,8 @@ def _retry(
 class SweepTracker:
     """Thin layer over MlflowClient with the project's names and the retry policy."""
 
-    def __init__(self, uri: str, experiment: str, client: MlflowClient | None = None):
-        self.uri, self.experiment = uri, experiment
+    def __init__(self, uri: str, experiment: str, client: MlflowClient | None = None, user: str | None = None):
+        self.uri, self.experiment, self.user = uri, experiment, user  # user: a submitted sweep's submitter
         self.client = client or MlflowClient(uri)
         self.experiment_id = _retry(self._get_or_create, "get or create experiment")
 
@@ -191,8 +212,9 @@ class SweepTracker:
             run_name=f"{self.experiment}-sweep",
             tags={
                 ROLE: "sweep",
+                **self.source,
                 **{f"sweeper.plan.{k}": str(v) for k, v in plan.items()},
-                "sweeper.code": code_version(),
+                "sweeper.code": self.code,
                 "sweeper.versions": package_versions(),
                 NOTE: about + "\n\nThe summary appears here when the sweep ends.",
             },
@@ -200,6 +222,22 @@ class SweepTracker:
         self.client.log_text(run.info.run_id, space_yaml, "space.yaml")
         self.client.log_batch(run.info.run_id, params=[Param(f"plan.{k}", str(v)[:500]) for k, v in plan.items()])
         return run.info.run_id
+
+    @functools.cached_property
+    def code(self) -> str:
+        """The driver's code version (git asked once: 0.1 s)."""
+        return code_version()
+
+    @functools.cached_property
+    def source(self) -> dict[str, str]:
+        """MLflow's Source and User columns of the sweep's runs: the driver's code, whoever runs it."""
+        return source_tags(self.code, self.user)
+
+    def log_dataset(self, run_id: str, dataset: dict[str, str]) -> None:
+        """The trial's corpus (provenance.corpus_dataset) as its run's input: MLflow's Dataset column, with the
+        digest. The store keeps one input of a dataset's name and digest: a replayed write adds none."""
+        used = InputTag(MLFLOW_DATASET_CONTEXT, "train")
+        self.client.log_inputs(run_id, datasets=[DatasetInput(Dataset(**dataset), tags=[used])])
 
     def find_trial_run(self, parent_id: str, trial_id: str) -> str | None:
         runs = self.client.search_runs(
@@ -210,26 +248,35 @@ class SweepTracker:
         return runs[0].info.run_id if runs else None
 
     def trial_run(
-        self, parent_id: str, trial_id: str, variant: str, params: dict[str, Any], look_first: bool = True
+        self,
+        parent_id: str,
+        trial_id: str,
+        variant: str,
+        params: dict[str, Any],
+        look_first: bool = True,
+        run_colour: str | None = None,
     ) -> tuple[str, bool]:
         """The trial's run and whether it was created now: found by its trial id when it may exist (retry,
-        resume: `look_first`), else created. Its params are logged either way (the same values again are a no-op):
-        a run found may be one whose creation's answer was lost before its params went in."""
+        resume: `look_first`), else created, named by its variant and seed and coloured by its variant. Its params
+        are logged either way (the same values again are a no-op): a run found may be one whose creation's answer was
+        lost before its params went in."""
         run_id = self.find_trial_run(parent_id, trial_id) if look_first else None
         created = run_id is None
         if created:
             note = (
                 f"Trial {trial_id} of sweep `{self.experiment}`: variant `{variant}`, seed "
-                f"{params.get('train.seed')}. Params are the settings active for this variant. Artifacts: "
-                "translations/*.tsv (source, reference, hypothesis), traces/, plots/ (if drawn: tracking.plots). "
-                "Its model (best-dev weights, an MLflow pyfunc) is the LoggedModel `model` in the Models tab: "
-                "runs:/<id>/model."
+                f"{params.get('train.seed')}. Params are the settings active for this variant, and every axis the "
+                f"sweep searches (`{NOT_APPLICABLE}` where this variant does not use it). Metrics: per epoch by "
+                "what they measure (bleu/, loss/, temperature/, attention/, speed/), the end's values at step 0 "
+                "(result/). Artifacts: translations/*.tsv (source, reference, hypothesis), traces/, plots/ (if "
+                "drawn: tracking.plots). Its model (best-dev weights, an MLflow pyfunc) is the LoggedModel "
+                "`model` in the Models tab: `runs:/<run id>/model`."
             )
-            run = self.client.create_run(
-                self.experiment_id,
-                run_name=f"{variant}-{trial_id}",
-                tags={PARENT: parent_id, ROLE: "trial", TRIAL_ID: trial_id, VARIANT: variant, NOTE: note},
-            )
+            tags = {PARENT: parent_id, ROLE: "trial", TRIAL_ID: trial_id, VARIANT: variant, NOTE: note, **self.source}
+            if run_colour:
+                tags[RUN_COLOUR] = run_colour
+            name = run_name(variant, params[SEED_PARAM]) if SEED_PARAM in params else f"{variant}-{trial_id}"
+            run = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
             run_id = run.info.run_id
         self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
         return run_id, created
@@ -333,8 +380,11 @@ class SweepTracker:
         return model.model_id
 
     def logged_steps(self, run_id: str) -> int:
-        """The last epoch already logged (0 if none): a resumed trial does not log it twice."""
-        history = self.client.get_metric_history(run_id, "bleu_dev")
+        """The last epoch already logged (0 if none): a resumed trial does not log it twice. Dev BLEU is logged
+        every epoch, as `bleu/dev` or (a sweep started before the grouped names) `bleu_dev`."""
+        logged = self.client.get_run(run_id).data.metrics
+        name = history_name("bleu_dev", logged)
+        history = self.client.get_metric_history(run_id, name) if name else []
         return max((m.step for m in history), default=0)
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
@@ -384,8 +434,14 @@ class MlflowTrackingCallback(Callback):
         storage_uri: str | None = None,
         new_sweep: bool = False,
         models: str = MODELS_BEFORE_POLICY,
+        axes: tuple[str, ...] = (),
+        user: str | None = None,
     ):
         self.uri, self.experiment, self.parent_id = uri, experiment, parent_id
+        self.names = GROUPED_NAMES  # the MLflow names this sweep's runs hold (sweeper.metrics), kept on resume
+        self.axes = axes  # the keys the sweep's search varies: a param on every trial, `n/a` where one does not apply
+        self._colours: dict[str, str] = {}  # variant label -> its colour, in the order the sweep met them
+        self.user = user  # MLflow's User of the trial runs: a submitted sweep's submitter (else whoever runs it)
         self.models = models  # tracking.models: only `all` logs each trial's model as it completes
         # the parent run was created by this driver: a trial's run or model not tried yet cannot exist, so it is
         # created without a search first; False once pickled for `sweeper resume`
@@ -407,6 +463,9 @@ class MlflowTrackingCallback(Callback):
         self.failed_requests = 0  # tracking requests that failed (each retry counts)
 
     models = MODELS_BEFORE_POLICY  # for a callback restored from a sweep started before tracking.models
+    names = FLAT_NAMES  # for one restored from a sweep started before the grouped names: its runs keep Tune's keys
+    axes: tuple[str, ...] = ()  # ... before every axis was logged on every trial
+    user: str | None = None  # ... before the User column
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
@@ -431,7 +490,7 @@ class MlflowTrackingCallback(Callback):
     @property
     def tracker(self) -> SweepTracker:
         if self._tracker is None:
-            self._tracker = SweepTracker(self.uri, self.experiment)
+            self._tracker = SweepTracker(self.uri, self.experiment, user=self.user)
         return self._tracker
 
     @property
@@ -555,7 +614,12 @@ class MlflowTrackingCallback(Callback):
             self._adopt(
                 trial_id,
                 *self.tracker.trial_run(
-                    self.parent_id, trial_id, write["variant"], write["params"], self._look_first(write)
+                    self.parent_id,
+                    trial_id,
+                    write["variant"],
+                    write["params"],
+                    self._look_first(write),
+                    write.get("colour"),  # a write queued before colours has none
                 ),
             )
             return
@@ -572,6 +636,8 @@ class MlflowTrackingCallback(Callback):
                     self.delays.append(time.time() - write["ended_at"])
         elif kind == "tags":
             self.tracker.set_tags(run_id, write["tags"])
+        elif kind == "input":
+            self.tracker.log_dataset(run_id, write["dataset"])
         elif kind == "exploits":
             self.tracker.client.log_dict(run_id, write["events"], PBT_EVENTS)
             self.tracker.set_tags(run_id, {EXPLOITS: str(len(write["events"]))})
@@ -581,6 +647,7 @@ class MlflowTrackingCallback(Callback):
             with self._local_copy(write["path"]) as folder:
                 if folder is not None:
                     self.tracker.client.log_artifacts(run_id, str(folder))
+                    mark_tables(self.tracker.client, run_id, tables_in(folder, TRANSLATIONS))
         elif kind == "model":
             with self._local_copy(write["path"]) as folder:
                 if folder is not None:
@@ -621,9 +688,21 @@ class MlflowTrackingCallback(Callback):
                     "kind": "open",
                     "trial": trial.trial_id,
                     "variant": variant,
-                    "params": {**cfg.active(), "variant": variant},
+                    "params": self.trial_params(cfg.active(), variant),
+                    "colour": self.colour_of(variant),
                 }
             )
+
+    def trial_params(self, active: dict[str, Any], variant: str) -> dict[str, Any]:
+        """A trial run's params: the settings active for its variant, the variant, the seed, and every swept axis
+        (`n/a` where the variant does not use it), so that MLflow's columns and parallel coordinates line up."""
+        unused = {axis: NOT_APPLICABLE for axis in self.axes if axis not in active}
+        return {**active, **unused, "variant": variant, SEED_PARAM: active["train.seed"]}
+
+    def colour_of(self, variant: str) -> str:
+        """The variant's colour: the next of the palette for a variant the sweep meets first (kept on resume)."""
+        colours = self.__dict__.setdefault("_colours", {})  # a callback pickled before colours has none
+        return colours.setdefault(variant, colour(len(colours)))
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self._open(trial)
@@ -633,6 +712,8 @@ class MlflowTrackingCallback(Callback):
         trial_id, step = trial.trial_id, int(result.get("epoch", 0))
         now = int(time.time() * 1000)
         tags = as_tags(result)  # code, versions, device and node of the process that trains the trial
+        if result.get(DATASET):  # the corpus it trains on, with a process's first report
+            self._write({"kind": "input", "trial": trial_id, "dataset": json.loads(result[DATASET])})
         if result.get(PBT_EVENT):  # also on a final result: a donor that had trained every epoch leaves none
             event = json.loads(result[PBT_EVENT])
             events = self._exploits.setdefault(trial_id, [])
@@ -642,14 +723,14 @@ class MlflowTrackingCallback(Callback):
             )
             self._last_step[trial_id] = min(self._last_step[trial_id], int(event["epoch"]))
         if result.get(FINAL):
-            metrics = {k: v for k, v in result.items() if is_logged(k, AT_END)}
+            metrics = mlflow_metrics(result, AT_END, self.names)
             tags.update({tag: str(result.get(key, "")) for key, tag in SIGNATURE_TAGS.items()})
             tags[RESTORES] = str(result.get("restores", 0))
             self._final[trial_id] = {
                 "kind": "metrics",
                 "trial": trial_id,
                 "metrics": metrics,
-                "step": step,
+                "step": 0 if self.names == GROUPED_NAMES else step,  # at step 0 MLflow draws bars, not lines
                 "timestamp": now,
                 "epoch": False,
                 "tags": tags,
@@ -661,7 +742,7 @@ class MlflowTrackingCallback(Callback):
                 self._write({"kind": "tags", "trial": trial_id, "tags": tags})
             return
         # the epoch's numbers, PBT's settings in force and the trial's CPU/memory/GPU, with its tags: one request
-        metrics = {k: v for k, v in result.items() if is_logged(k, PER_EPOCH)}
+        metrics = mlflow_metrics(result, PER_EPOCH, self.names)
         self._write(
             {
                 "kind": "metrics",
@@ -697,7 +778,7 @@ class MlflowTrackingCallback(Callback):
                 "kind": "model",
                 "trial": trial.trial_id,
                 "path": f"{trial.checkpoint.path}/{MODEL}",
-                "params": {**cfg.active(), "variant": variant},
+                "params": self.trial_params(cfg.active(), variant),
                 "tags": {TRIAL_ID: trial.trial_id, VARIANT: variant},
                 "metrics": final.get("metrics", {}),
                 "step": step,
@@ -713,7 +794,8 @@ class MlflowTrackingCallback(Callback):
         self._write({"kind": "end", "trial": trial.trial_id, "status": "FAILED"})
 
     def get_state(self) -> dict[str, Any]:
-        return {"outcomes": dict(self.outcomes)}
+        return {"outcomes": dict(self.outcomes), "colours": dict(self.__dict__.get("_colours", {}))}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.outcomes = dict(state.get("outcomes", {}))
+        self._colours = dict(state.get("colours", {}))  # a resumed sweep's variants keep their colours

@@ -28,7 +28,7 @@ from nmt_core.train import PAPER_BLEU, TrainingDiverged, TrainResult, evaluate_s
 from sweeper.artifacts import write_trial_artifacts
 from sweeper.metrics import ARTIFACTS, EPOCH_ENDED, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX
 from sweeper.progress import TrialProgress, trial_failure_cause
-from sweeper.provenance import trial_provenance
+from sweeper.provenance import DATASET, corpus_dataset, trial_provenance
 from sweeper.space import describe_trial
 from sweeper.storage import Storage
 
@@ -94,19 +94,22 @@ def restore(trial_id: str, settings: dict[str, Any], unsent: dict[str, Any]) -> 
 
 # what trained a trial: the same for every trial of a (reused) worker process, and git's answer costs 0.1 s a trial
 process_provenance = functools.cache(trial_provenance)
-_loaded: dict[str, TrialData] = {}  # the last corpus this worker process tokenised, by what shaped it
+_loaded: dict[str, tuple[TrialData, str]] = {}  # the last corpus this worker tokenised, by what shaped it, with
+# its MLflow dataset
 
 
-def trial_data(cfg: TrialConfig) -> TrialData:
+def trial_data(cfg: TrialConfig) -> tuple[TrialData, str]:
     """A reused worker process trains trial after trial on the same data settings: it tokenises the corpus
-    once (a third of a second of a tiny trial) and keeps that one corpus, not one per setting."""
+    once (a third of a second of a tiny trial) and keeps that one corpus, not one per setting, and its dataset
+    (provenance.corpus_dataset: the digest reads every pair once)."""
     links, cut = cfg.train.guided_alignment > 0, cfg.decode.max_src_len
     key = repr((cfg.data, links, cut))
     if key not in _loaded:
         _loaded.clear()
-        _loaded[key] = load_trial_data(
+        data = load_trial_data(
             cfg.data, training_links=links, eval_max_len=cut, log=lambda line: print(line, file=sys.stderr)
         )
+        _loaded[key] = data, corpus_dataset(cfg.data.corpus, data.corpus.splits)
     return _loaded[key]
 
 
@@ -140,6 +143,9 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     trial_folder = Storage(storage.trial_fs_path, storage.storage_filesystem, storage.trial_fs_path)
     if trial_folder.exists(DIVERGED):
         raise TrainingDiverged(f"{trial_folder.read_text(DIVERGED)} (not retried: it would diverge again)")
+    data = None  # a restored trial's own vocabularies come with its checkpoint: train() loads the corpus with them
+    if not resume:
+        data, unsent[DATASET] = trial_data(cfg)  # the corpus logged as the run's input, with the first report
     sampler = None  # started just before training, stopped after it: a reused worker keeps no sampling thread
     if context.system_metrics:
         from sweeper.system_metrics import SystemSampler  # MLflow's monitors: only where they are used
@@ -151,7 +157,7 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
             on_epoch_end,
             resume,
             log=lambda line: print(line, file=sys.stderr),
-            data=None if resume else trial_data(cfg),
+            data=data,
             step_progress=TrialProgress(context.sweep, trial_id),
         )
     except TrainingDiverged as err:

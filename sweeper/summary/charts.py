@@ -42,8 +42,9 @@ def fixed_tau_curve(
     plt.close(fig)
 
 
-def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path) -> None:
-    """Dev BLEU per epoch, one colour per variant: has training converged?
+def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path, colours: list[str] | None = None) -> None:
+    """Dev BLEU per epoch, one colour per variant (`colours`, one a variant: those of its runs in MLflow; else
+    matplotlib's cycle): has training converged?
 
     The bold line is the mean over seeds, drawn only as far as every seed has the epoch; past it a dashed line
     goes on with the mean over the seeds still training (a mean of fewer seeds, and of the ones early stopping
@@ -52,7 +53,7 @@ def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path) -> Non
     (early stopping, or the scheduler)."""
     legend_lines = -(-len(variants) // 2)  # two columns, below the axes
     fig, ax = plt.subplots(figsize=(7, 4.2 + 0.18 * legend_lines), layout="constrained")
-    for label, seeds in variants:
+    for i, (label, seeds) in enumerate(variants):
         seeds = [curve for curve in seeds if curve]
         if not seeds:
             continue
@@ -60,7 +61,10 @@ def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path) -> Non
         longest = max(len(curve) for curve in seeds)
         epochs = np.arange(1, longest + 1)
         mean = np.array([np.mean([curve[e - 1] for curve in seeds if len(curve) >= e]) for e in epochs])  # who ran e
-        (line,) = ax.plot(epochs[:common], mean[:common], marker="o", markersize=3, linewidth=1.8, label=label)
+        colour = colours[i] if colours else None
+        (line,) = ax.plot(
+            epochs[:common], mean[:common], marker="o", markersize=3, linewidth=1.8, label=label, color=colour
+        )
         if longest > common:
             ax.plot(epochs[common - 1 :], mean[common - 1 :], color=line.get_color(), linestyle="--", linewidth=1.2)
         for curve in seeds:

@@ -16,6 +16,7 @@ import sweeper.summary.importance as importance
 import sweeper.summary.word_classes as word_classes
 from nmt_core.evaluate import HEAD_LABELS
 from nmt_core.registry import is_adaptive
+from sweeper.metrics import RUN_COLOUR, colour
 from sweeper.plots import head_temperature_heatmap, temperature_heatmap
 from sweeper.summary.charts import dev_curves, fixed_tau_curve, parallel_coordinates
 from sweeper.summary.records import TOP_ROWS, TrialRecord, best_of, has_gate_or_sact
@@ -51,6 +52,7 @@ class FigureData:
     )
     sentinel: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)  # gated row -> its words
     word_classes: word_classes.WordClasses | None = None  # tau and gate by word class, teacher-forced
+    curve_colours: list[str] = field(default_factory=list)  # each dev curve's colour, as its runs' in MLflow
 
 
 def sentinel_words(table: pa.Table, threshold: float = SENTINEL_THRESHOLD, top: int = 15) -> list[tuple[str, int]]:
@@ -117,6 +119,16 @@ def head_taus(trace: pa.Table) -> tuple[list[str], list[list[float]], list[str]]
     return ([t for t, _ in rows], [h for _, h in rows], labels.split(",")) if rows else None
 
 
+def row_colours(rows: list[VariantRow]) -> list[str]:
+    """The rows' colours as MLflow draws their trials: each row's run colour (its variant's, from the one palette,
+    sweeper.metrics.PALETTE); the palette in row order instead where a row has none (a sweep recorded before run
+    colours) or two rows share one (rows a variant label does not tell apart), so that every row has its own."""
+    tagged = [row.records[0].tags.get(RUN_COLOUR) for row in rows]
+    if all(tagged) and len(set(tagged)) == len(tagged):
+        return tagged
+    return [colour(i) for i in range(len(rows))]
+
+
 def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table]) -> FigureData:
     """What the figures draw; `traces` holds those records.wanted_traces names."""
     ranked = sorted(summary.rows, key=lambda row: -row.average[0])
@@ -125,6 +137,7 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table]) -> Fi
         [(row.label, [r.curves.get("bleu_dev", []) for r in row.records]) for row in drawn],
         len(summary.rows),
         summary.test_sets[0],
+        curve_colours=row_colours(drawn),
     )
     points, data.bands = fixed_tau_figure(summary)
     temperatures = data.bands or any(p.tau != 1.0 for p in points)
@@ -154,7 +167,7 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table]) -> Fi
 
 def draw_figures(data: FigureData, out: Path) -> list[str]:
     """The figures into `out`, and the summary's sections that show them."""
-    dev_curves(data.dev_curves, out / "dev_bleu_curves.png")
+    dev_curves(data.dev_curves, out / "dev_bleu_curves.png", data.curve_colours)
     which = "" if len(data.dev_curves) == data.rows else f"; the {len(data.dev_curves)} best of {data.rows} rows"
     sections = [
         f"## Dev BLEU by epoch (convergence{which})\n\nBold: the mean over seeds, as far as every seed ran; dashed: "

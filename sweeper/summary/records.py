@@ -33,7 +33,21 @@ from nmt_core.config import ConfigError, TrialConfig, build_config, scalar, sect
 from nmt_core.credentials import redact
 from nmt_core.registry import is_adaptive
 from nmt_core.yaml_input import read_text
-from sweeper.metrics import CURVES, EXPLOITS, FORCED, PARENT, PBT_EVENTS, ROLE, SETTING_PREFIX, TRIAL_ID, VARIANT
+from sweeper.metrics import (
+    CURVES,
+    EXPLOITS,
+    FORCED,
+    NOT_APPLICABLE,
+    PARENT,
+    PBT_EVENTS,
+    ROLE,
+    SEED_PARAM,
+    SETTING_PREFIX,
+    TRIAL_ID,
+    VARIANT,
+    history_name,
+    report_key,
+)
 from sweeper.space import RecordedSpace, SpecError, recorded_space
 
 SEED_KEY = "train.seed"
@@ -159,20 +173,22 @@ def load_records(
 ) -> tuple[list[TrialRecord], Counter, list[dict[str, str]]]:
     """The finished trials of one `sweeper run` with their histories, how many trials were left out, by why, and
     the settings of those left out (choosing a row's rate counts a rate's failed seeds: choose.py)."""
-    records, left_out, unfinished = [], Counter(), []
+    records, left_out, unfinished, logged = [], Counter(), [], {}
     for run in trial_runs(client, experiment_id, parent_id):
-        if run.info.status != "FINISHED" or "bleu_test_avg" not in run.data.metrics:
+        metrics = {report_key(name): value for name, value in run.data.metrics.items()}  # grouped or flat names
+        if run.info.status != "FINISHED" or "bleu_test_avg" not in metrics:
             left_out[LEFT_OUT.get(run.info.status, "unfinished")] += 1
-            if readable(params := dict(run.data.params)):  # its settings reach a note: read as a record's are
+            if readable(params := settings_of(run.data.params)):  # its settings reach a note: read as a record's are
                 unfinished.append(params)
             continue
+        logged[run.info.run_id] = set(run.data.metrics)
         records.append(
             TrialRecord(
                 run.info.run_id,
                 run.data.tags.get(TRIAL_ID, ""),
                 run.data.tags.get(VARIANT, "?"),
-                dict(run.data.params),
-                dict(run.data.metrics),
+                settings_of(run.data.params),
+                metrics,
                 {},
                 dict(run.data.tags),
                 artifact_uri=run.info.artifact_uri,
@@ -189,9 +205,10 @@ def load_records(
         (record, key) for record in records for key in dict.fromkeys((*CURVES, objective)) if key in record.metrics
     ]
     wanted += [(record, key) for record in records for key in sorted(record.metrics) if key.startswith(SETTING_PREFIX)]
-    histories = read_histories(client, [(record.run_id, key) for record, key in wanted])
+    names = {(record.run_id, key): history_name(key, logged[record.run_id]) for record, key in wanted}
+    histories = read_histories(client, [(record.run_id, names[(record.run_id, key)]) for record, key in wanted])
     for record, key in wanted:
-        history = histories[(record.run_id, key)]
+        history = histories[(record.run_id, names[(record.run_id, key)])]
         if key.startswith(SETTING_PREFIX):
             record.settings[key] = history
         else:
@@ -270,6 +287,12 @@ def bulk_values(client: MlflowClient, key: str, run_ids: list[str]) -> list[tupl
     except Exception:  # noqa: BLE001 - an older or a proxied server without the endpoint: read run by run
         return None
     return found if len(found) < BULK_LIMIT else None
+
+
+def settings_of(params: dict[str, str]) -> dict[str, str]:
+    """A trial run's params as the summary reads them: its settings and variant, without what is logged only for
+    MLflow's columns (the `seed` beside `train.seed`, a swept axis's `n/a` on a variant that does not use it)."""
+    return {key: value for key, value in params.items() if key != SEED_PARAM and value != NOT_APPLICABLE}
 
 
 def readable(params: dict[str, str]) -> bool:

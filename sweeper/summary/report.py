@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from urllib.parse import quote
 
 from mlflow.tracking import MlflowClient
 
 from nmt_core.train import bleu_options
 from sweeper.metrics import NOTE, SUMMARY_DIR
+from sweeper.mlflow_tables import csv_table, mark_tables, write_table
+from sweeper.mlflow_view import described_link
 from sweeper.space import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
 from sweeper.summary.choose import choose_on_objective
@@ -70,8 +73,36 @@ def summarize(
         with (out / "summary.md").open("a", encoding="utf-8") as markdown:
             markdown.write("\n" + "\n".join(heatmaps))
     client.log_artifacts(snapshot.parent_id, str(out), SUMMARY_DIR)
-    client.set_tag(snapshot.parent_id, NOTE, parent_note(snapshot, summary))
+    log_bleu_table(client, snapshot.parent_id, summary)
+    link = described_link(client, tracking_uri, snapshot.parent_id)
+    client.set_tag(
+        snapshot.parent_id, NOTE, parent_note(snapshot, summary, figure_links(snapshot.parent_id, out), link)
+    )
     return summary
+
+
+BLEU_TABLE = "bleu_table.json"  # the BLEU table as an MLflow table, beside summary.md in the parent's artifacts
+
+
+def log_bleu_table(client: MlflowClient, run_id: str, summary: Summary) -> None:
+    """The BLEU table (as bleu_table.csv has it) as an MLflow table of the parent run: its artifact view shows a
+    table, not text. The other artifacts get no such twin: the figures and summary.md show in the parent's
+    description, a trial's numbers in the runs table, and results.parquet of a large sweep would be no small
+    preview."""
+    with tempfile.TemporaryDirectory() as tmp:
+        write_table(*csv_table(render_csv(summary)), Path(tmp) / BLEU_TABLE)
+        client.log_artifact(run_id, str(Path(tmp) / BLEU_TABLE), SUMMARY_DIR)
+    mark_tables(client, run_id, [f"{SUMMARY_DIR}/{BLEU_TABLE}"])
+
+
+def figure_links(run_id: str, out: Path) -> str:
+    """The summary's figures as images in the parent run's description: MLflow's UI renders the description's
+    markdown, and a relative `get-artifact` link (the route its own artifact view reads a file through, below any
+    static prefix) shows the figure logged under summary/."""
+    return "".join(
+        f"![{path.stem}](get-artifact?path={quote(f'{SUMMARY_DIR}/{path.name}', safe='')}&run_uuid={run_id})\n"
+        for path in sorted(out.glob("*.png"))
+    )
 
 
 def significance_of(snapshot: SweepSnapshot, resamples: int | None) -> SignificanceSpec:
@@ -153,13 +184,16 @@ MAX_NOTE = 8000  # characters of a tag's value MLflow keeps (mlflow.utils.valida
 FULL_SUMMARY = "Figures and the full summary: artifacts, summary/summary.md"
 
 
-def parent_note(snapshot: SweepSnapshot, summary: Summary) -> str:
-    """The parent run's description in MLflow's UI: the table, the warnings and the conclusion. MLflow keeps 8,000
+def parent_note(snapshot: SweepSnapshot, summary: Summary, figures: str = "", link: str = "") -> str:
+    """The parent run's description in MLflow's UI: the `link` to its trials' comparison, the table, the warnings,
+    the conclusion and the `figures` (image links, always kept). MLflow keeps 8,000
     characters of it and cuts the rest wherever it falls (a study's seven rows once lost their power lines and the
     line naming the method behind the marks), so a longer one leaves out the conclusion, then the power lines, and
     says so; a table too long even then is cut at a line, its method line kept."""
-    head = f"# Sweep `{snapshot.name}`\n\n" + (
-        f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else ""
+    head = (
+        f"# Sweep `{snapshot.name}`\n\n"
+        + (f"[Compare its trials]({link})\n\n" if link else "")
+        + (f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else "")
     )
     table = render_markdown(summary)
     versions = [(table + (f"\n{summary.conclusion}" if summary.conclusion else ""), [])]
@@ -168,11 +202,11 @@ def parent_note(snapshot: SweepSnapshot, summary: Summary) -> str:
     if power_lines(summary):
         versions.append((render_markdown(summary, power=False), versions[-1][1] + ["the power lines"]))
     for body, left_out in versions:
-        note = head + body + left_out_line(left_out) + FULL_SUMMARY
+        note = head + body + left_out_line(left_out) + figures + FULL_SUMMARY
         if len(note) <= MAX_NOTE:
             return note
     marks = marks_line(summary) + "\n" if summary.method_name else ""
-    end = left_out_line(left_out) + FULL_SUMMARY
+    end = left_out_line(left_out) + figures + FULL_SUMMARY
     cut = f"\n... cut here to fit MLflow's {MAX_NOTE:,} characters.\n"
     kept = note[: max(0, MAX_NOTE - len(cut + marks + end))]
     kept = kept[: kept.rfind("\n") + 1]

@@ -94,7 +94,7 @@ def child_runs(client: MlflowClient, name: str):
 
 
 def epoch_steps(client: MlflowClient, run_id: str) -> list[int]:
-    return sorted(m.step for m in client.get_metric_history(run_id, "bleu_dev"))
+    return sorted(m.step for m in client.get_metric_history(run_id, "bleu/dev"))
 
 
 @dataclass

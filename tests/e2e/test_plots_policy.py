@@ -64,7 +64,7 @@ def test_best_policy_draws_only_each_variants_best_trial_once_in_the_summary(tmp
         drawn = [run for run in runs if artifacts(client, run.info.run_id, "plots")]
         assert len(drawn) == 1, variant  # the best trial's run only
         best = drawn[0]
-        assert best.data.metrics["bleu_dev"] == max(run.data.metrics["bleu_dev"] for run in runs)
+        assert best.data.metrics["bleu/dev"] == max(run.data.metrics["bleu/dev"] for run in runs)
         plots = artifacts(client, best.info.run_id, "plots")
         assert "attention_dev0.png" in plots
         assert ("temperature_heatmap.png" in plots) == (variant == "general+sact4")

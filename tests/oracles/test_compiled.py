@@ -256,6 +256,27 @@ def test_bucket_padded_batches_give_the_eager_dev_loss_and_translations(name):
             assert torch.allclose(p.weights, e.weights, atol=1e-9)
 
 
+@pytest.mark.parametrize("name", [n for n in FAMILY if "train" not in FAMILY[n]])
+def test_the_captured_beam_step_gives_the_eager_searchs_translations_bit_for_bit(name):
+    """Beam search under `model.compile: graphs` runs every step through the model's beam_step (on CUDA replayed
+    from one graph per batch shape: the decoder step, scores, top-k, finished hypotheses and the reordering of the
+    state), here eagerly: the eager search's tokens, scores and traces exactly, at beam 10 and 3."""
+    results = []
+    for mode in ("none", "graphs"):
+        cfg, (model,) = _family_models(FAMILY[name], mode)
+        model.eval()
+        calls = []
+        if mode == "graphs":
+            captured = model.beam_step
+            model.beam_step = lambda *args, calls=calls, captured=captured: calls.append(1) or captured(*args)
+        results.append([beam_search(model, family_batch(), cfg.decode, k) for k in (10, 3)])
+        assert bool(calls) == (mode == "graphs")
+    for eager, captured in zip(*results):
+        for e, c in zip(eager, captured):
+            assert c.tokens == e.tokens and c.score == e.score and torch.equal(c.weights, e.weights)
+            assert c.tau == e.tau and c.gate == e.gate
+
+
 def test_graphs_without_length_buckets_is_refused_in_one_line():
     """A CUDA graph replays one batch shape: `model.compile: graphs` without train.buckets would capture nearly every
     batch anew, so the config says so before anything runs."""

@@ -7,6 +7,7 @@ dev loss and translations, draw new dropout masks at each replay and never wait 
 
 import dataclasses
 import gc
+import math
 import weakref
 
 import pytest
@@ -15,7 +16,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt_core.data import real_positions
 from nmt_core.decode import beam_search, greedy
-from nmt_core.graphs import CapturedLoss, collector_paused
+from nmt_core.graphs import CapturedLoss, StepGraphs, collector_paused
 from nmt_core.model import BOS, EOS, PAD, rnn_by_length
 from nmt_core.symmetry import reverse_batch
 from nmt_core.train import (
@@ -24,9 +25,11 @@ from nmt_core.train import (
     build_optimizer,
     dev_pass,
     optimizer_step,
+    step_loss,
     symmetric_loss,
     trial_loss,
 )
+from nmt_core.unrolled import gru_cell_from_gates, lstm_cell_from_gates
 from tests.conftest import COMPILES, tiny_config
 from tests.oracles.test_compiled import BATCHES, _family_models, _named_grads
 from tests.oracles.test_compiled import _batch as compiled_batch
@@ -380,6 +383,124 @@ def test_a_graphed_trial_trains_like_the_eager_one_on_cuda(tf32_off):
     for eager, graphed in zip(results["none"].history, results["graphs"].history):
         assert abs(eager["train_loss"] - graphed["train_loss"]) < 1e-4
         assert abs(eager["dev_loss"] - graphed["dev_loss"]) < 1e-4
+
+
+# ---- what only runs on CUDA, against the maths and against mutations a CPU cannot see (the runbook runs these) ----
+DEVICES = ["cpu", pytest.param("cuda", marks=CUDA)]  # on a CPU the oracle itself is checked against the formulas
+
+
+def _sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+def _lstm_by_hand(gates_x, gates_h, c) -> tuple[list, list]:
+    """torch.lstm_cell's maths, element by element (gates in PyTorch's order i, f, g, o)."""
+    hidden = c.size(1)
+    h_out, c_out = [], []
+    for row in range(c.size(0)):
+        g = [float(gates_x[row, k] + gates_h[row, k]) for k in range(4 * hidden)]
+        cells = [
+            _sigmoid(g[hidden + j]) * float(c[row, j]) + _sigmoid(g[j]) * math.tanh(g[2 * hidden + j])
+            for j in range(hidden)
+        ]
+        h_out.append([_sigmoid(g[3 * hidden + j]) * math.tanh(cells[j]) for j in range(hidden)])
+        c_out.append(cells)
+    return h_out, c_out
+
+
+def _gru_by_hand(gates_x, gates_h, h) -> list:
+    """torch.gru_cell's maths, element by element (gates in PyTorch's order r, z, n): (1 - z) n + z h."""
+    hidden = h.size(1)
+    out = []
+    for row in range(h.size(0)):
+        x, p = [float(v) for v in gates_x[row]], [float(v) for v in gates_h[row]]
+        values = []
+        for j in range(hidden):
+            r, z = _sigmoid(x[j] + p[j]), _sigmoid(x[hidden + j] + p[hidden + j])
+            n = math.tanh(x[2 * hidden + j] + r * p[2 * hidden + j])
+            values.append((1 - z) * n + z * float(h[row, j]))
+        out.append(values)
+    return out
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_fused_cells_compute_the_lstm_and_gru_maths_in_float64(device):
+    """nmt_core.unrolled's cells from their gate products: on CUDA the fused kernels (_thnn_fused_lstm_cell and
+    _thnn_fused_gru_cell), which no CPU runs. Values against the cells' formulas element by element, gradients
+    against numerical derivatives (gradcheck), float64."""
+    torch.manual_seed(0)
+    rows, hidden = 3, 4
+
+    def draw(width: int) -> torch.Tensor:
+        return (torch.randn(rows, width, dtype=torch.float64) * 1.5).to(device).requires_grad_()
+
+    gates_x, gates_h, c = draw(4 * hidden), draw(4 * hidden), draw(hidden)
+    h_new, c_new = lstm_cell_from_gates(gates_x, gates_h, c)
+    h_expected, c_expected = _lstm_by_hand(*(t.detach().cpu() for t in (gates_x, gates_h, c)))
+    assert torch.allclose(h_new.detach().cpu(), torch.tensor(h_expected, dtype=torch.float64), rtol=1e-12, atol=1e-14)
+    assert torch.allclose(c_new.detach().cpu(), torch.tensor(c_expected, dtype=torch.float64), rtol=1e-12, atol=1e-14)
+    assert torch.autograd.gradcheck(lambda *a: lstm_cell_from_gates(*a), (gates_x, gates_h, c))
+
+    gates_x, gates_h, h = draw(3 * hidden), draw(3 * hidden), draw(hidden)
+    expected = torch.tensor(_gru_by_hand(*(t.detach().cpu() for t in (gates_x, gates_h, h))), dtype=torch.float64)
+    assert torch.allclose(gru_cell_from_gates(gates_x, gates_h, h).detach().cpu(), expected, rtol=1e-12, atol=1e-14)
+    assert torch.autograd.gradcheck(lambda *a: gru_cell_from_gates(*a), (gates_x, gates_h, h))
+
+
+@CUDA
+def test_a_step_graph_per_input_shape_copies_every_new_input_in_on_cuda(tf32_off):
+    """StepGraphs against the step run eagerly: a graph per input shape (a key that ignored shapes would replay one
+    shape's graph on another's inputs), each replay reading the inputs of its call: a new tensor, and the same
+    tensor changed in place since the last call (a replay that kept the first call's inputs reads stale ones)."""
+    weight = torch.randn(3, 3, dtype=torch.float64, device="cuda")
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x @ weight) + y
+
+    graphs = StepGraphs(step)
+    y = torch.randn(2, 3, dtype=torch.float64, device="cuda")
+    with torch.no_grad():
+        for rows in (2, 4, 2, 5):
+            x, bias = torch.randn(rows, 3, dtype=torch.float64, device="cuda"), y[:1].expand(rows, 3).contiguous()
+            assert torch.allclose(graphs(x, bias), step(x, bias), rtol=1e-12, atol=0)
+        x = torch.randn(2, 3, dtype=torch.float64, device="cuda")
+        first = graphs(x, y)
+        assert torch.allclose(first, step(x, y), rtol=1e-12, atol=0)
+        y.mul_(-2)  # the same tensor, changed in place: it must be copied in again
+        assert torch.allclose(graphs(x, y), step(x, y), rtol=1e-12, atol=0) and not torch.allclose(graphs(x, y), first)
+    assert sorted(key[1][0][1][0] for key in graphs.graphs) == [2, 4, 5]  # (tuple, (x's, y's)): x's rows
+
+
+@CUDA
+@pytest.mark.parametrize("name", ["general-sact", "bahdanau-gru-two-layers"])
+def test_every_captured_step_replays_its_graph_and_none_runs_eagerly(name, monkeypatch):
+    """A trial's `model.compile: graphs` step (nmt_core.train.step_loss) replays its forward and backward graphs at
+    every training step, greedy search a graph at every decoder step, and beam search one graph at every step (the
+    decoder's transition recorded inside it): a path that silently ran eagerly would give the same numbers, so the
+    replays are counted."""
+    replays = []
+    replay = torch.cuda.CUDAGraph.replay
+    monkeypatch.setattr(torch.cuda.CUDAGraph, "replay", lambda graph: replays.append(1) or replay(graph))
+    cfg, models = _family_models(VARIANTS[name], "graphs")
+    (model,) = _on_cuda(models, torch.float32)
+    loss_of = step_loss(model, None, cfg, torch.device("cuda"))
+    batches = [batch.to(torch.device("cuda")) for batch in _shapes()]
+    for batch in batches:
+        loss_of(batch).backward()
+    assert len(replays) == 2 * len(batches), "a training step ran without replaying its forward and backward graphs"
+    model.eval()
+    calls, beam_steps = [], []
+    transition, beam_step = model.decoder.transition, model.beam_step
+    monkeypatch.setattr(model.decoder, "transition", lambda *args: calls.append(1) or transition(*args))
+    replays.clear()
+    greedy(model, batches[0], cfg.decode)
+    assert calls and len(replays) == len(calls), "a greedy decoder step ran eagerly"
+    monkeypatch.setattr(model, "beam_step", lambda *args: beam_steps.append(1) or beam_step(*args))
+    _beam(model, batches[0], cfg.decode)  # records the beam step's graph for this shape
+    calls.clear(), replays.clear(), beam_steps.clear()
+    _beam(model, batches[0], cfg.decode)
+    assert beam_steps and len(replays) == len(beam_steps), "a beam step ran eagerly"
+    assert not calls, "the decoder's transition ran outside the beam step's graph"
 
 
 @COMPILES

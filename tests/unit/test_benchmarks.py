@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -202,21 +203,72 @@ def test_fingerprints_repeat_bit_for_bit_and_name_a_difference(tmp_path, capsys)
     assert f"{key}: loss" in capsys.readouterr().out
 
 
-def test_throughput_writes_its_json_as_it_goes(tmp_path, monkeypatch):
-    """A run that crashes while decoding keeps its training figures: the JSON is written after every round."""
+def test_a_contender_that_fails_costs_its_own_row_and_the_others_are_measured(tmp_path, monkeypatch, capsys):
+    """One contender whose step raises (a capture refused on the device, say) gets an error row naming the error;
+    the rows before and after it are measured, written and reported, and the run exits 1."""
+    out = tmp_path / "bench.json"
+    real_step = throughput.train_step_fn
+
+    def capture_refused(model, cfg, device):
+        step = real_step(model, cfg, device)
+        if cfg.attention.temperature != "sact":
+            return step
+
+        def refused(batch):
+            raise RuntimeError("operation not permitted when stream is capturing\nsecond line")
+
+        return refused
+
+    monkeypatch.setattr(throughput, "train_step_fn", capture_refused)
+    args = ["--size", "tiny", "--steps", "1", "--rounds", "2", "--decode-batches", "1", "--device", "cpu"]
+    assert throughput.main(args + ["--variants", "none", "sact", "fixed", "--json", str(out)]) == 1
+    [results] = json.loads(out.read_text())
+    rows = results["variants"]
+    assert rows["sact"]["error"] == "RuntimeError: operation not permitted when stream is capturing"
+    assert rows["sact"]["train_rounds"] == [] and "greedy_sentences_per_s" not in rows["sact"]
+    for name in ("none", "fixed"):
+        assert len(rows[name]["train_rounds"]) == 2 and rows[name]["beam10_sentences_per_s"] > 0
+    captured = capsys.readouterr()
+    assert "| sact | - | - | - | - | failed: RuntimeError: operation not permitted" in captured.out
+    assert "sact failed: RuntimeError" in captured.err
+
+    import runbook_report
+
+    summary = "\n".join(runbook_report.throughput_lines("rnn", results))
+    assert "| rnn | sact | 0 |" in summary and "failed: RuntimeError: operation not permitted" in summary
+    assert "| rnn | fixed |" in summary and "failed" not in summary.split("| rnn | fixed |")[1]
+
+
+def test_a_contender_whose_decoding_fails_keeps_its_training_rounds(tmp_path, monkeypatch):
     out = tmp_path / "bench.json"
 
     def broken_decoding(*args):
         raise RuntimeError("decoding broke")
 
     monkeypatch.setattr(throughput, "decode_fn", broken_decoding)
-    with pytest.raises(RuntimeError, match="decoding broke"):
-        throughput.main(
-            ["--size", "tiny", "--steps", "1", "--rounds", "1", "--device", "cpu", "--variants", "none"]
-            + ["--json", str(out)]
-        )
-    [partial] = json.loads(out.read_text())
-    assert partial["rounds_done"]["none"][0] > 0 and partial["variants"] == {}
+    args = ["--size", "tiny", "--steps", "1", "--rounds", "1", "--device", "cpu", "--variants", "none"]
+    assert throughput.main(args + ["--json", str(out)]) == 1
+    [results] = json.loads(out.read_text())
+    row = results["variants"]["none"]
+    assert row["error"] == "RuntimeError: decoding broke" and row["train_tokens_per_s"] > 0
+
+
+def test_the_runbook_reports_the_rounds_of_a_run_cut_short():
+    """A throughput step killed by its time limit leaves rounds_done and no rows: the summary keeps the rounds."""
+    import runbook_report
+
+    run = {"arch": "rnn", "size": "paper", "rounds_done": {"joeynmt": [17000.0], "none": [19000.0, 19254.0]}}
+    lines = runbook_report.throughput_lines("rnn", run)
+    assert lines == [
+        "| rnn | joeynmt | 17000 | | | | | | rnn paper, cut short: training rounds only |",
+        "| rnn | none | 19254 | | | | | | rnn paper, cut short: training rounds only |",
+    ]
+
+
+@pytest.mark.skipif(throughput.torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_throughput_refuses_cuda_where_there_is_none(capsys):
+    assert throughput.main(["--device", "cuda", "--size", "tiny", "--rounds", "0", "--variants", "none"]) == 2
+    assert "--device cuda, but torch" in capsys.readouterr().err
 
 
 def test_throughput_fails_loudly_when_joeynmt_does_not_import(tmp_path, monkeypatch, capsys):
@@ -251,6 +303,29 @@ def test_packing_survives_a_crashing_trial():
     assert packing.row_line({"trials": 2, "mps": True, "error": "2 trials: 0 reported"}).startswith("| 2 | on | failed")
 
 
+def test_packing_measures_the_mps_rows_before_the_time_sliced_ones():
+    import packing
+
+    assert packing.passes("both", [1, 8, 4]) == [(False, [1]), (True, [8, 4]), (False, [8, 4])]
+    assert packing.passes("both", [8]) == [(True, [8]), (False, [8])]
+    assert packing.passes("off", [1, 2]) == [(False, [1, 2])]
+
+
+def test_a_packing_row_that_raises_is_an_error_row_and_the_next_rows_are_measured(monkeypatch):
+    import packing
+
+    def packed(k, setting, seconds):
+        if k == 2:
+            raise ValueError("no such thing")
+        return [{"tokens_per_s": 10.0, "peak_mib": None}] * k
+
+    monkeypatch.setattr(packing, "packed", packed)
+    args = SimpleNamespace(mps="off", trials=[1, 2, 4], seconds=1.0)
+    rows = packing.measure(args, {}, lambda rows, row: None)
+    assert [row.get("error") for row in rows] == [None, "ValueError: no such thing", None]
+    assert rows[2]["vs_one"] == 4.0
+
+
 def test_the_runbook_counts_test_outcomes_from_plain_and_xdist_logs():
     """`pytest -v` puts the outcome after the test, under xdist (-n, as the runbook's CUDA tests run) before it."""
     import runbook_report
@@ -264,17 +339,19 @@ FAILED tests/t.py::b[z] - RuntimeError"""
     assert counts == {"passed": 2, "failed": 1, "skipped": 1, "not_passed": ["tests/t.py::b[z]"]}
 
 
+RUNBOOK = Path(__file__).parents[2] / "benchmarks" / "gpu_runbook.sh"
+
+
 @pytest.mark.timeout(3600)  # the runbook's own limits are 10x long in a dry run: a slow machine is no failure
 def test_the_gpu_runbook_dry_run_runs_every_step_and_keeps_their_results(tmp_path):
     """benchmarks/gpu_runbook.sh --dry-run: every step at tiny sizes on the CPU, each recorded with its exit code,
     results.json and one markdown table in OUT after it. The CUDA tests are collected and skip without CUDA."""
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
-    runbook = Path(__file__).parents[2] / "benchmarks" / "gpu_runbook.sh"
-    done = subprocess.run(["bash", str(runbook), "--dry-run"], env=env, capture_output=True, text=True)
+    done = subprocess.run(["bash", str(RUNBOOK), "--dry-run"], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((tmp_path / "results.json").read_text())
     codes = {step["name"]: step["code"] for step in results["steps"]}
-    assert list(codes) == ["environment", "joeynmt", "cuda_tests", "rnn", "transformer", "packing"]
+    assert list(codes) == ["environment", "joeynmt", "rnn", "packing", "transformer", "cuda_tests"]
     assert all(code == 0 for name, code in codes.items() if name != "joeynmt"), codes  # joeynmt may need PyPI
     assert results["env"]["torch"] and results["cuda_tests"]["skipped"] > 0 and not results["cuda_tests"]["not_passed"]
     [rnn] = results["rnn"]
@@ -283,4 +360,53 @@ def test_the_gpu_runbook_dry_run_runs_every_step_and_keeps_their_results(tmp_pat
     assert [row["trials"] for row in results["packing"]["rows"]] == [1, 2] and results["packing"]["mode"] == "graphs"
     summary = (tmp_path / "summary.md").read_text()
     assert summary.count("\n|---") == 1 and "| rnn | sact+graphs |" in summary and "| packing | 2 trials" in summary
-    assert (tmp_path / "runbook.log").stat().st_size > 0
+    assert (tmp_path / "runbook.log").stat().st_size > 0 and (tmp_path / "cuda_tests.log").stat().st_size > 0
+
+
+@pytest.mark.timeout(600)
+def test_a_test_step_stopped_by_its_limit_still_counts_the_tests_it_ran(tmp_path):
+    """The CUDA tests' step: pytest's own limit ends a hanging test in time for the count, which the summary takes
+    from the log pytest wrote into OUT as it went (the step's outer limit would kill the whole group)."""
+    tests = tmp_path / "suite" / "test_hangs.py"
+    tests.parent.mkdir()
+    tests.write_text("import time\n\ndef test_cuda_quick():\n    pass\n\ndef test_cuda_hangs():\n    time.sleep(600)\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "RUNBOOK_STEPS": "cuda_tests"}
+    env.update(RUNBOOK_TESTS=str(tests), RUNBOOK_SECONDS="100")  # pytest starts in seconds, on a loaded CPU in 30
+    done = subprocess.run(["bash", str(RUNBOOK), "--dry-run"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    [step] = results["steps"]
+    assert step["name"] == "cuda_tests" and step["code"] == 124 and step["seconds"] < step["limit"]
+    assert results["cuda_tests"] == {"passed": 1, "not_passed": []}
+    assert "stopped by its limit" in (out / "cuda_tests.log").read_text()
+    assert "| cuda_tests | | | | | | | | timed out" in (out / "summary.md").read_text()
+
+
+STUDY = Path(__file__).parents[2] / "benchmarks" / "gpu_study.sh"
+
+
+@pytest.mark.skipif(throughput.torch.cuda.is_available(), reason="checks a machine without CUDA")
+@pytest.mark.parametrize("script", [RUNBOOK, STUDY], ids=["runbook", "study"])
+def test_the_gpu_scripts_stop_at_once_with_one_line_where_no_cuda_is_visible(tmp_path, script):
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"{script.name}: no CUDA device is visible to") and "--dry-run" in line
+    assert not (tmp_path / "results.json").exists() and line in next(tmp_path.glob("*.log")).read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_the_gpu_study_dry_run_sweeps_the_three_rows_and_writes_the_summary(tmp_path):
+    """benchmarks/gpu_study.sh --dry-run: the paper-size study's command at tiny size on the CPU (one seed a row,
+    one epoch, the synthetic corpus) through `sweeper run` on a local Ray, its summary copied into OUT."""
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(["bash", str(STUDY), "--dry-run"], env=env, capture_output=True, text=True, timeout=1700)
+    assert done.returncode == 0, (tmp_path / "study.log").read_text()[-3000:]
+    summary = (tmp_path / "summary.md").read_text()
+    for row in ("none", "learned", "sact"):
+        assert row in summary
+    assert (tmp_path / "results.parquet").stat().st_size > 0

@@ -627,7 +627,7 @@ def test_a_fifo_or_device_is_refused_without_reading_it(kind, tmp_path, monkeypa
         ({"tracking_uri": 5}, "tracking_uri: must be a URI string (got 5)"),
         ({"tracking_uri": ["sqlite:///x.db"]}, "tracking_uri: must be a URI string (got ['sqlite:///x.db'])"),
         ({"trials": 10**7}, "trials: must be a number of trials in [1, 10,000]"),
-        ({"cpu": "many"}, "cpu: must be a number > 0"),
+        ({"cpu": "many"}, "cpu: expected a number, got 'many'"),
         ({"mode": "\x1b[31mmax"}, "mode: must be one of max, min (got '\\x1b[31mmax')"),
         ({"base": {"model": {"hidden_size": 2**40}}}, "base: model.hidden_size: must be in [1, 8192]"),
         ({"parent_run_id": "../../x"}, "parent_run_id: must be an MLflow run id"),

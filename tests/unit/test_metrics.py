@@ -4,6 +4,8 @@ through a real sweep against a real `mlflow server`."""
 
 from __future__ import annotations
 
+import json
+
 import pyarrow.parquet as pq
 import pytest
 from mlflow.tracking import MlflowClient
@@ -57,11 +59,25 @@ def test_reverse_bleu_reaches_the_run_the_parent_and_results(tmp_path, mlflow_se
     assert row["status"] == "TERMINATED" and 0 <= row["reverse_bleu_test_test"] <= 100
     client = MlflowClient(mlflow_server.uri)
     [parent], [child] = child_runs(client, "e2e-symmetry")
-    assert child.data.metrics["reverse_bleu_test_test"] == pytest.approx(row["reverse_bleu_test_test"])
-    assert [m.step for m in client.get_metric_history(child.info.run_id, "reverse_bleu_test_test")] == [1]
+    assert child.data.metrics["result/reverse_bleu_test_test"] == pytest.approx(row["reverse_bleu_test_test"])
+    assert [m.step for m in client.get_metric_history(child.info.run_id, "result/reverse_bleu_test_test")] == [0]
+    assert [m.step for m in client.get_metric_history(child.info.run_id, "bleu/dev")] == [1]
+    assert child.data.metrics["result/bleu_dev_best"] == pytest.approx(row["bleu_dev"])
     # the only trial is the best, on the parent run although tracking.models is none (LEAN_TRACKING)
     assert parent.data.tags["sweeper.best_run_id"] == child.info.run_id
-    assert parent.data.metrics["reverse_bleu_test_test"] == pytest.approx(row["reverse_bleu_test_test"])
+    assert parent.data.metrics["sweep/reverse_bleu_test_test"] == pytest.approx(row["reverse_bleu_test_test"])
+    assert parent.data.metrics["sweep/bleu_dev_best"] == pytest.approx(row["bleu_dev"])
+    assert not any(name.startswith(("result/", "bleu/")) for name in parent.data.metrics)  # never a trial's name
+    # issue 59, read back from the server: what MLflow's UI shows of the trial and of the sweep
+    assert child.info.run_name == f"general+none+sym0.5 · seed {child.data.params['seed']}"
+    assert child.data.tags["mlflow.runColor"] == "#1f77b4" and child.data.tags["mlflow.source.name"] == "nmt-sweeper"
+    [corpus] = child.inputs.dataset_inputs
+    assert corpus.dataset.name == "synthetic" and len(corpus.dataset.digest) == 16
+    tables = {t["path"] for t in json.loads(child.data.tags["mlflow.loggedArtifacts"])}
+    assert tables == {"translations/dev.json", "translations/test.json"}
+    assert "summary/bleu_table.json" in parent.data.tags.get("mlflow.loggedArtifacts", "")  # set by the summary
+    note = client.get_run(parent.info.run_id).data.tags["mlflow.note.content"]
+    assert f"(get-artifact?path=summary%2Fdev_bleu_curves.png&run_uuid={parent.info.run_id})" in note
     summary = (tmp_path / "sweeps" / "e2e-symmetry" / "summary" / "summary.md").read_text()  # read over HTTP
     assert "| general+none+sym0.5 | 1 |" in summary
     # tracking.plots none (LEAN_TRACKING): the trial logs its heatmaps' data, and nobody draws them

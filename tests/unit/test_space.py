@@ -179,10 +179,10 @@ def test_optuna_define_by_run_suggests_conditionals_only_when_active():
         ({"name": "my sweep!"}, "name", "1-100 letters, digits, '.', '_' or '-'"),
         ({"significance": {"method": "t_test"}}, "significance.method", "one of paired_bootstrap"),
         ({"significance": {"resamples": 99}}, "significance.resamples", "in [100, 1000000]"),
-        ({"significance": {"resamples": "many"}}, "significance.resamples", "expected int"),
+        ({"significance": {"resamples": "many"}}, "significance.resamples", "expected an integer"),
         ({"significance": {"margin": 0}}, "significance.margin", "> 0 (BLEU points, the equivalence margin)"),
-        ({"significance": {"margin": "half"}}, "significance.margin", "expected float"),
-        ({"tracking": {"system_metrics": "yes"}}, "tracking.system_metrics", "expected bool"),
+        ({"significance": {"margin": "half"}}, "significance.margin", "expected a number"),
+        ({"tracking": {"system_metrics": "yes"}}, "tracking.system_metrics", "expected true or false"),
         ({"tracking": {"system_metric": True}}, "tracking.system_metric", "uri, system_metrics"),
         ({"tracking": {"plots": "every"}}, "tracking.plots", "must be one of best, all, none (got 'every')"),
         (

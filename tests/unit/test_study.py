@@ -76,7 +76,7 @@ def test_each_installed_sampler_runs_the_conditional_space_with_starting_points_
             "not active at this point: only if attention.temperature",
         ),
         ({"points_to_evaluate": ["x" * 500]}, "search.points_to_evaluate[0]", "expected a mapping"),
-        ({"points_to_evaluate": {"attention.lambda": 4}}, "search.points_to_evaluate", "expected list"),
+        ({"points_to_evaluate": {"attention.lambda": 4}}, "search.points_to_evaluate", "expected a list"),
         ({"study_storage": "s3://bucket/optuna.db"}, "search.study_storage", "sqlite:///path/optuna.db"),
         ({"study_storage": "postgresql://opt:pg-s3cret@db/optuna"}, "search.study_storage", "PGPASSWORD"),
         ({"algorithm": "grid", "sampler": "gp"}, "search.sampler", "only with search.algorithm optuna"),

@@ -371,6 +371,8 @@ def test_the_parent_run_description_holds_the_table_and_the_warnings(store, tmp_
     [parent] = client.search_runs([experiment.experiment_id], filter_string="tags.`sweeper.role` = 'sweep'")
     note = parent.data.tags["mlflow.note.content"]
     assert note.startswith("# Sweep `hand`") and "| variant | seeds |" in note
+    link = f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning&orderByKey="
+    assert f"[Compare its trials]({link}" in note  # no saved view written: the plain runs table
     assert all(warning in note for warning in summary.warnings)
     assert "Marks: significance.method paired_bootstrap: two-level seed x sentence test" in note
 
@@ -1175,6 +1177,70 @@ def test_dev_curves_carry_the_mean_of_the_seeds_still_training_past_the_first_st
     assert len(dashed) == 1 and list(dashed[0].get_xdata()) == [2, 3, 4]  # general+none: both seeds ran to the end
     assert list(dashed[0].get_ydata()) == pytest.approx([(2 + 4 + 6) / 3, (5 + 7) / 2, 6.0])
     assert dashed[0].get_color() == bold[0].get_color()
+
+
+def test_a_run_under_the_grouped_names_reads_as_one_under_the_flat_names(tmp_path):
+    """Issue 59: a trial logged under MLflow's grouped names (end-of-run values at step 0, the UI's `seed` and `n/a`
+    params) reads as the same record as one logged under Tune's flat keys, as sweeps were before."""
+    from sweeper.summary.records import load_records
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'm.db'}")
+    experiment = client.create_experiment("names")
+    parent = client.create_run(experiment, tags={"sweeper.role": "sweep"}).info.run_id
+    active = {k: str(v) for k, v in build_config({"data": DATA}).active().items()}
+    assert "attention.tau" not in active and "attention.lambda" not in active  # no temperature: both unused
+
+    def trial(seed: int, grouped: bool) -> None:
+        tags = {"mlflow.parentRunId": parent, "sweeper.role": "trial", "sweeper.variant": "general+none"}
+        run_id = client.create_run(experiment, tags=tags).info.run_id
+        params = {**active, "train.seed": str(seed), "variant": "general+none"}
+        epochs = {"bleu_dev": "bleu/dev", "epoch_time_s": "speed/epoch_time_s", "setting.train.lr": "setting/train.lr"}
+        end = {"bleu_test_avg": "result/bleu_test_avg", "best_epoch": "result/best_epoch"}
+        if grouped:
+            params.update({"seed": str(seed), "attention.tau": "n/a", "attention.lambda": "n/a"})
+        name = (lambda key, names: names[key]) if grouped else (lambda key, names: key)
+        values = {"bleu_dev": [1.0, 3.0], "epoch_time_s": [2.0, 4.0], "setting.train.lr": [0.1, 0.2]}
+        metrics = [Metric(name(k, epochs), v, 0, i + 1) for k, vs in values.items() for i, v in enumerate(vs)]
+        metrics += [
+            Metric(name(k, end), v, 0, 0 if grouped else 2) for k, v in (("bleu_test_avg", 5.0), ("best_epoch", 2))
+        ]
+        if grouped:
+            metrics.append(Metric("result/bleu_dev_best", 3.0, 0, 0))
+        client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()], metrics=metrics)
+        client.set_terminated(run_id, "FINISHED")
+
+    trial(1, grouped=False)
+    trial(2, grouped=True)
+    records, left_out, _ = load_records(client, experiment, parent)
+    flat, grouped = sorted(records, key=lambda r: r.params["train.seed"])
+    assert not left_out and flat.group == grouped.group and "seed" not in grouped.params
+    expected = {"bleu_dev": 3.0, "epoch_time_s": 4.0, "setting.train.lr": 0.2, "bleu_test_avg": 5.0, "best_epoch": 2.0}
+    assert flat.metrics == expected and grouped.metrics == {**expected, "bleu_dev_best": 3.0}
+    for record in (flat, grouped):
+        assert record.curves == {"bleu_dev": [1.0, 3.0], "epoch_time_s": [2.0, 4.0]}
+        assert record.settings == {"setting.train.lr": {1: 0.1, 2: 0.2}}
+
+
+def test_dev_curves_draw_each_variant_in_its_runs_colour(tmp_path, monkeypatch):
+    """Issue 59: a row's curves take its trials' MLflow run colour; the palette in row order where a row has none
+    (a sweep recorded before run colours) or two rows share one, so that no two rows are drawn alike."""
+    from types import SimpleNamespace
+
+    from sweeper.metrics import PALETTE
+    from sweeper.summary import charts
+    from sweeper.summary.figures import row_colours
+
+    def row(colour):
+        return SimpleNamespace(records=[SimpleNamespace(tags={"mlflow.runColor": colour} if colour else {})])
+
+    assert row_colours([row("#17becf"), row("#ff7f0e")]) == ["#17becf", "#ff7f0e"]
+    assert row_colours([row("#17becf"), row("#17becf")]) == list(PALETTE[:2])  # rows a label does not tell apart
+    assert row_colours([row("#17becf"), row(None)]) == list(PALETTE[:2])
+    drawn = []
+    monkeypatch.setattr(charts.plt, "close", drawn.append)
+    variants = [("general+sact4", [[1.0, 2.0]]), ("general+none", [[2.0, 3.0]])]
+    charts.dev_curves(variants, tmp_path / "c.png", ["#17becf", "#ff7f0e"])
+    assert {line.get_color() for line in drawn[0].axes[0].get_lines()} == {"#17becf", "#ff7f0e"}
 
 
 def test_every_table_recomputes_from_the_data_beside_the_summary(store, tmp_path, capsys):

@@ -205,7 +205,11 @@ def test_list_and_status_print_a_table_a_board_and_json(tmp_path, capsys):
     assert sweeper_cli.main(["status", "lab-a", "--storage", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("sweep lab-a: running\n  trials: 4 planned; 1 done; 2 running; 0 failed; 1 pending\n")
-    assert "  best bleu_dev so far: 12.50\n" in out and "    a: epoch 2/3" in out
+    assert "  best bleu_dev so far: 12.50\n" in out and "    a: epoch 2/3" in out and "MLflow:" not in out
+    link = "http://mlflow.lab/#/experiments/4/runs?workflowType=machine_learning&viewStateShareKey=sweep-r1"
+    sweep(tmp_path, "lab-b", running(), mlflow_link=link)  # the link `sweeper run` recorded
+    assert sweeper_cli.main(["status", "lab-b", "--storage", str(tmp_path)]) == 0
+    assert f"  MLflow: {link}\n" in capsys.readouterr().out
     assert sweeper_cli.main(["status", "lab-a", "--storage", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["board"][1] == "    a: epoch 2/3"
 

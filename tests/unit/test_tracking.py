@@ -83,7 +83,7 @@ def test_writes_kept_during_an_outage_reach_the_server_in_order_exactly_once(tmp
     [run] = client.search_runs(
         [client.get_experiment_by_name("outage").experiment_id], filter_string="tags.`sweeper.role` = 'trial'"
     )
-    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "bleu_dev")) == [1, 2, 3, 4]
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "bleu/dev")) == [1, 2, 3, 4]
     assert run.info.status == "KILLED"  # ended without a final (test) result: stopped early
 
 
@@ -104,9 +104,136 @@ def test_a_retried_trial_reuses_its_run_and_skips_logged_epochs(tmp_path):
     runs = client.search_runs([tracker.experiment_id], filter_string="tags.`sweeper.role` = 'trial'")
     assert len(runs) == 1
     run = runs[0]
-    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "bleu_dev")) == [1, 2, 3]
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "bleu/dev")) == [1, 2, 3]
     assert run.data.params["train.seed"] == "3" and run.data.params["attention.temperature"] == "sact"
     assert run.data.tags["sweeper.variant"] == "general+sact4"
+
+
+AXES = ("attention.temperature", "attention.lambda", "attention.tau")
+
+
+def trial_of(trial_id: str, temperature: str, seed: int) -> SimpleNamespace:
+    config = {"trial": {"params": {"attention.temperature": temperature}, "seed": seed}}
+    return SimpleNamespace(trial_id=trial_id, config=config, checkpoint=None, last_result={})
+
+
+def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
+    """Issue 59: a run named by its variant and seed, one colour per variant in the order the sweep met them, every
+    swept axis a param (`n/a` where unused) and `seed`; per-epoch metrics by group; the end's at step 0 under
+    result/, with the best epoch's dev BLEU and median tau; the parent's under sweep/. Provenance in MLflow's own
+    columns (Source, User, Dataset); the translations as an MLflow table."""
+    from sweeper.artifacts import write_side_by_side
+    from sweeper.metrics import PALETTE
+    from sweeper.provenance import corpus_dataset
+    from sweeper.runner import record_best
+
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    tracker = SweepTracker(uri, "ui")
+    parent = tracker.start_sweep("name: ui\n", {"trials": 3})
+    callback = MlflowTrackingCallback(uri, "ui", parent, BASE, new_sweep=True, axes=AXES)
+    trials = [trial_of("t_0", "sact", 1), trial_of("t_1", "none", 1), trial_of("t_2", "sact", 2)]
+    for trial in trials:
+        callback.on_trial_start(0, [], trial)
+    sact = trials[0]
+    (tmp_path / "checkpoint" / "artifacts" / "translations").mkdir(parents=True)
+    write_side_by_side(["a b"], ["x y"], ["x z"], tmp_path / "checkpoint" / "artifacts" / "translations", "test")
+    sact.checkpoint = SimpleNamespace(path=str(tmp_path / "checkpoint"))
+    dataset = corpus_dataset("toy", {"train": [("a", "x")], "test": [("a b", "x y")]})
+    first = {"epoch": 1, "bleu_dev": 1.0, "train_loss": 5.0, "tau_p50": 1.5, "dataset": dataset}
+    callback.on_trial_result(0, [], sact, first)
+    callback.on_trial_result(0, [], sact, {"epoch": 2, "bleu_dev": 0.5, "train_loss": 4.0, "tau_p50": 2.5})
+    final = {"epoch": 2, "final": 1, "bleu_dev": 1.0, "tau_p50": 1.5, "bleu_test_avg": 2.0, "best_epoch": 1}
+    callback.on_trial_result(0, [], sact, final)
+    callback.on_trial_complete(0, [], sact)
+    callback.drain()
+    runs = {
+        run.info.run_name: run
+        for run in tracker.client.search_runs([tracker.experiment_id], "tags.`sweeper.role` = 'trial'")
+    }
+    assert sorted(runs) == ["general+none · seed 1", "general+sact4 · seed 1", "general+sact4 · seed 2"]
+    colours = {name: run.data.tags["mlflow.runColor"] for name, run in runs.items()}
+    assert colours["general+sact4 · seed 1"] == colours["general+sact4 · seed 2"] == PALETTE[0]
+    assert colours["general+none · seed 1"] == PALETTE[1]
+    none = runs["general+none · seed 1"].data.params
+    assert (none["attention.lambda"], none["attention.tau"], none["attention.temperature"]) == ("n/a", "n/a", "none")
+    assert none["seed"] == none["train.seed"] == "1" and none["variant"] == "general+none"
+    assert runs["general+sact4 · seed 2"].data.params["attention.lambda"] != "n/a"
+    run_id = runs["general+sact4 · seed 1"].info.run_id
+    run = tracker.client.get_run(run_id)
+    assert run.data.tags["mlflow.source.name"] == "nmt-sweeper" and run.data.tags["mlflow.user"]
+    assert tracker.client.get_run(parent).data.tags["mlflow.user"] == run.data.tags["mlflow.user"]
+    [used] = run.inputs.dataset_inputs
+    assert (used.dataset.name, used.dataset.digest) == ("toy", json.loads(dataset)["digest"])
+    assert json.loads(run.data.tags["mlflow.loggedArtifacts"]) == [{"path": "translations/test.json", "type": "table"}]
+    local = tracker.client.download_artifacts(run_id, "translations/test.json", str(tmp_path))
+    assert json.loads(Path(local).read_text()) == {
+        "columns": ["source", "reference", "hypothesis"],
+        "data": [["a b", "x y", "x z"]],
+    }
+    history = tracker.client.get_metric_history(run_id, "bleu/dev")
+    assert [(m.step, m.value) for m in history] == [(1, 1.0), (2, 0.5)]
+    assert [m.value for m in tracker.client.get_metric_history(run_id, "loss/train")] == [5.0, 4.0]
+    ended = {
+        k: (m.step, m.value)
+        for k in ("result/bleu_dev_best", "result/tau_p50_best", "result/bleu_test_avg", "result/best_epoch")
+        for m in tracker.client.get_metric_history(run_id, k)
+    }
+    assert ended == {
+        "result/bleu_dev_best": (0, 1.0),
+        "result/tau_p50_best": (0, 1.5),
+        "result/bleu_test_avg": (0, 2.0),
+        "result/best_epoch": (0, 1.0),
+    }
+    assert set(tracker.client.get_run(run_id).data.metrics) == {
+        "bleu/dev", "loss/train", "temperature/tau_p50", *ended
+    }  # fmt: skip
+    row = {"status": "TERMINATED", "bleu_dev": 1.0, "bleu_test_avg": 2.0, "n_params": 9, "mlflow_run_id": run_id,
+           "variant": "general+sact4"}  # fmt: skip
+    record_best(tracker, parent, [row], "bleu_dev", "max", callback.names)
+    assert tracker.client.get_run(parent).data.metrics == {"sweep/bleu_dev_best": 1.0, "sweep/bleu_test_avg": 2.0}
+    assert callback.get_state()["colours"] == {"general+sact4": PALETTE[0], "general+none": PALETTE[1]}
+
+
+def test_a_submitted_sweeps_runs_name_their_submitter_and_the_drivers_commit(tmp_path, monkeypatch):
+    """MLflow's User column: the submitter of a sweep the cluster's account tracks, on the parent and every trial;
+    Source: the driver's code, with its git commit in a checkout."""
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "cluster")
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    tracker = SweepTracker(uri, "submitted", user="alice")
+    parent = tracker.start_sweep("name: submitted\n", {"trials": 1})
+    callback = MlflowTrackingCallback(uri, "submitted", parent, BASE, new_sweep=True, user="alice")
+    callback.on_trial_start(0, [], TRIAL)
+    callback.drain()
+    for run_id in (parent, callback._runs[TRIAL.trial_id]):
+        tags = tracker.client.get_run(run_id).data.tags
+        assert tags["mlflow.user"] == "alice" and tags["mlflow.source.name"] == "nmt-sweeper"
+        commit = tags.get("mlflow.source.git.commit")
+        assert (commit is not None) == tracker.code.startswith("git ") and (commit is None or commit in tracker.code)
+    assert SweepTracker(uri, "submitted").source["mlflow.user"] == "cluster"  # not submitted: whoever runs it
+
+
+def test_a_sweep_begun_before_grouped_names_keeps_its_flat_names_when_resumed(tmp_path):
+    """A callback pickled with a sweep started before issue 59 has no `names`: its runs go on with Tune's keys, so a
+    run never mixes two names for one metric; a resumed driver still finds the epochs already logged."""
+    import pickle
+
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    tracker = SweepTracker(uri, "old")
+    parent = tracker.start_sweep("name: old\n", {"trials": 1})
+    before = MlflowTrackingCallback(uri, "old", parent, BASE)
+    for key in ("names", "axes", "_colours"):  # what an older version's callback did not have
+        del before.__dict__[key]
+    before.on_trial_result(0, [], TRIAL, {"epoch": 1, "bleu_dev": 1.0})
+    before.drain()
+    resumed = pickle.loads(pickle.dumps(before))
+    resumed.on_trial_result(0, [], TRIAL, {"epoch": 1, "bleu_dev": 1.0})  # re-reported: not logged twice
+    resumed.on_trial_result(0, [], TRIAL, {"epoch": 2, "bleu_dev": 2.0})
+    resumed.on_trial_result(0, [], TRIAL, {"epoch": 2, "final": 1, "bleu_dev": 2.0, "bleu_test_avg": 3.0})
+    resumed.drain()
+    run = tracker.client.get_run(resumed._runs[TRIAL.trial_id])
+    assert run.data.metrics == {"bleu_dev": 2.0, "bleu_test_avg": 3.0}
+    assert [m.step for m in tracker.client.get_metric_history(run.info.run_id, "bleu_dev")] == [1, 2]
+    assert [m.step for m in tracker.client.get_metric_history(run.info.run_id, "bleu_test_avg")] == [2]
 
 
 def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(tmp_path):
@@ -142,7 +269,7 @@ def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(
     run_id = callback._runs[trial.trial_id]
     [model] = tracker.client.search_logged_models([tracker.experiment_id])
     assert (model.name, model.source_run_id, model.status) == (MODEL, run_id, LoggedModelStatus.READY)
-    assert [(m.key, m.value, m.step) for m in model.metrics] == [("bleu_test_avg", 12.5, 1)]
+    assert [(m.key, m.value, m.step) for m in model.metrics] == [("result/bleu_test_avg", 12.5, 0)]
     assert model.params["variant"] == "general+sact4" and model.tags["sweeper.trial_id"] == trial.trial_id
     assert str(tracker.register_best(run_id, "best")) == "1"
     assert "MLFLOW_TRACKING_URI" not in os.environ  # registering exported it once; a later sweep would go there
@@ -179,7 +306,7 @@ def test_an_exploit_of_a_donor_that_trained_every_epoch_is_recorded(tmp_path):
     callback.drain()
     client = MlflowClient(uri)
     [run] = client.search_runs([tracker.experiment_id], filter_string="tags.`sweeper.role` = 'trial'")
-    assert run.data.tags["sweeper.pbt_exploits"] == "2" and run.data.metrics["bleu_test_avg"] == 4.0
+    assert run.data.tags["sweeper.pbt_exploits"] == "2" and run.data.metrics["result/bleu_test_avg"] == 4.0
     local = client.download_artifacts(run.info.run_id, "pbt_events.json", str(tmp_path))
     assert json.loads(Path(local).read_text()) == events
 
@@ -236,7 +363,9 @@ def test_a_new_sweeps_trial_costs_one_request_per_report_and_no_lookups(tmp_path
     assert client.calls == ["create_run", "log_batch", "log_batch", "log_batch", "set_terminated"]
     run = client.get_run(callback._runs[TRIAL.trial_id])
     assert run.data.params["train.seed"] == "3" and run.data.tags["sweeper.device"] == "cpu"
-    assert run.data.metrics == {"bleu_dev": 1.0, "bleu_test_avg": 2.0} and run.data.tags["sweeper.restores"] == "0"
+    assert (
+        run.data.metrics == {"bleu/dev": 1.0, "result/bleu_test_avg": 2.0} and run.data.tags["sweeper.restores"] == "0"
+    )
 
 
 def test_a_retried_open_whose_run_reached_the_store_makes_no_second_run(tmp_path, monkeypatch):
@@ -260,7 +389,7 @@ def test_a_retried_open_whose_run_reached_the_store_makes_no_second_run(tmp_path
     callback.drain()
     client = MlflowClient(uri)
     [run] = client.search_runs([callback.tracker.experiment_id], filter_string="tags.`sweeper.role` = 'trial'")
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "bleu_dev")] == [1]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "bleu/dev")] == [1]
     assert run.data.params["train.seed"] == "3"  # the params the lost attempt never sent
 
 

@@ -1,0 +1,151 @@
+"""The one link that opens a sweep's runs in MLflow's UI as a researcher compares them (issue 59).
+
+MLflow 3's UI opens an experiment on its GenAI overview unless the link asks for `workflowType=machine_learning`,
+and it keeps the runs table's columns, grouping and sort per browser. A view shared in the UI ("Share") is written
+as an experiment tag `mlflow.sharedViewState.<key>` that a link's `viewStateShareKey=<key>` restores in any browser.
+Here that tag is written by the sweep itself: its trials grouped by variant and all shown, the columns that answer
+the sweep's question (the variant, its swept settings, the seed, best dev BLEU, test BLEU, median tau), sorted by
+the best dev BLEU (the last epoch's is not the trial's result).
+
+The tag's value is the UI's own state (the experiment page's search facets and UI state, read by
+`useSharedExperimentViewState` in MLflow's JS bundle), not a public API: it is written only for a tracking server
+within TESTED_MLFLOW, the range the browser test (`tests/e2e/test_mlflow_view.py`) checked; outside it the link is
+the plain runs table, and the sweep says so once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+from urllib.parse import quote
+
+import mlflow
+from mlflow.tracking import MlflowClient
+
+from nmt_core.credentials import redact
+from sweeper.metrics import RESULT, SEED_PARAM, VARIANT
+
+log = logging.getLogger("sweeper.mlflow_view")
+
+TESTED_MLFLOW = ((3, 17), (3, 18))  # the UI versions whose saved-view format the browser test checked: >= 3.17, < 3.18
+SHARE_TAG_PREFIX = "mlflow.sharedViewState."  # MLflow UI: EXPERIMENT_PAGE_VIEW_STATE_SHARE_TAG_PREFIX
+SHARE_URL_KEY = "viewStateShareKey"  # MLflow UI: EXPERIMENT_PAGE_VIEW_STATE_SHARE_URL_PARAM_KEY
+
+# the trials' end-of-run values the view shows (sweeper.metrics: logged once, at step 0): the best epoch's dev BLEU,
+# the mean test BLEU over the test sets, the best epoch's median temperature
+BEST_DEV, TEST_AVG, TAU_MEDIAN = RESULT + "bleu_dev_best", RESULT + "bleu_test_avg", RESULT + "tau_p50_best"
+
+
+def column(kind: str, key: str) -> str:
+    """A runs-table column as the UI names it (makeCanonicalSortKey): `params.`attention.tau``."""
+    return f"{kind}.`{key}`"
+
+
+def view_key(parent_run_id: str) -> str:
+    """One saved view per `sweeper run` (its parent run): a rerun of the same sweep name gets its own."""
+    return f"sweep-{parent_run_id}"
+
+
+def view_state(parent_run_id: str, axes: list[str]) -> dict[str, Any]:
+    """The experiment page's state the link restores: this run's trials only (its parent hidden by the filter),
+    grouped by variant with every group open and every trial shown in the charts, the reading columns, best dev
+    BLEU first. `axes`: the sweep's swept settings (params), shown after the variant."""
+    columns = [column("tags", VARIANT)] + [column("params", axis) for axis in axes]
+    columns += [column("params", SEED_PARAM)] + [column("metrics", m) for m in (BEST_DEV, TEST_AVG, TAU_MEDIAN)]
+    return {
+        # search facets (the URL's part of the state)
+        "searchFilter": f"tags.`mlflow.parentRunId` = '{parent_run_id}'",
+        "orderByKey": column("metrics", BEST_DEV),
+        "orderByAsc": False,
+        "startTime": "ALL",
+        "lifecycleFilter": "Active",
+        "datasetsFilter": [],
+        "modelVersionFilter": "All Runs",
+        # UI state
+        "selectedColumns": columns,
+        "columnOrder": columns,  # the variant first (the UI's own order puts metrics before params, tags last)
+        "columnWidths": {name: 170 for name in columns},  # `result/bleu_dev_best`, a variant's label: uncut
+        "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": VARIANT}]},
+        "groupsExpanded": {},  # a group not named here is open
+        "runsHiddenMode": "SHOW_ALL",  # the UI's default draws only the first 10 runs in its charts
+        "runsHidden": [],
+        "runsVisibilityMap": {},
+        "useGroupedValuesInCharts": False,  # every trial's bar, in its variant's colour, not one per group
+        "hideEmptyCharts": True,
+    }
+
+
+def server_version(client: MlflowClient, uri: str) -> str | None:
+    """The MLflow version whose UI will show the link: a tracking server's own (GET /version), else this install's
+    (`mlflow ui`, printed with the link, runs from it). None when the server does not say."""
+    if not uri.startswith(("http://", "https://")):
+        return mlflow.__version__
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    try:
+        answer = http_request(get_default_host_creds(uri), "/version", "GET", max_retries=0, timeout=10)
+    except Exception as err:  # noqa: BLE001 - an older server or a proxy that hides it: the plain link
+        log.debug("MLflow /version: %s", err)
+        return None
+    return answer.text.strip() if answer.ok else None
+
+
+def in_tested_range(version: str | None) -> bool:
+    """Whether the UI of MLflow `version` restores the view as the browser test checked."""
+    try:
+        major_minor = tuple(int(part) for part in (version or "").split(".")[:2])
+    except ValueError:
+        return False
+    return TESTED_MLFLOW[0] <= major_minor < TESTED_MLFLOW[1]
+
+
+def page(uri: str, path: str) -> str:
+    """A page of MLflow's UI: on the tracking server, or for a database the command that serves it and the page;
+    a password in the URI shows as *** (the printed line goes to logs)."""
+    if uri.startswith(("http://", "https://")):
+        return redact(uri).rstrip("/") + path
+    return f"mlflow ui --backend-store-uri {redact(uri)}   then open http://127.0.0.1:5000{path}"
+
+
+def runs_page(experiment_id: str, query: str) -> str:
+    """The runs table in the model-training view (MLflow 3 otherwise lands on its GenAI overview)."""
+    return f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning&{query}"
+
+
+def plain_query() -> str:
+    """The fallback's query: best dev BLEU first, without the saved view's grouping and columns."""
+    return f"orderByKey={quote(column('metrics', BEST_DEV), safe='')}&orderByAsc=false"
+
+
+def share_view(client: MlflowClient, uri: str, experiment_id: str, parent_run_id: str, axes: list[str]) -> str:
+    """Write the sweep's saved view as an experiment tag and return the one link to it; on a server outside
+    TESTED_MLFLOW (or one that does not say its version) the plain runs link, said once here."""
+    version = server_version(client, uri)
+    if not in_tested_range(version):
+        low, high = (".".join(map(str, v)) for v in TESTED_MLFLOW)
+        print(
+            f"note: MLflow {version or '(version not given by the server)'} is outside the range whose UI the "
+            f"sweep's saved view was tested with (>= {low}, < {high}): the link opens the plain runs table"
+        )
+        return page(uri, runs_page(experiment_id, plain_query()))
+    key = view_key(parent_run_id)
+    value = json.dumps(view_state(parent_run_id, axes), separators=(",", ":"))
+    client.set_experiment_tag(experiment_id, SHARE_TAG_PREFIX + key, value)
+    return page(uri, runs_page(experiment_id, shared_query(key)))
+
+
+def shared_query(key: str) -> str:
+    return f"{SHARE_URL_KEY}={quote(key, safe='')}"
+
+
+def described_link(client: MlflowClient, uri: str, parent_run_id: str) -> str:
+    """The same page for the parent run's description: the saved view's where `share_view` wrote it (else the plain
+    runs table); on a database store the page's own part (`#/experiments/...`), which opens in whichever `mlflow ui`
+    shows the description."""
+    experiment_id = client.get_run(parent_run_id).info.experiment_id
+    key = view_key(parent_run_id)
+    saved = SHARE_TAG_PREFIX + key in client.get_experiment(experiment_id).tags
+    path = runs_page(experiment_id, shared_query(key) if saved else plain_query())
+    return page(uri, path) if uri.startswith(("http://", "https://")) else path.removeprefix("/")

@@ -1,0 +1,70 @@
+"""Debian's headless Chromium driven by Selenium, for what a researcher sees in MLflow's UI (the browser test,
+docs/screenshots/make_screenshots.py). Nothing is downloaded: the browser and its driver are the system's
+(.ci/run installs `chromium chromium-driver`), so Selenium Manager never runs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+WAIT_S = 60.0  # MLflow's UI on a loaded 2-core machine: its bundle, then each chart's data
+T = TypeVar("T")
+
+
+def have_chromium() -> bool:
+    return CHROMIUM.exists() and CHROMEDRIVER.exists()
+
+
+@contextmanager
+def chromium(width: int = 1600, height: int = 1000) -> Iterator[WebDriver]:
+    """A fresh headless browser (no saved UI state: what a colleague opening the link sees); `--no-sandbox`: CI
+    runs as root."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},{height}"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(driver: WebDriver, found: Callable[[WebDriver], T], what: str) -> T:
+    """`found`'s first truthy answer within WAIT_S (the page re-renders: an element may go stale meanwhile)."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            if answer := found(driver):
+                return answer
+        except (NoSuchElementException, StaleElementReferenceException):
+            pass
+        time.sleep(0.5)
+    seen = driver.find_element(By.TAG_NAME, "body").text[:2000]
+    raise AssertionError(
+        f"MLflow's UI did not show {what} within {WAIT_S:.0f} s at {driver.current_url}; it shows:\n{seen}"
+    )
+
+
+def texts(driver: WebDriver, css: str) -> list[str]:
+    """The visible text of every element matching `css`."""
+    return [element.text.strip() for element in driver.find_elements(By.CSS_SELECTOR, css)]
+
+
+def close_assistant(driver: WebDriver) -> None:
+    """MLflow 3.17 opens its "MLflow Assistant" beside every page of a browser that never closed it: closed, the
+    page gets the window's width (it is per-browser state, not the sweep's view)."""
+    for button in driver.find_elements(By.CSS_SELECTOR, "button[aria-label='Close']"):
+        if button.is_displayed():
+            button.click()
+            return
