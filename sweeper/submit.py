@@ -20,7 +20,7 @@ from pathlib import Path
 import nmt_core
 from nmt_core.config import ConfigError
 from nmt_core.credentials import redact
-from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout, read_regular, seconds_from
+from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout, printable, read_regular, seconds_from
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.space import SweepSpec
 from sweeper.sweeps import JOB_VARIABLE, whoami
@@ -107,6 +107,7 @@ def entrypoint(spec: SweepSpec, storage: str, tracking_uri: str) -> str:
         "python",
         "-m",
         "sweeper.cli",
+        "--debug",  # an unforeseen error's traceback goes to the job's log (escaped, credentials hidden)
         "run",
         "space.yaml",
         "--name",
@@ -200,7 +201,7 @@ def follow(client, job_id: str) -> int:
     while True:
         status = client.get_job_status(job_id)
         logs = client.get_job_logs(job_id)
-        sys.stdout.write(logs[printed:])
+        sys.stdout.write(printable(logs[printed:]))  # the job's log through the gate: escapes shown, not acted on
         sys.stdout.flush()
         printed = len(logs)
         if status.is_terminal():
