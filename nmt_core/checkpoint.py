@@ -135,7 +135,7 @@ def checkpoint_file(directory: str | Path) -> Path:
     return path
 
 
-def _vocab(state: dict[str, Any], side: str, size: int, path: Path) -> Vocab:
+def _vocab(state: dict[str, Any], side: str, size: int, path: Path | str) -> Vocab:
     """One side's vocabulary as training wrote it: the specials, then at most data.<side>_vocab words."""
     words = state.get("vocab", {}).get(side) if isinstance(state.get("vocab"), dict) else None
     if (
@@ -159,22 +159,14 @@ def load_for_inference(directory: str | Path, log: Callable[[str], None] = lambd
     """
     path = checkpoint_file(directory)
     state = load(path)
-    cfg = build_config(state["config"], source=str(path))
-    src_vocab, tgt_vocab = (
-        _vocab(state, side, limit, path) for side, limit in (("src", cfg.data.src_vocab), ("tgt", cfg.data.tgt_vocab))
-    )
+    cfg, src_vocab, tgt_vocab = check_weights(state, path)
     model = build_model(cfg.model, cfg.attention, len(src_vocab), len(tgt_vocab))
     if "best_model" in state:
         log(
             f"{clip_path(path)}: using the best-dev weights (epoch {state['best_epoch']}), "
             f"not the last epoch's ({state['epoch']})"
         )
-    try:
-        model.load_state_dict(state.get("best_model", state["model"]))
-    except (RuntimeError, TypeError, AttributeError) as err:  # torch lists every mismatch, one per line
-        reason = next((line.strip() for line in str(err).splitlines()[1:] if line.strip()), str(err).strip())
-        reason = reason if len(reason) <= SHOWN_CHARS else f"{reason[:SHOWN_CHARS]}..."
-        raise CheckpointError(f"{clip_path(path)}: model: the weights do not fit the config ({reason})") from None
+    model.load_state_dict(state.get("best_model", state["model"]))
     subword = state.get("subword", {})
     return LoadedModel(
         cfg,
@@ -184,3 +176,37 @@ def load_for_inference(directory: str | Path, log: Callable[[str], None] = lambd
         Segmenter(cfg.data, subword.get("src")),
         Segmenter(cfg.data, subword.get("tgt")),
     )
+
+
+def check_weights(state: dict[str, Any], path: Path | str) -> tuple[TrialConfig, Vocab, Vocab]:
+    """The checkpoint's config and vocabularies, and its weights checked against the model they describe before
+    that model is built: the model is laid out on PyTorch's meta device (shapes, no memory), so a few-kB file whose
+    config names a 30 GB model is refused in one line instead of allocating it."""
+    cfg = build_config(state["config"], source=str(path))
+    src_vocab, tgt_vocab = (
+        _vocab(state, side, limit, path) for side, limit in (("src", cfg.data.src_vocab), ("tgt", cfg.data.tgt_vocab))
+    )
+    with torch.device("meta"):
+        wanted = build_model(cfg.model, cfg.attention, len(src_vocab), len(tgt_vocab)).state_dict()
+    weights = state.get("best_model", state["model"])
+    held = weights if isinstance(weights, dict) else {}
+    if mismatch := _first_mismatch(wanted, held):
+        total = sum(v.numel() for v in wanted.values())
+        tensors = sum(v.numel() for v in held.values() if isinstance(v, torch.Tensor))
+        raise CheckpointError(
+            f"{clip_path(path)}: model: the weights do not fit the config ({mismatch}; the config describes "
+            f"{total:,} weights, the file holds {tensors:,})"
+        )
+    return cfg, src_vocab, tgt_vocab
+
+
+def _first_mismatch(wanted: dict[str, torch.Tensor], held: dict[Any, Any]) -> str | None:
+    """The first tensor the model needs that the file lacks or holds in another shape, or an entry it does not
+    need."""
+    for key, tensor in wanted.items():
+        if not isinstance(held.get(key), torch.Tensor):
+            return f"missing {clip(key, SHOWN_CHARS)}"
+        if held[key].shape != tensor.shape:
+            return f"size mismatch for {clip(key, SHOWN_CHARS)}: {tuple(held[key].shape)} in the file"
+    extra = next((key for key in held if key not in wanted), None)
+    return f"unexpected {clip(str(extra), SHOWN_CHARS)}" if extra is not None else None

@@ -26,17 +26,19 @@ from nmt_core.config import (
 from nmt_core.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_bounded, read_lines
 from nmt_core.data import Example, Vocab, cut_long, surface, tokenize
 from nmt_core.evaluate import attention_alignment, trace_table, write_traces
+from nmt_core.faults import add_debug, report
 from nmt_core.gate import (
     append_line,
     check_output_folder,
     clip_path,
-    configure_network,
+    escape,
     one_line,
     output_folder,
     shown,
     write_file,
 )
 from nmt_core.inference import translate_lines
+from nmt_core.network import configure_network
 from nmt_core.progress import ConsoleProgress
 from nmt_core.settings import help_lines
 from nmt_core.train import TrainingDiverged, score_text, teacher_forced_weights, train
@@ -129,7 +131,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     loaded = load_model(args)
     lines = decode_lines(read_bounded(sys.stdin.buffer, "stdin"), "stdin")
     hypotheses, _, _ = translate_lines(lines, loaded, args.beam or loaded.config.decode.beam_size, "stdin")
-    sys.stdout.write("".join(h + "\n" for h in hypotheses))
+    sys.stdout.write("".join(escape(h) + "\n" for h in hypotheses))  # a model's words shown, never acted on
     return 0
 
 
@@ -247,7 +249,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     )
     rng = random.Random(args.seed)
     for src, tgt in rng.sample(corpus.splits["train"], min(args.samples, len(corpus.splits["train"]))):
-        print(f"  | {src}\n  | {tgt}\n")
+        print(f"  | {escape(src)}\n  | {escape(tgt)}\n")
     return 0
 
 
@@ -320,11 +322,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse and run the subcommand; its refusals are one line (exit 2), and whatever else is raised is the last-resort
+    handler's one line (nmt_core/faults.py: exit 2 for a store that failed, 1 for a fault, the traceback behind
+    --debug)."""
     parser = build_parser()
+    add_debug(parser)
     enable_completion(parser)
     args = parser.parse_args(argv)
     try:
-        configure_network(ConfigError)  # MLflow's calls (--model) bounded by $NMT_SWEEPER_TIMEOUT
+        configure_network(ConfigError)  # MLflow's calls (--model) under a deadline and a cap ($NMT_SWEEPER_TIMEOUT)
         return args.func(args)
     except (ConfigError, CorpusError, checkpoint.CheckpointError) as err:
         print(f"nmt: error: {one_line(err)}", file=sys.stderr)  # the gate out: one line, no control character
@@ -332,6 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingDiverged as err:
         print(f"nmt: training diverged: {one_line(err)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("nmt: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - the last resort: one line, never a traceback
+        return report("nmt", err, args.debug)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from nmt_core.config import ConfigError
-from nmt_core.gate import SHOWN_CHARS, clip, escape, shown
+from nmt_core.gate import HIDDEN, SHOWN_CHARS, clip, escape, shown
 
-HIDDEN = "***"
 SHOWN = SHOWN_CHARS  # at most this many characters of a URI (secrets already hidden) in an error line
 SHOWN_KEY = 40  # at most this many characters of a parameter's key in an error line
 DECODINGS = 3  # percent-decoded at most this many times

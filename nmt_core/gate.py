@@ -1,15 +1,17 @@
 """The one gate: what comes in is checked here, and what goes out in a message is shown through here.
 
-Out: every message a user sees passes `one_line` (control characters escaped, so no ESC byte reaches a terminal;
-one line; bounded), and every user value in it passes `clip` or `shown` (at most SHOWN_CHARS characters) or, for a
-URI, `credentials.redact` (never a credential).
+Out: every message a user sees passes `one_line` (credentials hidden, control and format characters escaped, so no
+ESC byte or bidi override reaches a terminal; one line; at most LINE_BYTES bytes), and every user value in it passes
+`clip` or `shown` (escaped, then cut to SHOWN_CHARS bytes) or, for a URI, `credentials.redact` (never a
+credential); normal output (logs, tables, translations) passes `printable`.
 In: files are read by `read_regular` (regular files only, opened without blocking so that a FIFO cannot hang,
 bounded before they are read, optionally confined below a folder and never through a link there); a value tree
 from Python (a dict through the API) passes `check_tree` with a file's limits (size, depth, no shared or circular
 parts, plain YAML types, finite numbers); arguments that name things pass `check_text`. Writes go through
 `output_folder` and `write_file` (never through a link, never over something that is not a regular file, whole or
 not at all). Every network call takes `network_timeout()` seconds at most, which the user sets with
-TIMEOUT_VARIABLE.
+TIMEOUT_VARIABLE (a total deadline and a size cap for HTTP: nmt_core/network.py, whose configure_network the entry
+points call).
 
 This module imports nothing of the project: errors are made by the caller's `error(key, message, source)`, so
 nmt_core and sweeper raise their own one-line types (ConfigError, SpecError, CorpusError) through the same rules.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import stat
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -26,9 +29,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+HIDDEN = "***"  # what a credential is shown as
 SHOWN_CHARS = 100  # at most this much of any user value in a message
 PATH_CHARS = 256  # a path is shown up to a file name's length (255), so that the folder it names stays readable
-LINE_CHARS = 2000  # a whole message, whatever it holds: the last bound
+LINE_BYTES = 560  # a whole message, whatever it holds: the last bound (with "sweeper: error: ", under 600 bytes)
 MAX_BYTES = 1_000_000  # a sweep space, a trial config or a sweep's state: a few kB; 1 MB is plenty
 MAX_DEPTH = 32  # nesting levels of a YAML document, a dict or a state file
 NAME_MAX = 255  # bytes in one part of a path (Linux and macOS)
@@ -45,41 +49,105 @@ ErrorType = Callable[[str, str, str], Exception]
 
 
 def escape(text: str) -> str:
-    """`text` with every character that is not printable written as Python writes it (`\\x1b`, `\\n`, `\\u2028`):
-    no terminal control sequence and no line break survives."""
+    """`text` with every character that is not printable written as Python writes it (`\\x1b`, `\\n`, `\\u2028`,
+    `\\u202e`): no C0 or C1 control, line break, bidi override or other format character survives."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def printable(text: str) -> str:
+    """Normal output (a log, a table, a translation) as a terminal may show it: each line escaped as `escape` does,
+    the line breaks and tabs kept."""
+    if text.isprintable():
+        return text
+    return "\n".join("\t".join(escape(part) for part in line.split("\t")) for line in text.split("\n"))
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` bytes of UTF-8, never inside a character."""
+    data = text.encode("utf-8", "backslashreplace")
+    return text if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
+
+
 def clip(text: Any, limit: int = SHOWN_CHARS) -> str:
-    """A user's text (a key, a name, a path) escaped and cut to `limit` characters, saying how long it was."""
+    """A user's text (a key, a name, a path) escaped, then cut to `limit` bytes, saying how long it was: cut after
+    escaping, so that what is shown is bounded whatever it held."""
     text = text if isinstance(text, str) else str(text)
-    if len(text) > limit:
-        return f"{escape(text[:limit])}... ({len(text):,} characters)"
-    return escape(text)
+    shown_text = escape(text)
+    if len(shown_text.encode("utf-8", "backslashreplace")) > limit:
+        return f"{cut(shown_text, limit)}... ({len(text):,} characters)"
+    return shown_text
 
 
 def clip_path(path: Any) -> str:
-    """A path, escaped and cut to PATH_CHARS characters."""
+    """A path, escaped and cut to PATH_CHARS bytes."""
     return clip(os.fspath(path) if isinstance(path, os.PathLike) else path, PATH_CHARS)
 
 
 def shown(value: Any) -> str:
-    """The repr of a value cut to SHOWN_CHARS characters: an error line never echoes a huge value. An integer too
-    long for Python to print (over 4,300 digits) is named by its length."""
+    """The repr of a value, escaped and cut to SHOWN_CHARS bytes: an error line never echoes a huge value. An integer
+    too long for Python to print (over 4,300 digits) is named by its length, and a value whose repr fails (a hostile
+    object) by its type."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4096:
         return f"an integer of about {int(value.bit_length() * math.log10(2)):,} digits"
     try:
         text = repr(value)
+        if not isinstance(text, str):
+            raise TypeError("__repr__ returned no string")
     except (ValueError, RecursionError):  # a deep or circular value, or a huge integer inside one
         return f"a {type(value).__name__} too large to show"
-    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
+    except Exception:  # noqa: BLE001 - an object whose __repr__ raises is named, never trusted
+        return f"a {type(value).__name__} that cannot be shown"
+    return clip(text)
+
+
+# in free text (a server's error, a library's exception): a URL's userinfo, a `key=value` or `"key": "value"` whose
+# key names a secret, and an Authorization header's scheme and token
+TEXT_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@]+@")
+TEXT_PAIR = re.compile(  # a key that ends in a secret's name (checked by _names_secret), its separator, its value
+    r"""(?i)([a-z0-9_.\-]*(?:secret|passw(?:or)?d|pwd|token|credentials?|signature|sig|(?:api|access|private|secret)_?key))"""
+    r"""(["']?\s*(?:[=:]|%3[da])\s*["']?)([^\s"'&;,?#}\]]+)"""
+)
+TEXT_AUTHORIZATION = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[\w.~+/=\-]{4,}")
+TEXT_SECRET_WORDS = ("secret", "password", "passwd", "pwd", "token", "credential", "credentials", "signature", "sig")
+TEXT_SECRET_WORDS += ("apikey", "accesskey", "privatekey")
+NOT_SECRETS = ("PWD",)  # the shell's working folder, not a password
+MIN_SECRET = 6  # an environment variable's value shorter than this is no secret worth hiding (it would hide words)
+
+
+def hide_secrets(text: str) -> str:
+    """Free text (a server's or a library's message) with every credential it may carry replaced by ***: a URL's
+    userinfo, the value of a key that names a secret (`password=`, `aws_secret_access_key: `, `"token": "`), an
+    Authorization header's token, and the value of every secret-named environment variable (RAY_AUTH_TOKEN,
+    MLFLOW_TRACKING_PASSWORD, AWS_SECRET_ACCESS_KEY, ...) wherever it appears."""
+    for name, value in os.environ.items():
+        if len(value) >= MIN_SECRET and value in text and _names_secret(name) and name not in NOT_SECRETS:
+            text = text.replace(value, HIDDEN)
+    text = TEXT_USERINFO.sub(lambda m: f"{m[1]}{HIDDEN}@", text)
+    text = TEXT_AUTHORIZATION.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}", text)
+    return TEXT_PAIR.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}" if _names_secret(m[1]) else m[0], text)
+
+
+def _names_secret(key: str) -> bool:
+    """In free text, a key whose last word names a secret (`password`, `aws_secret_access_key`, `X-Amz-Signature`);
+    a key that merely holds such a word (`train.token_budget: must be ...`) is a setting, shown."""
+    words = "".join(c if c.isalnum() else " " for c in key.lower()).split()
+    if not words:
+        return False
+    last, before = words[-1], words[-2] if len(words) > 1 else ""
+    return last in TEXT_SECRET_WORDS or (last == "key" and before in ("secret", "access", "api", "private"))
 
 
 def one_line(message: Any) -> str:
-    """The last step before a message reaches a person: one line, control characters escaped, at most LINE_CHARS."""
-    return clip(str(message), LINE_CHARS)
+    """The last step before a message reaches a person: credentials hidden (hide_secrets), one line, control and
+    format characters escaped, at most LINE_BYTES bytes."""
+    try:
+        text = message if isinstance(message, str) else str(message)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ raises
+        text = f"{type(message).__name__} (its message cannot be shown)"
+    text = escape(hide_secrets(text[: 8 * LINE_BYTES]))
+    return text if len(text.encode("utf-8")) <= LINE_BYTES else cut(text, LINE_BYTES - 7) + " (cut)"
 
 
 # ---- in: arguments, value trees ----
@@ -316,10 +384,5 @@ def network_environment(error: ErrorType | None = None) -> dict[str, str]:
         "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
         "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
         "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
+        "PGCONNECT_TIMEOUT": str(max(2, math.ceil(seconds))),  # libpq's connect (psycopg2: a PostgreSQL store)
     }
-
-
-def configure_network(error: ErrorType | None = None) -> None:
-    """Set network_environment() where the user set nothing (a value already set wins); the entry points call it."""
-    for key, value in network_environment(error).items():
-        os.environ.setdefault(key, value)

@@ -30,7 +30,8 @@ from urllib.parse import urlsplit
 from nmt_core import checkpoint
 from nmt_core.config import ConfigError
 from nmt_core.credentials import check_uri, decoded, redact
-from nmt_core.gate import TIMEOUT_VARIABLE, check_text, clip, configure_network, network_timeout
+from nmt_core.gate import TIMEOUT_VARIABLE, check_text, clip, network_timeout
+from nmt_core.network import configure_network
 
 DEFAULT_TRACKING = "sqlite:///mlflow.db"  # the sweeper's default store, in the working folder
 REQUIREMENTS = ("nmt-sweeper", "torch", "sacrebleu", "sentencepiece")  # what decoding imports (MLflow adds itself)

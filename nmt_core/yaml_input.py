@@ -1,7 +1,8 @@
 """YAML written by users (sweep spaces, trial configs, `--set` values), read at a bounded cost.
 
 PyYAML's safe loader still shares aliased nodes (a 430-byte "billion laughs" costs gigabytes once copied or
-printed), lets a duplicate key silently win, reads `.nan` and `.inf` as numbers and takes any file size. Here
+printed), lets a duplicate key silently win (or a merge key `<<` restate one), reads `.nan` and `.inf` as numbers
+and takes any file size. Here
 each of those is refused in one line naming the file and, where there is one, the dotted key, before anything
 is expanded: an alias or anchor, or nesting deeper than MAX_DEPTH, is refused at the parser's event for it.
 """
@@ -18,6 +19,7 @@ from nmt_core.gate import MAX_BYTES, MAX_DEPTH, SHOWN_CHARS, ErrorType, read_reg
 
 # MAX_DEPTH: libyaml's parser slows down quadratically with deep flow nesting
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML was built with it
+MERGE_TAG = "tag:yaml.org,2002:merge"  # what the resolver makes of a plain `<<` key
 
 
 def read_text(path: str, error: ErrorType) -> str:
@@ -93,13 +95,16 @@ def _check_events(text: str, source: str, error: ErrorType) -> None:
 
 
 def _check_keys(node: yaml.Node, path: str, source: str, error: ErrorType) -> None:
-    """A key written twice in one mapping is refused (YAML's loaders let the last one silently win)."""
+    """A key written twice in one mapping is refused (YAML's loaders let the last one silently win), and so is a
+    merge key (`<<: {...}`), which restates keys of the mapping it sits in without being a duplicate."""
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for key, value in node.value:
             name = key.value if isinstance(key, yaml.ScalarNode) else f"(line {key.start_mark.line + 1})"
             dotted = f"{path}{name}"
             line = key.start_mark.line + 1
+            if key.tag == MERGE_TAG:
+                raise error(dotted, f"YAML merge keys (<<) are not allowed (line {line}): write the keys out", source)
             if name in seen:
                 where = f"twice on line {line}" if seen[name] == line else f"on lines {seen[name]} and {line}"
                 raise error(dotted, f"duplicate key, {where}: a mapping names each key once", source)

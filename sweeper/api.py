@@ -15,16 +15,19 @@ importing this module stays cheap.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nmt_core.config import ConfigError
-from nmt_core.gate import check_text, clip_path, configure_network, one_line, output_folder, shown, write_file
+from nmt_core.faults import exit_code, fault_line
+from nmt_core.gate import check_text, clip_path, one_line, output_folder, shown, write_file
+from nmt_core.network import configure_network
 from nmt_core.settings import Bound, accept, declared, setting
 
 if TYPE_CHECKING:
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
     from sweeper.summary import Summary
     from sweeper.sweeps import SweepInfo
 
+T = TypeVar("T")
 MAX_ADDED = 8  # sweeps one summary joins (`--with`): a study and its added rows, not a catalogue
 MAX_CHOSEN = 4  # settings `--choose` picks per row on dev: a rate, a warm-up; a search is a sweep's job
 # Where sweeps are kept unless told: beside the caller; a submitted sweep's driver, in its user's home on the head
@@ -46,11 +50,60 @@ STATUS = {0: "finished", 1: "failed", 3: "tracking pending", 130: "interrupted"}
 
 
 class SweeperError(Exception):
-    """Bad input, or a store, corpus or model that cannot be used: one line, and the CLI's exit code."""
+    """Bad input, or a store, corpus or model that cannot be used: one line, and the CLI's exit code. `fault` holds
+    an unforeseen exception it stands for (its traceback is for debugging, never shown unasked: it may carry a
+    server's own text)."""
 
-    def __init__(self, message: str, exit_code: int = 2):
+    def __init__(self, message: str, exit_code: int = 2, fault: BaseException | None = None):
         super().__init__(one_line(message))  # the gate out: one line, control characters escaped, bounded
         self.exit_code = exit_code
+        self.fault = fault
+
+
+def entry_point(function: Callable[..., T]) -> Callable[..., T]:
+    """A public function of the API behind the last-resort handler: its arguments converted to plain values first
+    (an object whose __fspath__, __iter__ or __str__ raises is refused, not trusted), and whatever it raises that is
+    not a SweeperError becomes one (nmt_core/faults.py: exit code 2 for a store or server that failed, 1 for a
+    fault), raised without its chain so that no traceback shows a server's text; the original is `fault`."""
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> T:
+        try:
+            args = tuple(plain(value, function.__name__) for value in args)
+            kwargs = {key: plain(value, function.__name__, key) for key, value in kwargs.items()}
+            return function(*args, **kwargs)
+        except SweeperError:
+            raise
+        except Exception as err:  # noqa: BLE001 - the last resort
+            raise SweeperError(fault_line(err), exit_code(err), fault=err) from None
+
+    return call
+
+
+def plain(value: Any, source: str, key: str = "argument") -> Any:
+    """An argument as a plain value: a str, int or float subclass as the base type (its own methods are never
+    called), a path-like as its string, a list or tuple rebuilt from plain items; a mapping is checked as a file
+    is, later. An object that fails to convert is refused as bad input."""
+    try:
+        if isinstance(value, (bool, type(None), Mapping)):
+            return value
+        for base, convert in ((str, str.__str__), (int, int.__int__), (float, float.__float__)):
+            if isinstance(value, base):  # the base type's own conversion: a subclass's methods are not called
+                return convert(value)
+        if isinstance(value, os.PathLike):
+            path = os.fspath(value)
+            return str.__str__(path) if isinstance(path, str) else path
+        if isinstance(value, (list, tuple)):
+            base = list if isinstance(value, list) else tuple
+            return base(plain(item, source, key) for item in base.__iter__(value))
+        return value
+    except SweeperError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a hostile object
+        raise SweeperError(
+            f"{source}: {key}: must be a plain value (a string, number, path, list or mapping); its "
+            f"{type(value).__name__} could not be read ({type(err).__name__})"
+        ) from None
 
 
 DRIVER_ENVIRONMENT = {
@@ -117,6 +170,7 @@ class SummaryResult:
     folder: str
 
 
+@entry_point
 def load_space(space: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> SweepSpec:
     """A sweep YAML's path, or the same content as a mapping (labelled `<dict>` in errors), validated alike: a
     mapping is held to a file's limits (size, depth, no shared parts; nmt_core/gate.py)."""
@@ -138,6 +192,7 @@ class Validation:
     lines: list[str]
 
 
+@entry_point
 def validate(space: str | Path | Mapping[str, Any], *, overrides: Mapping[str, Any] | None = None) -> Validation:
     """Check a space as `sweeper validate` does, and describe its plan: trials, resources, conditionals."""
     spec = load_space(space, overrides)
@@ -205,6 +260,7 @@ def grid_plan(spec: SweepSpec) -> list[str]:
     ]
 
 
+@entry_point
 def run(
     space: str | Path | Mapping[str, Any],
     *,
@@ -218,6 +274,7 @@ def run(
     """Run a sweep as `sweeper run` does: our lines on stdout, Ray's in `<storage>/<name>/sweep.log` (and on
     stdout too with verbose); `overrides` are dotted YAML keys, e.g. {"base.train.epochs": 1}."""
     from sweeper.console import sweep_console
+    from sweeper.driver_lock import sweep_lock
     from sweeper.runner import ray_for_one_sweep, run_sweep
     from sweeper.storage import open_storage
 
@@ -230,11 +287,12 @@ def run(
         if name:
             spec.name = name
         experiment = open_storage(storage, "sweeper run").below(spec.name)
-        with sweep_console(experiment, verbose), ray_for_one_sweep():
+        with sweep_lock(experiment, spec.name, "sweeper run"), sweep_console(experiment, verbose), ray_for_one_sweep():
             code = run_sweep(spec, storage, tracking_uri, address)
         return sweep_result(experiment, spec.name, code)
 
 
+@entry_point
 def resume(
     name: str,
     *,
@@ -245,6 +303,7 @@ def resume(
 ) -> SweepResult:
     """Finish an interrupted sweep as `sweeper resume` does: finished trials are kept, not re-run."""
     from sweeper.console import sweep_console
+    from sweeper.driver_lock import sweep_lock
     from sweeper.runner import ray_for_one_sweep, resume_sweep
     from sweeper.storage import open_storage
 
@@ -254,11 +313,12 @@ def resume(
             "sweeper resume", sweep=name, storage=storage, tracking_uri=tracking_uri, address=address, verbose=verbose
         )
         experiment = open_storage(storage, "sweeper resume").below(name)
-        with sweep_console(experiment, verbose), ray_for_one_sweep():
+        with sweep_lock(experiment, name, "sweeper resume"), sweep_console(experiment, verbose), ray_for_one_sweep():
             code = resume_sweep(name, storage, address, tracking_uri)
         return sweep_result(experiment, name, code)
 
 
+@entry_point
 def submit(
     space: str | Path | Mapping[str, Any],
     *,
@@ -292,6 +352,7 @@ def submit(
         return submit_job(spec, address, storage, tracking_uri, wait, ship_code=ship_code)
 
 
+@entry_point
 def schema(out: str | Path | None = None) -> list[Path]:
     """Write the JSON Schemas of the sweep YAML and the trial config into `out` (default: the package's)."""
     from sweeper.schema import SCHEMA_DIR, write
@@ -473,10 +534,21 @@ def check_arguments(source: str, **values: Any) -> None:
         if value is None and kind in REQUIRED:
             raise ConfigError(REQUIRED[kind], "is required (got None)", source)
         if value is not None:
-            ARGUMENTS[kind](value, source)
+            check_one(kind, value, source)
         elif kind in ENVIRONMENT and os.environ.get(ENVIRONMENT[kind][0]):
             variable, check = ENVIRONMENT[kind]
             check(os.environ[variable], source)
+
+
+def check_one(kind: str, value: Any, source: str) -> None:
+    """One argument's check; an object that breaks it (its __eq__, __iter__ or __len__ raising) is refused as bad
+    input, named by its type, not let through as its own exception."""
+    try:
+        ARGUMENTS[kind](value, source)
+    except ConfigError:
+        raise
+    except Exception as err:  # noqa: BLE001 - never trusted to behave
+        raise ConfigError(kind, f"cannot be read ({type(value).__name__}: {type(err).__name__})", source) from None
 
 
 def sweep_result(experiment: Storage, name: str, code: int) -> SweepResult:
@@ -527,6 +599,7 @@ def added_sweeps(name: str, added: tuple[str, ...]) -> tuple[tuple[str, str | No
     return added_runs
 
 
+@entry_point
 def summarize(
     name: str,
     *,
@@ -587,6 +660,7 @@ def summarize(
         return SummaryResult(summary, render_markdown(summary), out or experiment.display(SUMMARY_DIR))
 
 
+@entry_point
 def summarize_from_data(
     name: str, data: str, *, out: str | None = None, format: str = "md", resamples: int | None = None
 ) -> SummaryResult:
@@ -635,6 +709,7 @@ def copy_folder(source: Path, target: Path, key: str) -> None:
             write_file(folder, path.name, path.read_bytes(), ConfigError, key)
 
 
+@entry_point
 def translate(
     sentences: list[str], model_uri: str, *, beam_size: int | None = None, tracking_uri: str | None = None
 ) -> list[str]:
@@ -671,6 +746,7 @@ class SweepLog:
     text: str
 
 
+@entry_point
 def list_sweeps(storage: str = DEFAULT_STORAGE, address: str | None = None) -> pd.DataFrame:
     """Every sweep in `storage`, and on the Ray cluster at `address` (else $RAY_ADDRESS, where set): one row each,
     as `sweeper list` shows them: state (running, waiting for resources, stopping, stopped, finished, failed),
@@ -691,6 +767,7 @@ def list_sweeps(storage: str = DEFAULT_STORAGE, address: str | None = None) -> p
     return frame
 
 
+@entry_point
 def sweep_status(name: str, *, storage: str = DEFAULT_STORAGE, address: str | None = None) -> SweepInfo:
     """One sweep by its name, as `sweeper status` shows it: its state, counts and best so far, and the lines of its
     progress board as its driver last wrote them (`board`, `updated_at`)."""
@@ -702,6 +779,7 @@ def sweep_status(name: str, *, storage: str = DEFAULT_STORAGE, address: str | No
         return sweeps.find(name, storage, address, "sweeper status")[0]
 
 
+@entry_point
 def stop_sweep(
     name: str, *, storage: str = DEFAULT_STORAGE, address: str | None = None, wait_s: float = 0.0
 ) -> StopResult:
@@ -716,6 +794,7 @@ def stop_sweep(
         return StopResult(*sweeps.stop(name, storage, address, wait_s))
 
 
+@entry_point
 def sweep_logs(
     name: str, *, storage: str = DEFAULT_STORAGE, address: str | None = None, tail: int | None = None
 ) -> SweepLog:
@@ -728,6 +807,7 @@ def sweep_logs(
         return SweepLog(*sweeps.logs(name, storage, address, tail))
 
 
+@entry_point
 def promote(
     name: str, trial: str, *, storage: str = DEFAULT_STORAGE, tracking_uri: str | None = None
 ) -> dict[str, Any]:

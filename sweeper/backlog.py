@@ -11,6 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from nmt_core.decoders import json_value
+from sweeper.space import SpecError
 from sweeper.storage import Storage
 
 BACKLOG_FILE = "tracking_backlog.jsonl"
@@ -26,7 +28,8 @@ class Backlog:
         self.writes: list[Write] = []
         if storage is not None and storage.exists(BACKLOG_FILE):
             text = storage.read_text(BACKLOG_FILE)
-            self.writes = [json.loads(line) for line in text.splitlines() if line.strip()]
+            where = storage.display(BACKLOG_FILE)
+            self.writes = [json_value(line.encode(), where, SpecError) for line in text.splitlines() if line.strip()]
 
     def __len__(self) -> int:
         return len(self.writes)

@@ -15,7 +15,8 @@ from typing import Any
 
 from nmt_core.cli_common import GateParser, add_version, enable_completion
 from nmt_core.config import parse_overrides
-from nmt_core.gate import clip_path, escape, one_line
+from nmt_core.faults import add_debug, report, traceback_text
+from nmt_core.gate import clip_path, escape, one_line, printable
 from nmt_core.settings import help_lines
 from sweeper import api
 from sweeper.space import SPEC_SETTINGS
@@ -105,7 +106,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         added=tuple(args.added),
         chosen=tuple(args.chosen),
     )
-    print(done.markdown + "\n".join(["", *planning_lines(done.summary, args.plan)] if args.plan else []))
+    print(printable(done.markdown + "\n".join(["", *planning_lines(done.summary, args.plan)] if args.plan else [])))
     print(
         f"written to {clip_path(done.folder)}/ (summary.md"
         f"{', bleu_table.csv' if args.format == 'csv' else ''}{', bleu_table.tex' if args.format == 'latex' else ''}"
@@ -172,9 +173,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(json.loads(frame.to_json(orient="records", date_format="iso")))
     else:
-        print(
-            table(frame.astype(object).where(frame.notna(), None).to_dict("records")) or f"no sweeps in {args.storage}"
-        )
+        rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+        print(printable(table(rows) or f"no sweeps in {args.storage}"))
     return 0
 
 
@@ -187,7 +187,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print_json(asdict(info))
     else:
-        print("\n".join(describe(info)))
+        print(printable("\n".join(describe(info))))
     return 0
 
 
@@ -198,9 +198,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"message": done.message, "sweep": asdict(done.sweep)})
     else:
-        print(done.message)
+        print(printable(done.message))
         if args.wait:
-            print(f"sweep {args.name}: {done.sweep.state}")
+            print(printable(f"sweep {args.name}: {done.sweep.state}"))
     return 0
 
 
@@ -209,8 +209,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"name": args.name, "source": log.source, "text": log.text})
     else:
-        print(f"# {log.source}", file=sys.stderr)  # where it came from; the log itself on stdout
-        sys.stdout.write(log.text)
+        print(f"# {one_line(log.source)}", file=sys.stderr)  # where it came from; the log itself on stdout
+        sys.stdout.write(printable(log.text))  # a terminal's escapes in a log are shown, not acted on
     return 0
 
 
@@ -220,8 +220,10 @@ def cmd_promote(args: argparse.Namespace) -> int:
         print_json(done)
     else:
         print(
-            f"trial {done['trial']} of sweep {done['name']}: model models:/{done['model_id']} "
-            f"(runs:/{done['run_id']}/model, {done['bytes'] / 1e6:.1f} MB)"
+            printable(
+                f"trial {done['trial']} of sweep {done['name']}: model models:/{done['model_id']} "
+                f"(runs:/{done['run_id']}/model, {done['bytes'] / 1e6:.1f} MB)"
+            )
         )
     return 0
 
@@ -396,15 +398,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse, call the API function of the subcommand (`args.func`), and print its one-line error if it refuses:
-    every check lives in the API (sweeper/api.py check_arguments), and every line passes the gate out."""
+    every check lives in the API (sweeper/api.py check_arguments), and every line passes the gate out. Whatever
+    else is raised (a server's, a library's or this program's error) is the last-resort handler's one line
+    (nmt_core/faults.py): exit 2 for a store or server that failed, 1 for a fault, the traceback behind --debug."""
     parser = build_parser()
+    add_debug(parser)
     enable_completion(parser)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
     except api.SweeperError as err:  # bad input (exit 2), a summary with no finished trial yet (exit 1)
+        if args.debug and err.fault is not None:
+            sys.stderr.write(traceback_text(err.fault))
         print(f"sweeper: error: {one_line(err)}", file=sys.stderr)
         return err.exit_code
+    except KeyboardInterrupt:
+        print("sweeper: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - the last resort: one line, never a traceback
+        return report("sweeper", err, args.debug)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ logs its model later, the same LoggedModel the trial would have had.
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 import time
@@ -19,7 +18,6 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from nmt_core.config import build_config
 from nmt_core.yaml_input import shown
 from sweeper.metrics import TRIAL_ID, VARIANT, is_result
 from sweeper.space import SpecError, check_name, variant_label
@@ -27,6 +25,7 @@ from sweeper.storage import Storage, open_storage
 from sweeper.trainable import MODEL_EXAMPLE
 
 TRIAL_ID_RULE = re.compile(r"[0-9a-f]{5,32}(?:_\d{5})?")  # grid/random 8f3a1_00004, Optuna's 8287bf51
+EXAMPLE_LIMIT = 1_000_000  # bytes of model_example.json: a few source sentences
 CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")  # Ray Tune's numbered checkpoint folders in a trial's folder
 
 
@@ -64,8 +63,8 @@ def model_from_checkpoint(tracker, run_id: str, final: Storage) -> tuple[str, in
         local = Path(folder)
         (local / checkpoint.LAST).write_bytes(final.read_bytes(checkpoint.LAST))
         state = checkpoint.load(local / checkpoint.LAST)  # weights only: storage is trusted for tuner.pkl, not here
-        example = json.loads(final.read_text(MODEL_EXAMPLE)) if final.exists(MODEL_EXAMPLE) else None
-        cfg = build_config(state["config"], source=final.display(checkpoint.LAST))
+        example = final.read_json(MODEL_EXAMPLE, limit=EXAMPLE_LIMIT) if final.exists(MODEL_EXAMPLE) else None
+        cfg = checkpoint.check_weights(state, final.display(checkpoint.LAST))[0]  # before a model is built of it
         save_model(state, local / "model", example if isinstance(example, list) and example else None)
         size = sum(p.stat().st_size for p in (local / "model").rglob("*") if p.is_file())
         run = tracker.client.get_run(run_id)

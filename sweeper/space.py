@@ -23,7 +23,7 @@ from nmt_core.config import EPOCHS, MAX_SEED, SEEDS, ConfigError, TrialConfig, a
 from nmt_core.corpora import CorpusError
 from nmt_core.corpora import check_name as check_corpus_name
 from nmt_core.credentials import check_uri
-from nmt_core.gate import check_tree
+from nmt_core.gate import check_tree, escape
 from nmt_core.registry import label_words
 from nmt_core.settings import Bound, Setting, accept, declared, setting
 from nmt_core.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
@@ -592,9 +592,9 @@ def parse_spec(text: str, source: str) -> SweepSpec:
             raise SpecError(str(key), "unknown key; allowed: " + ", ".join(TOP_LEVEL), source)
     name = check_name(raw.get("name"), "name", source)
     base, base_config, data = _base_config(raw, source)
-    parameters = [
-        _parameter(k, v, base, source) for k, v in _mapping(raw.get("parameters"), "parameters", source).items()
-    ]
+    raw_parameters = _mapping(raw.get("parameters"), "parameters", source)
+    _check_unconditional_grids(raw_parameters, source)
+    parameters = [_parameter(k, v, base, source) for k, v in raw_parameters.items()]
     parameters = _order_by_conditions(parameters, source)
     _check_corpora(base_config.data.corpus, "data" if "corpus" in data else "base.data", parameters, source)
     sections = {section: read_section(section, raw.get(section), source) for section in SECTIONS}
@@ -606,6 +606,29 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     spec = SweepSpec(name, source, base, base_config, parameters, **sections, baseline=baseline, text=text)
     _check_plan_size(spec)
     return spec
+
+
+def _check_unconditional_grids(raw: Mapping[str, Any], source: str) -> None:
+    """Refuse, before any value is checked (each by building a config: seconds for 10,000), grids whose sizes alone
+    pass MAX_TRIALS: a grid without `if` branches every assignment, so their product is a lower bound on the plan."""
+    sizes = [
+        len(spec["grid"])
+        for spec in raw.values()
+        if isinstance(spec, Mapping)
+        and "if" not in spec
+        and isinstance(spec.get("grid"), list)
+        and len(spec["grid"]) <= MAX_TRIALS  # a longer list is refused by _parameter, by its own length
+    ]
+    product = 1
+    for size in sizes:
+        product *= max(size, 1)
+        if product > MAX_TRIALS:
+            raise SpecError(
+                "parameters",
+                f"grids without `if` of {' x '.join(f'{n:,}' for n in sizes)} values make more than {MAX_TRIALS:,} "
+                "trials",
+                source,
+            )
 
 
 def recorded_space(text: str, source: str) -> RecordedSpace:
@@ -738,7 +761,7 @@ def spec_from_mapping(
     except yaml.YAMLError as err:
         raise SpecError("(file)", f"not representable as YAML: {' '.join(str(err).split())[:100]}", source) from None
     if overrides:
-        text = header + " ".join(f"{k}={v}" for k, v in overrides) + "\n" + text
+        text = header + escape(" ".join(f"{k}={v}" for k, v in overrides)) + "\n" + text  # one comment line
     return parse_spec(text, source)
 
 
@@ -752,6 +775,8 @@ def _expand(parameters: list[Parameter], rng: random.Random, limit: int = 0) -> 
             break
         grown = []
         for assignment in assignments:
+            if limit and len(grown) > limit:  # a grid of 10,000 values times another is 10^8 dicts: stop before
+                break
             if not p.active(assignment):
                 grown.append(assignment)
             elif p.kind == "grid":

@@ -8,6 +8,7 @@ for S3-compatible stores: `?endpoint_override=host:9000&scheme=http`) or `gs://b
 from __future__ import annotations
 
 import io
+import os
 import posixpath
 import re
 import uuid
@@ -16,13 +17,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from nmt_core.credentials import check_uri, redact
-from nmt_core.gate import SHOWN_CHARS, ErrorType, clip, clip_path, network_timeout, read_regular, write_file
+from nmt_core.decoders import json_value, parquet_table
+from nmt_core.gate import (
+    SHOWN_CHARS,
+    ErrorType,
+    clip,
+    clip_path,
+    network_timeout,
+    open_regular,
+    read_regular,
+    write_file,
+)
 from sweeper.space import SpecError
 
 SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -74,8 +87,23 @@ class Storage:
             with self.fs.open_input_stream(self.path(*parts)) as stream:
                 return stream.read(limit + 1)[:limit]
 
+    def read_end(self, *parts: str, limit: int = READ_LIMIT, error: ErrorType = SpecError) -> bytes:
+        """The last `limit` bytes of a file (a log's end), through the same gate as read_bytes."""
+        if self.is_local:
+            within = Path(self.top or self.root)
+            with open_regular(self.path(*parts), error, within) as (fd, info):
+                os.lseek(fd, max(info.st_size - limit, 0), os.SEEK_SET)
+                return os.read(fd, limit)
+        with self.one_line(*parts), self.fs.open_input_file(self.path(*parts)) as handle:
+            handle.seek(max(handle.size() - limit, 0))
+            return handle.read(limit)
+
     def read_text(self, *parts: str, limit: int = READ_LIMIT) -> str:
         return self.read_bytes(*parts, limit=limit).decode("utf-8")
+
+    def read_json(self, *parts: str, limit: int = READ_LIMIT, error: ErrorType = SpecError) -> Any:
+        """A JSON file, read as read_bytes does and decoded within nmt_core.decoders' bounds."""
+        return json_value(self.read_bytes(*parts, limit=limit, error=error), self.display(*parts), error)
 
     def write_bytes(self, data: bytes, *parts: str) -> None:
         """Whole or not at all: an object store's put is atomic; in a folder, the gate's write (a new temporary file,
@@ -117,8 +145,10 @@ class Storage:
         pq.write_table(table, buffer)
         self.write_bytes(buffer.getvalue(), *parts)
 
-    def read_parquet(self, *parts: str) -> pa.Table:
-        return pq.read_table(io.BytesIO(self.read_bytes(*parts)))
+    def read_parquet(self, *parts: str, max_rows: int | None = None, error: ErrorType = SpecError) -> pa.Table:
+        """A Parquet file, read as read_bytes does, refused by its footer if it expands beyond `max_rows` rows
+        (nmt_core.decoders)."""
+        return parquet_table(self.read_bytes(*parts, error=error), self.display(*parts), error, max_rows)
 
     def delete(self, *parts: str) -> None:
         path = self.path(*parts)
@@ -137,13 +167,16 @@ class Storage:
 
 
 def open_storage(storage: str, source: str) -> Storage:
-    """The storage a `--storage` value names; a scheme Ray cannot store on, or credentials in it, are bad input
-    (exit 2)."""
+    """The storage a `--storage` value names; a scheme Ray cannot store on, credentials in it, or a file where a
+    folder should be, are bad input (exit 2)."""
     check_uri(storage, "storage", "--storage", source)
     match = SCHEME.match(storage)
     scheme = match.group(1).lower() if match else None
-    if scheme is None or scheme == "file":
-        folder = Path(storage.removeprefix("file://")).expanduser().resolve()
+    if scheme is None or storage[:5].lower() == "file:":
+        path = file_uri_path(storage, source) if storage[:5].lower() == "file:" else storage
+        folder = Path(path).expanduser().resolve()
+        if folder.exists() and not folder.is_dir():
+            raise SpecError("--storage", f"{clip_path(folder)} is a file, not a folder; name a folder", source)
         return Storage(str(folder), pafs.LocalFileSystem(), folder.as_posix())
     if scheme not in OBJECT_STORES:
         raise SpecError(
@@ -158,6 +191,26 @@ def open_storage(storage: str, source: str) -> Storage:
     except (pa.ArrowInvalid, OSError) as err:
         raise SpecError("--storage", f"{redact(storage)}: {first_line(err)}", source) from None
     return Storage(storage, with_timeouts(fs), root.rstrip("/"))
+
+
+def file_uri_path(uri: str, source: str) -> str:
+    """The folder a `file:` URI names, as RFC 8089 reads it: the scheme in any case; `file:///path`,
+    `file://localhost/path` and `file:/path` name /path on this machine (percent-decoded); another host, a port or
+    a relative path is refused (none is a folder here, and none may become a folder named `file:` or `localhost`)."""
+    rest = uri[len("file:") :]
+    if rest.startswith("//"):
+        host, slash, path = rest[2:].partition("/")
+        if host.lower() not in ("", "localhost"):
+            raise SpecError(
+                "--storage",
+                f"{redact(uri)}: a file URI names a folder on this machine (file:///path or file://localhost/path), "
+                f"not one on {clip(host, 50)}",
+                source,
+            )
+        rest = slash + path
+    if not rest.startswith("/"):
+        raise SpecError("--storage", f"{redact(uri)}: a file URI's path is absolute (file:///path)", source)
+    return unquote(rest)
 
 
 def with_timeouts(fs: pafs.FileSystem) -> pafs.FileSystem:

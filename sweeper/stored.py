@@ -19,7 +19,7 @@ from typing import Any
 
 from nmt_core.config import build_config
 from nmt_core.credentials import check_uri
-from nmt_core.gate import check_tree, clip, shown
+from nmt_core.gate import ErrorType, check_tree, shown
 from nmt_core.settings import accept
 from sweeper.space import (
     MAX_TRIALS,
@@ -48,6 +48,15 @@ def damaged(experiment: Storage, file: str, why: str) -> SpecError:
         "sweep again under another --name",
         experiment.display(file),
     )
+
+
+def damage_error(experiment: Storage, file: str) -> ErrorType:
+    """The gate's `error` for a file of the sweep's folder: whatever it refuses is damage to that file."""
+
+    def error(key: str, message: str, source: str) -> SpecError:
+        return damaged(experiment, file, message if key == "(file)" else f"{key}: {message}")
+
+    return error
 
 
 @dataclass(frozen=True)
@@ -116,15 +125,9 @@ def state_from(record: dict[str, Any], where: str) -> SweepState:
 def read_state(experiment: Storage) -> SweepState:
     """sweeper.json as `run_sweep` wrote it, every key re-checked; anything else is damage (one line, exit 2)."""
     where = experiment.display(STATE_FILE)
-
-    def error(key: str, message: str, source: str) -> SpecError:
-        return damaged(experiment, STATE_FILE, message if key == "(file)" else f"{key}: {message}")
-
-    body = experiment.read_bytes(STATE_FILE, limit=STATE_LIMIT, error=error)  # too large, a link, a FIFO: damage
-    try:
-        state = json.loads(body.decode("utf-8"))
-    except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, an integer of over 4,300 digits, too deep
-        raise damaged(experiment, STATE_FILE, f"not JSON ({clip(str(err), 100)})") from None
+    error = damage_error(experiment, STATE_FILE)
+    # too large, a link, a FIFO, not JSON, NaN, a 400-digit number, a lone surrogate: damage (nmt_core.decoders)
+    state = experiment.read_json(STATE_FILE, limit=STATE_LIMIT, error=error)
     check_tree(state, where, error, STATE_LIMIT)
     missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else ["(a mapping)"]
     if missing:

@@ -20,7 +20,7 @@ from pathlib import Path
 import nmt_core
 from nmt_core.config import ConfigError
 from nmt_core.credentials import redact
-from nmt_core.gate import seconds_from
+from nmt_core.gate import printable, seconds_from
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.cluster import SubmitError, connect
 from sweeper.space import SweepSpec
@@ -40,6 +40,7 @@ def entrypoint(spec: SweepSpec, storage: str, tracking_uri: str) -> str:
         "python",
         "-m",
         "sweeper.cli",
+        "--debug",  # an unforeseen error's traceback goes to the job's log (escaped, credentials hidden)
         "run",
         "space.yaml",
         "--name",
@@ -133,7 +134,7 @@ def follow(client, job_id: str) -> int:
     while True:
         status = client.get_job_status(job_id)
         logs = client.get_job_logs(job_id)
-        sys.stdout.write(logs[printed:])
+        sys.stdout.write(printable(logs[printed:]))  # the job's log through the gate: escapes shown, not acted on
         sys.stdout.flush()
         printed = len(logs)
         if status.is_terminal():

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from nmt_core.config import ConfigError
@@ -44,7 +45,8 @@ LOG_LIMIT = 10_000_000  # bytes of a log that `sweeper logs` reads: its end
 BOARD_LINES = 60  # at most this many board lines are kept in a status
 JOB_VARIABLE = "SWEEPER_JOB"  # the job record `sweeper submit` hands its driver (JSON: id, address, submitted_by)
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # a Ray Jobs submission id
-USER = re.compile(r"[^\x00-\x1f\x7f]{1,100}")  # a user name as recorded and shown: printable, at most 100 characters
+USER_CHARS = 100  # a user name as recorded and shown: printable, at most this many characters
+LAST_SECOND = 253_402_300_800  # 10000-01-01: a stored time beyond it is damage
 
 STARTING, RUNNING, WAITING, STOPPING = "starting", "running", "waiting for resources", "stopping"
 FINISHING = "finishing"  # the trials are over; the driver records the results, models and summary
@@ -93,13 +95,29 @@ def printable(text: str) -> str:
 
 
 def iso(seconds: Any) -> str | None:
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+    """A time as ISO 8601 (UTC); None for what is no time (a year out of 1970-9999 included)."""
+    if not is_time(seconds):
         return None
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
+def is_time(seconds: Any) -> bool:
+    """Seconds since 1970 that a date can show (a stored 1e300 or -1 is damage, not a date)."""
+    number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+    return number and 0 <= seconds < LAST_SECOND
+
+
+def stored_time(experiment: Storage, file: str, key: str, seconds: Any) -> float | None:
+    """A time a record stored (null where it is not kept), checked on read: anything but a time is damage."""
+    from sweeper.stored import damaged
+
+    if seconds is not None and not is_time(seconds):
+        raise damaged(experiment, file, f"{key}: must be seconds since 1970 (got {shown(seconds)})")
+    return seconds
+
+
 def check_user(value: Any, key: str, source: str) -> str:
-    if not isinstance(value, str) or not USER.fullmatch(value):
+    if not isinstance(value, str) or not 0 < len(value) <= USER_CHARS or not value.isprintable():
         raise SpecError(key, f"must be 1-100 printable characters (got {shown(value)})", source)
     return value
 
@@ -170,19 +188,14 @@ def driver_alive(record: Any) -> bool | None:
 
 
 def read_record(experiment: Storage, file: str) -> dict[str, Any] | None:
-    """A small JSON record in the sweep's folder (status.json, stop.json), or None; one that cannot be read is
-    damage, named in one line as sweeper.json's is."""
-    from sweeper.stored import damaged
+    """A small JSON record in the sweep's folder (status.json, stop.json), or None; one that cannot be read (a link
+    out, a FIFO, too large, not JSON within nmt_core.decoders' bounds) is damage, named in one line as sweeper.json's
+    is."""
+    from sweeper.stored import damage_error, damaged
 
-    info = experiment.fs.get_file_info(experiment.path(file))
-    if info.type == pafs.FileType.NotFound:
+    if not experiment.exists(file):
         return None
-    if (info.size or 0) > RECORD_LIMIT:
-        raise damaged(experiment, file, f"{info.size} bytes, more than it ever takes ({RECORD_LIMIT})")
-    try:
-        record = json.loads(experiment.read_text(file))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise damaged(experiment, file, f"not JSON ({str(err)[:100]})") from None
+    record = experiment.read_json(file, limit=RECORD_LIMIT, error=damage_error(experiment, file))
     if not isinstance(record, dict):
         raise damaged(experiment, file, "not a JSON object")
     return record
@@ -227,7 +240,7 @@ def read_status(experiment: Storage) -> dict[str, Any] | None:
         "state": status["state"],
         "detail": printable(str(status.get("detail", "")))[:300],
         "best": float(best) if isinstance(best, (int, float)) and not isinstance(best, bool) else None,
-        "updated": status.get("updated") if isinstance(status.get("updated"), (int, float)) else None,
+        "updated": stored_time(experiment, STATUS_FILE, "updated", status.get("updated")),
         "driver": status.get("driver"),
         "board": [printable(str(line))[:300] for line in board[:BOARD_LINES]],
     }
@@ -264,7 +277,7 @@ def from_storage(experiment: Storage, name: str) -> SweepInfo:
         trials=state.trials,
         metric=state.metric,
         started_by=check_user(by, "started_by", experiment.display(STATE_FILE)) if by is not None else None,
-        started_at=iso(state.started_at),
+        started_at=iso(stored_time(experiment, STATE_FILE, "started_at", state.started_at)),
         job_id=job["id"] if job else None,
         address=redact(job["address"]) if job else None,
         storage=experiment.uri,
@@ -304,13 +317,20 @@ def liveness(status: dict[str, Any], info: SweepInfo) -> tuple[str, str]:
 
 
 def with_results(experiment: Storage, info: SweepInfo) -> None:
-    """Counts and state from results.parquet (a sweep that ended before status.json existed)."""
+    """Counts and state from results.parquet (a sweep that ended before status.json existed): a row per trial, its
+    status a string; anything else is damage."""
     from sweeper.metrics import RESULTS_FILE
+    from sweeper.space import MAX_TRIALS
+    from sweeper.stored import damage_error, damaged
 
     if not experiment.exists(RESULTS_FILE):
         info.detail = "no status recorded: started by an older version, or its driver never reached its trials"
         return
-    statuses = experiment.read_parquet(RESULTS_FILE).column("status").to_pylist()
+    table = experiment.read_parquet(RESULTS_FILE, max_rows=MAX_TRIALS, error=damage_error(experiment, RESULTS_FILE))
+    column = table.column("status") if "status" in table.column_names else None
+    if column is None or not pa.types.is_string(column.type) or column.null_count:
+        raise damaged(experiment, RESULTS_FILE, "no column `status` of strings (each trial's TERMINATED, ERROR, ...)")
+    statuses = column.to_pylist()
     info.done = sum(s in ("TERMINATED", "STOPPED") for s in statuses)
     info.failed = sum(s == "ERROR" for s in statuses)
     info.running, info.pending = 0, sum(s == "UNFINISHED" for s in statuses)
@@ -488,11 +508,11 @@ def logs(name: str, storage_uri: str, address: str | None, tail: int | None = No
 
 
 def read_end(experiment: Storage, file: str) -> str:
-    """The last LOG_LIMIT bytes of a file in storage."""
-    with experiment.fs.open_input_file(experiment.path(file)) as handle:
-        size = handle.size()
-        handle.seek(max(size - LOG_LIMIT, 0))
-        return handle.read().decode("utf-8", errors="replace")
+    """The last LOG_LIMIT bytes of a file in storage, through the storage's gate (a regular file, no link out, no
+    FIFO or device)."""
+    from sweeper.stored import damage_error
+
+    return experiment.read_end(file, limit=LOG_LIMIT, error=damage_error(experiment, file)).decode("utf-8", "replace")
 
 
 def table(rows: list[dict[str, Any]]) -> str:

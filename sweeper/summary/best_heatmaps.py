@@ -7,16 +7,17 @@ later with `sweeper.plots.heatmaps`.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from mlflow.tracking import MlflowClient
 
+from nmt_core.decoders import TEXT_LIMIT, read_json_file
 from sweeper.metrics import HEATMAPS, PLOTS_FOLDER
 from sweeper.plots import heatmaps
 from sweeper.space import ObjectiveSpec
+from sweeper.summary.records import summary_error
 from sweeper.summary.statistics import objective_of
 
 
@@ -42,7 +43,7 @@ def draw_into_run(client: MlflowClient, run_id: str) -> bool:
         except Exception:  # noqa: BLE001 - MLflow raises several types for a missing artifact
             return False
         folder = Path(tmp) / PLOTS_FOLDER
-        heatmaps(json.loads(Path(local).read_text(encoding="utf-8")), folder)
+        heatmaps(read_json_file(local, TEXT_LIMIT, summary_error), folder)
         client.log_artifacts(run_id, str(folder), PLOTS_FOLDER)
     return True
 

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from nmt_core.config import ConfigError
+from nmt_core.decoders import TEXT_LIMIT, read_json_file, read_parquet_file
 from nmt_core.evaluate import ALIGNMENT_STATS
 from sweeper.space import ObjectiveSpec, RecordedSpace, SignificanceSpec, TrackingSpec
 from sweeper.summary.records import SweepSnapshot, TrialRecord
@@ -93,12 +94,14 @@ def read_data(folder: Path) -> SweepSnapshot:
         raise ConfigError("--from-data", f"{folder}: no summary data here (data/sweep.json, as summarize writes)")
     try:
         return snapshot_of(data)
+    except ConfigError as err:  # a file nmt_core.decoders refused (not Parquet, too many rows, not JSON): it says why
+        raise ConfigError("--from-data", f"{folder}: unreadable summary data ({err})") from None
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as err:
         raise ConfigError("--from-data", f"{folder}: unreadable summary data ({type(err).__name__})") from None
 
 
 def snapshot_of(data: Path) -> SweepSnapshot:
-    fields = json.loads((data / "sweep.json").read_text(encoding="utf-8"))
+    fields = read_json_file(data / "sweep.json", TEXT_LIMIT, ConfigError)
     space = fields["space"]
     recorded = RecordedSpace(
         ObjectiveSpec(**space["objective"]),
@@ -108,13 +111,13 @@ def snapshot_of(data: Path) -> SweepSnapshot:
         tuple(space["varied"]),
         space["scheduler"],
     )
-    records = [trial_record(row) for row in pq.read_table(data / "trials.parquet").to_pylist()]
+    records = [trial_record(row) for row in read_parquet_file(data / "trials.parquet", ConfigError).to_pylist()]
     references: dict[str, list[str]] = {}
-    for row in pq.read_table(data / "references.parquet").to_pylist():
+    for row in read_parquet_file(data / "references.parquet", ConfigError).to_pylist():
         references.setdefault(row["set"], []).append(row["reference"])
     translations, alignment = read_sentences(data / "sentences.parquet")
     traces = {
-        (path.stem, path.parent.relative_to(data / "traces").as_posix()): pq.read_table(path)
+        (path.stem, path.parent.relative_to(data / "traces").as_posix()): read_parquet_file(path, ConfigError)
         for path in sorted((data / "traces").rglob("*.parquet"))
     }
     return SweepSnapshot(
@@ -142,7 +145,7 @@ def trial_record(row: dict[str, Any]) -> TrialRecord:
 
 def read_sentences(path: Path) -> tuple[dict[str, dict[str, list[str]]], dict[str, dict[str, np.ndarray]]]:
     """Each trial's hypotheses by test set, and its alignment statistics (N, len(ALIGNMENT_STATS)) where written."""
-    table = pq.read_table(path)
+    table = read_parquet_file(path, ConfigError)
     translations: dict[str, dict[str, list[str]]] = {}
     columns: dict[tuple[str, str], list[list[float]]] = {}
     aligned = ALIGNMENT_STATS[0] in table.column_names

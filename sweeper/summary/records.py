@@ -11,7 +11,7 @@ bulk read (or an answer that hit its limit) is read one run at a time.
 
 from __future__ import annotations
 
-import json
+import io
 import statistics
 from collections import Counter
 from collections.abc import Iterator
@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from mlflow.store.artifact.artifact_repo import ArtifactRepository
 from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 from mlflow.tracking import MlflowClient
@@ -31,6 +30,7 @@ from mlflow.utils.rest_utils import http_request
 
 from nmt_core.config import ConfigError, TrialConfig, build_config, scalar, section_keys, set_dotted
 from nmt_core.credentials import redact
+from nmt_core.decoders import TEXT_LIMIT, read_json_file, read_parquet_file, read_text_file
 from nmt_core.registry import is_adaptive
 from nmt_core.yaml_input import read_text
 from sweeper.metrics import (
@@ -64,6 +64,11 @@ FORCED_TRACES = FORCED.removeprefix("traces/")  # a trace name: forced/<test set
 
 class SummaryError(ValueError):
     """A sweep that cannot be summarised; the message says why and what to do."""
+
+
+def summary_error(key: str, message: str, source: str) -> SummaryError:
+    """The gate's `error` for a trial's artifact that cannot be read (nmt_core.decoders)."""
+    return SummaryError(f"{source}: {message}" if key == "(file)" else f"{source}: {key}: {message}")
 
 
 @dataclass
@@ -423,7 +428,7 @@ def read_artifacts(client: MlflowClient, snapshot: SweepSnapshot, folder: Path) 
         for record, events in zip(
             exploited, each(lambda r: download(client, r, PBT_EVENTS, folder / r.run_id), [(r,) for r in exploited])
         ):
-            record.pbt_events = json.loads(events.read_text())
+            record.pbt_events = read_json_file(events, TEXT_LIMIT, summary_error)
     return snapshot
 
 
@@ -452,16 +457,20 @@ def read_trace(client: MlflowClient, record: TrialRecord, split: str, folder: Pa
     """traces/<split>.parquet of a trial; a teacher-forced one is None where the trial was made before they were
     recorded (the word classes say so)."""
     try:
-        return pq.read_table(download(client, record, f"traces/{split}.parquet", folder / record.run_id / split))
+        local = download(client, record, f"traces/{split}.parquet", folder / record.run_id / split)
     except Exception:  # noqa: BLE001 - MLflow raises several types for a missing artifact
         if split.startswith(f"{FORCED_TRACES}/"):
             return None
         raise
+    return read_parquet_file(local, summary_error)
 
 
 def read_alignment_stats(path: Path) -> np.ndarray:
     """alignment/<set>.tsv as sweeper.artifacts.write_alignment_stats writes it: a header, a row per sentence."""
-    return np.loadtxt(path, delimiter="\t", skiprows=1, ndmin=2)
+    try:
+        return np.loadtxt(io.StringIO(read_text_file(path, summary_error)), delimiter="\t", skiprows=1, ndmin=2)
+    except ValueError as err:  # a row of another length, a word where a number goes
+        raise summary_error("(file)", f"not the alignment table a trial writes ({str(err)[:100]})", str(path)) from None
 
 
 def artifact_lines(client: MlflowClient, record: TrialRecord, path: str, folder: Path) -> list[str]:
@@ -472,4 +481,4 @@ def artifact_lines(client: MlflowClient, record: TrialRecord, path: str, folder:
             f"run {record.run_id} has no {path} ({type(err).__name__}): it was made by an older "
             "version; re-run the sweep"
         ) from None
-    return local.read_text(encoding="utf-8").splitlines()
+    return read_text_file(local, summary_error).splitlines()

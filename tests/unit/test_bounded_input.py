@@ -91,7 +91,7 @@ def validate(tmp_path, capsys, text: str | bytes, *args: str) -> str:
             + "]}\n  train.lr: {grid: ["
             + ", ".join(f"0.00{i}" for i in range(1, 10))
             + "]}\n  train.clip_norm: {grid: [1, 2, 3, 4, 5, 6]}\n",
-            f"parameters: the plan (grid configurations x 1 samples x 1 seeds) has more than {MAX_TRIALS:,} trials",
+            f"parameters: grids without `if` of 2 x 101 x 9 x 6 values make more than {MAX_TRIALS:,} trials",
         ),
         (
             SPACE + "significance: {resamples: 100000000000}\n",

@@ -1,0 +1,150 @@
+"""A hostile HTTP server on 127.0.0.1 for the fuzzing harness (issue #61 item 3): it answers the probe a client
+sends first (`/health`, `/api/version`) and then misbehaves as told, so that what is tested is the client's
+deadline and cap, not its probe.
+
+Behaviours (`HostileServer(behaviour)`):
+- drip: headers, then one byte of body every 0.3 s;
+- drip_headers: the status line, then one header byte every 0.3 s;
+- stall: accepts and never answers;
+- huge: claims 5 GB and sends zeros as fast as it can;
+- endless: a chunked body that never ends;
+- escapes: a 500 whose JSON error holds terminal escapes, bidi overrides and credentials;
+- secrets: a 400 whose error repeats credentials and a signed URL;
+- redirect: a redirect to itself, for ever;
+- garbage: a 200 whose body is not JSON, escapes and all.
+
+Bounded in time: every connection is served at most SERVE_S seconds, and `close()` ends the server and its threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Iterator
+
+SERVE_S = 30.0  # no connection is held longer, whatever the client does
+PROBES = ("/health", "/api/version", "/version")
+# what Ray's dashboard (and MLflow's /health, which reads no body) answers to a probe
+PROBE_ANSWER = b'{"version": "4", "ray_version": "2.60.0", "ray_commit": "x", "session_name": "s"}'
+ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31mRED\x9b31m\u202egnp.exe\u2066\x07\x00"
+SECRET = "Qz7kRsecretWx8mTvalueVp9nY"  # never to be shown: the fuzz harness looks for its pieces
+SECRET_TEXT = (
+    f"password={SECRET} aws_secret_access_key={SECRET} Authorization: Bearer {SECRET} "
+    f"https://user:{SECRET}@example.com/x?X-Amz-Signature={SECRET}"
+)
+BEHAVIOURS = ("drip", "drip_headers", "stall", "huge", "endless", "escapes", "secrets", "redirect", "garbage")
+
+
+def _answer(status: str, body: bytes, kind: str = "application/json", extra: str = "") -> bytes:
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n{extra}Connection: close\r\n\r\n"
+    ).encode() + body
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        self.request.settimeout(SERVE_S)
+        self.until = time.monotonic() + SERVE_S
+        try:
+            head = self._read_head()
+            path = head.split(b" ", 2)[1].decode("latin-1") if head.count(b" ") >= 2 else "/"
+            if path.split("?")[0] in PROBES:
+                self.request.sendall(_answer("200 OK", PROBE_ANSWER))
+                return
+            getattr(self, f"_{self.server.behaviour}")(path)
+        except OSError:  # the client hung up: what a deadline does
+            pass
+
+    def _read_head(self) -> bytes:
+        data = b""
+        while b"\r\n\r\n" not in data and len(data) < 65536:
+            chunk = self.request.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    def _running(self) -> bool:
+        return time.monotonic() < self.until and not self.server.closing.is_set()
+
+    def _drip(self, path: str) -> None:
+        self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+        while self._running():
+            self.request.sendall(b" ")
+            time.sleep(0.3)
+
+    def _drip_headers(self, path: str) -> None:
+        self.request.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+        while self._running():
+            self.request.sendall(b"a")
+            time.sleep(0.3)
+
+    def _stall(self, path: str) -> None:
+        while self._running():
+            time.sleep(0.1)
+
+    def _huge(self, path: str) -> None:
+        self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5000000000\r\n\r\n")
+        block = b"0" * 65536
+        while self._running():
+            self.request.sendall(block)
+
+    def _endless(self, path: str) -> None:
+        self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        block = b"10000\r\n" + b"[" * 65536 + b"\r\n"
+        while self._running():
+            self.request.sendall(block)
+
+    def _escapes(self, path: str) -> None:
+        body = f'{{"error_code": "INTERNAL_ERROR", "message": "{ESCAPES} {SECRET_TEXT}"}}'.encode()
+        self.request.sendall(_answer("500 Internal Server Error", body))
+
+    def _secrets(self, path: str) -> None:
+        body = f'{{"error_code": "INVALID_PARAMETER_VALUE", "message": "{SECRET_TEXT}"}}'.encode()
+        self.request.sendall(_answer("400 Bad Request", body))
+
+    def _redirect(self, path: str) -> None:
+        self.request.sendall(_answer("302 Found", b"", extra=f"Location: {path}x\r\n"))
+
+    def _garbage(self, path: str) -> None:
+        self.request.sendall(_answer("200 OK", f"<html>{ESCAPES}{SECRET_TEXT}".encode(), "text/html"))
+
+
+class HostileServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, behaviour: str):
+        if behaviour not in BEHAVIOURS:
+            raise ValueError(f"no behaviour {behaviour!r}; one of {BEHAVIOURS}")
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.behaviour = behaviour
+        self.closing = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@contextlib.contextmanager
+def hostile_server(behaviour: str) -> Iterator[HostileServer]:
+    """A HostileServer serving in a thread for the `with` block; closed (its connections too) afterwards."""
+    server = HostileServer(behaviour)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.closing.set()
+        server.shutdown()
+        server.server_close()
+
+
+def free_closed_port() -> int:
+    """A port nothing listens on (a refused connection)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
