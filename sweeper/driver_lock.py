@@ -12,6 +12,7 @@ lock is checked, then written (two drivers started within the same second can bo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -35,12 +36,27 @@ LOCK_FILE = "driver.lock"
 def sweep_lock(experiment: Storage, name: str, source: str) -> Iterator[None]:
     """Held while this process drives sweep `name`; released (deleted, if still ours) when it ends."""
     me = driver()
+    made = folders_to_make(experiment)
     take(experiment, me, name, source)
     try:
         yield
     finally:
         if read_holder(experiment) == me:
             experiment.delete(LOCK_FILE)
+        for folder in made:  # a run refused before it wrote anything leaves no folder behind (nothing half-written)
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only if empty
+
+
+def folders_to_make(experiment: Storage) -> list[Path]:
+    """The local folders that taking the lock creates (the sweep's, and any missing above it), deepest first."""
+    if not experiment.is_local:
+        return []
+    missing, folder = [], Path(experiment.path(LOCK_FILE)).parent
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
 
 
 def take(experiment: Storage, me: dict[str, Any], name: str, source: str) -> None:
