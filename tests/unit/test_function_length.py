@@ -19,7 +19,8 @@ def sources() -> list[Path]:
     return [
         path
         for path in sorted(ROOT.rglob("*.py"))
-        if not SKIPPED & set(path.relative_to(ROOT).parts[:-1]) and not path.relative_to(ROOT).parts[0].startswith(".")
+        if not SKIPPED & set(path.relative_to(ROOT).parts[:-1])
+        and not any(part.startswith(".") for part in path.relative_to(ROOT).parts)  # .venv, benchmarks/.joeynmt, ...
     ]
 
 
