@@ -1284,7 +1284,7 @@ def test_a_non_significant_comparison_says_what_its_seeds_detect_at_holms_level_
     from sweeper.summary.statistics import Comparison, mark_and_power
 
     def comparison(delta: float, p: float, se2: float) -> Comparison:
-        test = SeedSentenceTest(delta, (se2 * 2.5, se2 * 2.5), (5, 5), 0.0, 8.0, p, (-1, 1), 0.0, 0.0, 1000)
+        test = SeedSentenceTest(delta, (se2 * 2.5, se2 * 2.5), (5, 5), 0.0, 8.0, p, (-1, 1), 0.0, 0.0, 0.0)
         return Comparison(None, None, "baseline", delta, p_value=p, p_adjusted=min(1.0, p * 3), test=test)
 
     found = [comparison(0.05, 0.8, 0.01), comparison(0.3, 0.2, 0.04), comparison(-0.2, 0.5, 0.02)]
