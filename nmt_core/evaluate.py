@@ -256,10 +256,11 @@ def seed_sentence_test(baseline: SystemScores, system: SystemScores, level: floa
     median-unbiased value, the shared part with its Monte-Carlo variance), and so is the interval.
 
     What holds: the variance is unbiased for Var(delta) under the model; in Tatoeba's regime (2-5 seeds a row,
-    seed std 0.0-0.6, tests/unit/test_significance_calibration.py) 4-6% of nulls fall below 0.05. Under normal
-    theory with equal seed variances the size is 4.0-5.0% at 2 seeds a row and 4.4-5.0% at 3-5; where one
-    system's seeds vary ten times as much as the other's, 2 seeds a row reach 6-7% (Welch's own Behrens-Fisher
-    limit; docs/statistics.md). Each system needs at least 2 seeds.
+    seed std 0.0-0.6, tests/unit/test_significance_calibration.py) 4.3-6.4% of nulls fall below 0.05. Under normal
+    theory with equal seed variances the size is 4.0-4.8% at 2 seeds a row and 4.4-4.8% at 3 and 5 (the shared
+    part 10-60% of the variance); where one system's seeds vary ten times as much as the other's, 2 seeds a row
+    reach up to 7.2% and 3 against 2 up to 8.6% (the Behrens-Fisher problem at 1-2 df, which Welch's test shows alone:
+    6.8% at 3 against 2; docs/statistics.md). Each system needs at least 2 seeds.
     """
     if min(baseline.seeds, system.seeds) < 2:
         raise ValueError("a seed-aware test needs at least 2 seeds per system")
