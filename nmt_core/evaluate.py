@@ -222,7 +222,9 @@ def variance_of(seed_variances: tuple[float, float], seeds: tuple[int, int], sha
     return sum(v / n for v, n in zip(seed_variances, seeds)) + shared
 
 
-def welch_df(seed_variances: tuple[float, float], seeds: tuple[int, int], shared: float, shared_variance: float):
+def welch_df(
+    seed_variances: tuple[float, float], seeds: tuple[int, int], shared: float, shared_variance: float
+) -> float:
     """Satterthwaite's degrees of freedom of variance_of, 2 Var^2 / (the sum of its terms' sampling variances), with
     the seed part S = s_A^2 / n_A + s_B^2 / n_B at its median-unbiased value (docs/statistics.md#degrees-of-freedom).
 
