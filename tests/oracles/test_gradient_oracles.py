@@ -77,6 +77,11 @@ CARRIES = {
         TRANSFORMER,
         ("reading.W_c", "decoder.layers.0.self_attention.W_V.bias"),
     ),
+    "transformer qk_norm sact first_pass both": (
+        {"temperature": "sact", "temperature_at": "both", "qk_norm": True},
+        TRANSFORMER,
+        ("reading.W_c", "decoder.layers.0.self_attention.W_K.bias", "decoder.layers.0.cross_attention.W_Q.bias"),
+    ),
     "transformer sentinel x_{i-1}": ({"sentinel": True}, TRANSFORMER, ("sentinel.W_t", "decoder.embed")),
     "transformer self-attention keys and values": ({}, TRANSFORMER, ("decoder.layers.0.self_attention.W_V.bias",)),
 }

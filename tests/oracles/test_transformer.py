@@ -401,10 +401,11 @@ def test_a_transformer_run_logs_the_sact_reading_only_with_sact():
     assert "attention.sact_reading" not in build_config({"attention": {"temperature": "sact"}}).active()  # the RNN
 
 
-def test_diagnostics_count_every_head_of_every_word():
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_diagnostics_count_every_head_of_every_word(qk_norm):
     """tau_* and the gate over (word, head) pairs of every tempered head; entropy and saturation over the last
-    cross-attention's heads, not over their average."""
-    model, cfg = model_of(temperature="sact", sentinel=True)
+    cross-attention's heads, not over their average. With qk_norm the same per-epoch tau_p50 and tau_at_bound."""
+    model, cfg = model_of(temperature="sact", sentinel=True, qk_norm=qk_norm)
     batch = _batch()
     with torch.no_grad():
         _, trace = model(batch.src, batch.src_lengths, batch.tgt_in)
