@@ -36,7 +36,7 @@ from scipy.stats import t as student_t
 
 from nmt_core.config import DataConfig
 from nmt_core.data import surface, tokenize
-from nmt_core.evaluate import draw_counts
+from nmt_core.evaluate import SystemScores, draw_counts, seed_sentence_test
 from sweeper.summary.records import FORCED_TRACES, TrialRecord
 
 CLOSED = frozenset({"ADP", "AUX", "CCONJ", "DET", "PART", "PRON", "SCONJ"})  # UD's closed classes, NUM apart
@@ -298,9 +298,10 @@ def seeds_and_types(
     tables: list[pa.Table], lexicon: Lexicon, reading: str, moved: dict[str, str] | None = None
 ) -> Estimate | None:
     """closed - open with a 95% interval over seeds and word types (docs/statistics.md's two levels, types in place
-    of sentences): the seeds' s^2 / n plus the part of the type-resampling variance every seed shares (the seeds'
-    own part is in s^2 already), Welch-Satterthwaite's df. Forced traces share the reference tokens across seeds;
-    None where they do not, or a class is empty."""
+    of sentences): seed_sentence_test of the per-seed differences against 0, so the seeds' s^2 / n plus the part of
+    the type-resampling variance every seed shares (the seeds' own part is in s^2 already), with that test's df;
+    one seed: the type part alone, R - 1 df. Forced traces share the reference tokens across seeds; None where they
+    do not, or a class is empty."""
     tokens = tables[0].column("token")
     per_seed = [reading_of(table, reading) for table in tables]
     if any(v is None for v in per_seed) or any(not table.column("token").equals(tokens) for table in tables[1:]):
@@ -317,17 +318,14 @@ def seeds_and_types(
         type_resampled(values[classes == name], words[classes == name], rng) for name in ("closed", "open")
     )
     full, resampled, n = closed - open_, closed_b - open_b, len(tables)
-    shared = (
-        max(0.0, (n * resampled.mean(1).var(ddof=1) - resampled.var(0, ddof=1).mean()) / (n - 1))
-        if n > 1
-        else (float(resampled[:, 0].var(ddof=1)))
-    )
-    seed_term = float(full.var(ddof=1)) / n if n > 1 else 0.0
-    spread = (seed_term**2 / (n - 1) if n > 1 else 0.0) + shared**2 / (TYPE_RESAMPLES - 1)
-    variance, mean = seed_term + shared, float(full.mean())
+    if n > 1:  # the seed-aware test of closed - open against 0: its variance, df and interval
+        zero = SystemScores(np.zeros(n), np.zeros((n, TYPE_RESAMPLES)))
+        test = seed_sentence_test(zero, SystemScores(full, resampled.T), LEVEL)
+        return Estimate(test.delta, test.interval)
+    variance, mean = float(resampled[:, 0].var(ddof=1)), float(full.mean())  # one seed: the type part alone
     if variance == 0:
         return Estimate(mean, (mean, mean))
-    half = float(student_t.ppf((1 + LEVEL) / 2, variance**2 / spread)) * math.sqrt(variance)
+    half = float(student_t.ppf((1 + LEVEL) / 2, TYPE_RESAMPLES - 1)) * math.sqrt(variance)
     return Estimate(mean, (mean - half, mean + half))
 
 

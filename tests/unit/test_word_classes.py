@@ -229,12 +229,13 @@ def test_a_trial_writes_tau_and_gate_at_every_reference_token_as_one_unbatched_f
 def test_the_interval_over_seeds_and_word_types_and_the_lexicon_sensitivity():
     """closed - open of mean log tau with its interval over seeds and word types, recomputed in plain loops from
     the same type draws: s^2 / n of the seeds' differences plus the type variance every seed shares (n Var(seed
-    average) - mean_i Var(seed i)) / (n - 1), Welch-Satterthwaite's df; with ADV closed and PROPN out the classes
+    average) - mean_i Var(seed i)) / (n - 1), docs/statistics.md's df; with ADV closed and PROPN out the classes
     move (muy: ADV; Tom: PROPN)."""
     from scipy import stats
 
     from nmt_core.evaluate import draw_counts
     from sweeper.summary.word_classes import SENSITIVITY, TYPE_RESAMPLES, seeds_and_types
+    from tests.unit.test_evaluate import resample_terms, satterthwaite
 
     sentence = ["el", "niño", "muy", "bebe", "agua", "y", "Tom", "el", "gato", "."]
     lexicon = load_lexicon("es", "word", False)
@@ -273,7 +274,8 @@ def test_the_interval_over_seeds_and_word_types_and_the_lexicon_sensitivity():
         n = 3
         seed_term = np.var(full, ddof=1) / n
         shared = max(0.0, (n * np.var(np.mean(boot, 0), ddof=1) - np.mean([np.var(b, ddof=1) for b in boot])) / (n - 1))
-        df = (seed_term + shared) ** 2 / (seed_term**2 / (n - 1) + shared**2 / (TYPE_RESAMPLES - 1))
+        z = np.array(resample_terms([[0.0] * TYPE_RESAMPLES] * n, [b.tolist() for b in boot]))
+        df = satterthwaite([0.0, seed_term], [n, n], shared, z.var(ddof=1) / TYPE_RESAMPLES)
         half = stats.t.ppf(0.975, df) * math.sqrt(seed_term + shared)
         estimate = seeds_and_types(tables, lexicon, "log_tau", moved)
         assert estimate.mean == pytest.approx(np.mean(full), rel=1e-9)
