@@ -12,7 +12,6 @@ lock is checked, then written (two drivers started within the same second can bo
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -26,7 +25,7 @@ import pyarrow.fs as pafs
 
 from nmt_core.gate import clip, shown
 from sweeper.space import SpecError
-from sweeper.storage import Storage, first_line
+from sweeper.storage import Storage, first_line, remove_empty
 from sweeper.sweeps import RECORD_LIMIT, STALE_S, driver, driver_alive, iso, printable, read_status
 
 LOCK_FILE = "driver.lock"
@@ -36,27 +35,14 @@ LOCK_FILE = "driver.lock"
 def sweep_lock(experiment: Storage, name: str, source: str) -> Iterator[None]:
     """Held while this process drives sweep `name`; released (deleted, if still ours) when it ends."""
     me = driver()
-    made = folders_to_make(experiment)
+    made = experiment.missing_folders(LOCK_FILE)
     take(experiment, me, name, source)
     try:
         yield
     finally:
         if read_holder(experiment) == me:
             experiment.delete(LOCK_FILE)
-        for folder in made:  # a run refused before it wrote anything leaves no folder behind (nothing half-written)
-            with contextlib.suppress(OSError):
-                folder.rmdir()  # only if empty
-
-
-def folders_to_make(experiment: Storage) -> list[Path]:
-    """The local folders that taking the lock creates (the sweep's, and any missing above it), deepest first."""
-    if not experiment.is_local:
-        return []
-    missing, folder = [], Path(experiment.path(LOCK_FILE)).parent
-    while not folder.exists() and folder != folder.parent:
-        missing.append(folder)
-        folder = folder.parent
-    return missing
+        remove_empty(made)  # a run refused before it wrote anything leaves no folder behind (nothing half-written)
 
 
 def take(experiment: Storage, me: dict[str, Any], name: str, source: str) -> None:

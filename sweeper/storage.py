@@ -7,6 +7,7 @@ for S3-compatible stores: `?endpoint_override=host:9000&scheme=http`) or `gs://b
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import posixpath
@@ -162,6 +163,17 @@ class Storage:
             if path.is_file() and not path.is_symlink():
                 self.write_bytes(path.read_bytes(), *parts, *path.relative_to(local).parts)
 
+    def missing_folders(self, *parts: str) -> list[Path]:
+        """The local folders that writing `parts` would create (its folder, and any missing above it), deepest
+        first; none on object storage, where a folder is only a prefix."""
+        if not self.is_local:
+            return []
+        missing, folder = [], Path(self.path(*parts)).parent
+        while not folder.exists() and folder != folder.parent:
+            missing.append(folder)
+            folder = folder.parent
+        return missing
+
     def below(self, *parts: str) -> Storage:
         return Storage(self.display(*parts), self.fs, self.path(*parts), self.top or self.root)
 
@@ -228,12 +240,13 @@ def with_timeouts(fs: pafs.FileSystem) -> pafs.FileSystem:
 def check_writable(storage: Storage, source: str) -> None:
     """Before any trial starts: the endpoint answers, the bucket exists, the credentials may write."""
     bucket = storage.root.split("/", 1)[0]
+    probe = f".sweeper-probe-{uuid.uuid4().hex[:8]}"
+    made = storage.missing_folders(probe)
     try:
         if not storage.is_local and storage.fs.get_file_info(bucket).type == pafs.FileType.NotFound:
             raise SpecError(
                 "--storage", f"{redact(storage.uri)}: bucket {bucket[:100]!r} does not exist; create it first", source
             )
-        probe = f".sweeper-probe-{uuid.uuid4().hex[:8]}"
         storage.write_bytes(b"", probe)
         storage.delete(probe)
     except OSError as err:
@@ -242,6 +255,15 @@ def check_writable(storage: Storage, source: str) -> None:
         raise SpecError(
             "--storage", f"{redact(storage.uri)}: cannot write there ({first_line(err)}){hint}", source
         ) from None
+    finally:
+        remove_empty(made)  # checked, not used yet: a sweep refused later leaves no folder behind
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Each folder of `folders` (deepest first) removed if it is empty, as a refused run must leave none behind."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only if empty
 
 
 def first_line(err: BaseException) -> str:

@@ -1,0 +1,89 @@
+"""Issue #61's gates where they still leaked: the driver's lock taken after the sweep's checks (one probe of object
+storage, nothing written by a refused run), the readers left outside the one reader (the corpus and eflomal caches,
+a training resume's checkpoint), deadlines on the SQL store, object storage and Ray's trials, and boto3 as the `s3`
+extra."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+
+from sweeper import cli as sweeper_cli
+from sweeper.driver_lock import LOCK_FILE
+from sweeper.storage import check_writable, open_storage
+from sweeper.sweeps import driver
+from tests.hostile import free_closed_port
+
+
+def tiny_space(folder) -> str:
+    path = folder / "space.yaml"
+    body = {"name": "tiny", "base": {"train": {"epochs": 1}}, "parameters": {"attention.score": {"grid": ["dot"]}}}
+    path.write_text(yaml.safe_dump(body))
+    return str(path)
+
+
+def only_line(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = (captured.out + captured.err).strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+# ---- the lock at the right depth ----
+
+
+def test_the_storage_check_leaves_no_folder_it_made(tmp_path):
+    """check_writable's probe makes the storage folder to write in; the check removes it again, so that a sweep
+    refused after it (its lock held, its cluster silent) leaves no empty sweeps/ folder."""
+    check_writable(open_storage(str(tmp_path / "sweeps" / "deeper"), "test"), "sweeper run")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def versioned_s3(tmp_path):
+    """moto's S3 with versioning on: every object ever put (a probe, a lock) leaves a version behind."""
+    import boto3
+
+    from tests.servers import MotoS3
+
+    s3 = MotoS3(tmp_path)
+    client = boto3.client("s3", endpoint_url=s3.endpoint)
+    client.put_bucket_versioning(Bucket=s3.bucket, VersioningConfiguration={"Status": "Enabled"})
+    try:
+        yield s3, client
+    finally:
+        s3.stop()
+
+
+def versions(client, bucket: str) -> list[str]:
+    """The objects ever put in `bucket` by name (a probe's name without its random end); not pyarrow's empty
+    markers of folders (keys ending in '/')."""
+    listed = client.list_object_versions(Bucket=bucket).get("Versions", [])
+    return sorted(v["Key"].rsplit("/", 1)[-1][:15] for v in listed if not v["Key"].endswith("/"))
+
+
+def test_a_run_refused_by_a_check_or_a_live_driver_writes_no_lock_and_probes_once(
+    versioned_s3, tmp_path, capsys, monkeypatch
+):
+    """Before: the lock was taken (and the storage probed for it) before the tracking store was checked, and the
+    sweep probed storage a second time. Now the checks come first: a refused check writes nothing to the bucket,
+    and a run refused by a live driver probed once and left only that driver's lock."""
+    s3, client = versioned_s3
+    monkeypatch.chdir(tmp_path)
+    space = tiny_space(tmp_path)
+    unreachable = f"http://127.0.0.1:{free_closed_port()}"
+    assert sweeper_cli.main(["run", space, "--storage", s3.uri("sweeps"), "--tracking-uri", unreachable]) == 2
+    assert "is not reachable" in only_line(capsys)
+    assert versions(client, s3.bucket) == []  # no probe, no lock
+
+    experiment = open_storage(s3.uri("sweeps"), "test").below("tiny")
+    experiment.write_bytes(json.dumps(driver()).encode(), LOCK_FILE)  # this process: a live driver
+    tracking = f"sqlite:///{tmp_path}/mlflow.db"
+    assert sweeper_cli.main(["run", space, "--storage", s3.uri("sweeps"), "--tracking-uri", tracking]) == 2
+    assert f"sweep tiny is driven by a driver on {driver()['host'][:20]}" in only_line(capsys)
+    assert versions(client, s3.bucket) == [".sweeper-probe-", LOCK_FILE]  # one probe; the lock left alone
+    assert json.loads(experiment.read_bytes(LOCK_FILE)) == driver()
+    assert sorted(os.listdir(tmp_path)) == ["moto.log", "space.yaml"]  # no mlflow.db, no sweeps/
