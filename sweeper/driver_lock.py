@@ -124,16 +124,27 @@ def _create_local(experiment: Storage, data: bytes) -> bool:
         temporary.unlink(missing_ok=True)
 
 
+def check_lockable(storage: Storage, source: str) -> None:
+    """Before anything is written: a sweep on S3 can take its lock (boto3, the `s3` extra, is installed)."""
+    if isinstance(storage.fs, pafs.S3FileSystem):
+        try:
+            import boto3  # noqa: F401
+        except ImportError:
+            raise SpecError(
+                "--storage",
+                "a sweep on S3 takes its lock with S3's conditional write, which needs boto3: pip install "
+                "'nmt-sweeper[s3]'",
+                source,
+            ) from None
+
+
 def _create_s3(experiment: Storage, data: bytes) -> bool:
     """S3's conditional put (`If-None-Match: *`), with the endpoint, region and credentials pyarrow was given."""
-    try:
-        import boto3
-        from botocore.config import Config
-        from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError:
-        raise SpecError(
-            "--storage", "a sweep's lock on S3 needs boto3 (S3's conditional write): pip install boto3", "sweeper"
-        ) from None
+    check_lockable(experiment, "sweeper")
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
     options = experiment.fs.__reduce__()[1][0]
     endpoint = options.get("endpoint_override")
     client = boto3.client(

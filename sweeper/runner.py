@@ -34,7 +34,7 @@ from nmt_core.credentials import redact
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.console import ray_calls
-from sweeper.driver_lock import sweep_lock
+from sweeper.driver_lock import check_lockable, sweep_lock
 from sweeper.metrics import (
     AGGREGATED,
     BEST,
@@ -453,6 +453,7 @@ def open_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None) -> C
     """Everything checked before anything is written: the storage, the tracking store, the job record a submitted
     sweep's driver gets, an earlier sweep's state under this name, the base trial config."""
     storage = open_storage(storage_uri, "sweeper run")
+    check_lockable(storage, "sweeper run")
     uri = resolve_uri(choose_tracking_uri(tracking_uri, spec.tracking_uri))
     check_reachable(uri)
     check_writable(storage, "sweeper run")
@@ -536,6 +537,7 @@ def open_resume(name: str, storage_uri: str, tracking_uri: str | None):
     """Everything checked before a resume writes: the storage (on object storage, that it can be written), the
     sweep's state and Tune's, the tracking store and that it holds the sweep's parent run, the job record."""
     storage = open_storage(storage_uri, "sweeper resume")
+    check_lockable(storage, "sweeper resume")
     if not storage.is_local:  # a folder is checked by the lock's write; a store that cannot be used is its one line
         check_writable(storage, "sweeper resume")
     experiment = storage.below(name)
