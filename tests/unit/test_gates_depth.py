@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 import yaml
@@ -15,7 +16,7 @@ from sweeper import cli as sweeper_cli
 from sweeper.driver_lock import LOCK_FILE
 from sweeper.storage import check_writable, open_storage
 from sweeper.sweeps import driver
-from tests.hostile import free_closed_port
+from tests.hostile import free_closed_port, hostile_server
 
 
 def tiny_space(folder) -> str:
@@ -117,3 +118,28 @@ def test_the_s3_extra_declares_boto3_and_constraints_pin_it():
     assert [spec.split(">")[0] for spec in extras["s3"]] == ["boto3"]
     pins = (root / "constraints.txt").read_text().splitlines()
     assert any(line.startswith("boto3==") for line in pins) and any(line.startswith("botocore==") for line in pins)
+
+
+# ---- deadlines ----
+
+
+def test_a_stalling_postgresql_port_is_one_line_within_the_deadline(tmp_path, capsys, monkeypatch):
+    """A port that accepts (the probe passes) and never answers PostgreSQL's startup: MLflow's engine maker tried
+    10 times with 101 s of backoff (about 2 minutes at a 2 s deadline, measured before); now one attempt, whose
+    connect waits PGCONNECT_TIMEOUT, then one line (exit 2)."""
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401 - imported before the clock starts
+    import psycopg  # noqa: F401
+
+    from nmt_core.gate import network_environment
+
+    monkeypatch.setenv("NMT_SWEEPER_TIMEOUT", "2")
+    for variable in network_environment():  # configure_network sets them: put back as they were afterwards
+        monkeypatch.delenv(variable, raising=False)
+    with hostile_server("stall") as server:
+        uri = f"postgresql+psycopg://nobody@127.0.0.1:{server.server_address[1]}/mlflow"
+        start = time.monotonic()
+        code = sweeper_cli.main(["summarize", "tiny", "--storage", str(tmp_path / "st"), "--tracking-uri", uri])
+        took = time.monotonic() - start
+    line = only_line(capsys)
+    assert code == 2 and "timeout" in line.lower(), line
+    assert took < 2 + 2 + 8, took  # the deadline, one connect's wait, and a loaded machine's slack
