@@ -143,3 +143,24 @@ def test_a_stalling_postgresql_port_is_one_line_within_the_deadline(tmp_path, ca
     line = only_line(capsys)
     assert code == 2 and "timeout" in line.lower(), line
     assert took < 2 + 2 + 8, took  # the deadline, one connect's wait, and a loaded machine's slack
+
+
+def test_a_trials_process_puts_its_http_calls_under_the_drivers_deadline(tmp_path):
+    """A Ray worker is a fresh process: before, nothing there wrapped requests (a trial's HTTP call had only its
+    client's read timeout); prepare_worker, the first call of every trial, installs the wrapper and MLflow's bounds."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, requests\n"
+        "from nmt_core import network\n"
+        "from sweeper.trainable import SweepContext, prepare_worker\n"
+        "assert not network.installed()\n"
+        "prepare_worker(SweepContext({}, 1, 0, 's', (), False, 'best', 'best'))\n"
+        "assert requests.Session.send is network._send\n"
+        "print(os.environ['MLFLOW_HTTP_REQUEST_TIMEOUT'])\n"
+    )
+    environment = {**os.environ, "NMT_SWEEPER_TIMEOUT": "7"}
+    environment.pop("MLFLOW_HTTP_REQUEST_TIMEOUT", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "7", done.stderr[-2000:]
