@@ -79,7 +79,7 @@ def restore(trial_id: str, settings: dict[str, Any], unsent: dict[str, Any]) -> 
     if not saved:
         return None, 0
     with saved.as_directory() as folder:
-        resume = checkpoint.load(Path(folder) / checkpoint.LAST)
+        resume = checkpoint.load_resume(Path(folder))  # its weights checked before a model is built
     donor = resume.get("trial_id", trial_id)
     if donor != trial_id:  # PBT exploit: another trial's weights, this trial's new (explored) settings
         unsent[PBT_EVENT] = json.dumps({"epoch": resume["epoch"], "copied_from": donor, "settings": settings})

@@ -164,3 +164,121 @@ def test_a_trials_process_puts_its_http_calls_under_the_drivers_deadline(tmp_pat
     environment.pop("MLFLOW_HTTP_REQUEST_TIMEOUT", None)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "7", done.stderr[-2000:]
+
+
+# ---- readers left outside the one reader ----
+
+
+def test_a_prepared_corpus_is_read_through_the_one_reader(tmp_path, monkeypatch):
+    """The corpus cache: a link planted in its place is not followed, a damaged file or one of other columns is one
+    line, and a few kB of Parquet that expand past the row bound are refused by the footer (before: the link was
+    read, the others were pyarrow's or a KeyError's tracebacks)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from nmt_core import corpora
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    target = cache / "tatoeba-en-es.parquet"
+    elsewhere = tmp_path / "elsewhere.parquet"
+    corpora.write_cache(corpora.Corpus("x", "en", "es", {"train": [("a", "b")]}), elsewhere)
+
+    def refused() -> str:
+        with pytest.raises(corpora.CorpusError) as caught:
+            corpora.load_corpus("tatoeba-en-es", cache_dir=cache)
+        return str(caught.value)
+
+    target.symlink_to(elsewhere)
+    assert "cannot read: a link, which is not followed here" in refused()
+    target.unlink()
+    target.write_bytes(b"PAR1 not really")
+    assert "not a Parquet file this version reads" in refused()
+    pq.write_table(pa.table({"text": ["a"]}), target)
+    assert "not a corpus this version prepared (columns split, src, tgt)" in refused()
+    monkeypatch.setattr(corpora, "MAX_CACHE_ROWS", 1000)
+    rows = 1001
+    pq.write_table(pa.table({"split": ["train"] * rows, "src": ["a"] * rows, "tgt": ["b"] * rows}), target)
+    assert "1,001 rows of 3 columns: more than the 1,000 rows it holds" in refused()
+
+
+def test_eflomals_cached_links_are_bounded_on_what_they_expand_to(tmp_path, monkeypatch):
+    """eflomal's cache (json.gz): a gzip bomb stops at the bound, links outside their sentences or of another corpus
+    are one line, a link is not followed (before: json.loads(gzip.decompress(path.read_bytes())), unbounded)."""
+    import gzip
+    import hashlib
+
+    from nmt_core import alignment
+    from nmt_core.corpora import CorpusError
+
+    pairs = [(["a", "b"], ["c"]), (["d"], ["e", "f"])]
+    body = "\n".join(" ".join(s) + "\t" + " ".join(t) for s, t in pairs).encode()
+    path = tmp_path / "alignments" / f"eflomal-{hashlib.sha256(body).hexdigest()[:24]}.json.gz"
+    path.parent.mkdir()
+
+    def read_through(path) -> list | str:
+        try:
+            return alignment.eflomal_links(pairs, str(tmp_path))
+        except CorpusError as err:
+            return str(err)
+
+    def read(content: bytes) -> list | str:
+        path.unlink(missing_ok=True)
+        path.write_bytes(content)
+        return read_through(path)
+
+    assert read(gzip.compress(b"[[[1, 0]], [[0, 1]]]")) == [[(1, 0)], [(0, 1)]]
+    assert "not eflomal's links of these 2 pairs" in read(gzip.compress(b"[[[2, 0]], [[0, 1]]]"))
+    assert "not eflomal's links of these 2 pairs" in read(gzip.compress(b"[[[0, 0]]]"))
+    assert "not a gzip file this version reads" in read(b"[[[0, 0]], [[0, 0]]]")
+    monkeypatch.setattr(alignment, "LINKS_BYTES", 2**20)
+    assert "expands to more than 1,048,576 bytes" in read(gzip.compress(b" " * 50 * 2**20))  # 50 kB of gzip
+    path.unlink()
+    (tmp_path / "links.json.gz").write_bytes(gzip.compress(b"[[[1, 0]], [[0, 1]]]"))
+    path.symlink_to(tmp_path / "links.json.gz")
+    assert "cannot read: a link, which is not followed here" in read_through(path)
+
+
+def resume_folder(tmp_path, hidden_size: int):
+    """`nmt train`'s --out holding a last.pt of the same config as the run's, with a model of `hidden_size`."""
+    import torch
+
+    from nmt_core import checkpoint
+    from nmt_core.config import build_config
+    from nmt_core.data import SPECIALS
+    from nmt_core.model import Seq2Seq
+
+    settings = {"data": {"corpus": "synthetic"}, "model": {"emb_size": 8, "hidden_size": 8}, "train": {"epochs": 1}}
+    (tmp_path / "trial.yaml").write_text(yaml.safe_dump(settings))
+    cfg, words = build_config(settings), [*SPECIALS, "a"]
+    model = build_config({**settings, "model": {"emb_size": 8, "hidden_size": hidden_size}}).model
+    weights = Seq2Seq(model, cfg.attention, len(words), len(words)).state_dict()
+    state = {
+        "format": checkpoint.FORMAT,
+        "model": weights,
+        "config": cfg.to_dict(),
+        "vocab": {"src": words, "tgt": words},
+    }
+    state.update(epoch=1, best_epoch=1, best_model=weights)
+    (tmp_path / "run").mkdir()
+    torch.save(state, tmp_path / "elsewhere.pt")
+    return tmp_path / "run"
+
+
+def test_a_training_resume_reads_its_checkpoint_through_the_gate_and_checks_its_weights_first(tmp_path, capsys):
+    """`nmt train --out` continuing from last.pt: weights that do not fit the config the file names are one line
+    before a model is built or a corpus read (before: PyTorch's load_state_dict failed after both, exit 1), and
+    a last.pt that is a link is not followed."""
+    import shutil
+
+    from nmt_core.cli import main as nmt_main
+
+    out = resume_folder(tmp_path, hidden_size=16)
+    shutil.copy(tmp_path / "elsewhere.pt", out / "last.pt")
+    assert nmt_main(["train", str(tmp_path / "trial.yaml"), "--out", str(out)]) == 2
+    line = only_line(capsys)
+    assert "last.pt: model: the weights do not fit the config (size mismatch for " in line, line
+    (out / "last.pt").unlink()
+    (out / "last.pt").symlink_to(tmp_path / "elsewhere.pt")
+    assert nmt_main(["train", str(tmp_path / "trial.yaml"), "--out", str(out)]) == 2
+    assert "last.pt: cannot read: a link, which is not followed here" in only_line(capsys)
