@@ -130,6 +130,7 @@ def test_a_stalling_postgresql_port_is_one_line_within_the_deadline(tmp_path, ca
     import mlflow.store.tracking.sqlalchemy_store  # noqa: F401 - imported before the clock starts
     import psycopg  # noqa: F401
 
+    import sweeper.summary  # noqa: F401 - scipy and the rest: 20 s on a loaded machine
     from nmt_core.gate import network_environment
 
     monkeypatch.setenv("NMT_SWEEPER_TIMEOUT", "2")
