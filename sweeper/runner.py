@@ -533,7 +533,9 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
         return drive_resume(name, storage, state, uri, job, address)
 
 
-def open_resume(name: str, storage_uri: str, tracking_uri: str | None):
+def open_resume(
+    name: str, storage_uri: str, tracking_uri: str | None
+) -> tuple[Storage, SweepState, str, dict[str, Any] | None]:
     """Everything checked before a resume writes: the storage (on object storage, that it can be written), the
     sweep's state and Tune's, the tracking store and that it holds the sweep's parent run, the job record."""
     storage = open_storage(storage_uri, "sweeper resume")

@@ -103,9 +103,9 @@ class Storage:
                 raise error("(file)", f"larger than {limit:,} bytes; {TOO_LARGE}", self.display(*parts))
             return body
 
-    def _read_remote(self, path: str, limit: int, start: int | None = None) -> bytes:
-        """At most limit + 1 bytes of an object (from its last `limit` with `start`, a log's end)."""
-        if start is None:
+    def _read_remote(self, path: str, limit: int, from_end: bool = False) -> bytes:
+        """At most limit + 1 bytes of an object, or its last `limit` bytes (a log's end)."""
+        if not from_end:
             with self.fs.open_input_stream(path) as stream:
                 return stream.read(limit + 1)
         with self.fs.open_input_file(path) as handle:
@@ -120,7 +120,7 @@ class Storage:
                 os.lseek(fd, max(info.st_size - limit, 0), os.SEEK_SET)
                 return os.read(fd, limit)
         with self.one_line(*parts):
-            return self.bounded(self._read_remote, self.path(*parts), limit, 0, seconds=body_deadline(limit))
+            return self.bounded(self._read_remote, self.path(*parts), limit, True, seconds=body_deadline(limit))
 
     def read_text(self, *parts: str, limit: int = READ_LIMIT) -> str:
         return self.read_bytes(*parts, limit=limit).decode("utf-8")
