@@ -30,7 +30,7 @@ def eflomal_links(pairs: list[tuple[list[str], list[str]]], cache_dir: str) -> l
     body = "\n".join(" ".join(s) + "\t" + " ".join(t) for s, t in pairs).encode()
     cache = cache_root(cache_dir) / "alignments"
     path = cache / f"eflomal-{hashlib.sha256(body).hexdigest()[:24]}.json.gz"
-    with exclusive(cache / f".{path.name}.lock"):
+    with exclusive(cache / f".{path.name}.lock", _cache_error):
         if not path.exists():
             write_atomically(path, gzip.compress(json.dumps(_run_eflomal(pairs)).encode()))
     return read_links(path, [(len(s), len(t)) for s, t in pairs])

@@ -446,7 +446,7 @@ def load_corpus(name: str, src: str = "", tgt: str = "", cache_dir: str | Path =
     cache = cache_root(cache_dir)
     path = cache / f"{name}.parquet"
     if not path.exists():
-        with exclusive(cache / f".{name}.lock"):
+        with exclusive(cache / f".{name}.lock", _cache_error):
             if not path.exists():  # another process may have prepared it while this one waited
                 write_cache(prepare_registry(name, cache), path)
     return read_cache(path)

@@ -343,12 +343,21 @@ def write_file(folder: Path, name: str, data: bytes, error: ErrorType, key: str 
 
 
 @contextmanager
-def exclusive(lock: Path) -> Iterator[None]:
+def exclusive(lock: Path, error: ErrorType) -> Iterator[None]:
     """One process at a time in the block (trials of a sweep on a fresh node prepare the same cache at once; the
-    others wait, then find it ready): an flock on `lock`, a file made in its folder, never through a link."""
+    others wait, then find it ready): an flock on `lock`, a regular file made in its folder, never through a link.
+    Opened without blocking, as open_regular opens: a FIFO planted there held the open for ever (a write-only open
+    waits for a reader); a link, a FIFO or a folder there is one line through `error`."""
     lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
+        fd = os.open(lock, flags, 0o644)
+    except OSError as err:
+        reason = {40: "a link, which is not followed here", 6: "a FIFO"}.get(err.errno, err.strerror)  # ELOOP, ENXIO
+        raise error("(file)", f"cannot take the lock: {reason}", clip_path(lock)) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise error("(file)", "cannot take the lock: not a regular file", clip_path(lock))
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:

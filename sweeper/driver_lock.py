@@ -12,6 +12,7 @@ lock is checked, then written (two drivers started within the same second can bo
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -29,6 +30,7 @@ from sweeper.storage import Storage, first_line, remove_empty
 from sweeper.sweeps import RECORD_LIMIT, STALE_S, driver, driver_alive, iso, printable, read_status
 
 LOCK_FILE = "driver.lock"
+CLOCK_SKEW_S = 300.0  # how far ahead of this machine's clock another driver's may run
 
 
 @contextmanager
@@ -48,6 +50,29 @@ def sweep_lock(experiment: Storage, name: str, source: str) -> Iterator[None]:
 def take(experiment: Storage, me: dict[str, Any], name: str, source: str) -> None:
     """The lock, created for `me`; a live holder is refused, a gone one is taken over (once: a second driver that
     took it over at the same moment wins, and this one is refused)."""
+    with takeovers_one_at_a_time(experiment):
+        _take(experiment, me, name, source)
+
+
+@contextmanager
+def takeovers_one_at_a_time(experiment: Storage) -> Iterator[None]:
+    """In a folder, an flock on the sweep's folder while the lock is taken: a takeover reads the holder, judges it
+    gone, deletes it and creates its own, and two drivers taking over one stale lock at once both did so (the
+    second deleted the first one's fresh lock). Object stores have no such lock (S3's delete is not conditional
+    here): there two takeovers within the same moment can both win (said in docs/operations.md)."""
+    if not experiment.is_local:
+        yield
+        return
+    folder = experiment.local_folder(LOCK_FILE)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # local_folder checked it stays inside
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held for a few file operations; released when closed, or the process ends
+        yield
+    finally:
+        os.close(fd)
+
+
+def _take(experiment: Storage, me: dict[str, Any], name: str, source: str) -> None:
     for attempt in range(2):
         if create_only(experiment, json.dumps(me).encode()):
             return
@@ -91,7 +116,17 @@ def read_holder(experiment: Storage) -> dict[str, Any] | None:
         record = experiment.read_json(LOCK_FILE, limit=RECORD_LIMIT)
     except SpecError:
         return {}
-    return record if isinstance(record, dict) else {}
+    return record if well_formed(record) else {}
+
+
+def well_formed(record: Any) -> bool:
+    """A record as `driver()` writes it: a host name, a pid and a start time that has come (a damaged lock naming a
+    start in the future, `since: 1e300`, would never turn stale and refuse every driver for ever)."""
+    if not isinstance(record, dict) or not isinstance(record.get("host"), str):
+        return False
+    pid, since = record.get("pid"), record.get("since")
+    numbers = type(pid) is int and isinstance(since, (int, float)) and not isinstance(since, bool)
+    return numbers and 0 < since <= time.time() + CLOCK_SKEW_S
 
 
 def create_only(experiment: Storage, data: bytes) -> bool:
