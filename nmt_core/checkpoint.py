@@ -45,6 +45,7 @@ def save(obj: dict[str, Any], path: Path) -> None:
 
 
 MAX_CHECKPOINT_BYTES = 8 * 2**30  # a base Transformer's last.pt, optimiser state included, is under 1 GB
+MAX_WEIGHTS = MAX_CHECKPOINT_BYTES // 4  # a model whose float32 weights alone fill such a file: none is larger
 INTEGERS = ("format", "epoch", "best_epoch")  # shown in lines and compared: plain integers, never a 5 MB string
 
 
@@ -192,23 +193,29 @@ def load_for_inference(directory: str | Path, log: Callable[[str], None] = lambd
 def check_weights(state: dict[str, Any], path: Path | str) -> tuple[TrialConfig, Vocab, Vocab]:
     """The checkpoint's config and vocabularies, and its weights checked against the model they describe before
     that model is built: the model is laid out on PyTorch's meta device (shapes, no memory), so a few-kB file whose
-    config names a 30 GB model is refused in one line instead of allocating it."""
+    config names a 30 GB model is refused in one line instead of allocating it. The model is at most MAX_WEIGHTS, and
+    each tensor is stored whole: an expanded view (stride 0) gives a 3 MB file a 25 GB model's shapes."""
     cfg = build_config(state["config"], source=str(path))
     src_vocab, tgt_vocab = (
         _vocab(state, side, limit, path) for side, limit in (("src", cfg.data.src_vocab), ("tgt", cfg.data.tgt_vocab))
     )
     with torch.device("meta"):
         wanted = build_model(cfg.model, cfg.attention, len(src_vocab), len(tgt_vocab)).state_dict()
+    total = sum(v.numel() for v in wanted.values())
     for key in ("model", "best_model"):  # last.pt holds both; best.pt the model only
         weights = state.get(key, {} if key == "model" else None)
         held = weights if isinstance(weights, dict) else {}
         if weights is not None and (mismatch := _first_mismatch(wanted, held)):
-            total = sum(v.numel() for v in wanted.values())
             tensors = sum(v.numel() for v in held.values() if isinstance(v, torch.Tensor))
             raise CheckpointError(
                 f"{clip_path(path)}: {key}: the weights do not fit the config ({mismatch}; the config describes "
                 f"{total:,} weights, the file holds {tensors:,})"
             )
+    if total > MAX_WEIGHTS:
+        raise CheckpointError(
+            f"{clip_path(path)}: config: describes a model of {total:,} weights, more than the {MAX_WEIGHTS:,} a "
+            f"checkpoint of at most {MAX_CHECKPOINT_BYTES:,} bytes holds"
+        )
     return cfg, src_vocab, tgt_vocab
 
 
@@ -220,5 +227,7 @@ def _first_mismatch(wanted: dict[str, torch.Tensor], held: dict[Any, Any]) -> st
             return f"missing {clip(key, SHOWN_CHARS)}"
         if held[key].shape != tensor.shape:
             return f"size mismatch for {clip(key, SHOWN_CHARS)}: {tuple(held[key].shape)} in the file"
+        if held[key].untyped_storage().nbytes() < held[key].numel() * held[key].element_size():
+            return f"{clip(key, SHOWN_CHARS)} is not stored whole (an expanded view of fewer numbers)"
     extra = next((key for key in held if key not in wanted), None)
     return f"unexpected {clip(str(extra), SHOWN_CHARS)}" if extra is not None else None

@@ -249,3 +249,56 @@ def test_a_sql_store_password_is_never_echoed(tmp_path, capsys, monkeypatch):
             code = sweeper_cli.main(["summarize", "tiny", "--storage", str(tmp_path / "st"), "--tracking-uri", uri])
             line = one_line(capsys)
             assert code == 2 and SECRET not in line and SECRET[:8] not in line, line
+
+
+# ---- a checkpoint whose config claims a huge model ----
+
+
+def expanded_checkpoint(folder: Path, model: dict, vocab_words: int) -> Path:
+    """A last.pt whose every weight has the shape its config asks for, stored as an expanded view of one number
+    (stride 0): the file stays small whatever the model."""
+    import torch
+
+    from nmt_core import checkpoint
+    from nmt_core.build import build_model
+    from nmt_core.config import build_config
+    from nmt_core.data import SPECIALS
+
+    settings = {"data": {"corpus": "synthetic", "src_vocab": vocab_words, "tgt_vocab": vocab_words}, "model": model}
+    cfg, words = build_config({**settings, "train": {"epochs": 1}}), [*SPECIALS, *(f"w{i}" for i in range(vocab_words))]
+    with torch.device("meta"):
+        wanted = build_model(cfg.model, cfg.attention, len(words), len(words)).state_dict()
+    weights = {
+        k: torch.zeros(1, dtype=v.dtype).expand(v.shape) if v.dim() else torch.zeros(()) for k, v in wanted.items()
+    }
+    state = {
+        "format": checkpoint.FORMAT,
+        "model": weights,
+        "config": cfg.to_dict(),
+        "vocab": {"src": words, "tgt": words},
+    }
+    folder.mkdir()
+    checkpoint.save(state, folder / checkpoint.LAST)
+    return folder
+
+
+def test_a_small_checkpoint_of_expanded_weights_is_refused_before_a_model_is_built(tmp_path, monkeypatch):
+    """Before: shapes were all check_weights compared, so a 3 MB last.pt of stride-0 weights whose config named
+    6.4 billion weights (emb/hidden 8192, 200k words) passed, and a 25 GB model would have been built. A model
+    larger than MAX_WEIGHTS, each weight stored whole, is refused too (the bound lowered to a small model's)."""
+    from nmt_core import checkpoint
+
+    huge = expanded_checkpoint(tmp_path / "huge", {"emb_size": 8192, "hidden_size": 8192}, 200_000)
+    assert (huge / checkpoint.LAST).stat().st_size < 10 * 2**20
+    with pytest.raises(checkpoint.CheckpointError) as caught:
+        checkpoint.load_resume(huge)
+    assert "is not stored whole (an expanded view of fewer numbers)" in str(caught.value)
+    small = expanded_checkpoint(tmp_path / "small", {"emb_size": 8, "hidden_size": 8}, 10)
+    state = checkpoint.load(small / checkpoint.LAST)
+    state["model"] = {key: value.contiguous() for key, value in state["model"].items()}
+    checkpoint.save(state, small / checkpoint.LAST)
+    checkpoint.load_resume(small)  # stored whole, within the bound
+    monkeypatch.setattr(checkpoint, "MAX_WEIGHTS", 100)
+    with pytest.raises(checkpoint.CheckpointError) as caught:
+        checkpoint.load_resume(small)
+    assert "weights, more than the 100 a checkpoint of at most" in str(caught.value)
