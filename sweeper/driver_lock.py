@@ -19,12 +19,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pyarrow.fs as pafs
 
-from nmt_core.gate import clip, shown
+from nmt_core.gate import clip, network_timeout, shown
 from sweeper.space import SpecError
 from sweeper.storage import Storage, first_line, remove_empty
 from sweeper.sweeps import RECORD_LIMIT, STALE_S, driver, driver_alive, iso, printable, read_status
@@ -181,6 +182,7 @@ def _create_s3(experiment: Storage, data: bytes) -> bool:
     from botocore.exceptions import BotoCoreError, ClientError
 
     options = experiment.fs.__reduce__()[1][0]
+    seconds = network_timeout(SpecError)
     endpoint = options.get("endpoint_override")
     client = boto3.client(
         "s3",
@@ -189,11 +191,13 @@ def _create_s3(experiment: Storage, data: bytes) -> bool:
         aws_access_key_id=options.get("access_key") or None,
         aws_secret_access_key=options.get("secret_key") or None,
         aws_session_token=options.get("session_token") or None,
-        config=Config(connect_timeout=options.get("connect_timeout") or 10, retries={"max_attempts": 2}),
+        config=Config(connect_timeout=seconds, read_timeout=seconds, retries={"max_attempts": 2}),
     )
     bucket, _, key = experiment.path(LOCK_FILE).partition("/")
+    put = partial(client.put_object, Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
     try:
-        client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        with experiment.one_line(LOCK_FILE):  # botocore's timeouts bound one read; a dripping endpoint held it 90 s
+            experiment.bounded(put, seconds=seconds)
         return True
     except ClientError as err:
         if err.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):

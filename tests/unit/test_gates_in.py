@@ -237,9 +237,10 @@ def test_the_lock_is_an_atomic_conditional_write_on_s3(tmp_path):
     s3 = MotoS3(tmp_path)
     try:
         experiment = open_storage(s3.uri("sweeps"), "test").below("s")
-        assert driver_lock.create_only(experiment, b'{"host": "a"}')
-        assert not driver_lock.create_only(experiment, b'{"host": "b"}')  # If-None-Match: * refused the second put
-        assert read_holder(experiment) == {"host": "a"}
+        first, second = ({"host": host, "pid": 1, "since": 1.0} for host in "ab")
+        assert driver_lock.create_only(experiment, json.dumps(first).encode())
+        assert not driver_lock.create_only(experiment, json.dumps(second).encode())  # If-None-Match: * refused it
+        assert read_holder(experiment) == first
     finally:
         s3.stop()
 
