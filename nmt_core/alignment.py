@@ -23,6 +23,7 @@ from nmt_core.gate import clip_path, exclusive, read_regular
 
 Links = list[tuple[int, int]]  # (source index, target index) pairs of one sentence
 LINKS_BYTES = 512 * 2**20  # a corpus's links as JSON: a million pairs of 30 links take about 250 MB
+LINK_JSON_BYTES = 28  # one link as json.dumps writes it, `[i, j], `, with two 10-digit indices
 
 
 def eflomal_links(pairs: list[tuple[list[str], list[str]]], cache_dir: str) -> list[Links]:
@@ -44,11 +45,19 @@ def read_links(path: Path, lengths: list[tuple[int, int]]) -> list[Links]:
     """eflomal_links' cache through the one reader: a regular file in its folder, no link, bounded bytes, gunzipped
     to at most LINKS_BYTES (a few kB of gzip expand to gigabytes), JSON within the decoders' bounds, and one list of
     (source, target) index pairs per sentence pair, inside its sentences; anything else is one line."""
+    limit = min(LINKS_BYTES, links_bound(lengths))
     body = read_regular(path, LINKS_BYTES, _cache_error, within=path.parent, what="more than links of a corpus")
-    links = json_value(gunzip(body, LINKS_BYTES, clip_path(path), _cache_error), clip_path(path), _cache_error)
+    links = json_value(gunzip(body, limit, clip_path(path), _cache_error), clip_path(path), _cache_error)
     if not isinstance(links, list) or len(links) != len(lengths) or not all(map(_fits, links, lengths)):
         raise _cache_error("(file)", f"not eflomal's links of these {len(lengths):,} pairs", clip_path(path))
     return [[tuple(link) for link in sentence] for sentence in links]
+
+
+def links_bound(lengths: list[tuple[int, int]]) -> int:
+    """Bytes of JSON the links of these pairs can take: at most one link per source and per target word, each at
+    most LINK_JSON_BYTES. A bound from the corpus, not LINKS_BYTES alone: 500 kB of gzip expand to 512 MB of
+    `[0, 0]`s, which json.loads makes into ~100 million lists (gigabytes) before they are checked."""
+    return 16 + sum((s + t) * LINK_JSON_BYTES + 8 for s, t in lengths)
 
 
 def _fits(sentence: object, length: tuple[int, int]) -> bool:

@@ -232,8 +232,9 @@ def test_eflomals_cached_links_are_bounded_on_what_they_expand_to(tmp_path, monk
     assert "not eflomal's links of these 2 pairs" in read(gzip.compress(b"[[[2, 0]], [[0, 1]]]"))
     assert "not eflomal's links of these 2 pairs" in read(gzip.compress(b"[[[0, 0]]]"))
     assert "not a gzip file this version reads" in read(b"[[[0, 0]], [[0, 0]]]")
-    monkeypatch.setattr(alignment, "LINKS_BYTES", 2**20)
-    assert "expands to more than 1,048,576 bytes" in read(gzip.compress(b" " * 50 * 2**20))  # 50 kB of gzip
+    assert "expands to more than 200 bytes" in read(gzip.compress(b" " * 50 * 2**20))  # 50 kB: bound of 2 pairs
+    monkeypatch.setattr(alignment, "LINKS_BYTES", 100)  # the overall cap, on the file and what it expands to
+    assert "larger than 100 bytes" in read(gzip.compress(b" " * 50 * 2**20))
     path.unlink()
     (tmp_path / "links.json.gz").write_bytes(gzip.compress(b"[[[1, 0]], [[0, 1]]]"))
     path.symlink_to(tmp_path / "links.json.gz")
