@@ -35,6 +35,10 @@ TINY = {
     "train": {"lr": 3e-3, "batch_size": 16, "epochs": 1, "seed": 1},
     "decode": {"beam_size": 3},
 }
+# the data of a test that trains a model to read what training writes (its metrics, checkpoint, logged model), not
+# how well it learned: TINY's whole synthetic corpus (4,000 pairs, 200 dev and test) costs such a test 6 s of CPU an
+# epoch, these pairs a tenth of it
+FEW_PAIRS = {"train_subset": 320, "eval_subset": 20}
 
 # every test names its own stores: an MLflow server or Ray cluster a developer exported must not receive test runs
 for _name in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS"):
