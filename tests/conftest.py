@@ -6,6 +6,8 @@ test at a time, except that the tests of one xdist group run one after another o
 (end-to-end) groups go first, then the other slow tests, then the rest, which fill in around them; in one process
 the cheap tests go first.
 
+- A test that trains a model only to read what training writes (its checkpoint, logged model, metrics) trains on
+  FEW_PAIRS, not on TINY's whole synthetic corpus.
 - A test that reads a finished sweep asks for a shared sweep fixture (tests/e2e/conftest.py: `tracked_sweep`, or a
   new one there) instead of running its own sweep: `pytest_collection_modifyitems` below puts it in the fixture's
   xdist group, so the sweep runs once, on one worker.
