@@ -35,17 +35,21 @@ SHARE_URL_KEY = "viewStateShareKey"  # MLflow UI: EXPERIMENT_PAGE_VIEW_STATE_SHA
 # the trials' end-of-run values the view shows (sweeper.metrics: logged once, at step 0): the best epoch's dev BLEU,
 # the mean test BLEU over the test sets, the best epoch's median temperature
 BEST_DEV, TEST_AVG, TAU_MEDIAN = RESULT + "bleu_dev_best", RESULT + "bleu_test_avg", RESULT + "tau_p50_best"
-# the runs table's column of run names, pinned left; the UI applies a saved width only to a column named in the saved
-# order (applyColumnState over `columnOrder`), so it is named there too
-RUN_NAME = "attributes.`Run Name`"
-WIDTHS = {RUN_NAME: 280}  # pixels: `learned λ4 + sentinel · seed 2` and its group's `Group: ...` uncut
-COLUMN_WIDTH = 170  # the others: `result/bleu_dev_best` uncut
-RESULT_SECTION = "sweeper-result"  # the id of the charts' `result` section, which the parallel coordinates open in
 
 
 def column(kind: str, key: str) -> str:
     """A runs-table column as the UI names it (makeCanonicalSortKey): `params.`attention.tau``."""
     return f"{kind}.`{key}`"
+
+
+# the runs table's column of run names, pinned left; the UI applies a saved width only to a column named in the saved
+# order (applyColumnState over `columnOrder`), so it is named there too
+RUN_NAME = "attributes.`Run Name`"
+# pixels: `SACT λ4 + sentinel · seed 2` and its group's `Group: ...` uncut; the seed a narrow number, so that the
+# columns up to the mean test BLEU fit a 1600-pixel-wide window
+WIDTHS = {RUN_NAME: 250, column("params", SEED_PARAM): 90}
+COLUMN_WIDTH = 170  # the others: `result/bleu_dev_best` uncut
+RESULT_SECTION = "sweeper-result"  # the id of the charts' `result` section, which the parallel coordinates open in
 
 
 def view_key(parent_run_id: str) -> str:
@@ -95,7 +99,6 @@ def charts(axes: list[str]) -> dict[str, Any]:
         "runsCountToCompare": 10,
         "deleted": False,
         "isGenerated": False,
-        "displayName": "Settings against best dev BLEU",
         "selectedParams": [*axes, SEED_PARAM],
         "selectedMetrics": [BEST_DEV],
         "showAllRuns": True,
