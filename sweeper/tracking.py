@@ -260,10 +260,10 @@ class SweepTracker:
         name: str | None = None,
     ) -> tuple[str, bool]:
         """The trial's run and whether it was created now: found by its trial id when it may exist (retry,
-        resume: `look_first`), else created, named by its variant's `name` (sweeper.names; the label where a write
-        queued before names has none) and seed and coloured by its variant. Its params are logged either way (the
-        same values again are a no-op): a run found may be one whose creation's answer was lost before its params
-        went in."""
+        resume: `look_first`), else created, named by its variant's `name` (sweeper.names; without one, a sweep begun
+        before names, by its label, untagged) and seed and coloured by its variant. Its params are logged either way
+        (the same values again are a no-op): a run found may be one whose creation's answer was lost before its
+        params went in."""
         run_id = self.find_trial_run(parent_id, trial_id) if look_first else None
         created = run_id is None
         if created:
@@ -277,9 +277,10 @@ class SweepTracker:
                 "LoggedModel named after its variant in the Models tab: `models:/<model id>`, or "
                 "`nmt translate --model runs:/<run id>/model`."
             )
+            tags = {PARENT: parent_id, ROLE: "trial", TRIAL_ID: trial_id, VARIANT: variant, NOTE: note, **self.source}
+            if name:
+                tags[VARIANT_NAME] = name
             name = name or variant
-            tags = {PARENT: parent_id, ROLE: "trial", TRIAL_ID: trial_id, VARIANT: variant, VARIANT_NAME: name}
-            tags.update({NOTE: note, **self.source})
             if run_colour:
                 tags[RUN_COLOUR] = run_colour
             shown = run_name(name, params[SEED_PARAM]) if SEED_PARAM in params else f"{name}-{trial_id}"
@@ -478,7 +479,7 @@ class MlflowTrackingCallback(Callback):
     names = FLAT_NAMES  # for one restored from a sweep started before the grouped names: its runs keep Tune's keys
     axes: tuple[str, ...] = ()  # ... before every axis was logged on every trial
     user: str | None = None  # ... before the User column
-    shared: dict[str, str] = {}  # ... before variant names: a new run's name has every title word
+    shared: dict[str, str] | None = None  # ... before variant names: its new runs are named by label, as its others
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
@@ -705,7 +706,7 @@ class MlflowTrackingCallback(Callback):
                     "variant": variant,
                     "params": self.trial_params(cfg.active(), variant),
                     "colour": self.colour_of(variant),
-                    "name": variant_name(cfg, self.shared),
+                    "name": self.name_of(cfg),
                 }
             )
 
@@ -714,6 +715,10 @@ class MlflowTrackingCallback(Callback):
         (`n/a` where the variant does not use it), so that MLflow's columns and parallel coordinates line up."""
         unused = {axis: NOT_APPLICABLE for axis in self.axes if axis not in active}
         return {**active, **unused, "variant": variant, SEED_PARAM: active["train.seed"]}
+
+    def name_of(self, cfg) -> str | None:
+        """The trial's variant name (sweeper.names); None for a sweep begun before names, whose runs keep labels."""
+        return None if self.shared is None else variant_name(cfg, self.shared)
 
     def colour_of(self, variant: str) -> str:
         """The variant's colour: the next of the palette for a variant the sweep meets first (kept on resume)."""
@@ -796,7 +801,7 @@ class MlflowTrackingCallback(Callback):
                 "path": f"{trial.checkpoint.path}/{MODEL}",
                 "params": self.trial_params(cfg.active(), variant),
                 "tags": {TRIAL_ID: trial.trial_id, VARIANT: variant},
-                "name": model_name(variant_name(cfg, self.shared)),
+                "name": model_name(name) if (name := self.name_of(cfg)) else MODEL,
                 "metrics": final.get("metrics", {}),
                 "step": step,
                 "timestamp": final.get("timestamp", int(time.time() * 1000)),

@@ -200,6 +200,20 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     assert callback.get_state()["colours"] == {"general+sact4": PALETTE[0], "general+none": PALETTE[1]}
 
 
+def test_a_sweep_begun_before_names_goes_on_naming_its_runs_by_label(tmp_path):
+    """Its callback, unpickled by `sweeper resume`, has no planned words: its new runs are named as its others,
+    `<label> · seed <n>`, with no name tag, so the summary keeps the labels MLflow shows for all of them."""
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    tracker = SweepTracker(uri, "old")
+    parent = tracker.start_sweep("name: old\n", {"trials": 1})
+    callback = MlflowTrackingCallback(uri, "old", parent, BASE, new_sweep=True)
+    del callback.shared  # as a callback pickled before names: the class's None
+    callback.on_trial_start(0, [], trial_of("t_0", "sact", 1))
+    callback.drain()
+    [run] = tracker.client.search_runs([tracker.experiment_id], "tags.`sweeper.role` = 'trial'")
+    assert run.info.run_name == "general+sact4 · seed 1" and "sweeper.variant_name" not in run.data.tags
+
+
 def test_a_submitted_sweeps_runs_name_their_submitter_and_the_drivers_commit(tmp_path, monkeypatch):
     """MLflow's User column: the submitter of a sweep the cluster's account tracks, on the parent and every trial;
     Source: the driver's code, with its git commit in a checkout."""
