@@ -154,7 +154,7 @@ class SweepResult:
     parent_run_id: str | None
     results: pd.DataFrame  # one row per trial (results.parquet)
     summary_path: str | None  # summary.md, written when some trial finished
-    best_model_uri: str | None  # models:/<sweep>/<version> (registered), else runs:/<id>/model; None: no model
+    best_model_uri: str | None  # models:/<sweep>/<version> (registered), else models:/<model id>; None: no model
 
     @property
     def status(self) -> str:
@@ -586,7 +586,11 @@ def best_model_uri(tracking_uri: str, parent_run_id: str, name: str) -> str | No
         versions = client.search_model_versions(f"name = '{name}' and run_id = '{best}'")
     except Exception:  # noqa: BLE001 - a store without a registry: the run's model
         versions = []
-    return f"models:/{name}/{versions[0].version}" if versions else f"runs:/{best}/model"
+    if versions:
+        return f"models:/{name}/{versions[0].version}"
+    experiment = client.get_run(best).info.experiment_id  # the run's LoggedModel, whatever its name
+    models = client.search_logged_models([experiment], filter_string=f"source_run_id = '{best}'", max_results=1)
+    return f"models:/{models[0].model_id}" if models else f"runs:/{best}/model"
 
 
 def added_sweeps(name: str, added: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:

@@ -222,7 +222,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
         print(
             printable(
                 f"trial {done['trial']} of sweep {done['name']}: model models:/{done['model_id']} "
-                f"(runs:/{done['run_id']}/model, {done['bytes'] / 1e6:.1f} MB)"
+                f"(run {done['run_id']}, {done['bytes'] / 1e6:.1f} MB)"
             )
         )
     return 0
