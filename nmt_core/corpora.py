@@ -20,14 +20,10 @@ import stat
 import subprocess
 import sys
 import tempfile
-import urllib.request
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from nmt_core import synthetic
 from nmt_core.yaml_input import shown
@@ -248,6 +244,8 @@ def prepare_bible_grc(cache_dir: Path) -> Corpus:
 
 def prepare_iwslt15(cache_dir: Path) -> Corpus:
     """The SACT paper's corpus: downloaded once (NMT_IWSLT15_URL overrides the Stanford address)."""
+    import urllib.request  # here: it loads http.client, ssl and email, and only this corpus downloads over HTTP
+
     base = os.environ.get("NMT_IWSLT15_URL", IWSLT15_URL).rstrip("/") + "/"
     folder = cache_dir / "iwslt15-en-vi"
     folder.mkdir(parents=True, exist_ok=True)
@@ -282,6 +280,11 @@ def prepare_registry(name: str, cache_dir: Path) -> Corpus:
 
 
 def write_cache(corpus: Corpus, path: Path) -> None:
+    """The corpus as one parquet file (pyarrow is imported here, not with the module: `sweeper validate` checks
+    corpus names through this module and reads no parquet)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     names = [s for s, pairs in corpus.splits.items() for _ in pairs]
     columns = {
         "split": names,
@@ -334,6 +337,8 @@ def exclusive(lock: Path):
 
 
 def read_cache(path: Path) -> Corpus:
+    import pyarrow.parquet as pq
+
     table = pq.read_table(path)
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
     splits: dict[str, list[Pair]] = {}

@@ -1,6 +1,6 @@
 # PYTHON_ARGCOMPLETE_OK
 """`sweeper validate | run | resume | submit | summarize | schema | list | status | stop | logs | promote`: each
-subcommand parses its arguments and calls its function in sweeper/api.py (list: list_sweeps, status: sweep_status,
+subcommand parses its arguments and calls its function in sweeper/api.py (list: sweep_infos, status: sweep_status,
 stop: stop_sweep, logs: sweep_logs; the others by their own name), which checks them (the gate) and does the work.
 
 A new subcommand: a `cmd_NAME` here that calls `api.NAME(...)` and prints, a parser in `build_parser`, and in the
@@ -165,15 +165,12 @@ def print_json(value) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    import json
-
     from sweeper.sweeps import table
 
-    frame = api.list_sweeps(args.storage, args.address)
+    rows = [info.row() for info in api.sweep_infos(args.storage, args.address)]
     if args.json:
-        print_json(json.loads(frame.to_json(orient="records", date_format="iso")))
+        print_json(rows)
     else:
-        rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
         print(printable(table(rows) or f"no sweeps in {args.storage}"))
     return 0
 
