@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nmt_core.config import EPOCHS, MAX_SEED, SEEDS, ConfigError, TrialConfig, all_keys, build_config, set_dotted
-from nmt_core.corpora import CorpusError
-from nmt_core.corpora import check_name as check_corpus_name
+from nmt_core.corpus_names import CorpusError
+from nmt_core.corpus_names import check_name as check_corpus_name
 from nmt_core.credentials import check_uri
 from nmt_core.gate import check_tree, escape
 from nmt_core.registry import label_words
