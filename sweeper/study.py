@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper.space import SweepSpec
+from sweeper.sqlite_urls import resolve_uri
 
 if TYPE_CHECKING:
     from sweeper.storage import Storage
@@ -31,9 +32,7 @@ def study_url_in(spec: SweepSpec, folder: str | None, tracking_uri: str) -> str 
     """study_url from the sweep's folder on this machine (None: object storage); `sweeper validate` names the
     default folder without opening a storage, which would load pyarrow."""
     if spec.search.study_storage:
-        from sweeper.tracking import resolve_uri  # the same relative-path rule as a SQLite tracking store
-
-        return resolve_uri(spec.search.study_storage)
+        return resolve_uri(spec.search.study_storage)  # the same relative-path rule as a SQLite tracking store
     if folder is not None:
         return f"sqlite:///{posixpath.join(folder, STUDY_FILE)}"
     if tracking_uri.startswith("sqlite:///"):

@@ -29,10 +29,12 @@ VALIDATION = (*UNIMPORTABLE, *TABLES, *STORE, "importlib.metadata")
 STORAGE_READERS = (*UNIMPORTABLE, *TABLES)
 
 
-def run_blocked(code: str, unimportable: tuple[str, ...] = UNIMPORTABLE) -> subprocess.CompletedProcess:
+def run_blocked(
+    code: str, unimportable: tuple[str, ...] = UNIMPORTABLE, cwd: Path = ROOT
+) -> subprocess.CompletedProcess:
     block = "import sys\n" + "".join(f"sys.modules[{name!r}] = None\n" for name in unimportable)
     return subprocess.run(
-        [sys.executable, "-c", block + code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", block + code], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
     )
 
 
@@ -96,6 +98,21 @@ def test_every_shipped_space_validates_without_them():
     done = run_blocked(code, VALIDATION)
     assert done.returncode == 0, done.stderr
     assert len(spaces) > 20 and done.stdout.count(": valid sweep") == len(spaces), done.stdout
+
+
+def test_an_optuna_space_with_its_own_study_storage_validates_without_them(tmp_path):
+    """A relative SQLite study_storage is shown made absolute by the tracking store's rule (sweeper.sqlite_urls),
+    not through sweeper.tracking, which imports MLflow and Ray."""
+    space = tmp_path / "own.yaml"
+    space.write_text(
+        "name: own\nparameters: {attention.temperature: {choice: [none, sact]}}\n"
+        "search: {algorithm: optuna, num_samples: 2, study_storage: 'sqlite:///studies/o.db'}\n"
+    )
+    done = run_blocked(
+        f"from sweeper.cli import main\nsys.exit(main(['validate', {str(space)!r}]))", VALIDATION, tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"in sqlite:///{tmp_path.resolve()}/studies/o.db" in done.stdout
 
 
 def test_its_one_line_error_needs_none_of_them_either(storage):
