@@ -73,6 +73,9 @@ TRANSFORMER_VARIANTS = {  # config sections over the Transformer's defaults (pre
     "fixed": {"attention": {"temperature": "fixed", "tau": 0.9}},
     "sact_query": {"attention": {"temperature": "sact", "sact_reading": "query"}},
     "sact_first_pass": {"attention": {"temperature": "sact", "sact_reading": "first_pass"}},
+    "sact_first_pass_qk_norm": {  # unit queries and keys in the cross-attention: cosine / tau (attention.qk_norm)
+        "attention": {"temperature": "sact", "sact_reading": "first_pass", "qk_norm": True}
+    },
     "localness": {"attention": {"position_bias": "gaussian"}},
     "sentinel": {"attention": {"sentinel": True}},
 }

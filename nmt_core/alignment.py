@@ -17,9 +17,12 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from nmt_core.corpora import cache_root, exclusive, write_atomically
+from nmt_core.corpora import CorpusError, cache_root, write_atomically
+from nmt_core.decoders import gunzip, json_value
+from nmt_core.gate import clip_path, exclusive, read_regular
 
 Links = list[tuple[int, int]]  # (source index, target index) pairs of one sentence
+LINKS_BYTES = 512 * 2**20  # a corpus's links as JSON: a million pairs of 30 links take about 250 MB
 
 
 def eflomal_links(pairs: list[tuple[list[str], list[str]]], cache_dir: str) -> list[Links]:
@@ -30,7 +33,34 @@ def eflomal_links(pairs: list[tuple[list[str], list[str]]], cache_dir: str) -> l
     with exclusive(cache / f".{path.name}.lock"):
         if not path.exists():
             write_atomically(path, gzip.compress(json.dumps(_run_eflomal(pairs)).encode()))
-    return [[tuple(link) for link in links] for links in json.loads(gzip.decompress(path.read_bytes()))]
+    return read_links(path, [(len(s), len(t)) for s, t in pairs])
+
+
+def _cache_error(key: str, message: str, source: str) -> CorpusError:
+    return CorpusError(f"{source}: {message} (eflomal's cached links: delete the file and they are computed again)")
+
+
+def read_links(path: Path, lengths: list[tuple[int, int]]) -> list[Links]:
+    """eflomal_links' cache through the one reader: a regular file in its folder, no link, bounded bytes, gunzipped
+    to at most LINKS_BYTES (a few kB of gzip expand to gigabytes), JSON within the decoders' bounds, and one list of
+    (source, target) index pairs per sentence pair, inside its sentences; anything else is one line."""
+    body = read_regular(path, LINKS_BYTES, _cache_error, within=path.parent, what="more than links of a corpus")
+    links = json_value(gunzip(body, LINKS_BYTES, clip_path(path), _cache_error), clip_path(path), _cache_error)
+    if not isinstance(links, list) or len(links) != len(lengths) or not all(map(_fits, links, lengths)):
+        raise _cache_error("(file)", f"not eflomal's links of these {len(lengths):,} pairs", clip_path(path))
+    return [[tuple(link) for link in sentence] for sentence in links]
+
+
+def _fits(sentence: object, length: tuple[int, int]) -> bool:
+    """One sentence's links: [source index, target index] pairs inside its source and target."""
+    return isinstance(sentence, list) and all(
+        isinstance(link, list)
+        and len(link) == 2
+        and all(type(i) is int for i in link)
+        and 0 <= link[0] < length[0]
+        and 0 <= link[1] < length[1]
+        for link in sentence
+    )
 
 
 def _run_eflomal(pairs: list[tuple[list[str], list[str]]]) -> list[Links]:

@@ -55,16 +55,20 @@ class TransformerArchitecture(Architecture):
         "attention.sact_reading",
         "attention.temperature_at",
         "attention.position_layers",
+        "attention.qk_norm",
     )
     own_defaults = {"attention.score": "scaled_dot"}  # Vaswani's, where the config keeps the RNN's default
 
     @classmethod
     def relabel(cls, cfg: TrialSettings, words: dict[str, str]) -> None:
-        """`transformer` for the score (`transformer-dot` for another), SACT's word with its reading, and where the
-        temperature acts when that is not the cross-attention: e.g. transformer+sact4-first_pass@both+sentinel."""
+        """`transformer` for the score (`transformer-dot` for another; `-qknorm` with unit queries and keys), SACT's
+        word with its reading, and where the temperature acts when that is not the cross-attention: e.g.
+        transformer+sact4-first_pass@both+sentinel, transformer-qknorm+learned16."""
         a = cfg.attention
         own = a.score == cls.own_defaults["attention.score"]
         words["score"] = "transformer" if own else f"transformer-{words['score']}"
+        if a.qk_norm:
+            words["score"] += "-qknorm"
         if "attention.sact_reading" in TEMPERATURES[a.temperature].settings:
             words["temperature"] += f"-{a.sact_reading}"
         if a.temperature != "none" and a.temperature_at != "cross":

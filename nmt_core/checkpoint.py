@@ -52,10 +52,11 @@ def _checkpoint_error(key: str, message: str, source: str) -> CheckpointError:
     return CheckpointError(f"{source}: {message}" if key == "(file)" else f"{source}: {key}: {message}")
 
 
-def load(path: Path) -> dict[str, Any]:
+def load(path: Path, within: Path | None = None) -> dict[str, Any]:
     """A checkpoint file through the gate (nmt_core/gate.py: a regular file, not a FIFO or device, at most
-    MAX_CHECKPOINT_BYTES), loaded with weights_only=True, its fields checked before anything shows or uses them."""
-    with open_regular(path, _checkpoint_error) as (fd, info):
+    MAX_CHECKPOINT_BYTES; with `within`, below that folder and no link), loaded with weights_only=True, its fields
+    checked before anything shows or uses them."""
+    with open_regular(path, _checkpoint_error, within) as (fd, info):
         if info.st_size > MAX_CHECKPOINT_BYTES:
             raise CheckpointError(f"{clip_path(path)}: larger than {MAX_CHECKPOINT_BYTES:,} bytes; not a checkpoint")
         try:
@@ -92,6 +93,16 @@ def check_state(state: Any, path: Path) -> dict[str, Any]:
     for key in ("vocab", "subword"):
         if key in state and not isinstance(state[key], dict):
             raise CheckpointError(f"{where}: {key}: not a mapping (got {shown(state[key])})")
+    return state
+
+
+def load_resume(folder: Path) -> dict[str, Any]:
+    """The last.pt a run continues from (`nmt train --out`, a retried or PBT trial): read as `load` reads, from
+    `folder` itself (no link, nothing outside it), and its weights checked against the model its config describes
+    before training builds one (check_weights: laid out on the meta device), so a small file naming a huge model,
+    or weights that do not fit, is one line."""
+    state = load(folder / LAST, within=folder)
+    check_weights(state, folder / LAST)
     return state
 
 
@@ -188,15 +199,16 @@ def check_weights(state: dict[str, Any], path: Path | str) -> tuple[TrialConfig,
     )
     with torch.device("meta"):
         wanted = build_model(cfg.model, cfg.attention, len(src_vocab), len(tgt_vocab)).state_dict()
-    weights = state.get("best_model", state["model"])
-    held = weights if isinstance(weights, dict) else {}
-    if mismatch := _first_mismatch(wanted, held):
-        total = sum(v.numel() for v in wanted.values())
-        tensors = sum(v.numel() for v in held.values() if isinstance(v, torch.Tensor))
-        raise CheckpointError(
-            f"{clip_path(path)}: model: the weights do not fit the config ({mismatch}; the config describes "
-            f"{total:,} weights, the file holds {tensors:,})"
-        )
+    for key in ("model", "best_model"):  # last.pt holds both; best.pt the model only
+        weights = state.get(key, {} if key == "model" else None)
+        held = weights if isinstance(weights, dict) else {}
+        if weights is not None and (mismatch := _first_mismatch(wanted, held)):
+            total = sum(v.numel() for v in wanted.values())
+            tensors = sum(v.numel() for v in held.values() if isinstance(v, torch.Tensor))
+            raise CheckpointError(
+                f"{clip_path(path)}: {key}: the weights do not fit the config ({mismatch}; the config describes "
+                f"{total:,} weights, the file holds {tensors:,})"
+            )
     return cfg, src_vocab, tgt_vocab
 
 

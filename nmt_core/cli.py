@@ -77,11 +77,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, parse_overrides(args.set))
     out = check_output_folder(args.out, "--out", "nmt train", ConfigError)  # made by the first epoch
     last = out / checkpoint.LAST
-    resume = checkpoint.load(last) if last.exists() or last.is_symlink() else None
-    if resume and args.restart:
+    earlier = last.exists() or last.is_symlink()
+    if earlier and args.restart:  # removed unread: a damaged or foreign last.pt is what --restart clears
         remove_outputs(out)
         _log(f"--restart: removed the earlier run in {clip_path(out)}")
-        resume = None
+        earlier = False
+    resume = checkpoint.load_resume(out) if earlier else None
     if resume:
         changed = changed_keys(resume["config"], cfg)
         if changed:

@@ -144,6 +144,9 @@ class AttentionConfig:
     position_layers: int = setting(
         0, "transformer gaussian bias: in the lowest N layers only (0 = all)", Bound(0, 64, note=ALL)
     )
+    qk_norm: bool = setting(
+        False, "transformer: unit queries and keys where the temperature acts, cosine / tau (Henry et al. 2020)"
+    )
 
 
 @dataclass

@@ -7,16 +7,12 @@ BLEU numbers from different sweeps are comparable.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import hashlib
 import json
 import os
 import random
 import re
 import sqlite3
-import stat
 import subprocess
 import sys
 import tempfile
@@ -37,6 +33,8 @@ from nmt_core.corpus_names import (
     is_folder,
     unknown_corpus,
 )
+from nmt_core.decoders import read_parquet_file
+from nmt_core.gate import clip_path, exclusive, read_regular
 from nmt_core.yaml_input import shown
 
 Pair = tuple[str, str]
@@ -313,24 +311,26 @@ def write_atomically(path: Path, body: bytes) -> None:
         raise
 
 
-@contextlib.contextmanager
-def exclusive(lock: Path):
-    """One process at a time (trials of a sweep on a fresh node prepare the same corpus at once); the
-    others wait, then find the cache ready."""
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+MAX_CACHE_ROWS = 5_000_000  # pairs in a prepared corpus: the registry's largest (IWSLT'15 en-vi) has 133k
+CACHE_COLUMNS = ("split", "src", "tgt")
+
+
+def _cache_error(key: str, message: str, source: str) -> CorpusError:
+    return CorpusError(f"{source}: {message} (a prepared corpus: delete it and it is prepared again)")
 
 
 def read_cache(path: Path) -> Corpus:
-    table = pq.read_table(path)
-    meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    """A prepared corpus (write_cache's Parquet file) through the one reader: a regular file in the cache folder, no
+    link, bounded bytes, and refused by its footer past MAX_CACHE_ROWS rows (nmt_core/decoders.py); its columns and
+    metadata as write_cache writes them, or one line."""
+    table = read_parquet_file(path, _cache_error, within=path.parent, max_rows=MAX_CACHE_ROWS)
+    stored = (table.schema.metadata or {}).items()
+    meta = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in stored}
+    strings = all(c in table.column_names and pa.types.is_string(table.schema.field(c).type) for c in CACHE_COLUMNS)
+    if not strings or not all(key in meta for key in ("name", "src_lang", "tgt_lang")):
+        raise _cache_error("(file)", "not a corpus this version prepared (columns split, src, tgt)", clip_path(path))
     splits: dict[str, list[Pair]] = {}
-    for split, src, tgt in zip(*(table.column(c).to_pylist() for c in ("split", "src", "tgt"))):
+    for split, src, tgt in zip(*(table.column(c).to_pylist() for c in CACHE_COLUMNS)):
         splits.setdefault(split, []).append((src, tgt))
     alignments = None
     if "alignment" in table.column_names:
@@ -342,20 +342,16 @@ def read_cache(path: Path) -> Corpus:
     )
 
 
+def _text_error(key: str, message: str, source: str) -> CorpusError:
+    return CorpusError(f"{source}: {message}")
+
+
 def read_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file; a folder, a device or pipe (/dev/zero never ends), an unreadable file, a
-    file over MAX_TEXT_BYTES or other bytes are one CorpusError."""
-    try:
-        mode = path.stat().st_mode
-        if stat.S_ISDIR(mode):
-            raise CorpusError(f"{path}: cannot read ({os.strerror(errno.EISDIR)})")
-        if not stat.S_ISREG(mode):
-            raise CorpusError(f"{path}: not a regular file (a device, pipe or socket); give a text file")
-        with open(path, "rb") as handle:
-            body = read_bounded(handle, str(path))
-    except OSError as err:
-        raise CorpusError(f"{path}: cannot read ({err.strerror})") from None
-    return decode_lines(body, str(path))
+    """The lines of a UTF-8 text file through the one reader (nmt_core/gate.py: a regular file, opened without
+    blocking, so a FIFO or /dev/zero is refused; at most MAX_TEXT_BYTES, refused before it is read): one CorpusError
+    for anything else."""
+    limit = f"the most one text file is read ({MAX_TEXT_BYTES >> 20} MB); split it"
+    return decode_lines(read_regular(path, MAX_TEXT_BYTES, _text_error, what=limit), clip_path(path))
 
 
 def read_bounded(stream: BinaryIO, where: str) -> bytearray:

@@ -17,6 +17,7 @@ import io
 import json
 import math
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,21 @@ def parquet_table(body: bytes, source: str, error: ErrorType, max_rows: int | No
 
 def _not_parquet(err: Exception, source: str, error: ErrorType) -> Exception:
     return error("(file)", f"not a Parquet file this version reads ({clip(str(err).strip(), 100)})", source)
+
+
+def gunzip(body: bytes, limit: int, source: str, error: ErrorType) -> bytes:
+    """A gzip file's content, decompressed to at most `limit` bytes: a few kB of gzip can expand to gigabytes, so
+    decompression stops past the limit instead of finishing."""
+    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # gzip's header and trailer
+    try:
+        content = inflate.decompress(body, limit + 1)
+    except zlib.error as err:
+        raise error("(file)", f"not a gzip file this version reads ({clip(str(err), 100)})", source) from None
+    if len(content) > limit:
+        raise error("(file)", f"expands to more than {limit:,} bytes", source)
+    if not inflate.eof:
+        raise error("(file)", "not a gzip file this version reads (it ends before its data does)", source)
+    return content
 
 
 def read_json_file(path: str | os.PathLike, limit: int, error: ErrorType, within: Path | None = None) -> Any:

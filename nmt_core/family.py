@@ -45,6 +45,14 @@ __all__ = [
 @declare(SCORES, "dot")
 class Dot(Part):
     architectures = BOTH
+    rules = (
+        Rule(
+            "attention.qk_norm",
+            "false with attention.score dot (on unit queries and keys both dot products are the cosine: "
+            "keep the transformer's scaled_dot)",
+            lambda c: not c.attention.qk_norm,
+        ),
+    )
 
 
 @declare(SCORES, "general")
@@ -101,7 +109,14 @@ class TemperaturePart(Part):
 
 @declare(TEMPERATURES, "none")
 class NoTemperature(TemperaturePart):
-    pass
+    rules = (
+        Rule(
+            "attention.qk_norm",
+            "false with attention.temperature none (qk_norm scores the cosine, in [-1, 1], which nearly evens out "
+            "the softmax: the temperature is its only scale; choose fixed, learned or sact)",
+            lambda c: not c.attention.qk_norm,
+        ),
+    )
 
 
 @declare(TEMPERATURES, "fixed")

@@ -19,6 +19,7 @@ nmt_core and sweeper raise their own one-line types (ConfigError, SpecError, Cor
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
 import re
@@ -339,6 +340,19 @@ def write_file(folder: Path, name: str, data: bytes, error: ErrorType, key: str 
     except OSError as err:
         raise error(key, f"cannot write: {err.strerror}", clip_path(target)) from None
     return target
+
+
+@contextmanager
+def exclusive(lock: Path) -> Iterator[None]:
+    """One process at a time in the block (trials of a sweep on a fresh node prepare the same cache at once; the
+    others wait, then find it ready): an flock on `lock`, a file made in its folder, never through a link."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def append_line(path: Path, line: str) -> None:

@@ -31,7 +31,7 @@ from nmt_core import checkpoint
 from nmt_core.config import ConfigError
 from nmt_core.credentials import check_uri, decoded, redact
 from nmt_core.gate import TIMEOUT_VARIABLE, check_text, clip, network_timeout
-from nmt_core.network import configure_network
+from nmt_core.network import bound_sql_connects, configure_network
 
 DEFAULT_TRACKING = "sqlite:///mlflow.db"  # the sweeper's default store, in the working folder
 REQUIREMENTS = ("nmt-sweeper", "torch", "sacrebleu", "sentencepiece")  # what decoding imports (MLflow adds itself)
@@ -176,10 +176,13 @@ DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}  # SQLAlchem
 def probe_store(uri: str, source: str) -> None:
     """A tracking server, or a database store's host, answers within network_timeout() seconds, or one line says
     it does not (MLflow's client and a database driver would wait minutes, and fail in a traceback)."""
+    database = uri.split(":", 1)[0].split("+", 1)[0].lower()
     if uri.startswith(("http://", "https://")):
         probe_server(uri, source)
-    elif (database := uri.split(":", 1)[0].split("+", 1)[0].lower()) in DATABASE_PORTS:
+    elif database in DATABASE_PORTS:
         probe_database(uri, DATABASE_PORTS[database], source)
+    if database in (*DATABASE_PORTS, "sqlite"):
+        bound_sql_connects()  # MLflow's own 10 attempts and 101 s of backoff: within the deadline instead
 
 
 def probe_database(uri: str, default_port: int, source: str) -> None:

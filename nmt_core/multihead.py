@@ -9,7 +9,10 @@ and run through the family's `Pipeline`, the RNN's attention's, through the same
   g = sigmoid(W_x x_i + W_t x_{i-1}) (A eqs. 7-8; x_i the block's input, x_{i-1} standing in for the RNN's
   t_{i-1}), keyed and valued by the block's own W^K and W^V; the slot's weight is the head's gate beta;
 - a temperature tau per head and position: softmax((e [+ G]; slot) / tau), dividing the scores, bias and slot as
-  the RNN's Attention does. SACT (S eqs. 1-2) reads c~_{t-1} as `attention.sact_reading` says (the readings below, the
+  the RNN's Attention does. With `attention.qk_norm` (Henry et al. 2020) a tempered block scores unit queries and
+  keys by their plain dot product, e = q^ k^T with q^ = q / ||q||, k^ = k / ||k|| per head (the slot's key too): the
+  cosine, in [-1, 1], with no 1/sqrt(d_k), so that tau is the logits' only scale (W_Q and W_K cannot rescale them).
+  SACT (S eqs. 1-2) reads c~_{t-1} as `attention.sact_reading` says (the readings below, the
   Transformer's own parts): `query` not at all; `first_pass` c0_{i-1}, the same head's context at i - 1 from a
   first pass with tau = 1 (c0_{-1} = 0). Inside a layer the paper's own c~_{t-1} (the tempered context of the step
   before) would make positions sequential; both readings keep training parallel.
@@ -136,9 +139,10 @@ class BlockParts:
     sentinel: bool = False
     keep_weights: bool = False  # report weights even without a mechanism (the explicit path)
     fused: bool = True  # model.fast_path: scaled_dot_product_attention where no mechanism is active
+    qk_norm: bool = False  # attention.qk_norm: the score compares unit queries and keys (`compared`)
 
     def explicit(self) -> bool:
-        plain = self.temperature == "none" and self.position_bias == "none" and not self.sentinel
+        plain = self.temperature == "none" and self.position_bias == "none" and not (self.sentinel or self.qk_norm)
         return not (plain and SCORES.implementation(self.score).fused and self.fused and not self.keep_weights)
 
 
@@ -190,6 +194,14 @@ class MultiHeadAttention(Pipeline):
             mask = torch.ones(q.size(2), k.size(2), dtype=torch.bool, device=q.device).tril()[None, None]
         return self.explicit(x, q, k, v, mask, key_mask, carried)
 
+    def compared(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """The queries and keys as the score compares them: with `qk_norm` each head's q and k at unit norm,
+        q / ||q|| and k / ||k|| (Henry et al. 2020), so that a dot-product score gives their cosine and the logits'
+        scale is the temperature's alone; F.normalize's floor on ||.|| (1e-12) acts only on a vector of zeros."""
+        if not self.parts.qk_norm:
+            return q, k
+        return F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+
     def context_before(self, e: Tensor, mask: Tensor | None, step: Step) -> Tensor | None:
         """c0_{i-1}: each head's context at the position before from a first pass at tau = 1, where the temperature
         reads a context (SACT's first_pass reading); inside a layer the tempered one would make positions
@@ -209,7 +221,7 @@ class MultiHeadAttention(Pipeline):
         carried: dict[str, Tensor] | None,
     ) -> tuple[Tensor, HeadTrace, dict[str, Tensor]]:
         """The attention with its parts, through the family's pipeline (what the module docstring describes)."""
-        e = raw = self.score.head_scores(q, k)  # (B, h, T, S)
+        e = raw = self.score.head_scores(*self.compared(q, k))  # (B, h, T, S)
         keep = torch.ones_like(e, dtype=torch.bool) if mask is None else mask.expand_as(e)
         if key_mask is not None:
             bias, _ = self.position(q, key_mask, AttentionState({}))
@@ -218,7 +230,7 @@ class MultiHeadAttention(Pipeline):
         def keyed(sentinel: Tensor) -> tuple[Tensor, Tensor]:
             """A slot keyed and valued by this block's W^K and W^V, scored by its score (A eq. 10 per head)."""
             slot_k, slot_v = self.by_head(self.W_K(sentinel)), self.by_head(self.W_V(sentinel))
-            return slot_v, self.score.slot_scores(q, slot_k)
+            return slot_v, self.score.slot_scores(*self.compared(q, slot_k))
 
         state = BlockState(carried)
         step = Step(x, x, None, state, lambda weights: torch.matmul(weights, v), v.dtype, keyed)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -228,6 +229,49 @@ def install() -> None:
 
 def installed() -> bool:
     return requests.Session.send is _send
+
+
+SQL_MODULES = (  # MLflow's modules that import its engine maker by name (the tracking store looks it up in utils)
+    "mlflow.store.model_registry.sqlalchemy_store",
+    "mlflow.store.jobs.sqlalchemy_store",
+)
+
+
+def bound_sql_connects() -> None:
+    """MLflow opens a database store (SQLite, PostgreSQL, MySQL) with up to 10 attempts and 101 s of backoff between
+    them (mlflow/store/db/utils.py: `create_sqlalchemy_engine_with_retry`, MAX_RETRY_COUNT, no setting to change
+    it): a PostgreSQL port that accepts and never answers held a command for minutes. Its engine maker is replaced,
+    wherever MLflow looks it up, by `engine_within_deadline`. Called where a database store is first probed
+    (nmt_core.mlflow_model.probe_store), so that a process that never opens one never imports SQLAlchemy."""
+    from mlflow.store.db import utils
+
+    utils.create_sqlalchemy_engine_with_retry = engine_within_deadline
+    for name in SQL_MODULES:  # the ones imported already hold MLflow's by name; the others will take ours
+        if (module := sys.modules.get(name)) is not None:
+            module.create_sqlalchemy_engine_with_retry = engine_within_deadline
+
+
+def engine_within_deadline(db_uri: str) -> Any:
+    """MLflow's engine maker with MLflow's own steps and backoff (0.1 s, 0.3 s, 0.7 s, ...), attempted only while
+    network_timeout() seconds have not passed: a refused port ends at the deadline, and a port that stalls after
+    one attempt, whose connect waits PGCONNECT_TIMEOUT (the same seconds; gate.network_environment) at most."""
+    import sqlalchemy
+    from mlflow.store.db import utils
+
+    utils._make_parent_dirs_if_sqlite(db_uri)
+    deadline = time.monotonic() + network_timeout()
+    attempts = 0
+    while True:
+        attempts += 1
+        engine = utils.create_sqlalchemy_engine(db_uri)
+        try:
+            sqlalchemy.inspect(engine)
+            return engine
+        except Exception:
+            wait = 0.1 * (2**attempts - 1)
+            if time.monotonic() + wait >= deadline:
+                raise
+            time.sleep(wait)
 
 
 def configure_network(error: ErrorType | None = None) -> None:

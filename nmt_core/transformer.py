@@ -71,6 +71,16 @@ def localness_in(attention: AttentionConfig, layer: int) -> str:
     return attention.position_bias if inside else "none"
 
 
+def tempered(attention: AttentionConfig, blocks: tuple[str, ...], score: str) -> dict[str, str | bool]:
+    """The parts of a decoder block that `score` scores, where `attention.temperature_at` is one of `blocks` (the
+    block's temperature_at values): the temperature, and with attention.qk_norm unit queries and keys scored by
+    their plain dot product, the cosine, whose only scale is then the temperature (multihead's module docstring)."""
+    if attention.temperature_at not in blocks:
+        return {"score": score}
+    qk_norm = attention.qk_norm
+    return {"score": "dot" if qk_norm else score, "temperature": attention.temperature, "qk_norm": qk_norm}
+
+
 class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig, attention: AttentionConfig, layer: int):
         super().__init__()
@@ -95,13 +105,10 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig, attention: AttentionConfig, layer: int):
         super().__init__()
-        at = attention.temperature_at
-        self_parts = BlockParts(
-            temperature=attention.temperature if at in ("self", "both") else "none", fused=cfg.fast_path
-        )
+        self_parts = BlockParts(**tempered(attention, ("self", "both"), "scaled_dot"), fused=cfg.fast_path)
         cross_parts = BlockParts(
-            score=attention.score,  # the decoder over the encoder: what attention.score means in the RNN too
-            temperature=attention.temperature if at in ("cross", "both") else "none",
+            # the decoder over the encoder: what attention.score means in the RNN too
+            **tempered(attention, ("cross", "both"), attention.score),
             position_bias=localness_in(attention, layer),
             sentinel=attention.sentinel,
             keep_weights=layer == cfg.layers - 1,

@@ -261,18 +261,6 @@ def grid_plan(spec: SweepSpec) -> list[str]:
     ]
 
 
-def lockable_storage(uri: str, source: str) -> Storage:
-    """The storage a driver's lock is written to. On object storage its usability is checked first (endpoint, bucket,
-    credentials), so that a storage that cannot be used is the one `--storage` line, not the lock's write failing; a
-    local folder is checked where the sweep checks it (after the tracking store: nothing is written before)."""
-    from sweeper.storage import check_writable, open_storage
-
-    storage = open_storage(uri, source)
-    if not storage.is_local:
-        check_writable(storage, source)
-    return storage
-
-
 @entry_point
 def run(
     space: str | Path | Mapping[str, Any],
@@ -287,8 +275,8 @@ def run(
     """Run a sweep as `sweeper run` does: our lines on stdout, Ray's in `<storage>/<name>/sweep.log` (and on
     stdout too with verbose); `overrides` are dotted YAML keys, e.g. {"base.train.epochs": 1}."""
     from sweeper.console import sweep_console
-    from sweeper.driver_lock import sweep_lock
     from sweeper.runner import ray_for_one_sweep, run_sweep
+    from sweeper.storage import open_storage
 
     configure_driver()
     with one_error():
@@ -298,8 +286,8 @@ def run(
         spec = load_space(space, overrides)
         if name:
             spec.name = name
-        experiment = lockable_storage(storage, "sweeper run").below(spec.name)
-        with sweep_lock(experiment, spec.name, "sweeper run"), sweep_console(experiment, verbose), ray_for_one_sweep():
+        experiment = open_storage(storage, "sweeper run").below(spec.name)  # the sweep takes its lock (runner.py)
+        with sweep_console(experiment, verbose), ray_for_one_sweep():
             code = run_sweep(spec, storage, tracking_uri, address)
         return sweep_result(experiment, spec.name, code)
 
@@ -315,16 +303,16 @@ def resume(
 ) -> SweepResult:
     """Finish an interrupted sweep as `sweeper resume` does: finished trials are kept, not re-run."""
     from sweeper.console import sweep_console
-    from sweeper.driver_lock import sweep_lock
     from sweeper.runner import ray_for_one_sweep, resume_sweep
+    from sweeper.storage import open_storage
 
     configure_driver()
     with one_error():
         check_arguments(
             "sweeper resume", sweep=name, storage=storage, tracking_uri=tracking_uri, address=address, verbose=verbose
         )
-        experiment = lockable_storage(storage, "sweeper resume").below(name)
-        with sweep_lock(experiment, name, "sweeper resume"), sweep_console(experiment, verbose), ray_for_one_sweep():
+        experiment = open_storage(storage, "sweeper resume").below(name)  # the sweep takes its lock (runner.py)
+        with sweep_console(experiment, verbose), ray_for_one_sweep():
             code = resume_sweep(name, storage, address, tracking_uri)
         return sweep_result(experiment, name, code)
 

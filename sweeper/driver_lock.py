@@ -12,7 +12,6 @@ lock is checked, then written (two drivers started within the same second can bo
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -26,7 +25,7 @@ import pyarrow.fs as pafs
 
 from nmt_core.gate import clip, shown
 from sweeper.space import SpecError
-from sweeper.storage import Storage, first_line
+from sweeper.storage import Storage, first_line, remove_empty
 from sweeper.sweeps import RECORD_LIMIT, STALE_S, driver, driver_alive, iso, printable, read_status
 
 LOCK_FILE = "driver.lock"
@@ -36,27 +35,14 @@ LOCK_FILE = "driver.lock"
 def sweep_lock(experiment: Storage, name: str, source: str) -> Iterator[None]:
     """Held while this process drives sweep `name`; released (deleted, if still ours) when it ends."""
     me = driver()
-    made = folders_to_make(experiment)
+    made = experiment.missing_folders(LOCK_FILE)
     take(experiment, me, name, source)
     try:
         yield
     finally:
         if read_holder(experiment) == me:
             experiment.delete(LOCK_FILE)
-        for folder in made:  # a run refused before it wrote anything leaves no folder behind (nothing half-written)
-            with contextlib.suppress(OSError):
-                folder.rmdir()  # only if empty
-
-
-def folders_to_make(experiment: Storage) -> list[Path]:
-    """The local folders that taking the lock creates (the sweep's, and any missing above it), deepest first."""
-    if not experiment.is_local:
-        return []
-    missing, folder = [], Path(experiment.path(LOCK_FILE)).parent
-    while not folder.exists() and folder != folder.parent:
-        missing.append(folder)
-        folder = folder.parent
-    return missing
+        remove_empty(made)  # a run refused before it wrote anything leaves no folder behind (nothing half-written)
 
 
 def take(experiment: Storage, me: dict[str, Any], name: str, source: str) -> None:
@@ -138,16 +124,27 @@ def _create_local(experiment: Storage, data: bytes) -> bool:
         temporary.unlink(missing_ok=True)
 
 
+def check_lockable(storage: Storage, source: str) -> None:
+    """Before anything is written: a sweep on S3 can take its lock (boto3, the `s3` extra, is installed)."""
+    if isinstance(storage.fs, pafs.S3FileSystem):
+        try:
+            import boto3  # noqa: F401
+        except ImportError:
+            raise SpecError(
+                "--storage",
+                "a sweep on S3 takes its lock with S3's conditional write, which needs boto3: pip install "
+                "'nmt-sweeper[s3]'",
+                source,
+            ) from None
+
+
 def _create_s3(experiment: Storage, data: bytes) -> bool:
     """S3's conditional put (`If-None-Match: *`), with the endpoint, region and credentials pyarrow was given."""
-    try:
-        import boto3
-        from botocore.config import Config
-        from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError:
-        raise SpecError(
-            "--storage", "a sweep's lock on S3 needs boto3 (S3's conditional write): pip install boto3", "sweeper"
-        ) from None
+    check_lockable(experiment, "sweeper")
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
     options = experiment.fs.__reduce__()[1][0]
     endpoint = options.get("endpoint_override")
     client = boto3.client(

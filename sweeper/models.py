@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from nmt_core.network import DOWNLOAD_S
 from nmt_core.yaml_input import shown
 from sweeper.metrics import TRIAL_ID, VARIANT, is_result
 from sweeper.space import SpecError, check_name, variant_label
@@ -62,7 +63,9 @@ def model_from_checkpoint(tracker, run_id: str, final: Storage) -> tuple[str, in
     with tempfile.TemporaryDirectory() as folder:
         local = Path(folder)
         (local / checkpoint.LAST).write_bytes(final.read_bytes(checkpoint.LAST))
-        state = checkpoint.load(local / checkpoint.LAST)  # weights only: storage is trusted for tuner.pkl, not here
+        state = checkpoint.load(
+            local / checkpoint.LAST, within=local
+        )  # weights only: storage is trusted for tuner.pkl, not here
         example = final.read_json(MODEL_EXAMPLE, limit=EXAMPLE_LIMIT) if final.exists(MODEL_EXAMPLE) else None
         cfg = checkpoint.check_weights(state, final.display(checkpoint.LAST))[0]  # before a model is built of it
         save_model(state, local / "model", example if isinstance(example, list) and example else None)
@@ -111,10 +114,10 @@ def final_checkpoint(experiment: Storage, trial: str) -> Storage | None:
     """A trial's last checkpoint in storage (the numbered folder Ray Tune wrote last that holds a training state)."""
     from nmt_core.checkpoint import LAST
 
-    folders = experiment.fs.get_file_info(pafs.FileSelector(experiment.root, allow_not_found=True))
+    folders = experiment.info(pafs.FileSelector(experiment.root, allow_not_found=True))
     found = [f.base_name for f in folders if f.type == pafs.FileType.Directory and f.base_name.startswith(f"{trial}_")]
     for folder in sorted(found):
-        inside = experiment.fs.get_file_info(pafs.FileSelector(experiment.path(folder), allow_not_found=True))
+        inside = experiment.info(pafs.FileSelector(experiment.path(folder), allow_not_found=True))
         numbered = sorted(
             ((int(m.group(1)), f.base_name) for f in inside if (m := CHECKPOINT_DIR.match(f.base_name))), reverse=True
         )
@@ -154,7 +157,8 @@ def promote(name: str, trial: str, storage_uri: str, tracking_uri: str | None) -
 
 def storage_usage(experiment: Storage, trial_dir: re.Pattern) -> dict[str, Any]:
     """What the sweep's folder in storage holds: in all, and per trial folder (checkpoints, artifacts)."""
-    files = experiment.fs.get_file_info(pafs.FileSelector(experiment.root, allow_not_found=True, recursive=True))
+    everything = pafs.FileSelector(experiment.root, allow_not_found=True, recursive=True)
+    files = experiment.bounded(experiment.fs.get_file_info, everything, seconds=DOWNLOAD_S)  # a listing in pages
     total, per_trial = 0, {}
     for file in files:
         if file.type != pafs.FileType.File:

@@ -12,12 +12,12 @@ import random
 import re
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,6 +34,7 @@ from nmt_core.credentials import redact
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.backlog import BACKLOG_FILE
 from sweeper.console import ray_calls
+from sweeper.driver_lock import check_lockable, sweep_lock
 from sweeper.metrics import (
     AGGREGATED,
     BEST,
@@ -369,7 +370,28 @@ def tracking_callback(
 
 
 def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, address: str | None) -> int:
-    storage, uri, opening, job, earlier, base = open_sweep(spec, storage_uri, tracking_uri, address)
+    """A new sweep: everything checked (open_sweep), then its driver's lock taken (sweeper/driver_lock.py), then
+    Ray, MLflow and the trials: a run refused by a check or by a live driver has written nothing."""
+    checked = open_sweep(spec, storage_uri, tracking_uri)
+    with sweep_lock(checked.storage.below(spec.name), spec.name, "sweeper run"):
+        return drive_sweep(spec, checked, address)
+
+
+class CheckedSweep(NamedTuple):
+    """What open_sweep checked: the storage, the tracking URI, the job record of a submitted sweep's driver, an
+    earlier sweep's state under this name, and the base trial config with absolute paths."""
+
+    storage: Storage
+    uri: str
+    job: dict[str, Any] | None
+    earlier: SweepState | None
+    base: dict[str, Any]
+
+
+def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> int:
+    """run_sweep's sweep, its driver's lock held: the parent run, sweeper.json, the Tuner and the results."""
+    storage, uri, job, earlier, base = checked
+    opening = open_tracking(uri, address)
     experiment = storage.below(spec.name)
     start_ray(spec, address, base)
     study = study_url(spec, experiment, uri) if spec.search.algorithm == "optuna" else None
@@ -427,12 +449,11 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     return finish(grid, callback, storage, tracker, state)
 
 
-def open_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, address: str | None):
+def open_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None) -> CheckedSweep:
     """Everything checked before anything is written: the storage, the tracking store, the job record a submitted
-    sweep's driver gets, an earlier sweep's state under this name, a cluster that must answer. Returns the storage,
-    the tracking URI, the MLflow client being opened (a new SQLite database takes about 2 s to set up: meanwhile a
-    local Ray starts), the job, the earlier state and the base trial config with absolute paths."""
+    sweep's driver gets, an earlier sweep's state under this name, the base trial config."""
     storage = open_storage(storage_uri, "sweeper run")
+    check_lockable(storage, "sweeper run")
     uri = resolve_uri(choose_tracking_uri(tracking_uri, spec.tracking_uri))
     check_reachable(uri)
     check_writable(storage, "sweeper run")
@@ -441,13 +462,19 @@ def open_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addr
     earlier = read_state(experiment) if experiment.exists(STATE_FILE) else None
     base = resolved_base(spec)
     trial_config(base, {}, 1)  # the resolved base still validates
-    if cluster_address(address):  # a cluster that does not answer: refused before MLflow writes
-        with ray_calls():  # (joining one is quick; a local Ray starts while MLflow opens its store, below)
+    return CheckedSweep(storage, uri, job, earlier, base)
+
+
+def open_tracking(uri: str, address: str | None) -> Future:
+    """A cluster that must answer, joined before MLflow writes (joining one is quick; a local Ray starts later,
+    while MLflow opens its store), and the MLflow client being opened (a new SQLite database takes about 2 s)."""
+    if cluster_address(address):
+        with ray_calls():
             init_ray(address)
     pool = ThreadPoolExecutor(max_workers=1)
     opening = pool.submit(MlflowClient, uri)
     pool.shutdown(wait=False)  # its one thread ends with the store opened, not with the sweep
-    return storage, uri, opening, job, earlier, base
+    return opening
 
 
 def start_ray(spec: SweepSpec, address: str | None, base: dict[str, Any]) -> None:
@@ -499,7 +526,22 @@ def grant_submitter(tracker: SweepTracker, job: dict[str, Any] | None) -> None:
 
 
 def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri: str | None = None) -> int:
+    """An interrupted sweep: everything checked (open_resume), then its driver's lock taken, then Ray and the
+    Tuner: a resume refused by a check or by a live driver has written nothing."""
+    storage, state, uri, job = open_resume(name, storage_uri, tracking_uri)
+    with sweep_lock(storage.below(name), name, "sweeper resume"):
+        return drive_resume(name, storage, state, uri, job, address)
+
+
+def open_resume(
+    name: str, storage_uri: str, tracking_uri: str | None
+) -> tuple[Storage, SweepState, str, dict[str, Any] | None]:
+    """Everything checked before a resume writes: the storage (on object storage, that it can be written), the
+    sweep's state and Tune's, the tracking store and that it holds the sweep's parent run, the job record."""
     storage = open_storage(storage_uri, "sweeper resume")
+    check_lockable(storage, "sweeper resume")
+    if not storage.is_local:  # a folder is checked by the lock's write; a store that cannot be used is its one line
+        check_writable(storage, "sweeper resume")
     experiment = storage.below(name)
     if not experiment.exists(STATE_FILE) or not tune.Tuner.can_restore(experiment.root, storage_filesystem=storage.fs):
         raise SpecError(
@@ -512,7 +554,14 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
     check_reachable(uri)
     if uri != state.tracking_uri:  # the same store at another address, or the wrong store: ask it
         check_holds_run(uri, state.parent_run_id, state.tracking_uri)
-    job = job_from_environment()
+    return storage, state, uri, job_from_environment()
+
+
+def drive_resume(
+    name: str, storage: Storage, state: SweepState, uri: str, job: dict[str, Any] | None, address: str | None
+) -> int:
+    """resume_sweep's sweep, its driver's lock held: Tune's state restored, sweeper.json rewritten, the rest run."""
+    experiment = storage.below(name)
     with ray_calls():
         init_ray(address)
     board = open_board(name)  # noqa: F841 - held while the sweep runs

@@ -7,17 +7,20 @@ for S3-compatible stores: `?endpoint_override=host:9000&scheme=http`) or `gs://b
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import posixpath
 import re
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -28,6 +31,7 @@ from nmt_core.credentials import check_uri, redact
 from nmt_core.decoders import json_value, parquet_table
 from nmt_core.gate import (
     SHOWN_CHARS,
+    TIMEOUT_VARIABLE,
     ErrorType,
     clip,
     clip_path,
@@ -36,8 +40,10 @@ from nmt_core.gate import (
     read_regular,
     write_file,
 )
+from nmt_core.network import ANSWER_BYTES, DOWNLOAD_S
 from sweeper.space import SpecError
 
+T = TypeVar("T")
 SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 READ_LIMIT = 256 * 2**20  # what one file of a sweep's storage may hold when it is read back whole (results, log)
 TOO_LARGE = "more than a sweep ever writes there: the storage is damaged"
@@ -73,7 +79,16 @@ class Storage:
 
     def exists(self, *parts: str) -> bool:
         with self.one_line(*parts):
-            return self.fs.get_file_info(self.path(*parts)).type != pafs.FileType.NotFound
+            return self.info(self.path(*parts)).type != pafs.FileType.NotFound
+
+    def info(self, path: str | pafs.FileSelector) -> Any:
+        """pyarrow's get_file_info of a path (a FileInfo) or a selector (a list of them), within the deadline."""
+        return self.bounded(self.fs.get_file_info, path)
+
+    def bounded(self, call: Callable[..., T], *args: Any, seconds: float | None = None) -> T:
+        """`call(*args)` on an object store within `seconds` (network_timeout() unless given); a folder's calls
+        run as they are."""
+        return call(*args) if self.is_local else within_deadline(seconds or network_timeout(SpecError), call, *args)
 
     def read_bytes(self, *parts: str, limit: int = READ_LIMIT, error: ErrorType = SpecError) -> bytes:
         """A file of at most `limit` bytes, refused before it is read: in a folder, through the gate (a regular file
@@ -81,11 +96,21 @@ class Storage:
         if self.is_local:
             return read_regular(self.path(*parts), limit, error, within=Path(self.top or self.root), what=TOO_LARGE)
         with self.one_line(*parts):
-            size = self.fs.get_file_info(self.path(*parts)).size or 0
-            if size > limit:
+            size = self.info(self.path(*parts)).size or 0
+            if size <= limit:
+                body = self.bounded(self._read_remote, self.path(*parts), limit, seconds=body_deadline(size))
+            if size > limit or len(body) > limit:  # larger, or grew while it was read
                 raise error("(file)", f"larger than {limit:,} bytes; {TOO_LARGE}", self.display(*parts))
-            with self.fs.open_input_stream(self.path(*parts)) as stream:
-                return stream.read(limit + 1)[:limit]
+            return body
+
+    def _read_remote(self, path: str, limit: int, from_end: bool = False) -> bytes:
+        """At most limit + 1 bytes of an object, or its last `limit` bytes (a log's end)."""
+        if not from_end:
+            with self.fs.open_input_stream(path) as stream:
+                return stream.read(limit + 1)
+        with self.fs.open_input_file(path) as handle:
+            handle.seek(max(handle.size() - limit, 0))
+            return handle.read(limit)
 
     def read_end(self, *parts: str, limit: int = READ_LIMIT, error: ErrorType = SpecError) -> bytes:
         """The last `limit` bytes of a file (a log's end), through the same gate as read_bytes."""
@@ -94,9 +119,8 @@ class Storage:
             with open_regular(self.path(*parts), error, within) as (fd, info):
                 os.lseek(fd, max(info.st_size - limit, 0), os.SEEK_SET)
                 return os.read(fd, limit)
-        with self.one_line(*parts), self.fs.open_input_file(self.path(*parts)) as handle:
-            handle.seek(max(handle.size() - limit, 0))
-            return handle.read(limit)
+        with self.one_line(*parts):
+            return self.bounded(self._read_remote, self.path(*parts), limit, True, seconds=body_deadline(limit))
 
     def read_text(self, *parts: str, limit: int = READ_LIMIT) -> str:
         return self.read_bytes(*parts, limit=limit).decode("utf-8")
@@ -110,10 +134,9 @@ class Storage:
         then a rename; never through a link, never out of the storage root)."""
         target = self.path(*parts)
         with self.one_line(*parts):
-            self.fs.create_dir(posixpath.dirname(target), recursive=True)
+            self.bounded(partial(self.fs.create_dir, recursive=True), posixpath.dirname(target))
             if not self.is_local:
-                with self.fs.open_output_stream(target) as stream:
-                    stream.write(data)
+                self.bounded(self._write_remote, target, data, seconds=body_deadline(len(data)))
                 return
         write_file(self.local_folder(*parts), Path(target).name, data, SpecError)
 
@@ -128,6 +151,10 @@ class Storage:
                 "(file)", "lies outside the storage through a link; nothing is written there", clip_path(folder)
             )
         return folder
+
+    def _write_remote(self, target: str, data: bytes) -> None:
+        with self.fs.open_output_stream(target) as stream:
+            stream.write(data)
 
     @contextmanager
     def one_line(self, *parts: str) -> Iterator[None]:
@@ -153,14 +180,25 @@ class Storage:
     def delete(self, *parts: str) -> None:
         path = self.path(*parts)
         with self.one_line(*parts):
-            if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
-                self.fs.delete_file(path)
+            if self.info(path).type != pafs.FileType.NotFound:
+                self.bounded(self.fs.delete_file, path)
 
     def upload(self, local: Path, *parts: str) -> None:
         """A local folder's files into storage (the summary, written locally first), each through write_bytes."""
         for path in sorted(local.rglob("*")):
             if path.is_file() and not path.is_symlink():
                 self.write_bytes(path.read_bytes(), *parts, *path.relative_to(local).parts)
+
+    def missing_folders(self, *parts: str) -> list[Path]:
+        """The local folders that writing `parts` would create (its folder, and any missing above it), deepest
+        first; none on object storage, where a folder is only a prefix."""
+        if not self.is_local:
+            return []
+        missing, folder = [], Path(self.path(*parts)).parent
+        while not folder.exists() and folder != folder.parent:
+            missing.append(folder)
+            folder = folder.parent
+        return missing
 
     def below(self, *parts: str) -> Storage:
         return Storage(self.display(*parts), self.fs, self.path(*parts), self.top or self.root)
@@ -228,12 +266,13 @@ def with_timeouts(fs: pafs.FileSystem) -> pafs.FileSystem:
 def check_writable(storage: Storage, source: str) -> None:
     """Before any trial starts: the endpoint answers, the bucket exists, the credentials may write."""
     bucket = storage.root.split("/", 1)[0]
+    probe = f".sweeper-probe-{uuid.uuid4().hex[:8]}"
+    made = storage.missing_folders(probe)
     try:
-        if not storage.is_local and storage.fs.get_file_info(bucket).type == pafs.FileType.NotFound:
+        if not storage.is_local and storage.info(bucket).type == pafs.FileType.NotFound:
             raise SpecError(
                 "--storage", f"{redact(storage.uri)}: bucket {bucket[:100]!r} does not exist; create it first", source
             )
-        probe = f".sweeper-probe-{uuid.uuid4().hex[:8]}"
         storage.write_bytes(b"", probe)
         storage.delete(probe)
     except OSError as err:
@@ -242,6 +281,47 @@ def check_writable(storage: Storage, source: str) -> None:
         raise SpecError(
             "--storage", f"{redact(storage.uri)}: cannot write there ({first_line(err)}){hint}", source
         ) from None
+    finally:
+        remove_empty(made)  # checked, not used yet: a sweep refused later leaves no folder behind
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Each folder of `folders` (deepest first) removed if it is empty, as a refused run must leave none behind."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only if empty
+
+
+def body_deadline(size: int) -> float:
+    """Seconds a body of `size` bytes may take to or from an object store: network_timeout(), or a download's
+    DOWNLOAD_S for a body over ANSWER_BYTES (nmt_core/network.py's bounds for HTTP)."""
+    return DOWNLOAD_S if size > ANSWER_BYTES else network_timeout(SpecError)
+
+
+def within_deadline(seconds: float, call: Callable[..., T], *args: Any) -> T:
+    """`call(*args)`, given at most `seconds`. pyarrow's S3 client bounds a connect and a silent read, not a call:
+    a store that drips its answer held a command for as long as it dripped, three attempts over. The call runs in
+    a daemon thread; at the deadline the caller gets an OSError (one line through Storage.one_line) and the thread
+    is left to end by pyarrow's own timeouts (or with the process)."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call(*args)
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = err
+
+    thread = threading.Thread(target=run, name="storage-call", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError(
+            f"no whole answer within {seconds:g} s (a store that stalls or drips); give it longer with "
+            f"{TIMEOUT_VARIABLE}",
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def first_line(err: BaseException) -> str:

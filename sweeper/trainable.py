@@ -24,6 +24,7 @@ from nmt_core import checkpoint
 from nmt_core.config import TrialConfig
 from nmt_core.data import TrialData, load_trial_data
 from nmt_core.mlflow_model import save_model
+from nmt_core.network import configure_network
 from nmt_core.train import PAPER_BLEU, TrainingDiverged, TrainResult, evaluate_split, resolve_device, train
 from sweeper.artifacts import write_trial_artifacts
 from sweeper.metrics import ARTIFACTS, EPOCH_ENDED, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX
@@ -78,7 +79,7 @@ def restore(trial_id: str, settings: dict[str, Any], unsent: dict[str, Any]) -> 
     if not saved:
         return None, 0
     with saved.as_directory() as folder:
-        resume = checkpoint.load(Path(folder) / checkpoint.LAST)
+        resume = checkpoint.load_resume(Path(folder))  # its weights checked before a model is built
     donor = resume.get("trial_id", trial_id)
     if donor != trial_id:  # PBT exploit: another trial's weights, this trial's new (explored) settings
         unsent[PBT_EVENT] = json.dumps({"epoch": resume["epoch"], "copied_from": donor, "settings": settings})
@@ -113,9 +114,18 @@ def trial_data(cfg: TrialConfig) -> tuple[TrialData, str]:
     return _loaded[key]
 
 
-def run_trial(config: dict[str, Any], context: SweepContext) -> None:
+def prepare_worker(context: SweepContext) -> None:
+    """A trial's process set up as the driver's: its threads and GPU share, and its network calls (an HTTP call
+    through requests, an artifact store's client) under the driver's deadline and size cap (nmt_core/network.py).
+    Trials hand MLflow nothing themselves, but a Ray worker is a process of its own that the driver's wrapper does
+    not reach, and whatever talks to a server in it is held to the same bounds."""
     torch.set_num_threads(max(1, int(context.cpus_per_trial)))
     share_gpu_memory(context.gpus_per_trial)
+    configure_network()
+
+
+def run_trial(config: dict[str, Any], context: SweepContext) -> None:
+    prepare_worker(context)
     cfg, _ = describe_trial(config, context.base)
     trial_id = tune.get_context().get_trial_id()
     settings = {k: v for k, v in cfg.flat().items() if k in context.mutable}  # PBT: the values in force now

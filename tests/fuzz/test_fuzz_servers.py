@@ -27,13 +27,22 @@ COMMANDS = {
     "sweeper stop": ["stop", "fuzz", "--storage", "st", "--address", "URL"],
     "sweeper submit": ["submit", "space.yaml", "--address", "URL", "--tracking-uri", "sqlite:////tmp/fuzz.db"],
     "nmt translate": ["translate", "--model", "models:/fuzz/1", "--tracking-uri", "URL"],
+    # the hostile server as a PostgreSQL tracking store (MLflow's engine maker: nmt_core.network.bound_sql_connects)
+    "sweeper summarize on postgresql": ["summarize", "fuzz", "--storage", "st", "--tracking-uri", "PG"],
+    # the hostile server as an object store's endpoint (pyarrow's S3 client: within_deadline, sweeper/storage.py)
+    "sweeper status on s3": ["status", "fuzz", "--storage", "s3://b/x?endpoint_override=HOST&scheme=http"],
+    "sweeper list on s3": ["list", "--storage", "s3://b/x?endpoint_override=HOST&scheme=http"],
+    "sweeper logs on s3": ["logs", "fuzz", "--storage", "s3://b/x?endpoint_override=HOST&scheme=http"],
 }
+S3_ENVIRONMENT = {"AWS_ACCESS_KEY_ID": "fuzz", "AWS_SECRET_ACCESS_KEY": "fuzz", "AWS_EC2_METADATA_DISABLED": "true"}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def imported():
     """What the commands import lazily, imported once before any is timed (on a loaded machine, tens of seconds)."""
     import mlflow.store.tracking.rest_store  # noqa: F401
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+    import psycopg  # noqa: F401
     import ray.job_submission  # noqa: F401
 
     import nmt_core.mlflow_model  # noqa: F401
@@ -51,8 +60,10 @@ def test_a_hostile_server_is_one_line_within_its_deadlines(command, behaviour, t
     (tmp_path / "st").mkdir()
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"hi\n")))  # what nmt translate reads
     main = nmt_main if command.startswith("nmt") else sweeper_main
-    with hostile_server(behaviour) as server, environment(NMT_SWEEPER_TIMEOUT=str(DEADLINE_S)):
-        argv = [server.url if a == "URL" else a for a in COMMANDS[command]]
+    with hostile_server(behaviour) as server, environment(NMT_SWEEPER_TIMEOUT=str(DEADLINE_S), **S3_ENVIRONMENT):
+        host = server.url.removeprefix("http://")
+        given = {"URL": server.url, "PG": f"postgresql+psycopg://fuzz@{host}/mlflow"}
+        argv = [given.get(a, a.replace("HOST", host)) for a in COMMANDS[command]]
         start = time.monotonic()
         code, err, out = run_main(main, argv, tmp_path)
         took = time.monotonic() - start

@@ -77,6 +77,11 @@ CARRIES = {
         TRANSFORMER,
         ("reading.W_c", "decoder.layers.0.self_attention.W_V.bias"),
     ),
+    "transformer qk_norm sact first_pass both": (
+        {"temperature": "sact", "temperature_at": "both", "qk_norm": True},
+        TRANSFORMER,
+        ("reading.W_c", "decoder.layers.0.self_attention.W_K.bias", "decoder.layers.0.cross_attention.W_Q.bias"),
+    ),
     "transformer sentinel x_{i-1}": ({"sentinel": True}, TRANSFORMER, ("sentinel.W_t", "decoder.embed")),
     "transformer self-attention keys and values": ({}, TRANSFORMER, ("decoder.layers.0.self_attention.W_V.bias",)),
 }
@@ -293,18 +298,33 @@ def test_transformer_block_gradient_is_the_derivative_of_the_formulas(parts, att
     """Teacher forcing's parallel path (each position reads the one before it, `shifted`) differentiated against
     finite differences of test_transformer's per-row oracle (S eq. 1-2 with c0_{i-1}; A eq. 7-10 with x_{i-1}),
     with respect to the block's input x, through which position i - 1 reaches position i."""
+    assert_block_gradient_matches_the_oracle(parts, attention, ("x",))
+
+
+@pytest.mark.parametrize("parts, attention", transformer.QK_NORM, ids=[str(a) for _, a in transformer.QK_NORM])
+def test_qk_normalised_block_gradient_is_the_derivative_of_the_formulas(parts, attention):
+    """Unit queries and keys (Henry et al. 2020) under each temperature: autograd through the normalisation against
+    finite differences of the oracle's q / ||q|| and k / ||k||, with respect to the block's input x (the queries,
+    and SACT's input) and the memory (the keys)."""
+    assert_block_gradient_matches_the_oracle(parts, attention, ("x", "memory"))
+
+
+def assert_block_gradient_matches_the_oracle(parts, attention: dict, inputs: tuple[str, ...]) -> None:
+    """A test_transformer block's gradient of a loss of every output, with respect to `inputs` (x, memory), against
+    central differences of the block's per-row oracle."""
     block = transformer.block(parts, **attention)
     cfg = transformer.transformer_config(**attention).attention
     g = torch.Generator().manual_seed(1)
     x = torch.randn(2, 4, transformer.SIZE, generator=g, dtype=torch.float64, requires_grad=True)
-    memory = torch.randn(2, 5, transformer.SIZE, generator=g, dtype=torch.float64)
+    memory = torch.randn(2, 5, transformer.SIZE, generator=g, dtype=torch.float64, requires_grad=True)
     key_mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
     readout = torch.randn(2, 4, transformer.SIZE, generator=g, dtype=torch.float64)  # a loss of every output
     out, _, _ = block(x, *block.keys_values(memory), key_mask[:, None, None, :], key_mask)
-    (gradient,) = torch.autograd.grad((out * readout).sum(), x)
+    tensors = {"x": x, "memory": memory}
+    gradients = torch.autograd.grad((out * readout).sum(), [tensors[name] for name in inputs])
     with torch.no_grad():
         assert_directional_derivatives_match(
             lambda: (transformer.oracle(block, x, memory, [5, 3], cfg)[0] * readout).sum().item(),
-            {"x": (x, gradient)},
+            {name: (tensors[name], gradient) for name, gradient in zip(inputs, gradients)},
             directions=4,
         )

@@ -53,10 +53,26 @@ def head(w: torch.nn.Linear, x: torch.Tensor, h: int) -> torch.Tensor:
     return (w.weight @ x + w.bias)[h * d : (h + 1) * d]
 
 
+def unit(v: torch.Tensor) -> torch.Tensor:
+    """v / ||v||, the Euclidean norm summed out element by element (Henry et al. 2020's q^ and k^)."""
+    return v / math.sqrt(sum(c.item() ** 2 for c in v))
+
+
 def oracle(m: MultiHeadAttention, x, memory, real: list[int], cfg):
-    """The block by the papers' formulas, one batch row, head and position at a time (module docstring)."""
-    d, lam = SIZE // HEADS, cfg.lambda_
-    scale = 1.0 if m.parts.score == "dot" else math.sqrt(d)  # V eq. 1's 1/sqrt(d_k), which `dot` leaves out
+    """The block by the papers' formulas, one batch row, head and position at a time (module docstring). With
+    qk_norm every head's query and key (the slot's too) are unit vectors and the score is their cosine: no 1/sqrt(d_k),
+    the temperature its only scale (Henry et al. 2020)."""
+    d, lam, qk = SIZE // HEADS, cfg.lambda_, m.parts.qk_norm
+    scale = 1.0 if m.parts.score == "dot" or qk else math.sqrt(d)  # V eq. 1's 1/sqrt(d_k), which `dot` leaves out
+
+    def query(b: int, i: int, h: int) -> torch.Tensor:
+        q = head(m.W_Q, x[b, i], h)
+        return unit(q) if qk else q
+
+    def key(vector: torch.Tensor, h: int) -> torch.Tensor:
+        k = head(m.W_K, vector, h)
+        return unit(k) if qk else k
+
     B, T = x.size(0), x.size(1)
     outs = torch.zeros(B, T, SIZE, dtype=torch.float64)
     taus, gates = torch.zeros(B, HEADS, T, dtype=torch.float64), torch.zeros(B, HEADS, T, dtype=torch.float64)
@@ -64,12 +80,12 @@ def oracle(m: MultiHeadAttention, x, memory, real: list[int], cfg):
         for i in range(T):
             heads = []
             for h in range(HEADS):
-                q = head(m.W_Q, x[b, i], h)
-                keys = [head(m.W_K, memory[b, j], h) for j in range(real[b])]
+                q, raw_q = query(b, i, h), head(m.W_Q, x[b, i], h)
+                keys = [key(memory[b, j], h) for j in range(real[b])]
                 values = [head(m.W_V, memory[b, j], h) for j in range(real[b])]
                 e = [float(q @ k) / scale for k in keys]
                 if m.parts.position_bias == "gaussian":  # Yang et al. 2018 eqs. 8-10
-                    hidden = torch.tanh(m.position.W_p.weight @ q)
+                    hidden = torch.tanh(m.position.W_p.weight @ raw_q)  # the query as projected
                     centre = real[b] * torch.sigmoid(m.position.v_p[h] @ hidden)
                     sigma = real[b] * torch.sigmoid(m.position.v_d[h] @ hidden) / 2
                     e = [e_j - (j - centre) ** 2 / (2 * sigma**2) for j, e_j in enumerate(e)]
@@ -81,8 +97,7 @@ def oracle(m: MultiHeadAttention, x, memory, real: list[int], cfg):
                     if m.temperature.U_s.bias is not None:
                         beta = beta + m.temperature.U_s.bias[h]
                     if cfg.sact_reading == "first_pass" and i > 0:  # c0_{i-1}: tau = 1 at position i - 1
-                        q_prev = head(m.W_Q, x[b, i - 1], h)
-                        e_prev = [float(q_prev @ k) / scale for k in keys]
+                        e_prev = [float(query(b, i - 1, h) @ k) / scale for k in keys]
                         if m.parts.position_bias == "gaussian":
                             raise AssertionError("not combined in this oracle")
                         a_prev = F.softmax(torch.tensor(e_prev, dtype=torch.float64), 0)
@@ -97,7 +112,7 @@ def oracle(m: MultiHeadAttention, x, memory, real: list[int], cfg):
                     x_prev = x[b, i - 1] if i > 0 else torch.zeros(SIZE, dtype=torch.float64)
                     g = torch.sigmoid(s.W_x.weight @ x[b, i] + s.W_t.weight @ x_prev)
                     sentinel = g * torch.tanh(s.W_s.weight @ x[b, i])
-                    logits.append(float(q @ head(m.W_K, sentinel, h)) / scale / tau)
+                    logits.append(float(q @ key(sentinel, h)) / scale / tau)
                     slot_value = head(m.W_V, sentinel, h)
                 alpha = F.softmax(torch.tensor(logits, dtype=torch.float64), 0)
                 context = sum(alpha[j] * values[j] for j in range(real[b]))
@@ -127,6 +142,30 @@ MECHANISMS = [
         {"temperature": "sact", "lambda": 2.0, "sact_reading": "query", "sentinel": True, "position_bias": "gaussian"},
     ),
 ]
+# attention.qk_norm: a tempered block scores the cosine of its unit queries and keys (the Transformer builds it so)
+QK_NORM = [
+    (BlockParts(score="dot", temperature="fixed", qk_norm=True), {"temperature": "fixed", "tau": 0.3, "qk_norm": True}),
+    (
+        BlockParts(score="dot", temperature="sact", qk_norm=True),
+        {"temperature": "sact", "lambda": 6.0, "sact_reading": "query", "qk_norm": True},
+    ),
+    (
+        BlockParts(score="dot", temperature="sact", qk_norm=True),
+        {"temperature": "sact", "lambda": 6.0, "sact_reading": "first_pass", "qk_norm": True},
+    ),
+    (BlockParts(score="dot", temperature="learned", qk_norm=True), {"temperature": "learned", "qk_norm": True}),
+    (
+        BlockParts(score="dot", temperature="sact", sentinel=True, position_bias="gaussian", qk_norm=True),
+        {
+            "temperature": "sact",
+            "sact_reading": "query",
+            "sentinel": True,
+            "position_bias": "gaussian",
+            "qk_norm": True,
+        },
+    ),
+]
+MECHANISMS += QK_NORM
 
 
 @pytest.mark.parametrize("parts,attention", MECHANISMS, ids=lambda p: str(p))
@@ -173,6 +212,9 @@ MODEL_VARIANTS = [
     {"position_bias": "gaussian", "position_layers": 1},
     {"score": "dot", "temperature": "sact", "sentinel": True},
     {"temperature": "learned", "temperature_at": "both", "sentinel": True},
+    {"temperature": "sact", "sact_reading": "first_pass", "temperature_at": "both", "qk_norm": True},
+    {"temperature": "fixed", "tau": 0.4, "sentinel": True, "qk_norm": True},
+    {"temperature": "learned", "temperature_at": "self", "qk_norm": True},
 ]
 
 
@@ -211,6 +253,26 @@ def test_the_fused_path_gives_the_explicit_paths_loss_gradients_and_translations
         torch.testing.assert_close(a.grad, b.grad, msg=name)
     for decode in (lambda m: greedy(m, batch, cfg.decode), lambda m: beam_search(m, batch, cfg.decode, 3)):
         assert [t.tokens for t in decode(fast)] == [t.tokens for t in decode(plain)]
+
+
+@pytest.mark.parametrize("temperature_at", ["cross", "self", "both"])
+def test_qk_norm_acts_in_the_tempered_blocks_only_and_they_match_the_formula(temperature_at):
+    """The model with attention.qk_norm builds the blocks the temperature acts on as the oracle's cosine / tau (no
+    1/sqrt(d_k)), and leaves every other block the scaled dot product of Vaswani et al."""
+    attention = {"temperature": "sact", "sact_reading": "first_pass", "qk_norm": True, "temperature_at": temperature_at}
+    model, cfg = model_of(**attention)
+    torch.manual_seed(1)
+    x, memory = torch.randn(2, 4, SIZE, dtype=torch.float64), torch.randn(2, 5, SIZE, dtype=torch.float64)
+    key_mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    for layer in model.decoder.layers:
+        for name, m in (("self", layer.self_attention), ("cross", layer.cross_attention)):
+            tempered = temperature_at in (name, "both")
+            assert (m.parts.qk_norm, m.parts.temperature) == ((True, "sact") if tempered else (False, "none"))
+            if tempered:
+                with torch.no_grad():
+                    out, _, _ = m(x, *m.keys_values(memory), key_mask[:, None, None, :], key_mask)
+                torch.testing.assert_close(out, oracle(m, x, memory, [5, 3], cfg.attention)[0])
+    assert not any(layer.self_attention.parts.qk_norm for layer in model.encoder.layers)
 
 
 def test_beam_search_of_width_one_is_greedy_search():
@@ -263,6 +325,18 @@ def test_inverse_square_root_schedule_warms_up_to_the_rate_then_decays():
             "there) (got 'concat')",
         ),
         (
+            ["attention.qk_norm=true", "attention.temperature=sact"],
+            "attention.qk_norm: must be False (its default) with model.arch rnn: only the transformer reads it",
+        ),
+        (
+            ["model.arch=transformer", "attention.qk_norm=true"],
+            "attention.qk_norm: must be false with attention.temperature none (qk_norm scores the cosine",
+        ),
+        (
+            ["model.arch=transformer", "attention.qk_norm=true", "attention.score=dot", "attention.temperature=fixed"],
+            "attention.qk_norm: must be false with attention.score dot",
+        ),
+        (
             ["model.arch=transformer", "attention.position_bias=log"],
             "attention.position_bias: must be one of none, gaussian with model.arch transformer",
         ),
@@ -305,6 +379,8 @@ def test_the_transformer_reads_its_own_score_where_the_config_keeps_the_default(
         assert variant_label(cfg) == "transformer+none"
     dot = build_config({"model": {"arch": "transformer"}, "attention": {"score": "dot", "temperature": "sact"}})
     assert variant_label(dot) == "transformer-dot+sact4-first_pass"
+    qk = build_config({"model": {"arch": "transformer"}, "attention": {"temperature": "learned", "qk_norm": True}})
+    assert variant_label(qk) == "transformer-qknorm+learned4" and qk.active()["attention.qk_norm"] is True
     assert build_config({}).attention.score == "general"  # the RNN's, unchanged
 
 
@@ -325,10 +401,11 @@ def test_a_transformer_run_logs_the_sact_reading_only_with_sact():
     assert "attention.sact_reading" not in build_config({"attention": {"temperature": "sact"}}).active()  # the RNN
 
 
-def test_diagnostics_count_every_head_of_every_word():
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_diagnostics_count_every_head_of_every_word(qk_norm):
     """tau_* and the gate over (word, head) pairs of every tempered head; entropy and saturation over the last
-    cross-attention's heads, not over their average."""
-    model, cfg = model_of(temperature="sact", sentinel=True)
+    cross-attention's heads, not over their average. With qk_norm the same per-epoch tau_p50 and tau_at_bound."""
+    model, cfg = model_of(temperature="sact", sentinel=True, qk_norm=qk_norm)
     batch = _batch()
     with torch.no_grad():
         _, trace = model(batch.src, batch.src_lengths, batch.tgt_in)

@@ -252,7 +252,7 @@ def test_a_checkpoint_config_out_of_range_is_refused_in_one_line(tmp_path, monke
 @pytest.mark.parametrize(
     "src, ref, expected",
     [
-        ("dir", "ok.txt", "dir: cannot read (Is a directory)"),
+        ("dir", "ok.txt", "dir: cannot read: Is a directory"),
         ("ok.txt", "latin1.txt", "latin1.txt: not UTF-8 (undecodable byte on line 2)"),
     ],
 )
@@ -501,7 +501,7 @@ def test_a_device_is_not_read_as_a_text_file(tmp_path, model_file, capsys):
         nmt_main(["evaluate", "--checkpoint", str(model_file), "--src", "/dev/null", "--ref", str(tmp_path / "ok.txt")])
         == 2
     )  # /dev/null: a device that, unlike /dev/zero, ends if read
-    one_line_error(capsys, "nmt: error: /dev/null: not a regular file (a device, pipe or socket); give a text file")
+    one_line_error(capsys, "nmt: error: /dev/null: not a regular file (a device, pipe or socket); give a file")
 
 
 def test_text_over_the_read_limit_is_refused_in_bounded_memory(tmp_path, model_file, monkeypatch, capsys):
@@ -515,8 +515,8 @@ def test_text_over_the_read_limit_is_refused_in_bounded_memory(tmp_path, model_f
     )
     one_line_error(
         capsys,
-        f"nmt: error: {tmp_path / 'big.txt'}: larger than 4,194,304 bytes (4 MB), the most one "
-        "text file is read; split it",
+        f"nmt: error: {tmp_path / 'big.txt'}: larger than 4,194,304 bytes; the most one text file is read (4 MB); "
+        "split it",
     )
     stdin = io.BytesIO(b"a b\n" * (2**22))  # 16 MB: reading stops soon after the limit, not at the end
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stdin))

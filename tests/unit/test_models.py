@@ -20,7 +20,7 @@ from sweeper.space import SpecError, load_spec
 from sweeper.storage import open_storage
 from sweeper.tracking import MlflowTrackingCallback, SweepTracker, resolve_uri
 from sweeper.trainable import MODEL_EXAMPLE
-from tests.conftest import tiny_config
+from tests.conftest import FEW_PAIRS, tiny_config
 from tests.unit.test_tracking import BASE, TRIAL
 
 
@@ -75,7 +75,9 @@ def test_a_model_made_from_a_final_checkpoint_is_the_trials_logged_model(tmp_pat
     from nmt_core.train import train
 
     states = []
-    result = train(tiny_config(), lambda report, state, is_best: states.append(state), log=lambda line: None)
+    result = train(
+        tiny_config(data=FEW_PAIRS), lambda report, state, is_best: states.append(state), log=lambda line: None
+    )
     folder = tmp_path / "sweep" / "abc_00000_general+none_seed1" / "checkpoint_000001"
     checkpoint.save(states[-1], folder / checkpoint.LAST)
     (folder / MODEL_EXAMPLE).write_text(json.dumps(result.data.sources["dev"][:2]))

@@ -25,9 +25,6 @@ RAW = {
 LOADERS = {"torch", "json", "pickle", "yaml", "np", "Model"}  # receivers whose `load` reads a file raw
 STORAGE_NAMES = {"experiment", "storage", "final", "self"}  # receivers that are a Storage where they are called
 ALLOWED = {
-    # this process's own caches, written atomically by it, below its cache folder (not a sweep's storage)
-    ("nmt_core/corpora.py", "read_table"): "the corpus cache this machine wrote (corpora.write_cache)",
-    ("nmt_core/corpora.py", "open"): "read_lines stats the file first (a regular file, bounded) and the lock file",
     ("nmt_core/checkpoint.py", "open"): "os.open of a new temporary file to write (O_EXCL, O_NOFOLLOW)",
     ("nmt_core/checkpoint.py", "load"): "torch.load of a descriptor the gate opened (open_regular), weights only",
     ("sweeper/console.py", "open"): "the sweep log's append (O_NOFOLLOW), and the console's own open()",
@@ -59,19 +56,16 @@ def raw_opens(root: Path = ROOT) -> list[tuple[str, str, int]]:
 
 
 def _loads_a_file(node: ast.Call) -> bool:
-    """json.loads(x.read_text()) and its kind: a file read whole and decoded without a bound on either."""
+    """json.loads(x.read_text()), json.loads(gzip.decompress(x.read_bytes())) and their kind: a file read whole and
+    decoded (or expanded) without a bound on either, however deep the read sits in the decoder's argument."""
     func = node.func
-    if not (isinstance(func, ast.Attribute) and func.attr == "loads" and node.args):
+    if not (isinstance(func, ast.Attribute) and func.attr in ("loads", "decompress") and node.args):
         return False
-    inner = node.args[0]
-    return (
+    return any(
         isinstance(inner, ast.Call)
         and isinstance(inner.func, ast.Attribute)
-        and inner.func.attr
-        in (
-            "read_text",
-            "read_bytes",
-        )
+        and inner.func.attr in ("read_text", "read_bytes")
+        for inner in ast.walk(node.args[0])
     )
 
 
@@ -84,8 +78,11 @@ def test_the_walk_finds_a_raw_open(tmp_path):
     """Mutation: the walk reports a module that reads a stored Parquet file or a JSON file directly."""
     (tmp_path / "sweeper").mkdir()
     code = "import pyarrow.parquet as pq\npq.read_table('x')\njson.loads(p.read_text())\nexperiment.read_parquet()\n"
+    code += "json.loads(gzip.decompress(path.read_bytes()))\n"  # the eflomal cache's read before issue #61's gaps
     (tmp_path / "sweeper" / "reads.py").write_text(code)
     assert [(m, n) for m, n, _ in raw_opens(tmp_path)] == [
         ("sweeper/reads.py", "read_table"),
         ("sweeper/reads.py", "loads"),
+        ("sweeper/reads.py", "loads"),  # json.loads around gzip.decompress, and the decompress itself
+        ("sweeper/reads.py", "decompress"),
     ]

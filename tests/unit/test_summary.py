@@ -143,18 +143,19 @@ def test_bleu_table_numbers(store, tmp_path):
     assert sact.average == pytest.approx((26.0, 2**0.5)) and sact.delta == pytest.approx(5.0)
     # 2 seeds a row: the seed-aware test. Var = s^2/n of each row's logged BLEU (2 / 2 each) + the shared sentence
     # part, here the whole variance of the resampled difference (every seed of a row has the same outputs, so none
-    # is a seed's own), t with Welch-Satterthwaite's df (the shared part with R - 1)
+    # is a seed's own), t with docs/statistics.md's df (the shared part with its Monte-Carlo variance)
     from scipy import stats as scipy_stats
 
     from nmt_core.evaluate import PairedBootstrap
+    from tests.unit.test_evaluate import resample_terms, satterthwaite
 
     refs = load_trial_data(build_config({"data": DATA}).data).references["test"]
     bootstrap = PairedBootstrap({"test": refs}, 1000)
-    resampled = (
-        bootstrap.scores([{"test": refs}]).averaged - bootstrap.scores([{"test": [_degrade(r) for r in refs]}]).averaged
-    )
+    base, system = (bootstrap.scores([{"test": hyps}] * 2).resampled for hyps in ([_degrade(r) for r in refs], refs))
+    resampled = system.mean(0) - base.mean(0)
     variance = 2 / 2 + 2 / 2 + resampled.var(ddof=1)
-    df = variance**2 / ((2 / 2) ** 2 + (2 / 2) ** 2 + resampled.var(ddof=1) ** 2 / 999)
+    z = np.array(resample_terms(base.tolist(), system.tolist()))
+    df = satterthwaite([2 / 2, 2 / 2], [2, 2], resampled.var(ddof=1), z.var(ddof=1) / 1000)
     expected = 2 * scipy_stats.t.sf(5.0 / variance**0.5, df)
     assert sact.p_value == pytest.approx(expected, rel=1e-9) and sact.p_adjusted == sact.p_value  # alone in its family
     assert sact.mark == ("**" if expected < 0.01 else "*" if expected < 0.05 else "")
@@ -184,7 +185,7 @@ def test_bleu_table_numbers(store, tmp_path):
     assert "| general+tau2 | 1 | 9.00 | 9.00 | 10.00 | 1.50M | 2.0 | -12.00 | [" in markdown  # no mark on one seed
     assert (
         "seeds + sentences (1 comparison): a two-level test" in markdown
-        and "Welch-Satterthwaite" in markdown
+        and "Satterthwaite" in markdown
         and "1000 resamples" in markdown
         and "1-2 seeds per row" in markdown
         and "test-set variance only (4 comparisons, one seed a row)" in markdown
@@ -719,11 +720,13 @@ def test_each_claim_names_the_baseline_or_control_it_was_tested_against():
 def test_two_seeds_a_row_get_the_seed_aware_test_of_the_logged_bleu_and_the_resampled_sentences():
     """Var = s_A^2 / n_A + s_B^2 / n_B of the rows' logged per-seed BLEU + the shared part of the resampled
     seed-averaged difference (less each row's per-seed part over n, from the resampled scores of each seed); t with
-    Welch-Satterthwaite's df (the shared part with R - 1). Each seed's outputs differ from the other's here."""
+    docs/statistics.md's df (the shared part with its Monte-Carlo variance). Each seed's outputs differ from the
+    other's here."""
     from scipy import stats
 
     from nmt_core.evaluate import PairedBootstrap
     from sweeper.summary.report import compute, significance_of
+    from tests.unit.test_evaluate import resample_terms, satterthwaite
 
     fixed = {"temperature": "fixed", "tau": 4.0}
     snapshot = _review_snapshot(
@@ -753,7 +756,8 @@ def test_two_seeds_a_row_get_the_seed_aware_test_of_the_logged_bleu_and_the_resa
     shared = max(0.0, whole - own["general+none"] / 2 - own["general+tau4"] / 2)
     seed_terms = [np.var(bleu[label], ddof=1) / 2 for label in bleu]
     variance = sum(seed_terms) + shared
-    df = variance**2 / (sum(term**2 for term in seed_terms) + shared**2 / 299)
+    z = np.array(resample_terms(*(per_seed[label].tolist() for label in ("general+none", "general+tau4"))))
+    df = satterthwaite(seed_terms, [2, 2], shared, z.var(ddof=1) / 300)
     assert 0 < shared < whole
     delta = np.mean(bleu["general+tau4"]) - np.mean(bleu["general+none"])
     assert comparison.delta == pytest.approx(delta) and all(term > 0 for term in seed_terms)
@@ -1284,7 +1288,7 @@ def test_a_non_significant_comparison_says_what_its_seeds_detect_at_holms_level_
     from sweeper.summary.statistics import Comparison, mark_and_power
 
     def comparison(delta: float, p: float, se2: float) -> Comparison:
-        test = SeedSentenceTest(delta, (se2 * 2.5, se2 * 2.5), (5, 5), 0.0, 8.0, p, (-1, 1), 0.0, 0.0, 1000)
+        test = SeedSentenceTest(delta, (se2 * 2.5, se2 * 2.5), (5, 5), 0.0, 8.0, p, (-1, 1), 0.0, 0.0, 0.0)
         return Comparison(None, None, "baseline", delta, p_value=p, p_adjusted=min(1.0, p * 3), test=test)
 
     found = [comparison(0.05, 0.8, 0.01), comparison(0.3, 0.2, 0.04), comparison(-0.2, 0.5, 0.02)]

@@ -245,10 +245,12 @@ def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(
     from nmt_core.mlflow_model import downloaded_model, save_model
     from nmt_core.train import train
     from sweeper.metrics import MODEL
-    from tests.conftest import tiny_config
+    from tests.conftest import FEW_PAIRS, tiny_config
 
     states = []
-    result = train(tiny_config(), lambda report, state, is_best: states.append(state), log=lambda line: None)
+    result = train(
+        tiny_config(data=FEW_PAIRS), lambda report, state, is_best: states.append(state), log=lambda line: None
+    )
     save_model(states[-1], tmp_path / "checkpoint" / MODEL, result.data.sources["dev"][:1])
     uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
     tracker = SweepTracker(uri, "models")

@@ -43,20 +43,37 @@ def dictionary(path: str) -> list[tuple[str, str]]:
     return [(line.rsplit(" ", 1)[0], line.rsplit(" ", 1)[1]) for line in lines if not line.startswith("TAG4UNKN")]
 
 
-def test_every_one_word_entry_of_the_spanish_source_gets_its_own_class():
+def test_every_one_word_entry_of_the_spanish_source_gets_its_own_class_but_the_stated_rules():
     lexicon = load_lexicon("es", "word", False)
     entries = [(form, tag) for form, tag in dictionary("Models/UniPOS/UD_Spanish-AnCora/train.UniPOS.DICT")]
     words = [(form, tag) for form, tag in entries if form.isalpha()]
     assert len(words) > 30000
+    moved = {}  # lowercase form -> its v1.3 tag, for the entries whose class is not their tag's
     for form, tag in words:
         expected = "closed" if tag in UD_CLOSED else "open" if tag in UD_OPEN else "numeral" if tag == "NUM" else None
-        assert word_class(form, 3, lexicon) == (expected or "unclassified"), (form, tag)
-    assert lexicon.entries == len(entries) and lexicon.closed_entries == sum(tag in UD_CLOSED for _, tag in entries)
-    # contractions are UD multiword tokens ("_"): neither class; no entry with a space or inner punctuation matches
-    assert word_class("del", 3, lexicon) == word_class("al", 3, lexicon) == "unclassified"
+        if word_class(form, 3, lexicon) != (expected or "unclassified"):
+            assert word_class(form, 3, lexicon) == "closed", form
+            moved[form.lower()] = tag
+    # the stated rules and nothing else: estar's forms AUX (AnCora v1.3 tags them VERB), al / del ("_") ADP + DET
+    assert moved.pop("al") == moved.pop("del") == "_"
+    assert set(moved.values()) == {"VERB"} and all(form.startswith("est") for form in moved)
+    assert {"está", "estaba", "estoy", "estar", "estuvo", "estamos", "están", "esté"} <= moved.keys()
+    assert all(word_class(w, 3, lexicon) == "closed" for w in ("es", "fue", "ser", "ha", "hay", "haber", "Del", "AL"))
+    assert all(word_class(w, 3, lexicon) == "open" for w in ("tengo", "tiene", "tener", "estado"))  # estado: NOUN
+    assert word_class("este", 3, lexicon) == word_class("esta", 3, lexicon) == "closed"  # DET, not estar
+    retagged = sum(form.lower() in lexicon.source.retag for form, _ in entries)
+    closed = sum(tag in UD_CLOSED or form.lower() in lexicon.source.retag for form, tag in entries)
+    assert retagged > len(moved) + 2 and lexicon.entries == len(entries) and lexicon.closed_entries == closed
     assert all(form in lexicon.exact for form, _ in words)  # one token each: they can match
     assert ("''Caño''", "PROPN") in entries and "''Caño''" not in lexicon.exact  # several tokens: never matches
     assert len(words) <= lexicon.matchable < lexicon.entries
+
+
+def test_prepositions_fused_with_an_article_are_closed_in_french_and_german_too():
+    for language, words in (("fr", ("au", "aux", "du", "Du")), ("de", ("zum", "zur", "im", "vom", "Beim"))):
+        lexicon = load_lexicon(language, "word", False)
+        assert all(word_class(w, 2, lexicon) == "closed" for w in words), language
+    assert load_lexicon("en", "word", False).source.retag == {}  # no rule touches English
 
 
 def test_lowercased_data_reads_the_lowercase_entry_and_capitals_fall_back_to_it():
@@ -212,12 +229,13 @@ def test_a_trial_writes_tau_and_gate_at_every_reference_token_as_one_unbatched_f
 def test_the_interval_over_seeds_and_word_types_and_the_lexicon_sensitivity():
     """closed - open of mean log tau with its interval over seeds and word types, recomputed in plain loops from
     the same type draws: s^2 / n of the seeds' differences plus the type variance every seed shares (n Var(seed
-    average) - mean_i Var(seed i)) / (n - 1), Welch-Satterthwaite's df; with ADV closed and PROPN out the classes
+    average) - mean_i Var(seed i)) / (n - 1), docs/statistics.md's df; with ADV closed and PROPN out the classes
     move (muy: ADV; Tom: PROPN)."""
     from scipy import stats
 
     from nmt_core.evaluate import draw_counts
     from sweeper.summary.word_classes import SENSITIVITY, TYPE_RESAMPLES, seeds_and_types
+    from tests.unit.test_evaluate import resample_terms, satterthwaite
 
     sentence = ["el", "niño", "muy", "bebe", "agua", "y", "Tom", "el", "gato", "."]
     lexicon = load_lexicon("es", "word", False)
@@ -256,7 +274,8 @@ def test_the_interval_over_seeds_and_word_types_and_the_lexicon_sensitivity():
         n = 3
         seed_term = np.var(full, ddof=1) / n
         shared = max(0.0, (n * np.var(np.mean(boot, 0), ddof=1) - np.mean([np.var(b, ddof=1) for b in boot])) / (n - 1))
-        df = (seed_term + shared) ** 2 / (seed_term**2 / (n - 1) + shared**2 / (TYPE_RESAMPLES - 1))
+        z = np.array(resample_terms([[0.0] * TYPE_RESAMPLES] * n, [b.tolist() for b in boot]))
+        df = satterthwaite([0.0, seed_term], [n, n], shared, z.var(ddof=1) / TYPE_RESAMPLES)
         half = stats.t.ppf(0.975, df) * math.sqrt(seed_term + shared)
         estimate = seeds_and_types(tables, lexicon, "log_tau", moved)
         assert estimate.mean == pytest.approx(np.mean(full), rel=1e-9)
