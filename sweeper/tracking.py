@@ -75,6 +75,7 @@ from sweeper.mlflow_tables import mark_tables, tables_in
 from sweeper.names import model_name, variant_name
 from sweeper.provenance import DATASET, as_tags, code_version, package_versions, source_tags
 from sweeper.space import MODELS_BEFORE_POLICY, describe_trial
+from sweeper.sqlite_urls import resolve_uri  # noqa: F401 (where the sweeper's modules import it)
 from sweeper.storage import open_storage
 
 log = logging.getLogger("sweeper.tracking")
@@ -89,13 +90,6 @@ class TrackingError(ConfigError):
 
     def __init__(self, message: str, source: str = "--tracking-uri"):
         super().__init__("tracking.uri", message, source)
-
-
-def resolve_uri(uri: str, workdir: Path | None = None) -> str:
-    """Absolute SQLite paths: trials and resumes run in other working folders."""
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return "sqlite:///" + str(((workdir or Path.cwd()) / uri.removeprefix("sqlite:///")).resolve())
-    return uri
 
 
 def check_reachable(uri: str) -> None:
