@@ -5,11 +5,12 @@
 Each command runs as a fresh subprocess (`python -m sweeper.cli ...`, as the console script does), `--repeats`
 times, interleaved over the trees named by `--tree` (each a checkout of this project: its folder goes first on
 PYTHONPATH, so two checkouts compare in one run on one loaded machine; default: this checkout). Reported per
-command and tree: the median wall time, its ratio to `python -c pass` measured in the same rounds, and the child's
-peak memory (max RSS from wait4). The commands: `--help`, `--version`, `validate` of every shipped space, and `list`
-and `status` of a storage folder holding `--sweeps` finished sweeps. That folder is made once, from one real sweep
-(`sweeper run` of a one-trial synthetic space, 1 epoch, local Ray), copied under new names with its `sweeper.json`
-renamed: `list` and `status` read the records a finished sweep leaves, whatever trained them.
+command and tree: the median wall time, its ratio to `python -c pass` measured in the same rounds, the median CPU
+time (user + system, from wait4: on a loaded machine it grows far less than the wall time, which waits for a core),
+and the child's peak memory (max RSS). The commands: `--help`, `--version`, `validate` of every shipped space, and
+`list` and `status` of a storage folder holding `--sweeps` finished sweeps. That folder is made once, from one
+real sweep (`sweeper run` of a one-trial synthetic space, 1 epoch, local Ray), copied under new names with its
+`sweeper.json` renamed: `list` and `status` read the records a finished sweep leaves, whatever trained them.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ TINY = {
 }
 
 
-def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MiB) of one child process; its output is discarded, its exit code checked."""
+def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS in MiB) of one child process; its output is discarded, its exit code
+    checked."""
     start = time.perf_counter()
     child = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(child.pid, 0)
@@ -52,7 +54,7 @@ def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, fl
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
         raise SystemExit(f"{' '.join(command)} exited {child.returncode}: {stderr.strip()[-400:]}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def environment(tree: Path) -> dict[str, str]:
@@ -91,12 +93,14 @@ def commands(storage: Path) -> dict[str, list[str]]:
 def measure(trees: list[Path], repeats: int, storage: Path, cwd: Path) -> dict[str, dict[str, dict[str, float]]]:
     """Every command on every tree, `repeats` rounds, interleaved so that load drifts hit all of them alike."""
     walls: dict[tuple[str, str], list[float]] = {}
+    cpus: dict[tuple[str, str], list[float]] = {}
     peaks: dict[tuple[str, str], float] = {}
     for _ in range(repeats):
         for name, command in commands(storage).items():
             for tree in trees:
-                wall, peak = timed(command, environment(tree), cwd)
+                wall, cpu, peak = timed(command, environment(tree), cwd)
                 walls.setdefault((str(tree), name), []).append(wall)
+                cpus.setdefault((str(tree), name), []).append(cpu)
                 peaks[(str(tree), name)] = max(peak, peaks.get((str(tree), name), 0.0))
     results: dict[str, dict[str, dict[str, float]]] = {}
     for tree in trees:
@@ -106,6 +110,7 @@ def measure(trees: list[Path], repeats: int, storage: Path, cwd: Path) -> dict[s
                 "median_s": round(statistics.median(walls[(str(tree), name)]), 3),
                 "over_python_s": round(statistics.median(walls[(str(tree), name)]) - base, 3),
                 "ratio_to_python": round(statistics.median(walls[(str(tree), name)]) / base, 2),
+                "cpu_s": round(statistics.median(cpus[(str(tree), name)]), 3),
                 "peak_mib": round(peaks[(str(tree), name)], 1),
             }
             for name in commands(storage)
@@ -126,11 +131,11 @@ def main() -> None:
         results = measure(trees, args.repeats, storage, Path(folder))
     for tree, rows in results.items():
         print(f"\n{tree}")
-        print(f"{'command':66} {'median s':>9} {'- python':>9} {'x python':>9} {'peak MiB':>9}")
+        print(f"{'command':66} {'median s':>9} {'- python':>9} {'x python':>9} {'cpu s':>9} {'peak MiB':>9}")
         for name, row in rows.items():
             print(
                 f"{name:66} {row['median_s']:9.3f} {row['over_python_s']:9.3f} {row['ratio_to_python']:9.2f}"
-                f" {row['peak_mib']:9.1f}"
+                f" {row['cpu_s']:9.3f} {row['peak_mib']:9.1f}"
             )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib import metadata
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from nmt_core.gate import one_line
 
@@ -15,19 +14,29 @@ PACKAGE = "nmt-sweeper"
 
 def package_version() -> str:
     """The installed package's version; a Ray job may run this code shipped as py_modules, not installed."""
+    from importlib import metadata  # here: it loads the email package, and only --version asks
+
     try:
         return metadata.version(PACKAGE)
     except metadata.PackageNotFoundError:
         return "(not installed)"
 
 
+class VersionAction(argparse.Action):
+    """argparse's `version` action with the version looked up when `--version` is given, not when the parser is
+    built: every other command (and `--help`) then neither imports importlib.metadata nor scans the installed
+    packages."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: Any = None):
+        print(f"{parser.prog} {package_version()}")
+        parser.exit()
+
+
 def add_version(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--version",
-        action="version",
-        version=f"%(prog)s {package_version()}",
-        help=f"print the {PACKAGE} version and exit",
-    )
+    parser.add_argument("--version", action=VersionAction, help=f"print the {PACKAGE} version and exit")
 
 
 def enable_completion(parser: argparse.ArgumentParser) -> None:

@@ -26,6 +26,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from nmt_core import synthetic
+from nmt_core.corpus_names import (
+    REGISTRY,  # noqa: F401 (where its importers have always found it)
+    CorpusError,
+    check_name,
+    is_folder,
+    unknown_corpus,
+)
 from nmt_core.decoders import read_parquet_file
 from nmt_core.gate import clip_path, exclusive, read_regular
 from nmt_core.yaml_input import shown
@@ -33,11 +40,6 @@ from nmt_core.yaml_input import shown
 Pair = tuple[str, str]
 MAX_TEXT_BYTES = 512 * 2**20  # a source, reference or corpus file; what is read whole into memory
 READ_CHUNK = 2**20
-MAX_NAME_PART, MAX_PATH = 255, 4096  # the longest file name and path Linux takes (NAME_MAX, PATH_MAX)
-
-
-class CorpusError(ValueError):
-    """A corpus that cannot be used; the message names the file or package and what is wrong."""
 
 
 @dataclass
@@ -82,15 +84,6 @@ BIBLE_DEV_BOOKS, BIBLE_TEST_BOOKS = (45,), (44,)  # Romans; Acts
 BIBLE_VERSIONS = {"en": "4", "vi": "7", "de": "e", "fr": "l", "es": "v"}
 # Greek NT -> English BSB: dev Galatians, test Hebrews (whole books again)
 GRC_DEV_BOOKS, GRC_TEST_BOOKS = (48,), (58,)
-REGISTRY = [
-    "tatoeba-en-es",
-    "bible-en-vi",
-    "bible-en-de",
-    "bible-en-fr",
-    "bible-en-es",
-    "bible-grc-en",
-    "iwslt15-en-vi",
-]
 
 
 def default_cache_dir() -> Path:
@@ -403,35 +396,6 @@ def read_folder(folder: Path, src: str, tgt: str) -> Corpus:
     splits = {"train": split_pairs("train"), "dev": split_pairs(dev)}
     splits.update({name: split_pairs(name) for name in tests})
     return Corpus(folder.name, src, tgt, splits)
-
-
-def check_name(name: str) -> None:
-    """Refuse a bare name that is neither synthetic, a registry corpus nor a folder here; `sweeper validate`
-    calls this too. A path (`data/x`, `./x`) is left to whoever reads it: it may exist only on a cluster."""
-    if name in ("synthetic", *REGISTRY) or is_folder(name) or "/" in name or name.startswith("."):
-        return
-    raise unknown_corpus(name)
-
-
-def is_folder(name: str) -> bool:
-    """Whether a corpus name is a folder here; a name no path can be (or one the system will not look at) is
-    one CorpusError rather than an OSError."""
-    if len(name) > MAX_PATH or any(len(part) > MAX_NAME_PART for part in name.split("/")):
-        raise CorpusError(
-            f"data.corpus: longer than a path can be ({MAX_NAME_PART} characters a part, "
-            f"{MAX_PATH} in all; got {shown(name)})"
-        )
-    try:
-        return Path(name).expanduser().is_dir()
-    except OSError as err:
-        raise CorpusError(f"data.corpus: cannot look at {shown(name)} ({err.strerror})") from None
-
-
-def unknown_corpus(name: str) -> CorpusError:
-    return CorpusError(
-        f"data.corpus: unknown corpus {shown(name)}; allowed: synthetic, {', '.join(REGISTRY)}, "
-        "or a folder with train/dev/test files"
-    )
 
 
 def load_corpus(name: str, src: str = "", tgt: str = "", cache_dir: str | Path = "") -> Corpus:

@@ -118,6 +118,10 @@ class NoTemperature(TemperaturePart):
         ),
     )
 
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        return "no temperature"
+
 
 @declare(TEMPERATURES, "fixed")
 class Fixed(TemperaturePart):
@@ -127,15 +131,25 @@ class Fixed(TemperaturePart):
     def label(cls, a: AttentionSettings) -> str | None:
         return f"tau{a.tau:g}"
 
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        return f"fixed τ{a.tau:g}"
+
 
 class LambdaPower(TemperaturePart):
-    """tau = lambda^tanh(.): tau lies in (1/lambda, lambda), its bound; its label is its name and lambda (`sact4`)."""
+    """tau = lambda^tanh(.): tau lies in (1/lambda, lambda), its bound; its label is its name and lambda (`sact4`),
+    its title how papers write it (`SACT λ4`)."""
 
     settings = ("attention.lambda",)
+    written: ClassVar[str] = ""  # its name as papers write it, where that is not its config value
 
     @classmethod
     def label(cls, a: AttentionSettings) -> str | None:
         return f"{cls.name}{a.lambda_:g}"
+
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        return f"{cls.written or cls.name} λ{a.lambda_:g}"
 
     @classmethod
     def tau_bound(cls, a: AttentionSettings) -> float | None:
@@ -145,6 +159,7 @@ class LambdaPower(TemperaturePart):
 @declare(TEMPERATURES, "sact")
 class Sact(LambdaPower):
     adaptive = True
+    written = "SACT"
     settings = ("attention.lambda", "attention.sact_bias", "attention.sact_reading")  # the reading: the Transformer's
 
 
@@ -180,6 +195,10 @@ class IntraTemporal(Part):
     def label(cls, a: AttentionSettings) -> str | None:
         return "intra"
 
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        return "intra-temporal"
+
 
 @declare(MECHANISMS, "coverage")
 class Coverage(Part):
@@ -211,6 +230,10 @@ class PositionBiasPart(Part):
     @classmethod
     def label(cls, a: AttentionSettings) -> str | None:
         return f"pos-{cls.name}"
+
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        return None if cls.label(a) is None else f"{cls.name} position bias"
 
 
 @declare(POSITION_BIASES, "none")
@@ -244,6 +267,10 @@ class Sides(Part):
     @classmethod
     def label(cls, a: AttentionSettings) -> str | None:
         return f"self-{cls.name}" if cls.encoder or cls.decoder else None
+
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        return f"self-attention ({cls.name})" if cls.encoder or cls.decoder else None
 
 
 @declare(SELF_ATTENTIONS, "none")

@@ -245,12 +245,30 @@ def downloaded_model(uri: str, tracking_uri: str | None) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="nmt-model-") as destination:
         try:
             with mlflow_store(store):  # models:/ URIs resolve through the registry, which does not follow tracking_uri
-                mlflow.artifacts.download_artifacts(artifact_uri=location, tracking_uri=store, dst_path=destination)
+                source = run_model(location, store)
+                mlflow.artifacts.download_artifacts(artifact_uri=source, tracking_uri=store, dst_path=destination)
         except MlflowException as err:
             raise ModelUriError(uri, store, clip(err.message.strip().splitlines()[0], 200)) from None
         except Exception as err:  # noqa: BLE001 - the store's driver failing (a database gone): one line, not its trace
             raise ModelUriError(uri, store, f"the store failed ({type(err).__name__}: {clip(str(err), 120)})") from None
         yield _checkpoint_in(Path(destination), uri, store)
+
+
+def run_model(location: str, store: str) -> str:
+    """`runs:/<id>/model` of a run whose one LoggedModel has another name (a sweep names each after its variant,
+    e.g. `SACT-lambda4`) as `models:/<that model's id>`: MLflow finds a run's model by its name only. Any other
+    location as it is."""
+    run_id, _, path = location.removeprefix("runs:/").partition("/")
+    if not location.startswith("runs:/") or path != "model":
+        return location
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store)
+    experiment = client.get_run(run_id).info.experiment_id
+    models = client.search_logged_models([experiment], filter_string=f"source_run_id = '{run_id}'", max_results=2)
+    if len(models) == 1 and models[0].name != path:
+        return f"models:/{models[0].model_id}"
+    return location
 
 
 def _checkpoint_in(folder: Path, uri: str, store: str) -> Path:

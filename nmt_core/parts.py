@@ -2,9 +2,9 @@
 
 A part is declared once, torch-free (nmt_core.family), as a class of what the rest of the project asks about a
 variant without building it: the architectures it serves (`architectures`), the rules it checks against the rest of
-the config (`rules`), its words in a variant label (`label`), the settings that act only with it (`settings`) and
-which diagnostics it has (temperatures: `adaptive`, `tau_bound`). Config validation, variant labels and the summary
-read only these declarations, so validating a YAML file loads no torch.
+the config (`rules`), its words in a variant label (`label`) and in a readable name (`title`), the settings that
+act only with it (`settings`) and which diagnostics it has (temperatures: `adaptive`, `tau_bound`). Config
+validation, variant labels and the summary read only these declarations, so validating a YAML file loads no torch.
 
 The nn.Module that computes a part (nmt_core.attention, the RNN's nmt_core.model, the Transformer's
 nmt_core.multihead) is bound to its declaration by name with `implements`, when the model modules load: building a
@@ -53,6 +53,13 @@ class Part:
     def label(cls, a: AttentionSettings) -> str | None:
         """Its word in variant labels; None where it is the default and says nothing."""
         return cls.name
+
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        """Its words in the names a researcher reads (the summary's rows, MLflow's run names): `SACT λ4` where the
+        label, a key machines join on, says `sact4`. Its label with spaces for underscores unless it says more."""
+        label = cls.label(a)
+        return None if label is None else label.replace("_", " ")
 
 
 class Registry(dict[str, type[Part]]):

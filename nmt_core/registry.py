@@ -53,10 +53,16 @@ def parts_of(a: AttentionSettings) -> Iterator[type[Part]]:
 def label_words(cfg: TrialSettings) -> list[str]:
     """A variant's label words: each selected part names itself (None: says nothing), as its architecture writes
     them (the Transformer's score is `transformer`, its SACT names its reading)."""
+    return list(part_words(cfg, "label").values())
+
+
+def part_words(cfg: TrialSettings, kind: str) -> dict[str, str]:
+    """attention field -> the selected part's `label` or `title` word (`kind`), as its architecture writes it; a
+    part whose word is None says nothing. Keyed by field, so names can leave out what a sweep's variants share."""
     a = cfg.attention
-    words = {field: label for field, part in selected(a) if (label := part.label(a)) is not None}
+    words = {field: word for field, part in selected(a) if (word := getattr(part, kind)(a)) is not None}
     ARCHITECTURES[cfg.model.arch].relabel(cfg, words)
-    return list(words.values())
+    return words
 
 
 def settings(a: AttentionSettings | None = None) -> set[str]:

@@ -5,20 +5,22 @@ printed), lets a duplicate key silently win (or a merge key `<<` restate one), r
 and takes any file size. Here
 each of those is refused in one line naming the file and, where there is one, the dotted key, before anything
 is expanded: an alias or anchor, or nesting deeper than MAX_DEPTH, is refused at the parser's event for it.
+PyYAML is imported by the functions that parse, not with the module: `sweeper --help` reads the settings' declarations,
+which import this module, and parses no YAML.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 # the gate's bounds and display (nmt_core/gate.py), named here too for the modules that read YAML
 from nmt_core.gate import MAX_BYTES, MAX_DEPTH, SHOWN_CHARS, ErrorType, read_regular, shown  # noqa: F401
 
+if TYPE_CHECKING:
+    import yaml
+
 # MAX_DEPTH: libyaml's parser slows down quadratically with deep flow nesting
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML was built with it
 MERGE_TAG = "tag:yaml.org,2002:merge"  # what the resolver makes of a plain `<<` key
 
 
@@ -32,8 +34,17 @@ def read_text(path: str, error: ErrorType) -> str:
         raise error("(file)", f"not UTF-8 (undecodable byte on line {line})", path) from None
 
 
+def loader_class() -> type:
+    """libyaml's safe loader when PyYAML was built with it, else PyYAML's own."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def parse_yaml(text: str, source: str, error: ErrorType) -> Any:
     """One YAML document, checked event by event, then node by node, then value by value."""
+    import yaml
+
     if not text.isascii():
         try:
             text.encode("utf-8")
@@ -41,7 +52,7 @@ def parse_yaml(text: str, source: str, error: ErrorType) -> Any:
             raise error("(file)", f"not UTF-8 text (got {shown(text)})", source) from None
     try:
         _check_events(text, source, error)
-        loader = _LOADER(text)
+        loader = loader_class()(text)
         try:
             node = loader.get_single_node()
             if node is None:
@@ -77,8 +88,10 @@ def load_yaml_file(path: str, error: ErrorType) -> Any:
 
 def _check_events(text: str, source: str, error: ErrorType) -> None:
     """Refuse aliases, anchors and deep nesting at the parser's event, before any node exists."""
+    import yaml
+
     depth = 0
-    for event in yaml.parse(text, Loader=_LOADER):
+    for event in yaml.parse(text, Loader=loader_class()):
         line = event.start_mark.line + 1
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise error(
@@ -97,6 +110,8 @@ def _check_events(text: str, source: str, error: ErrorType) -> None:
 def _check_keys(node: yaml.Node, path: str, source: str, error: ErrorType) -> None:
     """A key written twice in one mapping is refused (YAML's loaders let the last one silently win), and so is a
     merge key (`<<: {...}`), which restates keys of the mapping it sits in without being a duplicate."""
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for key, value in node.value:

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from nmt_core.config import ConfigError
 from nmt_core.faults import exit_code, fault_line
 from nmt_core.gate import check_text, clip_path, one_line, output_folder, shown, write_file
-from nmt_core.network import configure_network
 from nmt_core.settings import Bound, accept, declared, setting
 
 if TYPE_CHECKING:
@@ -116,7 +115,10 @@ DRIVER_ENVIRONMENT = {
 def configure_driver() -> None:
     """The sweep driver's defaults, set by the entry points (the CLI, run() and summarize()) and never at import:
     importing sweeper changes nothing in a process that embeds it; a value already set wins. MLflow's network
-    calls are bounded by $NMT_SWEEPER_TIMEOUT (nmt_core/gate.py): seconds, not minutes."""
+    calls are bounded by $NMT_SWEEPER_TIMEOUT (nmt_core/gate.py): seconds, not minutes. The bound wraps requests,
+    imported here: `sweeper --help` and `validate`, which call no server, never load it."""
+    from nmt_core.network import configure_network
+
     with one_error():
         configure_network(ConfigError)
     for key, value in DRIVER_ENVIRONMENT.items():
@@ -154,7 +156,7 @@ class SweepResult:
     parent_run_id: str | None
     results: pd.DataFrame  # one row per trial (results.parquet)
     summary_path: str | None  # summary.md, written when some trial finished
-    best_model_uri: str | None  # models:/<sweep>/<version> (registered), else runs:/<id>/model; None: no model
+    best_model_uri: str | None  # models:/<sweep>/<version> (registered), else models:/<model id>; None: no model
 
     @property
     def status(self) -> str:
@@ -232,16 +234,15 @@ def scheduler_words(scheduler: SchedulerSpec) -> str:
 
 
 def optuna_plan(spec: SweepSpec) -> list[str]:
-    from sweeper.storage import open_storage
-    from sweeper.study import describe, study_url
+    from sweeper.study import describe, study_url_in
 
-    default = open_storage(DEFAULT_STORAGE, "sweeper validate").below(spec.name)  # `run`'s default --storage
+    default = (Path(DEFAULT_STORAGE).resolve() / spec.name).as_posix()  # the sweep's folder at `run`'s default
     where = f" (with --storage {DEFAULT_STORAGE}; beside a SQLite tracking store when --storage is s3:// or gs://)"
     where = "" if spec.search.study_storage else where
     return [
         f"  plan: {spec.search.num_samples} trials suggested by Optuna's {spec.search.sampler} sampler "
         f"(at most {spec.search.max_concurrent} at once); conditionals are suggested only when active",
-        f"  {describe(spec, study_url(spec, default, ''))}{where}",
+        f"  {describe(spec, study_url_in(spec, default, ''))}{where}",
     ]
 
 
@@ -586,7 +587,11 @@ def best_model_uri(tracking_uri: str, parent_run_id: str, name: str) -> str | No
         versions = client.search_model_versions(f"name = '{name}' and run_id = '{best}'")
     except Exception:  # noqa: BLE001 - a store without a registry: the run's model
         versions = []
-    return f"models:/{name}/{versions[0].version}" if versions else f"runs:/{best}/model"
+    if versions:
+        return f"models:/{name}/{versions[0].version}"
+    experiment = client.get_run(best).info.experiment_id  # the run's LoggedModel, whatever its name
+    models = client.search_logged_models([experiment], filter_string=f"source_run_id = '{best}'", max_results=1)
+    return f"models:/{models[0].model_id}" if models else f"runs:/{best}/model"
 
 
 def added_sweeps(name: str, added: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
@@ -745,20 +750,30 @@ class SweepLog:
 
 
 @entry_point
-def list_sweeps(storage: str = DEFAULT_STORAGE, address: str | None = None) -> pd.DataFrame:
-    """Every sweep in `storage`, and on the Ray cluster at `address` (else $RAY_ADDRESS, where set): one row each,
-    as `sweeper list` shows them: state (running, waiting for resources, stopping, stopped, finished, failed),
-    trials planned, done, running, failed and pending, the best objective so far, who started it and when, its Ray
-    job. A cluster that does not answer raises SweeperError (exit code 2)."""
-    import pandas as pd
-
+def sweep_infos(storage: str = DEFAULT_STORAGE, address: str | None = None) -> list[SweepInfo]:
+    """Every sweep in `storage`, and on the Ray cluster at `address` (else $RAY_ADDRESS, where set), as `sweeper
+    list` prints them: state (running, waiting for resources, stopping, stopped, finished, failed), trials planned,
+    done, running, failed and pending, the best objective so far, who started it and when, its Ray job. Plain
+    records (`list_sweeps` is the same as a DataFrame; `sweeper list` needs no pandas). A cluster that does not
+    answer raises SweeperError (exit code 2)."""
     import sweeper.sweeps as sweeps
 
     configure_driver()
     with one_error():
         check_arguments("sweeper list", storage=storage, address=address)
-        rows = [info.row() for info in sweeps.list_sweeps(storage, address)]
-    columns = [f for f in sweeps.SweepInfo.__dataclass_fields__ if f != "board"]
+        return sweeps.list_sweeps(storage, address)
+
+
+@entry_point
+def list_sweeps(storage: str = DEFAULT_STORAGE, address: str | None = None) -> pd.DataFrame:
+    """`sweep_infos` as a DataFrame, one row per sweep (without the board: `sweep_status` has it), its times as
+    UTC timestamps."""
+    import pandas as pd
+
+    from sweeper.sweeps import SweepInfo
+
+    rows = [info.row() for info in sweep_infos(storage, address)]
+    columns = [f for f in SweepInfo.__dataclass_fields__ if f != "board"]
     frame = pd.DataFrame(rows, columns=columns)
     for column in ("started_at", "updated_at"):
         frame[column] = pd.to_datetime(frame[column], utc=True)

@@ -1,10 +1,11 @@
 # PYTHON_ARGCOMPLETE_OK
 """`sweeper validate | run | resume | submit | summarize | schema | list | status | stop | logs | promote`: each
-subcommand parses its arguments and calls its function in sweeper/api.py (list: list_sweeps, status: sweep_status,
+subcommand parses its arguments and calls its function in sweeper/api.py (list: sweep_infos, status: sweep_status,
 stop: stop_sweep, logs: sweep_logs; the others by their own name), which checks them (the gate) and does the work.
 
-A new subcommand: a `cmd_NAME` here that calls `api.NAME(...)` and prints, a parser in `build_parser`, and in the
-API a function that starts with `check_arguments("sweeper NAME", name=..., storage=..., ...)` inside `one_error()`.
+A new subcommand: a `cmd_NAME` here that calls `api.NAME(...)` and prints, its parser in an `add_NAME(sub)` that
+`build_parser` lists, and in the API a function that starts with `check_arguments("sweeper NAME", name=...,
+storage=..., ...)` inside `one_error()`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ RUN_EXAMPLE = """example:
 Tracking URI: --tracking-uri, else $MLFLOW_TRACKING_URI, else the space's tracking.uri, else sqlite:///mlflow.db.
 Ray: --address, else $RAY_ADDRESS, else a local Ray for this run."""
 SET_HELP = "override a dotted YAML key, e.g. --set base.train.epochs=1 (repeatable)"
+WITH_HELP = (
+    "another sweep in the same tracking store whose trials join this one's (a control row run afterwards), "
+    "at its newest run or at RUN_ID; refused unless they differ only in what this sweep varies and what the new "
+    "row alone has; repeatable"
+)
+CHOOSE_HELP = (
+    "a setting chosen per row on the space's objective, dev BLEU by default (e.g. train.lr, run at several "
+    "values by a grid or by sweeps joined with --with): each row keeps the trials at the value with its seeds' "
+    "best mean objective, the others are left out, and rows are compared at their own chosen values; repeatable"
+)
 TRACKING_RECORDED_HELP = (
     "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the one the sweep ran with, "
     "from --storage, else sqlite:///mlflow.db)"
@@ -165,15 +176,12 @@ def print_json(value) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    import json
-
     from sweeper.sweeps import table
 
-    frame = api.list_sweeps(args.storage, args.address)
+    rows = [info.row() for info in api.sweep_infos(args.storage, args.address)]
     if args.json:
-        print_json(json.loads(frame.to_json(orient="records", date_format="iso")))
+        print_json(rows)
     else:
-        rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
         print(printable(table(rows) or f"no sweeps in {args.storage}"))
     return 0
 
@@ -222,7 +230,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
         print(
             printable(
                 f"trial {done['trial']} of sweep {done['name']}: model models:/{done['model_id']} "
-                f"(runs:/{done['run_id']}/model, {done['bytes'] / 1e6:.1f} MB)"
+                f"(run {done['run_id']}, {done['bytes'] / 1e6:.1f} MB)"
             )
         )
     return 0
@@ -293,10 +301,7 @@ def add_run_options(p: argparse.ArgumentParser, address_help: str) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = GateParser(prog="sweeper", description=__doc__)
-    add_version(parser)
-    sub = parser.add_subparsers(dest="command", required=True, help="what to do (each has its own --help)")
+def add_validate(sub) -> None:
     p = sub.add_parser(
         "validate",
         help="check a sweep YAML and print the plan: trials, resources, conditionals",
@@ -306,6 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("space", help="sweep YAML (see search_spaces/)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     p.set_defaults(func=cmd_validate)
+
+
+def add_run(sub) -> None:
     p = sub.add_parser(
         "run",
         help="run a sweep on a local Ray (or --address) and track it in MLflow",
@@ -315,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(p, "Ray cluster address (default: $RAY_ADDRESS, else a local Ray for this run)")
     p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     p.set_defaults(func=cmd_run)
+
+
+def add_submit(sub) -> None:
     p = sub.add_parser("submit", help="run a sweep on a Ray cluster as a Ray Job")
     add_run_options(p, "the Ray cluster's dashboard, e.g. http://HEAD:8265 (default: $RAY_ADDRESS)")
     p.set_defaults(storage=api.SUBMITTED_STORAGE)
@@ -325,6 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="use the nmt-sweeper installed on the cluster instead of shipping this checkout's code",
     )
     p.set_defaults(func=cmd_submit)
+
+
+def add_resume(sub) -> None:
     p = sub.add_parser("resume", help="finish an interrupted sweep", description=RESUME_HELP)
     p.add_argument("name", help="the sweep's name (its folder under --storage)")
     p.add_argument("--storage", default=api.DEFAULT_STORAGE, help="where the sweep ran (default %(default)s)")
@@ -332,6 +346,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)")
     p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     p.set_defaults(func=cmd_resume)
+
+
+def add_summarize(sub) -> None:
+    """`sweeper summarize`: what it reads (this parser), then what it computes and writes (summary_options)."""
     p = sub.add_parser("summarize", help="the papers' tables and figures from a finished sweep (read from MLflow)")
     p.add_argument("name", help="the sweep's name (its MLflow experiment)")
     p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP)
@@ -340,41 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=api.DEFAULT_STORAGE,
         help="where the sweep ran; its summary goes there (default %(default)s)",
     )
-    p.add_argument(
-        "--format",
-        choices=["md", "csv", "latex"],
-        default="md",
-        help="summary.md is always written; csv or latex adds the BLEU table in that format",
-    )
-    p.add_argument("--out", help="output folder (default: STORAGE/NAME/summary)")
-    p.add_argument("--run-id", help="the sweep's MLflow parent run (default: the newest sweep of that name)")
-    p.add_argument(
-        "--with",
-        dest="added",
-        action="append",
-        default=[],
-        metavar="OTHER[@RUN_ID]",
-        help="another sweep in the same tracking store whose trials join this one's (a control row run afterwards), "
-        "at its newest run or at RUN_ID; refused unless they differ only in what this sweep varies and what the new "
-        "row alone has; repeatable",
-    )
-    p.add_argument(
-        "--choose",
-        dest="chosen",
-        action="append",
-        default=[],
-        metavar="KEY",
-        help="a setting chosen per row on the space's objective, dev BLEU by default (e.g. train.lr, run at several "
-        "values by a grid or by sweeps joined with --with): each row keeps the trials at the value with its seeds' "
-        "best mean objective, the others are left out, and rows are compared at their own chosen values; repeatable",
-    )
-    p.add_argument(
-        "--resamples",
-        type=int,
-        help="paired-bootstrap resamples or approximate-randomization shuffles, "
-        f"{SPEC_SETTINGS['significance.resamples'].allowed()} (default: the space's significance.resamples, "
-        f"else {SPEC_SETTINGS['significance.resamples'].default})",
-    )
+    summary_options(p)
     p.add_argument(
         "--from-data",
         metavar="DIR",
@@ -389,10 +373,42 @@ def build_parser() -> argparse.ArgumentParser:
         "difference (80%% power), from this sweep's variances",
     )
     p.set_defaults(func=cmd_summarize)
+
+
+def summary_options(p: argparse.ArgumentParser) -> None:
+    """summarize's --format, --out, --run-id, --with, --choose and --resamples."""
+    p.add_argument(
+        "--format",
+        choices=["md", "csv", "latex"],
+        default="md",
+        help="summary.md is always written; csv or latex adds the BLEU table in that format",
+    )
+    p.add_argument("--out", help="output folder (default: STORAGE/NAME/summary)")
+    p.add_argument("--run-id", help="the sweep's MLflow parent run (default: the newest sweep of that name)")
+    p.add_argument("--with", dest="added", action="append", default=[], metavar="OTHER[@RUN_ID]", help=WITH_HELP)
+    p.add_argument("--choose", dest="chosen", action="append", default=[], metavar="KEY", help=CHOOSE_HELP)
+    resamples = SPEC_SETTINGS["significance.resamples"]
+    p.add_argument(
+        "--resamples",
+        type=int,
+        help="paired-bootstrap resamples or approximate-randomization shuffles, "
+        f"{resamples.allowed()} (default: the space's significance.resamples, else {resamples.default})",
+    )
+
+
+def add_schema(sub) -> None:
     p = sub.add_parser("schema", help="write the JSON Schemas of the sweep YAML and the trial config, for editors")
     p.add_argument("--out", help="folder (default: the package's sweeper/schemas/, which search_spaces/ points to)")
     p.set_defaults(func=cmd_schema)
-    add_by_name_commands(sub)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """`sweeper` and its subcommands, each added by its own function, in the order `--help` lists them."""
+    parser = GateParser(prog="sweeper", description=__doc__)
+    add_version(parser)
+    sub = parser.add_subparsers(dest="command", required=True, help="what to do (each has its own --help)")
+    for add in (add_validate, add_run, add_submit, add_resume, add_summarize, add_schema, add_by_name_commands):
+        add(sub)
     return parser
 
 

@@ -30,7 +30,7 @@ SETTING_PREFIX = "setting."  # `setting.<key>`: the value of a PBT-mutated key i
 SYSTEM_PREFIX = "system/"  # MLflow's prefix for system metrics: its UI groups them in a "System metrics" section
 # the names a trial's reports and checkpoints share with the driver (runner, tracking, progress)
 ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking callback uploads
-MODEL = "model"  # the MLflow model's folder in the final checkpoint, logged as the run's LoggedModel `model`
+MODEL = "model"  # the MLflow model's folder in the final checkpoint (its LoggedModel is named after its variant)
 FINAL = "final"  # the key that marks the last report of a trial (test BLEU, n_params)
 # when a trial ended the epoch it reports (time.time(), as text: Tune keeps running statistics of every numeric key
 # of every trial, and this one is only read once, by the driver's epoch-to-MLflow latency figures)
@@ -107,7 +107,8 @@ CURVES = tuple(m.name for m in METRICS if m.curve)  # per-epoch histories the su
 AGGREGATED = {how: tuple(m.name for m in METRICS if m.when == PER_EPOCH and m.results == how) for how in (BEST, MEAN)}
 
 # tags: the run's role in a sweep, and what the driver records about a trial or the sweep
-ROLE, TRIAL_ID, VARIANT = "sweeper.role", "sweeper.trial_id", "sweeper.variant"  # VARIANT: the label to group by
+ROLE, TRIAL_ID, VARIANT = "sweeper.role", "sweeper.trial_id", "sweeper.variant"  # VARIANT: the label machines join on
+VARIANT_NAME = "sweeper.variant_name"  # the variant's name as the summary writes it (sweeper.names): to group by
 RUN_COLOUR = "mlflow.runColor"  # a run's colour in MLflow's charts and runs table, `#rrggbb`
 SEED_PARAM = "seed"  # a trial's seed as a param of its own, a column beside the variant (also `train.seed`)
 NOT_APPLICABLE = "n/a"  # the param of a swept axis on a trial whose variant does not use it
@@ -155,7 +156,7 @@ def colour(index: int) -> str:
 
 
 def run_name(variant: str, seed: Any) -> str:
-    """A trial run's name: its variant label and its seed, e.g. `scaled_dot+sact4 · seed 2`."""
+    """A trial run's name: its variant's name and its seed, e.g. `SACT λ4 · seed 2`."""
     return f"{variant} · seed {seed}"
 
 

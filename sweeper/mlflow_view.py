@@ -24,7 +24,7 @@ import mlflow
 from mlflow.tracking import MlflowClient
 
 from nmt_core.credentials import redact
-from sweeper.metrics import RESULT, SEED_PARAM, VARIANT
+from sweeper.metrics import RESULT, SEED_PARAM, VARIANT_NAME
 
 log = logging.getLogger("sweeper.mlflow_view")
 
@@ -42,6 +42,16 @@ def column(kind: str, key: str) -> str:
     return f"{kind}.`{key}`"
 
 
+# the runs table's column of run names, pinned left; the UI applies a saved width only to a column named in the saved
+# order (applyColumnState over `columnOrder`), so it is named there too
+RUN_NAME = "attributes.`Run Name`"
+# pixels: `SACT λ4 + sentinel · seed 2` and its group's `Group: ...` uncut; the seed a narrow number, so that the
+# columns up to the mean test BLEU fit a 1600-pixel-wide window
+WIDTHS = {RUN_NAME: 250, column("params", SEED_PARAM): 90}
+COLUMN_WIDTH = 170  # the others: `result/bleu_dev_best` uncut
+RESULT_SECTION = "sweeper-result"  # the id of the charts' `result` section, which the parallel coordinates open in
+
+
 def view_key(parent_run_id: str) -> str:
     """One saved view per `sweeper run` (its parent run): a rerun of the same sweep name gets its own."""
     return f"sweep-{parent_run_id}"
@@ -49,9 +59,9 @@ def view_key(parent_run_id: str) -> str:
 
 def view_state(parent_run_id: str, axes: list[str]) -> dict[str, Any]:
     """The experiment page's state the link restores: this run's trials only (its parent hidden by the filter),
-    grouped by variant with every group open and every trial shown in the charts, the reading columns, best dev
-    BLEU first. `axes`: the sweep's swept settings (params), shown after the variant."""
-    columns = [column("tags", VARIANT)] + [column("params", axis) for axis in axes]
+    grouped by variant name with every group open and every trial shown in the charts, the reading columns, best
+    dev BLEU first. `axes`: the sweep's swept settings (params), shown after the variant."""
+    columns = [column("tags", VARIANT_NAME)] + [column("params", axis) for axis in axes]
     columns += [column("params", SEED_PARAM)] + [column("metrics", m) for m in (BEST_DEV, TEST_AVG, TAU_MEDIAN)]
     return {
         # search facets (the URL's part of the state)
@@ -64,16 +74,37 @@ def view_state(parent_run_id: str, axes: list[str]) -> dict[str, Any]:
         "modelVersionFilter": "All Runs",
         # UI state
         "selectedColumns": columns,
-        "columnOrder": columns,  # the variant first (the UI's own order puts metrics before params, tags last)
-        "columnWidths": {name: 170 for name in columns},  # `result/bleu_dev_best`, a variant's label: uncut
-        "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": VARIANT}]},
+        "columnOrder": [RUN_NAME, *columns],  # the variant first (the UI's own order: metrics, params, tags last)
+        "columnWidths": {name: WIDTHS.get(name, COLUMN_WIDTH) for name in [RUN_NAME, *columns]},
+        "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": VARIANT_NAME}]},
         "groupsExpanded": {},  # a group not named here is open
         "runsHiddenMode": "SHOW_ALL",  # the UI's default draws only the first 10 runs in its charts
         "runsHidden": [],
         "runsVisibilityMap": {},
         "useGroupedValuesInCharts": False,  # every trial's bar, in its variant's colour, not one per group
         "hideEmptyCharts": True,
+        **charts(axes),
     }
+
+
+def charts(axes: list[str]) -> dict[str, Any]:
+    """The charts view's own cards: parallel coordinates over the swept settings and the seed to best dev BLEU, in
+    the `result` section beside the end-of-run bars. The UI adds a card for every metric no card shows (its
+    updateChartAndSectionConfigs, a section per name group, sorted) when the state has cards; without any it draws
+    the metrics only, and a parallel-coordinates card a researcher adds opens on no axes at all."""
+    parallel = {
+        "uuid": "sweeper-parallel",
+        "type": "PARALLEL",
+        "metricSectionId": RESULT_SECTION,
+        "runsCountToCompare": 10,
+        "deleted": False,
+        "isGenerated": False,
+        "selectedParams": [*axes, SEED_PARAM],
+        "selectedMetrics": [BEST_DEV],
+        "showAllRuns": True,
+    }
+    result = {"uuid": RESULT_SECTION, "name": RESULT.rstrip("/"), "display": True, "isReordered": False}
+    return {"compareRunCharts": [parallel], "compareRunSections": [{**result, "deleted": False}]}
 
 
 def server_version(client: MlflowClient, uri: str) -> str | None:

@@ -20,7 +20,8 @@ import pyarrow.fs as pafs
 
 from nmt_core.network import DOWNLOAD_S
 from nmt_core.yaml_input import shown
-from sweeper.metrics import TRIAL_ID, VARIANT, is_result
+from sweeper.metrics import MODEL, TRIAL_ID, VARIANT, VARIANT_NAME, is_result
+from sweeper.names import model_name
 from sweeper.space import SpecError, check_name, variant_label
 from sweeper.storage import Storage, open_storage
 from sweeper.trainable import MODEL_EXAMPLE
@@ -54,9 +55,10 @@ def variant_bests(rows: list[dict[str, Any]], metric: str, mode: str) -> list[di
 
 
 def model_from_checkpoint(tracker, run_id: str, final: Storage) -> tuple[str, int]:
-    """Make a trial's MLflow model from its final checkpoint and log it as its run's LoggedModel `model`, with the
-    trial's active settings as params and its final metrics linked (as a trial logging its own model does). Returns
-    the model's id and its size in bytes. A model logged already is kept (`log_model` is idempotent)."""
+    """Make a trial's MLflow model from its final checkpoint and log it as its run's LoggedModel, named after its
+    variant (`model` for a run recorded before names), with the trial's active settings as params and its final
+    metrics linked (as a trial logging its own model does). Returns the model's id and its size in bytes. A model
+    logged already is kept (`log_model` is idempotent)."""
     from nmt_core import checkpoint
     from nmt_core.mlflow_model import save_model
 
@@ -80,6 +82,7 @@ def model_from_checkpoint(tracker, run_id: str, final: Storage) -> tuple[str, in
             {TRIAL_ID: run.data.tags.get(TRIAL_ID, ""), VARIANT: variant},
             metrics,
             *final_point(tracker, run_id, metrics),
+            name=model_name(run.data.tags[VARIANT_NAME]) if VARIANT_NAME in run.data.tags else MODEL,
         )
     return model_id, size
 

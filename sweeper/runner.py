@@ -49,6 +49,7 @@ from sweeper.metrics import (
 )
 from sweeper.mlflow_view import share_view
 from sweeper.models import human, log_best_models, storage_usage
+from sweeper.names import shared_words
 from sweeper.progress import SweepProgress, failure_cause, open_board
 from sweeper.space import (
     SIGNIFICANCE_TESTS,
@@ -361,12 +362,13 @@ def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPl
 def tracking_callback(
     spec: SweepSpec, uri: str, parent_id: str, base: dict[str, Any], storage_uri: str, user: str | None
 ) -> MlflowTrackingCallback:
-    """A new sweep's MLflow writer: its trial runs hold every axis the search varies, and `user` (a submitted
-    sweep's submitter) as MLflow's User."""
+    """A new sweep's MLflow writer: its trial runs hold every axis the search varies, `user` (a submitted sweep's
+    submitter) as MLflow's User, and names without the words every planned variant shares (for random and Optuna
+    searches, those of the plan's draws: a field one of them varies is named in every run)."""
     axes = tuple(dict.fromkeys(parameter.key for parameter in spec.parameters))
-    return MlflowTrackingCallback(
-        uri, spec.name, parent_id, base, storage_uri, new_sweep=True, models=spec.models, axes=axes, user=user
-    )
+    shared = shared_words(plan.config(spec.base) for plan in plan_trials(spec))
+    settings = {"new_sweep": True, "models": spec.models, "axes": axes, "user": user, "shared": shared}
+    return MlflowTrackingCallback(uri, spec.name, parent_id, base, storage_uri, **settings)
 
 
 def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, address: str | None) -> int:

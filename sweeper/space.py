@@ -17,11 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from nmt_core.config import EPOCHS, MAX_SEED, SEEDS, ConfigError, TrialConfig, all_keys, build_config, set_dotted
-from nmt_core.corpora import CorpusError
-from nmt_core.corpora import check_name as check_corpus_name
+from nmt_core.corpus_names import CorpusError
+from nmt_core.corpus_names import check_name as check_corpus_name
 from nmt_core.credentials import check_uri
 from nmt_core.gate import check_tree, escape
 from nmt_core.registry import label_words
@@ -756,6 +754,8 @@ def spec_from_mapping(
             raw.setdefault("parameters", {})[rest] = value
         else:
             set_dotted(raw, key, value)
+    import yaml  # here, not with the module: `sweeper --help` reads the declarations and writes no YAML
+
     try:
         text = yaml.safe_dump(raw, sort_keys=False)
     except yaml.YAMLError as err:

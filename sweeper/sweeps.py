@@ -473,13 +473,16 @@ def stop(name: str, storage_uri: str, address: str | None, wait_s: float = 0.0) 
     else:
         request_stop(experiment, whoami())
         how = f"its driver reads the request in {experiment.display(STOP_FILE)} within {STATUS_EVERY_S:.0f} s"
+    # the folder that holds the sweep, as `resume` takes it: a submitted sweep's job recorded it; a local sweep's
+    # info.storage is the sweep's own folder, one level too deep
+    resume_storage = info.storage if info.job_id and info.storage else redact(storage_uri)
     deadline = time.monotonic() + wait_s
     while wait_s and info.state in LIVE and time.monotonic() < deadline:
         time.sleep(min(STATUS_EVERY_S / 2, 2.0))
         info = find(name, storage_uri, address, source)[0]
     return info, (
         f"stopping sweep {name}: {how}; Ray Tune saves the experiment, running trials keep the checkpoint of their "
-        f"last finished epoch; continue with `sweeper resume {name} --storage {info.storage or storage_uri}`"
+        f"last finished epoch; continue with `sweeper resume {name} --storage {resume_storage}`"
     )
 
 

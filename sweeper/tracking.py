@@ -65,14 +65,17 @@ from sweeper.metrics import (
     TRANSLATIONS,
     TRIAL_ID,
     VARIANT,
+    VARIANT_NAME,
     colour,
     history_name,
     mlflow_metrics,
     run_name,
 )
 from sweeper.mlflow_tables import mark_tables, tables_in
+from sweeper.names import model_name, variant_name
 from sweeper.provenance import DATASET, as_tags, code_version, package_versions, source_tags
 from sweeper.space import MODELS_BEFORE_POLICY, describe_trial
+from sweeper.sqlite_urls import resolve_uri  # noqa: F401 (where the sweeper's modules import it)
 from sweeper.storage import open_storage
 
 log = logging.getLogger("sweeper.tracking")
@@ -87,13 +90,6 @@ class TrackingError(ConfigError):
 
     def __init__(self, message: str, source: str = "--tracking-uri"):
         super().__init__("tracking.uri", message, source)
-
-
-def resolve_uri(uri: str, workdir: Path | None = None) -> str:
-    """Absolute SQLite paths: trials and resumes run in other working folders."""
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return "sqlite:///" + str(((workdir or Path.cwd()) / uri.removeprefix("sqlite:///")).resolve())
-    return uri
 
 
 def check_reachable(uri: str) -> None:
@@ -255,11 +251,13 @@ class SweepTracker:
         params: dict[str, Any],
         look_first: bool = True,
         run_colour: str | None = None,
+        name: str | None = None,
     ) -> tuple[str, bool]:
         """The trial's run and whether it was created now: found by its trial id when it may exist (retry,
-        resume: `look_first`), else created, named by its variant and seed and coloured by its variant. Its params
-        are logged either way (the same values again are a no-op): a run found may be one whose creation's answer was
-        lost before its params went in."""
+        resume: `look_first`), else created, named by its variant's `name` (sweeper.names; without one, a sweep begun
+        before names, by its label, untagged) and seed and coloured by its variant. Its params are logged either way
+        (the same values again are a no-op): a run found may be one whose creation's answer was lost before its
+        params went in."""
         run_id = self.find_trial_run(parent_id, trial_id) if look_first else None
         created = run_id is None
         if created:
@@ -269,14 +267,18 @@ class SweepTracker:
                 f"sweep searches (`{NOT_APPLICABLE}` where this variant does not use it). Metrics: per epoch by "
                 "what they measure (bleu/, loss/, temperature/, attention/, speed/), the end's values at step 0 "
                 "(result/). Artifacts: translations/*.tsv (source, reference, hypothesis), traces/, plots/ (if "
-                "drawn: tracking.plots). Its model (best-dev weights, an MLflow pyfunc) is the LoggedModel "
-                "`model` in the Models tab: `runs:/<run id>/model`."
+                "drawn: tracking.plots). Its model (best-dev weights, an MLflow pyfunc), if logged, is the "
+                "LoggedModel named after its variant in the Models tab: `models:/<model id>`, or "
+                "`nmt translate --model runs:/<run id>/model`."
             )
             tags = {PARENT: parent_id, ROLE: "trial", TRIAL_ID: trial_id, VARIANT: variant, NOTE: note, **self.source}
+            if name:
+                tags[VARIANT_NAME] = name
+            name = name or variant
             if run_colour:
                 tags[RUN_COLOUR] = run_colour
-            name = run_name(variant, params[SEED_PARAM]) if SEED_PARAM in params else f"{variant}-{trial_id}"
-            run = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
+            shown = run_name(name, params[SEED_PARAM]) if SEED_PARAM in params else f"{name}-{trial_id}"
+            run = self.client.create_run(self.experiment_id, run_name=shown, tags=tags)
             run_id = run.info.run_id
         self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
         return run_id, created
@@ -319,7 +321,7 @@ class SweepTracker:
                 log.warning("MLflow: %s was not granted the registered model %s: %s", owner, self.experiment, why)
         model = self.trial_model(run_id)
         if model is None:
-            raise LookupError(f"run {run_id} has no LoggedModel {MODEL!r}")
+            raise LookupError(f"run {run_id} has no LoggedModel")
         with mlflow_store(self.uri):  # a SQL registry resolves a models:/<model id> source through it
             version = self.client.create_model_version(
                 self.experiment, f"models:/{model.model_id}", run_id, description=description, model_id=model.model_id
@@ -332,9 +334,10 @@ class SweepTracker:
         return version.version
 
     def trial_model(self, run_id: str) -> LoggedModel | None:
-        """The trial run's LoggedModel `model` (what runs:/<run id>/model resolves to), if it was created."""
+        """The trial run's LoggedModel, if it was created: a trial run has one, named after its variant (`model`
+        in a sweep recorded before names), so it is found by its run, whatever its name."""
         found = self.client.search_logged_models(
-            [self.experiment_id], filter_string=f"source_run_id = '{run_id}' AND name = '{MODEL}'", max_results=1
+            [self.experiment_id], filter_string=f"source_run_id = '{run_id}'", max_results=1
         )
         return found[0] if found else None
 
@@ -348,9 +351,11 @@ class SweepTracker:
         step: int,
         timestamp: int,
         look_first: bool = True,
+        name: str = MODEL,
     ) -> str:
-        """A trial's saved pyfunc folder as an MLflow 3 LoggedModel of its run, as `mlflow.pyfunc.log_model`
-        makes one (output of the run at `step`, params, metrics linked, READY), written here by the driver.
+        """A trial's saved pyfunc folder as an MLflow 3 LoggedModel of its run named `name` (sweeper.names'
+        model_name of its variant), as `mlflow.pyfunc.log_model` makes one (output of the run at `step`, params,
+        metrics linked, READY), written here by the driver.
 
         Idempotent for a replayed write (`look_first`): a READY model is kept, one left PENDING is uploaded again.
         """
@@ -360,7 +365,7 @@ class SweepTracker:
         if model is None:
             model = self.client.create_logged_model(
                 self.experiment_id,
-                name=MODEL,
+                name=name,
                 source_run_id=run_id,
                 tags=tags,
                 params={k: str(v)[:500] for k, v in params.items()},
@@ -436,8 +441,10 @@ class MlflowTrackingCallback(Callback):
         models: str = MODELS_BEFORE_POLICY,
         axes: tuple[str, ...] = (),
         user: str | None = None,
+        shared: dict[str, str] | None = None,
     ):
         self.uri, self.experiment, self.parent_id = uri, experiment, parent_id
+        self.shared = shared or {}  # the title words every planned variant shares: run names leave them out
         self.names = GROUPED_NAMES  # the MLflow names this sweep's runs hold (sweeper.metrics), kept on resume
         self.axes = axes  # the keys the sweep's search varies: a param on every trial, `n/a` where one does not apply
         self._colours: dict[str, str] = {}  # variant label -> its colour, in the order the sweep met them
@@ -466,6 +473,7 @@ class MlflowTrackingCallback(Callback):
     names = FLAT_NAMES  # for one restored from a sweep started before the grouped names: its runs keep Tune's keys
     axes: tuple[str, ...] = ()  # ... before every axis was logged on every trial
     user: str | None = None  # ... before the User column
+    shared: dict[str, str] | None = None  # ... before variant names: its new runs are named by label, as its others
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
@@ -620,6 +628,7 @@ class MlflowTrackingCallback(Callback):
                     write["params"],
                     self._look_first(write),
                     write.get("colour"),  # a write queued before colours has none
+                    write.get("name"),  # ... before names
                 ),
             )
             return
@@ -660,6 +669,7 @@ class MlflowTrackingCallback(Callback):
                         write["step"],
                         write["timestamp"],
                         self._look_first(write),
+                        write.get("name", MODEL),  # a write queued before names: the name it had
                     )
         elif kind == "end":
             self.tracker.client.set_terminated(run_id, write["status"])
@@ -690,6 +700,7 @@ class MlflowTrackingCallback(Callback):
                     "variant": variant,
                     "params": self.trial_params(cfg.active(), variant),
                     "colour": self.colour_of(variant),
+                    "name": self.name_of(cfg),
                 }
             )
 
@@ -698,6 +709,10 @@ class MlflowTrackingCallback(Callback):
         (`n/a` where the variant does not use it), so that MLflow's columns and parallel coordinates line up."""
         unused = {axis: NOT_APPLICABLE for axis in self.axes if axis not in active}
         return {**active, **unused, "variant": variant, SEED_PARAM: active["train.seed"]}
+
+    def name_of(self, cfg) -> str | None:
+        """The trial's variant name (sweeper.names); None for a sweep begun before names, whose runs keep labels."""
+        return None if self.shared is None else variant_name(cfg, self.shared)
 
     def colour_of(self, variant: str) -> str:
         """The variant's colour: the next of the palette for a variant the sweep meets first (kept on resume)."""
@@ -780,6 +795,7 @@ class MlflowTrackingCallback(Callback):
                 "path": f"{trial.checkpoint.path}/{MODEL}",
                 "params": self.trial_params(cfg.active(), variant),
                 "tags": {TRIAL_ID: trial.trial_id, VARIANT: variant},
+                "name": model_name(name) if (name := self.name_of(cfg)) else MODEL,
                 "metrics": final.get("metrics", {}),
                 "step": step,
                 "timestamp": final.get("timestamp", int(time.time() * 1000)),

@@ -6,6 +6,8 @@ test at a time, except that the tests of one xdist group run one after another o
 (end-to-end) groups go first, then the other slow tests, then the rest, which fill in around them; in one process
 the cheap tests go first.
 
+- A test that trains a model only to read what training writes (its checkpoint, logged model, metrics) trains on
+  FEW_PAIRS, not on TINY's whole synthetic corpus.
 - A test that reads a finished sweep asks for a shared sweep fixture (tests/e2e/conftest.py: `tracked_sweep`, or a
   new one there) instead of running its own sweep: `pytest_collection_modifyitems` below puts it in the fixture's
   xdist group, so the sweep runs once, on one worker.
@@ -35,6 +37,10 @@ TINY = {
     "train": {"lr": 3e-3, "batch_size": 16, "epochs": 1, "seed": 1},
     "decode": {"beam_size": 3},
 }
+# the data of a test that trains a model to read what training writes (its metrics, checkpoint, logged model), not
+# how well it learned: TINY's whole synthetic corpus (4,000 pairs, 200 dev and test) costs such a test 6 s of CPU an
+# epoch, these pairs a tenth of it
+FEW_PAIRS = {"train_subset": 320, "eval_subset": 20}
 
 # every test names its own stores: an MLflow server or Ray cluster a developer exported must not receive test runs
 for _name in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS"):

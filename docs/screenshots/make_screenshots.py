@@ -78,6 +78,11 @@ def main() -> None:
                 time.sleep(SETTLE_S * 2)
                 driver.save_screenshot(str(out / "mlflow-charts-results.png"))
                 print(f"wrote {out / 'mlflow-charts-results.png'}")
+                speed = next(c for c in driver.find_elements(By.CSS_SELECTOR, charts) if c.text.startswith("speed"))
+                driver.execute_script("arguments[0].scrollIntoView({block: 'end'})", speed)  # result's last row
+                time.sleep(SETTLE_S * 2)
+                driver.save_screenshot(str(out / "mlflow-charts-parallel.png"))
+                print(f"wrote {out / 'mlflow-charts-parallel.png'}")
                 description = "[data-testid='note-editor-preview-content']"
                 parent_page = f"{runs}/{parent}?workflowType=machine_learning"
                 shoot(driver, parent_page, description, "the parent's description", out / "mlflow-parent.png")

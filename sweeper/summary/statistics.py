@@ -34,6 +34,7 @@ from nmt_core.evaluate import (
 from nmt_core.registry import TEMPERATURES, choices, is_adaptive
 from nmt_core.train import PAPER_BLEU
 from sweeper.metrics import SIGNATURE_TAGS
+from sweeper.names import names_of
 from sweeper.space import SIGNIFICANCE_TESTS, SignificanceSpec
 from sweeper.summary.records import SummaryError, TrialRecord, typed_setting
 
@@ -546,14 +547,14 @@ def build_summary(
     groups: dict[tuple, list[TrialRecord]] = {}
     for record in records:
         groups.setdefault(record.group, []).append(record)
-    rows = []
+    rows, names = [], names_of(records)
     for members in groups.values():
         tests = {s: mean_std([r.metrics[f"bleu_test_{s}"] for r in members]) for s in test_sets}
         paper = [r.metrics[f"{PAPER_BLEU}_test_avg"] for r in members if f"{PAPER_BLEU}_test_avg" in r.metrics]
         times = [r.epoch_time_s for r in members if r.epoch_time_s is not None]
         rows.append(
             VariantRow(
-                members[0].variant + chosen_values(members[0]),
+                names[members[0].variant] + chosen_values(members[0]),
                 members,
                 tests,
                 mean_std([r.metrics["bleu_test_avg"] for r in members]),

@@ -97,6 +97,30 @@ def epoch_steps(client: MlflowClient, run_id: str) -> list[int]:
     return sorted(m.step for m in client.get_metric_history(run_id, "bleu/dev"))
 
 
+def check_best_plots(client: MlflowClient, children: list, summary: str, tmp_path: Path) -> None:
+    """`tracking.plots: best` on a finished sweep of the variants general+none and general+sact4, several trials
+    each: every trial's run logs its heatmaps' data, only each variant's best trial (by bleu/dev) draws them, and the
+    summary names that trial once under its heatmaps' heading."""
+    by_variant: dict[str, list] = {}
+    for child in children:
+        by_variant.setdefault(child.data.tags["sweeper.variant"], []).append(child)
+        data = heatmap_data(client, child.info.run_id, tmp_path)  # every trial logs what its heatmaps show
+        assert data["sentences"] and all(len(s["weights"]) == len(s["target"]) for s in data["sentences"])
+        assert (data["lambda"] is not None) == (child.data.params["attention.temperature"] == "sact")
+    assert sorted(by_variant) == ["general+none", "general+sact4"]
+    for variant, runs in by_variant.items():
+        assert len(runs) > 1, variant  # a best among several
+        drawn = [run for run in runs if artifacts(client, run.info.run_id, "plots")]
+        assert len(drawn) == 1, variant  # the best trial's run only
+        best = drawn[0]
+        assert best.data.metrics["bleu/dev"] == max(run.data.metrics["bleu/dev"] for run in runs)
+        plots = artifacts(client, best.info.run_id, "plots")
+        assert "attention_dev0.png" in plots
+        assert ("temperature_heatmap.png" in plots) == (variant == "general+sact4")
+        assert f"| {variant} | {best.data.tags['sweeper.trial_id']} | `{best.info.run_id}` |" in summary
+    assert "## Attention heatmaps (best trial of each variant by bleu_dev)" in summary
+
+
 @dataclass
 class FinishedSweep:
     """A `sweeper run` that has ended, as the tests that read it see it."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from selenium.webdriver.common.by import By
 
-from sweeper.metrics import VARIANT
-from sweeper.mlflow_view import column
+from sweeper.metrics import VARIANT, VARIANT_NAME
+from sweeper.mlflow_view import RUN_NAME, WIDTHS, column
 from tests.browser import chromium, close_assistant, have_chromium, texts, wait_for
 from tests.e2e.sweeps import LEAN_TRACKING, SPACE, FinishedSweep, run_watched, write_space
 
@@ -17,9 +17,9 @@ pytestmark = [
     pytest.mark.skipif(not have_chromium(), reason="needs chromium, chromium-driver (.ci/run installs them)"),
 ]
 
-RUN_NAME = "attributes.`Run Name`"  # the runs table's column of run names
 SECTION = "[data-testid='experiment-view-compare-runs-section-header']"
 CARD = "[data-testid='experiment-view-compare-runs-card']"
+PARALLEL = "Parallel Coordinates"  # the title MLflow gives the saved view's card (sweeper.mlflow_view.charts)
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +56,9 @@ def test_the_link_opens_every_trial_grouped_by_variant_with_the_reading_columns(
     link, runs = printed_link(viewed_sweep), trial_runs(viewed_sweep)
     assert "workflowType=machine_learning" in link and "viewStateShareKey=" in link
     names = sorted(run.info.run_name for run in runs)
-    labels = sorted({run.data.tags[VARIANT] for run in runs})
-    assert len(names) == 4 and len(labels) == 2
+    labels = sorted({run.data.tags[VARIANT_NAME] for run in runs})  # the summary's words; the key stays a tag
+    assert len(names) == 4 and labels == ["SACT λ4", "no temperature"]
+    assert {run.data.tags[VARIANT] for run in runs} == {"general+none", "general+sact4"}
     with chromium() as driver:
         driver.get(link)
         cells = f"[role='row'] [col-id='{RUN_NAME}']"  # a cell's lines: its buttons, colour, name (or group, count)
@@ -68,12 +69,14 @@ def test_the_link_opens_every_trial_grouped_by_variant_with_the_reading_columns(
         shown = wait_for(driver, lambda d: (found := lines(d)) and set(names) <= set(found) and found, "trials")
         assert sorted(t for t in shown if t.startswith("Group: ")) == sorted(f"Group: {label}" for label in labels)
         headers = {h.get_attribute("col-id") for h in driver.find_elements(By.CSS_SELECTOR, ".ag-header-cell")}
-        wanted = [column("tags", VARIANT), column("params", "attention.temperature"), column("params", "seed")]
+        wanted = [column("tags", VARIANT_NAME), column("params", "attention.temperature"), column("params", "seed")]
         wanted += [column("metrics", m) for m in ("result/bleu_dev_best", "result/bleu_test_avg")]
         assert set(wanted) <= headers, headers
         sort = driver.find_element(By.CSS_SELECTOR, "[data-testid='sort-select-dropdown']").text
         assert "result/bleu_dev_best" in sort
-    assert all(" · seed " in name for name in names)  # readable: the variant's label and the seed
+        header = driver.find_element(By.CSS_SELECTOR, f".ag-header-cell[col-id='{RUN_NAME}']")
+        assert header.size["width"] == WIDTHS[RUN_NAME]  # the saved width applied: names and group labels uncut
+    assert all(" · seed " in name for name in names)  # readable: the variant's name and the seed
 
 
 def test_the_charts_have_a_section_per_name_group_and_bars_for_end_of_run_values(viewed_sweep):
@@ -98,6 +101,16 @@ def test_the_charts_have_a_section_per_name_group_and_bars_for_end_of_run_values
 
         bars = wait_for(driver, first_bars, "the bars of an end-of-run value")
         assert len(bars) == len(runs)  # every trial's bar (not one per group, not the first 10 runs only)
+
+        after = next(h for h in driver.find_elements(By.CSS_SELECTOR, SECTION) if h.text.startswith("speed"))
+        driver.execute_script("arguments[0].scrollIntoView({block: 'end'})", after)  # result's last row in view
+
+        def parallel(d):  # the view's parallel coordinates (its section's last card), drawn once in view
+            card = next((c for c in d.find_elements(By.CSS_SELECTOR, CARD) if PARALLEL in c.text), None)
+            return card if card is not None and "seed" in card.text else None
+
+        card = wait_for(driver, parallel, "the parallel coordinates")
+        assert "result" in card.text, card.text  # its axes: the swept setting, the seed, best dev BLEU (cut by plotly)
 
 
 def test_the_parent_description_shows_its_figures_and_links_to_the_comparison(viewed_sweep):

@@ -1,6 +1,7 @@
-"""`tracking.plots`: what each trial's run holds under best | all, and the summary's heatmaps of each variant's best
-trial, against a real MLflow server over HTTP, on the xdist worker's Ray cluster (`none`: tests/unit/test_metrics.py's
-LEAN_TRACKING sweep)."""
+"""`tracking.plots`: what each trial's run holds under `all`, against a real MLflow server over HTTP, on the xdist
+worker's Ray cluster. `best` (the default: only each variant's best trial draws, and the summary shows its heatmaps)
+is checked on the sweep of tests/e2e/test_sweeps_by_name.py (sweeps.check_best_plots: two variants, two seeds each,
+as its own sweep here had); `none` on tests/unit/test_metrics.py's LEAN_TRACKING sweep."""
 
 from __future__ import annotations
 
@@ -40,36 +41,6 @@ def run_sweep(
     assert "summary skipped" not in done.stdout, done.stdout[-3000:]
     _, children = child_runs(MlflowClient(server_uri), name)
     return children, (tmp_path / "sweeps" / name / "summary" / "summary.md").read_text()
-
-
-def test_best_policy_draws_only_each_variants_best_trial_once_in_the_summary(tmp_path, mlflow_server, worker_ray):
-    children, summary = run_sweep(
-        tmp_path,
-        mlflow_server.uri,
-        "plots-best",
-        "best",
-        {"attention.temperature": {"grid": ["none", "sact"]}, "train.seed": {"grid": [1, 2]}},
-        worker_ray,
-    )
-    client = MlflowClient(mlflow_server.uri)
-    assert len(children) == 4
-    by_variant: dict[str, list] = {}
-    for child in children:
-        by_variant.setdefault(child.data.tags["sweeper.variant"], []).append(child)
-        data = heatmap_data(client, child.info.run_id, tmp_path)  # every trial logs what its heatmaps show
-        assert data["sentences"] and all(len(s["weights"]) == len(s["target"]) for s in data["sentences"])
-        assert (data["lambda"] is not None) == (child.data.params["attention.temperature"] == "sact")
-    assert sorted(by_variant) == ["general+none", "general+sact4"]
-    for variant, runs in by_variant.items():
-        drawn = [run for run in runs if artifacts(client, run.info.run_id, "plots")]
-        assert len(drawn) == 1, variant  # the best trial's run only
-        best = drawn[0]
-        assert best.data.metrics["bleu/dev"] == max(run.data.metrics["bleu/dev"] for run in runs)
-        plots = artifacts(client, best.info.run_id, "plots")
-        assert "attention_dev0.png" in plots
-        assert ("temperature_heatmap.png" in plots) == (variant == "general+sact4")
-        assert f"| {variant} | {best.data.tags['sweeper.trial_id']} | `{best.info.run_id}` |" in summary
-    assert "## Attention heatmaps (best trial of each variant by bleu_dev)" in summary
 
 
 def test_all_has_every_trial_draw(tmp_path, mlflow_server, worker_ray):

@@ -23,6 +23,7 @@ from mlflow.tracking import MlflowClient
 
 from nmt_core.corpora import load_corpus
 from nmt_core.data import word_tokens
+from sweeper.names import model_name
 from tests.e2e.sweeps import LEAN_TRACKING, SPACE, FinishedSweep, child_runs, epoch_steps, sweeper, write_space
 from tests.servers import descendants, wait_until
 
@@ -150,7 +151,7 @@ def test_the_summary_and_the_descriptions_sum_the_sweep_up(tracked_sweep, tmp_pa
     assert "## Temperature and sentinel gate by word class (test)\n\nNot computed: no closed-class source" in summary
     assert (summary_folder / "parallel_coordinates.png").stat().st_size > 5000
     note = client.get_run(parent.info.run_id).data.tags["mlflow.note.content"]  # the run page's description
-    assert "| variant | seeds |" in note and "general+sact4+sentinel" in note
+    assert "| variant | seeds |" in note and "| SACT λ4 + sentinel |" in note  # the runs' names, not the key
     # its data beside it: the BLEU table and everything after it recomputed from data/ alone, no tracking store
     assert {"trials.parquet", "sentences.parquet", "references.parquet"} <= {
         p.name for p in summary_folder.glob("data/*")
@@ -173,11 +174,12 @@ def assert_trial_model(client, uri, child, row):
         output_format="list",
         filter_string=f"source_run_id = '{child.info.run_id}'",
     )
-    assert model.name == "model" and model.status == LoggedModelStatus.READY
+    # named after its variant, as its run is (`SACT λ4 · seed 1`: `SACT-lambda4`)
+    assert model.name == model_name(child.data.tags["sweeper.variant_name"]) and model.status == LoggedModelStatus.READY
     assert model.tags["sweeper.trial_id"] == row["trial_id"] and model.params["variant"] == row["variant"]
     assert {m.key: m.value for m in model.metrics}["result/bleu_test_test"] == pytest.approx(row["bleu_test_test"])
     assert [o.model_id for o in client.get_run(child.info.run_id).outputs.model_outputs] == [model.model_id]
-    pyfunc = mlflow.pyfunc.load_model(f"runs:/{child.info.run_id}/model")
+    pyfunc = mlflow.pyfunc.load_model(f"runs:/{child.info.run_id}/{model.name}")
     assert pyfunc.metadata.model_id == model.model_id and pyfunc.metadata.run_id == child.info.run_id
     translations = pyfunc.predict(["noun3 verb2 noun5", "adj1 noun4"], params={"beam_size": 2})
     assert len(translations) == 2 and all(isinstance(t, str) for t in translations)

@@ -1,5 +1,6 @@
-"""A sweep started with `sweeper run` found, watched, stopped and finished by its name, and its models by
-`tracking.models: best` (issue #43 items 1 and 3): a local Ray, a real MLflow server over HTTP."""
+"""A sweep started with `sweeper run` found, watched, stopped and finished by its name, its models by
+`tracking.models: best` (issue #43 items 1 and 3) and its heatmaps by `tracking.plots: best` (the defaults): a local
+Ray, a real MLflow server over HTTP."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from mlflow.entities import LoggedModelStatus
 from mlflow.tracking import MlflowClient
 
 from sweeper import api
-from tests.e2e.sweeps import SPACE, child_runs, epoch_steps, sweeper, write_space
+from tests.e2e.sweeps import SPACE, check_best_plots, child_runs, epoch_steps, sweeper, write_space
 from tests.servers import wait_until
 
 pytestmark = pytest.mark.slow
@@ -23,7 +24,7 @@ EPOCHS = 8
 STOP_WAIT_S = 3600.0  # `sweeper stop --wait`: longer than pytest-timeout, which bounds the test instead
 
 
-def test_a_local_sweep_is_stopped_by_name_resumed_and_its_models_follow_the_policy(tmp_path, mlflow_server):
+def test_a_local_sweep_is_stopped_by_name_resumed_and_its_models_and_plots_follow_the_policy(tmp_path, mlflow_server):
     space = write_space(
         tmp_path,
         name=NAME,
@@ -73,6 +74,7 @@ def test_a_local_sweep_is_stopped_by_name_resumed_and_its_models_follow_the_poli
     assert {m.source_run_id for m in models} == {r["mlflow_run_id"] for r in best.values()}
     assert all(m.status == LoggedModelStatus.READY for m in models)
     assert client.get_model_version_by_alias(NAME, "best").run_id in {r["mlflow_run_id"] for r in best.values()}
+    check_best_plots(client, children, (tmp_path / "sweeps" / NAME / "summary" / "summary.md").read_text(), tmp_path)
 
     other = next(r for r in results if r["trial_id"] not in {b["trial_id"] for b in best.values()})
     promoted = sweeper("promote", NAME, other["trial_id"], *where, "--json", cwd=tmp_path)

@@ -23,7 +23,7 @@ from nmt_core.data import Example, collate
 from nmt_core.decode import beam_search, greedy
 from nmt_core.graphs import DecoderLoss, decoder_loss_inputs
 from nmt_core.train import batch_loss, build_model, dev_pass, symmetric_loss, trial_loss
-from tests.conftest import COMPILES, tiny_config
+from tests.conftest import COMPILES, FEW_PAIRS, tiny_config
 from tests.oracles.test_fast_path import VARIANTS as FAMILY
 from tests.oracles.test_fast_path import _batch as family_batch
 
@@ -183,7 +183,7 @@ def test_a_compiled_trial_trains_like_the_eager_one_and_reports_its_compile_time
     from nmt_core.train import train
 
     results = {
-        mode: train(tiny_config(model={"compile": mode}, train={"epochs": 2}), log=lambda _: None)
+        mode: train(tiny_config(model={"compile": mode}, train={"epochs": 2}, data=FEW_PAIRS), log=lambda _: None)
         for mode in ("none", "default")
     }
     eager, compiled = results["none"], results["default"]

@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from nmt_core.train import train
 from sweeper.metrics import AT_END, PER_EPOCH, final_result, is_logged, metric_of, to_parent
-from tests.conftest import tiny_config
+from tests.conftest import FEW_PAIRS, tiny_config
 from tests.e2e.sweeps import LEAN_TRACKING, artifacts, child_runs, heatmap_data, sweeper, write_space
 
 
@@ -21,7 +21,7 @@ def test_every_metric_training_reports_is_routed():
     (a metric added to nmt_core without one fails here), final ones reach results.parquet and the parent run."""
     reports = []
     result = train(
-        tiny_config(train={"epochs": 1, "symmetry_weight": 0.5}),
+        tiny_config(data=FEW_PAIRS, train={"epochs": 1, "symmetry_weight": 0.5}),
         log=lambda _: None,
         on_epoch_end=lambda report, state, best: reports.append(report),
     )

@@ -10,7 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from sweeper import mlflow_view
-from sweeper.metrics import VARIANT
+from sweeper.metrics import VARIANT_NAME
 from sweeper.mlflow_view import (
     SHARE_TAG_PREFIX,
     described_link,
@@ -39,7 +39,7 @@ def query(link: str) -> dict[str, list[str]]:
 def test_the_view_groups_by_variant_shows_every_trial_and_sorts_by_best_dev_bleu():
     state = view_state("abc123", ["attention.lambda", "attention.tau"])
     assert state["selectedColumns"] == [
-        f"tags.`{VARIANT}`",
+        f"tags.`{VARIANT_NAME}`",
         "params.`attention.lambda`",
         "params.`attention.tau`",
         "params.`seed`",
@@ -47,11 +47,20 @@ def test_the_view_groups_by_variant_shows_every_trial_and_sorts_by_best_dev_bleu
         "metrics.`result/bleu_test_avg`",
         "metrics.`result/tau_p50_best`",
     ]
-    assert state["columnOrder"] == state["selectedColumns"]
+    assert state["columnOrder"] == ["attributes.`Run Name`", *state["selectedColumns"]]
+    # the UI widens only a column named in the saved order: the run names' too, wider than the rest
+    assert set(state["columnWidths"]) == set(state["columnOrder"])
+    widths = state["columnWidths"]
+    assert widths["attributes.`Run Name`"] > max(w for c, w in widths.items() if c != "attributes.`Run Name`")
     assert (state["orderByKey"], state["orderByAsc"]) == ("metrics.`result/bleu_dev_best`", False)
-    assert state["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": VARIANT}]
+    assert state["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": VARIANT_NAME}]
     assert state["groupsExpanded"] == {} and state["runsHiddenMode"] == "SHOW_ALL"
     assert state["searchFilter"] == "tags.`mlflow.parentRunId` = 'abc123'"  # this run's trials, not its parent
+    [parallel] = state["compareRunCharts"]  # the charts' own card; the UI adds one per metric beside it
+    assert parallel["type"] == "PARALLEL" and parallel["selectedMetrics"] == ["result/bleu_dev_best"]
+    assert parallel["selectedParams"] == ["attention.lambda", "attention.tau", "seed"]
+    assert [s["name"] for s in state["compareRunSections"]] == ["result"]
+    assert parallel["metricSectionId"] == state["compareRunSections"][0]["uuid"]
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from sweeper.space import SpecError, load_spec
 from sweeper.storage import open_storage
 from sweeper.tracking import MlflowTrackingCallback, SweepTracker, resolve_uri
 from sweeper.trainable import MODEL_EXAMPLE
-from tests.conftest import tiny_config
+from tests.conftest import FEW_PAIRS, tiny_config
 from tests.unit.test_tracking import BASE, TRIAL
 
 
@@ -69,20 +69,23 @@ def test_a_trial_of_a_best_policy_sweep_saves_no_model_and_its_driver_logs_none(
 
 def test_a_model_made_from_a_final_checkpoint_is_the_trials_logged_model(tmp_path):
     """`sweeper promote` and the end of a `best` sweep: the trial's final checkpoint (last.pt, the input example)
-    becomes a READY LoggedModel of its run, with its params, variant, trial id and final metrics; again: the same."""
+    becomes a READY LoggedModel of its run, named after its variant as its run is, with its params, variant, trial id
+    and final metrics; again: the same."""
     import mlflow.pyfunc
 
     from nmt_core.train import train
 
     states = []
-    result = train(tiny_config(), lambda report, state, is_best: states.append(state), log=lambda line: None)
+    result = train(
+        tiny_config(data=FEW_PAIRS), lambda report, state, is_best: states.append(state), log=lambda line: None
+    )
     folder = tmp_path / "sweep" / "abc_00000_general+none_seed1" / "checkpoint_000001"
     checkpoint.save(states[-1], folder / checkpoint.LAST)
     (folder / MODEL_EXAMPLE).write_text(json.dumps(result.data.sources["dev"][:2]))
     uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
     tracker = SweepTracker(uri, "later")
     parent = tracker.start_sweep("name: later\n", {"trials": 1})
-    run_id, _ = tracker.trial_run(parent, "abc_00000", "general+none", {"train.seed": 1})
+    run_id, _ = tracker.trial_run(parent, "abc_00000", "general+none", {"train.seed": 1}, name="no temperature")
     tracker.log_metrics(run_id, {"bleu_dev": 1.0}, step=1)
     tracker.log_metrics(run_id, {"bleu_test_avg": 7.5, "n_params": 99}, step=1)
     experiment = open_storage(str(tmp_path / "sweep"), "test")
@@ -93,9 +96,10 @@ def test_a_model_made_from_a_final_checkpoint_is_the_trials_logged_model(tmp_pat
     [model] = tracker.client.search_logged_models([tracker.experiment_id])
     assert (model.model_id, model.source_run_id, model.status) == (model_id, run_id, LoggedModelStatus.READY)
     assert model.params["variant"] == "general+none" and model.tags["sweeper.trial_id"] == "abc_00000"
+    assert model.name == "no-temperature"
     assert {m.key: (m.value, m.step) for m in model.metrics} == {"bleu_test_avg": (7.5, 1), "n_params": (99, 1)}
     mlflow.set_tracking_uri(uri)
-    pyfunc = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
+    pyfunc = mlflow.pyfunc.load_model(f"runs:/{run_id}/{model.name}")
     assert pyfunc.input_example == result.data.sources["dev"][:2]
     assert len(pyfunc.predict(pyfunc.input_example, params={"beam_size": 2})) == 2
     assert final_checkpoint(experiment, "abc_00001") is None

@@ -123,6 +123,16 @@ def test_a_database_password_is_never_shown():
     assert "s3cret" not in shown(url) and "alice" in shown(url)
 
 
+@pytest.mark.parametrize(
+    "url", ["sqlite:////tmp/a b/optuna.db", "sqlite:///rel/o.db", "postgresql+psycopg2://db:5432/x?sslmode=require"]
+)
+def test_a_url_without_userinfo_is_shown_as_sqlalchemy_renders_it(url):
+    """No '@', no password: shown as it is, without loading SQLAlchemy, which would render it the same."""
+    from sqlalchemy.engine import make_url
+
+    assert shown(url) == url == make_url(url).render_as_string(hide_password=True)
+
+
 def test_an_earlier_study_of_the_sweep_is_continued_unless_its_direction_differs(tmp_path, capsys):
     url = f"sqlite:///{tmp_path}/optuna.db"
     spec = optuna_spec()

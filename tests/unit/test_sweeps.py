@@ -131,7 +131,9 @@ def test_stop_asks_a_local_driver_through_storage_and_an_ended_sweep_needs_nothi
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "carol")
     experiment = sweep(tmp_path, "live", running())
     assert sweeper_cli.main(["stop", "live", "--storage", str(tmp_path)]) == 0
-    assert "stopping sweep live: its driver reads the request in" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "stopping sweep live: its driver reads the request in" in out
+    assert out.rstrip().endswith(f"continue with `sweeper resume live --storage {tmp_path}`")  # the root, not live/
     assert sweeps.stop_request(experiment)["by"] == "carol"
     sweep(tmp_path, "done", {**running(), "state": "finished"})
     assert sweeper_cli.main(["stop", "done", "--storage", str(tmp_path), "--json"]) == 0

@@ -13,6 +13,8 @@ from mlflow.tracking import MlflowClient
 
 from sweeper import tracking
 from sweeper.backlog import BACKLOG_FILE
+from sweeper.names import shared_words
+from sweeper.space import describe_trial
 from sweeper.storage import open_storage
 from sweeper.tracking import (
     MlflowTrackingCallback,
@@ -130,8 +132,9 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
     tracker = SweepTracker(uri, "ui")
     parent = tracker.start_sweep("name: ui\n", {"trials": 3})
-    callback = MlflowTrackingCallback(uri, "ui", parent, BASE, new_sweep=True, axes=AXES)
     trials = [trial_of("t_0", "sact", 1), trial_of("t_1", "none", 1), trial_of("t_2", "sact", 2)]
+    shared = shared_words(describe_trial(trial.config, BASE)[0] for trial in trials)  # as the runner's plan gives
+    callback = MlflowTrackingCallback(uri, "ui", parent, BASE, new_sweep=True, axes=AXES, shared=shared)
     for trial in trials:
         callback.on_trial_start(0, [], trial)
     sact = trials[0]
@@ -150,15 +153,18 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
         run.info.run_name: run
         for run in tracker.client.search_runs([tracker.experiment_id], "tags.`sweeper.role` = 'trial'")
     }
-    assert sorted(runs) == ["general+none · seed 1", "general+sact4 · seed 1", "general+sact4 · seed 2"]
+    # the summary's words, without the score every trial shares; the label stays the key machines join on
+    assert sorted(runs) == ["SACT λ4 · seed 1", "SACT λ4 · seed 2", "no temperature · seed 1"]
+    assert runs["SACT λ4 · seed 2"].data.tags["sweeper.variant_name"] == "SACT λ4"
+    assert runs["SACT λ4 · seed 2"].data.tags["sweeper.variant"] == "general+sact4"
     colours = {name: run.data.tags["mlflow.runColor"] for name, run in runs.items()}
-    assert colours["general+sact4 · seed 1"] == colours["general+sact4 · seed 2"] == PALETTE[0]
-    assert colours["general+none · seed 1"] == PALETTE[1]
-    none = runs["general+none · seed 1"].data.params
+    assert colours["SACT λ4 · seed 1"] == colours["SACT λ4 · seed 2"] == PALETTE[0]
+    assert colours["no temperature · seed 1"] == PALETTE[1]
+    none = runs["no temperature · seed 1"].data.params
     assert (none["attention.lambda"], none["attention.tau"], none["attention.temperature"]) == ("n/a", "n/a", "none")
     assert none["seed"] == none["train.seed"] == "1" and none["variant"] == "general+none"
-    assert runs["general+sact4 · seed 2"].data.params["attention.lambda"] != "n/a"
-    run_id = runs["general+sact4 · seed 1"].info.run_id
+    assert runs["SACT λ4 · seed 2"].data.params["attention.lambda"] != "n/a"
+    run_id = runs["SACT λ4 · seed 1"].info.run_id
     run = tracker.client.get_run(run_id)
     assert run.data.tags["mlflow.source.name"] == "nmt-sweeper" and run.data.tags["mlflow.user"]
     assert tracker.client.get_run(parent).data.tags["mlflow.user"] == run.data.tags["mlflow.user"]
@@ -192,6 +198,20 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     record_best(tracker, parent, [row], "bleu_dev", "max", callback.names)
     assert tracker.client.get_run(parent).data.metrics == {"sweep/bleu_dev_best": 1.0, "sweep/bleu_test_avg": 2.0}
     assert callback.get_state()["colours"] == {"general+sact4": PALETTE[0], "general+none": PALETTE[1]}
+
+
+def test_a_sweep_begun_before_names_goes_on_naming_its_runs_by_label(tmp_path):
+    """Its callback, unpickled by `sweeper resume`, has no planned words: its new runs are named as its others,
+    `<label> · seed <n>`, with no name tag, so the summary keeps the labels MLflow shows for all of them."""
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    tracker = SweepTracker(uri, "old")
+    parent = tracker.start_sweep("name: old\n", {"trials": 1})
+    callback = MlflowTrackingCallback(uri, "old", parent, BASE, new_sweep=True)
+    del callback.shared  # as a callback pickled before names: the class's None
+    callback.on_trial_start(0, [], trial_of("t_0", "sact", 1))
+    callback.drain()
+    [run] = tracker.client.search_runs([tracker.experiment_id], "tags.`sweeper.role` = 'trial'")
+    assert run.info.run_name == "general+sact4 · seed 1" and "sweeper.variant_name" not in run.data.tags
 
 
 def test_a_submitted_sweeps_runs_name_their_submitter_and_the_drivers_commit(tmp_path, monkeypatch):
@@ -239,16 +259,19 @@ def test_a_sweep_begun_before_grouped_names_keeps_its_flat_names_when_resumed(tm
 def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(tmp_path):
     """On a SQLite store, the driver alone: the trial's saved pyfunc becomes a READY LoggedModel of the trial's run
     with its final metrics; a replayed write (a resumed driver) makes no second one; `models:/<sweep>@best` and
-    `runs:/<id>/model` load it."""
+    `models:/<model id>` and `runs:/<id>/<its name>` load it; `nmt translate`'s `runs:/<id>/model` finds it under
+    its variant's name."""
     import mlflow.pyfunc
 
     from nmt_core.mlflow_model import downloaded_model, save_model
     from nmt_core.train import train
     from sweeper.metrics import MODEL
-    from tests.conftest import tiny_config
+    from tests.conftest import FEW_PAIRS, tiny_config
 
     states = []
-    result = train(tiny_config(), lambda report, state, is_best: states.append(state), log=lambda line: None)
+    result = train(
+        tiny_config(data=FEW_PAIRS), lambda report, state, is_best: states.append(state), log=lambda line: None
+    )
     save_model(states[-1], tmp_path / "checkpoint" / MODEL, result.data.sources["dev"][:1])
     uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
     tracker = SweepTracker(uri, "models")
@@ -268,7 +291,9 @@ def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(
     callback.drain()
     run_id = callback._runs[trial.trial_id]
     [model] = tracker.client.search_logged_models([tracker.experiment_id])
-    assert (model.name, model.source_run_id, model.status) == (MODEL, run_id, LoggedModelStatus.READY)
+    # named after its variant (a safe slug: MLflow refuses '.' in `tau0.8`), found by its run
+    assert (model.name, model.source_run_id, model.status) == ("general-SACT-lambda4", run_id, LoggedModelStatus.READY)
+    assert tracker.trial_model(run_id).model_id == model.model_id
     assert [(m.key, m.value, m.step) for m in model.metrics] == [("result/bleu_test_avg", 12.5, 0)]
     assert model.params["variant"] == "general+sact4" and model.tags["sweeper.trial_id"] == trial.trial_id
     assert str(tracker.register_best(run_id, "best")) == "1"
@@ -278,9 +303,11 @@ def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(
     with downloaded_model("models:/models@best", uri) as path:
         assert path.name == "best.pt" and path.is_file()
     assert not path.exists()  # the copy is gone once the block ends
+    with downloaded_model(f"runs:/{run_id}/model", uri) as path:  # the URI docs and older sweeps give
+        assert path.name == "best.pt" and path.is_file()
     mlflow.set_tracking_uri(uri)
     sentence = result.data.sources["dev"][0]
-    for model_uri in ("models:/models@best", f"runs:/{run_id}/model", f"models:/{model.model_id}"):
+    for model_uri in ("models:/models@best", f"runs:/{run_id}/{model.name}", f"models:/{model.model_id}"):
         pyfunc = mlflow.pyfunc.load_model(model_uri)
         assert pyfunc.metadata.model_id == model.model_id
         beam = {"beam_size": 2}
