@@ -233,15 +233,20 @@ def welch_df(
     df: large df exactly where the variance is underestimated (2 seeds: 6-9% of nulls below 0.05). Evaluated at
     S nu / median(chi2_nu), S is as often above as below E S. Without a shared part this is Welch's df (the ratio
     is scale-free), with many seeds the plug-in's (the factor tends to 1). The shared part's sampling variance is
-    its Monte-Carlo variance over the resamples (sentence_parts). Infinite (a normal reference) where nothing
+    its Monte-Carlo variance over the resamples (sentence_parts), counted where the shared part is above 0: clipped
+    at 0 it is not in the variance, and its noise would only drag the df below the seed part's own (a row whose
+    seeds agree beside one whose seeds vary: 0.7 df, not Welch's 2). Infinite (a normal reference) where nothing
     varies. The variance itself keeps the unbiased S."""
     terms = [v / n for v, n in zip(seed_variances, seeds)]
     seed_part, spread = sum(terms), sum(t**2 / (n - 1) for t, n in zip(terms, seeds))
-    if seed_part > 0:
+    if seed_part + shared == 0:  # nothing varies: the variance is 0 and any reference gives the same answer
+        return math.inf
+    if spread > 0:  # (a seed part so small that its square underflows counts as none)
         welch = seed_part**2 / spread
         seed_part = seed_part * welch / float(chdtri(welch, 0.5))
         spread = seed_part**2 / welch
-    spread += shared_variance / 2
+    if shared > 0:  # a shared part clipped at 0 adds nothing to the variance, so nothing to the df's uncertainty
+        spread += shared_variance / 2
     return (seed_part + shared) ** 2 / spread if spread > 0 else math.inf
 
 

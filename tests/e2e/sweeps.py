@@ -117,7 +117,8 @@ def check_best_plots(client: MlflowClient, children: list, summary: str, tmp_pat
         plots = artifacts(client, best.info.run_id, "plots")
         assert "attention_dev0.png" in plots
         assert ("temperature_heatmap.png" in plots) == (variant == "general+sact4")
-        assert f"| {variant} | {best.data.tags['sweeper.trial_id']} | `{best.info.run_id}` |" in summary
+        name = best.data.tags["sweeper.variant_name"]  # the summary names its rows as the runs are named
+        assert f"| {name} | {best.data.tags['sweeper.trial_id']} | `{best.info.run_id}` |" in summary
     assert "## Attention heatmaps (best trial of each variant by bleu_dev)" in summary
 
 

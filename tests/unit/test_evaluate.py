@@ -410,3 +410,15 @@ def test_the_sentence_variance_splits_into_what_seeds_share_and_what_each_adds()
     assert test.sentence_per_seed == pytest.approx(sum(own), rel=1e-9)
     assert test.sentence_shared == pytest.approx(test.sentence_variance - own[0] / 3 - own[1] / 2, rel=1e-9)
     assert 0.15 < test.sentence_shared < 0.2 and 0.06 < test.sentence_per_seed < 0.1  # 2 * 0.3^2 and 2 * 0.2^2
+
+
+def test_the_df_of_a_variance_with_nothing_in_it_is_infinite_and_never_a_division_by_zero():
+    """Two rows whose seeds and resamples all agree: the variance is 0, the df infinite (not 0, which made the
+    minimum detectable difference NaN), and a seed part whose square underflows divides nothing by zero."""
+    from nmt_core.evaluate import welch_df
+
+    assert welch_df((0.0, 0.0), (3, 3), 0.0, 0.24) == float("inf")
+    assert welch_df((1e-300, 0.0), (3, 3), 0.0, 0.0) == float("inf")
+    assert welch_df((1e-300, 0.0), (3, 3), 1.0, 0.5) == pytest.approx(1.0 / 0.25)
+    # a shared part clipped at 0 is not in the variance: its Monte-Carlo noise leaves the df at the seed part's
+    assert welch_df((0.0, 0.3767), (3, 3), 0.0, 0.062) == pytest.approx(2.0)

@@ -230,12 +230,14 @@ def test_degenerate_mechanisms_are_stated_before_the_table(store, tmp_path):
     assert few in summary.warnings and f"- **{few}**" in warnings
     assert [w for w in summary.warnings if "`general+tau1.2`" in w] == [few]  # a healthy, flat variant: seeds only
     shows = text.split("## What this sweep shows, and what it cannot")[1]
-    # SACT's gain (2 seeds a row, seed-aware) comes from a degenerate mechanism (tau at its bound): never a plain win;
-    # the rows with one seed are tested on test-set variance only and make no claim
-    assert [c.mark for c in summary.comparisons if c.row.label == "general+sact4"] == ["*"]
+    # SACT's gain (+5.00, 2 seeds a row, seed std 1.41) is not significant with the seed-aware test's df (p 0.051: the
+    # seed part at its median-unbiased value, docs/statistics.md) and comes from a degenerate mechanism (tau at its
+    # bound): never a plain win. The rows with one seed are tested on test-set variance only and make no claim. (The
+    # significant-but-degenerate wording: test_each_claim_names_the_baseline_or_control_it_was_tested_against.)
+    assert [c.mark for c in summary.comparisons if c.row.label == "general+sact4"] == [""]
     assert (
-        "Against the baseline `general+none`: significantly better, but with a mechanism flagged as degenerate "
-        "above (not a win of the method): `general+sact4` (+5.00); test-set variance only, not marked: "
+        "Against the baseline `general+none`: no significant difference: `general+sact4` (+5.00; these seeds detect a "
+        "true difference of 6.96 or more (80% power at alpha 0.05, Holm's level)); test-set variance only, not marked: "
         "`general+none+sentinel` (+3.00), `general+tau0.8` (+0.00), `general+tau1.2` (+2.50), `general+tau2` (-12.00)."
     ) in shows
     assert "significantly better: " not in shows.replace("significantly better, but", "")
