@@ -30,7 +30,8 @@ from urllib.parse import urlsplit
 from nmt_core import checkpoint
 from nmt_core.config import ConfigError
 from nmt_core.credentials import check_uri, decoded, redact
-from nmt_core.gate import TIMEOUT_VARIABLE, check_text, clip, network_timeout
+from nmt_core.deadline import call_limit, longer_with
+from nmt_core.gate import check_text, clip, network_timeout
 from nmt_core.network import bound_sql_connects, configure_network
 
 DEFAULT_TRACKING = "sqlite:///mlflow.db"  # the sweeper's default store, in the working folder
@@ -187,16 +188,18 @@ def probe_store(uri: str, source: str) -> None:
 
 def probe_database(uri: str, default_port: int, source: str) -> None:
     parts = urlsplit(uri)
-    seconds = network_timeout(ConfigError)
+    limit = call_limit(network_timeout(ConfigError))
     try:
+        if limit.passed:
+            raise TimeoutError(limit.late("a store that does not answer"))
         if parts.hostname:  # else a local socket
-            socket.create_connection((parts.hostname, parts.port or default_port), timeout=seconds).close()
+            socket.create_connection((parts.hostname, parts.port or default_port), timeout=limit.seconds).close()
     except (OSError, ValueError) as err:  # ValueError: a port that is no number (check_uri refuses it first)
         why = getattr(err, "strerror", None) or type(err).__name__
         raise ConfigError(
             "tracking.uri",
-            f"tracking store {redact(uri)} is not reachable within {seconds:g} s ({why}); start it, pass "
-            f"--tracking-uri, or give it longer with {TIMEOUT_VARIABLE}",
+            f"tracking store {redact(uri)} is not reachable within {limit.seconds:g} s ({why}); start it, pass "
+            f"--tracking-uri, or give it longer with {longer_with()}",
             source,
         ) from None
 
@@ -212,7 +215,7 @@ def probe_server(uri: str, source: str) -> None:
             "tracking.uri",
             f"tracking server {redact(uri)} is not reachable ({type(err).__name__}); start it "
             f"(`mlflow server --host 127.0.0.1 --port 5000`), pass --tracking-uri, or give it longer with "
-            f"{TIMEOUT_VARIABLE} (seconds, now {network_timeout():g})",
+            f"{longer_with(now=True)}",
             source,
         ) from None
 

@@ -31,7 +31,8 @@ import requests
 import urllib3.connectionpool
 
 from nmt_core.credentials import redact
-from nmt_core.gate import TIMEOUT_VARIABLE, ErrorType, network_environment, network_timeout
+from nmt_core.deadline import CallLimit, call_limit
+from nmt_core.gate import ErrorType, network_environment, network_timeout
 
 ANSWER_BYTES = 64 * 2**20  # an API answer (MLflow's search of a thousand runs is a few MB)
 DOWNLOAD_BYTES = 8 * 2**30  # a streamed download: an artifact file, at most a checkpoint's bound
@@ -49,9 +50,9 @@ class NetworkLimitError(requests.exceptions.ConnectionError):
 class Scope:
     """One HTTP call: its deadline, the connections it took, and whether the watchdog has ended it."""
 
-    def __init__(self, url: str, seconds: float, cap: int):
-        self.url, self.seconds, self.cap = url, seconds, cap
-        self.deadline = time.monotonic() + seconds
+    def __init__(self, url: str, limit: CallLimit, cap: int):
+        self.url, self.cap = url, cap
+        self.limit, self.deadline = limit, time.monotonic() + limit.seconds
         self.connections: list[Any] = []
         self.expired = False
         self.finished = False
@@ -91,10 +92,7 @@ class Scope:
         return NetworkLimitError(f"{redact(self.url)}: {what}")
 
     def late(self) -> NetworkLimitError:
-        return self.error(
-            f"no whole answer within {self.seconds:g} s (a server that stalls or drips); give it longer with "
-            f"{TIMEOUT_VARIABLE}"
-        )
+        return self.error(self.limit.late("a server that stalls or drips"))
 
     def too_large(self) -> NetworkLimitError:
         return self.error(f"answered more than {self.cap:,} bytes; no answer here is that large")
@@ -165,16 +163,19 @@ def _send(session: requests.Session, request: requests.PreparedRequest, **kwargs
         kwargs["timeout"] = _timeout(kwargs.get("timeout"), max(0.0, outer.deadline - time.monotonic()))
         return _bounded(outer, session, request, kwargs)
     streamed = bool(kwargs.get("stream"))
-    seconds = DOWNLOAD_S if _uploads(request) else network_timeout()
-    scope = Scope(request.url or "", seconds, DOWNLOAD_BYTES if streamed else ANSWER_BYTES)
+    limit = call_limit(DOWNLOAD_S if _uploads(request) else network_timeout())
+    scope = Scope(request.url or "", limit, DOWNLOAD_BYTES if streamed else ANSWER_BYTES)
+    if limit.passed:  # the command's deadline has passed: no call is made
+        raise scope.late()
     kwargs["stream"] = True
-    kwargs["timeout"] = _timeout(kwargs.get("timeout"), scope.seconds)
+    kwargs["timeout"] = _timeout(kwargs.get("timeout"), limit.seconds)
     _local.scope = scope
     scope.arm()
     try:
         response = _bounded(scope, session, request, kwargs)
-        if streamed:  # the caller reads the body later: a download's deadline from now
-            scope.seconds, scope.deadline = DOWNLOAD_S, time.monotonic() + DOWNLOAD_S
+        if streamed:  # the caller reads the body later: a download's deadline from now (or the command's end)
+            scope.limit = call_limit(DOWNLOAD_S)
+            scope.deadline = time.monotonic() + scope.limit.seconds
             scope.arm()
             return _finishing(scope, response)
         response.content  # read now, under the deadline and the cap  # noqa: B018
@@ -259,7 +260,10 @@ def engine_within_deadline(db_uri: str) -> Any:
     from mlflow.store.db import utils
 
     utils._make_parent_dirs_if_sqlite(db_uri)
-    deadline = time.monotonic() + network_timeout()
+    limit = call_limit(network_timeout())
+    if limit.passed:
+        raise TimeoutError(f"{redact(db_uri)}: {limit.late('a store that does not answer')}")
+    deadline = time.monotonic() + limit.seconds
     attempts = 0
     while True:
         attempts += 1

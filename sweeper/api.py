@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from nmt_core.config import ConfigError
+from nmt_core.deadline import LIGHT_COMMAND_S, SUMMARY_COMMAND_S, command_deadline
 from nmt_core.faults import exit_code, fault_line
 from nmt_core.gate import check_text, clip_path, one_line, output_folder, shown, write_file
 from nmt_core.settings import Bound, accept, declared, setting
@@ -123,6 +124,13 @@ def configure_driver() -> None:
         configure_network(ConfigError)
     for key, value in DRIVER_ENVIRONMENT.items():
         os.environ.setdefault(key, value)
+
+
+def within_command(command: str, default_s: float = LIGHT_COMMAND_S, extra_s: float = 0.0):
+    """The command's one deadline (nmt_core/deadline.py): every network call inside the block ends within
+    $NMT_SWEEPER_COMMAND_TIMEOUT seconds (`default_s` unset) of its start. `sweeper run`, `resume` and `submit`
+    take none: a sweep's calls keep their own deadlines for as long as it runs."""
+    return command_deadline(command, default_s, ConfigError, extra_s)
 
 
 BAD_INPUT_ELSEWHERE = {"nmt_core.corpora": "CorpusError", "nmt_core.checkpoint": "CheckpointError"}
@@ -640,7 +648,11 @@ def summarize(
     from sweeper.summary import SummaryError, render_markdown
     from sweeper.summary import summarize as write_summary
 
-    with one_error(), one_error((SummaryError,), exit_code=1):  # no finished trial yet: exit 1
+    with (
+        one_error(),
+        one_error((SummaryError,), exit_code=1),  # no finished trial yet: exit 1
+        within_command("sweeper summarize", SUMMARY_COMMAND_S),
+    ):
         experiment = open_storage(storage, "sweeper summarize").below(name)
         uri = summary_store(experiment, name, tracking_uri)
         # checked now, made when the summary is there: a summary that fails leaves no folder behind
@@ -761,7 +773,8 @@ def sweep_infos(storage: str = DEFAULT_STORAGE, address: str | None = None) -> l
     configure_driver()
     with one_error():
         check_arguments("sweeper list", storage=storage, address=address)
-        return sweeps.list_sweeps(storage, address)
+        with within_command("sweeper list"):
+            return sweeps.list_sweeps(storage, address)
 
 
 @entry_point
@@ -789,7 +802,8 @@ def sweep_status(name: str, *, storage: str = DEFAULT_STORAGE, address: str | No
     configure_driver()
     with one_error():
         check_arguments("sweeper status", sweep=name, storage=storage, address=address)
-        return sweeps.find(name, storage, address, "sweeper status")[0]
+        with within_command("sweeper status"):
+            return sweeps.find(name, storage, address, "sweeper status")[0]
 
 
 @entry_point
@@ -804,7 +818,8 @@ def stop_sweep(
     configure_driver()
     with one_error():
         check_arguments("sweeper stop", sweep=name, storage=storage, address=address, wait_s=wait_s)
-        return StopResult(*sweeps.stop(name, storage, address, wait_s))
+        with within_command("sweeper stop", extra_s=wait_s):  # --wait's seconds are waited on purpose
+            return StopResult(*sweeps.stop(name, storage, address, wait_s))
 
 
 @entry_point
@@ -817,7 +832,8 @@ def sweep_logs(
     configure_driver()
     with one_error():
         check_arguments("sweeper logs", sweep=name, storage=storage, address=address, tail=tail)
-        return SweepLog(*sweeps.logs(name, storage, address, tail))
+        with within_command("sweeper logs"):
+            return SweepLog(*sweeps.logs(name, storage, address, tail))
 
 
 @entry_point

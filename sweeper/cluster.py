@@ -11,7 +11,8 @@ from pathlib import Path
 
 from nmt_core.config import ConfigError
 from nmt_core.credentials import redact
-from nmt_core.gate import TIMEOUT_VARIABLE, network_timeout, read_regular
+from nmt_core.deadline import longer_with
+from nmt_core.gate import network_timeout, read_regular
 
 TOKEN_LIMIT = 4096  # bytes: Ray's tokens are 64 hex characters
 
@@ -36,7 +37,7 @@ def probe_dashboard(address: str, source: str = "sweeper submit") -> None:
         raise SubmitError(
             f"{redact(address, bare_address=True)}: no Ray dashboard answers there within {network_timeout():g} s "
             f"({type(err).__name__}); pass the head's dashboard address, e.g. http://HEAD:8265, or give it longer "
-            f"with {TIMEOUT_VARIABLE}",
+            f"with {longer_with()}",
             source=source,
         ) from None
 

@@ -28,10 +28,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from nmt_core.credentials import check_uri, redact
+from nmt_core.deadline import CallLimit, call_limit, carried
 from nmt_core.decoders import json_value, parquet_table
 from nmt_core.gate import (
     SHOWN_CHARS,
-    TIMEOUT_VARIABLE,
     ErrorType,
     clip,
     clip_path,
@@ -86,9 +86,11 @@ class Storage:
         return self.bounded(self.fs.get_file_info, path)
 
     def bounded(self, call: Callable[..., T], *args: Any, seconds: float | None = None) -> T:
-        """`call(*args)` on an object store within `seconds` (network_timeout() unless given); a folder's calls
-        run as they are."""
-        return call(*args) if self.is_local else within_deadline(seconds or network_timeout(SpecError), call, *args)
+        """`call(*args)` on an object store within `seconds` (network_timeout() unless given), or what is left of the
+        command's deadline (nmt_core/deadline.py); a folder's calls run as they are."""
+        if self.is_local:
+            return call(*args)
+        return within_deadline(call_limit(seconds or network_timeout(SpecError)), call, *args)
 
     def read_bytes(self, *parts: str, limit: int = READ_LIMIT, error: ErrorType = SpecError) -> bytes:
         """A file of at most `limit` bytes, refused before it is read: in a folder, through the gate (a regular file
@@ -298,11 +300,14 @@ def body_deadline(size: int) -> float:
     return DOWNLOAD_S if size > ANSWER_BYTES else network_timeout(SpecError)
 
 
-def within_deadline(seconds: float, call: Callable[..., T], *args: Any) -> T:
-    """`call(*args)`, given at most `seconds`. pyarrow's S3 client bounds a connect and a silent read, not a call:
-    a store that drips its answer held a command for as long as it dripped, three attempts over. The call runs in
-    a daemon thread; at the deadline the caller gets an OSError (one line through Storage.one_line) and the thread
-    is left to end by pyarrow's own timeouts (or with the process)."""
+def within_deadline(limit: CallLimit, call: Callable[..., T], *args: Any) -> T:
+    """`call(*args)`, given at most `limit.seconds`. pyarrow's S3 client bounds a connect and a silent read, not a
+    call: a store that drips its answer held a command for as long as it dripped, three attempts over. The call runs
+    in a daemon thread; at the deadline the caller gets an OSError (one line through Storage.one_line) and the
+    thread is left to end by pyarrow's own timeouts (or with the process). Past the command's deadline, no call
+    is made."""
+    if limit.passed:
+        raise TimeoutError(limit.late("a store that stalls or drips"))
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -311,14 +316,11 @@ def within_deadline(seconds: float, call: Callable[..., T], *args: Any) -> T:
         except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
             outcome["error"] = err
 
-    thread = threading.Thread(target=run, name="storage-call", daemon=True)
+    thread = threading.Thread(target=carried(run), name="storage-call", daemon=True)
     thread.start()
-    thread.join(seconds)
+    thread.join(limit.seconds)
     if thread.is_alive():
-        raise TimeoutError(
-            f"no whole answer within {seconds:g} s (a store that stalls or drips); give it longer with "
-            f"{TIMEOUT_VARIABLE}",
-        )
+        raise TimeoutError(limit.late("a store that stalls or drips"))
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]

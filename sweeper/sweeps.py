@@ -381,7 +381,8 @@ def sweep_names(storage: Storage) -> list[str]:
     """The folders under the storage root that hold a sweep (sweeper.json), by name."""
     from sweeper.stored import STATE_FILE
 
-    found = storage.info(pafs.FileSelector(storage.root, allow_not_found=True, recursive=False))
+    with storage.one_line():  # a store that fails is one line naming it
+        found = storage.info(pafs.FileSelector(storage.root, allow_not_found=True, recursive=False))
     names = [info.base_name for info in found if info.type == pafs.FileType.Directory]
     return sorted(n for n in names if NAME_RULE.fullmatch(n) and storage.exists(n, STATE_FILE))
 

@@ -13,6 +13,8 @@ Behaviours (`HostileServer(behaviour)`):
 - redirect: a redirect to itself, for ever;
 - garbage: a 200 whose body is not JSON, escapes and all.
 
+`slow_proxy` puts a real server behind a proxy that answers every request late, within each call's deadline.
+
 Bounded in time: every connection is served at most SERVE_S seconds, and `close()` ends the server and its threads.
 """
 
@@ -132,13 +134,21 @@ class HostileServer(socketserver.ThreadingTCPServer):
 @contextlib.contextmanager
 def hostile_server(behaviour: str) -> Iterator[HostileServer]:
     """A HostileServer serving in a thread for the `with` block; closed (its connections too) afterwards."""
-    server = HostileServer(behaviour)
+    with serving(HostileServer(behaviour)) as server:
+        try:
+            yield server
+        finally:
+            server.closing.set()  # its handlers stop dripping
+
+
+@contextlib.contextmanager
+def serving(server: socketserver.TCPServer) -> Iterator[socketserver.TCPServer]:
+    """`server` serving in a thread for the `with` block; shut and closed afterwards."""
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
     thread.start()
     try:
         yield server
     finally:
-        server.closing.set()
         server.shutdown()
         server.server_close()
 
@@ -148,3 +158,60 @@ def free_closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+METHODS = (b"GET", b"HEAD", b"PUT", b"POST", b"DELETE")
+
+
+class _Delaying(socketserver.BaseRequestHandler):
+    """Relays a connection to the upstream server, holding each request `delay_s` before it goes on."""
+
+    def handle(self) -> None:
+        self.request.settimeout(SERVE_S)
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.server.upstream), timeout=SERVE_S)
+        except OSError:
+            return
+        back = threading.Thread(target=_relay, args=(upstream, self.request), daemon=True)
+        back.start()
+        try:
+            while chunk := self.request.recv(65536):
+                if chunk.split(b" ", 1)[0] in METHODS:  # a new request: held, then sent on whole
+                    self.server.requests += 1
+                    time.sleep(self.server.delay_s)
+                upstream.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            upstream.close()
+
+
+def _relay(source: socket.socket, target: socket.socket) -> None:
+    try:
+        while chunk := source.recv(65536):
+            target.sendall(chunk)
+    except OSError:
+        pass
+
+
+class SlowProxy(socketserver.ThreadingTCPServer):
+    """A real server (moto's S3, MLflow) behind a proxy that answers every request `delay_s` late: each call ends
+    well within its own deadline, so only a deadline for the whole command bounds a command of many calls."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, upstream: int, delay_s: float):
+        super().__init__(("127.0.0.1", 0), _Delaying)
+        self.upstream, self.delay_s, self.requests = upstream, delay_s, 0
+
+    @property
+    def port(self) -> int:
+        return self.server_address[1]
+
+
+@contextlib.contextmanager
+def slow_proxy(upstream: int, delay_s: float) -> Iterator[SlowProxy]:
+    """A SlowProxy to 127.0.0.1:`upstream` serving in a thread for the `with` block."""
+    with serving(SlowProxy(upstream, delay_s)) as proxy:
+        yield proxy

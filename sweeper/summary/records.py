@@ -30,6 +30,7 @@ from mlflow.utils.rest_utils import http_request
 
 from nmt_core.config import ConfigError, TrialConfig, build_config, scalar, section_keys, set_dotted
 from nmt_core.credentials import redact
+from nmt_core.deadline import carried
 from nmt_core.decoders import TEXT_LIMIT, read_json_file, read_parquet_file, read_text_file
 from nmt_core.registry import is_adaptive
 from nmt_core.yaml_input import read_text
@@ -246,7 +247,7 @@ def read_histories(client: MlflowClient, wanted: list[tuple[str, str]]) -> dict[
     jobs = [(key, runs[i : i + BULK_RUNS]) for key, runs in runs_of.items() for i in range(0, len(runs), BULK_RUNS)]
     histories: dict[tuple[str, str], History] = {}
     with ThreadPoolExecutor(HISTORY_THREADS) as pool:
-        for part in pool.map(lambda job: histories_of(client, *job), jobs):
+        for part in pool.map(carried(lambda job: histories_of(client, *job)), jobs):  # the command's deadline too
             histories.update(part)
     return histories
 
