@@ -7,7 +7,6 @@ Only tensors, numbers, strings, lists and dicts go in, so everything is read bac
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ import torch
 from nmt_core.build import build_model
 from nmt_core.config import TrialConfig, build_config
 from nmt_core.data import SPECIALS, Segmenter, Vocab
-from nmt_core.gate import SHOWN_CHARS, clip, clip_path, open_regular, shown
+from nmt_core.gate import MAX_CHECKPOINT_BYTES, SHOWN_CHARS, clip, clip_path, open_regular, shown, write_with
 from nmt_core.model import Seq2Seq
 
 LAST, BEST = "last.pt", "best.pt"
@@ -31,20 +30,12 @@ class CheckpointError(ValueError):
 
 
 def save(obj: dict[str, Any], path: Path) -> None:
-    """Write to a new temporary file (created here, never through a link), then rename it over `path`: a crash never
-    leaves a half-written checkpoint, and nothing outside the folder is written."""
+    """`obj` saved to `path` through the project's one atomic writer (nmt_core/gate.py: write_with): a crash never
+    leaves a half-written checkpoint, and nothing is written through a link."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(obj, handle)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_with(path.parent, path.name, lambda handle: torch.save(obj, handle), _checkpoint_error)
 
 
-MAX_CHECKPOINT_BYTES = 8 * 2**30  # a base Transformer's last.pt, optimiser state included, is under 1 GB
 MAX_WEIGHTS = MAX_CHECKPOINT_BYTES // 4  # a model whose float32 weights alone fill such a file: none is larger
 INTEGERS = ("format", "epoch", "best_epoch")  # shown in lines and compared: plain integers, never a 5 MB string
 

@@ -34,7 +34,7 @@ from nmt_core.corpus_names import (
     unknown_corpus,
 )
 from nmt_core.decoders import read_parquet_file
-from nmt_core.gate import clip_path, exclusive, read_regular
+from nmt_core.gate import clip_path, exclusive, read_regular, write_file
 from nmt_core.yaml_input import shown
 
 Pair = tuple[str, str]
@@ -298,17 +298,10 @@ def write_cache(corpus: Corpus, path: Path) -> None:
 
 
 def write_atomically(path: Path, body: bytes) -> None:
-    """A temporary file of this process's own, then a rename: a half-written file never looks finished,
-    and processes writing the same file at once never write into each other's."""
+    """A cache file through the project's one atomic writer (nmt_core/gate.py: write_file): a half-written file
+    never looks finished, and processes writing the same file at once never write into each other's."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(body)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_file(path.parent, path.name, body, _text_error)
 
 
 MAX_CACHE_ROWS = 5_000_000  # pairs in a prepared corpus: the registry's largest (IWSLT'15 en-vi) has 133k

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 HIDDEN = "***"  # what a credential is shown as
 SHOWN_CHARS = 100  # at most this much of any user value in a message
@@ -40,6 +40,7 @@ NAME_MAX = 255  # bytes in one part of a path (Linux and macOS)
 TIMEOUT_VARIABLE = "NMT_SWEEPER_TIMEOUT"  # seconds every network call may take (connect, or wait for an answer)
 DEFAULT_TIMEOUT_S = 10.0
 MAX_TIMEOUT_S = 3600.0
+MAX_CHECKPOINT_BYTES = 8 * 2**30  # any checkpoint or model file read (a base Transformer's last.pt is under 1 GB)
 SCALARS = (str, int, float, bool, type(None))  # what YAML's safe loader builds, and JSON
 
 # (dotted key or "(file)", what is allowed, source) -> the caller's one-line error (ConfigError, SpecError, ...)
@@ -316,8 +317,17 @@ def check_output_folder(path: str | os.PathLike, key: str, source: str, error: E
 
 
 def write_file(folder: Path, name: str, data: bytes, error: ErrorType, key: str = "(file)") -> Path:
-    """`folder/name` written whole or not at all: a new temporary file (never a link's target) renamed over the old
-    one; something there that is not a regular file (a link, a folder, a FIFO) is refused."""
+    """`folder/name` holding `data`, written as `write_with` writes."""
+    return write_with(folder, name, lambda handle: handle.write(data), error, key)
+
+
+def write_with(
+    folder: Path, name: str, write: Callable[[BinaryIO], Any], error: ErrorType, key: str = "(file)"
+) -> Path:
+    """`folder/name` written by `write(handle)` whole or not at all, the project's one atomic writer: a new temporary
+    file in the same folder (never a link's target), flushed to disk, then renamed over the old one, so that neither
+    a crash nor a reader ever sees half a file (a checkpoint, a cache, a sweep's state); something there that is not
+    a regular file (a link, a folder, a FIFO) is refused."""
     target = folder / name
     _check_within(target, folder, key, error)
     try:
@@ -333,7 +343,9 @@ def write_file(folder: Path, name: str, data: bytes, error: ErrorType, key: str 
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+                write(handle)
+                handle.flush()
+                os.fsync(handle.fileno())  # on disk before its name is: a crash leaves the old file, not an empty one
             os.replace(temporary, target)
         finally:
             temporary.unlink(missing_ok=True)

@@ -32,10 +32,10 @@ import urllib3.connectionpool
 
 from nmt_core.credentials import redact
 from nmt_core.deadline import CallLimit, call_limit
-from nmt_core.gate import ErrorType, network_environment, network_timeout
+from nmt_core.gate import MAX_CHECKPOINT_BYTES, ErrorType, network_environment, network_timeout
 
 ANSWER_BYTES = 64 * 2**20  # an API answer (MLflow's search of a thousand runs is a few MB)
-DOWNLOAD_BYTES = 8 * 2**30  # a streamed download: an artifact file, at most a checkpoint's bound
+DOWNLOAD_BYTES = MAX_CHECKPOINT_BYTES  # a streamed download: an artifact file, at most a checkpoint
 UPLOAD_BYTES = 2**20  # a request body larger than this is an upload
 DOWNLOAD_S = 600.0  # a streamed download's deadline: a model over a slow link takes minutes, never hours
 GRACE_S = 0.5  # the watchdog fires this long after the deadline: a read that times out at it ends by its own timeout

@@ -64,10 +64,9 @@ def model_from_checkpoint(tracker, run_id: str, final: Storage) -> tuple[str, in
 
     with tempfile.TemporaryDirectory() as folder:
         local = Path(folder)
-        (local / checkpoint.LAST).write_bytes(final.read_bytes(checkpoint.LAST))
-        state = checkpoint.load(
-            local / checkpoint.LAST, within=local
-        )  # weights only: storage is trusted for tuner.pkl, not here
+        # bounded as every checkpoint read is (was 256 MB here: a base Transformer's last.pt could not be promoted)
+        (local / checkpoint.LAST).write_bytes(final.read_bytes(checkpoint.LAST, limit=checkpoint.MAX_CHECKPOINT_BYTES))
+        state = checkpoint.load(local / checkpoint.LAST, within=local)  # weights only: storage is not trusted here
         example = final.read_json(MODEL_EXAMPLE, limit=EXAMPLE_LIMIT) if final.exists(MODEL_EXAMPLE) else None
         cfg = checkpoint.check_weights(state, final.display(checkpoint.LAST))[0]  # before a model is built of it
         save_model(state, local / "model", example if isinstance(example, list) and example else None)

@@ -114,3 +114,14 @@ def test_the_storage_a_sweep_takes_in_all_and_per_trial(tmp_path):
     usage = storage_usage(open_storage(str(tmp_path), "test"), TRIAL_DIR)
     assert usage == {"bytes": 425, "trials": 2, "trial_bytes_median": 210, "trial_bytes_max": 310}
     assert [human(n) for n in (5, 1234, 98_765_432, 1.5e12)] == ["5 B", "1.2 kB", "98.8 MB", "1.5 TB"]
+
+
+def test_a_promoted_checkpoint_is_read_under_the_one_checkpoint_bound(tmp_path, monkeypatch):
+    """Issue #61's named gaps, item 4: `promote` read last.pt under storage's 256 MB default, not the checkpoint
+    reader's bound (a base Transformer's last.pt over 256 MB could not be promoted); now both are
+    MAX_CHECKPOINT_BYTES, refused before it is read."""
+    final = open_storage(str(tmp_path), "test")
+    (tmp_path / checkpoint.LAST).write_bytes(b"\0" * 2000)
+    monkeypatch.setattr(checkpoint, "MAX_CHECKPOINT_BYTES", 1000)
+    with pytest.raises(SpecError, match="larger than 1,000 bytes"):
+        model_from_checkpoint(None, "0" * 32, final)

@@ -25,7 +25,6 @@ RAW = {
 LOADERS = {"torch", "json", "pickle", "yaml", "np", "Model"}  # receivers whose `load` reads a file raw
 STORAGE_NAMES = {"experiment", "storage", "final", "self"}  # receivers that are a Storage where they are called
 ALLOWED = {
-    ("nmt_core/checkpoint.py", "open"): "os.open of a new temporary file to write (O_EXCL, O_NOFOLLOW)",
     ("nmt_core/checkpoint.py", "load"): "torch.load of a descriptor the gate opened (open_regular), weights only",
     ("sweeper/console.py", "open"): "the sweep log's append (O_NOFOLLOW), and the console's own open()",
     ("sweeper/summary/report.py", "open"): "summary.md appended in the summary's own new folder",
@@ -86,3 +85,30 @@ def test_the_walk_finds_a_raw_open(tmp_path):
         ("sweeper/reads.py", "loads"),  # json.loads around gzip.decompress, and the decompress itself
         ("sweeper/reads.py", "decompress"),
     ]
+
+
+# what renames a file into place outside the one atomic writer (nmt_core/gate.py: write_with), by module and function
+RENAMES = {("os", "replace"), ("os", "rename"), ("tempfile", "mkstemp"), ("tempfile", "NamedTemporaryFile")}
+RENAMED = {("nmt_core/corpora.py", "fetch_wheel"): "pip's finished download of a pinned wheel, moved into the cache"}
+
+
+def renames(root: Path = ROOT) -> list[tuple[str, str, int]]:
+    """(module, function, line) of every rename into place outside gate.py."""
+    found = []
+    for path in sorted([*root.glob("nmt_core/**/*.py"), *root.glob("sweeper/**/*.py")]):
+        module = path.relative_to(root).as_posix()
+        functions = [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.FunctionDef)]
+        for function in functions if module != "nmt_core/gate.py" else []:
+            for node in ast.walk(function):
+                func = node.func if isinstance(node, ast.Call) else None
+                named = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                if named and (func.value.id, func.attr) in RENAMES:
+                    found.append((module, function.name, node.lineno))
+    return found
+
+
+def test_every_file_is_written_through_the_one_atomic_writer():
+    """Issue #61's named gaps, item 4: checkpoint.save and the corpus cache had their own copies of the temporary
+    file and rename (without fsync); both now go through gate.write_with."""
+    found = [f"{m}:{line}: in {function}" for m, function, line in renames() if (m, function) not in RENAMED]
+    assert not found, "a second atomic writer:\n" + "\n".join(found)
