@@ -6,8 +6,11 @@ each other's stop request. The lock is created only where none exists, atomicall
 whole and then hard-linked to its name (the link fails if the name exists); on S3, a put with `If-None-Match: *`
 (S3's conditional write; boto3, which pyarrow does not expose it through). A second driver is refused in one line
 naming the holder (host, pid, since when). A lock whose driver is gone (its pid ended, or, on another machine, no
-status written for STALE_S) is taken over, and said so. GCS has no conditional write through pyarrow: there the
-lock is checked, then written (two drivers started within the same second can both pass; said in docs).
+status written for STALE_S) is taken over, and said so: in a folder one driver at a time (an flock), on S3 by a put
+conditional on the stale record's ETag (sweeper/s3_conditional.py), so that two drivers cannot both take it, and a
+driver's release is conditional on its own record, so that a release landing after its deadline cannot delete a
+newer driver's lock. GCS has no conditional write through pyarrow: there the lock is checked, then written (two
+drivers started, or taking over, within the same moment can both pass; said in docs).
 """
 
 from __future__ import annotations
@@ -19,15 +22,16 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pyarrow.fs as pafs
 
-from nmt_core.gate import clip, network_timeout, shown
+from nmt_core.decoders import json_value
+from nmt_core.gate import shown
+from sweeper import s3_conditional
 from sweeper.space import SpecError
-from sweeper.storage import Storage, first_line, remove_empty
+from sweeper.storage import Storage, remove_empty
 from sweeper.sweeps import RECORD_LIMIT, STALE_S, driver, driver_alive, iso, printable, read_status
 
 LOCK_FILE = "driver.lock"
@@ -43,8 +47,7 @@ def sweep_lock(experiment: Storage, name: str, source: str) -> Iterator[None]:
     try:
         yield
     finally:
-        if read_holder(experiment) == me:
-            experiment.delete(LOCK_FILE)
+        release(experiment, me)
         remove_empty(made)  # a run refused before it wrote anything leaves no folder behind (nothing half-written)
 
 
@@ -59,8 +62,8 @@ def take(experiment: Storage, me: dict[str, Any], name: str, source: str) -> Non
 def takeovers_one_at_a_time(experiment: Storage) -> Iterator[None]:
     """In a folder, an flock on the sweep's folder while the lock is taken: a takeover reads the holder, judges it
     gone, deletes it and creates its own, and two drivers taking over one stale lock at once both did so (the
-    second deleted the first one's fresh lock). Object stores have no such lock (S3's delete is not conditional
-    here): there two takeovers within the same moment can both win (said in docs/operations.md)."""
+    second deleted the first one's fresh lock). On S3 a takeover is one conditional put over the stale record
+    (`take_over`); GCS has neither: there two takeovers within the same moment can both win (docs/operations.md)."""
     if not experiment.is_local:
         yield
         return
@@ -77,7 +80,7 @@ def _take(experiment: Storage, me: dict[str, Any], name: str, source: str) -> No
     for attempt in range(2):
         if create_only(experiment, json.dumps(me).encode()):
             return
-        holder = read_holder(experiment)
+        holder, tag = read_holder_tagged(experiment)
         if holder is None:  # released between the two calls
             continue
         if attempt == 1 or not gone(experiment, holder):
@@ -87,8 +90,9 @@ def _take(experiment: Storage, me: dict[str, Any], name: str, source: str) -> No
                 f"shows it, `sweeper stop {name}` stops it",
                 source,
             )
-        print(f"note: sweep {name}'s lock was held by {described(holder)}, which is gone: taken over", flush=True)
-        experiment.delete(LOCK_FILE)
+        if take_over(experiment, json.dumps(me).encode(), tag):
+            print(f"note: sweep {name}'s lock was held by {described(holder)}, which is gone: taken over", flush=True)
+            return
     raise SpecError("NAME", f"sweep {name}: its lock {experiment.display(LOCK_FILE)} could not be taken", source)
 
 
@@ -109,15 +113,52 @@ def described(holder: dict[str, Any]) -> str:
     return f"a driver on {host} (pid {shown(holder.get('pid'))}, since {iso(holder.get('since')) or '?'} UTC)"
 
 
+def take_over(experiment: Storage, data: bytes, tag: str | None) -> bool:
+    """The lock of a driver that is gone made this one's; False if another driver took it over first. On S3, one
+    put conditional on the stale record read (its ETag `tag`): of two drivers taking it over, one put lands, the
+    other is refused. In a folder (one at a time: takeovers_one_at_a_time) and on GCS, delete and create."""
+    if experiment.conditional:
+        return s3_conditional.put(experiment, data, LOCK_FILE, if_match=tag)
+    experiment.delete(LOCK_FILE)
+    return create_only(experiment, data)
+
+
+def release(experiment: Storage, me: dict[str, Any]) -> None:
+    """The lock deleted if it is still this driver's; on S3 only the record read (If-Match its ETag), so that a
+    delete landing after its deadline cannot remove the lock a newer driver took meanwhile."""
+    holder, tag = read_holder_tagged(experiment)
+    if holder != me:
+        return
+    if experiment.conditional and tag is not None:
+        s3_conditional.delete(experiment, LOCK_FILE, if_match=tag)
+    else:
+        experiment.delete(LOCK_FILE)
+
+
 def read_holder(experiment: Storage) -> dict[str, Any] | None:
     """The lock's record, or None where there is none; a damaged one reads as a holder that is gone."""
+    return read_holder_tagged(experiment)[0]
+
+
+def read_holder_tagged(experiment: Storage) -> tuple[dict[str, Any] | None, str | None]:
+    """The lock's record (as read_holder) and, on S3, the ETag of what was read (the condition of a takeover)."""
+    if experiment.conditional:
+        got = s3_conditional.get(experiment, RECORD_LIMIT, LOCK_FILE)
+        if got is None:
+            return None, None
+        body, tag = got
+        try:
+            record = json_value(body, experiment.display(LOCK_FILE), SpecError) if len(body) <= RECORD_LIMIT else {}
+        except SpecError:
+            record = {}
+        return (record if well_formed(record) else {}), tag
     if not experiment.exists(LOCK_FILE):
-        return None
+        return None, None
     try:
         record = experiment.read_json(LOCK_FILE, limit=RECORD_LIMIT)
     except SpecError:
-        return {}
-    return record if well_formed(record) else {}
+        return {}, None
+    return (record if well_formed(record) else {}), None
 
 
 def well_formed(record: Any) -> bool:
@@ -134,8 +175,9 @@ def create_only(experiment: Storage, data: bytes) -> bool:
     """Write LOCK_FILE whole if no file has that name, atomically where the store allows; False if one has."""
     if experiment.is_local:
         return _create_local(experiment, data)
-    if isinstance(experiment.fs, pafs.S3FileSystem):
-        return _create_s3(experiment, data)
+    if experiment.conditional:
+        check_lockable(experiment, "sweeper")
+        return s3_conditional.put(experiment, data, LOCK_FILE, if_none_match=True)
     if experiment.exists(LOCK_FILE):  # GCS: no conditional write through pyarrow (see the module's docstring)
         return False
     experiment.write_bytes(data, LOCK_FILE)
@@ -172,36 +214,3 @@ def check_lockable(storage: Storage, source: str) -> None:
                 "'nmt-sweeper[s3]'",
                 source,
             ) from None
-
-
-def _create_s3(experiment: Storage, data: bytes) -> bool:
-    """S3's conditional put (`If-None-Match: *`), with the endpoint, region and credentials pyarrow was given."""
-    check_lockable(experiment, "sweeper")
-    import boto3
-    from botocore.config import Config
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    options = experiment.fs.__reduce__()[1][0]
-    seconds = network_timeout(SpecError)
-    endpoint = options.get("endpoint_override")
-    client = boto3.client(
-        "s3",
-        endpoint_url=f"{options.get('scheme') or 'https'}://{endpoint}" if endpoint else None,
-        region_name=options.get("region") or None,
-        aws_access_key_id=options.get("access_key") or None,
-        aws_secret_access_key=options.get("secret_key") or None,
-        aws_session_token=options.get("session_token") or None,
-        config=Config(connect_timeout=seconds, read_timeout=seconds, retries={"max_attempts": 2}),
-    )
-    bucket, _, key = experiment.path(LOCK_FILE).partition("/")
-    put = partial(client.put_object, Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
-    try:
-        with experiment.one_line(LOCK_FILE):  # botocore's timeouts bound one read; a dripping endpoint held it 90 s
-            experiment.bounded(put, seconds=seconds)
-        return True
-    except ClientError as err:
-        if err.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
-            return False
-        raise SpecError("(file)", f"storage failed: {first_line(err)}", experiment.display(LOCK_FILE)) from None
-    except BotoCoreError as err:
-        raise SpecError("(file)", f"storage failed: {clip(str(err), 200)}", experiment.display(LOCK_FILE)) from None

@@ -414,7 +414,7 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
             flush=True,
         )
     record = new_state(spec, uri, parent_id, tracker.experiment_id, base, n_trials, study, job) | {LINK_KEY: link}
-    experiment.write_text(json.dumps(record, indent=2), STATE_FILE)
+    experiment.write_record(json.dumps(record, indent=2), STATE_FILE)
     state = state_from(record, experiment.display(STATE_FILE))
     clear_stop(experiment)  # a request that stopped an earlier run of this name is not this one's
     grant_submitter(tracker, job)
@@ -569,7 +569,7 @@ def drive_resume(
     board = open_board(name)  # noqa: F841 - held while the sweep runs
     tuner = restore_tuner(experiment, storage, replace(state, name=name))
     state = state.with_record(experiment.display(STATE_FILE), job=job)  # this driver's, not a submitted sweep's job
-    experiment.write_text(state.written(), STATE_FILE)
+    experiment.write_record(state.written(), STATE_FILE)
     clear_stop(experiment)
     tracker = SweepTracker(uri, state.name)
     study = state.study  # the searcher comes back with Tune's state and reconnects to its study
@@ -867,7 +867,7 @@ def record_end(
     status.update(best=best[state.metric] if best else None, exit_code=code, tracking=load)
     try:
         write_status(experiment, status)
-        experiment.write_text(state.written(storage=usage), STATE_FILE)
+        experiment.write_record(state.written(storage=usage), STATE_FILE)
         if tracker is not None:
             mb = {"storage_mb": usage["bytes"] / 1e6, "storage_mb_per_trial": usage["trial_bytes_median"] / 1e6}
             tracker.log_metrics(state.parent_run_id, mb, step=0)

@@ -216,7 +216,7 @@ def settled(read: Callable[[], T], attempts: int = 3) -> T:
 
 def write_status(experiment: Storage, status: dict[str, Any]) -> None:
     """The driver's status.json, whole or not at all, stamped with the time and the driver."""
-    experiment.write_text(json.dumps({**status, "updated": round(time.time(), 3), "driver": driver()}), STATUS_FILE)
+    experiment.write_record(json.dumps({**status, "updated": round(time.time(), 3), "driver": driver()}), STATUS_FILE)
 
 
 def read_status(experiment: Storage) -> dict[str, Any] | None:
@@ -247,20 +247,30 @@ def read_status(experiment: Storage) -> dict[str, Any] | None:
 
 
 def request_stop(experiment: Storage, by: str) -> None:
-    experiment.write_text(json.dumps({"by": by, "at": time.time()}), STOP_FILE)
+    """stop.json, addressed to the driver status.json names: a request whose write passed its deadline may land
+    after that driver ended and a new one started (and cleared the requests before it), and must not stop it."""
+    status = read_status(experiment)
+    addressed = status["driver"] if status and well_formed_driver(status["driver"]) else None
+    experiment.write_record(json.dumps({"by": by, "at": time.time(), "driver": addressed}), STOP_FILE)
 
 
 def stop_request(experiment: Storage) -> dict[str, Any] | None:
-    """`sweeper stop`'s request, if one waits: who asked, and when."""
+    """`sweeper stop`'s request for this process's sweep, if one waits: who asked, and when. A request addressed to
+    another driver (an earlier one of this sweep) is not this one's."""
     record = read_record(experiment, STOP_FILE)
-    if record is None:
+    if record is None or record.get("driver") not in (None, driver()):
         return None
     return {"by": printable(str(record.get("by", "?")))[:100], "at": iso(record.get("at"))}
 
 
+def well_formed_driver(record: Any) -> bool:
+    """A driver's record as `driver()` writes it: a host, a pid and a start time."""
+    return isinstance(record, dict) and set(record) == {"host", "pid", "since"}
+
+
 def clear_stop(experiment: Storage) -> None:
     """A new driver (run, resume) starts without the request that stopped the last one."""
-    experiment.delete(STOP_FILE)
+    experiment.delete_record(STOP_FILE)
 
 
 def from_storage(experiment: Storage, name: str) -> SweepInfo:

@@ -172,23 +172,31 @@ class _Delaying(socketserver.BaseRequestHandler):
             upstream = socket.create_connection(("127.0.0.1", self.server.upstream), timeout=SERVE_S)
         except OSError:
             return
-        back = threading.Thread(target=_relay, args=(upstream, self.request), daemon=True)
+        back = threading.Thread(target=_relay, args=(upstream, self.request, self.server.answers), daemon=True)
         back.start()
         try:
             while chunk := self.request.recv(65536):
-                if chunk.split(b" ", 1)[0] in METHODS:  # a new request: held, then sent on whole
+                method = chunk.split(b" ", 1)[0]
+                if method in METHODS:
                     self.server.requests += 1
+                if method in self.server.delayed:  # a new request: held, then sent on whole
                     time.sleep(self.server.delay_s)
                 upstream.sendall(chunk)
         except OSError:
             pass
-        finally:
+        finally:  # a request the client gave up on still reaches the upstream whole, and is answered there
+            with contextlib.suppress(OSError):
+                upstream.shutdown(socket.SHUT_WR)
+            back.join(SERVE_S)
             upstream.close()
 
 
-def _relay(source: socket.socket, target: socket.socket) -> None:
+def _relay(source: socket.socket, target: socket.socket, answers: list[int]) -> None:
+    """The upstream's answers back to the client, each one's status noted (before the client, gone, may miss it)."""
     try:
         while chunk := source.recv(65536):
+            if chunk.startswith(b"HTTP/1.") and chunk[9:12] != b"100":  # not "100 Continue": an answer
+                answers.append(int(chunk[9:12]))
             target.sendall(chunk)
     except OSError:
         pass
@@ -201,9 +209,10 @@ class SlowProxy(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, upstream: int, delay_s: float):
+    def __init__(self, upstream: int, delay_s: float, delayed: tuple[bytes, ...] = METHODS):
         super().__init__(("127.0.0.1", 0), _Delaying)
-        self.upstream, self.delay_s, self.requests = upstream, delay_s, 0
+        self.upstream, self.delay_s, self.delayed, self.requests = upstream, delay_s, delayed, 0
+        self.answers: list[int] = []  # the upstream's status codes, as they came
 
     @property
     def port(self) -> int:
@@ -211,7 +220,8 @@ class SlowProxy(socketserver.ThreadingTCPServer):
 
 
 @contextlib.contextmanager
-def slow_proxy(upstream: int, delay_s: float) -> Iterator[SlowProxy]:
-    """A SlowProxy to 127.0.0.1:`upstream` serving in a thread for the `with` block."""
-    with serving(SlowProxy(upstream, delay_s)) as proxy:
+def slow_proxy(upstream: int, delay_s: float, delayed: tuple[bytes, ...] = METHODS) -> Iterator[SlowProxy]:
+    """A SlowProxy to 127.0.0.1:`upstream` (delaying the requests of the methods `delayed`) serving in a thread for
+    the `with` block."""
+    with serving(SlowProxy(upstream, delay_s, delayed)) as proxy:
         yield proxy
