@@ -25,8 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pyarrow.fs as pafs
-
 from nmt_core.decoders import json_value
 from nmt_core.gate import shown
 from sweeper import s3_conditional
@@ -176,7 +174,6 @@ def create_only(experiment: Storage, data: bytes) -> bool:
     if experiment.is_local:
         return _create_local(experiment, data)
     if experiment.conditional:
-        check_lockable(experiment, "sweeper")
         return s3_conditional.put(experiment, data, LOCK_FILE, if_none_match=True)
     if experiment.exists(LOCK_FILE):  # GCS: no conditional write through pyarrow (see the module's docstring)
         return False
@@ -204,13 +201,5 @@ def _create_local(experiment: Storage, data: bytes) -> bool:
 
 def check_lockable(storage: Storage, source: str) -> None:
     """Before anything is written: a sweep on S3 can take its lock (boto3, the `s3` extra, is installed)."""
-    if isinstance(storage.fs, pafs.S3FileSystem):
-        try:
-            import boto3  # noqa: F401
-        except ImportError:
-            raise SpecError(
-                "--storage",
-                "a sweep on S3 takes its lock with S3's conditional write, which needs boto3: pip install "
-                "'nmt-sweeper[s3]'",
-                source,
-            ) from None
+    if storage.conditional:
+        s3_conditional.check_boto3(source)

@@ -106,6 +106,7 @@ def etag(storage: Storage, *parts: str) -> str | None:
 def request(storage: Storage, call: Any, *parts: str) -> Any:
     """`call()` within the store's deadline (Storage.bounded); None where its condition failed or the object is
     not there; any other failure is one line naming the file."""
+    check_boto3("sweeper")
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
@@ -117,6 +118,19 @@ def request(storage: Storage, call: Any, *parts: str) -> Any:
         raise SpecError("(file)", f"storage failed: {first_line(err)}", storage.display(*parts)) from None
     except BotoCoreError as err:
         raise SpecError("(file)", f"storage failed: {clip(str(err), 200)}", storage.display(*parts)) from None
+
+
+def check_boto3(source: str) -> None:
+    """boto3 (the `s3` extra) is installed, or one line says how to install it."""
+    try:
+        import boto3  # noqa: F401
+    except ImportError:
+        raise SpecError(
+            "--storage",
+            "a sweep on S3 takes its lock with S3's conditional write, which needs boto3: pip install "
+            "'nmt-sweeper[s3]'",
+            source,
+        ) from None
 
 
 def client(storage: Storage) -> Any:
