@@ -86,11 +86,17 @@ def call_limit(own_s: float) -> CallLimit:
     return CallLimit(deadline.left(), own_s, deadline)
 
 
+def command_passed() -> bool:
+    """Whether the running command's deadline has passed (a retry now would only fail at once)."""
+    deadline = _current.get()
+    return deadline is not None and deadline.left() <= 0
+
+
 def longer_with(now: bool = False) -> str:
     """The variable that gives a call that ran out of time longer: the command's, once the command's has passed;
     with `now`, and its seconds."""
     deadline = _current.get()
-    if deadline is not None and deadline.left() <= 0:
+    if deadline is not None and command_passed():
         return f"{COMMAND_TIMEOUT_VARIABLE} (seconds, now {deadline.seconds:g})" if now else COMMAND_TIMEOUT_VARIABLE
     return f"{TIMEOUT_VARIABLE} (seconds, now {network_timeout():g})" if now else TIMEOUT_VARIABLE
 

@@ -31,6 +31,7 @@ import pyarrow.fs as pafs
 
 from nmt_core.config import ConfigError
 from nmt_core.credentials import check_uri, redact
+from nmt_core.deadline import command_passed
 from nmt_core.gate import seconds_from
 from nmt_core.yaml_input import shown
 from sweeper.space import NAME_RULE, SpecError, check_name
@@ -203,12 +204,13 @@ def read_record(experiment: Storage, file: str) -> dict[str, Any] | None:
 
 def settled(read: Callable[[], T], attempts: int = 3) -> T:
     """A record a driver rewrites while it is read: object storage's reader asks an object's size, then its bytes,
-    and a rewrite between the two gives a torn read, which reads as damage. Damage stays; a torn read does not."""
+    and a rewrite between the two gives a torn read, which reads as damage. Damage stays; a torn read does not.
+    Past the command's deadline (nmt_core/deadline.py) a read is not tried again: it would fail at once."""
     for attempt in range(attempts):
         try:
             return read()
         except ConfigError:
-            if attempt == attempts - 1:
+            if attempt == attempts - 1 or command_passed():
                 raise
             time.sleep(0.5)
     raise AssertionError("unreachable")
