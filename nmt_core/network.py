@@ -10,6 +10,7 @@ send through `requests.Session.send`, so that one method is wrapped (`install`, 
   deadline it shuts down the sockets of the connections the call took (each is registered as urllib3 hands it out), so a
   blocked read returns at once whatever the server drips, and any later connection of the call is refused. A timer
   that shuts a socket is robust where a per-read timeout is not, and it needs no signal (the API runs in threads);
+- a wait between a call's attempts (a backoff, a server's `Retry-After`) that would pass its deadline ends the call;
 - an answer's body may hold at most ANSWER_BYTES (a download DOWNLOAD_BYTES), counted as it is decoded: a larger
   Content-Length is refused before its body is read, and a body that grows past the cap is cut.
 
@@ -29,6 +30,7 @@ from typing import Any
 
 import requests
 import urllib3.connectionpool
+from urllib3.util.retry import Retry
 
 from nmt_core.credentials import redact
 from nmt_core.deadline import CallLimit, call_limit
@@ -218,14 +220,28 @@ def _bounded(scope: Scope, session: requests.Session, request: requests.Prepared
         raise
 
 
+def _retry_sleep(retry: Retry, response: Any = None) -> None:
+    """urllib3's wait between a call's attempts (its backoff, or the server's `Retry-After`, which MLflow's client
+    honours): no watchdog ends a sleep, and a server that answered 503 with `Retry-After: 3600` held the call an
+    hour. A wait that would pass the call's deadline ends the call now."""
+    scope: Scope | None = getattr(_local, "scope", None)
+    if scope is not None:
+        asked = retry.get_retry_after(response) if response is not None and retry.respect_retry_after_header else None
+        if time.monotonic() + (asked or retry.get_backoff_time()) >= scope.deadline:
+            raise scope.late()
+    _original_retry_sleep(retry, response)
+
+
 _original_send = requests.Session.send
 _original_get_conn = urllib3.connectionpool.HTTPConnectionPool._get_conn
+_original_retry_sleep = Retry.sleep
 
 
 def install() -> None:
     """Wrap requests' and urllib3's methods once, in this process (the entry points call it)."""
     requests.Session.send = _send
     urllib3.connectionpool.HTTPConnectionPool._get_conn = _get_conn
+    Retry.sleep = _retry_sleep
 
 
 def installed() -> bool:

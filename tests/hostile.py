@@ -11,6 +11,7 @@ Behaviours (`HostileServer(behaviour)`):
 - escapes: a 500 whose JSON error holds terminal escapes, bidi overrides and credentials;
 - secrets: a 400 whose error repeats credentials and a signed URL;
 - redirect: a redirect to itself, for ever;
+- retry_after: a 503 that asks to be asked again in an hour (`Retry-After`, which clients sleep for);
 - garbage: a 200 whose body is not JSON, escapes and all.
 
 `slow_proxy` puts a real server behind a proxy that answers every request late, within each call's deadline.
@@ -37,7 +38,18 @@ SECRET_TEXT = (
     f"password={SECRET} aws_secret_access_key={SECRET} Authorization: Bearer {SECRET} "
     f"https://user:{SECRET}@example.com/x?X-Amz-Signature={SECRET}"
 )
-BEHAVIOURS = ("drip", "drip_headers", "stall", "huge", "endless", "escapes", "secrets", "redirect", "garbage")
+BEHAVIOURS = (
+    "drip",
+    "drip_headers",
+    "stall",
+    "huge",
+    "endless",
+    "escapes",
+    "secrets",
+    "redirect",
+    "retry_after",
+    "garbage",
+)
 
 
 def _answer(status: str, body: bytes, kind: str = "application/json", extra: str = "") -> bytes:
@@ -110,6 +122,9 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def _redirect(self, path: str) -> None:
         self.request.sendall(_answer("302 Found", b"", extra=f"Location: {path}x\r\n"))
+
+    def _retry_after(self, path: str) -> None:
+        self.request.sendall(_answer("503 Service Unavailable", b"{}", extra="Retry-After: 3600\r\n"))
 
     def _garbage(self, path: str) -> None:
         self.request.sendall(_answer("200 OK", f"<html>{ESCAPES}{SECRET_TEXT}".encode(), "text/html"))

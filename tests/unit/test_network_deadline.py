@@ -54,6 +54,19 @@ def test_a_streamed_download_is_capped_as_it_is_read(monkeypatch):
     assert read <= 2**20
 
 
+def test_a_retry_after_of_an_hour_ends_the_call_within_its_deadline():
+    """MLflow's client retries a 503 and honours the server's `Retry-After` (urllib3 sleeps, and no watchdog ends a
+    sleep): `Retry-After: 3600` held the call an hour on main; a wait past the deadline now ends it at once."""
+    from mlflow.utils.request_utils import _get_request_session
+
+    session = _get_request_session(2, 1, 0.5, (503,), raise_on_status=False, respect_retry_after_header=True)
+    with hostile_server("retry_after") as server:
+        start = time.monotonic()
+        with pytest.raises(requests.ConnectionError, match="no whole answer within 1 s"):
+            session.get(server.url + "/api/2.0/mlflow/runs/get", timeout=30)
+    assert time.monotonic() - start < DEADLINE_S + network.GRACE_S + 1.0
+
+
 def test_endless_redirects_end_inside_the_deadline():
     with hostile_server("redirect") as server:
         start = time.monotonic()
