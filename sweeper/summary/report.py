@@ -34,6 +34,7 @@ from sweeper.summary.tables import (
     render_pbt_schedules,
     shown_rows,
 )
+from sweeper.summary.tau_epochs import render_tau_epochs
 
 
 def summarize(
@@ -153,6 +154,9 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
         sections += ["## Attention and word alignment\n", render_alignment(summary, table)]
     if summary.conclusion:
         sections.append("## What this sweep shows, and what it cannot\n\n" + summary.conclusion)
+    sections += render_tau_epochs(
+        [(row.label, row.records[0].config.attention.lambda_, [r.curves for r in row.records]) for row in summary.rows]
+    )
     sections += draw_figures(figure_data(summary, snapshot.traces), out)
     objective = snapshot.space.objective
     sections += importance_sections(snapshot.records, objective.metric, objective.mode, out)

@@ -271,6 +271,8 @@ def test_figures_and_word_tables(store, tmp_path):
         "## Temperature and sentinel gate by word class (test)\n\nNot computed: no closed-class source for the target "
         "language `tgt` (data.tgt); available for es, vi, de, fr, en."
     ) in text  # synthetic data
+    # the SACT trial's dev history (tau_p50 2.0 then 4.0; tau_at_bound 0.5 then 0.97), epoch by epoch
+    assert "## Temperature by epoch (dev)" in text and "| 0.25-4 | 2 / 50% | 4 / 97% |" in text
 
 
 def test_summary_is_logged_to_the_parent_run(store, tmp_path):
