@@ -19,6 +19,9 @@ from sweeper.metrics import FORCED, HEATMAPS, PLOTS_FOLDER, TRANSLATIONS
 from sweeper.mlflow_tables import write_table
 
 SIDE_BY_SIDE = ("source", "reference", "hypothesis")  # a translations table's columns
+# the same as an MLflow table: its evaluation view groups rows by the first column and compares the next one across
+# trials by default (MLflow 3.17's EvaluationArtifactCompareView), so the hypothesis comes second
+MLFLOW_SIDE_BY_SIDE = ("source", "hypothesis", "reference")
 N_PLOTTED = 4  # dev sentences shown in the heatmaps: the same ones in every trial
 
 
@@ -114,15 +117,16 @@ def write_side_by_side(
 ) -> None:
     """source, reference and hypothesis per sentence: `<name>.tsv`, tab-separated with a header (a spreadsheet
     opens it as a table), and `<name>.json`, MLflow's table (its UI shows it as a table, and its evaluation view
-    lines up the same sentence of several trials)."""
+    lines up the same sentence of several trials, each trial's hypothesis beside the others')."""
 
     def cell(text: str) -> str:
         return text.replace("\t", " ")
 
-    columns, rows = SIDE_BY_SIDE, list(zip(sources, references, hypotheses))
-    lines = ["\t".join(columns)] + ["\t".join(cell(text) for text in row) for row in rows]
+    rows = list(zip(sources, references, hypotheses))
+    lines = ["\t".join(SIDE_BY_SIDE)] + ["\t".join(cell(text) for text in row) for row in rows]
     (folder / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    write_table(columns, rows, folder / f"{name}.json")
+    table = [(source, hypothesis, reference) for source, reference, hypothesis in rows]
+    write_table(MLFLOW_SIDE_BY_SIDE, table, folder / f"{name}.json")
 
 
 def write_alignment_stats(stats: np.ndarray, path: Path) -> None:

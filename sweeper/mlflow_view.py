@@ -5,7 +5,9 @@ and it keeps the runs table's columns, grouping and sort per browser. A view sha
 as an experiment tag `mlflow.sharedViewState.<key>` that a link's `viewStateShareKey=<key>` restores in any browser.
 Here that tag is written by the sweep itself: its trials grouped by variant and all shown, the columns that answer
 the sweep's question (the variant, its swept settings, the seed, best dev BLEU, test BLEU, median tau), sorted by
-the best dev BLEU (the last epoch's is not the trial's result).
+the best dev BLEU (the last epoch's is not the trial's result). A second saved view, the same without grouping,
+opens MLflow's evaluation view on the trials' translations, which it compares sentence by sentence and refuses to
+show while runs are grouped: its link is printed beside the comparison's and in the parent run's description.
 
 The tag's value is the UI's own state (the experiment page's search facets and UI state, read by
 `useSharedExperimentViewState` in MLflow's JS bundle), not a public API: it is written only for a tracking server
@@ -49,7 +51,12 @@ RUN_NAME = "attributes.`Run Name`"
 # columns up to the mean test BLEU fit a 1600-pixel-wide window
 WIDTHS = {RUN_NAME: 250, column("params", SEED_PARAM): 90}
 COLUMN_WIDTH = 170  # the others: `result/bleu_dev_best` uncut
-RESULT_SECTION = "sweeper-result"  # the id of the charts' `result` section, which the parallel coordinates open in
+# the charts' section of the parallel coordinates, one card a row: the UI cuts an axis label wider than 0.8 of the
+# card's width over its axes to 15 characters (`attent...rature`), and a card of three a row is ~350 pixels wide. The
+# UI sorts sections by name: this one follows the `result` section of the end-of-run bars.
+SETTINGS_SECTION = {"uuid": "sweeper-settings", "name": RESULT.rstrip("/") + " by swept setting", "columns": 1}
+TRANSLATIONS_VIEW = "-translations"  # the key of the saved view without grouping: view_key(...) + this
+EVALUATION = "compareRunsMode=ARTIFACT"  # the runs page's evaluation view ("Artifact evaluation")
 
 
 def view_key(parent_run_id: str) -> str:
@@ -87,15 +94,21 @@ def view_state(parent_run_id: str, axes: list[str]) -> dict[str, Any]:
     }
 
 
+def translations_state(parent_run_id: str, axes: list[str]) -> dict[str, Any]:
+    """The same view without grouping: MLflow's evaluation view, which lines up a logged table's rows (a trial's
+    translations/<set>.json) across the first 10 runs shown, is disabled while runs are grouped."""
+    return {**view_state(parent_run_id, axes), "groupBy": None}
+
+
 def charts(axes: list[str]) -> dict[str, Any]:
     """The charts view's own cards: parallel coordinates over the swept settings and the seed to best dev BLEU, in
-    the `result` section beside the end-of-run bars. The UI adds a card for every metric no card shows (its
+    a section of its own (SETTINGS_SECTION). The UI adds a card for every metric no card shows (its
     updateChartAndSectionConfigs, a section per name group, sorted) when the state has cards; without any it draws
     the metrics only, and a parallel-coordinates card a researcher adds opens on no axes at all."""
     parallel = {
         "uuid": "sweeper-parallel",
         "type": "PARALLEL",
-        "metricSectionId": RESULT_SECTION,
+        "metricSectionId": SETTINGS_SECTION["uuid"],
         "runsCountToCompare": 10,
         "deleted": False,
         "isGenerated": False,
@@ -103,8 +116,8 @@ def charts(axes: list[str]) -> dict[str, Any]:
         "selectedMetrics": [BEST_DEV],
         "showAllRuns": True,
     }
-    result = {"uuid": RESULT_SECTION, "name": RESULT.rstrip("/"), "display": True, "isReordered": False}
-    return {"compareRunCharts": [parallel], "compareRunSections": [{**result, "deleted": False}]}
+    section = {**SETTINGS_SECTION, "display": True, "isReordered": False, "deleted": False}
+    return {"compareRunCharts": [parallel], "compareRunSections": [section]}
 
 
 def server_version(client: MlflowClient, uri: str) -> str | None:
@@ -151,8 +164,9 @@ def plain_query() -> str:
 
 
 def share_view(client: MlflowClient, uri: str, experiment_id: str, parent_run_id: str, axes: list[str]) -> str:
-    """Write the sweep's saved view as an experiment tag and return the one link to it; on a server outside
-    TESTED_MLFLOW (or one that does not say its version) the plain runs link, said once here."""
+    """Write the sweep's saved views as experiment tags (the comparison; its translations, without grouping) and
+    return the one link to the comparison (saved_pages gives both); on a server outside TESTED_MLFLOW (or one that
+    does not say its version) the plain runs link, said once here."""
     version = server_version(client, uri)
     if not in_tested_range(version):
         low, high = (".".join(map(str, v)) for v in TESTED_MLFLOW)
@@ -162,8 +176,9 @@ def share_view(client: MlflowClient, uri: str, experiment_id: str, parent_run_id
         )
         return page(uri, runs_page(experiment_id, plain_query()))
     key = view_key(parent_run_id)
-    value = json.dumps(view_state(parent_run_id, axes), separators=(",", ":"))
-    client.set_experiment_tag(experiment_id, SHARE_TAG_PREFIX + key, value)
+    for saved, state in ((key, view_state), (key + TRANSLATIONS_VIEW, translations_state)):
+        value = json.dumps(state(parent_run_id, axes), separators=(",", ":"))
+        client.set_experiment_tag(experiment_id, SHARE_TAG_PREFIX + saved, value)
     return page(uri, runs_page(experiment_id, shared_query(key)))
 
 
@@ -171,12 +186,30 @@ def shared_query(key: str) -> str:
     return f"{SHARE_URL_KEY}={quote(key, safe='')}"
 
 
-def described_link(client: MlflowClient, uri: str, parent_run_id: str) -> str:
-    """The same page for the parent run's description: the saved view's where `share_view` wrote it (else the plain
-    runs table); on a database store the page's own part (`#/experiments/...`), which opens in whichever `mlflow ui`
-    shows the description."""
+def saved_pages(client: MlflowClient, parent_run_id: str) -> tuple[str, str | None]:
+    """The pages `share_view` linked to, as the experiment's tags say: the comparison (the saved view's, else the
+    plain runs table) and the trials' translations side by side in the evaluation view (None without its view)."""
     experiment_id = client.get_run(parent_run_id).info.experiment_id
+    saved = client.get_experiment(experiment_id).tags
     key = view_key(parent_run_id)
-    saved = SHARE_TAG_PREFIX + key in client.get_experiment(experiment_id).tags
-    path = runs_page(experiment_id, shared_query(key) if saved else plain_query())
-    return page(uri, path) if uri.startswith(("http://", "https://")) else path.removeprefix("/")
+    runs = runs_page(experiment_id, shared_query(key) if SHARE_TAG_PREFIX + key in saved else plain_query())
+    flat = key + TRANSLATIONS_VIEW
+    translations = (
+        runs_page(experiment_id, f"{shared_query(flat)}&{EVALUATION}") if SHARE_TAG_PREFIX + flat in saved else None
+    )
+    return runs, translations
+
+
+def translations_link(client: MlflowClient, uri: str, parent_run_id: str) -> str | None:
+    """The printed link to the trials' translations side by side (None where no saved view was written)."""
+    translations = saved_pages(client, parent_run_id)[1]
+    return page(uri, translations) if translations else None
+
+
+def described_links(client: MlflowClient, uri: str, parent_run_id: str) -> tuple[str, str | None]:
+    """The same pages for the parent run's description; on a database store the page's own part
+    (`#/experiments/...`), which opens in whichever `mlflow ui` shows the description."""
+    runs, translations = saved_pages(client, parent_run_id)
+    if uri.startswith(("http://", "https://")):
+        return page(uri, runs), translations and page(uri, translations)
+    return runs.removeprefix("/"), translations and translations.removeprefix("/")

@@ -105,7 +105,7 @@ def log_best_models(tracker, experiment: Storage, rows: list[dict[str, Any]], me
             sizes.append(model_from_checkpoint(tracker, row["mlflow_run_id"], experiment.below(row["checkpoint"]))[1])
         except Exception as err:  # noqa: BLE001 - the sweep finished; `sweeper promote` can try again
             print(
-                f"model of trial {row['trial_id']} ({row['variant']}) not logged ({type(err).__name__}: "
+                f"model of trial {row['run_name']} ({row['trial_id']}) not logged ({type(err).__name__}: "
                 f"{str(err).splitlines()[0][:160] if str(err) else ''}); retry with `sweeper promote "
                 f"{tracker.experiment} {row['trial_id']}`"
             )

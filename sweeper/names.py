@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from nmt_core.registry import part_words
-from sweeper.metrics import VARIANT_NAME
+from sweeper.metrics import VARIANT_NAME, run_name
+from sweeper.space import describe_trial
 
 JOINED = " + "  # between a name's words
 TRAINING_WORDS = (  # the training objectives a variant label names, as (field, config key, title)
@@ -51,6 +53,27 @@ def variant_name(cfg: Any, shared: Mapping[str, str]) -> str:
     words = title_words(cfg)
     kept = [word for field, word in words.items() if shared.get(field) != word]
     return JOINED.join(kept or words.values())
+
+
+@dataclass(frozen=True)
+class TrialNames:
+    """A trial's name wherever a person reads it, as its MLflow run is named (`SACT λ4 · seed 2`): the console's
+    board, its line per trial, the ranking, results.parquet's `run_name`. The driver computes the words every planned
+    variant shares once (`shared`) and hands them to the tracking callback and to this; `shared` None: a sweep begun
+    before names, whose runs are named by label (`general+sact4 · seed 2`). Pickled into Tune's state with the
+    progress callback, so a resumed sweep names its trials as before."""
+
+    base: dict[str, Any]  # the sweep's base trial config, which Tune's trial configs complete
+    shared: dict[str, str] | None
+
+    def of(self, config: Mapping[str, Any]) -> str:
+        """The name of the trial Tune runs with `config`."""
+        cfg, label = describe_trial(config, self.base)
+        return run_name(label if self.shared is None else variant_name(cfg, self.shared), cfg.train.seed)
+
+    def __call__(self, trial: Any) -> str:
+        """The name of a Tune trial (the progress callback's `name_of`)."""
+        return self.of(trial.config)
 
 
 def names_of(records: Iterable[Any]) -> dict[str, str]:

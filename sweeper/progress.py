@@ -96,7 +96,9 @@ class TrialProgress:
 
 class SweepProgress(Callback):
     """Prints the sweep's state every PRINT_EVERY_S seconds, and one line per finished, retried or failed trial
-    (a failure with its cause and where its traceback is: `logs` is the sweep's folder in storage)."""
+    (a failure with its cause and where its traceback is: `logs` is the sweep's folder in storage, whose trial
+    folders carry Ray's trial id). `name_of` names a trial as its MLflow run is named (sweeper.names.TrialNames),
+    so that the console, MLflow and the summary say the same."""
 
     metric, logs = ObjectiveSpec.metric, ""  # for a callback restored from a sweep started before they existed
     mode, cpu, gpu = ObjectiveSpec.mode, ResourcesSpec.cpu, ResourcesSpec.gpu  # set by `watch` for every run and resume

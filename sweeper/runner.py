@@ -47,9 +47,9 @@ from sweeper.metrics import (
     final_result,
     parent_metrics,
 )
-from sweeper.mlflow_view import share_view
+from sweeper.mlflow_view import share_view, translations_link
 from sweeper.models import human, log_best_models, storage_usage
-from sweeper.names import shared_words
+from sweeper.names import TrialNames, shared_words
 from sweeper.progress import SweepProgress, failure_cause, open_board
 from sweeper.space import (
     SIGNIFICANCE_TESTS,
@@ -225,7 +225,8 @@ def build_trainable(state: SweepState):
 
 
 def trial_name(trial: Trial, base: dict[str, Any]) -> str:
-    """`<variant>-<trial id>` in Tune's progress table, the same name as the trial's MLflow run."""
+    """Tune's own name of a trial, `<variant>-<trial id>`, in Ray's lines (the sweep's log); a person reads its run
+    name (sweeper.names.TrialNames). Sweeps started before that kept this as their progress callback's `name_of`."""
     return f"{describe_trial(trial.config, base)[1]}-{trial.trial_id}"
 
 
@@ -359,14 +360,24 @@ def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPl
     return out
 
 
+def planned_shared_words(spec: SweepSpec) -> dict[str, str]:
+    """The title words every planned variant shares, which trial names leave out (for random and Optuna searches,
+    those of the plan's draws: a field one of them varies is named in every run)."""
+    return shared_words(plan.config(spec.base) for plan in plan_trials(spec))
+
+
 def tracking_callback(
-    spec: SweepSpec, uri: str, parent_id: str, base: dict[str, Any], storage_uri: str, user: str | None
+    spec: SweepSpec,
+    uri: str,
+    parent_id: str,
+    base: dict[str, Any],
+    storage_uri: str,
+    user: str | None,
+    shared: dict[str, str],
 ) -> MlflowTrackingCallback:
     """A new sweep's MLflow writer: its trial runs hold every axis the search varies, `user` (a submitted sweep's
-    submitter) as MLflow's User, and names without the words every planned variant shares (for random and Optuna
-    searches, those of the plan's draws: a field one of them varies is named in every run)."""
+    submitter) as MLflow's User, and names without the `shared` words (planned_shared_words)."""
     axes = tuple(dict.fromkeys(parameter.key for parameter in spec.parameters))
-    shared = shared_words(plan.config(spec.base) for plan in plan_trials(spec))
     settings = {"new_sweep": True, "models": spec.models, "axes": axes, "user": user, "shared": shared}
     return MlflowTrackingCallback(uri, spec.name, parent_id, base, storage_uri, **settings)
 
@@ -425,9 +436,10 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
     )
     if spec.search.algorithm == "optuna":
         print(describe_study(spec, study), flush=True)
-    callback = tracking_callback(spec, uri, parent_id, base, experiment.uri, submitter)
+    shared = planned_shared_words(spec)  # once: the console names trials as the tracking callback names runs
+    callback = tracking_callback(spec, uri, parent_id, base, experiment.uri, submitter, shared)
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
-    progress = SweepProgress(spec.name, n_trials, partial(trial_name, base=base), spec.metric, experiment.uri)
+    progress = SweepProgress(spec.name, n_trials, TrialNames(base, shared), spec.metric, experiment.uri)
     progress.watch(spec.mode, spec.cpu, spec.gpu)
     tuner = tune.Tuner(
         build_trainable(state),
@@ -584,6 +596,7 @@ def drive_resume(
     callback.uri = uri  # and the store's address as resolved now
     for progress in (c for c in callbacks if isinstance(c, SweepProgress)):
         progress.watch(state.mode, state.cpu, state.gpu)
+        progress.name_of = TrialNames(state.base, callback.shared)  # a sweep begun before run names had Tune's
     with ray_calls():
         grid = tuner.fit()
     return finish(grid, callback, storage, tracker, state)
@@ -643,10 +656,12 @@ def result_rows(
     parent_id: str,
     base: dict[str, Any],
     run_ids: dict[str, str] | None = None,
+    names: TrialNames | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per trial: status, variant, the flattened config, best dev BLEU, test BLEU, cost, run id (from
-    `run_ids`, the tracking callback's, else searched: a trial tracked only by the driver before a resume)."""
-    rows, run_ids = [], run_ids or {}
+    """One row per trial: status, variant, its run's name (`names`: the sweep's; without, by label), the flattened
+    config, best dev BLEU, test BLEU, cost, run id (from `run_ids`, the tracking callback's, else searched: a trial
+    tracked only by the driver before a resume)."""
+    rows, run_ids, names = [], run_ids or {}, names or TrialNames(base, None)
     for result in grid:
         config = result.config or {}
         trial_id = (result.metrics or {}).get("trial_id") or trial_id_of(Path(result.path))
@@ -660,6 +675,7 @@ def result_rows(
             "trial_id": trial_id,
             "status": trial_status(outcomes.get(trial_id, "error" if result.error else None), finished),
             "variant": variant,
+            "run_name": names.of(config),
             "seed": params["train.seed"],
             **params,
             "epochs": int(epochs["epoch"].max()) if epochs is not None and len(epochs) else 0,
@@ -699,11 +715,12 @@ def results_table(rows: list[dict[str, Any]], significance: SignificanceSpec | N
 def print_best(rows: list[dict[str, Any]], metric: str, mode: str, limit: int = 20) -> None:
     ranked = sorted((r for r in rows if r.get(metric) is not None), key=lambda r: r[metric], reverse=mode == "max")
     shown = ranked[:limit]
-    print(f"\n{'variant':<32} {'seed':>4} {'status':<10} {metric:>9} {'test avg':>9} {'params':>10}")
+    width = max([len("trial"), *(len(row["run_name"]) for row in shown)])  # names as MLflow's runs have them
+    print(f"\n{'trial':<{width}} {'status':<10} {metric:>9} {'test avg':>9} {'params':>10}")
     for row in shown:
         test = row.get("bleu_test_avg")
         print(
-            f"{row['variant']:<32} {row['seed']:>4} {row['status']:<10} {row[metric]:>9.2f} "
+            f"{row['run_name']:<{width}} {row['status']:<10} {row[metric]:>9.2f} "
             f"{'' if test is None else f'{test:.2f}':>9} {row.get('n_params') or '':>10}"
         )
     left_out = len(rows) - len(shown)
@@ -738,8 +755,8 @@ def register_best(tracker: SweepTracker, best: dict[str, Any], metric: str, mode
     """The best trial's model in the registry (alias `best`); `owner`: the submitter granted the registered model
     (a sweep tracked under the cluster's account)."""
     description = (
-        f"Best trial of sweep {tracker.experiment} by {mode} {metric} = {best[metric]:.2f}: trial "
-        f"{best['trial_id']}, variant {best['variant']}, seed {best['seed']}, test BLEU avg "
+        f"Best trial of sweep {tracker.experiment} by {mode} {metric} = {best[metric]:.2f}: {best['run_name']} "
+        f"(trial {best['trial_id']}, variant {best['variant']}), test BLEU avg "
         f"{best.get('bleu_test_avg', float('nan')):.2f} (run {best['mlflow_run_id']}). Best-dev weights."
     )
     try:
@@ -765,8 +782,9 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
     130 (interrupted or stopped)."""
     experiment, parent_id, significance = storage.below(tracker.experiment), state.parent_run_id, state.significance
     record_finishing(experiment, state)
+    names = TrialNames(state.base, callback.shared)
     if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
-        rows = result_rows(grid, callback.outcomes, None, parent_id, state.base)
+        rows = result_rows(grid, callback.outcomes, None, parent_id, state.base, names=names)
         experiment.write_parquet(results_table(rows, significance), RESULTS_FILE)
         print(
             f"\ntracking server {tracker.uri} did not answer for {TRACKING_WAIT_S:.0f} s: "
@@ -775,7 +793,7 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
         )
         record_end(experiment, None, state, 3, rows, callback.load())
         return 3
-    rows = result_rows(grid, callback.outcomes, tracker, parent_id, state.base, callback.run_ids())
+    rows = result_rows(grid, callback.outcomes, tracker, parent_id, state.base, callback.run_ids(), names)
     table = results_table(rows, significance)
     experiment.write_parquet(table, RESULTS_FILE)
     with tempfile.TemporaryDirectory() as folder:
@@ -804,6 +822,8 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
     tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
     if count["TERMINATED"]:
         write_summary(experiment, tracker, parent_id)
+    if translations := translations_link(tracker.client, tracker.uri, parent_id):
+        print(f"translations side by side (the first 10 trials by best dev BLEU): {translations}")
     print(f"MLflow: {mlflow_link(state, tracker)}")  # the sweep's last line: where to compare its trials
     return code
 

@@ -14,6 +14,7 @@ from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -68,3 +69,20 @@ def close_assistant(driver: WebDriver) -> None:
         if button.is_displayed():
             button.click()
             return
+
+
+# MLflow 3.17's evaluation view (EvaluationArtifactCompareView): its "Compare" picker showing the hypothesis column,
+# its "Group by" picker, a picker's options, a table cell (its `col-id` a column's name, or a run's id)
+COMPARED = "[aria-label='Dialog Combobox, selected option: hypothesis']"
+GROUP_BY = "[aria-label='Select \"group by\" columns']"
+OPTION, CELL = "[role='option']", "[role='gridcell']"
+
+
+def group_also_by(driver: WebDriver, column: str) -> None:
+    """Pick one more column in the evaluation view's "Group by" (a researcher's one pick), then close the picker."""
+    driver.find_element(By.CSS_SELECTOR, GROUP_BY).click()
+    options = wait_for(
+        driver, lambda d: [o for o in d.find_elements(By.CSS_SELECTOR, OPTION) if o.text == column], f"`{column}`"
+    )
+    options[0].click()
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)

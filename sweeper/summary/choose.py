@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from statistics import fmean
 
+from sweeper.names import names_of
 from sweeper.space import ObjectiveSpec
 from sweeper.summary.records import SummaryError, SweepSnapshot, TrialRecord
 from sweeper.summary.statistics import objective_of
@@ -29,22 +30,25 @@ class Choice:
     """One row's choice: the values tried (as logged), each with its seeds' mean objective and their count, the
     values whose seeds logged no objective, and how many seeds of each value did not finish (failed or stopped)."""
 
-    row: str  # the row's variant label
+    row: str  # the row's variant label, which its name is looked up by
     keys: tuple[str, ...]
-    tried: dict[tuple[str, ...], tuple[float, int]]
+    tried: dict[tuple[str, ...], tuple[float, int]]  # empty: no seed logged the objective, nothing was chosen
     unscored: list[tuple[str, ...]]
     chosen: tuple[str, ...]
     unfinished: Counter  # value -> seeds that did not finish
 
-    def line(self, metric: str) -> str:
-        """The summary's note, e.g. `scaled_dot+none` at train.lr 0.004: the best mean bleu_dev of its seeds
-        (0.004: 21.84, 5 seeds; 0.002: 21.53, 3 seeds, 2 did not finish)."""
+    def line(self, name: str, metric: str) -> str:
+        """The summary's note on the row named `name` (as the summary's rows and MLflow's runs name it), e.g.
+        `no temperature` at train.lr 0.004: the best mean bleu_dev of its seeds (0.004: 21.84, 5 seeds; 0.002:
+        21.53, 3 seeds, 2 did not finish)."""
+        if not self.tried:
+            return f"`{name}`: no seed logged {metric}, so no {'/'.join(self.keys)} was chosen"
         order = [self.chosen, *(value for value in self.tried if value != self.chosen), *self.unscored]
         means = [self.described(value, metric) for value in order]
         only = "" if len(means) > 1 else ", the only value run"
         survivors = ", chosen on the seeds that finished" if self.unfinished[self.chosen] else ""
         return (
-            f"`{self.row}` at {'/'.join(self.keys)} {'/'.join(self.chosen)}: the best mean {metric} of its seeds "
+            f"`{name}` at {'/'.join(self.keys)} {'/'.join(self.chosen)}: the best mean {metric} of its seeds "
             f"({'; '.join(means)}{only}){survivors}"
         )
 
@@ -73,22 +77,23 @@ def choose_on_objective(snapshot: SweepSnapshot, keys: tuple[str, ...]) -> Sweep
         trial = TrialRecord("", "", params.get("variant", "?"), params, {}, {}, tuned=frozenset(keys))
         unfinished.setdefault(trial.group, Counter())[value_of(params, keys)] += 1
     sign = 1 if objective.mode == "max" else -1
-    kept, notes, left_out, value_sets = [], [], 0, set()
+    kept, choices, left_out, value_sets = [], [], 0, set()
     for group, by_value in rows.items():
         tried = {value: score for value, members in by_value.items() if (score := mean_objective(members, objective))}
         failed = unfinished.get(group, Counter())
         unscored = [value for value in {**by_value, **failed} if value not in tried]
-        variant = next(iter(by_value.values()))[0].variant
         if not tried:  # nothing to choose on: every value stays, a row of its own (the key stays in its group)
             kept += [replace(record, tuned=frozenset()) for members in by_value.values() for record in members]
-            notes.append(f"`{variant}`: no seed logged {objective.metric}, so no {'/'.join(keys)} was chosen")
+            choices.append(Choice(next(iter(by_value.values()))[0].variant, keys, {}, unscored, (), failed))
             continue
         # sorted by the logged values' text first: a tie goes to the same value on every run
         chosen = max(sorted(tried), key=lambda value: sign * tried[value][0])
         kept += by_value[chosen]
         left_out += sum(len(members) for value, members in by_value.items() if value != chosen)
-        notes.append(Choice(by_value[chosen][0].variant, keys, tried, unscored, chosen, failed).line(objective.metric))
+        choices.append(Choice(by_value[chosen][0].variant, keys, tried, unscored, chosen, failed))
         value_sets.add(frozenset(by_value))
+    names = names_of(kept)  # the names the summary gives the rows kept
+    notes = [choice.line(names[choice.row], objective.metric) for choice in choices]
     notes.append(selection_note(keys, value_sets))
     why = f"at a value of {'/'.join(keys)} their row's mean {objective.metric} did not choose"
     return replace(

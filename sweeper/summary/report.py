@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 from nmt_core.train import bleu_options
 from sweeper.metrics import NOTE, SUMMARY_DIR
 from sweeper.mlflow_tables import csv_table, mark_tables, write_table
-from sweeper.mlflow_view import described_link
+from sweeper.mlflow_view import described_links
 from sweeper.space import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
 from sweeper.summary.choose import choose_on_objective
@@ -75,9 +75,9 @@ def summarize(
             markdown.write("\n" + "\n".join(heatmaps))
     client.log_artifacts(snapshot.parent_id, str(out), SUMMARY_DIR)
     log_bleu_table(client, snapshot.parent_id, summary)
-    link = described_link(client, tracking_uri, snapshot.parent_id)
+    links = described_links(client, tracking_uri, snapshot.parent_id)
     client.set_tag(
-        snapshot.parent_id, NOTE, parent_note(snapshot, summary, figure_links(snapshot.parent_id, out), link)
+        snapshot.parent_id, NOTE, parent_note(snapshot, summary, figure_links(snapshot.parent_id, out), *links)
     )
     return summary
 
@@ -188,15 +188,20 @@ MAX_NOTE = 8000  # characters of a tag's value MLflow keeps (mlflow.utils.valida
 FULL_SUMMARY = "Figures and the full summary: artifacts, summary/summary.md"
 
 
-def parent_note(snapshot: SweepSnapshot, summary: Summary, figures: str = "", link: str = "") -> str:
-    """The parent run's description in MLflow's UI: the `link` to its trials' comparison, the table, the warnings,
-    the conclusion and the `figures` (image links, always kept). MLflow keeps 8,000
+def parent_note(
+    snapshot: SweepSnapshot, summary: Summary, figures: str = "", link: str = "", translations: str | None = None
+) -> str:
+    """The parent run's description in MLflow's UI: the `link` to its trials' comparison (and to their
+    `translations` side by side), the table, the warnings, the conclusion and the `figures` (image links, always
+    kept). MLflow keeps 8,000
     characters of it and cuts the rest wherever it falls (a study's seven rows once lost their power lines and the
     line naming the method behind the marks), so a longer one leaves out the conclusion, then the power lines, and
     says so; a table too long even then is cut at a line, its method line kept."""
     head = (
         f"# Sweep `{snapshot.name}`\n\n"
-        + (f"[Compare its trials]({link})\n\n" if link else "")
+        + (f"[Compare its trials]({link})" if link else "")
+        + (f" · [Compare their translations]({translations})" if link and translations else "")
+        + ("\n\n" if link else "")
         + (f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else "")
     )
     table = render_markdown(summary)

@@ -4,12 +4,15 @@ what a researcher sees. This is the test that tells when an MLflow release chang
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from selenium.webdriver.common.by import By
 
 from sweeper.metrics import VARIANT, VARIANT_NAME
-from sweeper.mlflow_view import RUN_NAME, WIDTHS, column
-from tests.browser import chromium, close_assistant, have_chromium, texts, wait_for
+from sweeper.mlflow_view import RUN_NAME, SETTINGS_SECTION, WIDTHS, column
+from tests.browser import CELL, COMPARED, chromium, close_assistant, group_also_by, have_chromium, texts, wait_for
 from tests.e2e.sweeps import LEAN_TRACKING, SPACE, FinishedSweep, run_watched, write_space
 
 pytestmark = [
@@ -39,12 +42,13 @@ def viewed_sweep(tmp_path_factory, mlflow_server) -> FinishedSweep:
     return sweep
 
 
-def printed_link(sweep: FinishedSweep) -> str:
-    """The one `MLflow: <link>` line, after the results and the summary (only the line naming Ray's log follows)."""
+def printed_link(sweep: FinishedSweep, line_start: str = "MLflow: ") -> str:
+    """The one `MLflow: <link>` line, after the results and the summary (only the line naming Ray's log follows),
+    or the one line of another link the sweep printed just before it."""
     lines = sweep.stdout.strip().splitlines()
-    links = [i for i, line in enumerate(lines) if line.startswith("MLflow: ")]
-    assert len(links) == 1 and links[0] >= len(lines) - 2, lines[-5:]
-    return lines[links[0]].removeprefix("MLflow: ")
+    links = [i for i, line in enumerate(lines) if line.startswith(line_start)]
+    assert len(links) == 1 and links[0] >= len(lines) - 3, lines[-5:]
+    return lines[links[0]].removeprefix(line_start)
 
 
 def trial_runs(sweep: FinishedSweep) -> list:
@@ -102,15 +106,17 @@ def test_the_charts_have_a_section_per_name_group_and_bars_for_end_of_run_values
         bars = wait_for(driver, first_bars, "the bars of an end-of-run value")
         assert len(bars) == len(runs)  # every trial's bar (not one per group, not the first 10 runs only)
 
-        after = next(h for h in driver.find_elements(By.CSS_SELECTOR, SECTION) if h.text.startswith("speed"))
-        driver.execute_script("arguments[0].scrollIntoView({block: 'end'})", after)  # result's last row in view
+        own = next(
+            h for h in driver.find_elements(By.CSS_SELECTOR, SECTION) if h.text.startswith(SETTINGS_SECTION["name"])
+        )
+        driver.execute_script("arguments[0].scrollIntoView()", own)  # its own section, after result's (by name)
 
-        def parallel(d):  # the view's parallel coordinates (its section's last card), drawn once in view
+        def axes(d):  # the view's parallel coordinates, drawn once in view: its axes' labels
             card = next((c for c in d.find_elements(By.CSS_SELECTOR, CARD) if PARALLEL in c.text), None)
-            return card if card is not None and "seed" in card.text else None
+            return card and [label.text for label in card.find_elements(By.CSS_SELECTOR, ".parcoords .label")]
 
-        card = wait_for(driver, parallel, "the parallel coordinates")
-        assert "result" in card.text, card.text  # its axes: the swept setting, the seed, best dev BLEU (cut by plotly)
+        labels = wait_for(driver, axes, "the parallel coordinates' axes")
+        assert labels == ["attention.temperature", "seed", "result/bleu_dev_best"]  # uncut (was `attent...rature`)
 
 
 def test_the_parent_description_shows_its_figures_and_links_to_the_comparison(viewed_sweep):
@@ -138,3 +144,39 @@ def test_a_trials_translations_show_as_a_table(viewed_sweep):
         driver.get(f"{page}/{tables[-1]}")
         cells = wait_for(driver, lambda d: [t for t in texts(d, "table th, [role='columnheader']") if t], "a table")
         assert {"source", "reference", "hypothesis"} <= {cell.lower() for cell in cells}, cells
+
+
+def test_the_trials_translations_compare_sentence_by_sentence(viewed_sweep, tmp_path):
+    """The second printed link: the same view without grouping, in MLflow's evaluation view, which lines up the
+    translations tables of the trials: each row a dev sentence's source, each trial's hypothesis beside the others',
+    as the trials logged them; `reference` picked in its "Group by" puts the reference beside the source."""
+    link = printed_link(viewed_sweep, "translations side by side (the first 10 trials by best dev BLEU): ")
+    assert "compareRunsMode=ARTIFACT" in link and "-translations" in link
+    runs = {run.info.run_id: run for run in trial_runs(viewed_sweep)}
+    logged = {}  # run id -> (source, reference) -> hypothesis, from the table each trial logged
+    for run_id in runs:
+        local = viewed_sweep.client.download_artifacts(run_id, "translations/dev.json", str(tmp_path / run_id))
+        table = json.loads(Path(local).read_text(encoding="utf-8"))
+        at = {name: table["columns"].index(name) for name in ("source", "reference", "hypothesis")}
+        logged[run_id] = {(row[at["source"]], row[at["reference"]]): row[at["hypothesis"]] for row in table["data"]}
+
+    def rows(d, keys: tuple[str, ...]):  # each rendered row: its `keys` cells -> {run id: its hypothesis}
+        found = {}
+        for row in d.find_elements(By.CSS_SELECTOR, "[role='row']"):
+            cells = {c.get_attribute("col-id"): c.text.strip() for c in row.find_elements(By.CSS_SELECTOR, CELL)}
+            if all(cells.get(key) for key in keys) and len(set(cells) & set(runs)) >= 2:
+                found[tuple(cells[key] for key in keys)] = {run: text for run, text in cells.items() if run in runs}
+        return found
+
+    with chromium() as driver:
+        driver.get(link)
+        wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, COMPARED), "the hypotheses compared")
+        close_assistant(driver)
+        by_source = wait_for(driver, lambda d: rows(d, ("source",)), "rows of sources and the trials' hypotheses")
+        headers = " ".join(texts(driver, "[role='columnheader']"))
+        assert all(runs[run_id].info.run_name in headers for row in by_source.values() for run_id in row)
+        group_also_by(driver, "reference")
+        shown = wait_for(driver, lambda d: rows(d, ("source", "reference")), "rows of source, reference, hypotheses")
+    assert {source for source, _ in shown} <= {source for (source,) in by_source}
+    for key, hypotheses in shown.items():
+        assert len(hypotheses) >= 2 and all(logged[run_id][key] == text for run_id, text in hypotheses.items())

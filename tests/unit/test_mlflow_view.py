@@ -13,9 +13,12 @@ from sweeper import mlflow_view
 from sweeper.metrics import VARIANT_NAME
 from sweeper.mlflow_view import (
     SHARE_TAG_PREFIX,
-    described_link,
+    TRANSLATIONS_VIEW,
+    described_links,
     in_tested_range,
     share_view,
+    translations_link,
+    translations_state,
     view_key,
     view_state,
 )
@@ -59,8 +62,18 @@ def test_the_view_groups_by_variant_shows_every_trial_and_sorts_by_best_dev_bleu
     [parallel] = state["compareRunCharts"]  # the charts' own card; the UI adds one per metric beside it
     assert parallel["type"] == "PARALLEL" and parallel["selectedMetrics"] == ["result/bleu_dev_best"]
     assert parallel["selectedParams"] == ["attention.lambda", "attention.tau", "seed"]
-    assert [s["name"] for s in state["compareRunSections"]] == ["result"]
-    assert parallel["metricSectionId"] == state["compareRunSections"][0]["uuid"]
+    # in a section of its own, one card a row: its axes' labels uncut (the UI cuts a label wider than 0.8 of the
+    # card over its axes), placed after `result` (the UI sorts sections by name)
+    [section] = state["compareRunSections"]
+    assert (section["name"], section["columns"]) == ("result by swept setting", 1)
+    assert parallel["metricSectionId"] == section["uuid"] and "result" < section["name"] < "speed"
+
+
+def test_the_translations_view_is_the_same_view_without_grouping():
+    """MLflow's evaluation view compares the translations tables across runs only while runs are not grouped."""
+    grouped, flat = view_state("abc123", ["attention.lambda"]), translations_state("abc123", ["attention.lambda"])
+    assert flat["groupBy"] is None and grouped["groupBy"]
+    assert {k: v for k, v in flat.items() if k != "groupBy"} == {k: v for k, v in grouped.items() if k != "groupBy"}
 
 
 @pytest.mark.parametrize(
@@ -77,9 +90,19 @@ def test_share_view_writes_the_view_as_an_experiment_tag_and_links_to_it(store, 
     link = share_view(client, uri, experiment_id, parent, ["attention.lambda"])
     assert link.startswith(f"mlflow ui --backend-store-uri {uri}   then open http://127.0.0.1:5000/#/experiments/")
     assert query(link) == {"workflowType": ["machine_learning"], "viewStateShareKey": [view_key(parent)]}
-    written = client.get_experiment(experiment_id).tags[SHARE_TAG_PREFIX + view_key(parent)]
-    assert json.loads(written) == view_state(parent, ["attention.lambda"])
-    assert described_link(client, uri, parent) == link.split("then open http://127.0.0.1:5000/")[1]
+    tags = client.get_experiment(experiment_id).tags
+    assert json.loads(tags[SHARE_TAG_PREFIX + view_key(parent)]) == view_state(parent, ["attention.lambda"])
+    flat = view_key(parent) + TRANSLATIONS_VIEW
+    assert json.loads(tags[SHARE_TAG_PREFIX + flat]) == translations_state(parent, ["attention.lambda"])
+    translations = translations_link(client, uri, parent)
+    assert translations.startswith(link.split("#")[0])  # the same `mlflow ui` command, another page
+    assert query(translations) == {
+        "workflowType": ["machine_learning"],
+        "viewStateShareKey": [flat],
+        "compareRunsMode": ["ARTIFACT"],  # the evaluation view
+    }
+    described = [page.split("then open http://127.0.0.1:5000/")[1] for page in (link, translations)]
+    assert list(described_links(client, uri, parent)) == described
     assert "note:" not in capsys.readouterr().out
 
 
@@ -94,7 +117,8 @@ def test_a_server_outside_the_tested_range_gets_the_plain_link_said_once(store, 
     }
     assert capsys.readouterr().out.count("MLflow 3.18.1 is outside the range") == 1
     assert not [key for key in client.get_experiment(experiment_id).tags if key.startswith(SHARE_TAG_PREFIX)]
-    assert described_link(client, uri, parent) == link.split("then open http://127.0.0.1:5000/")[1]
+    assert described_links(client, uri, parent) == (link.split("then open http://127.0.0.1:5000/")[1], None)
+    assert translations_link(client, uri, parent) is None  # no view of translations: no line says there is one
 
 
 def test_a_password_in_the_store_uri_is_not_printed():

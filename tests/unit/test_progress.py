@@ -7,8 +7,23 @@ import sys
 from types import SimpleNamespace
 
 from nmt_core.progress import ConsoleProgress, eta
+from sweeper.names import TrialNames, shared_words
 from sweeper.progress import SweepProgress, fraction
+from sweeper.space import describe_trial
 from sweeper.trainable import NoRetryAfterDivergence
+
+BASE = {"data": {"corpus": "synthetic"}, "model": {"emb_size": 8, "hidden_size": 8}}
+
+
+def tune_trial(trial_id: str, temperature: str, seed: int, **fields) -> SimpleNamespace:
+    """A trial as Tune hands it to a callback: its id, and its config as the grid plans it."""
+    params = {"attention.temperature": temperature} | ({"attention.lambda": 10} if temperature == "learned" else {})
+    return SimpleNamespace(trial_id=trial_id, config={"trial": {"params": params, "seed": seed}}, **fields)
+
+
+def names_of(*trials) -> TrialNames:
+    """The sweep's names for these trials, as the driver computes them from its plan (sweeper.runner)."""
+    return TrialNames(BASE, shared_words(describe_trial(trial.config, BASE)[0] for trial in trials))
 
 
 class Terminal(io.StringIO):
@@ -51,20 +66,21 @@ def test_eta_format():
 
 
 def test_sweep_lines_name_running_trials_their_epoch_and_an_eta():
-    progress = SweepProgress("demo", planned=4, name_of=lambda t: f"general+none-{t.trial_id}")
-    progress.durations = [100.0]  # one trial took 100 s
+    """Each running trial by the name its MLflow run has (`learned λ10 · seed 1`), never Ray's id."""
     trials = [
-        SimpleNamespace(trial_id="a", status="TERMINATED"),
-        SimpleNamespace(trial_id="b", status="RUNNING"),
-        SimpleNamespace(trial_id="c", status="RUNNING"),
+        tune_trial("667b1_00000", "none", 1, status="TERMINATED"),
+        tune_trial("b", "learned", 1, status="RUNNING"),
+        tune_trial("c", "none", 2, status="RUNNING"),
     ]
+    progress = SweepProgress("demo", planned=4, name_of=names_of(*trials))
+    progress.durations = [100.0]  # one trial took 100 s
     progress.began = {"b": 0.0, "c": 0.0}
     board = {"b": {"epoch": 2, "epochs": 4, "step": 50, "steps": 100, "tokens_per_s": 1234.0}}
     lines = progress.lines(trials, board)
     assert lines[0].split("] ", 1)[1].startswith("sweep demo: 1 done, 0 failed, 2 running, 1 pending; elapsed ")
     assert "ETA" in lines[0]
-    assert lines[1] == "    general+none-b: epoch 2/4, 50% of it (50/100 steps), 1,234 tok/s"
-    assert lines[2] == "    general+none-c: starting"
+    assert lines[1] == "    learned λ10 · seed 1: epoch 2/4, 50% of it (50/100 steps), 1,234 tok/s"
+    assert lines[2] == "    no temperature · seed 2: starting"
 
 
 def test_fraction_of_training_done():
@@ -75,26 +91,24 @@ def test_fraction_of_training_done():
 def test_one_line_per_finished_retried_and_failed_trial_with_its_cause_and_traceback(tmp_path, capsys):
     from sweeper.metrics import FINAL
 
-    progress = SweepProgress(
-        "demo", planned=2, name_of=lambda t: f"general+none-{t.trial_id}", logs="s3://bucket/sweeps/demo"
+    done = tune_trial(
+        "a_00000", "none", 1, last_result={"bleu_dev": 12.345, FINAL: 1}, path="bucket/sweeps/demo/a_00000_x"
     )
-    done = SimpleNamespace(
-        trial_id="a_00000",
-        last_result={"bleu_dev": 12.345, FINAL: 1},
-        path="bucket/sweeps/demo/a_00000_general+none_seed1",
-    )
-    stopped = SimpleNamespace(trial_id="a_00002", last_result={"bleu_dev": 3.0, "epoch": 2}, path="x")
+    stopped = tune_trial("a_00002", "learned", 1, last_result={"bleu_dev": 3.0, "epoch": 2}, path="x")
     error = tmp_path / "error.txt"
     error.write_text(
         "Failure # 1 (occurred at 2026)\n\x1b[36mray::run_trial()\x1b[39m (pid=7)\n  File x\nValueError: boom\n"
     )
-    failed = SimpleNamespace(
-        trial_id="a_00001",
+    failed = tune_trial(
+        "a_00001",
+        "none",
+        2,
         last_result={},
         error_file=str(error),
         path="bucket/sweeps/demo/a_00001_general+none_seed2",
         max_failures=2,
     )
+    progress = SweepProgress("demo", planned=2, name_of=names_of(done, stopped), logs="s3://bucket/sweeps/demo")
     diverged_error = tmp_path / "diverged.txt"
     diverged_error.write_text(
         "Failure # 1 (occurred at 2026)\n  File x\nnmt_core.train.TrainingDiverged: epoch 3: training loss is nan\n"
@@ -110,11 +124,11 @@ def test_one_line_per_finished_retried_and_failed_trial_with_its_cause_and_trace
     progress.on_trial_error(0, [], failed)
     lines = [line[11:] for line in capsys.readouterr().out.splitlines()]  # without [HH:MM:SS]
     traceback = "ValueError: boom; traceback: s3://bucket/sweeps/demo/a_00001_general+none_seed2/error.txt"
-    assert lines == [
-        "trial general+none-a_00000 finished in 0:00: bleu_dev 12.35",
-        "trial general+none-a_00002 stopped early after epoch 2 in 0:00: bleu_dev 3.00",
-        f"trial general+none-a_00001 failed, retried from its last checkpoint: {traceback}",
-        f"trial general+none-a_00001 FAILED after 0:00: {traceback}",
+    assert lines == [  # each by its run's name; Ray's trial id only in the failed one's folder, to act on
+        "trial no temperature · seed 1 finished in 0:00: bleu_dev 12.35",
+        "trial learned λ10 · seed 1 stopped early after epoch 2 in 0:00: bleu_dev 3.00",
+        f"trial no temperature · seed 2 failed, retried from its last checkpoint: {traceback}",
+        f"trial no temperature · seed 2 FAILED after 0:00: {traceback}",
     ]
 
 

@@ -378,6 +378,7 @@ def test_the_parent_run_description_holds_the_table_and_the_warnings(store, tmp_
     assert note.startswith("# Sweep `hand`") and "| variant | seeds |" in note
     link = f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning&orderByKey="
     assert f"[Compare its trials]({link}" in note  # no saved view written: the plain runs table
+    assert "Compare their translations" not in note  # ... and no view of the translations
     assert all(warning in note for warning in summary.warnings)
     assert "Marks: significance.method paired_bootstrap: two-level seed x sentence test" in note
 
@@ -394,6 +395,8 @@ def test_a_parent_description_too_long_for_mlflow_leaves_out_the_conclusion_and_
     snapshot = SimpleNamespace(name="hand", records=[], added=())
     marks = "Marks: significance.method paired_bootstrap: two-level seed x sentence test"
     assert marks in parent_note(snapshot, summary) and "Left out" not in parent_note(snapshot, summary)
+    links = "[Compare its trials](#/a) · [Compare their translations](#/b)\n\n"  # the saved views, side by side
+    assert parent_note(snapshot, summary, "", "#/a", "#/b").startswith(f"# Sweep `hand`\n\n{links}")
 
     summary.conclusion = "a long conclusion. " * 500  # 9,500 characters
     note = parent_note(snapshot, summary)
@@ -1070,6 +1073,29 @@ def test_each_row_is_compared_at_the_rate_its_dev_score_chose(sweeps, tmp_path):
     assert left_out in " ".join(summary.notes)
     importance = "".join(importance_sections(chosen.records, "bleu_dev", "max", tmp_path))
     assert "attention.temperature" in importance and "train.lr" not in importance  # the rate moves with its row
+
+
+def test_the_choices_name_each_row_as_the_summary_and_mlflow_do():
+    """`--choose train.lr` on a sweep whose runs carry their names (the tag sweeper.variant_name): each note names
+    its row in the words of the summary's row and of its MLflow runs (`SACT λ4`), not by label (`general+sact4`)."""
+    from dataclasses import replace
+
+    from sweeper.metrics import VARIANT_NAME
+    from sweeper.summary.choose import choose_on_objective
+    from sweeper.summary.report import compute, significance_of
+
+    names = {"general+none": "no temperature", "general+sact4": "SACT λ4"}
+    sact = {"temperature": "sact", "lambda": 4.0}
+    rows = [("general+none", {}, lr, 4, {}) for lr in (0.001, 0.002)]
+    rows += [("general+sact4", sact, lr, every, {}) for lr, every in ((0.001, 3), (0.002, 0))]
+    snapshot = _review_snapshot(rows, 2, {"resamples": 200})
+    snapshot.records = [replace(r, tags={**r.tags, VARIANT_NAME: names[r.variant]}) for r in snapshot.records]
+    chosen = choose_on_objective(snapshot, ("train.lr",))
+    notes = [note for note in chosen.choices if note.startswith("`")]
+    assert sorted(note.split("`")[1] for note in notes) == ["SACT λ4", "no temperature"]
+    assert not any("general+" in note for note in chosen.choices)
+    summary = compute(chosen, significance_of(chosen, None))
+    assert {row.label.split(" (")[0] for row in summary.rows} == {"SACT λ4", "no temperature"}  # the same words
 
 
 def test_a_chosen_setting_the_variant_label_names_still_makes_one_row():

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from sweeper import tracking
 from sweeper.backlog import BACKLOG_FILE
-from sweeper.names import shared_words
+from sweeper.names import TrialNames, shared_words
 from sweeper.space import describe_trial
 from sweeper.storage import open_storage
 from sweeper.tracking import (
@@ -155,6 +155,7 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     }
     # the summary's words, without the score every trial shares; the label stays the key machines join on
     assert sorted(runs) == ["SACT λ4 · seed 1", "SACT λ4 · seed 2", "no temperature · seed 1"]
+    assert sorted(map(TrialNames(BASE, shared), trials)) == sorted(runs)  # what the console calls them
     assert runs["SACT λ4 · seed 2"].data.tags["sweeper.variant_name"] == "SACT λ4"
     assert runs["SACT λ4 · seed 2"].data.tags["sweeper.variant"] == "general+sact4"
     colours = {name: run.data.tags["mlflow.runColor"] for name, run in runs.items()}
@@ -172,9 +173,9 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     assert (used.dataset.name, used.dataset.digest) == ("toy", json.loads(dataset)["digest"])
     assert json.loads(run.data.tags["mlflow.loggedArtifacts"]) == [{"path": "translations/test.json", "type": "table"}]
     local = tracker.client.download_artifacts(run_id, "translations/test.json", str(tmp_path))
-    assert json.loads(Path(local).read_text()) == {
-        "columns": ["source", "reference", "hypothesis"],
-        "data": [["a b", "x y", "x z"]],
+    assert json.loads(Path(local).read_text()) == {  # the hypothesis second: what MLflow's evaluation view compares
+        "columns": ["source", "hypothesis", "reference"],
+        "data": [["a b", "x z", "x y"]],
     }
     history = tracker.client.get_metric_history(run_id, "bleu/dev")
     assert [(m.step, m.value) for m in history] == [(1, 1.0), (2, 0.5)]
@@ -536,6 +537,37 @@ def test_results_take_the_run_ids_the_callback_tracked_and_search_only_for_the_o
     rows = result_rows(grid, {}, SweepTracker(uri, "rows", client), parent, BASE, callback.run_ids())
     assert [r["mlflow_run_id"] for r in rows] == [earlier.run_ids()[TRIAL.trial_id], callback.run_ids()["abc_00001"]]
     assert client.calls.count("search_runs") == 1  # the earlier driver's trial only
+    assert [r["run_name"] for r in rows] == ["general+sact4 · seed 3"] * 2  # no names given: by label, as MLflow's
+
+
+def test_the_ranking_names_each_trial_as_its_mlflow_run(capsys):
+    """The lines after a sweep: each trial by its run's name (`SACT λ4 · seed 3`), as the board and MLflow say it,
+    in results.parquet too (`run_name`); not Ray's `<label>-<trial id>`."""
+    import pandas as pd
+
+    from sweeper.runner import print_best, result_rows
+
+    trials = [trial_of("t_0", "sact", 3), trial_of("t_1", "none", 1)]
+    names = TrialNames(BASE, shared_words(describe_trial(trial.config, BASE)[0] for trial in trials))
+    history = pd.DataFrame({"epoch": [1, 1], "bleu_dev": [1.0, 1.0], "final": [0, 1]})
+    grid = [
+        SimpleNamespace(
+            config=trial.config,
+            metrics={"trial_id": trial.trial_id, "final": 1, "bleu_test_avg": 2.5, "n_params": 9},
+            path=f"/s/{trial.trial_id}_x",
+            error=None,
+            metrics_dataframe=history.assign(bleu_dev=[bleu, bleu]),
+            checkpoint=None,
+        )
+        for trial, bleu in zip(trials, (7.0, 9.0), strict=True)
+    ]
+    rows = result_rows(grid, {"t_0": "complete", "t_1": "complete"}, None, "parent", BASE, names=names)
+    assert [r["run_name"] for r in rows] == ["SACT λ4 · seed 3", "no temperature · seed 1"]
+    print_best(rows, "bleu_dev", "max")
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split() == ["trial", "status", "bleu_dev", "test", "avg", "params"]
+    assert lines[1].startswith("no temperature · seed 1 TERMINATED ") and lines[2].startswith("SACT λ4 · seed 3  ")
+    assert "t_0" not in "".join(lines) and "general+" not in "".join(lines)
 
 
 def test_an_experiment_whose_creation_answer_was_lost_is_found_by_the_retry(tmp_path, monkeypatch):
