@@ -658,20 +658,13 @@ def summarize(
         # checked now, made when the summary is there: a summary that fails leaves no folder behind
         target = check_output_folder(out, "--out", "sweeper summarize", ConfigError) if out else None
         with tempfile.TemporaryDirectory() as staging:  # written here, then into storage or --out
-            summary = write_summary(
-                name,
-                uri,
-                Path(staging),
-                [format],
-                resamples,
-                run_id=run_id,
-                added=added_runs,
-                chosen=tuple(chosen),
-            )
+            folder = Path(staging)
+            joined = {"run_id": run_id, "added": added_runs, "chosen": tuple(chosen)}
+            summary = write_summary(name, uri, folder, [format], resamples, **joined)
             if target is None:
-                experiment.upload(Path(staging), SUMMARY_DIR)
+                experiment.upload(folder, SUMMARY_DIR)
             else:
-                copy_folder(Path(staging), target, "--out")
+                copy_folder(folder, target, "--out")
         return SummaryResult(summary, render_markdown(summary), out or experiment.display(SUMMARY_DIR))
 
 

@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import sweeper.s3_conditional as s3_conditional
 from nmt_core.decoders import json_value
 from nmt_core.gate import shown
-from sweeper import s3_conditional
 from sweeper.space import SpecError
 from sweeper.storage import Storage, remove_empty
 from sweeper.sweeps import RECORD_LIMIT, STALE_S, driver, driver_alive, iso, printable, read_status

@@ -76,6 +76,22 @@ def delete(storage: Storage, *parts: str, if_match: str) -> bool:
     return deleted
 
 
+def write_record(storage: Storage, text: str, *parts: str) -> None:
+    """A sweep's record (sweeper.json, status.json, stop.json), whole, as Storage.write_text; on S3 never under a
+    later write: a write that passed its deadline and lands late is refused."""
+    if not storage.conditional:
+        return storage.write_text(text, *parts)
+    write_latest(storage, text.encode("utf-8"), *parts)
+
+
+def delete_record(storage: Storage, *parts: str) -> None:
+    """A record deleted as Storage.delete does; on S3 only as it is now, so that a delete that lands late cannot
+    remove a record written after it."""
+    if not storage.conditional:
+        return storage.delete(*parts)
+    delete_latest(storage, *parts)
+
+
 def write_latest(storage: Storage, data: bytes, *parts: str) -> None:
     """`data` over the record at `parts` as it is now, never under a later write: If-Match the ETag this process
     last knew there (else the one it has now). A refusal means a write landed since (one of this process's own that

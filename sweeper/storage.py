@@ -174,24 +174,6 @@ class Storage:
         """Whether writes here can be conditional (S3: sweeper/s3_conditional.py); GCS's are not through pyarrow."""
         return isinstance(self.fs, pafs.S3FileSystem)
 
-    def write_record(self, text: str, *parts: str) -> None:
-        """A sweep's record (sweeper.json, status.json, stop.json), whole, as write_text; on S3 never under a later
-        write: a write that passed its deadline and lands late is refused (sweeper/s3_conditional.py)."""
-        if not self.conditional:
-            return self.write_text(text, *parts)
-        from sweeper import s3_conditional
-
-        s3_conditional.write_latest(self, text.encode("utf-8"), *parts)
-
-    def delete_record(self, *parts: str) -> None:
-        """A record deleted as delete does; on S3 only as it is now, so that a delete that lands late cannot remove
-        a record written after it."""
-        if not self.conditional:
-            return self.delete(*parts)
-        from sweeper import s3_conditional
-
-        s3_conditional.delete_latest(self, *parts)
-
     def write_parquet(self, table: pa.Table, *parts: str) -> None:
         buffer = io.BytesIO()
         pq.write_table(table, buffer)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 
 import optuna
@@ -114,5 +115,5 @@ def test_on_object_storage_the_study_lives_beside_a_sqlite_tracking_store(tmp_pa
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     url = f"sqlite:///{tmp_path / 'optuna.db'}"  # beside ./mlflow.db: SQLite cannot live in a bucket
     assert f"in {url}; watch it with `optuna-dashboard {url}`" in done.stdout
-    rows = [line for line in done.stdout.splitlines() if line.startswith("general+")]
+    rows = [line for line in done.stdout.splitlines() if re.search(r" · seed \d+ +TERMINATED ", line)]  # the ranking
     assert len(finished(url, "e2e-study-s3")) == len(rows) == 3

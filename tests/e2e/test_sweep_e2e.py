@@ -59,7 +59,7 @@ def test_a_tracked_sweep_writes_a_row_and_a_folder_per_trial(tracked_sweep):
         assert "result.json" in logged and "progress.csv" not in logged
         assert not any(name.startswith("events.out.tfevents") for name in logged)
     # Tune's table: MLflow's run names
-    assert all(f"{r['variant']}-{r['trial_id']}" in tracked_sweep.stdout for r in results)
+    assert all(f"{r['run_name']} " in tracked_sweep.stdout for r in results)
 
 
 def test_each_trial_run_holds_its_settings_metrics_and_artifacts(tracked_sweep, tmp_path):
@@ -448,7 +448,7 @@ def test_pbt_records_exploits_without_breaking_mlflow_and_the_console_shows_prog
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "4/4 trials finished" in done.stdout
     assert re.search(r"sweep e2e-pbt: \d+ done, 0 failed, \d+ running, \d+ pending; elapsed", done.stdout)
-    assert re.search(r"    general\+none-\w+: (epoch \d/4, \d+% of it|starting)", done.stdout)
+    assert re.search(r"\n    [^\n]+ · seed \d+: (epoch \d/4, \d+% of it|starting)", done.stdout)  # MLflow's run names
 
     client = MlflowClient(mlflow_server.uri)
     _, children = child_runs(client, "e2e-pbt")

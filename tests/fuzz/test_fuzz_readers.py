@@ -266,6 +266,9 @@ def test_a_saved_checkpoint_never_writes_through_a_link(tmp_path):
     (tmp_path / "outside.pt").write_text("keep")
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "best.pt").symlink_to(tmp_path / "outside.pt")
-    checkpoint.save(GOOD, tmp_path / "run" / "best.pt")  # the link is replaced, its target untouched
-    assert (tmp_path / "outside.pt").read_text() == "keep" and not (tmp_path / "run" / "best.pt").is_symlink()
-    assert torch.load(tmp_path / "run" / "best.pt", weights_only=True)["epoch"] == 1
+    # refused in one line by the one atomic writer (gate.write_with), the link and its target untouched
+    with pytest.raises(checkpoint.CheckpointError, match="is a link, a folder or a device"):
+        checkpoint.save(GOOD, tmp_path / "run" / "best.pt")
+    assert (tmp_path / "outside.pt").read_text() == "keep" and (tmp_path / "run" / "best.pt").is_symlink()
+    checkpoint.save(GOOD, tmp_path / "run" / "last.pt")  # where nothing is in the way, it writes
+    assert torch.load(tmp_path / "run" / "last.pt", weights_only=True)["epoch"] == 1
