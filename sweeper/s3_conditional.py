@@ -149,9 +149,14 @@ def check_boto3(source: str) -> None:
         ) from None
 
 
+def fs_options(storage: Storage) -> dict[str, Any]:
+    """The options pyarrow's S3FileSystem was made with (endpoint, region, credentials): it has no other accessor."""
+    return storage.fs.__reduce__()[1][0]
+
+
 def client(storage: Storage) -> Any:
     """A boto3 S3 client with the endpoint, region and credentials pyarrow was given, one per store."""
-    options = storage.fs.__reduce__()[1][0]
+    options = fs_options(storage)
     keys = ("endpoint_override", "scheme", "region", "access_key", "secret_key", "session_token")
     return _client(tuple(options.get(key) or None for key in keys), network_timeout(SpecError))
 
@@ -179,7 +184,7 @@ def location(storage: Storage, *parts: str) -> tuple[str, str]:
 
 
 def _where(storage: Storage, parts: tuple[str, ...]) -> tuple[str, str]:
-    return str(storage.fs.__reduce__()[1][0].get("endpoint_override")), storage.path(*parts)
+    return str(fs_options(storage).get("endpoint_override")), storage.path(*parts)
 
 
 def known(storage: Storage, parts: tuple[str, ...]) -> str | None:
