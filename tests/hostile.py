@@ -22,6 +22,7 @@ Bounded in time: every connection is served at most SERVE_S seconds, and `close(
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import socketserver
 import threading
@@ -176,6 +177,8 @@ def free_closed_port() -> int:
 
 
 METHODS = (b"GET", b"HEAD", b"PUT", b"POST", b"DELETE")
+FINAL_STATUS = re.compile(rb"HTTP/1\.[01] ([2-5]\d\d) ")  # a final answer's status line (a 1xx is none)
+STATUS_CARRY = 12  # bytes of a chunk kept for the next: a status line cut between two chunks is still found
 
 
 class _Delaying(socketserver.BaseRequestHandler):
@@ -207,12 +210,20 @@ class _Delaying(socketserver.BaseRequestHandler):
 
 
 def _relay(source: socket.socket, target: socket.socket, answers: list[int]) -> None:
-    """The upstream's answers back to the client, each one's status noted (before the client, gone, may miss it)."""
+    """The upstream's answers back to the client, each final answer's status noted whether or not the client is still
+    there to read it (a client that gave up is what the slow proxy is for). A "100 Continue" and the answer after it
+    can come in one chunk, so statuses are found anywhere in a chunk, not only at its start; a client gone does not
+    end the relay, or the answers that come after it would go unnoted."""
+    tail, client_gone = b"", False
     try:
         while chunk := source.recv(65536):
-            if chunk.startswith(b"HTTP/1.") and chunk[9:12] != b"100":  # not "100 Continue": an answer
-                answers.append(int(chunk[9:12]))
-            target.sendall(chunk)
+            answers.extend(int(found.group(1)) for found in FINAL_STATUS.finditer(tail + chunk))
+            tail = (tail + chunk)[-STATUS_CARRY:]  # shorter than a status line: none is noted twice
+            if not client_gone:
+                try:
+                    target.sendall(chunk)
+                except OSError:
+                    client_gone = True
     except OSError:
         pass
 
