@@ -692,8 +692,9 @@ def summary_store(experiment: Storage, name: str, tracking_uri: str | None) -> s
     """The tracking store a summary reads: --tracking-uri, $MLFLOW_TRACKING_URI, the one sweeper.json recorded,
     else the default; it must answer, and a SQLite store must exist (a summary never creates one)."""
     from nmt_core.mlflow_model import choose_tracking_uri
+    from sweeper.sqlite_urls import resolve_uri
     from sweeper.stored import STATE_FILE, read_state
-    from sweeper.tracking import check_reachable, resolve_uri
+    from sweeper.tracking_store import check_reachable
 
     recorded = read_state(experiment).tracking_uri if experiment.exists(STATE_FILE) else None
     uri = resolve_uri(choose_tracking_uri(tracking_uri, recorded))

@@ -133,7 +133,8 @@ def promote(name: str, trial: str, storage_uri: str, tracking_uri: str | None) -
     """`sweeper promote NAME TRIAL`: the trial's model from its final checkpoint, logged on its run."""
     from nmt_core.mlflow_model import choose_tracking_uri
     from sweeper.stored import STATE_FILE, read_state
-    from sweeper.tracking import SweepTracker, check_holds_run, check_reachable, resolve_uri
+    from sweeper.tracking import SweepTracker, resolve_uri
+    from sweeper.tracking_store import check_holds_run, check_reachable
 
     source = "sweeper promote"
     check_name(name, "NAME", source)

@@ -71,11 +71,10 @@ from sweeper.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, o
 from sweeper.tracking import (
     MlflowTrackingCallback,
     SweepTracker,
-    check_holds_run,
-    check_reachable,
     resolve_uri,
     runs_link,
 )
+from sweeper.tracking_store import check_holds_run, check_reachable
 from sweeper.trainable import NoRetryAfterDivergence, SweepContext, run_trial
 
 TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` loads

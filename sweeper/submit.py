@@ -24,8 +24,9 @@ from nmt_core.gate import printable, seconds_from
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.cluster import SubmitError, connect
 from sweeper.space import SweepSpec
+from sweeper.sqlite_urls import resolve_uri
 from sweeper.sweeps import JOB_VARIABLE, whoami
-from sweeper.tracking import check_reachable, resolve_uri
+from sweeper.tracking_store import check_reachable
 
 POLL_S = 1.0
 AGENT_WAIT_S = 180.0  # how long a fresh head may take to accept jobs (over 60 s on a loaded 2-core machine)

@@ -37,9 +37,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_MODEL_VERSIONS
 from ray.tune import Callback
 
-from nmt_core.config import ConfigError
-from nmt_core.credentials import redact
-from nmt_core.mlflow_model import mlflow_store, probe_store
+from nmt_core.mlflow_model import mlflow_store
 from sweeper.backlog import Backlog, Write
 from sweeper.metrics import (
     ARTIFACTS,
@@ -80,70 +78,6 @@ from sweeper.storage import open_storage
 
 log = logging.getLogger("sweeper.tracking")
 T = TypeVar("T")
-
-# the tracking stores MLflow 3 serves here (a database's SQLAlchemy driver may follow '+'); not its file store
-STORES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")
-
-
-class TrackingError(ConfigError):
-    """The tracking store cannot be used; raised before any trial starts (exit code 2, like bad input)."""
-
-    def __init__(self, message: str, source: str = "--tracking-uri"):
-        super().__init__("tracking.uri", message, source)
-
-
-def check_reachable(uri: str) -> None:
-    """Before anything is written: a store MLflow can track in, a server that answers and lets us in, or a SQLite
-    database whose folder exists."""
-    if uri.split(":", 1)[0].split("+", 1)[0].lower() not in STORES:
-        raise TrackingError(
-            f"{redact(uri)}: not a tracking store MLflow can use; use {', '.join(STORES[:-1])} or "
-            f"{STORES[-1]} (e.g. sqlite:///mlflow.db, http://127.0.0.1:5000, postgresql+psycopg2://)"
-        )
-    probe_store(uri, "--tracking-uri")  # a server or database answers within $NMT_SWEEPER_TIMEOUT seconds
-    if uri.startswith(("http://", "https://")):
-        check_credentials(uri)
-    elif uri.startswith("sqlite:///"):
-        folder = Path(uri.removeprefix("sqlite:///")).parent
-        if not os.path.isdir(folder):  # False, not OSError, for a name longer than a path can be
-            raise TrackingError(f"tracking store {redact(uri)}: folder {redact(folder.as_posix())} does not exist")
-
-
-def check_holds_run(uri: str, run_id: str, recorded: str) -> None:
-    """`sweeper resume` continues the sweep's own parent run: a store named by --tracking-uri or
-    $MLFLOW_TRACKING_URI other than the recorded one must hold it (the same store at a new address)."""
-    from mlflow.exceptions import MlflowException
-
-    if not uri.startswith("sqlite:///") or Path(uri.removeprefix("sqlite:///")).exists():  # never create one
-        try:
-            MlflowClient(uri).get_run(run_id)
-            return
-        except MlflowException:
-            pass
-    raise TrackingError(
-        f"{redact(uri)} does not hold this sweep's parent run {run_id}; it ran with "
-        f"{redact(recorded)}: pass that as --tracking-uri (or unset MLFLOW_TRACKING_URI)",
-        "sweeper resume",
-    )
-
-
-def check_credentials(uri: str) -> None:
-    """/health answers everyone; the API of a server with basic auth answers 401 or 403 without the right
-    MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        MlflowClient(uri).search_experiments(max_results=1)
-    except MlflowException as err:
-        status = next((code for code in ("401", "403") if code in str(err)), None)
-        if status is None:
-            raise
-        who = os.environ.get("MLFLOW_TRACKING_USERNAME")
-        who = f"user {who[:100]!r}" if who else "a request without credentials"
-        raise TrackingError(
-            f"tracking server {redact(uri)} refused {who} (HTTP {status}); set "
-            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
-        ) from None
 
 
 def runs_link(uri: str, experiment_id: str, metric: str, mode: str) -> str:

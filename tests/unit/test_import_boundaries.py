@@ -51,6 +51,17 @@ def test_configs_of_both_architectures_validate_and_label_without_torch():
     assert refused.startswith("<config>: attention.score: must be one of dot, scaled_dot with model.arch transformer")
 
 
+def test_a_summary_and_a_submission_load_no_ray_tune():
+    """`sweeper summarize` and `submit` check their tracking store through sweeper.tracking_store, not through
+    sweeper.tracking (a Ray Tune callback): importing Ray Tune cold took 18-30 s here, 52 s on a loaded machine,
+    the whole time of a summary against a server that fails at once (tests/fuzz/test_fuzz_servers.py)."""
+    code = (
+        "import json, sys, sweeper.api, sweeper.submit, sweeper.summary, sweeper.tracking_store\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('ray.tune', 'ray.data', 'ray.air')))))"
+    )
+    assert json.loads(_run(code)) == []
+
+
 def test_importing_sweeper_sets_no_environment_variable():
     """Ray and MLflow are imported first: what they set at import (RAY_CLIENT_MODE) is theirs. One process imports
     the modules in turn (what a module's imports set or remove shows under the first module that imports them)."""

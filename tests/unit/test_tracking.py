@@ -19,11 +19,10 @@ from sweeper.storage import open_storage
 from sweeper.tracking import (
     MlflowTrackingCallback,
     SweepTracker,
-    TrackingError,
-    check_reachable,
     resolve_uri,
     runs_link,
 )
+from sweeper.tracking_store import TrackingError, check_reachable
 
 BASE = {"data": {"corpus": "synthetic"}, "model": {"emb_size": 8, "hidden_size": 8}}
 TRIAL = SimpleNamespace(
