@@ -1,4 +1,4 @@
-"""Writes that pass their deadline and land later (issue #61's named gaps, items 2 and 3; sweeper/s3_conditional.py),
+"""Writes that pass their deadline and land later (issue #61's named gaps, items 2 and 3; sweeper/conditional_writes.py),
 against moto's S3 server: a sweep's record written late cannot go over a newer one, a driver's late release cannot
 delete a newer driver's lock, two drivers taking over one stale lock cannot both win, and a stop request that lands
 after its driver ended does not stop the next one."""
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from sweeper import driver_lock, s3_conditional, sweeps
+from sweeper import conditional_writes, driver_lock, sweeps
 from sweeper.driver_lock import LOCK_FILE, read_holder, take
 from sweeper.space import SpecError
 from sweeper.storage import open_storage
@@ -39,17 +39,17 @@ def test_a_record_written_late_cannot_go_over_a_newer_one(moto):
         # the sweep as a driver sees it whose PUTs arrive late, and as another that reaches the store at once
         slow = open_storage(moto.uri("w").replace(str(moto.port), str(proxy.port)), "test").below("late")
         fast = open_storage(moto.uri("w"), "test").below("late")
-        s3_conditional.write_record(fast, '{"state": "running"}', sweeps.STATUS_FILE)
+        conditional_writes.write_record(fast, '{"state": "running"}', sweeps.STATUS_FILE)
         with pytest.raises(SpecError, match="no whole answer within 1 s"):
-            s3_conditional.write_record(slow, '{"state": "old"}', sweeps.STATUS_FILE)  # its PUT is on its way
-        s3_conditional.write_record(fast, '{"state": "finished"}', sweeps.STATUS_FILE)
+            conditional_writes.write_record(slow, '{"state": "old"}', sweeps.STATUS_FILE)  # its PUT is on its way
+        conditional_writes.write_record(fast, '{"state": "finished"}', sweeps.STATUS_FILE)
         time.sleep(2 * LATE_S + 2)  # the late PUT (and botocore's retry of it) has reached the store
         assert proxy.answers[0] == 200 and set(proxy.answers[1:]) == {412}, proxy.answers  # a HEAD, the late PUTs
         assert fast.read_text(sweeps.STATUS_FILE) == '{"state": "finished"}'
         # the same late PUT without its condition lands over the newer record: what the condition stops
         with pytest.raises(SpecError, match="no whole answer within 1 s"):
-            s3_conditional.put(slow, b"old", "plain.json")
-        s3_conditional.write_record(fast, "new", "plain.json")
+            conditional_writes.put(slow, b"old", "plain.json")
+        conditional_writes.write_record(fast, "new", "plain.json")
         time.sleep(2 * LATE_S + 2)
         for _ in range(150):  # on a loaded machine (CI's two workers) the late PUT's answer can take longer still
             if proxy.answers[-1] == 200:
@@ -64,7 +64,7 @@ def test_a_late_release_cannot_delete_the_lock_a_newer_driver_took(moto):
     assert driver_lock.create_only(experiment, json.dumps(first).encode())
     _, first_tag = driver_lock.read_holder_tagged(experiment)
     assert driver_lock.take_over(experiment, json.dumps(second).encode(), first_tag)  # the first is gone
-    assert not s3_conditional.delete(experiment, LOCK_FILE, if_match=first_tag)  # the first's release, landing late
+    assert not conditional_writes.delete(experiment, LOCK_FILE, if_match=first_tag)  # the first's release, landing late
     assert read_holder(experiment) == second
     driver_lock.release(experiment, first)  # a release by the first finds the second's record and leaves it
     assert read_holder(experiment) == second
