@@ -122,7 +122,7 @@ def request(storage: Storage, call: Callable[[], T], *parts: str) -> T | None:
     not there; any other failure is one line naming the file (the clients' own timeouts bound one read: a dripping
     endpoint held a call 90 s)."""
     objects = backend(storage)
-    objects.check_installed("sweeper")
+    installed(objects, "sweeper")
     try:
         with storage.one_line(*parts):
             return storage.bounded(call)
@@ -136,7 +136,15 @@ def check_installed(storage: Storage, source: str) -> None:
     """Before anything is written: the client of `storage`'s conditional writes is installed (its extra), or one
     line says how to install it."""
     if storage.conditional:
-        backend(storage).check_installed(source)
+        installed(backend(storage), source)
+
+
+def installed(objects: ModuleType, source: str) -> None:
+    """A backend's client (its extra) is installed, or one line (its EXTRA) says how to install it."""
+    try:
+        objects.load()
+    except ImportError:
+        raise SpecError("--storage", objects.EXTRA, source) from None
 
 
 def location(storage: Storage, *parts: str) -> tuple[str, str]:

@@ -12,6 +12,7 @@ the store's deadline and reads a refusal (`refused`) as False or None, anything 
 from __future__ import annotations
 
 import functools
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from nmt_core.gate import network_timeout
@@ -77,12 +78,11 @@ def refused(err: BaseException) -> bool:
     return isinstance(err, (PreconditionFailed, NotFound))
 
 
-def check_installed(source: str) -> None:
-    """google-cloud-storage (the `gcs` extra) is installed, or one line says how to install it."""
-    try:
-        import google.cloud.storage  # noqa: F401
-    except ImportError:
-        raise SpecError("--storage", EXTRA, source) from None
+def load() -> ModuleType:
+    """The client's module (google-cloud-storage, the extra): an ImportError where it is not installed."""
+    from google.cloud import storage
+
+    return storage
 
 
 def client(storage: Storage) -> Any:

@@ -8,6 +8,7 @@ Each call raises what boto3 raises; conditional_writes runs it within the store'
 from __future__ import annotations
 
 import functools
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from nmt_core.gate import network_timeout
@@ -60,12 +61,11 @@ def refused(err: BaseException) -> bool:
     return isinstance(err, ClientError) and str(err.response.get("Error", {}).get("Code")) in REFUSED
 
 
-def check_installed(source: str) -> None:
-    """boto3 (the `s3` extra) is installed, or one line says how to install it."""
-    try:
-        import boto3  # noqa: F401
-    except ImportError:
-        raise SpecError("--storage", EXTRA, source) from None
+def load() -> ModuleType:
+    """The client's module (boto3, the extra): an ImportError where it is not installed."""
+    import boto3
+
+    return boto3
 
 
 def client(storage: Storage) -> Any:

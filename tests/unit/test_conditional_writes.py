@@ -13,20 +13,22 @@ shown is that the release and a record's delete send their generation as the pre
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from sweeper import conditional_writes, driver_lock, sweeps
 from sweeper.driver_lock import LOCK_FILE, read_holder, take
 from sweeper.space import SpecError
-from sweeper.storage import open_storage
-from tests.hostile import slow_proxy
+from sweeper.storage import Storage, open_storage
+from tests.hostile import SlowProxy, slow_proxy
 from tests.servers import FakeGcs, MotoS3, environment
 
-LATE_S = 2.5  # how long the proxy holds a PUT: past the 1 s deadline the writes here run under
+LATE_S = 2.5  # how long the proxy holds a write (S3: PUT, GCS: POST), past the 1 s deadline the writes run under
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +51,21 @@ def store(request):
     return request.getfixturevalue(request.param)
 
 
+@contextlib.contextmanager
+def written_late(server, method: bytes) -> Iterator[tuple[Storage, Storage, SlowProxy]]:
+    """A sweep as a driver sees it whose `method` requests (its writes) reach `server` LATE_S late, and as another
+    that reaches it at once: the second writes status.json, the first writes an older one past its 1 s deadline
+    (on its way), the second a newer one; yields (slow, fast, proxy) while the late write may still land."""
+    with slow_proxy(server.port, LATE_S, delayed=(method,)) as proxy, environment({"NMT_SWEEPER_TIMEOUT": "1"}):
+        slow = open_storage(server.uri("w").replace(str(server.port), str(proxy.port)), "test").below("late")
+        fast = open_storage(server.uri("w"), "test").below("late")
+        conditional_writes.write_record(fast, '{"state": "running"}', sweeps.STATUS_FILE)
+        with pytest.raises(SpecError, match="no whole answer within 1 s"):
+            conditional_writes.write_record(slow, '{"state": "old"}', sweeps.STATUS_FILE)  # its write is on its way
+        conditional_writes.write_record(fast, '{"state": "finished"}', sweeps.STATUS_FILE)
+        yield slow, fast, proxy
+
+
 @pytest.mark.xfail(
     strict=False,
     reason="UNFINISHED: its last step (the same late PUT without its condition lands) passes when this test runs "
@@ -56,14 +73,7 @@ def store(request):
     "order-dependent, not diagnosed; the conditional part before it holds either way",
 )
 def test_a_record_written_late_cannot_go_over_a_newer_one(moto):
-    with slow_proxy(moto.port, LATE_S, delayed=(b"PUT",)) as proxy, environment({"NMT_SWEEPER_TIMEOUT": "1"}):
-        # the sweep as a driver sees it whose PUTs arrive late, and as another that reaches the store at once
-        slow = open_storage(moto.uri("w").replace(str(moto.port), str(proxy.port)), "test").below("late")
-        fast = open_storage(moto.uri("w"), "test").below("late")
-        conditional_writes.write_record(fast, '{"state": "running"}', sweeps.STATUS_FILE)
-        with pytest.raises(SpecError, match="no whole answer within 1 s"):
-            conditional_writes.write_record(slow, '{"state": "old"}', sweeps.STATUS_FILE)  # its PUT is on its way
-        conditional_writes.write_record(fast, '{"state": "finished"}', sweeps.STATUS_FILE)
+    with written_late(moto, b"PUT") as (slow, fast, proxy):
         time.sleep(2 * LATE_S + 2)  # the late PUT (and botocore's retry of it) has reached the store
         assert proxy.answers[0] == 200 and set(proxy.answers[1:]) == {412}, proxy.answers  # a HEAD, the late PUTs
         assert fast.read_text(sweeps.STATUS_FILE) == '{"state": "finished"}'
@@ -79,12 +89,19 @@ def test_a_record_written_late_cannot_go_over_a_newer_one(moto):
         assert proxy.answers[-1] == 200 and fast.read_text("plain.json") == "old", proxy.answers
 
 
-def test_a_late_release_cannot_delete_the_lock_a_newer_driver_took(moto):
-    experiment = open_storage(moto.uri("w"), "test").below("release")
+def a_lock_taken_over(server) -> tuple[Storage, dict, dict, str]:
+    """The lock in `server`'s bucket created by driver a, then taken over by driver b (a is gone): the sweep's
+    storage, a's and b's records and the tag of a's."""
+    experiment = open_storage(server.uri("w"), "test").below("release")
     first, second = ({"host": host, "pid": 1, "since": 1.0} for host in "ab")
     assert driver_lock.create_only(experiment, json.dumps(first).encode())
     _, first_tag = driver_lock.read_holder_tagged(experiment)
-    assert driver_lock.take_over(experiment, json.dumps(second).encode(), first_tag)  # the first is gone
+    assert driver_lock.take_over(experiment, json.dumps(second).encode(), first_tag)
+    return experiment, first, second, first_tag
+
+
+def test_a_late_release_cannot_delete_the_lock_a_newer_driver_took(moto):
+    experiment, first, second, first_tag = a_lock_taken_over(moto)
     assert not conditional_writes.delete(experiment, LOCK_FILE, if_match=first_tag)  # the first's release, landing late
     assert read_holder(experiment) == second
     driver_lock.release(experiment, first)  # a release by the first finds the second's record and leaves it
@@ -141,13 +158,7 @@ def test_a_second_driver_is_refused_by_the_stores_create_only_write(store):
 def test_a_record_written_late_on_gcs_cannot_go_over_a_newer_one(fake_gcs):
     """google-cloud-storage's upload is a POST: the proxy holds it past the 1 s deadline; it lands after a newer
     write, conditional on a generation that write replaced, and is refused (412)."""
-    with slow_proxy(fake_gcs.port, LATE_S, delayed=(b"POST",)) as proxy, environment({"NMT_SWEEPER_TIMEOUT": "1"}):
-        slow = open_storage(fake_gcs.uri("w").replace(str(fake_gcs.port), str(proxy.port)), "test").below("late")
-        fast = open_storage(fake_gcs.uri("w"), "test").below("late")
-        conditional_writes.write_record(fast, '{"state": "running"}', sweeps.STATUS_FILE)
-        with pytest.raises(SpecError, match="no whole answer within 1 s"):
-            conditional_writes.write_record(slow, '{"state": "old"}', sweeps.STATUS_FILE)  # its POST is on its way
-        conditional_writes.write_record(fast, '{"state": "finished"}', sweeps.STATUS_FILE)
+    with written_late(fake_gcs, b"POST") as (_, fast, proxy):
         while len(proxy.answers) < proxy.requests:  # until the late POST is answered (pytest-timeout bounds it)
             time.sleep(0.2)
         assert proxy.answers[-1] == 412, proxy.answers  # a GET of its generation, then the late POST refused
@@ -155,11 +166,7 @@ def test_a_record_written_late_on_gcs_cannot_go_over_a_newer_one(fake_gcs):
 
 
 def test_a_release_and_a_records_delete_on_gcs_name_their_generation(fake_gcs):
-    experiment = open_storage(fake_gcs.uri("w"), "test").below("release")
-    first, second = ({"host": host, "pid": 1, "since": 1.0} for host in "ab")
-    assert driver_lock.create_only(experiment, json.dumps(first).encode())
-    _, first_tag = driver_lock.read_holder_tagged(experiment)
-    assert driver_lock.take_over(experiment, json.dumps(second).encode(), first_tag)  # the first is gone
+    experiment, first, second, first_tag = a_lock_taken_over(fake_gcs)
     assert not driver_lock.take_over(experiment, json.dumps(first).encode(), first_tag)  # its generation is gone
     _, second_tag = driver_lock.read_holder_tagged(experiment)
     driver_lock.release(experiment, first)  # a release by the first finds the second's record and leaves it
