@@ -39,11 +39,14 @@ def put(storage: Storage, data: bytes, bucket: str, key: str, if_match: str | No
 
 
 def get(storage: Storage, limit: int, bucket: str, key: str) -> tuple[bytes, str]:
-    """At most `limit` + 1 bytes of the object and the generation of what was read (its answer's header), in one
-    request."""
-    blob = client(storage).bucket(bucket).blob(key)
-    data = blob.download_as_bytes(start=0, end=limit, **once())
-    return data, str(blob.generation)
+    """At most `limit` + 1 bytes of the object and the generation of what was read: its metadata, then those bytes
+    of that generation (a range of an empty object is refused, 416); a newer one meanwhile reads as none (404)."""
+    head = client(storage).bucket(bucket).blob(key)
+    head.reload(**once())
+    if not head.size:
+        return b"", str(head.generation)
+    pinned = client(storage).bucket(bucket).blob(key, generation=head.generation)
+    return pinned.download_as_bytes(start=0, end=limit, **once()), str(head.generation)
 
 
 def delete(storage: Storage, bucket: str, key: str, if_match: str) -> None:

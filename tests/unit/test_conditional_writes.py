@@ -155,6 +155,15 @@ def test_a_second_driver_is_refused_by_the_stores_create_only_write(store):
     assert read_holder(experiment) == first
 
 
+def test_an_empty_lock_reads_as_a_damaged_one_with_its_tag(store):
+    """A damaged lock (here empty) is a holder that is gone, taken over conditional on its tag: GCS refuses a range
+    of an empty object (416), so its generation is read first, then only a non-empty one's bytes."""
+    experiment = open_storage(store.uri("w"), "test").below("empty")
+    experiment.write_bytes(b"", LOCK_FILE)
+    holder, tag = driver_lock.read_holder_tagged(experiment)
+    assert holder == {} and tag == conditional_writes.tag(experiment, LOCK_FILE)
+
+
 def test_a_record_written_late_on_gcs_cannot_go_over_a_newer_one(fake_gcs):
     """google-cloud-storage's upload is a POST: the proxy holds it past the 1 s deadline; it lands after a newer
     write, conditional on a generation that write replaced, and is refused (412)."""
