@@ -3,14 +3,13 @@ while they drive it.
 
 Two drivers of one name would share one Tune folder, write sweeper.json and status.json over each other and delete
 each other's stop request. The lock is created only where none exists, atomically: in a folder, a file written
-whole and then hard-linked to its name (the link fails if the name exists); on S3, a put with `If-None-Match: *`
-(S3's conditional write; boto3, which pyarrow does not expose it through). A second driver is refused in one line
-naming the holder (host, pid, since when). A lock whose driver is gone (its pid ended, or, on another machine, no
-status written for STALE_S) is taken over, and said so: in a folder one driver at a time (an flock), on S3 by a put
-conditional on the stale record's ETag (sweeper/s3_conditional.py), so that two drivers cannot both take it, and a
-driver's release is conditional on its own record, so that a release landing after its deadline cannot delete a
-newer driver's lock. GCS has no conditional write through pyarrow: there the lock is checked, then written (two
-drivers started, or taking over, within the same moment can both pass; said in docs).
+whole and then hard-linked to its name (the link fails if the name exists); on object storage, a conditional put
+(S3's `If-None-Match: *`, GCS's `ifGenerationMatch=0`; through boto3 or google-cloud-storage, as pyarrow exposes
+neither: sweeper/conditional_writes.py). A second driver is refused in one line naming the holder (host, pid, since
+when). A lock whose driver is gone (its pid ended, or, on another machine, no status written for STALE_S) is taken
+over, and said so: in a folder one driver at a time (an flock), on object storage by a put conditional on the stale
+record's tag (S3's ETag, GCS's generation), so that two drivers cannot both take it, and a driver's release is
+conditional on its own record, so that a release landing after its deadline cannot delete a newer driver's lock.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import sweeper.s3_conditional as s3_conditional
+import sweeper.conditional_writes as conditional_writes
 from nmt_core.decoders import json_value
 from nmt_core.gate import shown
 from sweeper.space import SpecError
@@ -60,8 +59,8 @@ def take(experiment: Storage, me: dict[str, Any], name: str, source: str) -> Non
 def takeovers_one_at_a_time(experiment: Storage) -> Iterator[None]:
     """In a folder, an flock on the sweep's folder while the lock is taken: a takeover reads the holder, judges it
     gone, deletes it and creates its own, and two drivers taking over one stale lock at once both did so (the
-    second deleted the first one's fresh lock). On S3 a takeover is one conditional put over the stale record
-    (`take_over`); GCS has neither: there two takeovers within the same moment can both win (docs/operations.md)."""
+    second deleted the first one's fresh lock). On object storage a takeover is one conditional put over the stale
+    record (`take_over`)."""
     if not experiment.is_local:
         yield
         return
@@ -112,23 +111,23 @@ def described(holder: dict[str, Any]) -> str:
 
 
 def take_over(experiment: Storage, data: bytes, tag: str | None) -> bool:
-    """The lock of a driver that is gone made this one's; False if another driver took it over first. On S3, one
-    put conditional on the stale record read (its ETag `tag`): of two drivers taking it over, one put lands, the
-    other is refused. In a folder (one at a time: takeovers_one_at_a_time) and on GCS, delete and create."""
+    """The lock of a driver that is gone made this one's; False if another driver took it over first. On object
+    storage, one put conditional on the stale record read (its tag): of two drivers taking it over, one put lands,
+    the other is refused. In a folder (one at a time: takeovers_one_at_a_time), delete and create."""
     if experiment.conditional:
-        return s3_conditional.put(experiment, data, LOCK_FILE, if_match=tag)
+        return conditional_writes.put(experiment, data, LOCK_FILE, if_match=tag)
     experiment.delete(LOCK_FILE)
     return create_only(experiment, data)
 
 
 def release(experiment: Storage, me: dict[str, Any]) -> None:
-    """The lock deleted if it is still this driver's; on S3 only the record read (If-Match its ETag), so that a
-    delete landing after its deadline cannot remove the lock a newer driver took meanwhile."""
+    """The lock deleted if it is still this driver's; on object storage only the record read (conditional on its
+    tag), so that a delete landing after its deadline cannot remove the lock a newer driver took meanwhile."""
     holder, tag = read_holder_tagged(experiment)
     if holder != me:
         return
     if experiment.conditional and tag is not None:
-        s3_conditional.delete(experiment, LOCK_FILE, if_match=tag)
+        conditional_writes.delete(experiment, LOCK_FILE, if_match=tag)
     else:
         experiment.delete(LOCK_FILE)
 
@@ -139,9 +138,10 @@ def read_holder(experiment: Storage) -> dict[str, Any] | None:
 
 
 def read_holder_tagged(experiment: Storage) -> tuple[dict[str, Any] | None, str | None]:
-    """The lock's record (as read_holder) and, on S3, the ETag of what was read (the condition of a takeover)."""
+    """The lock's record (as read_holder) and, on object storage, the tag of what was read (the condition of a
+    takeover)."""
     if experiment.conditional:
-        got = s3_conditional.get(experiment, RECORD_LIMIT, LOCK_FILE)
+        got = conditional_writes.get(experiment, RECORD_LIMIT, LOCK_FILE)
         if got is None:
             return None, None
         body, tag = got
@@ -170,15 +170,10 @@ def well_formed(record: Any) -> bool:
 
 
 def create_only(experiment: Storage, data: bytes) -> bool:
-    """Write LOCK_FILE whole if no file has that name, atomically where the store allows; False if one has."""
+    """Write LOCK_FILE whole if no file has that name, atomically; False if one has."""
     if experiment.is_local:
         return _create_local(experiment, data)
-    if experiment.conditional:
-        return s3_conditional.put(experiment, data, LOCK_FILE, if_none_match=True)
-    if experiment.exists(LOCK_FILE):  # GCS: no conditional write through pyarrow (see the module's docstring)
-        return False
-    experiment.write_bytes(data, LOCK_FILE)
-    return True
+    return conditional_writes.put(experiment, data, LOCK_FILE, if_none_match=True)
 
 
 def _create_local(experiment: Storage, data: bytes) -> bool:
@@ -200,6 +195,6 @@ def _create_local(experiment: Storage, data: bytes) -> bool:
 
 
 def check_lockable(storage: Storage, source: str) -> None:
-    """Before anything is written: a sweep on S3 can take its lock (boto3, the `s3` extra, is installed)."""
-    if storage.conditional:
-        s3_conditional.check_boto3(source)
+    """Before anything is written: a sweep on object storage can take its lock (boto3, the `s3` extra, or
+    google-cloud-storage, the `gcs` extra, is installed)."""
+    conditional_writes.check_installed(storage, source)

@@ -29,7 +29,7 @@ from ray.tune.logger import JsonLoggerCallback
 from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler, PopulationBasedTraining
 from ray.tune.search import ConcurrencyLimiter
 
-import sweeper.s3_conditional as s3_conditional
+import sweeper.conditional_writes as conditional_writes
 from nmt_core.corpora import default_cache_dir, load_corpus
 from nmt_core.credentials import redact
 from nmt_core.mlflow_model import choose_tracking_uri
@@ -425,7 +425,7 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
             flush=True,
         )
     record = new_state(spec, uri, parent_id, tracker.experiment_id, base, n_trials, study, job) | {LINK_KEY: link}
-    s3_conditional.write_record(experiment, json.dumps(record, indent=2), STATE_FILE)
+    conditional_writes.write_record(experiment, json.dumps(record, indent=2), STATE_FILE)
     state = state_from(record, experiment.display(STATE_FILE))
     clear_stop(experiment)  # a request that stopped an earlier run of this name is not this one's
     grant_submitter(tracker, job)
@@ -581,7 +581,7 @@ def drive_resume(
     board = open_board(name)  # noqa: F841 - held while the sweep runs
     tuner = restore_tuner(experiment, storage, replace(state, name=name))
     state = state.with_record(experiment.display(STATE_FILE), job=job)  # this driver's, not a submitted sweep's job
-    s3_conditional.write_record(experiment, state.written(), STATE_FILE)
+    conditional_writes.write_record(experiment, state.written(), STATE_FILE)
     clear_stop(experiment)
     tracker = SweepTracker(uri, state.name)
     study = state.study  # the searcher comes back with Tune's state and reconnects to its study
@@ -887,7 +887,7 @@ def record_end(
     status.update(best=best[state.metric] if best else None, exit_code=code, tracking=load)
     try:
         write_status(experiment, status)
-        s3_conditional.write_record(experiment, state.written(storage=usage), STATE_FILE)
+        conditional_writes.write_record(experiment, state.written(storage=usage), STATE_FILE)
         if tracker is not None:
             mb = {"storage_mb": usage["bytes"] / 1e6, "storage_mb_per_trial": usage["trial_bytes_median"] / 1e6}
             tracker.log_metrics(state.parent_run_id, mb, step=0)

@@ -171,8 +171,9 @@ class Storage:
 
     @property
     def conditional(self) -> bool:
-        """Whether writes here can be conditional (S3: sweeper/s3_conditional.py); GCS's are not through pyarrow."""
-        return isinstance(self.fs, pafs.S3FileSystem)
+        """Whether writes here can be conditional (S3's If-Match, GCS's generation preconditions; through their own
+        clients, as pyarrow exposes neither: sweeper/conditional_writes.py)."""
+        return isinstance(self.fs, (pafs.S3FileSystem, pafs.GcsFileSystem))
 
     def write_parquet(self, table: pa.Table, *parts: str) -> None:
         buffer = io.BytesIO()
@@ -262,12 +263,18 @@ def with_timeouts(fs: pafs.FileSystem) -> pafs.FileSystem:
     """An object store's filesystem (the one Ray Tune writes with, too) whose calls wait network_timeout() seconds
     at most to connect or for an answer: an unreachable endpoint is one line in seconds, not minutes."""
     seconds = network_timeout(SpecError)
-    rebuild, (options,) = fs.__reduce__()  # pyarrow's own constructor arguments, as from_uri set them
+    rebuild, options = fs.__reduce__()[0], fs_options(fs)
     if isinstance(fs, pafs.S3FileSystem):
         return rebuild({**options, "connect_timeout": seconds, "request_timeout": seconds})
     if isinstance(fs, pafs.GcsFileSystem):
         return rebuild({**options, "retry_time_limit": timedelta(seconds=seconds)})
     return fs
+
+
+def fs_options(fs: pafs.FileSystem) -> dict[str, Any]:
+    """The options pyarrow's S3FileSystem or GcsFileSystem was made with (endpoint, credentials, as from_uri set
+    them): pyarrow has no other accessor, and the conditional writes' clients must reach the same store."""
+    return fs.__reduce__()[1][0]
 
 
 def check_writable(storage: Storage, source: str) -> None:

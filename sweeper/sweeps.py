@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-import sweeper.s3_conditional as s3_conditional
+import sweeper.conditional_writes as conditional_writes
 from nmt_core.config import ConfigError
 from nmt_core.credentials import check_uri, redact
 from nmt_core.deadline import command_passed
@@ -220,7 +220,7 @@ def settled(read: Callable[[], T], attempts: int = 3) -> T:
 def write_status(experiment: Storage, status: dict[str, Any]) -> None:
     """The driver's status.json, whole or not at all, stamped with the time and the driver."""
     stamped = {**status, "updated": round(time.time(), 3), "driver": driver()}
-    s3_conditional.write_record(experiment, json.dumps(stamped), STATUS_FILE)
+    conditional_writes.write_record(experiment, json.dumps(stamped), STATUS_FILE)
 
 
 def read_status(experiment: Storage) -> dict[str, Any] | None:
@@ -255,7 +255,9 @@ def request_stop(experiment: Storage, by: str) -> None:
     after that driver ended and a new one started (and cleared the requests before it), and must not stop it."""
     status = read_status(experiment)
     addressed = status["driver"] if status and well_formed_driver(status["driver"]) else None
-    s3_conditional.write_record(experiment, json.dumps({"by": by, "at": time.time(), "driver": addressed}), STOP_FILE)
+    conditional_writes.write_record(
+        experiment, json.dumps({"by": by, "at": time.time(), "driver": addressed}), STOP_FILE
+    )
 
 
 def stop_request(experiment: Storage) -> dict[str, Any] | None:
@@ -274,7 +276,7 @@ def well_formed_driver(record: Any) -> bool:
 
 def clear_stop(experiment: Storage) -> None:
     """A new driver (run, resume) starts without the request that stopped the last one."""
-    s3_conditional.delete_record(experiment, STOP_FILE)
+    conditional_writes.delete_record(experiment, STOP_FILE)
 
 
 def from_storage(experiment: Storage, name: str) -> SweepInfo:

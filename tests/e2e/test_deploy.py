@@ -243,7 +243,7 @@ def test_the_server_script_refuses_unsafe_secrets_and_bad_settings_in_one_line_b
 def test_dockerfile_installs_the_project_and_its_entry_points_work():
     dockerfile = (DEPLOY / "Dockerfile").read_text()
     assert dockerfile.startswith("#") and "FROM rayproject/ray:2.60.0" in dockerfile
-    assert 'pip install --no-cache-dir -e ".[s3]"' in dockerfile  # the project, with boto3 for the S3 lock
+    assert 'pip install --no-cache-dir -e ".[s3,gcs]"' in dockerfile  # the project, with the S3 and GCS locks' clients
     for argv in sweeper_commands(dockerfile + (DEPLOY / "README.md").read_text()):
         build_parser().parse_args(argv)
 

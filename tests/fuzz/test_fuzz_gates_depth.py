@@ -304,15 +304,17 @@ def test_a_small_checkpoint_of_expanded_weights_is_refused_before_a_model_is_bui
     assert "weights, more than the 100 a checkpoint of at most" in str(caught.value)
 
 
+@pytest.mark.parametrize("store", ["s3://", "gs://anonymous@"])
 @pytest.mark.parametrize("behaviour", ["stall", "drip"])
-def test_the_locks_conditional_put_on_a_stalling_s3_ends_at_the_deadline(monkeypatch, behaviour):
+def test_the_locks_conditional_put_on_a_stalling_store_ends_at_the_deadline(monkeypatch, behaviour, store):
     """boto3's put (If-None-Match) was outside the object store's deadline: its read timeout bounds one read, and
-    with its retries a stalling or dripping endpoint held `sweeper run` 90 s at a 1 s deadline (measured before)."""
+    with its retries a stalling or dripping endpoint held `sweeper run` 90 s at a 1 s deadline (measured before).
+    google-cloud-storage's put (ifGenerationMatch=0) runs under the same deadline."""
     for name, value in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": SECRET, "NMT_SWEEPER_TIMEOUT": "1"}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with hostile_server(behaviour) as server:
-        storage = f"s3://b/x?endpoint_override=127.0.0.1:{server.server_address[1]}&scheme=http"
+        storage = f"{store}b/x?endpoint_override=127.0.0.1:{server.server_address[1]}&scheme=http"
         experiment = open_storage(storage, "test").below("tiny")
         start = time.monotonic()
         with pytest.raises(SpecError) as caught:

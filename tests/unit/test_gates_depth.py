@@ -93,31 +93,49 @@ def test_a_run_refused_by_a_check_or_a_live_driver_writes_no_lock_and_probes_onc
 # ---- boto3: the `s3` extra ----
 
 
-def test_a_sweep_on_s3_without_boto3_is_one_line_before_anything_is_written(tmp_path, capsys, monkeypatch):
-    """boto3 (the `s3` extra) takes the lock's conditional write; without it `sweeper run` on s3:// is one line
-    naming the extra, before the storage or the tracking store is touched (an endpoint nothing listens on)."""
+STORES_EXTRAS = {  # scheme -> the module of its lock's client, the line without it, its extra, what constraints pin
+    "s3": ("boto3", "a sweep on S3 takes its lock with S3's conditional write, which needs boto3", "s3", ["boto3"]),
+    "gs": (
+        "google.cloud.storage",
+        "a sweep on GCS takes its lock with GCS's conditional write (generation preconditions), which needs "
+        "google-cloud-storage",
+        "gcs",
+        ["google-cloud-storage"],
+    ),
+}
+PINNED = {"s3": ["botocore"], "gs": ["google-cloud-core", "google-resumable-media", "google-crc32c"]}  # and these
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_a_sweep_on_object_storage_without_its_client_is_one_line_before_anything_is_written(
+    tmp_path, capsys, monkeypatch, scheme
+):
+    """boto3 (the `s3` extra) or google-cloud-storage (the `gcs` extra) takes the lock's conditional write; without
+    it `sweeper run` there is one line naming the extra, before the storage or the tracking store is touched (an
+    endpoint nothing listens on)."""
+    module, needs, extra, _ = STORES_EXTRAS[scheme]
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setitem(__import__("sys").modules, "boto3", None)  # what `import boto3` meets where it is missing
-    storage = f"s3://bucket/x?endpoint_override=127.0.0.1:{free_closed_port()}&scheme=http"
+    monkeypatch.setitem(__import__("sys").modules, module, None)  # what `import` meets where it is missing
+    anonymous = "anonymous@" if scheme == "gs" else ""
+    storage = f"{scheme}://{anonymous}bucket/x?endpoint_override=127.0.0.1:{free_closed_port()}&scheme=http"
     for command in (["run", tiny_space(tmp_path)], ["resume", "tiny"]):
         assert sweeper_cli.main([*command, "--storage", storage]) == 2
         line = only_line(capsys)
-        assert line.endswith(
-            "--storage: a sweep on S3 takes its lock with S3's conditional write, which needs boto3: "
-            "pip install 'nmt-sweeper[s3]'"
-        ), line
+        assert line.endswith(f"--storage: {needs}: pip install 'nmt-sweeper[{extra}]'"), line
     assert sorted(os.listdir(tmp_path)) == ["space.yaml"]
 
 
-def test_the_s3_extra_declares_boto3_and_constraints_pin_it():
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_the_object_stores_extras_declare_their_clients_and_constraints_pin_them(scheme):
     import tomllib
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert [spec.split(">")[0] for spec in extras["s3"]] == ["boto3"]
-    pins = (root / "constraints.txt").read_text().splitlines()
-    assert any(line.startswith("boto3==") for line in pins) and any(line.startswith("botocore==") for line in pins)
+    _, _, extra, clients = STORES_EXTRAS[scheme]
+    assert [spec.split(">")[0] for spec in extras[extra]] == clients
+    pins = {line.split("==")[0] for line in (root / "constraints.txt").read_text().splitlines() if "==" in line}
+    assert {*clients, *PINNED[scheme]} <= pins, pins
 
 
 # ---- deadlines ----
