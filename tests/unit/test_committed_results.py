@@ -7,17 +7,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sweeper.cli import main as sweeper_main
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 STORE_ONLY = "\n## Attention heatmaps"  # the one section read from the MLflow store, not from data/
 
 
-def test_the_query_key_normalised_study_recomputes_from_its_committed_data(tmp_path):
-    folder = RESULTS / "sact_study_transformer_tatoeba_cpu_qknorm"
-    argv = ["summarize", "sact-study-transformer-tatoeba-cpu-qknorm", "--from-data", str(folder / "data")]
+@pytest.mark.parametrize(
+    ("study", "name", "written"),
+    [
+        (
+            "sact_study_transformer_tatoeba_cpu_qknorm",
+            "sact-study-transformer-tatoeba-cpu-qknorm",
+            "| learned λ10 | 0.1-10 |",
+        ),
+        ("sact_study_tatoeba_cpu_power", "sact-power", "| 0.89 (fixed) |"),
+    ],
+)
+def test_a_committed_study_recomputes_from_its_committed_data(study, name, written, tmp_path):
+    folder = RESULTS / study
+    argv = ["summarize", name, "--from-data", str(folder / "data")]
     assert sweeper_main([*argv, "--out", str(tmp_path)]) == 0
     committed = (folder / "summary.md").read_text(encoding="utf-8")
     again = (tmp_path / "summary.md").read_text(encoding="utf-8")
-    assert "SACT against its controls" in again and "| learned λ10 | 0.1-10 |" in again
+    assert "SACT against its controls" in again and written in again
     assert again.split(STORE_ONLY)[0] == committed.split(STORE_ONLY)[0]
