@@ -1,12 +1,13 @@
 """Fingerprints of every shipped variant: proof that a refactor of the model kept its numbers.
 
-For every variant of every space in `search_spaces/*.yaml` (planned as a sweep would: `sweeper.space.load_spec` and
+For every variant of every space in `search_spaces/*.yaml` (planned as a sweep would: `sweeper.space.spec.load_spec` and
 `plan_trials`; one entry per distinct set of parameters, seeds left out), the trial config is shrunk to tiny sizes
 with every attention setting kept (`corpus: synthetic`, d 16, 2 layers and 2 heads for the Transformer, fp32 on the
 CPU, no compile) and this script records, with fixed seeds and one thread:
 
 - the parameters: a hash of their names and shapes, and one of each one's initial values, in registration order;
-- one training step on a fixed batch of synthetic pairs (`nmt_core.train.batch_loss`, clipped Adam): the loss, the
+- one training step on a fixed batch of synthetic pairs (`nmt_core.training.train.batch_loss`, clipped Adam): the loss,
+the
   gradient norm before clipping, and a hash of the teacher-forced trace (weights, tau, gate) and of the parameters
   after the update;
 - greedy and beam (3) search on the same sources: the tokens, the scores and a hash of tau and the gate.
@@ -37,14 +38,14 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
-from nmt_core.build import build_model  # noqa: E402
 from nmt_core.config import TrialConfig, build_config  # noqa: E402
-from nmt_core.data import Batch, Example, collate  # noqa: E402
-from nmt_core.decode import Translation, beam_search, greedy  # noqa: E402
-from nmt_core.model import PAD  # noqa: E402
-from nmt_core.synthetic import generate  # noqa: E402
-from nmt_core.train import batch_loss, build_optimizer  # noqa: E402
-from sweeper.space import load_spec, plan_trials, trial_config, variant_label  # noqa: E402
+from nmt_core.data.batches import Batch, Example, collate  # noqa: E402
+from nmt_core.data.synthetic import generate  # noqa: E402
+from nmt_core.models.build import build_model  # noqa: E402
+from nmt_core.models.rnn import PAD  # noqa: E402
+from nmt_core.training.decode import Translation, beam_search, greedy  # noqa: E402
+from nmt_core.training.train import batch_loss, build_optimizer  # noqa: E402
+from sweeper.space.spec import load_spec, plan_trials, trial_config, variant_label  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 PAIRS = 6  # synthetic sentence pairs in the one batch every variant trains and decodes
@@ -71,7 +72,7 @@ def tiny_config(cfg: TrialConfig) -> TrialConfig:
 
 def synthetic_batch() -> tuple[Batch, int, int]:
     """PAIRS synthetic pairs as one batch with diagonal word links (guided alignment reads them), and the sizes of
-    the two vocabularies (specials first, as nmt_core.data.Vocab numbers them)."""
+    the two vocabularies (specials first, as nmt_core.data.batches.Vocab numbers them)."""
     pairs = generate(n_train=PAIRS, n_eval=0, seed=0)["train"]
     vocab = {
         side: {w: i + 4 for i, w in enumerate(sorted({w for pair in pairs for w in pair[side].split()}))}

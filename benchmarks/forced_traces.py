@@ -19,9 +19,9 @@ import torch
 import yaml
 
 from nmt_core.config import build_config
-from nmt_core.train import evaluate_split, train
-from sweeper.artifacts import write_forced_traces, write_trial_artifacts
-from sweeper.metrics import FORCED
+from nmt_core.training.train import evaluate_split, train
+from sweeper.running.artifacts import write_forced_traces, write_trial_artifacts
+from sweeper.tracking.metrics import FORCED
 
 SPACE = Path(__file__).parents[1] / "search_spaces" / "quickstart.yaml"
 

@@ -21,10 +21,10 @@ import nmt_core.cli  # noqa: E402, F401 - imported before the first case: a case
 import nmt_core.mlflow_model  # noqa: E402, F401
 import sweeper.api  # noqa: E402, F401
 import sweeper.cli  # noqa: E402, F401
-import sweeper.submit  # noqa: E402, F401
+import sweeper.running.submit  # noqa: E402, F401
+import sweeper.running.sweeps  # noqa: E402, F401
 import sweeper.summary  # noqa: E402, F401
-import sweeper.sweeps  # noqa: E402, F401
-import sweeper.tracking  # noqa: E402, F401
+import sweeper.tracking.runs  # noqa: E402, F401
 
 report.write("ready\n")
 report.flush()

@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from sweeper import api  # noqa: E402
-from sweeper.storage import open_storage  # noqa: E402
-from sweeper.sweeps import STATUS_FILE  # noqa: E402
+from sweeper.running.sweeps import STATUS_FILE  # noqa: E402
+from sweeper.storage.store import open_storage  # noqa: E402
 from tests.lab import USERS, Lab, lab_space  # noqa: E402
 from tests.servers import environment  # noqa: E402
 

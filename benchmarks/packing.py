@@ -45,8 +45,8 @@ from throughput import (  # noqa: E402
     train_step_fn,
 )
 
-from nmt_core.compiled import static_shapes  # noqa: E402
-from nmt_core.train import use_tensor_cores  # noqa: E402
+from nmt_core.training.compiled import static_shapes  # noqa: E402
+from nmt_core.training.train import use_tensor_cores  # noqa: E402
 
 SIZES = {**SIZES, "small": (256, 256, 8000, 8000, 64)}
 STARTUP_S = 300.0  # what a trial may take to build, compile or capture, and warm up before the barrier gives up

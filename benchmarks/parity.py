@@ -10,7 +10,7 @@ queried with s_t after the RNN step in both).
 
 `--arch transformer`: joeynmt 2.3's Transformer against ours, both TRANSFORMER_MODEL's sizes (pre-norm, scaled
 embeddings, sinusoidal positions, label smoothing 0.1) and the same inverse square root schedule per update (ours,
-`nmt_core.train.scheduled_lr`: joeynmt's `warmupinversesquareroot` formula without its floor); joeynmt decodes
+`nmt_core.training.train.scheduled_lr`: joeynmt's `warmupinversesquareroot` formula without its floor); joeynmt decodes
 greedily its own way (the decoder re-run over the whole prefix each step, as its `transformer_greedy`).
 
     bash benchmarks/install_joeynmt.sh      # joeynmt goes in benchmarks/.joeynmt, never in your environment
@@ -34,10 +34,10 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from benchmarks.throughput import joeynmt_loss, load_joeynmt  # noqa: E402
 from nmt_core.config import TrialConfig, build_config  # noqa: E402
-from nmt_core.data import Batch, TrialData, load_trial_data, make_batches  # noqa: E402
-from nmt_core.evaluate import corpus_bleu  # noqa: E402
-from nmt_core.model import BOS, EOS, PAD  # noqa: E402
-from nmt_core.train import bleu_options, optimizer_step, scheduled_lr, train  # noqa: E402
+from nmt_core.data.batches import Batch, TrialData, load_trial_data, make_batches  # noqa: E402
+from nmt_core.models.rnn import BOS, EOS, PAD  # noqa: E402
+from nmt_core.training.evaluate import corpus_bleu  # noqa: E402
+from nmt_core.training.train import bleu_options, optimizer_step, scheduled_lr, train  # noqa: E402
 
 JOEYNMT_ATTENTION = {"general": "luong", "concat": "bahdanau"}  # the same formulas under joeynmt's names
 TRANSFORMER_MODEL = {

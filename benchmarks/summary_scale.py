@@ -40,16 +40,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from nmt_core.config import build_config  # noqa: E402 (after the checkout's root joins sys.path)
-from nmt_core.data import load_trial_data  # noqa: E402 (after the checkout's root joins sys.path)
-from nmt_core.decode import Translation  # noqa: E402 (after the checkout's root joins sys.path)
-from nmt_core.evaluate import (  # noqa: E402 (after the checkout's root joins sys.path)
+from nmt_core.data.batches import load_trial_data  # noqa: E402 (after the checkout's root joins sys.path)
+from nmt_core.training.decode import Translation  # noqa: E402 (after the checkout's root joins sys.path)
+from nmt_core.training.evaluate import (  # noqa: E402 (after the checkout's root joins sys.path)
     corpus_bleu,
     trace_table,
     write_traces,
 )
-from sweeper.artifacts import write_side_by_side  # noqa: E402 (after the checkout's root joins sys.path)
-from sweeper.metrics import ARTIFACTS, FINAL  # noqa: E402 (after the checkout's root joins sys.path)
-from sweeper.tracking import (  # noqa: E402 (after the checkout's root joins sys.path)
+from sweeper.running.artifacts import write_side_by_side  # noqa: E402 (after the checkout's root joins sys.path)
+from sweeper.tracking.metrics import ARTIFACTS, FINAL  # noqa: E402 (after the checkout's root joins sys.path)
+from sweeper.tracking.runs import (  # noqa: E402 (after the checkout's root joins sys.path)
     MlflowTrackingCallback,
     SweepTracker,
 )
@@ -99,7 +99,7 @@ def traces(kind: str, words: list[list[str]], folder: Path) -> None:
 def write_artifacts(
     folder: Path, references: list[str], sources: list[str], output: list[str], trace_of_kind: Path
 ) -> None:
-    """The final checkpoint's artifacts folder, as sweeper.artifacts.write_trial_artifacts lays it out."""
+    """The final checkpoint's artifacts folder, as sweeper.running.artifacts.write_trial_artifacts lays it out."""
     out = folder / ARTIFACTS
     shutil.copytree(trace_of_kind, out)
     for sub in ("translations", "references"):

@@ -43,12 +43,13 @@ from typing import Any
 import yaml
 from ray import tune
 
-# imported here, not in bare_trial: a worker loads them when it unpickles the trainable, before its first trial starts
-# (as sweeper.trainable's imports are), so that neither side's first trial pays for importing torch
-from nmt_core import checkpoint
 from nmt_core.config import TrialConfig, build_config
-from nmt_core.data import TrialData, load_trial_data
-from nmt_core.train import evaluate_split, train
+from nmt_core.data.batches import TrialData, load_trial_data
+
+# imported here, not in bare_trial: a worker loads them when it unpickles the trainable, before its first trial starts
+# (as sweeper.running.trainable's imports are), so that neither side's first trial pays for importing torch
+from nmt_core.training import checkpoint
+from nmt_core.training.train import evaluate_split, train
 
 HERE = Path(__file__).resolve().parent
 BASE = {
@@ -57,7 +58,7 @@ BASE = {
     "train": {"lr": 5e-3, "batch_size": 32, "epochs": 1},
     "decode": {"beam_size": 2},
 }
-CHECKPOINTS_KEPT = 2  # sweeper/runner.py's CheckpointConfig(num_to_keep) outside PBT
+CHECKPOINTS_KEPT = 2  # sweeper/running/runner.py's CheckpointConfig(num_to_keep) outside PBT
 OWNERS = (  # who holds a traced allocation: the innermost frame under one of these (tracemalloc's file names)
     ("/sweeper/", "sweeper"),
     ("/ray/tune/", "Ray Tune"),
@@ -202,7 +203,7 @@ WORKER_DATA: dict[str, TrialData] = {}
 
 
 def worker_data(cfg: TrialConfig) -> TrialData:
-    """The tokenised corpus, once per worker process (as sweeper/trainable.py's trial_data)."""
+    """The tokenised corpus, once per worker process (as sweeper/running/trainable.py's trial_data)."""
     key = repr(cfg.data)
     if key not in WORKER_DATA:
         WORKER_DATA.clear()
@@ -248,8 +249,9 @@ def bare_driver(out: str, trials: int, concurrent: int, storage: str, snapshot_a
 def ours_driver(out: str, snapshot_at: tuple[int, ...], profile: str) -> None:
     """`sweeper run space.yaml` in this process, with the probe, each MLflow write timed (its delay from the epoch's
     arrival at the driver, and the sender thread's busy seconds by kind) and the phases after the trials."""
-    from sweeper import runner, tracking
     from sweeper.cli import main
+    from sweeper.running import runner
+    from sweeper.tracking import runs as tracking
 
     probe, callback = Probe(snapshot_at), tracking.MlflowTrackingCallback
     probe.install()

@@ -35,12 +35,12 @@ from typing import TypeVar
 import torch
 from torch import nn
 
-from nmt_core.compiled import compile_seconds, static_shapes
 from nmt_core.config import build_config
-from nmt_core.data import Batch, Example, bucket_width, collate, make_batches
-from nmt_core.decode import beam_search, greedy, steps_for
-from nmt_core.model import BOS, EOS, PAD, UNK, Seq2Seq
-from nmt_core.train import (
+from nmt_core.data.batches import Batch, Example, bucket_width, collate, make_batches
+from nmt_core.models.rnn import BOS, EOS, PAD, UNK, Seq2Seq
+from nmt_core.training.compiled import compile_seconds, static_shapes
+from nmt_core.training.decode import beam_search, greedy, steps_for
+from nmt_core.training.train import (
     autocast,
     build_model,
     build_optimizer,
@@ -52,7 +52,8 @@ from nmt_core.train import (
 VARIANTS = {  # config sections over the defaults (general score, Luong placement, the fast path)
     "none": {},
     "plain": {"model": {"fast_path": False}},  # the baseline on the plain path: what the fast path gains
-    "unhoisted": {},  # the baseline with every product in the loop (LOOP_AS_BEFORE): what nmt_core.unrolled gains
+    # the baseline with every product in the loop (LOOP_AS_BEFORE): what nmt_core.models.unrolled gains
+    "unhoisted": {},
     "fixed": {"attention": {"temperature": "fixed", "tau": 0.9}},
     "sact": {"attention": {"temperature": "sact", "lambda": 4.0}},
     "sentinel": {"attention": {"sentinel": True}},
@@ -159,8 +160,8 @@ def timed(
 
 
 def train_step_fn(model: Seq2Seq, cfg, device: torch.device) -> Callable:
-    """One training step as nmt_core.train takes it (with bilingual symmetry: both directions, one optimiser; with
-    `model.compile: graphs` on CUDA, the decoders' forward and backward replayed from CUDA graphs)."""
+    """One training step as nmt_core.training.train takes it (with bilingual symmetry: both directions, one optimiser;
+    with `model.compile: graphs` on CUDA, the decoders' forward and backward replayed from CUDA graphs)."""
     reverse = None
     if cfg.train.symmetry_weight > 0:
         torch.manual_seed(1)

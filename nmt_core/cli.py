@@ -11,8 +11,6 @@ import shutil
 import sys
 from pathlib import Path
 
-from nmt_core import checkpoint
-from nmt_core.cli_common import GateParser, add_version, enable_completion
 from nmt_core.config import (
     BOUNDS,
     CHOICES,
@@ -23,11 +21,11 @@ from nmt_core.config import (
     load_config,
     parse_overrides,
 )
-from nmt_core.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_bounded, read_lines
-from nmt_core.data import Example, Vocab, cut_long, surface, tokenize
-from nmt_core.evaluate import attention_alignment, trace_table, write_traces
-from nmt_core.faults import add_debug, report
-from nmt_core.gate import (
+from nmt_core.data.batches import Example, Vocab, cut_long, surface, tokenize
+from nmt_core.data.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_bounded, read_lines
+from nmt_core.gates.cli_common import GateParser, add_version, enable_completion
+from nmt_core.gates.faults import add_debug, report
+from nmt_core.gates.gate import (
     append_line,
     check_output_folder,
     clip_path,
@@ -37,12 +35,14 @@ from nmt_core.gate import (
     shown,
     write_file,
 )
-from nmt_core.inference import translate_lines
-from nmt_core.network import configure_network
-from nmt_core.progress import ConsoleProgress
-from nmt_core.settings import help_lines
-from nmt_core.train import TrainingDiverged, score_text, teacher_forced_weights, train
-from nmt_core.transformer import head_labels
+from nmt_core.gates.network import configure_network
+from nmt_core.gates.settings import help_lines
+from nmt_core.models.transformer import head_labels
+from nmt_core.training import checkpoint
+from nmt_core.training.evaluate import attention_alignment, trace_table, write_traces
+from nmt_core.training.inference import translate_lines
+from nmt_core.training.progress import ConsoleProgress
+from nmt_core.training.train import TrainingDiverged, score_text, teacher_forced_weights, train
 
 
 def _log(message: str) -> None:
@@ -324,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse and run the subcommand; its refusals are one line (exit 2), and whatever else is raised is the last-resort
-    handler's one line (nmt_core/faults.py: exit 2 for a store that failed, 1 for a fault, the traceback behind
+    handler's one line (nmt_core/gates/faults.py: exit 2 for a store that failed, 1 for a fault, the traceback behind
     --debug)."""
     parser = build_parser()
     add_debug(parser)

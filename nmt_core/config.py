@@ -2,8 +2,8 @@
 
 Every part of the project addresses options by dotted keys (`attention.lambda`), so validation errors
 name the dotted key, the source file and what is allowed: users fix YAML, not Python tracebacks. What the attention
-parts and the architectures allow, they declare themselves (nmt_core.registry, nmt_core.architectures): this module
-reads it, and the model's modules import it only for its types.
+parts and the architectures allow, they declare themselves (nmt_core.family.registry, nmt_core.family.architectures):
+this module reads it, and the model's modules import it only for its types.
 """
 
 from __future__ import annotations
@@ -16,26 +16,12 @@ from collections.abc import Callable, ItemsView, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nmt_core import registry
-from nmt_core.architectures import ARCHITECTURES
-from nmt_core.gate import clip_path, escape, one_line
-from nmt_core.parts import MECHANISMS
-from nmt_core.settings import Bound, Setting, accept, declared, setting, yaml_key
-from nmt_core.yaml_input import SHOWN_CHARS, ErrorType, load_yaml_file, parse_yaml, shown
-
-
-class ConfigError(ValueError):
-    """Bad user input; the message is one line naming the file, the dotted key and what is allowed.
-
-    Values in the message go through `shown`; a key and the source are user input too and are cut here, and the
-    whole line passes the gate's `one_line` (nmt_core/gate.py): no control character reaches a terminal. The parts
-    stay readable (`key`, `source`, `message`): a caller that names the key otherwise re-raises them, never parses."""
-
-    def __init__(self, key: str, message: str, source: str = "<config>"):
-        key = key if len(key) <= SHOWN_CHARS else f"{key[:SHOWN_CHARS]}..."
-        self.key, self.source, self.message = escape(key), clip_path(source), one_line(message)
-        super().__init__(one_line(f"{self.source}: {self.key}: {message}"))
-
+from nmt_core.family import registry
+from nmt_core.family.architectures import ARCHITECTURES
+from nmt_core.family.parts import MECHANISMS
+from nmt_core.gates.gate import ConfigError
+from nmt_core.gates.settings import Bound, Setting, accept, declared, setting, yaml_key
+from nmt_core.gates.yaml_input import ErrorType, load_yaml_file, parse_yaml, shown
 
 OFF, ALL = "0 = off", "0 = all"
 GROWS = "what it allocates grows with it"  # upper bounds: a config, or a checkpoint's, beyond them is refused
@@ -113,7 +99,8 @@ class ModelConfig:
 
 @dataclass
 class AttentionConfig:
-    # score, temperature, position_bias, self_attention, sact_reading: the attention parts' names (nmt_core.registry)
+    # score, temperature, position_bias, self_attention, sact_reading: the attention parts' names
+    # (nmt_core.family.registry)
     score: str = setting("general", "the transformer reads scaled_dot where this is general (Vaswani et al.)")
     temperature: str = setting("none", "none, fixed (tau), learned or sact (lambda)")
     tau: float = setting(1.0, "a fixed temperature: scores divided by tau", Bound(0, open_low=True))
@@ -266,7 +253,7 @@ _SECTION_TYPES = {
 
 
 class Choices(Mapping[str, tuple[str, ...]]):
-    """The allowed values of each string key: fixed ones, and the attention.* parts' from nmt_core.registry, read
+    """The allowed values of each string key: fixed ones, and the attention.* parts' from nmt_core.family.registry, read
     when asked (a part registered after this import, a test's or a user's own, is allowed like the built-ins)."""
 
     def __init__(self, fixed: dict[str, tuple[str, ...]]):
@@ -288,7 +275,7 @@ class Choices(Mapping[str, tuple[str, ...]]):
         return self._all().items()  # one read of the registries, not one per key
 
 
-# every trial setting by dotted key, as its section declares it (nmt_core.settings)
+# every trial setting by dotted key, as its section declares it (nmt_core.gates.settings)
 SETTINGS: dict[str, Setting] = {f"{s}.{k}": d for s, cls in _SECTION_TYPES.items() for k, d in declared(cls).items()}
 CHOICES = Choices({key: d.choices for key, d in SETTINGS.items() if d.choices})
 BOUNDS: dict[str, Bound] = {key: d.bound for key, d in SETTINGS.items() if d.bound}  # --beam, checkpoints read them
@@ -379,7 +366,9 @@ def _check_ranges(cfg: TrialConfig, source: str) -> None:
         "even (each encoder direction has hidden_size / 2 units)",
         m.hidden_size,
     )
-    for rule in registry.rules_of(cfg):  # what each selected attention part asks of the rest (nmt_core.attention)
+    for rule in registry.rules_of(
+        cfg
+    ):  # what each selected attention part asks of the rest (nmt_core.models.attention)
         if not rule.holds(cfg):
             require(False, rule.key, rule.message(cfg), _value(cfg, rule.key))
     require(

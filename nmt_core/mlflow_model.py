@@ -9,7 +9,7 @@ cloudpickled, tying the model to this Python's pickle of it), and loading is the
 `checkpoint.load_for_inference` that `nmt translate --checkpoint` uses.
 
 The trial only saves the folder; the sweep's driver logs it as an MLflow 3 LoggedModel of the trial's run
-(sweeper/tracking.py), as the single writer to the tracking store.
+(sweeper/tracking/runs.py), as the single writer to the tracking store.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from nmt_core import checkpoint
 from nmt_core.config import ConfigError
-from nmt_core.credentials import check_uri, decoded, redact
-from nmt_core.deadline import call_limit, longer_with
-from nmt_core.gate import check_text, clip, network_timeout
-from nmt_core.network import bound_sql_connects, configure_network
+from nmt_core.gates.credentials import check_uri, decoded, redact
+from nmt_core.gates.deadline import call_limit, longer_with
+from nmt_core.gates.gate import check_text, clip, network_timeout
+from nmt_core.gates.network import bound_sql_connects, configure_network
+from nmt_core.training import checkpoint
 
 DEFAULT_TRACKING = "sqlite:///mlflow.db"  # the sweeper's default store, in the working folder
 REQUIREMENTS = ("nmt-sweeper", "torch", "sacrebleu", "sentencepiece")  # what decoding imports (MLflow adds itself)
@@ -58,7 +58,7 @@ class Translator:
     def predict(self, model_input: Any, params: dict[str, Any] | None = None) -> list[str]:
         """A list of source lines, or a DataFrame whose first column holds them; `params["beam_size"]`
         (the signature's default: the trial's decode.beam_size)."""
-        from nmt_core.inference import check_beam_size, check_sentences, translate_lines
+        from nmt_core.training.inference import check_beam_size, check_sentences, translate_lines
 
         lines = list(model_input.iloc[:, 0]) if hasattr(model_input, "iloc") else list(model_input)
         lines = [str(line) for line in lines]

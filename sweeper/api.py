@@ -7,7 +7,7 @@ parses its arguments, calls the function here of the same name, and prints what 
     api.translate(["how are you ?"], sweep.best_model_uri, tracking_uri=sweep.tracking_uri)
 
 Every function first passes its arguments through `check_arguments` (the gate's rules for names, URIs, run ids,
-storage, overrides; nmt_core/gate.py), before anything is read or written; every error is a SweeperError whose
+storage, overrides; nmt_core/gates/gate.py), before anything is read or written; every error is a SweeperError whose
 message is the line the CLI prints after `sweeper: error: `. Heavy imports (Ray, MLflow, torch) wait for the call:
 importing this module stays cheap.
 """
@@ -25,24 +25,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from nmt_core.config import ConfigError
-from nmt_core.deadline import LIGHT_COMMAND_S, SUMMARY_COMMAND_S, command_deadline
-from nmt_core.faults import exit_code, fault_line
-from nmt_core.gate import check_text, clip_path, one_line, output_folder, shown, write_file
-from nmt_core.settings import Bound, accept, declared, setting
+from nmt_core.gates.deadline import LIGHT_COMMAND_S, SUMMARY_COMMAND_S, command_deadline
+from nmt_core.gates.faults import exit_code, fault_line
+from nmt_core.gates.gate import check_text, clip_path, one_line, output_folder, shown, write_file
+from nmt_core.gates.settings import Bound, accept, declared, setting
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from sweeper.space import SchedulerSpec, SweepSpec
-    from sweeper.storage import Storage
+    from sweeper.running.sweeps import SweepInfo
+    from sweeper.space.spec import SchedulerSpec, SweepSpec
+    from sweeper.storage.store import Storage
     from sweeper.summary import Summary
-    from sweeper.sweeps import SweepInfo
 
 T = TypeVar("T")
 MAX_ADDED = 8  # sweeps one summary joins (`--with`): a study and its added rows, not a catalogue
 MAX_CHOSEN = 4  # settings `--choose` picks per row on dev: a rate, a warm-up; a search is a sweep's job
 # Where sweeps are kept unless told: beside the caller; a submitted sweep's driver, in its user's home on the head
-# (a relative folder there would land in Ray's per-job working dir). Here, not in sweeper/storage.py, so that
+# (a relative folder there would land in Ray's per-job working dir). Here, not in sweeper/storage/store.py, so that
 # `sweeper --help` needs no pyarrow.
 DEFAULT_STORAGE = "./sweeps"
 SUBMITTED_STORAGE = "~/sweeps"
@@ -63,7 +63,7 @@ class SweeperError(Exception):
 def entry_point(function: Callable[..., T]) -> Callable[..., T]:
     """A public function of the API behind the last-resort handler: its arguments converted to plain values first
     (an object whose __fspath__, __iter__ or __str__ raises is refused, not trusted), and whatever it raises that is
-    not a SweeperError becomes one (nmt_core/faults.py: exit code 2 for a store or server that failed, 1 for a
+    not a SweeperError becomes one (nmt_core/gates/faults.py: exit code 2 for a store or server that failed, 1 for a
     fault), raised without its chain so that no traceback shows a server's text; the original is `fault`."""
 
     @functools.wraps(function)
@@ -116,9 +116,9 @@ DRIVER_ENVIRONMENT = {
 def configure_driver() -> None:
     """The sweep driver's defaults, set by the entry points (the CLI, run() and summarize()) and never at import:
     importing sweeper changes nothing in a process that embeds it; a value already set wins. MLflow's network
-    calls are bounded by $NMT_SWEEPER_TIMEOUT (nmt_core/gate.py): seconds, not minutes. The bound wraps requests,
+    calls are bounded by $NMT_SWEEPER_TIMEOUT (nmt_core/gates/gate.py): seconds, not minutes. The bound wraps requests,
     imported here: `sweeper --help` and `validate`, which call no server, never load it."""
-    from nmt_core.network import configure_network
+    from nmt_core.gates.network import configure_network
 
     with one_error():
         configure_network(ConfigError)
@@ -127,13 +127,13 @@ def configure_driver() -> None:
 
 
 def within_command(command: str, default_s: float = LIGHT_COMMAND_S, extra_s: float = 0.0):
-    """The command's one deadline (nmt_core/deadline.py): every network call inside the block ends within
+    """The command's one deadline (nmt_core/gates/deadline.py): every network call inside the block ends within
     $NMT_SWEEPER_COMMAND_TIMEOUT seconds (`default_s` unset) of its start. `sweeper run`, `resume` and `submit`
     take none: a sweep's calls keep their own deadlines for as long as it runs."""
     return command_deadline(command, default_s, ConfigError, extra_s)
 
 
-BAD_INPUT_ELSEWHERE = {"nmt_core.corpora": "CorpusError", "nmt_core.checkpoint": "CheckpointError"}
+BAD_INPUT_ELSEWHERE = {"nmt_core.data.corpora": "CorpusError", "nmt_core.training.checkpoint": "CheckpointError"}
 
 
 def bad_input() -> tuple[type[Exception], ...]:
@@ -183,8 +183,8 @@ class SummaryResult:
 @entry_point
 def load_space(space: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> SweepSpec:
     """A sweep YAML's path, or the same content as a mapping (labelled `<dict>` in errors), validated alike: a
-    mapping is held to a file's limits (size, depth, no shared parts; nmt_core/gate.py)."""
-    from sweeper.space import load_spec, spec_from_mapping
+    mapping is held to a file's limits (size, depth, no shared parts; nmt_core/gates/gate.py)."""
+    from sweeper.space.spec import load_spec, spec_from_mapping
 
     with one_error():
         check_arguments("sweeper", space=space, overrides=overrides)
@@ -242,7 +242,7 @@ def scheduler_words(scheduler: SchedulerSpec) -> str:
 
 
 def optuna_plan(spec: SweepSpec) -> list[str]:
-    from sweeper.study import describe, study_url_in
+    from sweeper.running.study import describe, study_url_in
 
     default = (Path(DEFAULT_STORAGE).resolve() / spec.name).as_posix()  # the sweep's folder at `run`'s default
     where = f" (with --storage {DEFAULT_STORAGE}; beside a SQLite tracking store when --storage is s3:// or gs://)"
@@ -255,7 +255,7 @@ def optuna_plan(spec: SweepSpec) -> list[str]:
 
 
 def grid_plan(spec: SweepSpec) -> list[str]:
-    from sweeper.space import conditional_summary, count_grid, grid_product_size, plan_trials
+    from sweeper.space.spec import conditional_summary, count_grid, grid_product_size, plan_trials
 
     plans = plan_trials(spec)
     variants: dict[str, int] = {}
@@ -282,9 +282,9 @@ def run(
 ) -> SweepResult:
     """Run a sweep as `sweeper run` does: our lines on stdout, Ray's in `<storage>/<name>/sweep.log` (and on
     stdout too with verbose); `overrides` are dotted YAML keys, e.g. {"base.train.epochs": 1}."""
-    from sweeper.console import sweep_console
-    from sweeper.runner import ray_for_one_sweep, run_sweep
-    from sweeper.storage import open_storage
+    from sweeper.running.console import sweep_console
+    from sweeper.running.runner import ray_for_one_sweep, run_sweep
+    from sweeper.storage.store import open_storage
 
     configure_driver()
     with one_error():
@@ -310,9 +310,9 @@ def resume(
     verbose: bool = False,
 ) -> SweepResult:
     """Finish an interrupted sweep as `sweeper resume` does: finished trials are kept, not re-run."""
-    from sweeper.console import sweep_console
-    from sweeper.runner import ray_for_one_sweep, resume_sweep
-    from sweeper.storage import open_storage
+    from sweeper.running.console import sweep_console
+    from sweeper.running.runner import ray_for_one_sweep, resume_sweep
+    from sweeper.storage.store import open_storage
 
     configure_driver()
     with one_error():
@@ -338,8 +338,8 @@ def submit(
     ship_code: bool = True,
 ) -> int:
     """Run a sweep on a Ray cluster as a Ray Job, as `sweeper submit` does; the job's exit code with `wait`."""
-    from sweeper.storage import open_storage
-    from sweeper.submit import submit as submit_job
+    from sweeper.running.submit import submit as submit_job
+    from sweeper.storage.store import open_storage
 
     configure_driver()
     with one_error():
@@ -362,7 +362,7 @@ def submit(
 @entry_point
 def schema(out: str | Path | None = None) -> list[Path]:
     """Write the JSON Schemas of the sweep YAML and the trial config into `out` (default: the package's)."""
-    from sweeper.schema import SCHEMA_DIR, write
+    from sweeper.space.schema import SCHEMA_DIR, write
 
     with one_error():
         check_arguments("sweeper schema", out=out)
@@ -374,8 +374,8 @@ def schema(out: str | Path | None = None) -> list[Path]:
 
 @dataclass
 class ValueArguments:
-    """The API's arguments that are values rather than names, each declared once (nmt_core.settings) and checked by
-    that declaration under the flag a user types (FLAGS)."""
+    """The API's arguments that are values rather than names, each declared once (nmt_core.gates.settings) and checked
+    by that declaration under the flag a user types (FLAGS)."""
 
     tail: int | None = setting(
         None, "only the last N lines of a sweep's log", Bound(1, 1_000_000, note="the lines are held in memory")
@@ -421,14 +421,14 @@ def _check_space(value: Any, source: str) -> None:
 
 def _check_resamples(value: Any, source: str) -> None:
     """--resamples: the space's significance.resamples, as that setting declares it."""
-    from sweeper.space import SPEC_SETTINGS, SpecError
+    from sweeper.space.spec import SPEC_SETTINGS, SpecError
 
     key = "significance.resamples"
     accept(key, value, SPEC_SETTINGS[key], f"{source} --resamples", SpecError, exact=True)
 
 
 def _check_trial(value: Any, source: str) -> None:
-    from sweeper.models import TRIAL_ID_RULE
+    from sweeper.running.models import TRIAL_ID_RULE
 
     if not isinstance(value, str) or not TRIAL_ID_RULE.fullmatch(value):
         raise ConfigError("TRIAL", f"must be a trial id such as 8f3a1_00004 (got {shown(value)})", source)
@@ -478,7 +478,7 @@ def _check_chosen(value: Any, source: str) -> None:
 
 def _check_name(key: str) -> Callable[[Any, str], None]:
     def check(value: Any, source: str) -> None:
-        from sweeper.space import check_name
+        from sweeper.space.spec import check_name
 
         check_name(value, key, source)
 
@@ -487,7 +487,7 @@ def _check_name(key: str) -> Callable[[Any, str], None]:
 
 def _check_uri(kind: str, key: str, named: str | None = None) -> Callable[[Any, str], None]:
     def check(value: Any, source: str) -> None:
-        from nmt_core.credentials import check_uri
+        from nmt_core.gates.credentials import check_uri
 
         check_uri(value, kind, key, named or source)
 
@@ -562,8 +562,8 @@ def sweep_result(experiment: Storage, name: str, code: int) -> SweepResult:
     """What a finished `run_sweep` left: sweeper.json, results.parquet, summary.md, the parent run's best trial."""
     import pandas as pd
 
-    from sweeper.metrics import RESULTS_FILE, SUMMARY_DIR
-    from sweeper.stored import read_state
+    from sweeper.storage.stored import read_state
+    from sweeper.tracking.metrics import RESULTS_FILE, SUMMARY_DIR
 
     state = read_state(experiment)
     results = experiment.read_parquet(RESULTS_FILE).to_pandas() if experiment.exists(RESULTS_FILE) else pd.DataFrame()
@@ -642,11 +642,11 @@ def summarize(
             chosen=chosen,
         )
         added_runs = added_sweeps(name, added)
-    from nmt_core.gate import check_output_folder
-    from sweeper.metrics import SUMMARY_DIR
-    from sweeper.storage import open_storage
+    from nmt_core.gates.gate import check_output_folder
+    from sweeper.storage.store import open_storage
     from sweeper.summary import SummaryError, render_markdown
     from sweeper.summary import summarize as write_summary
+    from sweeper.tracking.metrics import SUMMARY_DIR
 
     with (
         one_error(),
@@ -674,7 +674,7 @@ def summarize_from_data(
 ) -> SummaryResult:
     """`sweeper summarize NAME --from-data DIR`: every table and figure recomputed from a summary's data/ folder
     alone (no tracking store), into `out` (default: ./NAME-from-data)."""
-    from nmt_core.gate import check_output_folder
+    from nmt_core.gates.gate import check_output_folder
     from sweeper.summary import SummaryError, render_markdown, summarize_data
 
     folder = out or f"{name}-from-data"
@@ -692,9 +692,9 @@ def summary_store(experiment: Storage, name: str, tracking_uri: str | None) -> s
     """The tracking store a summary reads: --tracking-uri, $MLFLOW_TRACKING_URI, the one sweeper.json recorded,
     else the default; it must answer, and a SQLite store must exist (a summary never creates one)."""
     from nmt_core.mlflow_model import choose_tracking_uri
-    from sweeper.sqlite_urls import resolve_uri
-    from sweeper.stored import STATE_FILE, read_state
-    from sweeper.tracking_store import check_reachable
+    from sweeper.storage.stored import STATE_FILE, read_state
+    from sweeper.tracking.sqlite_urls import resolve_uri
+    from sweeper.tracking.store import check_reachable
 
     recorded = read_state(experiment).tracking_uri if experiment.exists(STATE_FILE) else None
     uri = resolve_uri(choose_tracking_uri(tracking_uri, recorded))
@@ -724,9 +724,9 @@ def translate(
 ) -> list[str]:
     """Translate raw source sentences with an MLflow model (models:/<sweep>@best, models:/<sweep>/<version>,
     runs:/<id>/model) as `nmt translate --model` does; beam_size defaults to the model's decode.beam_size."""
-    from nmt_core import checkpoint
-    from nmt_core.inference import check_beam_size, check_sentences, translate_lines
     from nmt_core.mlflow_model import downloaded_model
+    from nmt_core.training import checkpoint
+    from nmt_core.training.inference import check_beam_size, check_sentences, translate_lines
 
     configure_driver()
     with one_error():  # a model URI or store that gives no model, too
@@ -762,7 +762,7 @@ def sweep_infos(storage: str = DEFAULT_STORAGE, address: str | None = None) -> l
     done, running, failed and pending, the best objective so far, who started it and when, its Ray job. Plain
     records (`list_sweeps` is the same as a DataFrame; `sweeper list` needs no pandas). A cluster that does not
     answer raises SweeperError (exit code 2)."""
-    import sweeper.sweeps as sweeps
+    import sweeper.running.sweeps as sweeps
 
     configure_driver()
     with one_error():
@@ -777,7 +777,7 @@ def list_sweeps(storage: str = DEFAULT_STORAGE, address: str | None = None) -> p
     UTC timestamps."""
     import pandas as pd
 
-    from sweeper.sweeps import SweepInfo
+    from sweeper.running.sweeps import SweepInfo
 
     rows = [info.row() for info in sweep_infos(storage, address)]
     columns = [f for f in SweepInfo.__dataclass_fields__ if f != "board"]
@@ -791,7 +791,7 @@ def list_sweeps(storage: str = DEFAULT_STORAGE, address: str | None = None) -> p
 def sweep_status(name: str, *, storage: str = DEFAULT_STORAGE, address: str | None = None) -> SweepInfo:
     """One sweep by its name, as `sweeper status` shows it: its state, counts and best so far, and the lines of its
     progress board as its driver last wrote them (`board`, `updated_at`)."""
-    import sweeper.sweeps as sweeps
+    import sweeper.running.sweeps as sweeps
 
     configure_driver()
     with one_error():
@@ -807,7 +807,7 @@ def stop_sweep(
     """Stop a running sweep gracefully, as `sweeper stop` does: Ray Tune saves the experiment, running trials keep
     the checkpoint of their last finished epoch, and `resume` finishes the sweep later. With `wait_s`, wait up to
     that long for its driver to have stopped."""
-    import sweeper.sweeps as sweeps
+    import sweeper.running.sweeps as sweeps
 
     configure_driver()
     with one_error():
@@ -821,7 +821,7 @@ def sweep_logs(
     name: str, *, storage: str = DEFAULT_STORAGE, address: str | None = None, tail: int | None = None
 ) -> SweepLog:
     """A sweep's log, as `sweeper logs` prints it: a submitted sweep's Ray job log, else sweep.log in storage."""
-    import sweeper.sweeps as sweeps
+    import sweeper.running.sweeps as sweeps
 
     configure_driver()
     with one_error():
@@ -836,7 +836,7 @@ def promote(
 ) -> dict[str, Any]:
     """Log the MLflow model of a trial that has none (`tracking.models: best | none`) from its final checkpoint in
     storage, as `sweeper promote` does; returns its run id, model id (models:/<id>) and size in bytes."""
-    from sweeper.models import promote as log_trial_model
+    from sweeper.running.models import promote as log_trial_model
 
     configure_driver()
     with one_error():

@@ -14,13 +14,13 @@ import argparse
 import sys
 from typing import Any
 
-from nmt_core.cli_common import GateParser, add_version, enable_completion
 from nmt_core.config import parse_overrides
-from nmt_core.faults import add_debug, report, traceback_text
-from nmt_core.gate import clip_path, escape, one_line, printable
-from nmt_core.settings import help_lines
+from nmt_core.gates.cli_common import GateParser, add_version, enable_completion
+from nmt_core.gates.faults import add_debug, report, traceback_text
+from nmt_core.gates.gate import clip_path, escape, one_line, printable
+from nmt_core.gates.settings import help_lines
 from sweeper import api
-from sweeper.space import SPEC_SETTINGS
+from sweeper.space.spec import SPEC_SETTINGS
 
 RESUME_HELP = """finish an interrupted sweep: trials that finished are kept and not re-run, unfinished and
 failed ones continue from their last checkpoint. Limits (Ray Tune's): the search space cannot change on
@@ -159,8 +159,8 @@ def by_name_options(p: argparse.ArgumentParser, what: str) -> None:
 
 def complete_names(prefix: str, parsed_args: argparse.Namespace, **_) -> list[str]:
     """Tab completion of NAME: the sweeps under --storage."""
-    from sweeper.storage import open_storage
-    from sweeper.sweeps import sweep_names
+    from sweeper.running.sweeps import sweep_names
+    from sweeper.storage.store import open_storage
 
     try:
         names = sweep_names(open_storage(getattr(parsed_args, "storage", None) or api.DEFAULT_STORAGE, "completion"))
@@ -176,7 +176,7 @@ def print_json(value) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from sweeper.sweeps import table
+    from sweeper.running.sweeps import table
 
     rows = [info.row() for info in api.sweep_infos(args.storage, args.address)]
     if args.json:
@@ -189,7 +189,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from sweeper.sweeps import describe
+    from sweeper.running.sweeps import describe
 
     info = api.sweep_status(args.name, storage=args.storage, address=args.address)
     if args.json:
@@ -237,7 +237,8 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def add_by_name_commands(sub) -> None:
-    """`sweeper list | status | stop | logs | promote`: sweeps by name (sweeper/sweeps.py, sweeper/models.py)."""
+    """`sweeper list | status | stop | logs | promote`: sweeps by name (sweeper/running/sweeps.py,
+    sweeper/running/models.py)."""
     raw = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "list", help="the sweeps in a storage and on a cluster", epilog=LIST_EXAMPLE, formatter_class=raw
@@ -416,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     """Parse, call the API function of the subcommand (`args.func`), and print its one-line error if it refuses:
     every check lives in the API (sweeper/api.py check_arguments), and every line passes the gate out. Whatever
     else is raised (a server's, a library's or this program's error) is the last-resort handler's one line
-    (nmt_core/faults.py): exit 2 for a store or server that failed, 1 for a fault, the traceback behind --debug."""
+    (nmt_core/gates/faults.py): exit 2 for a store or server that failed, 1 for a fault, the traceback behind
+    --debug."""
     parser = build_parser()
     add_debug(parser)
     enable_completion(parser)

@@ -48,7 +48,7 @@ def lab_space(
 class Lab:
     def __init__(self, folder: Path, status_every_s: float = 2.0, waiting_after_s: float | None = None):
         """`status_every_s`: the drivers' status heartbeat; `waiting_after_s`: how long their boards let a sweep
-        wait for a CPU before they say "waiting for resources" (sweeper.progress's default when None)."""
+        wait for a CPU before they say "waiting for resources" (sweeper.running.progress's default when None)."""
         for part in ("moto", "mlflow", "ray"):
             (folder / part).mkdir(parents=True, exist_ok=True)
         self.folder = folder

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from selenium.webdriver.common.by import By  # noqa: E402
 
-from sweeper.mlflow_view import SETTINGS_SECTION  # noqa: E402
+from sweeper.tracking.mlflow_view import SETTINGS_SECTION  # noqa: E402
 from tests.browser import COMPARED, chromium, close_assistant, group_also_by, texts, wait_for  # noqa: E402
 from tests.e2e.sweeps import LEAN_TRACKING, SPACE, run_watched, write_space  # noqa: E402
 from tests.servers import MlflowServer  # noqa: E402

@@ -17,9 +17,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from nmt_core.corpora import CorpusError, cache_root, write_atomically
-from nmt_core.decoders import gunzip, json_value
-from nmt_core.gate import clip_path, exclusive, read_regular
+from nmt_core.data.corpora import CorpusError, cache_root, write_atomically
+from nmt_core.gates.decoders import gunzip, json_value
+from nmt_core.gates.gate import clip_path, exclusive, read_regular
 
 Links = list[tuple[int, int]]  # (source index, target index) pairs of one sentence
 LINKS_BYTES = 512 * 2**20  # a corpus's links as JSON: a million pairs of 30 links take about 250 MB

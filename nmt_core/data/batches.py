@@ -13,10 +13,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from nmt_core.alignment import alignment_matrix, eflomal_links
 from nmt_core.config import DataConfig
-from nmt_core.corpora import Corpus, CorpusError, load_corpus
-from nmt_core.model import BOS, EOS, PAD, UNK, host_to_device
+from nmt_core.data.alignment import alignment_matrix, eflomal_links
+from nmt_core.data.corpora import Corpus, CorpusError, load_corpus
+from nmt_core.models.rnn import BOS, EOS, PAD, UNK, host_to_device
 
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
 _WORD = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
@@ -360,7 +360,7 @@ def load_trial_data(
     """Tokenise a corpus, drop empty and over-long training pairs, build (or reuse) segmenters and vocabularies.
 
     `training_links`: training examples carry word alignments (guided alignment): the corpus's gold links when
-    they index these tokens, else eflomal's (nmt_core.alignment). `eval_max_len` > 0: dev and test sentences are
+    they index these tokens, else eflomal's (nmt_core.data.alignment). `eval_max_len` > 0: dev and test sentences are
     cut to that many tokens a side (`log` names them); BLEU still reads the whole reference."""
     corpus = load_corpus(cfg.corpus, cfg.src, cfg.tgt, cfg.cache_dir)
     segmenters = _segmenters(cfg, corpus, subword_models)

@@ -25,17 +25,17 @@ from typing import BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from nmt_core import synthetic
-from nmt_core.corpus_names import (
+from nmt_core.data import synthetic
+from nmt_core.data.corpus_names import (
     REGISTRY,  # noqa: F401 (where its importers have always found it)
     CorpusError,
     check_name,
     is_folder,
     unknown_corpus,
 )
-from nmt_core.decoders import read_parquet_file
-from nmt_core.gate import clip_path, exclusive, read_regular, write_file
-from nmt_core.yaml_input import shown
+from nmt_core.gates.decoders import read_parquet_file
+from nmt_core.gates.gate import clip_path, exclusive, read_regular, write_file
+from nmt_core.gates.yaml_input import shown
 
 Pair = tuple[str, str]
 MAX_TEXT_BYTES = 512 * 2**20  # a source, reference or corpus file; what is read whole into memory
@@ -298,7 +298,7 @@ def write_cache(corpus: Corpus, path: Path) -> None:
 
 
 def write_atomically(path: Path, body: bytes) -> None:
-    """A cache file through the project's one atomic writer (nmt_core/gate.py: write_file): a half-written file
+    """A cache file through the project's one atomic writer (nmt_core/gates/gate.py: write_file): a half-written file
     never looks finished, and processes writing the same file at once never write into each other's."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_file(path.parent, path.name, body, _text_error)
@@ -314,8 +314,8 @@ def _cache_error(key: str, message: str, source: str) -> CorpusError:
 
 def read_cache(path: Path) -> Corpus:
     """A prepared corpus (write_cache's Parquet file) through the one reader: a regular file in the cache folder, no
-    link, bounded bytes, and refused by its footer past MAX_CACHE_ROWS rows (nmt_core/decoders.py); its columns and
-    metadata as write_cache writes them, or one line."""
+    link, bounded bytes, and refused by its footer past MAX_CACHE_ROWS rows (nmt_core/gates/decoders.py); its columns
+    and metadata as write_cache writes them, or one line."""
     table = read_parquet_file(path, _cache_error, within=path.parent, max_rows=MAX_CACHE_ROWS)
     stored = (table.schema.metadata or {}).items()
     meta = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in stored}
@@ -340,7 +340,7 @@ def _text_error(key: str, message: str, source: str) -> CorpusError:
 
 
 def read_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file through the one reader (nmt_core/gate.py: a regular file, opened without
+    """The lines of a UTF-8 text file through the one reader (nmt_core/gates/gate.py: a regular file, opened without
     blocking, so a FIFO or /dev/zero is refused; at most MAX_TEXT_BYTES, refused before it is read): one CorpusError
     for anything else."""
     limit = f"the most one text file is read ({MAX_TEXT_BYTES >> 20} MB); split it"

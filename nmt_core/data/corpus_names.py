@@ -1,6 +1,6 @@
 """What names a corpus: `synthetic`, a registry corpus, or a folder of plain-text files, and the one-line error of
-a name that is none of them. Apart from nmt_core/corpora.py, which prepares and reads corpora (zip archives, SQLite,
-pip, hashes, parquet), so that `sweeper validate` and `--help` check a corpus name without loading any of that;
+a name that is none of them. Apart from nmt_core/data/corpora.py, which prepares and reads corpora (zip archives,
+SQLite, pip, hashes, parquet), so that `sweeper validate` and `--help` check a corpus name without loading any of that;
 corpora.py re-exports these names for its importers.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nmt_core.yaml_input import shown
+from nmt_core.gates.yaml_input import shown
 
 MAX_NAME_PART, MAX_PATH = 255, 4096  # the longest file name and path Linux takes (NAME_MAX, PATH_MAX)
 REGISTRY = [

@@ -2,16 +2,16 @@
 
 Each architecture declares the keys only it reads (the other refuses them away from their defaults), the values
 it reads in place of a key's common default, and how it writes its variants' labels. The nn.Modules that are these
-architectures (the RNN's nmt_core.model.Seq2Seq, nmt_core.transformer.Transformer) are bound to them by name in
-nmt_core.build, which imports them when a model is built.
+architectures (the RNN's nmt_core.models.rnn.Seq2Seq, nmt_core.models.transformer.Transformer) are bound to them by name
+in nmt_core.models.build, which imports them when a model is built.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from nmt_core.family import TEMPERATURES
-from nmt_core.parts import RNN, TRANSFORMER, TrialSettings
+from nmt_core.family.parts import RNN, TRANSFORMER, TrialSettings
+from nmt_core.family.variants import TEMPERATURES
 
 
 class Architecture:

@@ -1,14 +1,14 @@
 """What an attention part is, apart from how it is built: the frame of the declarations and their registries.
 
-A part is declared once, torch-free (nmt_core.family), as a class of what the rest of the project asks about a
+A part is declared once, torch-free (nmt_core.family.variants), as a class of what the rest of the project asks about a
 variant without building it: the architectures it serves (`architectures`), the rules it checks against the rest of
 the config (`rules`), its words in a variant label (`label`) and in a readable name (`title`), the settings that
 act only with it (`settings`) and which diagnostics it has (temperatures: `adaptive`, `tau_bound`). Config
 validation, variant labels and the summary read only these declarations, so validating a YAML file loads no torch.
 
-The nn.Module that computes a part (nmt_core.attention, the RNN's nmt_core.model, the Transformer's
-nmt_core.multihead) is bound to its declaration by name with `implements`, when the model modules load: building a
-model (nmt_core.build) imports them. This module imports nothing of nmt_core, not even for type hints, so that
+The nn.Module that computes a part (nmt_core.models.attention, the RNN's nmt_core.models.rnn, the Transformer's
+nmt_core.models.multihead) is bound to its declaration by name with `implements`, when the model modules load: building
+a model (nmt_core.models.build) imports them. This module imports nothing of nmt_core, not even for type hints, so that
 nmt_core.config, which reads the declarations, closes no import circle through it.
 """
 
@@ -103,7 +103,7 @@ def implements(registry: Registry, name: str) -> Callable[[T], T]:
     return bind
 
 
-# config value -> declaration; nmt_core.family fills them
+# config value -> declaration; nmt_core.family.variants fills them
 SCORES = Registry("score")
 TEMPERATURES = Registry("temperature")
 POSITION_BIASES = Registry("position_bias")

@@ -1,9 +1,9 @@
 """The questions the rest of the project asks the attention declarations (the way Sockeye registers its attention).
 
-A part is one declaration under its `attention.*` value (nmt_core.parts, nmt_core.family: what it answers without
-being built), an architecture one under its `model.arch` (nmt_core.architectures). Every module this one imports is
-torch-free, so config validation, labels and the summary load no model: the values config validation allows
-(`choices`), the parts a config selects (`parts_of`), their rules, settings and label words, and whether a
+A part is one declaration under its `attention.*` value (nmt_core.family.parts, nmt_core.family.variants: what it
+answers without being built), an architecture one under its `model.arch` (nmt_core.family.architectures). Every module
+this one imports is torch-free, so config validation, labels and the summary load no model: the values config validation
+allows (`choices`), the parts a config selects (`parts_of`), their rules, settings and label words, and whether a
 temperature is adaptive.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from nmt_core.architectures import ARCHITECTURES
-from nmt_core.family import MECHANISMS, SELECTED_BY, TEMPERATURES
-from nmt_core.parts import LABEL_ORDER, AttentionSettings, Part, Rule, TrialSettings
+from nmt_core.family.architectures import ARCHITECTURES
+from nmt_core.family.parts import LABEL_ORDER, AttentionSettings, Part, Rule, TrialSettings
+from nmt_core.family.variants import MECHANISMS, SELECTED_BY, TEMPERATURES
 
 __all__ = ["TEMPERATURES"]  # diagnostics and the summary read the temperatures' declarations here
 

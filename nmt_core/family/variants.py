@@ -1,16 +1,16 @@
 """The attention family declared: one torch-free class per `attention.*` value, saying what the rest of the project
-asks about it (nmt_core.parts) and nothing of how it computes.
+asks about it (nmt_core.family.parts) and nothing of how it computes.
 
 The classes that compute the parts carry the same config values (`@implements(SCORES, "concat")`): the RNN's
-pipeline and the family's maths in nmt_core.attention, the RNN's placements in nmt_core.model, the Transformer's
-SACT readings in nmt_core.multihead. The equations are in their docstrings.
+pipeline and the family's maths in nmt_core.models.attention, the RNN's placements in nmt_core.models.rnn, the
+Transformer's SACT readings in nmt_core.models.multihead. The equations are in their docstrings.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from nmt_core.parts import (
+from nmt_core.family.parts import (
     BOTH,
     MECHANISMS,
     PLACEMENTS,

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any, NoReturn
 
-from nmt_core.gate import one_line
+from nmt_core.gates.gate import one_line
 
 PACKAGE = "nmt-sweeper"
 

@@ -1,4 +1,4 @@
-"""Credentials come from the environment, never from a URI: the URI part of the gate (nmt_core/gate.py).
+"""Credentials come from the environment, never from a URI: the URI part of the gate (nmt_core/gates/gate.py).
 
 A storage or tracking URI is printed, logged as an MLflow param, written to `sweeper.json` and put on a Ray Job's
 entrypoint; a secret inside one would land in all of them. So a URI is first split where its clients split it
@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from nmt_core.config import ConfigError
-from nmt_core.gate import HIDDEN, SHOWN_CHARS, clip, escape, shown
+from nmt_core.gates.gate import HIDDEN, SHOWN_CHARS, ConfigError, clip, escape, shown
 
 SHOWN = SHOWN_CHARS  # at most this many characters of a URI (secrets already hidden) in an error line
 SHOWN_KEY = 40  # at most this many characters of a parameter's key in an error line

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from nmt_core.gate import TIMEOUT_VARIABLE, ErrorType, network_timeout, seconds_from
+from nmt_core.gates.gate import TIMEOUT_VARIABLE, ErrorType, network_timeout, seconds_from
 
 T = TypeVar("T")
 COMMAND_TIMEOUT_VARIABLE = "NMT_SWEEPER_COMMAND_TIMEOUT"

@@ -1,6 +1,6 @@
 """Decoders of stored files, bounded on what they expand to, not only on their bytes (issue #61 item 1).
 
-A file that passed the gate's read (nmt_core/gate.py `read_regular`: a regular file, no link out, bounded bytes)
+A file that passed the gate's read (nmt_core/gates/gate.py `read_regular`: a regular file, no link out, bounded bytes)
 can still expand: a few kB of Parquet run-length encode 10^8 rows, JSON writes `NaN`, `1e400` or a 400-digit
 number that no reader of a timestamp or a count expects, and a lone surrogate escape (`"\\udcff"`) that no terminal
 can print. Here each is refused in one line through the caller's `error(key, message, source)`, before the value
@@ -8,7 +8,7 @@ reaches a reader: JSON numbers finite and at most JSON_DIGITS digits, strings UT
 most `max_rows` rows and MAX_CELLS cells, by its footer, before a page is decoded.
 
 The files are read whole by the gate first (`read_json_file`, `read_parquet_file`, `read_text_file`), or handed
-over as bytes by sweeper.storage.Storage, which reads object stores within the same bounds.
+over as bytes by sweeper.storage.store.Storage, which reads object stores within the same bounds.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from nmt_core.gate import MAX_DEPTH, ErrorType, clip, read_regular
+from nmt_core.gates.gate import MAX_DEPTH, ErrorType, clip, read_regular
 
 JSON_DIGITS = 20  # digits of an integer in a stored record: a pid, a count, a size (2^63 has 19)
 MAX_CELLS = 50_000_000  # rows x columns of a stored table: a trace of a large test set has a few million

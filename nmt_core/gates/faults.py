@@ -14,7 +14,7 @@ import argparse
 import sys
 import traceback
 
-from nmt_core.gate import hide_secrets, one_line, printable
+from nmt_core.gates.gate import hide_secrets, one_line, printable
 
 BAD_INPUT, FAULT = 2, 1
 # the libraries whose exceptions say that a store, a server or a cluster failed, by the module they are defined in

@@ -10,7 +10,7 @@ from Python (a dict through the API) passes `check_tree` with a file's limits (s
 parts, plain YAML types, finite numbers); arguments that name things pass `check_text`. Writes go through
 `output_folder` and `write_file` (never through a link, never over something that is not a regular file, whole or
 not at all). Every network call takes `network_timeout()` seconds at most, which the user sets with
-TIMEOUT_VARIABLE (a total deadline and a size cap for HTTP: nmt_core/network.py, whose configure_network the entry
+TIMEOUT_VARIABLE (a total deadline and a size cap for HTTP: nmt_core/gates/network.py, whose configure_network the entry
 points call).
 
 This module imports nothing of the project: errors are made by the caller's `error(key, message, source)`, so
@@ -153,6 +153,19 @@ def one_line(message: Any) -> str:
 
 
 # ---- in: arguments, value trees ----
+
+
+class ConfigError(ValueError):
+    """Bad user input; the message is one line naming the file, the dotted key and what is allowed.
+
+    Values in the message go through `shown`; a key and the source are user input too and are cut here, and the
+    whole line passes the gate's `one_line` (below): no control character reaches a terminal. The parts
+    stay readable (`key`, `source`, `message`): a caller that names the key otherwise re-raises them, never parses."""
+
+    def __init__(self, key: str, message: str, source: str = "<config>"):
+        key = key if len(key) <= SHOWN_CHARS else f"{key[:SHOWN_CHARS]}..."
+        self.key, self.source, self.message = escape(key), clip_path(source), one_line(message)
+        super().__init__(one_line(f"{self.source}: {self.key}: {message}"))
 
 
 def check_text(value: Any, key: str, source: str, error: ErrorType, limit: int = 4096) -> str:

@@ -1,4 +1,5 @@
-"""Every HTTP call under a total deadline and a response-size cap: the network part of the gate (nmt_core/gate.py).
+"""Every HTTP call under a total deadline and a response-size cap: the network part of the gate
+(nmt_core/gates/gate.py).
 
 A read timeout bounds one socket read, not a call: a server that answers and then sends a byte every 0.3 s holds a
 client for ever, and one that claims 5 GB fills memory. MLflow's client, Ray's job client and our own probes all
@@ -32,9 +33,9 @@ import requests
 import urllib3.connectionpool
 from urllib3.util.retry import Retry
 
-from nmt_core.credentials import redact
-from nmt_core.deadline import CallLimit, call_limit
-from nmt_core.gate import MAX_CHECKPOINT_BYTES, ErrorType, network_environment, network_timeout
+from nmt_core.gates.credentials import redact
+from nmt_core.gates.deadline import CallLimit, call_limit
+from nmt_core.gates.gate import MAX_CHECKPOINT_BYTES, ErrorType, network_environment, network_timeout
 
 ANSWER_BYTES = 64 * 2**20  # an API answer (MLflow's search of a thousand runs is a few MB)
 DOWNLOAD_BYTES = MAX_CHECKPOINT_BYTES  # a streamed download: an artifact file, at most a checkpoint

@@ -1,9 +1,9 @@
 """One declaration per setting: type, default, bound, allowed values and one line of help, written once.
 
-A setting is a field of a section dataclass (nmt_core.config's trial config, sweeper.space's sweep sections) whose
+A setting is a field of a section dataclass (nmt_core.config's trial config, sweeper.space.spec's sweep sections) whose
 default is `setting(default, help, bound=..., choices=...)`; its type is the field's annotation. Everything that
 states what a setting allows reads the declaration: the trial config's and the sweep's validation (`accept`), the
-state a sweep stores and the API's arguments (the same `accept`), the JSON Schemas (sweeper.schema), `--help` and
+state a sweep stores and the API's arguments (the same `accept`), the JSON Schemas (sweeper.space.schema), `--help` and
 the settings table of docs/sweeps.md (`settings_table`). A bound or a choice is never written a second time.
 
 Imports nothing heavy (no torch, Ray or MLflow): `sweeper validate` and `import nmt_core.config` read it.
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nmt_core.gate import ErrorType, shown
+from nmt_core.gates.gate import ErrorType, shown
 
 NOUNS = {
     int: "an integer",

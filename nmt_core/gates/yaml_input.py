@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-# the gate's bounds and display (nmt_core/gate.py), named here too for the modules that read YAML
-from nmt_core.gate import MAX_BYTES, MAX_DEPTH, SHOWN_CHARS, ErrorType, read_regular, shown  # noqa: F401
+# the gate's bounds and display (nmt_core/gates/gate.py), named here too for the modules that read YAML
+from nmt_core.gates.gate import MAX_BYTES, MAX_DEPTH, SHOWN_CHARS, ErrorType, read_regular, shown  # noqa: F401
 
 if TYPE_CHECKING:
     import yaml

@@ -2,11 +2,11 @@
 the one pipeline both architectures run: score (+ position bias) -> temperature -> the mechanisms' stages (the
 sentinel's slot) -> softmax -> context.
 
-Each part is declared torch-free under its config value (nmt_core.family: its rules, label, settings and
+Each part is declared torch-free under its config value (nmt_core.family.variants: its rules, label, settings and
 diagnostics), and computed by one class here bound to that value (`@implements(SCORES, "concat")` ->
 `ConcatScore`), the way Sockeye registers its attention types; an on/off mechanism (`attention.sentinel`) is bound
 to its flag. A part is built for a `Site`: the RNN's attention step (`StepSite`) or one multi-head block of the
-Transformer (nmt_core.multihead's `BlockSite`); it asks the site for what differs (the layout of tau, a per-head
+Transformer (nmt_core.models.multihead's `BlockSite`); it asks the site for what differs (the layout of tau, a per-head
 vector, who projects the keys), never which architecture it is in. Both run `Pipeline`: the RNN's `Attention` one
 decoder step at a time, a block all its heads and positions at once, through the same hooks, so a temperature, a
 bias or a mechanism written once acts the same way in both; the masked fp32 softmax, SACT's tau = lambda^tanh(.),
@@ -16,7 +16,7 @@ One interface for every variant (Sockeye, joeynmt): the encoder side is projecte
 (`Attention.memory`), and each decoder step calls `forward(query, memory, state, step_input)`, which
 returns the context, the weights and the next `AttentionState`. A part that needs something from the
 previous step (SACT's c~_{t-1}, the coverage vector, the sentinel's t_{i-1}) keeps it in that state
-under its own name; a block's state (nmt_core.multihead's `BlockState`) shifts it from the position before.
+under its own name; a block's state (nmt_core.models.multihead's `BlockState`) shifts it from the position before.
 
 Notation: h_i encoder state i (size H, both directions concatenated), s_t decoder output at step t,
 e_{t,i} score, alpha_{t,i} weight, c_t context. Equations: Luong et al. 2015 (L), Vaswani et al. 2017 (V),
@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 from torch import Tensor, nn
 
-from nmt_core.family import MECHANISMS, POSITION_BIASES, SCORES, TEMPERATURES
-from nmt_core.parts import Implementation, implements
+from nmt_core.family.parts import Implementation, implements
+from nmt_core.family.variants import MECHANISMS, POSITION_BIASES, SCORES, TEMPERATURES
 
 if TYPE_CHECKING:
     from nmt_core.config import AttentionConfig
@@ -51,8 +51,8 @@ class Site:
 
     The RNN's step (`StepSite`: one head, one step at a time): the query s_t (B, H) is both what the step reads and
     the head's query; scores (B, S), tau and the gate one per row (B,). A Transformer block (`BlockSite`,
-    nmt_core.multihead): x (B, T, D) the block's input, q (B, heads, T, d_k) the heads' queries, scores (B, heads,
-    T, S), tau (B, heads, T)."""
+    nmt_core.models.multihead): x (B, T, D) the block's input, q (B, heads, T, d_k) the heads' queries, scores (B,
+    heads, T, S), tau (B, heads, T)."""
 
     input_size: int  # what the step reads: s_t (H), or the block's input x (D)
     head_size: int  # a head's query and key: H, or d_k
@@ -406,7 +406,7 @@ class SelfAdaptiveTemperature(Temperature):
     `attention.sact_bias`); tau_t lies in (1/lambda, lambda).
 
     The RNN carries the paper's c~_{t-1}, c~_0 = the decoder's initial state. A Transformer block has one U_s row per
-    head, reading x_i for s_t, and reads c~_{t-1} as `attention.sact_reading` says (nmt_core.multihead: the query
+    head, reading x_i for s_t, and reads c~_{t-1} as `attention.sact_reading` says (nmt_core.models.multihead: the query
     alone, or the head's first-pass context at i - 1)."""
 
     def __init__(self, site: Site, cfg: AttentionConfig):
@@ -521,7 +521,7 @@ class Sentinel(Mechanism):
 
     In a Transformer block x_i is the block's input and stands for t_i too (x_{i-1} for t_{i-1}): s_i = g *
     tanh(W_s x_i), offered to every head as one more key and value, which the block's own W^K and W^V project and
-    its score scores (nmt_core.multihead).
+    its score scores (nmt_core.models.multihead).
     """
 
     def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
@@ -726,8 +726,8 @@ class SelfAttention(nn.Module):
 class Pipeline(nn.Module):
     """The attention family's pipeline, one for both architectures: scores (+ position bias) -> temperature -> the
     mechanisms' stages (intra-temporal, the sentinel's slot) -> softmax -> context. The RNN's `Attention` runs it at
-    each decoder step, a Transformer block (nmt_core.multihead) for all its heads and positions at once; each builds
-    the parts for its `Site`, computes the scores its way and says what stands for SACT's c~_{t-1}
+    each decoder step, a Transformer block (nmt_core.models.multihead) for all its heads and positions at once; each
+    builds the parts for its `Site`, computes the scores its way and says what stands for SACT's c~_{t-1}
     (`context_before`). Each on/off mechanism is a submodule under its flag's name."""
 
     def build_parts(self, site: Site, cfg: AttentionConfig, parts: dict[str, str], flags: set[str]) -> None:

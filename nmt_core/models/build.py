@@ -1,7 +1,7 @@
 """`model.arch` -> the encoder-decoder module: the one place training, checkpoints and translation build a model.
 
 Importing this module loads the model's modules (and torch); config validation reads only the architectures'
-declarations (nmt_core.architectures), so it never does.
+declarations (nmt_core.family.architectures), so it never does.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from torch import nn
 
-from nmt_core.architectures import ARCHITECTURES
-from nmt_core.model import Seq2Seq
-from nmt_core.parts import RNN, TRANSFORMER
-from nmt_core.transformer import Transformer
+from nmt_core.family.architectures import ARCHITECTURES
+from nmt_core.family.parts import RNN, TRANSFORMER
+from nmt_core.models.rnn import Seq2Seq
+from nmt_core.models.transformer import Transformer
 
 if TYPE_CHECKING:
     from nmt_core.config import AttentionConfig, ModelConfig

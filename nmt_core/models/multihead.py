@@ -2,7 +2,7 @@
 
 Every head h of a block computes its scores with the block's score part (scaled_dot by default: e^h = q^h k^hT /
 sqrt(d_k); `attention.score` for the decoder's cross-attention), then, where the config asks, with the family's parts
-built for this block (nmt_core.attention, one class each for both architectures; their docstrings give the maths)
+built for this block (nmt_core.models.attention, one class each for both architectures; their docstrings give the maths)
 and run through the family's `Pipeline`, the RNN's attention's, through the same hooks:
 - a Gaussian localness bias G (Yang et al. 2018, Y eqs. 8-10) from each head's query;
 - a sentinel slot (Li & Zhu 2017, A): one more key/value per position, s_i = g * tanh(W_s x_i) with
@@ -33,9 +33,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from nmt_core.attention import AttentionState, Pipeline, Site, Step, head_scalars, masked_softmax
-from nmt_core.family import SACT_READINGS, SCORES
-from nmt_core.parts import Implementation, implements
+from nmt_core.family.parts import Implementation, implements
+from nmt_core.family.variants import SACT_READINGS, SCORES
+from nmt_core.models.attention import AttentionState, Pipeline, Site, Step, head_scalars, masked_softmax
 
 if TYPE_CHECKING:
     from nmt_core.config import AttentionConfig
@@ -148,7 +148,7 @@ class BlockParts:
 
 class MultiHeadAttention(Pipeline):
     """softmax(Q K^T / sqrt(d_k)) V over `heads` heads (V sec. 3.2.2), with the parts of `BlockParts` run through
-    the family's pipeline (nmt_core.attention.Pipeline), as the RNN's attention runs them."""
+    the family's pipeline (nmt_core.models.attention.Pipeline), as the RNN's attention runs them."""
 
     def __init__(self, size: int, heads: int, dropout: float, cfg: AttentionConfig, parts: BlockParts):
         super().__init__()

@@ -18,10 +18,10 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import PackedSequence, invert_permutation, pack_padded_sequence, pad_packed_sequence
 
-from nmt_core.attention import Attention, AttentionOutput, AttentionState, Memory, SelfAttention
-from nmt_core.family import PLACEMENTS, SCORES, SELF_ATTENTIONS
-from nmt_core.parts import Implementation, implements
-from nmt_core.unrolled import Hoisted, hoist, unrolled_step
+from nmt_core.family.parts import Implementation, implements
+from nmt_core.family.variants import PLACEMENTS, SCORES, SELF_ATTENTIONS
+from nmt_core.models.attention import Attention, AttentionOutput, AttentionState, Memory, SelfAttention
+from nmt_core.models.unrolled import Hoisted, hoist, unrolled_step
 
 if TYPE_CHECKING:
     from nmt_core.config import AttentionConfig, ModelConfig
@@ -168,7 +168,7 @@ def rnn_step(rnn: nn.LSTM | nn.GRU, x: Tensor, state: RnnState) -> tuple[Tensor,
 
 class Placement(Implementation):
     """Where attention sits in a decoder step: what the decoder's RNN reads, and one step (`transition`); whether it
-    attends after the RNN's step and feeds its input is declared (nmt_core.family)."""
+    attends after the RNN's step and feeds its input is declared (nmt_core.family.variants)."""
 
     @staticmethod
     def rnn_input(emb_size: int, context: int, luong_input: int) -> int:
@@ -341,9 +341,10 @@ class Decoder(nn.Module):
         return self.output(h_tilde), state, out  # p = softmax(W_s h~_t), L eq. 6
 
     def hoisted(self, emb: Tensor) -> list[Hoisted] | list[None]:
-        """What the teacher-forced loop over emb (B, T, E) computes for all positions at once (nmt_core.unrolled),
-        one Hoisted per position: on the fast path's eager step (`model.compile` none or graphs) outside autocast.
-        The plain path, a step Inductor compiles and bf16 autocast keep torch.lstm_cell's step (None)."""
+        """What the teacher-forced loop over emb (B, T, E) computes for all positions at once
+        (nmt_core.models.unrolled), one Hoisted per position: on the fast path's eager step (`model.compile` none or
+        graphs) outside autocast. The plain path, a step Inductor compiles and bf16 autocast keep torch.lstm_cell's step
+        (None)."""
         if not self.cfg.fast_path or self.cfg.compile in INDUCTOR_MODES or torch.is_autocast_enabled(emb.device.type):
             return [None] * emb.size(1)
         return hoist(self.rnn, emb, deferred=torch.is_grad_enabled())
@@ -375,7 +376,7 @@ class Decoder(nn.Module):
 
 
 class Seq2Seq(nn.Module):
-    """`model.arch: rnn`; what it is to the config is declared in nmt_core.architectures."""
+    """`model.arch: rnn`; what it is to the config is declared in nmt_core.family.architectures."""
 
     def __init__(self, model: ModelConfig, attention: AttentionConfig, src_vocab: int, tgt_vocab: int):
         super().__init__()
@@ -400,7 +401,8 @@ class Seq2Seq(nn.Module):
         self, h: Tensor, final: Tensor, src: Tensor, tgt_in: Tensor, positions: Tensor | None = None
     ) -> tuple[Tensor, DecoderTrace]:
         """forward from the encoder's outputs h (B, S, H) and final state (B, H): a CUDA graph captures this half of
-        a training step (nmt_core.graphs), while the encoder runs over packed sequences, whose layout varies."""
+        a training step (nmt_core.training.graphs), while the encoder runs over packed sequences, whose layout
+        varies."""
         memory, state = self.memory_and_state(h, final, src)
         logits, trace = self.decoder(tgt_in, state, memory, positions)
         for part in self.decoder.attention.mechanisms:

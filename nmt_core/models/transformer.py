@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from nmt_core.attention import AttentionOutput
-from nmt_core.model import PAD, DecoderTrace
-from nmt_core.multihead import BlockParts, HeadTrace, MultiHeadAttention
+from nmt_core.models.attention import AttentionOutput
+from nmt_core.models.multihead import BlockParts, HeadTrace, MultiHeadAttention
+from nmt_core.models.rnn import PAD, DecoderTrace
 
 if TYPE_CHECKING:
     from nmt_core.config import AttentionConfig, ModelConfig
@@ -320,7 +320,7 @@ class Decoder(nn.Module):
 
 class Transformer(nn.Module):
     """Encoder and decoder stacks of `model.layers` layers each (V sec. 3); what it is to the config is declared in
-    nmt_core.architectures."""
+    nmt_core.family.architectures."""
 
     def __init__(self, model: ModelConfig, attention: AttentionConfig, src_vocab: int, tgt_vocab: int):
         super().__init__()

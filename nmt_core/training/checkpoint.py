@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from nmt_core.build import build_model
 from nmt_core.config import TrialConfig, build_config
-from nmt_core.data import SPECIALS, Segmenter, Vocab
-from nmt_core.gate import MAX_CHECKPOINT_BYTES, SHOWN_CHARS, clip, clip_path, open_regular, shown, write_with
-from nmt_core.model import Seq2Seq
+from nmt_core.data.batches import SPECIALS, Segmenter, Vocab
+from nmt_core.gates.gate import MAX_CHECKPOINT_BYTES, SHOWN_CHARS, clip, clip_path, open_regular, shown, write_with
+from nmt_core.models.build import build_model
+from nmt_core.models.rnn import Seq2Seq
 
 LAST, BEST = "last.pt", "best.pt"
 # 2: SACT eq. 2 without a bias (attention.sact_bias), `word` tokens with joiners. Older files are refused.
@@ -30,7 +30,7 @@ class CheckpointError(ValueError):
 
 
 def save(obj: dict[str, Any], path: Path) -> None:
-    """`obj` saved to `path` through the project's one atomic writer (nmt_core/gate.py: write_with): a crash never
+    """`obj` saved to `path` through the project's one atomic writer (nmt_core/gates/gate.py: write_with): a crash never
     leaves a half-written checkpoint, and nothing is written through a link."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_with(path.parent, path.name, lambda handle: torch.save(obj, handle), _checkpoint_error)
@@ -45,7 +45,7 @@ def _checkpoint_error(key: str, message: str, source: str) -> CheckpointError:
 
 
 def load(path: Path, within: Path | None = None) -> dict[str, Any]:
-    """A checkpoint file through the gate (nmt_core/gate.py: a regular file, not a FIFO or device, at most
+    """A checkpoint file through the gate (nmt_core/gates/gate.py: a regular file, not a FIFO or device, at most
     MAX_CHECKPOINT_BYTES; with `within`, below that folder and no link), loaded with weights_only=True, its fields
     checked before anything shows or uses them."""
     with open_regular(path, _checkpoint_error, within) as (fd, info):

@@ -11,7 +11,7 @@ Shapes are dynamic from the first call (batch rows, source length, the output po
 compiles a handful of graphs: training, teacher-forced dev (no grad, no dropout), greedy search and beam search
 (k rows per sentence); not one per batch. The step holds no host-device sync and no data-dependent shape.
 
-`graphs` compiles nothing: it captures the eager step as CUDA graphs (nmt_core.graphs), the decoder's whole
+`graphs` compiles nothing: it captures the eager step as CUDA graphs (nmt_core.training.graphs), the decoder's whole
 forward and backward in training. `reduce-overhead` and `graphs` give the step static shapes (`static_shapes`):
 the loss reads every target position of a batch's length bucket with padding masked, not the real tokens, whose
 number changes with every batch.
@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from nmt_core.decode import beam_step
-from nmt_core.graphs import StepGraphs, map_tensors
-from nmt_core.loss import masked_cross_entropy, summed_cross_entropy
-from nmt_core.model import INDUCTOR_MODES, Seq2Seq
+from nmt_core.models.rnn import INDUCTOR_MODES, Seq2Seq
+from nmt_core.training.decode import beam_step
+from nmt_core.training.graphs import StepGraphs, map_tensors
+from nmt_core.training.loss import masked_cross_entropy, summed_cross_entropy
 
 if TYPE_CHECKING:  # Dynamo is imported where a model compiles: its import is a second of every process's start
     from torch._dynamo.callback import CallbackArgs
@@ -91,7 +91,7 @@ def compile_model(model: Seq2Seq, mode: str) -> Seq2Seq:
     parameters stay the module's, so checkpoints, the optimiser and `state_dict` see no difference."""
     if mode == "none":
         return model
-    if mode == "graphs":  # each decoder step, and each whole beam-search step (nmt_core.decode.beam_step)
+    if mode == "graphs":  # each decoder step, and each whole beam-search step (nmt_core.training.decode.beam_step)
         model.decoder.transition = StepGraphs(model.decoder.transition)
         model.beam_step = StepGraphs(partial(beam_step, model))
         return model
@@ -133,7 +133,7 @@ _COMPILED_LOSS: dict[str, Callable] = {}
 
 
 def loss_function(mode: str) -> Callable:
-    """The fused cross-entropy (nmt_core.loss), compiled under Inductor's modes: its softmax, gather and the
+    """The fused cross-entropy (nmt_core.training.loss), compiled under Inductor's modes: its softmax, gather and the
     backward's exp, subtraction and scatter become one or two passes over the (N, V) logits. With static shapes
     (`static_shapes`) the masked one, over every position of the batch."""
     loss = masked_cross_entropy if static_shapes(mode) else summed_cross_entropy

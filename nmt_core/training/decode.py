@@ -12,10 +12,10 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from nmt_core.attention import AttentionOutput
 from nmt_core.config import DecodeConfig
-from nmt_core.data import Batch, Example, make_batches
-from nmt_core.model import BOS, EOS, PAD, Seq2Seq
+from nmt_core.data.batches import Batch, Example, make_batches
+from nmt_core.models.attention import AttentionOutput
+from nmt_core.models.rnn import BOS, EOS, PAD, Seq2Seq
 
 EXIT_CHECK_EVERY = 4  # steps between the (syncing) "is every sentence finished?" checks
 # attention-trace cells (hypotheses x steps x source positions) one decoding batch may hold: 64 MB in float32, a

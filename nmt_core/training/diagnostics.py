@@ -16,8 +16,8 @@ import torch
 from torch import Tensor
 
 from nmt_core.config import AttentionConfig
-from nmt_core.model import DecoderTrace
-from nmt_core.registry import TEMPERATURES
+from nmt_core.family.registry import TEMPERATURES
+from nmt_core.models.rnn import DecoderTrace
 
 SATURATED_WEIGHT = 0.95  # a step is saturated when one source word takes more than this
 BOUND_TOLERANCE = 0.01  # tau within 1% of 1/lambda or lambda counts as "at a bound"

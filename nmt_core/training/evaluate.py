@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from sacrebleu.metrics import BLEU
 from scipy.special import chdtri, stdtr, stdtrit
 
-from nmt_core.decode import Translation
+from nmt_core.training.decode import Translation
 
 TRACE_SCHEMA = pa.schema(
     [
@@ -493,8 +493,8 @@ class ForcedTrace:
 def forced_trace_table(
     traces: list[ForcedTrace], target_words: list[list[str]], head_labels: list[str] = ()
 ) -> pa.Table:
-    """One row per reference token (nmt_core.train.teacher_forced_traces): tau_t and the gate (a Transformer: their
-    means over heads, as trace_table has them; tau_heads each head's, named by `head_labels`)."""
+    """One row per reference token (nmt_core.training.train.teacher_forced_traces): tau_t and the gate (a Transformer:
+    their means over heads, as trace_table has them; tau_heads each head's, named by `head_labels`)."""
     columns: dict[str, list] = {name: [] for name in FORCED_SCHEMA.names}
     for sent_id, (trace, words) in enumerate(zip(traces, target_words)):
         tau, gate = trace.tau, trace.gate

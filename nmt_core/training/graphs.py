@@ -12,8 +12,8 @@ with (new inputs are copied into them) and overwrites the outputs of the replay 
   backward after it, as does the optimiser (fused Adam: one kernel for all parameters).
 - Without gradients (the dev loss, greedy and beam search): Decoder.transition, one graph per shape of its inputs,
   its outputs copied out of the graph's memory before anyone can hold them across the next replay; and beam
-  search's whole step (nmt_core.decode.beam_step: the transition, the scores, the top-k, the finished hypotheses and
-  the reordering of the state) in one graph per batch shape, the transition recorded inside it.
+  search's whole step (nmt_core.training.decode.beam_step: the transition, the scores, the top-k, the finished
+  hypotheses and the reordering of the state) in one graph per batch shape, the transition recorded inside it.
 
 Without CUDA nothing is captured: the same static-shape step runs eagerly, which is what the float64 tests hold to
 the eager path's loss, gradients and translations on a CPU (tests/oracles/test_compiled.py); on a GPU the same test
@@ -32,9 +32,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from nmt_core.data import Batch
-from nmt_core.model import PAD, host_to_device
-from nmt_core.symmetry import reverse_batch
+from nmt_core.data.batches import Batch
+from nmt_core.models.rnn import PAD, host_to_device
+from nmt_core.training.symmetry import reverse_batch
 
 MAX_LOSS_GRAPHS = 64  # training shapes captured per trial (length buckets x their last, smaller batch); then eager
 MAX_STEP_GRAPHS = 256  # no-grad step shapes (buckets x beam sizes, or one per position where the state grows)
@@ -172,7 +172,7 @@ def graph_batch(src: Tensor, src_lengths: Tensor, tgt_in: Tensor, tgt_out: Tenso
 class DecoderLoss(nn.Module):
     """The captured half of a training step: forward(src, src_lengths, tgt_in, tgt_out[, alignment], h, final[,
     h', final']) -> the loss, from the encoder outputs of the model (and of the reverse model, bilingual symmetry);
-    `loss(batch, model[, reverse])` is the eager loss (nmt_core.train)."""
+    `loss(batch, model[, reverse])` is the eager loss (nmt_core.training.train)."""
 
     def __init__(self, loss: Callable, models: list[nn.Module], aligned: bool):
         super().__init__()
@@ -199,8 +199,8 @@ def decoder_loss_inputs(models: list[nn.Module], batch: Batch) -> tuple[list[Ten
 class CapturedLoss:
     """The training loss of a batch with the decoder's forward and backward replayed from CUDA graphs, one pair per
     batch shape (captured when a shape first comes; past MAX_LOSS_GRAPHS, eager). `loss(batch, model[, reverse])`
-    is the eager loss (nmt_core.train). The graphs share one memory pool: a step replays its forward and at once its
-    backward, never two graphs' at the same time, and reads its outputs before the next step replays."""
+    is the eager loss (nmt_core.training.train). The graphs share one memory pool: a step replays its forward and at
+    once its backward, never two graphs' at the same time, and reads its outputs before the next step replays."""
 
     def __init__(self, loss: Callable, models: list[nn.Module]):
         self.loss, self.models = loss, models

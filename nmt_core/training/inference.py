@@ -7,13 +7,13 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from nmt_core.checkpoint import LoadedModel
 from nmt_core.config import BOUNDS, ConfigError
-from nmt_core.corpora import MAX_TEXT_BYTES
-from nmt_core.data import Example, cut_long
-from nmt_core.decode import Translation, translate
-from nmt_core.gate import shown
-from nmt_core.train import resolve_device
+from nmt_core.data.batches import Example, cut_long
+from nmt_core.data.corpora import MAX_TEXT_BYTES
+from nmt_core.gates.gate import shown
+from nmt_core.training.checkpoint import LoadedModel
+from nmt_core.training.decode import Translation, translate
+from nmt_core.training.train import resolve_device
 
 
 def check_beam_size(beam: Any, key: str, source: str) -> int:

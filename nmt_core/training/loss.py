@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from nmt_core.model import PAD
+from nmt_core.models.rnn import PAD
 
 
 class _SummedCrossEntropy(torch.autograd.Function):

@@ -12,8 +12,8 @@ import dataclasses
 import torch
 from torch import Tensor
 
-from nmt_core.data import Batch, Example, TrialData
-from nmt_core.model import BOS, EOS, PAD, host_to_device
+from nmt_core.data.batches import Batch, Example, TrialData
+from nmt_core.models.rnn import BOS, EOS, PAD, host_to_device
 
 
 def reverse_batch(batch: Batch) -> Batch:
@@ -28,7 +28,9 @@ def reverse_batch(batch: Batch) -> Batch:
     tgt_out = tgt_out.scatter(1, host_to_device(batch.src_lengths, device).unsqueeze(1), EOS)  # x_1 .. x_m </s>
     tgt_lengths = batch.src_lengths + 1
     tgt_in = torch.cat([bos, batch.src], dim=1)
-    if batch.real is None:  # a batch inside a CUDA graph (nmt_core.graphs): lengths on the device, nothing on the host
+    if (
+        batch.real is None
+    ):  # a batch inside a CUDA graph (nmt_core.training.graphs): lengths on the device, nothing on the host
         return Batch(tgt_words, batch.tgt_lengths - 1, tgt_in, tgt_out, batch.index, tgt_lengths.sum(), tgt_lengths)
     width = tgt_out.size(1)
     real = (torch.arange(width) < tgt_lengths.unsqueeze(1)).flatten().nonzero().squeeze(1)  # on the CPU

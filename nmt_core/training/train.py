@@ -19,20 +19,29 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from nmt_core import build
-from nmt_core.alignment import guided_alignment_loss
-from nmt_core.attention import coverage_penalty
-from nmt_core.checkpoint import FORMAT as CHECKPOINT_FORMAT
-from nmt_core.compiled import compile_model, compile_seconds, loss_function, static_shapes
 from nmt_core.config import TrialConfig
-from nmt_core.data import Batch, Example, Segmenter, TrialData, Vocab, bucket_width, load_trial_data, make_batches
-from nmt_core.decode import Translation, translate
-from nmt_core.diagnostics import AttentionDiagnostics
-from nmt_core.evaluate import AlignmentScore, BleuResult, ForcedTrace, attention_alignment, corpus_bleu
-from nmt_core.graphs import CapturedLoss
-from nmt_core.model import EOS, PAD, DecoderTrace, Seq2Seq
-from nmt_core.progress import EpochProgress
-from nmt_core.symmetry import reverse_batch, reversed_data, trace_bonus
+from nmt_core.data.alignment import guided_alignment_loss
+from nmt_core.data.batches import (
+    Batch,
+    Example,
+    Segmenter,
+    TrialData,
+    Vocab,
+    bucket_width,
+    load_trial_data,
+    make_batches,
+)
+from nmt_core.models import build
+from nmt_core.models.attention import coverage_penalty
+from nmt_core.models.rnn import EOS, PAD, DecoderTrace, Seq2Seq
+from nmt_core.training.checkpoint import FORMAT as CHECKPOINT_FORMAT
+from nmt_core.training.compiled import compile_model, compile_seconds, loss_function, static_shapes
+from nmt_core.training.decode import Translation, translate
+from nmt_core.training.diagnostics import AttentionDiagnostics
+from nmt_core.training.evaluate import AlignmentScore, BleuResult, ForcedTrace, attention_alignment, corpus_bleu
+from nmt_core.training.graphs import CapturedLoss
+from nmt_core.training.progress import EpochProgress
+from nmt_core.training.symmetry import reverse_batch, reversed_data, trace_bonus
 
 PAPER_BLEU = "multibleu"  # `multibleu_test_<set>`: lowercased BLEU of word tokens, comparable with the papers
 # (report, state, is_best): called after every epoch; `state` is what `train(resume=...)` takes back
@@ -132,7 +141,7 @@ def trial_loss(cfg: TrialConfig) -> Callable[..., Tensor]:
 
 def step_loss(model: Seq2Seq, reverse: Seq2Seq | None, cfg: TrialConfig, device: torch.device) -> Callable:
     """batch -> the training loss of one step: eager, or on CUDA with `model.compile: graphs` the decoders' forward
-    and backward replayed from CUDA graphs (nmt_core.graphs)."""
+    and backward replayed from CUDA graphs (nmt_core.training.graphs)."""
     loss = trial_loss(cfg)
     if cfg.model.compile == "graphs" and device.type == "cuda":
         return CapturedLoss(loss, [m for m in (model, reverse) if m is not None])

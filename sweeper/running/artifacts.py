@@ -10,13 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from nmt_core.data import TrialData, surface
-from nmt_core.evaluate import ALIGNMENT_STATS, forced_trace_table, trace_table, write_traces
-from nmt_core.registry import is_adaptive
-from nmt_core.train import SetResult, TrainResult, teacher_forced_traces
-from nmt_core.transformer import head_labels
-from sweeper.metrics import FORCED, HEATMAPS, PLOTS_FOLDER, TRANSLATIONS
-from sweeper.mlflow_tables import write_table
+from nmt_core.data.batches import TrialData, surface
+from nmt_core.family.registry import is_adaptive
+from nmt_core.models.transformer import head_labels
+from nmt_core.training.evaluate import ALIGNMENT_STATS, forced_trace_table, trace_table, write_traces
+from nmt_core.training.train import SetResult, TrainResult, teacher_forced_traces
+from sweeper.tracking.metrics import FORCED, HEATMAPS, PLOTS_FOLDER, TRANSLATIONS
+from sweeper.tracking.mlflow_tables import write_table
 
 SIDE_BY_SIDE = ("source", "reference", "hypothesis")  # a translations table's columns
 # the same as an MLflow table: its evaluation view groups rows by the first column and compares the next one across
@@ -54,7 +54,7 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
     figures = heatmap_data(result, sets["dev"])
     (out / HEATMAPS).write_text(json.dumps(figures), encoding="utf-8")
     if draw:
-        from sweeper.plots import heatmaps  # matplotlib: only in a trial that draws
+        from sweeper.summary.plots import heatmaps  # matplotlib: only in a trial that draws
 
         heatmaps(figures, out / PLOTS_FOLDER)
 

@@ -1,7 +1,7 @@
 """The Ray cluster's dashboard, reached and authenticated: the Jobs client that `sweeper submit` sends a sweep
 with, and that `sweeper list | status | stop | logs` ask about sweeps' jobs. Its own module so that neither of
-those (sweeper/submit.py, sweeper/sweeps.py) imports the other. Ray's token authentication works as Ray's own CLI
-does: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token.
+those (sweeper/running/submit.py, sweeper/running/sweeps.py) imports the other. Ray's token authentication works as
+Ray's own CLI does: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 
 from nmt_core.config import ConfigError
-from nmt_core.credentials import redact
-from nmt_core.deadline import longer_with
-from nmt_core.gate import network_timeout, read_regular
+from nmt_core.gates.credentials import redact
+from nmt_core.gates.deadline import longer_with
+from nmt_core.gates.gate import network_timeout, read_regular
 
 TOKEN_LIMIT = 4096  # bytes: Ray's tokens are 64 hex characters
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from sweeper.storage import Storage
+from sweeper.storage.store import Storage
 
 LOG_FILE = "sweep.log"  # beside results.parquet
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -155,7 +155,7 @@ def sweep_console(experiment: Storage, verbose: bool = False) -> Iterator[None]:
             log = SweepLog(Path(stack.enter_context(tempfile.TemporaryDirectory())) / LOG_FILE)
         out, err = RouterStream(sys.stdout, log, verbose), RouterStream(sys.stderr, log, verbose)
         ours = ConsoleStream(sys.stdout, log)
-        warnings = logging.StreamHandler(ConsoleStream(sys.stderr, log))  # sweeper.tracking's, also inside fit
+        warnings = logging.StreamHandler(ConsoleStream(sys.stderr, log))  # sweeper.tracking.runs's, also inside fit
         warnings.setLevel(logging.WARNING)
         logging.getLogger("sweeper").addHandler(warnings)
         _active.append((out, err, ours))

@@ -5,8 +5,8 @@ Two drivers of one name would share one Tune folder, write sweeper.json and stat
 each other's stop request. The lock is created only where none exists, atomically: in a folder, a file written
 whole and then hard-linked to its name (the link fails if the name exists); on object storage, a conditional put
 (S3's `If-None-Match: *`, GCS's `ifGenerationMatch=0`; through boto3 or google-cloud-storage, as pyarrow exposes
-neither: sweeper/conditional_writes.py). A second driver is refused in one line naming the holder (host, pid, since
-when). A lock whose driver is gone (its pid ended, or, on another machine, no status written for STALE_S) is taken
+neither: sweeper/storage/conditional_writes.py). A second driver is refused in one line naming the holder (host, pid,
+since when). A lock whose driver is gone (its pid ended, or, on another machine, no status written for STALE_S) is taken
 over, and said so: in a folder one driver at a time (an flock), on object storage by a put conditional on the stale
 record's tag (S3's ETag, GCS's generation), so that two drivers cannot both take it, and a driver's release is
 conditional on its own record, so that a release landing after its deadline cannot delete a newer driver's lock.
@@ -24,12 +24,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import sweeper.conditional_writes as conditional_writes
-from nmt_core.decoders import json_value
-from nmt_core.gate import shown
-from sweeper.space import SpecError
-from sweeper.storage import Storage, remove_empty
-from sweeper.sweeps import RECORD_LIMIT, STALE_S, driver, driver_alive, iso, printable, read_status
+import sweeper.storage.conditional_writes as conditional_writes
+from nmt_core.gates.decoders import json_value
+from nmt_core.gates.gate import shown
+from sweeper.running.sweeps import RECORD_LIMIT, STALE_S, driver, driver_alive, iso, printable, read_status
+from sweeper.space.spec import SpecError
+from sweeper.storage.store import Storage, remove_empty
 
 LOCK_FILE = "driver.lock"
 CLOCK_SKEW_S = 300.0  # how far ahead of this machine's clock another driver's may run

@@ -18,13 +18,13 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from nmt_core.network import DOWNLOAD_S
-from nmt_core.yaml_input import shown
-from sweeper.metrics import MODEL, TRIAL_ID, VARIANT, VARIANT_NAME, is_result
-from sweeper.names import model_name
-from sweeper.space import SpecError, check_name, variant_label
-from sweeper.storage import Storage, open_storage
-from sweeper.trainable import MODEL_EXAMPLE
+from nmt_core.gates.network import DOWNLOAD_S
+from nmt_core.gates.yaml_input import shown
+from sweeper.running.trainable import MODEL_EXAMPLE
+from sweeper.space.spec import SpecError, check_name, variant_label
+from sweeper.storage.store import Storage, open_storage
+from sweeper.tracking.metrics import MODEL, TRIAL_ID, VARIANT, VARIANT_NAME, is_result
+from sweeper.tracking.names import model_name
 
 TRIAL_ID_RULE = re.compile(r"[0-9a-f]{5,32}(?:_\d{5})?")  # grid/random 8f3a1_00004, Optuna's 8287bf51
 EXAMPLE_LIMIT = 1_000_000  # bytes of model_example.json: a few source sentences
@@ -59,8 +59,8 @@ def model_from_checkpoint(tracker, run_id: str, final: Storage) -> tuple[str, in
     variant (`model` for a run recorded before names), with the trial's active settings as params and its final
     metrics linked (as a trial logging its own model does). Returns the model's id and its size in bytes. A model
     logged already is kept (`log_model` is idempotent)."""
-    from nmt_core import checkpoint
     from nmt_core.mlflow_model import save_model
+    from nmt_core.training import checkpoint
 
     with tempfile.TemporaryDirectory() as folder:
         local = Path(folder)
@@ -114,7 +114,7 @@ def log_best_models(tracker, experiment: Storage, rows: list[dict[str, Any]], me
 
 def final_checkpoint(experiment: Storage, trial: str) -> Storage | None:
     """A trial's last checkpoint in storage (the numbered folder Ray Tune wrote last that holds a training state)."""
-    from nmt_core.checkpoint import LAST
+    from nmt_core.training.checkpoint import LAST
 
     folders = experiment.info(pafs.FileSelector(experiment.root, allow_not_found=True))
     found = [f.base_name for f in folders if f.type == pafs.FileType.Directory and f.base_name.startswith(f"{trial}_")]
@@ -132,9 +132,9 @@ def final_checkpoint(experiment: Storage, trial: str) -> Storage | None:
 def promote(name: str, trial: str, storage_uri: str, tracking_uri: str | None) -> dict[str, Any]:
     """`sweeper promote NAME TRIAL`: the trial's model from its final checkpoint, logged on its run."""
     from nmt_core.mlflow_model import choose_tracking_uri
-    from sweeper.stored import STATE_FILE, read_state
-    from sweeper.tracking import SweepTracker, resolve_uri
-    from sweeper.tracking_store import check_holds_run, check_reachable
+    from sweeper.storage.stored import STATE_FILE, read_state
+    from sweeper.tracking.runs import SweepTracker, resolve_uri
+    from sweeper.tracking.store import check_holds_run, check_reachable
 
     source = "sweeper promote"
     check_name(name, "NAME", source)

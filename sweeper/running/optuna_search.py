@@ -1,4 +1,4 @@
-"""Ray Tune's OptunaSearch over the sweep's persistent study (where it lives: sweeper.study).
+"""Ray Tune's OptunaSearch over the sweep's persistent study (where it lives: sweeper.running.study).
 
 Only the driver writes the study: OptunaSearch asks and tells there. On `sweeper resume` Tune unpickles the
 searcher: its storage reconnects to the same URL and its study keeps its name, so there is no second study, and a
@@ -16,9 +16,9 @@ from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 from ray.tune.search.optuna import OptunaSearch
 
-from sweeper.space import OptunaSpace, SearchSpec, SpecError, SweepSpec
-from sweeper.storage import first_line
-from sweeper.study import shown
+from sweeper.running.study import shown
+from sweeper.space.spec import OptunaSpace, SearchSpec, SpecError, SweepSpec
+from sweeper.storage.store import first_line
 
 SAMPLER_CLASSES = {
     "tpe": "TPESampler",

@@ -28,12 +28,12 @@ from typing import Any
 import ray
 from ray.tune import Callback
 
-from nmt_core.gate import seconds_from
-from nmt_core.progress import eta
-from sweeper.console import ANSI, console
-from sweeper.space import ObjectiveSpec, ResourcesSpec
+from nmt_core.gates.gate import seconds_from
+from nmt_core.training.progress import eta
+from sweeper.running.console import ANSI, console
+from sweeper.space.spec import ObjectiveSpec, ResourcesSpec
 
-PRINT_EVERY_S = seconds_from("SWEEPER_PROGRESS_EVERY_S", 30.0)  # a bad value: the default (nmt_core.gate)
+PRINT_EVERY_S = seconds_from("SWEEPER_PROGRESS_EVERY_S", 30.0)  # a bad value: the default (nmt_core.gates.gate)
 SEND_EVERY_S = 5.0  # a trial's updates to the board, at most
 # nothing running this long while trials wait, and no room for one: waiting for resources (long enough that a
 # sweep whose trials turn over is not called waiting; a test's cluster of seconds-long trials shortens it)
@@ -97,8 +97,8 @@ class TrialProgress:
 class SweepProgress(Callback):
     """Prints the sweep's state every PRINT_EVERY_S seconds, and one line per finished, retried or failed trial
     (a failure with its cause and where its traceback is: `logs` is the sweep's folder in storage, whose trial
-    folders carry Ray's trial id). `name_of` names a trial as its MLflow run is named (sweeper.names.TrialNames),
-    so that the console, MLflow and the summary say the same."""
+    folders carry Ray's trial id). `name_of` names a trial as its MLflow run is named
+    (sweeper.tracking.names.TrialNames), so that the console, MLflow and the summary say the same."""
 
     metric, logs = ObjectiveSpec.metric, ""  # for a callback restored from a sweep started before they existed
     mode, cpu, gpu = ObjectiveSpec.mode, ResourcesSpec.cpu, ResourcesSpec.gpu  # set by `watch` for every run and resume
@@ -138,7 +138,9 @@ class SweepProgress(Callback):
         self.began.setdefault(trial.trial_id, time.time())
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        from sweeper.metrics import FINAL  # reads nmt_core (torch): the driver has it, the board's importers need not
+        from sweeper.tracking.metrics import (
+            FINAL,  # reads nmt_core (torch): the driver has it, the board's importers need not
+        )
 
         result = trial.last_result or {}
         value = result.get(self.metric)
@@ -201,8 +203,8 @@ class SweepProgress(Callback):
             self.beat.send(self.status(trials, lines))
 
     def status(self, trials, lines: list[str]) -> dict[str, Any]:
-        """What status.json says while the sweep runs (see sweeper/sweeps.py)."""
-        from sweeper.sweeps import RUNNING, STOPPING, WAITING
+        """What status.json says while the sweep runs (see sweeper/running/sweeps.py)."""
+        from sweeper.running.sweeps import RUNNING, STOPPING, WAITING
 
         done, failed, running, pending = self.counts(trials)
         state = STOPPING if self.beat.stopping else WAITING if self.waiting else RUNNING
@@ -296,7 +298,7 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
 
     def due(self) -> bool:
-        from sweeper.sweeps import STATUS_EVERY_S
+        from sweeper.running.sweeps import STATUS_EVERY_S
 
         return bool(self.uri) and time.time() - self.last >= STATUS_EVERY_S
 
@@ -309,8 +311,8 @@ class Heartbeat:
         self._thread.start()
 
     def send(self, status: dict[str, Any]) -> None:
-        from sweeper.storage import open_storage
-        from sweeper.sweeps import STOPPING, stop_request, write_status
+        from sweeper.running.sweeps import STOPPING, stop_request, write_status
+        from sweeper.storage.store import open_storage
 
         self.last = time.time()
         try:

@@ -29,14 +29,33 @@ from ray.tune.logger import JsonLoggerCallback
 from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler, PopulationBasedTraining
 from ray.tune.search import ConcurrencyLimiter
 
-import sweeper.conditional_writes as conditional_writes
-from nmt_core.corpora import default_cache_dir, load_corpus
-from nmt_core.credentials import redact
+import sweeper.storage.conditional_writes as conditional_writes
+from nmt_core.data.corpora import default_cache_dir, load_corpus
+from nmt_core.gates.credentials import redact
 from nmt_core.mlflow_model import choose_tracking_uri
-from sweeper.backlog import BACKLOG_FILE
-from sweeper.console import ray_calls
-from sweeper.driver_lock import check_lockable, sweep_lock
-from sweeper.metrics import (
+from sweeper.running.console import ray_calls
+from sweeper.running.driver_lock import check_lockable, sweep_lock
+from sweeper.running.models import human, log_best_models, storage_usage
+from sweeper.running.progress import SweepProgress, failure_cause, open_board
+from sweeper.running.study import describe as describe_study
+from sweeper.running.study import shown, study_url
+from sweeper.running.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
+from sweeper.running.trainable import NoRetryAfterDivergence, SweepContext, run_trial
+from sweeper.space.spec import (
+    SIGNIFICANCE_TESTS,
+    SignificanceSpec,
+    SpecError,
+    SweepSpec,
+    TrialPlan,
+    describe_trial,
+    mutation_range,
+    plan_trials,
+    trial_config,
+)
+from sweeper.storage.store import Storage, check_writable, first_line, open_storage
+from sweeper.storage.stored import LINK_KEY, STATE_FILE, SweepState, damaged, read_state, state_from
+from sweeper.tracking.backlog import BACKLOG_FILE
+from sweeper.tracking.metrics import (
     AGGREGATED,
     BEST,
     BEST_RUN_ID,
@@ -48,34 +67,15 @@ from sweeper.metrics import (
     final_result,
     parent_metrics,
 )
-from sweeper.mlflow_view import share_view, translations_link
-from sweeper.models import human, log_best_models, storage_usage
-from sweeper.names import TrialNames, shared_words
-from sweeper.progress import SweepProgress, failure_cause, open_board
-from sweeper.space import (
-    SIGNIFICANCE_TESTS,
-    SignificanceSpec,
-    SpecError,
-    SweepSpec,
-    TrialPlan,
-    describe_trial,
-    mutation_range,
-    plan_trials,
-    trial_config,
-)
-from sweeper.storage import Storage, check_writable, first_line, open_storage
-from sweeper.stored import LINK_KEY, STATE_FILE, SweepState, damaged, read_state, state_from
-from sweeper.study import describe as describe_study
-from sweeper.study import shown, study_url
-from sweeper.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
-from sweeper.tracking import (
+from sweeper.tracking.mlflow_view import share_view, translations_link
+from sweeper.tracking.names import TrialNames, shared_words
+from sweeper.tracking.runs import (
     MlflowTrackingCallback,
     SweepTracker,
     resolve_uri,
     runs_link,
 )
-from sweeper.tracking_store import check_holds_run, check_reachable
-from sweeper.trainable import NoRetryAfterDivergence, SweepContext, run_trial
+from sweeper.tracking.store import check_holds_run, check_reachable
 
 TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` loads
 SIGNIFICANCE_KEY = b"sweeper.significance"  # results.parquet's metadata: the test whose marks the summary prints
@@ -129,7 +129,7 @@ def init_ray(address: str | None) -> None:
 @contextmanager
 def ray_for_one_sweep() -> Iterator[None]:
     """The Ray a sweep connected to (a local one it started, or a cluster it joined) is disconnected when the sweep
-    ends, inside the console's routing (sweeper/console.py): disconnecting prints the worker lines Ray's
+    ends, inside the console's routing (sweeper/running/console.py): disconnecting prints the worker lines Ray's
     deduplication still holds ("... [repeated 2x across cluster]"), which at the process's exit would reach the
     console after the summary; here they go to the sweep's log. A Ray the caller had connected stays connected."""
     connected_before = ray.is_initialized()
@@ -226,7 +226,8 @@ def build_trainable(state: SweepState):
 
 def trial_name(trial: Trial, base: dict[str, Any]) -> str:
     """Tune's own name of a trial, `<variant>-<trial id>`, in Ray's lines (the sweep's log); a person reads its run
-    name (sweeper.names.TrialNames). Sweeps started before that kept this as their progress callback's `name_of`."""
+    name (sweeper.tracking.names.TrialNames). Sweeps started before that kept this as their progress callback's
+    `name_of`."""
     return f"{describe_trial(trial.config, base)[1]}-{trial.trial_id}"
 
 
@@ -240,7 +241,7 @@ def trial_folder_name(trial: Trial, base: dict[str, Any]) -> str:
 def build_tune_config(
     spec: SweepSpec, base: dict[str, Any], study: str | None = None
 ) -> tuple[tune.TuneConfig, dict[str, Any]]:
-    """`study`: where an Optuna sweep keeps its study (sweeper.study.study_url; None: in memory)."""
+    """`study`: where an Optuna sweep keeps its study (sweeper.running.study.study_url; None: in memory)."""
     scheduler = None
     # reuse_actors: a finished trial's worker process runs the next trial, so torch and the rest are imported once
     # per worker, not once per trial (every trial seeds its own RNGs and sets its own thread count)
@@ -264,7 +265,7 @@ def build_tune_config(
     elif spec.scheduler.type == "pbt":
         scheduler = pbt_scheduler(spec)
     if spec.search.algorithm == "optuna":
-        from sweeper.optuna_search import optuna_searcher
+        from sweeper.running.optuna_search import optuna_searcher
 
         searcher = optuna_searcher(spec, study)
         config = tune.TuneConfig(
@@ -383,7 +384,7 @@ def tracking_callback(
 
 
 def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, address: str | None) -> int:
-    """A new sweep: everything checked (open_sweep), then its driver's lock taken (sweeper/driver_lock.py), then
+    """A new sweep: everything checked (open_sweep), then its driver's lock taken (sweeper/running/driver_lock.py), then
     Ray, MLflow and the trials: a run refused by a check or by a live driver has written nothing."""
     checked = open_sweep(spec, storage_uri, tracking_uri)
     with sweep_lock(checked.storage.below(spec.name), spec.name, "sweeper run"):
@@ -493,7 +494,7 @@ def open_tracking(uri: str, address: str | None) -> Future:
 
 def start_ray(spec: SweepSpec, address: str | None, base: dict[str, Any]) -> None:
     """Ray (a local one starts here), the GPUs the space asks for, and the corpus (fetched once, cached)."""
-    with ray_calls():  # Ray's banners and warnings: to the sweep's log (sweeper/console.py)
+    with ray_calls():  # Ray's banners and warnings: to the sweep's log (sweeper/running/console.py)
         init_ray(address)
     check_gpus(spec)
     data = base["data"]

@@ -2,7 +2,7 @@
 
 The study is persistent and named after the sweep, so `optuna-dashboard <storage>` shows it live,
 `optuna.load_study(study_name=NAME, storage=...)` reads it afterwards, and `sweeper resume` continues it
-(sweeper.optuna_search). It lives in the space's `search.study_storage` (an RDB URL) if it gives one; else in
+(sweeper.running.optuna_search). It lives in the space's `search.study_storage` (an RDB URL) if it gives one; else in
 `optuna.db` (SQLite) in the sweep's folder when storage is local; else, since SQLite cannot live on s3:// or gs://,
 in `optuna.db` beside a SQLite tracking store; else (object storage and a tracking server) in memory, pickled with
 Tune's experiment state as before, and the start line says how to keep it.
@@ -14,11 +14,11 @@ import posixpath
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.space import SweepSpec
-from sweeper.sqlite_urls import resolve_uri
+from sweeper.space.spec import SweepSpec
+from sweeper.tracking.sqlite_urls import resolve_uri
 
 if TYPE_CHECKING:
-    from sweeper.storage import Storage
+    from sweeper.storage.store import Storage
 
 STUDY_FILE = "optuna.db"
 

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import nmt_core
 from nmt_core.config import ConfigError
-from nmt_core.credentials import redact
-from nmt_core.gate import printable, seconds_from
+from nmt_core.gates.credentials import redact
+from nmt_core.gates.gate import printable, seconds_from
 from nmt_core.mlflow_model import choose_tracking_uri
-from sweeper.cluster import SubmitError, connect
-from sweeper.space import SweepSpec
-from sweeper.sqlite_urls import resolve_uri
-from sweeper.sweeps import JOB_VARIABLE, whoami
-from sweeper.tracking_store import check_reachable
+from sweeper.running.cluster import SubmitError, connect
+from sweeper.running.sweeps import JOB_VARIABLE, whoami
+from sweeper.space.spec import SweepSpec
+from sweeper.tracking.sqlite_urls import resolve_uri
+from sweeper.tracking.store import check_reachable
 
 POLL_S = 1.0
 AGENT_WAIT_S = 180.0  # how long a fresh head may take to accept jobs (over 60 s on a loaded 2-core machine)
@@ -97,8 +97,8 @@ def submit(
 
 
 def job_record(name: str, address: str) -> dict[str, str | None]:
-    """What the job's driver records in the sweep's storage (sweeper/sweeps.py): the job's id, chosen here so that
-    the driver knows it, the dashboard it was submitted to, and who submitted it (their MLflow user, which the
+    """What the job's driver records in the sweep's storage (sweeper/running/sweeps.py): the job's id, chosen here so
+    that the driver knows it, the dashboard it was submitted to, and who submitted it (their MLflow user, which the
     driver grants the sweep's experiment when it tracks under the cluster's own account)."""
     return {
         "id": f"sweeper-{name}-{uuid.uuid4().hex[:8]}",

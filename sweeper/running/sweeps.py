@@ -29,14 +29,14 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-import sweeper.conditional_writes as conditional_writes
+import sweeper.storage.conditional_writes as conditional_writes
 from nmt_core.config import ConfigError
-from nmt_core.credentials import check_uri, redact
-from nmt_core.deadline import command_passed
-from nmt_core.gate import seconds_from
-from nmt_core.yaml_input import shown
-from sweeper.space import NAME_RULE, SpecError, check_name
-from sweeper.storage import Storage, open_storage
+from nmt_core.gates.credentials import check_uri, redact
+from nmt_core.gates.deadline import command_passed
+from nmt_core.gates.gate import seconds_from
+from nmt_core.gates.yaml_input import shown
+from sweeper.space.spec import NAME_RULE, SpecError, check_name
+from sweeper.storage.store import Storage, open_storage
 
 T = TypeVar("T")
 STATUS_FILE, STOP_FILE = "status.json", "stop.json"
@@ -81,7 +81,7 @@ class SweepInfo:
     address: str | None = None  # the Ray dashboard it was submitted to
     storage: str | None = None
     tracking_uri: str | None = None
-    mlflow_link: str | None = None  # the link that opens its trials in MLflow's UI (sweeper.mlflow_view)
+    mlflow_link: str | None = None  # the link that opens its trials in MLflow's UI (sweeper.tracking.mlflow_view)
     board: list[str] = field(default_factory=list)  # the progress board's lines at updated_at
 
     def row(self) -> dict[str, Any]:
@@ -111,7 +111,7 @@ def is_time(seconds: Any) -> bool:
 
 def stored_time(experiment: Storage, file: str, key: str, seconds: Any) -> float | None:
     """A time a record stored (null where it is not kept), checked on read: anything but a time is damage."""
-    from sweeper.stored import damaged
+    from sweeper.storage.stored import damaged
 
     if seconds is not None and not is_time(seconds):
         raise damaged(experiment, file, f"{key}: must be seconds since 1970 (got {shown(seconds)})")
@@ -191,9 +191,9 @@ def driver_alive(record: Any) -> bool | None:
 
 def read_record(experiment: Storage, file: str) -> dict[str, Any] | None:
     """A small JSON record in the sweep's folder (status.json, stop.json), or None; one that cannot be read (a link
-    out, a FIFO, too large, not JSON within nmt_core.decoders' bounds) is damage, named in one line as sweeper.json's
-    is."""
-    from sweeper.stored import damage_error, damaged
+    out, a FIFO, too large, not JSON within nmt_core.gates.decoders' bounds) is damage, named in one line as
+    sweeper.json's is."""
+    from sweeper.storage.stored import damage_error, damaged
 
     if not experiment.exists(file):
         return None
@@ -206,7 +206,7 @@ def read_record(experiment: Storage, file: str) -> dict[str, Any] | None:
 def settled(read: Callable[[], T], attempts: int = 3) -> T:
     """A record a driver rewrites while it is read: object storage's reader asks an object's size, then its bytes,
     and a rewrite between the two gives a torn read, which reads as damage. Damage stays; a torn read does not.
-    Past the command's deadline (nmt_core/deadline.py) a read is not tried again: it would fail at once."""
+    Past the command's deadline (nmt_core/gates/deadline.py) a read is not tried again: it would fail at once."""
     for attempt in range(attempts):
         try:
             return read()
@@ -229,7 +229,7 @@ def read_status(experiment: Storage) -> dict[str, Any] | None:
     if status is None:
         return None
     if status.get("state") not in STATES:
-        from sweeper.stored import damaged
+        from sweeper.storage.stored import damaged
 
         raise damaged(experiment, STATUS_FILE, f"state {shown(status.get('state'))} is none of {', '.join(STATES)}")
 
@@ -282,7 +282,7 @@ def clear_stop(experiment: Storage) -> None:
 def from_storage(experiment: Storage, name: str) -> SweepInfo:
     """A sweep as its folder in storage tells it: sweeper.json, then status.json (or results.parquet, for a sweep
     that ended before status.json existed)."""
-    from sweeper.stored import LINK_KEY, STATE_FILE, read_state
+    from sweeper.storage.stored import LINK_KEY, STATE_FILE, read_state
 
     state = settled(lambda: read_state(experiment))
     job = check_job(state.job, "job", experiment.display(STATE_FILE)) if state.job else None
@@ -335,9 +335,9 @@ def liveness(status: dict[str, Any], info: SweepInfo) -> tuple[str, str]:
 def with_results(experiment: Storage, info: SweepInfo) -> None:
     """Counts and state from results.parquet (a sweep that ended before status.json existed): a row per trial, its
     status a string; anything else is damage."""
-    from sweeper.metrics import RESULTS_FILE
-    from sweeper.space import MAX_TRIALS
-    from sweeper.stored import damage_error, damaged
+    from sweeper.space.spec import MAX_TRIALS
+    from sweeper.storage.stored import damage_error, damaged
+    from sweeper.tracking.metrics import RESULTS_FILE
 
     if not experiment.exists(RESULTS_FILE):
         info.detail = "no status recorded: started by an older version, or its driver never reached its trials"
@@ -395,7 +395,7 @@ def sweep_jobs(client) -> dict[str, Any]:
 
 def sweep_names(storage: Storage) -> list[str]:
     """The folders under the storage root that hold a sweep (sweeper.json), by name."""
-    from sweeper.stored import STATE_FILE
+    from sweeper.storage.stored import STATE_FILE
 
     with storage.one_line():  # a store that fails is one line naming it
         found = storage.info(pafs.FileSelector(storage.root, allow_not_found=True, recursive=False))
@@ -406,7 +406,7 @@ def sweep_names(storage: Storage) -> list[str]:
 def cluster(address: str | None, source: str):
     """The Ray Jobs client of `address` (else $RAY_ADDRESS, as `ray job list` reads it), or None without either;
     a cluster that does not answer is one line, exit 2."""
-    from sweeper.cluster import connect
+    from sweeper.running.cluster import connect
 
     address = address or os.environ.get("RAY_ADDRESS")
     return connect(address, source) if address else None
@@ -430,7 +430,7 @@ def list_sweeps(storage_uri: str, address: str | None) -> list[SweepInfo]:
 def find(name: str, storage_uri: str, address: str | None, source: str) -> tuple[SweepInfo, Storage, Any]:
     """A sweep by its name: its folder in storage, else its latest job on the cluster at `address`; with the Ray
     Jobs client of its cluster (None where there is none, or its recorded dashboard does not answer from here)."""
-    from sweeper.stored import STATE_FILE
+    from sweeper.storage.stored import STATE_FILE
 
     check_name(name, "NAME", source)
     storage = open_storage(storage_uri, source)
@@ -465,7 +465,7 @@ def find(name: str, storage_uri: str, address: str | None, source: str) -> tuple
 
 def read_job_address(experiment: Storage) -> str:
     """The dashboard a sweep was submitted to, unredacted (SweepInfo shows it redacted; it holds no secret)."""
-    from sweeper.stored import STATE_FILE, read_state
+    from sweeper.storage.stored import STATE_FILE, read_state
 
     return check_job(read_state(experiment).job, "job", experiment.display(STATE_FILE))["address"]
 
@@ -507,7 +507,7 @@ def logs(name: str, storage_uri: str, address: str | None, tail: int | None = No
     """A sweep's log: its Ray job's (the driver's console) for a submitted sweep whose cluster answers, else
     sweep.log in its storage (Ray's output and the sweep's lines; in object storage once the driver ends).
     Returns where it came from and its text, the last `tail` lines with `tail`."""
-    from sweeper.console import ANSI, LOG_FILE
+    from sweeper.running.console import ANSI, LOG_FILE
 
     source = "sweeper logs"
     info, experiment, client = find(name, storage_uri, address, source)
@@ -530,7 +530,7 @@ def logs(name: str, storage_uri: str, address: str | None, tail: int | None = No
 def read_end(experiment: Storage, file: str) -> str:
     """The last LOG_LIMIT bytes of a file in storage, through the storage's gate (a regular file, no link out, no
     FIFO or device)."""
-    from sweeper.stored import damage_error
+    from sweeper.storage.stored import damage_error
 
     return experiment.read_end(file, limit=LOG_LIMIT, error=damage_error(experiment, file)).decode("utf-8", "replace")
 

@@ -20,18 +20,18 @@ import ray
 import torch
 from ray import tune
 
-from nmt_core import checkpoint
 from nmt_core.config import TrialConfig
-from nmt_core.data import TrialData, load_trial_data
+from nmt_core.data.batches import TrialData, load_trial_data
+from nmt_core.gates.network import configure_network
 from nmt_core.mlflow_model import save_model
-from nmt_core.network import configure_network
-from nmt_core.train import PAPER_BLEU, TrainingDiverged, TrainResult, evaluate_split, resolve_device, train
-from sweeper.artifacts import write_trial_artifacts
-from sweeper.metrics import ARTIFACTS, EPOCH_ENDED, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX
-from sweeper.progress import TrialProgress, trial_failure_cause
-from sweeper.provenance import DATASET, corpus_dataset, trial_provenance
-from sweeper.space import describe_trial
-from sweeper.storage import Storage
+from nmt_core.training import checkpoint
+from nmt_core.training.train import PAPER_BLEU, TrainingDiverged, TrainResult, evaluate_split, resolve_device, train
+from sweeper.running.artifacts import write_trial_artifacts
+from sweeper.running.progress import TrialProgress, trial_failure_cause
+from sweeper.space.spec import describe_trial
+from sweeper.storage.store import Storage
+from sweeper.tracking.metrics import ARTIFACTS, EPOCH_ENDED, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX
+from sweeper.tracking.provenance import DATASET, corpus_dataset, trial_provenance
 
 DIVERGED = "diverged.txt"  # left in the trial folder by a trial whose loss became NaN
 MODEL_EXAMPLE = "model_example.json"  # in the final checkpoint: the input example of a model made from it later
@@ -59,7 +59,9 @@ class NoRetryAfterDivergence(tune.Callback):
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         cause = trial_failure_cause(trial)
-        exception = cause.split(":", 1)[0].rsplit(".", 1)[-1]  # "nmt_core.train.TrainingDiverged: epoch 3: ..."
+        exception = cause.split(":", 1)[0].rsplit(".", 1)[
+            -1
+        ]  # "nmt_core.training.train.TrainingDiverged: epoch 3: ..."
         if exception == TrainingDiverged.__name__:
             trial.max_failures = 0
 
@@ -116,7 +118,7 @@ def trial_data(cfg: TrialConfig) -> tuple[TrialData, str]:
 
 def prepare_worker(context: SweepContext) -> None:
     """A trial's process set up as the driver's: its threads and GPU share, and its network calls (an HTTP call
-    through requests, an artifact store's client) under the driver's deadline and size cap (nmt_core/network.py).
+    through requests, an artifact store's client) under the driver's deadline and size cap (nmt_core/gates/network.py).
     Trials hand MLflow nothing themselves, but a Ray worker is a process of its own that the driver's wrapper does
     not reach, and whatever talks to a server in it is held to the same bounds."""
     torch.set_num_threads(max(1, int(context.cpus_per_trial)))
@@ -158,7 +160,7 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
         data, unsent[DATASET] = trial_data(cfg)  # the corpus logged as the run's input, with the first report
     sampler = None  # started just before training, stopped after it: a reused worker keeps no sampling thread
     if context.system_metrics:
-        from sweeper.system_metrics import SystemSampler  # MLflow's monitors: only where they are used
+        from sweeper.tracking.system_metrics import SystemSampler  # MLflow's monitors: only where they are used
 
         sampler = SystemSampler()
     try:

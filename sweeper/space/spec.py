@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nmt_core.config import EPOCHS, MAX_SEED, SEEDS, ConfigError, TrialConfig, all_keys, build_config, set_dotted
-from nmt_core.corpus_names import CorpusError
-from nmt_core.corpus_names import check_name as check_corpus_name
-from nmt_core.credentials import check_uri
-from nmt_core.gate import check_tree, escape
-from nmt_core.registry import label_words
-from nmt_core.settings import Bound, Setting, accept, declared, setting
-from nmt_core.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
+from nmt_core.data.corpus_names import CorpusError
+from nmt_core.data.corpus_names import check_name as check_corpus_name
+from nmt_core.family.registry import label_words
+from nmt_core.gates.credentials import check_uri
+from nmt_core.gates.gate import check_tree, escape
+from nmt_core.gates.settings import Bound, Setting, accept, declared, setting
+from nmt_core.gates.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
 ALGORITHMS = ("grid", "random", "optuna")
@@ -49,8 +49,8 @@ TOP_LEVEL = (
 )
 OBJECTIVE_METRICS = ("bleu_dev", "dev_loss", "dev_ppl", "train_loss")
 MODES = ("max", "min")
-# nmt_core.evaluate.seed_sentence_test over PairedBootstrap's resamples (one seed a row: sacrebleu --paired-bs),
-# ApproximateRandomization (sacrebleu --paired-ar)
+# nmt_core.training.evaluate.seed_sentence_test over PairedBootstrap's resamples (one seed a row: sacrebleu
+# --paired-bs), ApproximateRandomization (sacrebleu --paired-ar)
 SIGNIFICANCE_METHODS = ("paired_bootstrap", "approximate_randomization")
 # what produces the marks of each method, in a line: the summary's footer, the parent run and results.parquet say it
 SIGNIFICANCE_TESTS = {
@@ -110,7 +110,7 @@ class SearchSpec:
     repeats: int = setting(1, "seeds per configuration (train.seed, +1, +2, ...)", Bound(1, note=PLAN))
     sampler: str = setting("tpe", "optuna: the sampler", choices=tuple(SAMPLERS))
     points_to_evaluate: list[dict[str, Any]] = setting([], "optuna: tried first, in this order")
-    study_storage: str | None = setting(None, "optuna: an RDB URL for the study (default: see sweeper.study)")
+    study_storage: str | None = setting(None, "optuna: an RDB URL for the study (default: see sweeper.running.study)")
 
 
 OPTUNA_ONLY = ("sampler", "points_to_evaluate", "study_storage")  # search keys only Optuna reads
@@ -187,7 +187,7 @@ class SignificanceSpec:
     )
 
 
-# the sections of a sweep YAML read as dataclasses: their fields declare each key (nmt_core.settings.declared)
+# the sections of a sweep YAML read as dataclasses: their fields declare each key (nmt_core.gates.settings.declared)
 SECTIONS: dict[str, type] = {
     "search": SearchSpec,
     "objective": ObjectiveSpec,
@@ -357,7 +357,7 @@ def _mapping(value: Any, key: str, source: str) -> dict:
 
 def read_section(section: str, raw: Any, source: str) -> Any:
     """One section of a sweep YAML as its dataclass (SECTIONS): every key known and as its declaration allows
-    (nmt_core.settings); keys left out keep the field's default."""
+    (nmt_core.gates.settings); keys left out keep the field's default."""
     settings, values = declared(SECTIONS[section]), {}
     for name, value in _mapping(raw, section, source).items():
         key = f"{section}.{name}"

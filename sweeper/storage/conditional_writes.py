@@ -1,14 +1,15 @@
 """Conditional writes on object storage, which pyarrow does not expose (issue #61's named gaps): S3's `If-Match` and
-`If-None-Match` through boto3 (the `s3` extra, sweeper/s3_objects.py), GCS's generation preconditions through
-google-cloud-storage (the `gcs` extra, sweeper/gcs_objects.py). The logic is here, once; a backend makes the calls.
+`If-None-Match` through boto3 (the `s3` extra, sweeper/storage/s3_objects.py), GCS's generation preconditions through
+google-cloud-storage (the `gcs` extra, sweeper/storage/gcs_objects.py). The logic is here, once; a backend makes the
+calls.
 
-A call to object storage that passes its deadline is abandoned, not undone (sweeper/storage.py: within_deadline):
+A call to object storage that passes its deadline is abandoned, not undone (sweeper/storage/store.py: within_deadline):
 its request may still land later, whole but stale. Where a later write must win, a write is conditional on the tag
 (S3's ETag, GCS's generation) this process last wrote or read, and a delete on the tag of the object it means to
 remove: a request that lands late carries a tag a newer write has replaced, and the store refuses it (412). So a
 sweep's records (sweeper.json, status.json, stop.json) cannot go back to an older state, a driver's late release
 cannot delete the lock a newer driver holds, and a takeover of a stale lock puts its record only over the stale
-record it read, so two drivers that judge one lock gone cannot both take it (sweeper/driver_lock.py).
+record it read, so two drivers that judge one lock gone cannot both take it (sweeper/running/driver_lock.py).
 
 An S3 ETag is the object's MD5: a late write whose condition is an older record that was written again byte for
 byte lands (no record repeats itself here: each carries its driver and time). A GCS generation is new at every
@@ -24,13 +25,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow.fs as pafs
 
-import sweeper.gcs_objects as gcs_objects
-import sweeper.s3_objects as s3_objects
-from sweeper.space import SpecError
-from sweeper.storage import first_line, fs_options
+import sweeper.storage.gcs_objects as gcs_objects
+import sweeper.storage.s3_objects as s3_objects
+from sweeper.space.spec import SpecError
+from sweeper.storage.store import first_line, fs_options
 
 if TYPE_CHECKING:
-    from sweeper.storage import Storage
+    from sweeper.storage.store import Storage
 
 T = TypeVar("T")
 ATTEMPTS = 3  # writes of one record that may race this one's (another of this process's, landing late)

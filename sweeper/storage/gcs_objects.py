@@ -1,5 +1,5 @@
-"""GCS's object calls for the conditional writes (sweeper/conditional_writes.py), through google-cloud-storage (the
-`gcs` extra): pyarrow's GCS client does not expose generation preconditions. A tag is the object's generation, as a
+"""GCS's object calls for the conditional writes (sweeper/storage/conditional_writes.py), through google-cloud-storage
+(the `gcs` extra): pyarrow's GCS client does not expose generation preconditions. A tag is the object's generation, as a
 string (S3's ETags are strings too); `ifGenerationMatch=0` means "only if there is none".
 
 The client is built from the options pyarrow's GcsFileSystem was given (anonymous, an access token, or the default
@@ -16,12 +16,12 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from nmt_core.gate import network_timeout
-from sweeper.space import SpecError
-from sweeper.storage import fs_options
+from nmt_core.gates.gate import network_timeout
+from sweeper.space.spec import SpecError
+from sweeper.storage.store import fs_options
 
 if TYPE_CHECKING:
-    from sweeper.storage import Storage
+    from sweeper.storage.store import Storage
 
 EXTRA = (
     "a sweep on GCS takes its lock with GCS's conditional write (generation preconditions), which needs "

@@ -1,4 +1,4 @@
-"""S3's object calls for the conditional writes (sweeper/conditional_writes.py), through boto3 (the `s3` extra):
+"""S3's object calls for the conditional writes (sweeper/storage/conditional_writes.py), through boto3 (the `s3` extra):
 pyarrow's S3 client exposes neither `If-Match` nor `If-None-Match`. A tag is the object's ETag.
 
 Each call raises what boto3 raises; conditional_writes runs it within the store's deadline and reads a refusal
@@ -11,12 +11,12 @@ import functools
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from nmt_core.gate import network_timeout
-from sweeper.space import SpecError
-from sweeper.storage import fs_options
+from nmt_core.gates.gate import network_timeout
+from sweeper.space.spec import SpecError
+from sweeper.storage.store import fs_options
 
 if TYPE_CHECKING:
-    from sweeper.storage import Storage
+    from sweeper.storage.store import Storage
 
 REFUSED = ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "404", "412")  # the condition failed
 EXTRA = "a sweep on S3 takes its lock with S3's conditional write, which needs boto3: pip install 'nmt-sweeper[s3]'"

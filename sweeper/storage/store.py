@@ -27,10 +27,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from nmt_core.credentials import check_uri, redact
-from nmt_core.deadline import CallLimit, call_limit, carried
-from nmt_core.decoders import json_value, parquet_table
-from nmt_core.gate import (
+from nmt_core.gates.credentials import check_uri, redact
+from nmt_core.gates.deadline import CallLimit, call_limit, carried
+from nmt_core.gates.decoders import json_value, parquet_table
+from nmt_core.gates.gate import (
     SHOWN_CHARS,
     ErrorType,
     clip,
@@ -40,8 +40,8 @@ from nmt_core.gate import (
     read_regular,
     write_file,
 )
-from nmt_core.network import ANSWER_BYTES, DOWNLOAD_S
-from sweeper.space import SpecError
+from nmt_core.gates.network import ANSWER_BYTES, DOWNLOAD_S
+from sweeper.space.spec import SpecError
 
 T = TypeVar("T")
 SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -87,14 +87,14 @@ class Storage:
 
     def bounded(self, call: Callable[..., T], *args: Any, seconds: float | None = None) -> T:
         """`call(*args)` on an object store within `seconds` (network_timeout() unless given), or what is left of the
-        command's deadline (nmt_core/deadline.py); a folder's calls run as they are."""
+        command's deadline (nmt_core/gates/deadline.py); a folder's calls run as they are."""
         if self.is_local:
             return call(*args)
         return within_deadline(call_limit(seconds or network_timeout(SpecError)), call, *args)
 
     def read_bytes(self, *parts: str, limit: int = READ_LIMIT, error: ErrorType = SpecError) -> bytes:
         """A file of at most `limit` bytes, refused before it is read: in a folder, through the gate (a regular file
-        below the storage root, no link, no FIFO or device; nmt_core/gate.py)."""
+        below the storage root, no link, no FIFO or device; nmt_core/gates/gate.py)."""
         if self.is_local:
             return read_regular(self.path(*parts), limit, error, within=Path(self.top or self.root), what=TOO_LARGE)
         with self.one_line(*parts):
@@ -128,7 +128,7 @@ class Storage:
         return self.read_bytes(*parts, limit=limit).decode("utf-8")
 
     def read_json(self, *parts: str, limit: int = READ_LIMIT, error: ErrorType = SpecError) -> Any:
-        """A JSON file, read as read_bytes does and decoded within nmt_core.decoders' bounds."""
+        """A JSON file, read as read_bytes does and decoded within nmt_core.gates.decoders' bounds."""
         return json_value(self.read_bytes(*parts, limit=limit, error=error), self.display(*parts), error)
 
     def write_bytes(self, data: bytes, *parts: str) -> None:
@@ -172,7 +172,7 @@ class Storage:
     @property
     def conditional(self) -> bool:
         """Whether writes here can be conditional (S3's If-Match, GCS's generation preconditions; through their own
-        clients, as pyarrow exposes neither: sweeper/conditional_writes.py)."""
+        clients, as pyarrow exposes neither: sweeper/storage/conditional_writes.py)."""
         return isinstance(self.fs, (pafs.S3FileSystem, pafs.GcsFileSystem))
 
     def write_parquet(self, table: pa.Table, *parts: str) -> None:
@@ -182,7 +182,7 @@ class Storage:
 
     def read_parquet(self, *parts: str, max_rows: int | None = None, error: ErrorType = SpecError) -> pa.Table:
         """A Parquet file, read as read_bytes does, refused by its footer if it expands beyond `max_rows` rows
-        (nmt_core.decoders)."""
+        (nmt_core.gates.decoders)."""
         return parquet_table(self.read_bytes(*parts, error=error), self.display(*parts), error, max_rows)
 
     def delete(self, *parts: str) -> None:
@@ -308,7 +308,7 @@ def remove_empty(folders: list[Path]) -> None:
 
 def body_deadline(size: int) -> float:
     """Seconds a body of `size` bytes may take to or from an object store: network_timeout(), or a download's
-    DOWNLOAD_S for a body over ANSWER_BYTES (nmt_core/network.py's bounds for HTTP)."""
+    DOWNLOAD_S for a body over ANSWER_BYTES (nmt_core/gates/network.py's bounds for HTTP)."""
     return DOWNLOAD_S if size > ANSWER_BYTES else network_timeout(SpecError)
 
 

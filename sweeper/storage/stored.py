@@ -3,10 +3,10 @@ returned typed (`SweepState`): the driver, resume, promote, list and the API rea
 
 `run_sweep` writes the file, `resume` and a sweep's end rewrite it (`SweepState.written`); `resume`, `summarize`,
 `promote`, `list` and the API read it. Storage is shared and outlives versions, so what is read is checked as if a
-user had typed it (nmt_core/gate.py's rules): a regular file below the storage root and no link, at most STATE_LIMIT
-bytes before it is read, JSON nested at most MAX_DEPTH levels, and every key of the type and range it had when the
-sweep was checked (the name's rule, a tracking URI without credentials, the trial config's bounds, resources, the
-objective, the plan's size). Damage is one line naming the file and the key.
+user had typed it (nmt_core/gates/gate.py's rules): a regular file below the storage root and no link, at most
+STATE_LIMIT bytes before it is read, JSON nested at most MAX_DEPTH levels, and every key of the type and range it had
+when the sweep was checked (the name's rule, a tracking URI without credentials, the trial config's bounds, resources,
+the objective, the plan's size). Damage is one line naming the file and the key.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from nmt_core.config import build_config
-from nmt_core.credentials import check_uri
-from nmt_core.gate import ErrorType, check_tree, shown
-from nmt_core.settings import accept
-from sweeper.space import (
+from nmt_core.gates.credentials import check_uri
+from nmt_core.gates.gate import ErrorType, check_tree, shown
+from nmt_core.gates.settings import accept
+from sweeper.space.spec import (
     MAX_TRIALS,
     MODELS_BEFORE_POLICY,
     PBT_MUTABLE,
@@ -31,11 +31,13 @@ from sweeper.space import (
     check_name,
     read_section,
 )
-from sweeper.storage import Storage
+from sweeper.storage.store import Storage
 
 STATE_FILE = "sweeper.json"  # what `sweeper resume` needs that Tune does not keep
 STATE_LIMIT = 1_000_000  # bytes: a sweep's state is a few KB; more is damage, not read into memory
-LINK_KEY = "mlflow_link"  # the link to the sweep's trials in MLflow's UI `sweeper run` printed (sweeper.mlflow_view)
+LINK_KEY = (
+    "mlflow_link"  # the link to the sweep's trials in MLflow's UI `sweeper run` printed (sweeper.tracking.mlflow_view)
+)
 STATE_KEYS = ("name", "tracking_uri", "parent_run_id", "base", "cpu", "gpu", "metric", "mode", "trials")
 RUN_ID_CHARS = 64
 
@@ -80,7 +82,9 @@ class SweepState:
     models: str
     significance: SignificanceSpec
     study: dict[str, str] | None  # an Optuna study's name and (redacted) storage
-    job: dict[str, Any] | None  # the Ray job a submitted sweep's driver ran as (its keys: sweeper.sweeps.check_job)
+    job: (
+        dict[str, Any] | None
+    )  # the Ray job a submitted sweep's driver ran as (its keys: sweeper.running.sweeps.check_job)
     started_by: str | None
     started_at: float | None
     record: dict[str, Any]  # the file as written, rewritten whole with a key changed (`written`)
@@ -126,7 +130,7 @@ def read_state(experiment: Storage) -> SweepState:
     """sweeper.json as `run_sweep` wrote it, every key re-checked; anything else is damage (one line, exit 2)."""
     where = experiment.display(STATE_FILE)
     error = damage_error(experiment, STATE_FILE)
-    # too large, a link, a FIFO, not JSON, NaN, a 400-digit number, a lone surrogate: damage (nmt_core.decoders)
+    # too large, a link, a FIFO, not JSON, NaN, a 400-digit number, a lone surrogate: damage (nmt_core.gates.decoders)
     state = experiment.read_json(STATE_FILE, limit=STATE_LIMIT, error=error)
     check_tree(state, where, error, STATE_LIMIT)
     missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else ["(a mapping)"]
@@ -148,7 +152,8 @@ def read_state(experiment: Storage) -> SweepState:
 
 
 def later_keys() -> dict[str, Any]:
-    """What a sweep stored before these keys were kept ran with: the space's defaults (sweeper.space's sections)."""
+    """What a sweep stored before these keys were kept ran with: the space's defaults (sweeper.space.spec's
+    sections)."""
     return {
         "mutable": list(SPEC_SETTINGS["scheduler.mutations"].default),
         "system_metrics": SPEC_SETTINGS["tracking.system_metrics"].default,
@@ -177,7 +182,8 @@ def _study(value: Any) -> str | None:
     return None if value is None or named else "must be null or a mapping with the study's name and storage"
 
 
-# the state's keys a sweep section declares, read back as that setting is read from a sweep YAML (nmt_core.settings)
+# the state's keys a sweep section declares, read back as that setting is read from a sweep YAML
+# (nmt_core.gates.settings)
 DECLARED = {
     "cpu": "resources.cpu",
     "gpu": "resources.gpu",

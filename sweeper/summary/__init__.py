@@ -12,7 +12,9 @@
 
 By job: records (a sweep's trials, then the artifacts of those kept, into a SweepSnapshot) -> combine (sweeps
 joined by --with) and choose (each row's --choose value on dev) -> statistics -> findings -> tables (pure renderers)
-and figures (data, then drawing) -> report (orchestration and write-back to the parent run).
+and figures (data, then drawing) -> report (orchestration and write-back to the parent run). `plots` draws every
+figure the sweeper makes, a trial's heatmaps too. May import tracking, storage, the space, sweeper.design and
+nmt_core; never running or the commands.
 """
 
 from sweeper.summary.records import SummaryError, SweepSnapshot, TrialRecord, read_artifacts, read_trials

@@ -2,7 +2,7 @@
 
 Drawing four heatmaps with matplotlib costs a small trial about a second, most of its overhead; every trial
 still logs what they are drawn from (traces/heatmaps.json beside its traces), so any trial's figures can be drawn
-later with `sweeper.plots.heatmaps`.
+later with `sweeper.summary.plots.heatmaps`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 
 from mlflow.tracking import MlflowClient
 
-from nmt_core.decoders import TEXT_LIMIT, read_json_file
-from sweeper.metrics import HEATMAPS, PLOTS_FOLDER
-from sweeper.plots import heatmaps
-from sweeper.space import ObjectiveSpec
+from nmt_core.gates.decoders import TEXT_LIMIT, read_json_file
+from sweeper.space.spec import ObjectiveSpec
+from sweeper.summary.plots import heatmaps
 from sweeper.summary.records import summary_error
 from sweeper.summary.statistics import objective_of
+from sweeper.tracking.metrics import HEATMAPS, PLOTS_FOLDER
 
 
 def best_trials(rows: list, metric: str, mode: str) -> list[tuple[str, Any]]:

@@ -2,7 +2,7 @@
 
 A table that marks SACT `**` over a baseline whose attention saturated in epoch 1, or whose temperature sat
 at lambda on every token, would publish the wrong claim. These checks read the per-epoch dev diagnostics
-(nmt_core.diagnostics) of every trial and say, per variant, what a reviewer would ask about.
+(nmt_core.training.diagnostics) of every trial and say, per variant, what a reviewer would ask about.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from nmt_core import diagnostics as d
-from nmt_core.registry import is_adaptive
+from nmt_core.family.registry import is_adaptive
+from nmt_core.training import diagnostics as d
 
 SHARE = 0.9  # a degenerate behaviour counts when it holds for at least this share of dev tokens
 STILL_RISING = 0.02  # dev BLEU that rose by more than 2% (relative) in the last epoch has not converged
@@ -114,8 +114,8 @@ def still_rising(history: VariantHistory) -> str | None:
 
 def stopped_early(curve: list[float], history: VariantHistory) -> bool:
     """Whether early stopping ended this seed: its last `patience` epochs brought no better dev BLEU than its
-    best (nmt_core.train keeps the first best and counts the epochs after it), before the epoch cap. A seed that
-    ran every epoch ended at the cap whatever its patience said: a larger train.early_stopping would not have
+    best (nmt_core.training.train keeps the first best and counts the epochs after it), before the epoch cap. A seed
+    that ran every epoch ended at the cap whatever its patience said: a larger train.early_stopping would not have
     trained it longer."""
     best_epoch = curve.index(max(curve)) + 1
     capped = len(curve) == history.max_epochs

@@ -17,10 +17,10 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from statistics import fmean
 
-from sweeper.names import names_of
-from sweeper.space import ObjectiveSpec
+from sweeper.space.spec import ObjectiveSpec
 from sweeper.summary.records import SummaryError, SweepSnapshot, TrialRecord
 from sweeper.summary.statistics import objective_of
+from sweeper.tracking.names import names_of
 
 INACTIVE = "inactive"  # a chosen setting a trial did not log: its variant ignores it (warmup without a schedule)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from nmt_core.gate import shown
-from sweeper.metrics import SIGNATURE_TAGS
+from nmt_core.gates.gate import shown
 from sweeper.summary.records import SEED_KEY, SummaryError, SweepSnapshot, TrialRecord, alignment_sets
+from sweeper.tracking.metrics import SIGNATURE_TAGS
 
 
 def combine(study: SweepSnapshot, added: list[SweepSnapshot], chosen: tuple[str, ...] = ()) -> SweepSnapshot:

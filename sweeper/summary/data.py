@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from nmt_core.config import ConfigError
-from nmt_core.decoders import TEXT_LIMIT, read_json_file, read_parquet_file
-from nmt_core.evaluate import ALIGNMENT_STATS
-from sweeper.space import ObjectiveSpec, RecordedSpace, SignificanceSpec, TrackingSpec
+from nmt_core.gates.decoders import TEXT_LIMIT, read_json_file, read_parquet_file
+from nmt_core.training.evaluate import ALIGNMENT_STATS
+from sweeper.space.spec import ObjectiveSpec, RecordedSpace, SignificanceSpec, TrackingSpec
 from sweeper.summary.records import SweepSnapshot, TrialRecord
 
 DATA_DIR = "data"
@@ -94,7 +94,9 @@ def read_data(folder: Path) -> SweepSnapshot:
         raise ConfigError("--from-data", f"{folder}: no summary data here (data/sweep.json, as summarize writes)")
     try:
         return snapshot_of(data)
-    except ConfigError as err:  # a file nmt_core.decoders refused (not Parquet, too many rows, not JSON): it says why
+    except (
+        ConfigError
+    ) as err:  # a file nmt_core.gates.decoders refused (not Parquet, too many rows, not JSON): it says why
         raise ConfigError("--from-data", f"{folder}: unreadable summary data ({err})") from None
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as err:
         raise ConfigError("--from-data", f"{folder}: unreadable summary data ({type(err).__name__})") from None

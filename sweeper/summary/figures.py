@@ -14,10 +14,9 @@ import pyarrow as pa
 
 import sweeper.summary.importance as importance
 import sweeper.summary.word_classes as word_classes
-from nmt_core.evaluate import HEAD_LABELS
-from nmt_core.registry import is_adaptive
-from sweeper.metrics import RUN_COLOUR, colour
-from sweeper.plots import (
+from nmt_core.family.registry import is_adaptive
+from nmt_core.training.evaluate import HEAD_LABELS
+from sweeper.summary.plots import (
     dev_curves,
     fixed_tau_curve,
     head_temperature_heatmap,
@@ -35,6 +34,7 @@ from sweeper.summary.statistics import (
     seed_interval,
     temperature_keys,
 )
+from sweeper.tracking.metrics import RUN_COLOUR, colour
 
 SENTINEL_THRESHOLD = 0.9  # Li & Zhu Table 2
 HEATMAP_SENTENCES = 4
@@ -126,8 +126,8 @@ def head_taus(trace: pa.Table) -> tuple[list[str], list[list[float]], list[str]]
 
 def row_colours(rows: list[VariantRow]) -> list[str]:
     """The rows' colours as MLflow draws their trials: each row's run colour (its variant's, from the one palette,
-    sweeper.metrics.PALETTE); the palette in row order instead where a row has none (a sweep recorded before run
-    colours) or two rows share one (rows a variant label does not tell apart), so that every row has its own."""
+    sweeper.tracking.metrics.PALETTE); the palette in row order instead where a row has none (a sweep recorded before
+    run colours) or two rows share one (rows a variant label does not tell apart), so that every row has its own."""
     tagged = [row.records[0].tags.get(RUN_COLOUR) for row in rows]
     if all(tagged) and len(set(tagged)) == len(tagged):
         return tagged

@@ -6,7 +6,6 @@ caveats they add to what the sweep shows.
 from __future__ import annotations
 
 import sweeper.summary.checks as checks
-from sweeper.metrics import CURVES
 from sweeper.summary.statistics import (
     BASELINE,
     BETTER,
@@ -22,6 +21,7 @@ from sweeper.summary.statistics import (
     seeds_phrase,
     tau_scale,
 )
+from sweeper.tracking.metrics import CURVES
 
 
 def add_findings(summary: Summary) -> None:

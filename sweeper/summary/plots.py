@@ -2,8 +2,9 @@
 by the summary (`best`); the summary's temperature heatmaps (temperature per target word, SACT Figure 2; per
 Transformer head; attention weights with the sentinel gate), its fixed-tau curve (SACT Figure 1), dev BLEU per
 epoch and parallel coordinates over a sweep's trials. Here, not in sweeper/summary/, because trials draw too
-(sweeper/artifacts.py) and `sweeper.plots.heatmaps` is how a user redraws a trial's heatmaps (docs/sweeps.md).
-What each summary figure shows, from which data, is sweeper/summary/figures.py's job; this module only draws."""
+(sweeper/running/artifacts.py) and `sweeper.summary.plots.heatmaps` is how a user redraws a trial's heatmaps
+(docs/sweeps.md). What each summary figure shows, from which data, is sweeper/summary/figures.py's job; this module only
+draws."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ import numpy as np  # noqa: E402
 
 
 def heatmaps(figures: dict[str, Any], folder: Path) -> None:
-    """A trial's heatmaps from its traces/heatmaps.json (sweeper.artifacts.heatmap_data): the temperature heatmap
-    (SACT only) and one attention heatmap per sentence, into folder."""
+    """A trial's heatmaps from its traces/heatmaps.json (sweeper.running.artifacts.heatmap_data): the temperature
+    heatmap (SACT only) and one attention heatmap per sentence, into folder."""
     folder.mkdir(parents=True, exist_ok=True)
     sentences = figures["sentences"]
     if figures["lambda"] is not None and sentences:

@@ -29,12 +29,13 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.rest_utils import http_request
 
 from nmt_core.config import ConfigError, TrialConfig, build_config, scalar, section_keys, set_dotted
-from nmt_core.credentials import redact
-from nmt_core.deadline import carried
-from nmt_core.decoders import TEXT_LIMIT, read_json_file, read_parquet_file, read_text_file
-from nmt_core.registry import is_adaptive
-from nmt_core.yaml_input import read_text
-from sweeper.metrics import (
+from nmt_core.family.registry import is_adaptive
+from nmt_core.gates.credentials import redact
+from nmt_core.gates.deadline import carried
+from nmt_core.gates.decoders import TEXT_LIMIT, read_json_file, read_parquet_file, read_text_file
+from nmt_core.gates.yaml_input import read_text
+from sweeper.space.spec import RecordedSpace, SpecError, recorded_space
+from sweeper.tracking.metrics import (
     CURVES,
     EXPLOITS,
     FORCED,
@@ -49,7 +50,6 @@ from sweeper.metrics import (
     history_name,
     report_key,
 )
-from sweeper.space import RecordedSpace, SpecError, recorded_space
 
 SEED_KEY = "train.seed"
 HISTORY_THREADS = 4  # history requests in flight at once
@@ -60,7 +60,7 @@ BULK_PATH = "/ajax-api/2.0/mlflow/metrics/get-history-bulk"
 History = dict[int, float]  # a metric's value per epoch
 TOP_ROWS = 20  # a table of more rows (a random sweep: a row per trial) shows its best rows and their baselines
 LEFT_OUT = {"FAILED": "failed", "KILLED": "stopped early by the scheduler (no test BLEU)"}
-FORCED_TRACES = FORCED.removeprefix("traces/")  # a trace name: forced/<test set> (sweeper.metrics.FORCED)
+FORCED_TRACES = FORCED.removeprefix("traces/")  # a trace name: forced/<test set> (sweeper.tracking.metrics.FORCED)
 
 
 class SummaryError(ValueError):
@@ -68,7 +68,7 @@ class SummaryError(ValueError):
 
 
 def summary_error(key: str, message: str, source: str) -> SummaryError:
-    """The gate's `error` for a trial's artifact that cannot be read (nmt_core.decoders)."""
+    """The gate's `error` for a trial's artifact that cannot be read (nmt_core.gates.decoders)."""
     return SummaryError(f"{source}: {message}" if key == "(file)" else f"{source}: {key}: {message}")
 
 
@@ -467,7 +467,8 @@ def read_trace(client: MlflowClient, record: TrialRecord, split: str, folder: Pa
 
 
 def read_alignment_stats(path: Path) -> np.ndarray:
-    """alignment/<set>.tsv as sweeper.artifacts.write_alignment_stats writes it: a header, a row per sentence."""
+    """alignment/<set>.tsv as sweeper.running.artifacts.write_alignment_stats writes it: a header, a row per
+    sentence."""
     try:
         return np.loadtxt(io.StringIO(read_text_file(path, summary_error)), delimiter="\t", skiprows=1, ndmin=2)
     except ValueError as err:  # a row of another length, a word where a number goes

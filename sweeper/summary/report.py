@@ -11,11 +11,8 @@ from urllib.parse import quote
 
 from mlflow.tracking import MlflowClient
 
-from nmt_core.train import bleu_options
-from sweeper.metrics import NOTE, SUMMARY_DIR
-from sweeper.mlflow_tables import csv_table, mark_tables, write_table
-from sweeper.mlflow_view import described_links
-from sweeper.space import SignificanceSpec, read_section
+from nmt_core.training.train import bleu_options
+from sweeper.space.spec import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
 from sweeper.summary.choose import choose_on_objective
 from sweeper.summary.combine import combine
@@ -35,6 +32,9 @@ from sweeper.summary.tables import (
     shown_rows,
 )
 from sweeper.summary.tau_epochs import render_tau_epochs
+from sweeper.tracking.metrics import NOTE, SUMMARY_DIR
+from sweeper.tracking.mlflow_tables import csv_table, mark_tables, write_table
+from sweeper.tracking.mlflow_view import described_links
 
 
 def summarize(

@@ -1,7 +1,7 @@
 """Grouping and statistics: a row per variant (seeds grouped), mean +- sample std over seeds, and the table's
 comparisons: each row against its baseline and each SACT row against its controls (the learned temperature, and a
 fixed tau at the scale SACT settled on), with the difference, its 95% interval and a two-sided test that counts the
-seeds and the test sentences (nmt_core.evaluate.seed_sentence_test), Holm-corrected over all of them (** / *
+seeds and the test sentences (nmt_core.training.evaluate.seed_sentence_test), Holm-corrected over all of them (** / *
 better, †† / † worse); a row with one seed is tested on test-set variance only and carries no mark. The same for
 attention against gold word alignments (AER, gold attention mass).
 """
@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 from scipy.special import stdtrit
 
-from nmt_core.diagnostics import TAU_P50
-from nmt_core.evaluate import (
+from nmt_core.family.registry import TEMPERATURES, choices, is_adaptive
+from nmt_core.training.diagnostics import TAU_P50
+from nmt_core.training.evaluate import (
     AlignmentBootstrap,
     ApproximateRandomization,
     PairedBootstrap,
@@ -31,12 +32,11 @@ from nmt_core.evaluate import (
     seed_sentence_test,
     seeds_to_detect,
 )
-from nmt_core.registry import TEMPERATURES, choices, is_adaptive
-from nmt_core.train import PAPER_BLEU
-from sweeper.metrics import SIGNATURE_TAGS
-from sweeper.names import names_of
-from sweeper.space import SIGNIFICANCE_TESTS, SignificanceSpec
+from nmt_core.training.train import PAPER_BLEU
+from sweeper.space.spec import SIGNIFICANCE_TESTS, SignificanceSpec
 from sweeper.summary.records import SummaryError, TrialRecord, typed_setting
+from sweeper.tracking.metrics import SIGNATURE_TAGS
+from sweeper.tracking.names import names_of
 
 BETTER, WORSE = ("**", "*"), ("††", "†")  # p < 0.01, p < 0.05 after Holm's correction
 BASELINE, CONTROL = "baseline", "control"  # what a row is compared with

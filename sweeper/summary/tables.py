@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 
-from sweeper.metrics import EXPLOITS, SETTING_PREFIX
 from sweeper.summary.records import TOP_ROWS, TrialRecord
 from sweeper.summary.statistics import (
     BETTER,
@@ -22,6 +21,7 @@ from sweeper.summary.statistics import (
     planning_line,
     tau_scale,
 )
+from sweeper.tracking.metrics import EXPLOITS, SETTING_PREFIX
 
 
 def mean_std(row: VariantRow, mean_and_std: tuple[float, float] | None, plus_minus: str = "±") -> str:

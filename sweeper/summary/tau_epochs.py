@@ -3,8 +3,8 @@
 
 One line per row whose trials logged `tau_at_bound` (SACT and the learned temperature; a fixed tau has no bounds):
 for each epoch, the median over seeds of the dev median tau (tau_p50) and the mean over seeds of the share of dev
-(token, head) pairs within 1% of either bound, 1/lambda or lambda (nmt_core.diagnostics). Which bound the median
-sits at tells which one the share is mostly at. An epoch that not every seed reached says how many did: early
+(token, head) pairs within 1% of either bound, 1/lambda or lambda (nmt_core.training.diagnostics). Which bound the
+median sits at tells which one the share is mostly at. An epoch that not every seed reached says how many did: early
 stopping ends seeds at different epochs, and a mean over fewer seeds is not the row's.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from nmt_core.diagnostics import BOUND_TOLERANCE, TAU_AT_BOUND, TAU_P50
+from nmt_core.training.diagnostics import BOUND_TOLERANCE, TAU_AT_BOUND, TAU_P50
 
 Curves = dict[str, list[float]]  # a trial's per-epoch dev history, metric -> values in epoch order
 

@@ -1,7 +1,7 @@
 """Temperature and sentinel gate by word class, as a referee computes them (SACT's claim: a different temperature
 for function and content words).
 
-- Read teacher-forced on the test references (traces/forced/<set>.parquet, sweeper.artifacts): every reference
+- Read teacher-forced on the test references (traces/forced/<set>.parquet, sweeper.running.artifacts): every reference
   token of every seed, not the model's own output of its best seed.
 - Classes of a token: the first target position apart (whatever its word); punctuation (every character of Unicode
   category P*); closed-class words (UPOS ADP, AUX, CCONJ, DET, PART, PRON, SCONJ) and open-class words (NOUN, PROPN,
@@ -35,8 +35,8 @@ import pyarrow as pa
 from scipy.stats import t as student_t
 
 from nmt_core.config import DataConfig
-from nmt_core.data import surface, tokenize
-from nmt_core.evaluate import SystemScores, draw_counts, seed_sentence_test
+from nmt_core.data.batches import surface, tokenize
+from nmt_core.training.evaluate import SystemScores, draw_counts, seed_sentence_test
 from sweeper.summary.records import FORCED_TRACES, TrialRecord
 
 CLOSED = frozenset({"ADP", "AUX", "CCONJ", "DET", "PART", "PRON", "SCONJ"})  # UD's closed classes, NUM apart

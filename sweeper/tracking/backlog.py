@@ -11,9 +11,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from nmt_core.decoders import json_value
-from sweeper.space import SpecError
-from sweeper.storage import Storage
+from nmt_core.gates.decoders import json_value
+from sweeper.space.spec import SpecError
+from sweeper.storage.store import Storage
 
 BACKLOG_FILE = "tracking_backlog.jsonl"
 

@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from nmt_core.diagnostics import KEYS as DIAGNOSTICS
-from nmt_core.diagnostics import TAU_P50
-from nmt_core.train import PAPER_BLEU
+from nmt_core.training.diagnostics import KEYS as DIAGNOSTICS
+from nmt_core.training.diagnostics import TAU_P50
+from nmt_core.training.train import PAPER_BLEU
 
 PER_EPOCH, AT_END = "epoch", "end"  # when a metric is logged: every epoch, or once after testing
 BEST, MEAN, LAST = "best", "mean", "last"  # results.parquet: the best dev epoch's, the mean over epochs, the final
@@ -40,7 +40,9 @@ PBT_EVENT = "pbt_event"  # JSON of an exploit: the epoch, the trial copied from,
 HEATMAPS = "traces/heatmaps.json"  # what a trial's heatmaps are drawn from, by the trial or later by the summary
 FORCED = "traces/forced"  # <set>.parquet: tau and gate at every reference token of a test set, teacher-forced
 PLOTS_FOLDER = "plots"  # the heatmaps drawn, by a trial with `tracking.plots: all` or the summary with `best`
-TRANSLATIONS = "translations"  # <set>.txt, .tsv and .json (an MLflow table, sweeper.mlflow_tables) of every set
+TRANSLATIONS = (
+    "translations"  # <set>.txt, .tsv and .json (an MLflow table, sweeper.tracking.mlflow_tables) of every set
+)
 PBT_EVENTS = "pbt_events.json"  # a trial's PBT exploits (the artifact; their count is the tag EXPLOITS)
 # what a sweep's folder in storage holds besides Tune's files: the runner writes them; the summary, `sweeper list` and
 # the API read them without importing the runner (and Ray Tune, seconds of a command's start)
@@ -108,7 +110,9 @@ AGGREGATED = {how: tuple(m.name for m in METRICS if m.when == PER_EPOCH and m.re
 
 # tags: the run's role in a sweep, and what the driver records about a trial or the sweep
 ROLE, TRIAL_ID, VARIANT = "sweeper.role", "sweeper.trial_id", "sweeper.variant"  # VARIANT: the label machines join on
-VARIANT_NAME = "sweeper.variant_name"  # the variant's name as the summary writes it (sweeper.names): to group by
+VARIANT_NAME = (
+    "sweeper.variant_name"  # the variant's name as the summary writes it (sweeper.tracking.names): to group by
+)
 RUN_COLOUR = "mlflow.runColor"  # a run's colour in MLflow's charts and runs table, `#rrggbb`
 SEED_PARAM = "seed"  # a trial's seed as a param of its own, a column beside the variant (also `train.seed`)
 NOT_APPLICABLE = "n/a"  # the param of a swept axis on a trial whose variant does not use it

@@ -25,17 +25,17 @@ from urllib.parse import quote
 import mlflow
 from mlflow.tracking import MlflowClient
 
-from nmt_core.credentials import redact
-from sweeper.metrics import RESULT, SEED_PARAM, VARIANT_NAME
+from nmt_core.gates.credentials import redact
+from sweeper.tracking.metrics import RESULT, SEED_PARAM, VARIANT_NAME
 
-log = logging.getLogger("sweeper.mlflow_view")
+log = logging.getLogger("sweeper.tracking.mlflow_view")
 
 TESTED_MLFLOW = ((3, 17), (3, 18))  # the UI versions whose saved-view format the browser test checked: >= 3.17, < 3.18
 SHARE_TAG_PREFIX = "mlflow.sharedViewState."  # MLflow UI: EXPERIMENT_PAGE_VIEW_STATE_SHARE_TAG_PREFIX
 SHARE_URL_KEY = "viewStateShareKey"  # MLflow UI: EXPERIMENT_PAGE_VIEW_STATE_SHARE_URL_PARAM_KEY
 
-# the trials' end-of-run values the view shows (sweeper.metrics: logged once, at step 0): the best epoch's dev BLEU,
-# the mean test BLEU over the test sets, the best epoch's median temperature
+# the trials' end-of-run values the view shows (sweeper.tracking.metrics: logged once, at step 0): the best epoch's dev
+# BLEU, the mean test BLEU over the test sets, the best epoch's median temperature
 BEST_DEV, TEST_AVG, TAU_MEDIAN = RESULT + "bleu_dev_best", RESULT + "bleu_test_avg", RESULT + "tau_p50_best"
 
 

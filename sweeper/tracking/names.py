@@ -2,9 +2,9 @@
 `general+sact4` (issue 59).
 
 A paper's table names its rows by what differs between them and says once what they share; so does a sweep. The
-name is the title words of the parts a trial's config selects (`Part.title`, nmt_core.family), less the words every
-variant of the sweep shares: in a sweep of temperatures over one score, the score goes without saying. MLflow's run
-names (`SACT λ4 · seed 2`, the tag VARIANT_NAME to group by) and the summary's rows, tables and figure legends use
+name is the title words of the parts a trial's config selects (`Part.title`, nmt_core.family.variants), less the words
+every variant of the sweep shares: in a sweep of temperatures over one score, the score goes without saying. MLflow's
+run names (`SACT λ4 · seed 2`, the tag VARIANT_NAME to group by) and the summary's rows, tables and figure legends use
 the same names. The label stays where machines read it: the tag `sweeper.variant`, results.parquet, the summary's
 data/ and `--with` joins, so sweeps recorded before names still summarise and join.
 """
@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nmt_core.registry import part_words
-from sweeper.metrics import VARIANT_NAME, run_name
-from sweeper.space import describe_trial
+from nmt_core.family.registry import part_words
+from sweeper.space.spec import describe_trial
+from sweeper.tracking.metrics import VARIANT_NAME, run_name
 
 JOINED = " + "  # between a name's words
 TRAINING_WORDS = (  # the training objectives a variant label names, as (field, config key, title)

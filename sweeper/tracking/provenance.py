@@ -123,7 +123,7 @@ def corpus_dataset(name: str, splits: dict[str, list[tuple[str, str]]]) -> str:
         {
             "name": name,
             "digest": hashlib.sha256(body).hexdigest()[:16],
-            "source_type": "nmt_core.corpora",
+            "source_type": "nmt_core.data.corpora",
             "source": json.dumps({"corpus": name}),
             "profile": json.dumps({split: len(pairs) for split, pairs in splits.items()}),
         }

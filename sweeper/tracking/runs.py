@@ -38,8 +38,10 @@ from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_MODEL_VERSIO
 from ray.tune import Callback
 
 from nmt_core.mlflow_model import mlflow_store
-from sweeper.backlog import Backlog, Write
-from sweeper.metrics import (
+from sweeper.space.spec import MODELS_BEFORE_POLICY, describe_trial
+from sweeper.storage.store import open_storage
+from sweeper.tracking.backlog import Backlog, Write
+from sweeper.tracking.metrics import (
     ARTIFACTS,
     AT_END,
     EPOCH_ENDED,
@@ -69,14 +71,12 @@ from sweeper.metrics import (
     mlflow_metrics,
     run_name,
 )
-from sweeper.mlflow_tables import mark_tables, tables_in
-from sweeper.names import model_name, variant_name
-from sweeper.provenance import DATASET, as_tags, code_version, package_versions, source_tags
-from sweeper.space import MODELS_BEFORE_POLICY, describe_trial
-from sweeper.sqlite_urls import resolve_uri  # noqa: F401 (where the sweeper's modules import it)
-from sweeper.storage import open_storage
+from sweeper.tracking.mlflow_tables import mark_tables, tables_in
+from sweeper.tracking.names import model_name, variant_name
+from sweeper.tracking.provenance import DATASET, as_tags, code_version, package_versions, source_tags
+from sweeper.tracking.sqlite_urls import resolve_uri  # noqa: F401 (where the sweeper's modules import it)
 
-log = logging.getLogger("sweeper.tracking")
+log = logging.getLogger("sweeper.tracking.runs")
 T = TypeVar("T")
 
 
@@ -188,9 +188,9 @@ class SweepTracker:
         name: str | None = None,
     ) -> tuple[str, bool]:
         """The trial's run and whether it was created now: found by its trial id when it may exist (retry,
-        resume: `look_first`), else created, named by its variant's `name` (sweeper.names; without one, a sweep begun
-        before names, by its label, untagged) and seed and coloured by its variant. Its params are logged either way
-        (the same values again are a no-op): a run found may be one whose creation's answer was lost before its
+        resume: `look_first`), else created, named by its variant's `name` (sweeper.tracking.names; without one, a sweep
+        begun before names, by its label, untagged) and seed and coloured by its variant. Its params are logged either
+        way (the same values again are a no-op): a run found may be one whose creation's answer was lost before its
         params went in."""
         run_id = self.find_trial_run(parent_id, trial_id) if look_first else None
         created = run_id is None
@@ -287,7 +287,7 @@ class SweepTracker:
         look_first: bool = True,
         name: str = MODEL,
     ) -> str:
-        """A trial's saved pyfunc folder as an MLflow 3 LoggedModel of its run named `name` (sweeper.names'
+        """A trial's saved pyfunc folder as an MLflow 3 LoggedModel of its run named `name` (sweeper.tracking.names'
         model_name of its variant), as `mlflow.pyfunc.log_model` makes one (output of the run at `step`, params,
         metrics linked, READY), written here by the driver.
 
@@ -379,7 +379,7 @@ class MlflowTrackingCallback(Callback):
     ):
         self.uri, self.experiment, self.parent_id = uri, experiment, parent_id
         self.shared = shared or {}  # the title words every planned variant shares: run names leave them out
-        self.names = GROUPED_NAMES  # the MLflow names this sweep's runs hold (sweeper.metrics), kept on resume
+        self.names = GROUPED_NAMES  # the MLflow names this sweep's runs hold (sweeper.tracking.metrics), kept on resume
         self.axes = axes  # the keys the sweep's search varies: a param on every trial, `n/a` where one does not apply
         self._colours: dict[str, str] = {}  # variant label -> its colour, in the order the sweep met them
         self.user = user  # MLflow's User of the trial runs: a submitted sweep's submitter (else whoever runs it)
@@ -645,7 +645,8 @@ class MlflowTrackingCallback(Callback):
         return {**active, **unused, "variant": variant, SEED_PARAM: active["train.seed"]}
 
     def name_of(self, cfg) -> str | None:
-        """The trial's variant name (sweeper.names); None for a sweep begun before names, whose runs keep labels."""
+        """The trial's variant name (sweeper.tracking.names); None for a sweep begun before names, whose runs keep
+        labels."""
         return None if self.shared is None else variant_name(cfg, self.shared)
 
     def colour_of(self, variant: str) -> str:

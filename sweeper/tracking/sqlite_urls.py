@@ -1,5 +1,5 @@
 """SQLite URLs made absolute, for MLflow's tracking store and Optuna's study alike: trials and resumes run in other
-working folders than the command that named them. Apart from sweeper/tracking.py (MLflow, Ray), so that `sweeper
+working folders than the command that named them. Apart from sweeper/tracking/runs.py (MLflow, Ray), so that `sweeper
 validate` of a space with a relative `search.study_storage` shows where its study will be without loading them.
 """
 

@@ -1,7 +1,7 @@
 """Whether a tracking store can be used, checked before anything is written: its kind, that it answers, that its
 credentials let us in, that it holds the run a resume continues.
 
-Apart from sweeper/tracking.py, which imports Ray Tune for its callback: `sweeper summarize`, `submit` and
+Apart from sweeper/tracking/runs.py, which imports Ray Tune for its callback: `sweeper summarize`, `submit` and
 `promote` check their store through here, and importing Ray Tune cold took 18-30 s on this machine (52 s on a
 loaded one), most of a summary's time against a server that fails at once.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from nmt_core.config import ConfigError
-from nmt_core.credentials import redact
+from nmt_core.gates.credentials import redact
 from nmt_core.mlflow_model import probe_store
 
 # the tracking stores MLflow 3 serves here (a database's SQLAlchemy driver may follow '+'); not its file store

@@ -20,7 +20,7 @@ from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
 from mlflow.system_metrics.metrics.network_monitor import NetworkMonitor
 from mlflow.system_metrics.metrics.rocm_monitor import ROCMMonitor
 
-from sweeper.metrics import SYSTEM_PREFIX as PREFIX
+from sweeper.tracking.metrics import SYSTEM_PREFIX as PREFIX
 
 INTERVAL_S = 2.0  # shorter than MLflow's 10 s: a small trial's epoch takes seconds
 

@@ -15,8 +15,8 @@ import pytest
 from mlflow.entities import LoggedModelStatus
 from mlflow.tracking import MlflowClient
 
-from sweeper.backlog import BACKLOG_FILE
-from sweeper.storage import open_storage
+from sweeper.storage.store import open_storage
+from sweeper.tracking.backlog import BACKLOG_FILE
 from tests.e2e.sweeps import SPACE, child_runs, epoch_steps, sweeper, write_space
 from tests.servers import MlflowServer, MotoS3, RayCluster, read_until, wait_until
 

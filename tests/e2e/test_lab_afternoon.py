@@ -16,8 +16,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from sweeper import api
-from sweeper.storage import open_storage
-from sweeper.sweeps import list_sweeps
+from sweeper.running.sweeps import list_sweeps
+from sweeper.storage.store import open_storage
 from tests.e2e.sweeps import child_runs, epoch_steps
 from tests.lab import Lab, lab_space
 from tests.servers import environment

@@ -1,6 +1,6 @@
 """The link a sweep prints, opened in a real browser (Debian's headless Chromium) against a real `mlflow server`:
 what a researcher sees. This is the test that tells when an MLflow release changes the saved view's format
-(sweeper.mlflow_view.TESTED_MLFLOW)."""
+(sweeper.tracking.mlflow_view.TESTED_MLFLOW)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from selenium.webdriver.common.by import By
 
-from sweeper.metrics import VARIANT, VARIANT_NAME
-from sweeper.mlflow_view import RUN_NAME, SETTINGS_SECTION, WIDTHS, column
+from sweeper.tracking.metrics import VARIANT, VARIANT_NAME
+from sweeper.tracking.mlflow_view import RUN_NAME, SETTINGS_SECTION, WIDTHS, column
 from tests.browser import CELL, COMPARED, chromium, close_assistant, group_also_by, have_chromium, texts, wait_for
 from tests.e2e.sweeps import LEAN_TRACKING, SPACE, FinishedSweep, run_watched, write_space
 
@@ -22,7 +22,7 @@ pytestmark = [
 
 SECTION = "[data-testid='experiment-view-compare-runs-section-header']"
 CARD = "[data-testid='experiment-view-compare-runs-card']"
-PARALLEL = "Parallel Coordinates"  # the title MLflow gives the saved view's card (sweeper.mlflow_view.charts)
+PARALLEL = "Parallel Coordinates"  # the title MLflow gives the saved view's card (sweeper.tracking.mlflow_view.charts)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from optuna.trial import TrialState
 
-from sweeper.optuna_search import TRIAL_ID_ATTR
+from sweeper.running.optuna_search import TRIAL_ID_ATTR
 from tests.e2e.sweeps import LEAN_TRACKING, SPACE, sweeper, write_space
 from tests.servers import wait_until
 

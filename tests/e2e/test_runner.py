@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sweeper.runner import error_summary, trial_id_of, trial_status
+from sweeper.running.runner import error_summary, trial_id_of, trial_status
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ def test_a_trial_exploited_while_its_pause_checkpoint_saves_is_not_stopped_after
     from ray.tune.experiment import Trial
     from ray.tune.schedulers import TrialScheduler
 
-    from sweeper.runner import build_tune_config
+    from sweeper.running.runner import build_tune_config
     from tests.unit.test_space import spec_of
 
     spec = spec_of(**{"scheduler": {"type": "pbt", "synch": True, "mutations": {"train.lr": [1e-4, 1e-3, 1e-2]}}})
@@ -95,7 +95,7 @@ def test_a_trial_exploited_while_its_pause_checkpoint_saves_is_not_stopped_after
 def test_pbt_mutates_the_planned_params_and_gives_each_trial_an_initial_value():
     from ray.tune.schedulers import HyperBandScheduler, PopulationBasedTraining
 
-    from sweeper.runner import build_tune_config
+    from sweeper.running.runner import build_tune_config
     from tests.unit.test_space import spec_of
 
     spec = spec_of(
@@ -132,8 +132,8 @@ def test_a_cold_autoscaling_cluster_waits_for_gpu_nodes_and_a_fixed_one_is_refus
     from ray.core.generated.autoscaler_pb2 import ClusterConfig, NodeGroupConfig
     from ray.experimental.internal_kv import _internal_kv_put
 
-    from sweeper.runner import check_gpus
-    from sweeper.space import SpecError, load_spec
+    from sweeper.running.runner import check_gpus
+    from sweeper.space.spec import SpecError, load_spec
 
     space = tmp_path / "gpu.yaml"
     space.write_text("name: gpu\ndata: {corpus: synthetic}\nresources: {cpu: 1, gpu: 0.5}\n")

@@ -21,9 +21,9 @@ import sacrebleu
 from mlflow.entities import LoggedModelStatus
 from mlflow.tracking import MlflowClient
 
-from nmt_core.corpora import load_corpus
-from nmt_core.data import word_tokens
-from sweeper.names import model_name
+from nmt_core.data.batches import word_tokens
+from nmt_core.data.corpora import load_corpus
+from sweeper.tracking.names import model_name
 from tests.e2e.sweeps import LEAN_TRACKING, SPACE, FinishedSweep, child_runs, epoch_steps, sweeper, write_space
 from tests.servers import descendants, wait_until
 

@@ -397,9 +397,9 @@ def tiny_checkpoint(path: Path, model: dict[str, Any]) -> None:
     """A checkpoint of a few kB: an 8-unit RNN's weights under a config that names `model`."""
     import torch
 
-    from nmt_core import checkpoint
     from nmt_core.config import build_config
-    from nmt_core.model import Seq2Seq
+    from nmt_core.models.rnn import Seq2Seq
+    from nmt_core.training import checkpoint
 
     words = ["<pad>", "<unk>", "<s>", "</s>", "a", "b"]
     small = build_config({"model": {"emb_size": 8, "hidden_size": 8}})

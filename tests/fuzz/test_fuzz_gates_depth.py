@@ -16,13 +16,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from nmt_core.corpora import CorpusError
+from nmt_core.data.corpora import CorpusError
 from sweeper import cli as sweeper_cli
-from sweeper import driver_lock
-from sweeper.driver_lock import LOCK_FILE, take
-from sweeper.space import SpecError
-from sweeper.storage import open_storage
-from sweeper.sweeps import driver
+from sweeper.running import driver_lock
+from sweeper.running.driver_lock import LOCK_FILE, take
+from sweeper.running.sweeps import driver
+from sweeper.space.spec import SpecError
+from sweeper.storage.store import open_storage
 from tests.hostile import SECRET, hostile_server
 
 pytestmark = pytest.mark.timeout(300)
@@ -52,7 +52,7 @@ def plant(lock: Path, kind: str, tmp_path: Path) -> None:
 def test_a_corpus_caches_lock_that_is_not_a_file_is_one_line(tmp_path, kind):
     """Before: a FIFO as `.NAME.lock` hung the command for ever (a write-only open waits for a reader); a link or a
     folder escaped as a raw OSError (a traceback's exit 1, not the corpus's one line)."""
-    from nmt_core import corpora
+    from nmt_core.data import corpora
 
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -65,7 +65,7 @@ def test_a_corpus_caches_lock_that_is_not_a_file_is_one_line(tmp_path, kind):
 
 @pytest.mark.parametrize("kind", ["fifo", "link", "folder"])
 def test_eflomals_caches_lock_that_is_not_a_file_is_one_line(tmp_path, kind):
-    from nmt_core import alignment
+    from nmt_core.data import alignment
 
     (tmp_path / "alignments").mkdir()
     pairs = [(["a"], ["b"])]
@@ -259,10 +259,10 @@ def expanded_checkpoint(folder: Path, model: dict, vocab_words: int) -> Path:
     (stride 0): the file stays small whatever the model."""
     import torch
 
-    from nmt_core import checkpoint
-    from nmt_core.build import build_model
     from nmt_core.config import build_config
-    from nmt_core.data import SPECIALS
+    from nmt_core.data.batches import SPECIALS
+    from nmt_core.models.build import build_model
+    from nmt_core.training import checkpoint
 
     settings = {"data": {"corpus": "synthetic", "src_vocab": vocab_words, "tgt_vocab": vocab_words}, "model": model}
     cfg, words = build_config({**settings, "train": {"epochs": 1}}), [*SPECIALS, *(f"w{i}" for i in range(vocab_words))]
@@ -286,7 +286,7 @@ def test_a_small_checkpoint_of_expanded_weights_is_refused_before_a_model_is_bui
     """Before: shapes were all check_weights compared, so a 3 MB last.pt of stride-0 weights whose config named
     6.4 billion weights (emb/hidden 8192, 200k words) passed, and a 25 GB model would have been built. A model
     larger than MAX_WEIGHTS, each weight stored whole, is refused too (the bound lowered to a small model's)."""
-    from nmt_core import checkpoint
+    from nmt_core.training import checkpoint
 
     huge = expanded_checkpoint(tmp_path / "huge", {"emb_size": 8192, "hidden_size": 8192}, 200_000)
     assert (huge / checkpoint.LAST).stat().st_size < 10 * 2**20

@@ -16,12 +16,12 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nmt_core import checkpoint
 from nmt_core.config import ConfigError
+from nmt_core.training import checkpoint
 from sweeper import api
-from sweeper.space import RecordedSpace, SpecError, recorded_space
-from sweeper.storage import open_storage
-from sweeper.stored import read_state
+from sweeper.space.spec import RecordedSpace, SpecError, recorded_space
+from sweeper.storage.store import open_storage
+from sweeper.storage.stored import read_state
 from tests.fuzz.conftest import (
     FUZZ,
     assert_clean_error,

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from nmt_core import network
+from nmt_core.gates import network
 from tests.fuzz.conftest import assert_refused, environment
 from tests.fuzz.test_fuzz_commands import SPACE, run_main
 from tests.hostile import BEHAVIOURS, SECRET, hostile_server
@@ -27,9 +27,10 @@ COMMANDS = {
     "sweeper stop": ["stop", "fuzz", "--storage", "st", "--address", "URL"],
     "sweeper submit": ["submit", "space.yaml", "--address", "URL", "--tracking-uri", "sqlite:////tmp/fuzz.db"],
     "nmt translate": ["translate", "--model", "models:/fuzz/1", "--tracking-uri", "URL"],
-    # the hostile server as a PostgreSQL tracking store (MLflow's engine maker: nmt_core.network.bound_sql_connects)
+    # the hostile server as a PostgreSQL tracking store (MLflow's engine maker:
+    # nmt_core.gates.network.bound_sql_connects)
     "sweeper summarize on postgresql": ["summarize", "fuzz", "--storage", "st", "--tracking-uri", "PG"],
-    # the hostile server as an object store's endpoint (pyarrow's S3 client: within_deadline, sweeper/storage.py)
+    # the hostile server as an object store's endpoint (pyarrow's S3 client: within_deadline, sweeper/storage/store.py)
     "sweeper status on s3": ["status", "fuzz", "--storage", "s3://b/x?endpoint_override=HOST&scheme=http"],
     "sweeper list on s3": ["list", "--storage", "s3://b/x?endpoint_override=HOST&scheme=http"],
     "sweeper logs on s3": ["logs", "fuzz", "--storage", "s3://b/x?endpoint_override=HOST&scheme=http"],
@@ -46,8 +47,8 @@ def imported():
     import ray.job_submission  # noqa: F401
 
     import nmt_core.mlflow_model  # noqa: F401
+    import sweeper.running.sweeps  # noqa: F401
     import sweeper.summary  # noqa: F401
-    import sweeper.sweeps  # noqa: F401
 
 
 @pytest.mark.parametrize("behaviour", BEHAVIOURS)

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from nmt_core.config import CHOICES
-from nmt_core.model import PAD, Seq2Seq
-from nmt_core.parts import SCORES, TEMPERATURES
+from nmt_core.family.parts import SCORES, TEMPERATURES
+from nmt_core.models.rnn import PAD, Seq2Seq
 from tests.conftest import tiny_config
 
 SCORES_UNDER_TEST = ["dot", "general", "concat", "scaled_dot", "key_value"]

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from nmt_core.config import CHOICES, ConfigError, build_config
-from nmt_core.data import Example, collate
-from nmt_core.decode import beam_search, greedy
-from nmt_core.model import Seq2Seq
-from nmt_core.parts import POSITION_BIASES
+from nmt_core.data.batches import Example, collate
+from nmt_core.family.parts import POSITION_BIASES
+from nmt_core.models.rnn import Seq2Seq
+from nmt_core.training.decode import beam_search, greedy
 from sweeper.cli import main as sweeper_main
 from tests.conftest import tiny_config
 from tests.oracles.test_attention import (

@@ -15,12 +15,12 @@ import math
 import pytest
 import torch
 
-from nmt_core.attention import Attention
-from nmt_core.build import build_model
 from nmt_core.config import ConfigError, build_config
-from nmt_core.diagnostics import TAU_AT_BOUND, AttentionDiagnostics
-from nmt_core.registry import is_adaptive
-from sweeper.space import variant_label
+from nmt_core.family.registry import is_adaptive
+from nmt_core.models.attention import Attention
+from nmt_core.models.build import build_model
+from nmt_core.training.diagnostics import TAU_AT_BOUND, AttentionDiagnostics
+from sweeper.space.spec import variant_label
 from tests.conftest import tiny_config
 from tests.oracles.test_transformer import HEADS, _batch, transformer_config
 

@@ -18,11 +18,11 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from nmt_core.compiled import compile_seconds
-from nmt_core.data import Example, collate
-from nmt_core.decode import beam_search, greedy
-from nmt_core.graphs import DecoderLoss, decoder_loss_inputs
-from nmt_core.train import batch_loss, build_model, dev_pass, symmetric_loss, trial_loss
+from nmt_core.data.batches import Example, collate
+from nmt_core.training.compiled import compile_seconds
+from nmt_core.training.decode import beam_search, greedy
+from nmt_core.training.graphs import DecoderLoss, decoder_loss_inputs
+from nmt_core.training.train import batch_loss, build_model, dev_pass, symmetric_loss, trial_loss
 from tests.conftest import COMPILES, FEW_PAIRS, tiny_config
 from tests.oracles.test_fast_path import VARIANTS as FAMILY
 from tests.oracles.test_fast_path import _batch as family_batch
@@ -180,7 +180,7 @@ def test_sizes_equal_by_chance_in_the_first_batch_do_not_tie_later_graphs():
 def test_a_compiled_trial_trains_like_the_eager_one_and_reports_its_compile_time_once():
     """The trial's loop (train, dev loss, greedy dev BLEU, beam test BLEU) through the compiled step: the same epoch
     losses as eager in float32 (dropout 0; within 1e-4), and the compile seconds reported once, at the end."""
-    from nmt_core.train import train
+    from nmt_core.training.train import train
 
     results = {
         mode: train(tiny_config(model={"compile": mode}, train={"epochs": 2}, data=FEW_PAIRS), log=lambda _: None)
@@ -247,7 +247,7 @@ def test_bucket_padded_batches_give_the_eager_dev_loss_and_translations(name):
     (eager_dev, *eager_decoded), (dev, *decoded) = results
     assert dev.keys() == eager_dev.keys()
     assert dev["dev_loss"] == pytest.approx(eager_dev["dev_loss"], rel=1e-10)
-    for key, value in eager_dev.items():  # the diagnostics are summed in float32 (nmt_core.diagnostics)
+    for key, value in eager_dev.items():  # the diagnostics are summed in float32 (nmt_core.training.diagnostics)
         assert dev[key] == pytest.approx(value, rel=1e-6, abs=1e-9, nan_ok=True), key
     for eager, padded in zip(eager_decoded, decoded):
         for e, p in zip(eager, padded):

@@ -14,12 +14,13 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt_core.data import real_positions
-from nmt_core.decode import beam_search, greedy
-from nmt_core.graphs import CapturedLoss, StepGraphs, collector_paused
-from nmt_core.model import BOS, EOS, PAD, rnn_by_length
-from nmt_core.symmetry import reverse_batch
-from nmt_core.train import (
+from nmt_core.data.batches import real_positions
+from nmt_core.models.rnn import BOS, EOS, PAD, rnn_by_length
+from nmt_core.models.unrolled import gru_cell_from_gates, lstm_cell_from_gates
+from nmt_core.training.decode import beam_search, greedy
+from nmt_core.training.graphs import CapturedLoss, StepGraphs, collector_paused
+from nmt_core.training.symmetry import reverse_batch
+from nmt_core.training.train import (
     autocast,
     batch_loss,
     build_optimizer,
@@ -29,7 +30,6 @@ from nmt_core.train import (
     symmetric_loss,
     trial_loss,
 )
-from nmt_core.unrolled import gru_cell_from_gates, lstm_cell_from_gates
 from tests.conftest import COMPILES, tiny_config
 from tests.oracles.test_compiled import BATCHES, _family_models, _named_grads
 from tests.oracles.test_compiled import _batch as compiled_batch
@@ -371,7 +371,7 @@ def test_dropout_draws_new_masks_at_every_replay_and_the_seed_repeats_them():
 def test_a_graphed_trial_trains_like_the_eager_one_on_cuda(tf32_off):
     """The trial's loop with `model.compile: graphs` and length buckets on CUDA (captured training steps, replayed dev
     loss, greedy dev BLEU and beam test BLEU): the eager trial's epoch losses in float32 (dropout 0; within 1e-4)."""
-    from nmt_core.train import train
+    from nmt_core.training.train import train
 
     results = {
         mode: train(
@@ -425,7 +425,7 @@ def _gru_by_hand(gates_x, gates_h, h) -> list:
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_fused_cells_compute_the_lstm_and_gru_maths_in_float64(device):
-    """nmt_core.unrolled's cells from their gate products: on CUDA the fused kernels (_thnn_fused_lstm_cell and
+    """nmt_core.models.unrolled's cells from their gate products: on CUDA the fused kernels (_thnn_fused_lstm_cell and
     _thnn_fused_gru_cell), which no CPU runs. Values against the cells' formulas element by element, gradients
     against numerical derivatives (gradcheck), float64."""
     torch.manual_seed(0)
@@ -474,9 +474,9 @@ def test_a_step_graph_per_input_shape_copies_every_new_input_in_on_cuda(tf32_off
 @CUDA
 @pytest.mark.parametrize("name", ["general-sact", "bahdanau-gru-two-layers"])
 def test_every_captured_step_replays_its_graph_and_none_runs_eagerly(name, monkeypatch):
-    """A trial's `model.compile: graphs` step (nmt_core.train.step_loss) replays its forward and backward graphs at
-    every training step, greedy search a graph at every decoder step, and beam search one graph at every step (the
-    decoder's transition recorded inside it): a path that silently ran eagerly would give the same numbers, so the
+    """A trial's `model.compile: graphs` step (nmt_core.training.train.step_loss) replays its forward and backward
+    graphs at every training step, greedy search a graph at every decoder step, and beam search one graph at every step
+    (the decoder's transition recorded inside it): a path that silently ran eagerly would give the same numbers, so the
     replays are counted."""
     replays = []
     replay = torch.cuda.CUDAGraph.replay

@@ -6,11 +6,11 @@ hypotheses share their sentence's encoder memory and attend exactly as copies of
 import pytest
 import torch
 
-from nmt_core.attention import Memory
-from nmt_core.data import Example, collate
-from nmt_core.decode import beam_search, greedy
-from nmt_core.model import Seq2Seq
-from nmt_core.train import batch_loss, symmetric_loss
+from nmt_core.data.batches import Example, collate
+from nmt_core.models.attention import Memory
+from nmt_core.models.rnn import Seq2Seq
+from nmt_core.training.decode import beam_search, greedy
+from nmt_core.training.train import batch_loss, symmetric_loss
 from tests.conftest import tiny_config
 from tests.oracles.test_attention import SCORES_UNDER_TEST, TEMPERATURES_UNDER_TEST
 from tests.oracles.test_attention_family import FAMILY

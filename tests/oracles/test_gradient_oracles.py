@@ -31,10 +31,10 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from nmt_core.build import build_model
-from nmt_core.data import Example, collate
-from nmt_core.model import BOS, EOS, PAD
-from nmt_core.train import batch_loss
+from nmt_core.data.batches import Example, collate
+from nmt_core.models.build import build_model
+from nmt_core.models.rnn import BOS, EOS, PAD
+from nmt_core.training.train import batch_loss
 from tests.conftest import tiny_config
 from tests.oracles import test_oracles as oracles
 from tests.oracles import test_transformer as transformer

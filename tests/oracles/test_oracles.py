@@ -1,6 +1,6 @@
 """Oracle tests: the attention module against the papers' formulas, written out as plain Python loops.
 
-Each expected value is computed here, independently of nmt_core.attention's tensor code, from the equations
+Each expected value is computed here, independently of nmt_core.models.attention's tensor code, from the equations
 (Luong et al. 2015 eq. 8; Vaswani et al. 2017; SACT eq. 1-4; Tu et al. 2016 eq. 6-7; Li & Zhu eq. 7-11),
 reading only the module's learned parameters. Changing a formula (dropping 1/sqrt(d), adding a bias to
 SACT's eq. 2, swapping c~ and s) makes one of these fail.
@@ -13,9 +13,9 @@ import math
 import pytest
 import torch
 
-from nmt_core.attention import Attention, coverage_penalty
 from nmt_core.config import build_config
-from nmt_core.model import Seq2Seq
+from nmt_core.models.attention import Attention, coverage_penalty
+from nmt_core.models.rnn import Seq2Seq
 
 H, S, X = 4, 3, 5  # hidden size, source length, decoder input size (sentinel's x_i)
 MASK = [[True, True, True], [True, True, False]]  # the second sentence has 2 real source words

@@ -12,12 +12,12 @@ import math
 import pytest
 import torch
 
-from nmt_core.alignment import alignment_matrix, guided_alignment_loss
-from nmt_core.attention import FERTILITY_MAX, coverage_penalty
 from nmt_core.config import build_config
-from nmt_core.data import Batch
-from nmt_core.model import BOS, EOS, PAD, Seq2Seq
-from nmt_core.symmetry import reverse_batch, trace_bonus
+from nmt_core.data.alignment import alignment_matrix, guided_alignment_loss
+from nmt_core.data.batches import Batch
+from nmt_core.models.attention import FERTILITY_MAX, coverage_penalty
+from nmt_core.models.rnn import BOS, EOS, PAD, Seq2Seq
+from nmt_core.training.symmetry import reverse_batch, trace_bonus
 from tests.oracles.test_oracles import (
     MASK,
     H,

@@ -12,13 +12,13 @@ import torch
 import yaml
 from torch.nn import functional as F
 
-from nmt_core.build import build_model
 from nmt_core.config import ConfigError, build_config, parse_overrides
-from nmt_core.data import Example, make_batches
-from nmt_core.decode import beam_search, greedy
-from nmt_core.diagnostics import AttentionDiagnostics
-from nmt_core.multihead import BlockParts, MultiHeadAttention
-from nmt_core.train import batch_loss, scheduled_lr
+from nmt_core.data.batches import Example, make_batches
+from nmt_core.models.build import build_model
+from nmt_core.models.multihead import BlockParts, MultiHeadAttention
+from nmt_core.training.decode import beam_search, greedy
+from nmt_core.training.diagnostics import AttentionDiagnostics
+from nmt_core.training.train import batch_loss, scheduled_lr
 from tests.conftest import tiny_config
 
 HEADS, SIZE = 3, 12
@@ -371,7 +371,7 @@ def test_nmt_train_answers_a_key_of_the_other_architecture_with_exit_2_and_write
 def test_the_transformer_reads_its_own_score_where_the_config_keeps_the_default():
     """general, the RNN's default (and what a checkpoint of an earlier version stored), is read as scaled_dot; the
     config and MLflow then say what ran, and the label says `transformer`."""
-    from sweeper.space import variant_label
+    from sweeper.space.spec import variant_label
 
     for attention in ({}, {"score": "general"}, {"score": "scaled_dot"}):
         cfg = build_config({"model": {"arch": "transformer"}, "attention": attention})
@@ -506,7 +506,7 @@ def test_train_resume_translate_and_trace_a_transformer(tmp_path):
 
 def test_a_space_grids_over_both_architectures_with_conditional_keys():
     """A key one architecture reads is validated where its `if:` puts it, and each trial gets only its own keys."""
-    from sweeper.space import parse_spec, plan_trials
+    from sweeper.space.spec import parse_spec, plan_trials
 
     spec = parse_spec(
         yaml.safe_dump(

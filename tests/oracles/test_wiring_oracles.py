@@ -19,10 +19,10 @@ import torch
 from torch import nn
 
 from nmt_core.config import build_config
-from nmt_core.data import Example, collate
-from nmt_core.decode import beam_search
-from nmt_core.model import BOS, EOS, Seq2Seq
-from nmt_core.train import batch_loss
+from nmt_core.data.batches import Example, collate
+from nmt_core.models.rnn import BOS, EOS, Seq2Seq
+from nmt_core.training.decode import beam_search
+from nmt_core.training.train import batch_loss
 from tests.oracles.test_oracles import P, dot, mv, softmax, weighted_sum
 from tests.oracles.test_oracles_family import gru_cell, sigmoid
 

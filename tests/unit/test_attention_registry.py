@@ -11,18 +11,18 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from nmt_core import diagnostics
-from nmt_core.attention import AttentionState, Memory, Score, Site, Temperature
-from nmt_core.build import build_model
 from nmt_core.config import CHOICES, AttentionConfig, ConfigError, build_config
-from nmt_core.data import Example, collate
-from nmt_core.decode import beam_search, greedy
-from nmt_core.family import TemperaturePart
-from nmt_core.model import PAD
-from nmt_core.parts import SCORES, TEMPERATURES, Part, Rule, declare, implements
-from nmt_core.registry import is_adaptive
-from nmt_core.train import batch_loss, build_optimizer, dev_pass, optimizer_step
-from sweeper.space import variant_label
+from nmt_core.data.batches import Example, collate
+from nmt_core.family.parts import SCORES, TEMPERATURES, Part, Rule, declare, implements
+from nmt_core.family.registry import is_adaptive
+from nmt_core.family.variants import TemperaturePart
+from nmt_core.models.attention import AttentionState, Memory, Score, Site, Temperature
+from nmt_core.models.build import build_model
+from nmt_core.models.rnn import PAD
+from nmt_core.training import diagnostics
+from nmt_core.training.decode import beam_search, greedy
+from nmt_core.training.train import batch_loss, build_optimizer, dev_pass, optimizer_step
+from sweeper.space.spec import variant_label
 from sweeper.summary import TrialRecord, build_summary
 from sweeper.summary import checks as findings
 from sweeper.summary.findings import history_of

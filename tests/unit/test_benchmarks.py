@@ -152,7 +152,7 @@ def test_sweep_overhead_runs_the_bare_trials_settings_through_the_sweeper():
     import sweep_overhead
     import yaml
 
-    from sweeper.space import parse_spec
+    from sweeper.space.spec import parse_spec
 
     spec = parse_spec(yaml.safe_dump(sweep_overhead.space(3, 2, False, None)), "sweep_overhead")
     assert {key: spec.base[key] for key in sweep_overhead.BASE} == sweep_overhead.BASE

@@ -10,14 +10,15 @@ import time
 import pytest
 import yaml
 
-from nmt_core import checkpoint, corpora
 from nmt_core.cli import main as nmt_main
 from nmt_core.config import BOUNDS, GROWS, ConfigError, build_config
-from nmt_core.data import SPECIALS, Example, cut_long, load_trial_data, make_batches
-from nmt_core.model import Seq2Seq
-from nmt_core.yaml_input import MAX_BYTES, MAX_DEPTH
+from nmt_core.data import corpora
+from nmt_core.data.batches import SPECIALS, Example, cut_long, load_trial_data, make_batches
+from nmt_core.gates.yaml_input import MAX_BYTES, MAX_DEPTH
+from nmt_core.models.rnn import Seq2Seq
+from nmt_core.training import checkpoint
 from sweeper.cli import main as sweeper_main
-from sweeper.space import MAX_RESAMPLES, MAX_TRIALS
+from sweeper.space.spec import MAX_RESAMPLES, MAX_TRIALS
 from tests.unit.test_names_and_state import valid_state
 
 SPACE = """name: t
@@ -664,7 +665,7 @@ def test_a_link_to_dev_zero_as_sweeper_json_is_refused_unread(tmp_path, capsys):
     ],
 )
 def test_a_recorded_space_yaml_is_checked_on_read(text, expected):
-    from sweeper.space import SpecError, recorded_space
+    from sweeper.space.spec import SpecError, recorded_space
 
     with pytest.raises(SpecError) as refused:
         recorded_space(text, "run 0123: space.yaml")

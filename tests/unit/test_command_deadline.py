@@ -1,5 +1,5 @@
-"""One deadline for a whole light command (issue #61's named gap; nmt_core/deadline.py): a server that answers every
-call late, but within the call's own deadline, held `sweeper list` and `status` for as many deadlines as they made
+"""One deadline for a whole light command (issue #61's named gap; nmt_core/gates/deadline.py): a server that answers
+every call late, but within the call's own deadline, held `sweeper list` and `status` for as many deadlines as they made
 calls; now each call's deadline is cut to what is left of the command's, and the command ends within it in one line
 naming the server. `sweeper run` keeps per-call deadlines."""
 
@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from nmt_core import network
 from nmt_core.config import ConfigError
-from nmt_core.deadline import COMMAND_TIMEOUT_VARIABLE, call_limit, carried, command_deadline
+from nmt_core.gates import network
+from nmt_core.gates.deadline import COMMAND_TIMEOUT_VARIABLE, call_limit, carried, command_deadline
 from sweeper import cli as sweeper_cli
 from tests.hostile import hostile_server, slow_proxy
 from tests.servers import MotoS3, environment

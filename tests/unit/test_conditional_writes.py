@@ -1,5 +1,5 @@
 """Writes that pass their deadline and land later (issue #61's named gaps, items 2 and 3;
-sweeper/conditional_writes.py), against moto's S3 server and fake-gcs-server's GCS (tests/servers.py): a sweep's
+sweeper/storage/conditional_writes.py), against moto's S3 server and fake-gcs-server's GCS (tests/servers.py): a sweep's
 record written late cannot go over a newer one, a driver's late release cannot delete a newer driver's lock, two
 drivers taking over one stale lock cannot both win, and a stop request that lands after its driver ended does not
 stop the next one.
@@ -21,10 +21,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from sweeper import conditional_writes, driver_lock, sweeps
-from sweeper.driver_lock import LOCK_FILE, read_holder, take
-from sweeper.space import SpecError
-from sweeper.storage import Storage, open_storage
+from sweeper.running import driver_lock, sweeps
+from sweeper.running.driver_lock import LOCK_FILE, read_holder, take
+from sweeper.space.spec import SpecError
+from sweeper.storage import conditional_writes
+from sweeper.storage.store import Storage, open_storage
 from tests.hostile import SlowProxy, slow_proxy
 from tests.servers import FakeGcs, MotoS3, environment
 

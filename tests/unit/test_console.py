@@ -1,4 +1,4 @@
-"""The sweep's console routing (sweeper/console.py), without Ray: who writes decides where a line goes."""
+"""The sweep's console routing (sweeper/running/console.py), without Ray: who writes decides where a line goes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from sweeper.console import console, ray_calls, sweep_console
-from sweeper.storage import open_storage
+from sweeper.running.console import console, ray_calls, sweep_console
+from sweeper.storage.store import open_storage
 
 CHECKPOINT = "\x1b[36m(run_trial pid=7)\x1b[0m Checkpoint successfully created at: Checkpoint(path=/x)"
 
@@ -78,7 +78,7 @@ REPEATED = "\x1b[36m(run_trial pid=7)\x1b[0m Checkpoint successfully created at:
 
 def fake_ray(monkeypatch, connected: list[bool]):
     """Ray as the sweep sees it: disconnecting prints, from the caller's thread, what its deduplication held back."""
-    from sweeper import runner
+    from sweeper.running import runner
 
     def shutdown() -> None:
         print(REPEATED)

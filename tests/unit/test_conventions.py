@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 from nmt_core import cli as nmt_cli
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper import cli as sweeper_cli
-from sweeper.tracking_store import TrackingError, check_holds_run
+from sweeper.tracking.store import TrackingError, check_holds_run
 
 QUICKSTART = Path(__file__).parents[2] / "search_spaces" / "quickstart.yaml"
 

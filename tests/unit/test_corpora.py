@@ -13,9 +13,9 @@ import time
 import pytest
 
 from nmt_core.config import build_config
-from nmt_core.corpora import IWSLT15_FILES, load_corpus
-from nmt_core.data import load_trial_data
-from nmt_core.train import train
+from nmt_core.data.batches import load_trial_data
+from nmt_core.data.corpora import IWSLT15_FILES, load_corpus
+from nmt_core.training.train import train
 
 pytestmark = pytest.mark.slow
 
@@ -131,7 +131,8 @@ def test_three_processes_preparing_one_corpus_at_once_leave_one_clean_cache(tmp_
     _Slow.requests.clear()
     cache = tmp_path / "cache"
     script = (
-        "import sys; from nmt_core.corpora import load_corpus; c = load_corpus('iwslt15-en-vi', cache_dir=sys.argv[1]);"
+        "import sys; from nmt_core.data.corpora import load_corpus;"
+        " c = load_corpus('iwslt15-en-vi', cache_dir=sys.argv[1]);"
         " print({k: len(v) for k, v in c.splits.items()}, c.splits['tst2013'][4])"
     )
     env = {**os.environ, "NMT_IWSLT15_URL": f"http://127.0.0.1:{server.server_port}/"}

@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 
 from nmt_core import cli as nmt_cli
 from nmt_core.config import ConfigError
-from nmt_core.credentials import check_uri, redact, secret_parts
+from nmt_core.gates.credentials import check_uri, redact, secret_parts
 from sweeper import cli as sweeper_cli
 
 SECRET = "Zq9-s3cr3t-VALUE"
@@ -472,7 +472,7 @@ def test_a_bad_port_is_one_line_not_a_driver_traceback(tmp_path, capsys, monkeyp
 
 
 def test_ray_address_local_keeps_the_loopback_only_local_ray(monkeypatch):
-    from sweeper.runner import cluster_address
+    from sweeper.running.runner import cluster_address
 
     monkeypatch.setenv("RAY_ADDRESS", "local")
     assert cluster_address(None) is None  # Ray's word for a new local instance: ours, bound to 127.0.0.1
@@ -502,7 +502,7 @@ def test_an_unreachable_tracking_server_is_one_line_within_the_timeout(tmp_path,
 def test_the_ray_token_is_read_from_the_environment_at_each_call_and_only_in_token_mode(tmp_path, monkeypatch):
     """Ray caches its auth mode and token per process; `sweeper list/stop/submit` read them when they connect (a
     notebook that sets the token after its first Ray call still sends it), and never outside token mode."""
-    from sweeper.cluster import SubmitError, token_header
+    from sweeper.running.cluster import SubmitError, token_header
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
@@ -523,7 +523,7 @@ def test_the_ray_token_is_read_from_the_environment_at_each_call_and_only_in_tok
 
 def test_a_cluster_whose_job_agent_never_comes_up_is_one_line_after_the_wait(monkeypatch):
     """Ray's "No available agent" is waited for ($NMT_SWEEPER_AGENT_WAIT), then one line, not Ray's traceback."""
-    from sweeper.submit import SubmitError, submit_when_an_agent_is_up
+    from sweeper.running.submit import SubmitError, submit_when_an_agent_is_up
 
     class NoAgent:
         calls = 0

@@ -3,8 +3,7 @@ import random
 import pytest
 
 from nmt_core.config import build_config
-from nmt_core.corpora import CorpusError, load_corpus
-from nmt_core.data import (
+from nmt_core.data.batches import (
     Example,
     Segmenter,
     Vocab,
@@ -15,7 +14,8 @@ from nmt_core.data import (
     tokenize,
     word_tokens,
 )
-from nmt_core.model import EOS, PAD
+from nmt_core.data.corpora import CorpusError, load_corpus
+from nmt_core.models.rnn import EOS, PAD
 
 
 def _write(folder, name, lines):

@@ -9,8 +9,15 @@ import pytest
 import torch
 from sacrebleu.metrics import BLEU
 
-from nmt_core.decode import Translation
-from nmt_core.evaluate import ApproximateRandomization, PairedBootstrap, corpus_bleu, holm, trace_table, write_traces
+from nmt_core.training.decode import Translation
+from nmt_core.training.evaluate import (
+    ApproximateRandomization,
+    PairedBootstrap,
+    corpus_bleu,
+    holm,
+    trace_table,
+    write_traces,
+)
 
 REFS = [f"the cat number {i} sat on the mat today" for i in range(60)]
 
@@ -125,7 +132,7 @@ def test_seeds_are_averaged_per_resample_not_pooled_as_sentences():
 def test_statistics_against_cached_references_and_their_resampled_sums_are_the_plain_ones_to_the_bit():
     """A system's statistics against the references counted once equal those against references passed each time;
     a resample's sums as a product of draw counts equal the drawn sentences' statistics summed one by one."""
-    from nmt_core.evaluate import _sentence_stats, bleu_metric
+    from nmt_core.training.evaluate import _sentence_stats, bleu_metric
 
     hyps = _degrade(REFS, 3, 0, "mat", "rug")
     test = PairedBootstrap({"test": REFS}, resamples=300)
@@ -170,7 +177,7 @@ def test_trace_table_schema_and_parquet_round_trip(tmp_path):
 
 
 def test_alignment_error_rate_on_a_hand_made_alignment():
-    from nmt_core.evaluate import alignment_error_rate, attention_alignment
+    from nmt_core.training.evaluate import alignment_error_rate, attention_alignment
 
     sure = {(0, 0), (1, 2), (2, 1)}
     assert alignment_error_rate(sure, sure) == 0.0
@@ -186,7 +193,7 @@ def test_alignment_error_rate_on_a_hand_made_alignment():
 def test_alignment_bootstrap_scores_the_pooled_aer_and_gold_mass():
     """Summed per-sentence link counts give exactly the pooled AER and gold mass of attention_alignment, so the
     bootstrap resamples what the table reports."""
-    from nmt_core.evaluate import AlignmentBootstrap, attention_alignment
+    from nmt_core.training.evaluate import AlignmentBootstrap, attention_alignment
 
     rng = np.random.default_rng(0)
     weights = [rng.dirichlet(np.ones(4), size=3) for _ in range(5)]
@@ -204,7 +211,7 @@ def test_bleu_of_resampled_statistics_is_sacrebleus_to_the_last_bit():
     matches of some orders (smoothing), short outputs (brevity penalty), an empty system."""
     import random
 
-    from nmt_core.evaluate import _bleu_from_stats, _sentence_stats, bleu_metric
+    from nmt_core.training.evaluate import _bleu_from_stats, _sentence_stats, bleu_metric
 
     rng, metric = random.Random(0), bleu_metric()
     refs = [" ".join(f"w{rng.randint(0, 50)}" for _ in range(rng.randint(1, 12))) for _ in range(100)]
@@ -223,7 +230,7 @@ def test_bleu_of_resampled_statistics_is_sacrebleus_to_the_last_bit():
 
 
 def _scores(full: list[float], resampled: list[list[float]]):
-    from nmt_core.evaluate import SystemScores
+    from nmt_core.training.evaluate import SystemScores
 
     return SystemScores(np.array(full), np.array(resampled))
 
@@ -257,7 +264,7 @@ def test_seed_sentence_test_is_welchs_t_test_where_the_test_sentences_do_not_var
     t-test on the seeds' scores, p and interval alike, as scipy computes it from the formula's own statistics."""
     from scipy import stats
 
-    from nmt_core.evaluate import seed_sentence_test
+    from nmt_core.training.evaluate import seed_sentence_test
 
     base, system = [4.54, 4.1, 4.9, 4.3, 5.0], [4.39, 3.8, 4.9, 4.6]
     test = seed_sentence_test(_scores(base, [[b] * 30 for b in base]), _scores(system, [[s] * 30 for s in system]))
@@ -276,7 +283,7 @@ def test_seed_sentence_test_adds_only_the_shared_sentence_part_to_the_seed_varia
     here term by term from plain loops."""
     from scipy import stats
 
-    from nmt_core.evaluate import seed_sentence_test
+    from nmt_core.training.evaluate import seed_sentence_test
 
     rng = np.random.default_rng(3)
     base_full, system_full = [4.5, 4.0, 4.8], [5.1, 4.4]
@@ -320,7 +327,7 @@ def test_the_df_holds_the_level_at_two_seeds_a_row_where_the_plug_in_does_not():
     the weight of the small s^2); the seed part at its median-unbiased value holds 4-5.3%. Monte-Carlo SE 0.1%."""
     from scipy import stats
 
-    from nmt_core.evaluate import variance_of, welch_df
+    from nmt_core.training.evaluate import variance_of, welch_df
 
     rng = np.random.default_rng(11)
     for share in (0.1, 0.3):
@@ -337,7 +344,7 @@ def test_the_df_holds_the_level_at_two_seeds_a_row_where_the_plug_in_does_not():
 
 
 def test_seed_sentence_test_needs_two_seeds_and_says_equal_systems_are_equal():
-    from nmt_core.evaluate import seed_sentence_test
+    from nmt_core.training.evaluate import seed_sentence_test
 
     one = _scores([4.0], [[4.0, 4.1]])
     with pytest.raises(ValueError, match="at least 2 seeds"):
@@ -352,7 +359,7 @@ def test_the_minimum_detectable_difference_and_the_planning_figure_follow_the_fo
     difference asked for."""
     from scipy import stats
 
-    from nmt_core.evaluate import SeedSentenceTest, detectable, seeds_to_detect
+    from nmt_core.training.evaluate import SeedSentenceTest, detectable, seeds_to_detect
 
     shared, shared_variance = 0.02**2, 2 * 0.02**4 / 50
     test = SeedSentenceTest(
@@ -378,7 +385,7 @@ def test_equivalence_is_two_one_sided_tests_at_the_margin():
     """TOST p = max(P(T_df > (d + m) / SE), P(T_df < (d - m) / SE)) from scipy; a mutated sign fails it."""
     from scipy import stats
 
-    from nmt_core.evaluate import SeedSentenceTest, equivalence_p
+    from nmt_core.training.evaluate import SeedSentenceTest, equivalence_p
 
     test = SeedSentenceTest(0.1, (0.09, 0.16), (5, 5), 0.01, 7.7, 0.5, (-0.6, 0.8), 0.01, 0.0, 1e-5)
     se = (0.09 / 5 + 0.16 / 5 + 0.01) ** 0.5
@@ -391,7 +398,7 @@ def test_equivalence_is_two_one_sided_tests_at_the_margin():
 def test_the_sentence_variance_splits_into_what_seeds_share_and_what_each_adds():
     """V_I = (mean_i Var(seed i) - Var(seed average)) * n / (n - 1) per system, the shared part the difference's
     variance less V_I / n of each, from plain loops over the resamples; a seed's own part shrinks with more seeds."""
-    from nmt_core.evaluate import seed_sentence_test
+    from nmt_core.training.evaluate import seed_sentence_test
 
     rng = np.random.default_rng(5)
     shared_a, shared_b = rng.normal(0, 0.3, 500), rng.normal(0, 0.3, 500)
@@ -415,7 +422,7 @@ def test_the_sentence_variance_splits_into_what_seeds_share_and_what_each_adds()
 def test_the_df_of_a_variance_with_nothing_in_it_is_infinite_and_never_a_division_by_zero():
     """Two rows whose seeds and resamples all agree: the variance is 0, the df infinite (not 0, which made the
     minimum detectable difference NaN), and a seed part whose square underflows divides nothing by zero."""
-    from nmt_core.evaluate import welch_df
+    from nmt_core.training.evaluate import welch_df
 
     assert welch_df((0.0, 0.0), (3, 3), 0.0, 0.24) == float("inf")
     assert welch_df((1e-300, 0.0), (3, 3), 0.0, 0.0) == float("inf")

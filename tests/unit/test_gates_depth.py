@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from sweeper import cli as sweeper_cli
-from sweeper.driver_lock import LOCK_FILE
-from sweeper.storage import check_writable, open_storage
-from sweeper.sweeps import driver
+from sweeper.running.driver_lock import LOCK_FILE
+from sweeper.running.sweeps import driver
+from sweeper.storage.store import check_writable, open_storage
 from tests.hostile import free_closed_port, hostile_server
 
 
@@ -149,7 +149,7 @@ def test_a_stalling_postgresql_port_is_one_line_within_the_deadline(tmp_path, ca
     import psycopg  # noqa: F401
 
     import sweeper.summary  # noqa: F401 - scipy and the rest: 20 s on a loaded machine
-    from nmt_core.gate import network_environment
+    from nmt_core.gates.gate import network_environment
 
     monkeypatch.setenv("NMT_SWEEPER_TIMEOUT", "2")
     for variable in network_environment():  # configure_network sets them: put back as they were afterwards
@@ -172,8 +172,8 @@ def test_a_trials_process_puts_its_http_calls_under_the_drivers_deadline(tmp_pat
 
     code = (
         "import os, requests\n"
-        "from nmt_core import network\n"
-        "from sweeper.trainable import SweepContext, prepare_worker\n"
+        "from nmt_core.gates import network\n"
+        "from sweeper.running.trainable import SweepContext, prepare_worker\n"
         "assert not network.installed()\n"
         "prepare_worker(SweepContext({}, 1, 0, 's', (), False, 'best', 'best'))\n"
         "assert requests.Session.send is network._send\n"
@@ -195,7 +195,7 @@ def test_a_prepared_corpus_is_read_through_the_one_reader(tmp_path, monkeypatch)
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from nmt_core import corpora
+    from nmt_core.data import corpora
 
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -227,8 +227,8 @@ def test_eflomals_cached_links_are_bounded_on_what_they_expand_to(tmp_path, monk
     import gzip
     import hashlib
 
-    from nmt_core import alignment
-    from nmt_core.corpora import CorpusError
+    from nmt_core.data import alignment
+    from nmt_core.data.corpora import CorpusError
 
     pairs = [(["a", "b"], ["c"]), (["d"], ["e", "f"])]
     body = "\n".join(" ".join(s) + "\t" + " ".join(t) for s, t in pairs).encode()
@@ -263,10 +263,10 @@ def resume_folder(tmp_path, hidden_size: int):
     """`nmt train`'s --out holding a last.pt of the same config as the run's, with a model of `hidden_size`."""
     import torch
 
-    from nmt_core import checkpoint
     from nmt_core.config import build_config
-    from nmt_core.data import SPECIALS
-    from nmt_core.model import Seq2Seq
+    from nmt_core.data.batches import SPECIALS
+    from nmt_core.models.rnn import Seq2Seq
+    from nmt_core.training import checkpoint
 
     settings = {"data": {"corpus": "synthetic"}, "model": {"emb_size": 8, "hidden_size": 8}, "train": {"epochs": 1}}
     (tmp_path / "trial.yaml").write_text(yaml.safe_dump(settings))

@@ -17,16 +17,16 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from nmt_core import checkpoint
 from nmt_core.config import ConfigError, build_config
-from nmt_core.decoders import json_value, parquet_table
-from nmt_core.model import Seq2Seq
-from nmt_core.yaml_input import parse_yaml
-from sweeper import driver_lock
-from sweeper.driver_lock import LOCK_FILE, read_holder, sweep_lock
-from sweeper.space import MAX_TRIALS, Parameter, SpecError, _expand, parse_spec, spec_from_mapping
-from sweeper.storage import open_storage
-from sweeper.sweeps import driver
+from nmt_core.gates.decoders import json_value, parquet_table
+from nmt_core.gates.yaml_input import parse_yaml
+from nmt_core.models.rnn import Seq2Seq
+from nmt_core.training import checkpoint
+from sweeper.running import driver_lock
+from sweeper.running.driver_lock import LOCK_FILE, read_holder, sweep_lock
+from sweeper.running.sweeps import driver
+from sweeper.space.spec import MAX_TRIALS, Parameter, SpecError, _expand, parse_spec, spec_from_mapping
+from sweeper.storage.store import open_storage
 
 SPACE = {
     "name": "gates",

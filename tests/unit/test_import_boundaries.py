@@ -18,7 +18,7 @@ def _run(code: str) -> str:
 def test_importing_nmt_core_loads_no_ray_mlflow_or_optuna():
     loaded = json.loads(
         _run(
-            "import json, sys, nmt_core, nmt_core.model, nmt_core.data, nmt_core.train\n"
+            "import json, sys, nmt_core, nmt_core.models.rnn, nmt_core.data.batches, nmt_core.training.train\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('ray', 'mlflow', 'optuna'))))"
         )
@@ -34,7 +34,7 @@ def test_configs_of_both_architectures_validate_and_label_without_torch():
         "import json, sys\n"
         "sys.modules['torch'] = None\n"
         "from nmt_core.config import ConfigError, build_config\n"
-        "from nmt_core.registry import label_words\n"
+        "from nmt_core.family.registry import label_words\n"
         "rnn = {'attention': {'score': 'concat', 'temperature': 'sact', 'coverage': True, 'position_bias': 'log'}}\n"
         "heads = {'model': {'arch': 'transformer'}, 'attention': {'temperature': 'learned', 'sentinel': True,\n"
         "         'position_bias': 'gaussian'}}\n"
@@ -52,11 +52,11 @@ def test_configs_of_both_architectures_validate_and_label_without_torch():
 
 
 def test_a_summary_and_a_submission_load_no_ray_tune():
-    """`sweeper summarize` and `submit` check their tracking store through sweeper.tracking_store, not through
-    sweeper.tracking (a Ray Tune callback): importing Ray Tune cold took 18-30 s here, 52 s on a loaded machine,
+    """`sweeper summarize` and `submit` check their tracking store through sweeper.tracking.store, not through
+    sweeper.tracking.runs (a Ray Tune callback): importing Ray Tune cold took 18-30 s here, 52 s on a loaded machine,
     the whole time of a summary against a server that fails at once (tests/fuzz/test_fuzz_servers.py)."""
     code = (
-        "import json, sys, sweeper.api, sweeper.submit, sweeper.summary, sweeper.tracking_store\n"
+        "import json, sys, sweeper.api, sweeper.running.submit, sweeper.summary, sweeper.tracking.store\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('ray.tune', 'ray.data', 'ray.air')))))"
     )
     assert json.loads(_run(code)) == []
@@ -65,7 +65,7 @@ def test_a_summary_and_a_submission_load_no_ray_tune():
 def test_importing_sweeper_sets_no_environment_variable():
     """Ray and MLflow are imported first: what they set at import (RAY_CLIENT_MODE) is theirs. One process imports
     the modules in turn (what a module's imports set or remove shows under the first module that imports them)."""
-    modules = ["sweeper.summary", "sweeper.runner", "sweeper.tracking"]
+    modules = ["sweeper.summary", "sweeper.running.runner", "sweeper.tracking.runs"]
     changed = json.loads(
         _run(
             "import importlib, json, os, ray, ray.tune, mlflow\nchanged = {}\n"

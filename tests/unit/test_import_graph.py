@@ -9,6 +9,10 @@ none can be read or loaded without the others (#60: config read the models' decl
 types).
 A package's modules are its files; importing a package means its `__init__`. Add a package to PACKAGES (sweeper/)
 and its own forbidden imports to NEVER to hold it to the same drawing.
+
+Inside each package the folders are layers (#75), and LAYERS states every arrow allowed between them: a layer is a
+subpackage (`nmt_core.gates`) or a module at the package's top (`nmt_core.config`, `sweeper.api`). An arrow not
+listed fails, so a new one is a decision written here, not an accident found in a circle later.
 """
 
 from __future__ import annotations
@@ -24,6 +28,35 @@ NEVER = {
     "nmt_core": ("sweeper", "benchmarks", "tests"),
     "sweeper": ("benchmarks", "tests"),
 }  # package -> what it must never import
+
+
+_NMT_BELOW_COMMANDS = ("nmt_core.gates", "nmt_core.family", "nmt_core.config", "nmt_core.models", "nmt_core.data")
+_NMT_ALL = _NMT_BELOW_COMMANDS + ("nmt_core", "nmt_core.training", "nmt_core.mlflow_model")  # nmt_core: its version
+# layer -> the layers it may import (its own modules always); read bottom to top
+LAYERS = {
+    "nmt_core": (),  # the package's docstring only
+    "nmt_core.gates": (),  # what comes in and goes out: knows nothing of NMT
+    "nmt_core.family": (),  # the declarations: torch-free, nothing of the project
+    "nmt_core.config": ("nmt_core.gates", "nmt_core.family"),
+    "nmt_core.models": ("nmt_core.config", "nmt_core.family", "nmt_core.gates"),
+    "nmt_core.data": ("nmt_core.config", "nmt_core.gates", "nmt_core.models"),  # models: the special token ids
+    "nmt_core.training": _NMT_BELOW_COMMANDS,
+    "nmt_core.mlflow_model": _NMT_BELOW_COMMANDS + ("nmt_core.training",),
+    "nmt_core.cli": _NMT_ALL,
+    "sweeper": ("sweeper.api",),
+    "sweeper.design": (),  # pure numbers: the group-sequential boundaries and their plans
+    "sweeper.space": ("sweeper.design", "nmt_core.config", "nmt_core.data", "nmt_core.family", "nmt_core.gates"),
+    "sweeper.storage": ("sweeper.space", "nmt_core.config", "nmt_core.gates"),
+    "sweeper.tracking": ("sweeper.storage", "sweeper.space") + _NMT_ALL,
+    "sweeper.summary": ("sweeper.tracking", "sweeper.storage", "sweeper.space", "sweeper.design") + _NMT_ALL,
+    "sweeper.running": ("sweeper.summary", "sweeper.tracking", "sweeper.storage", "sweeper.space", "sweeper.design")
+    + _NMT_ALL,
+    "sweeper.api": ("sweeper.running", "sweeper.summary", "sweeper.tracking", "sweeper.storage", "sweeper.space")
+    + ("sweeper.design",)
+    + _NMT_ALL,
+    "sweeper.cli": ("sweeper.api", "sweeper.running", "sweeper.summary", "sweeper.storage", "sweeper.space")
+    + ("sweeper", "sweeper.design", "nmt_core.gates", "nmt_core.config"),  # sweeper: `from sweeper import api`
+}
 
 
 def module_name(path: Path) -> str:
@@ -58,12 +91,14 @@ def arrows(tree: ast.AST) -> list[list[str]]:
     return found
 
 
-def graph(package: str) -> dict[str, set[str]]:
-    """module -> the package's modules it imports (itself left out: a package's __init__ is not its own importer)."""
+def graph(package: str, among: tuple[str, ...] = ()) -> dict[str, set[str]]:
+    """module -> the modules it imports of its package and of the packages `among` (itself left out: a package's
+    __init__ is not its own importer)."""
     found = modules(package)
+    known = set(found).union(*(modules(other) for other in among))
     return {
         name: {target for names in arrows(ast.parse(path.read_text(encoding="utf-8"))) for target in names}
-        & set(found) - {name}
+        & known - {name}
         for name, path in found.items()
     }
 
@@ -129,6 +164,50 @@ def test_no_module_is_imported_by_a_computed_name(package):
         and _import_module_call(node) is None
     ]
     assert hidden == []
+
+
+def layer_of(module: str) -> str:
+    """The layer a module belongs to: its subpackage (the first two names) or, at a package's top, itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def wrong_arrows(edges: dict[str, set[str]], layers: dict[str, tuple[str, ...]]) -> list[str]:
+    """Every arrow between two layers that `layers` does not allow, with the import that draws it."""
+    return sorted(
+        f"{name} imports {target}"
+        for name, targets in edges.items()
+        for target in targets
+        if layer_of(target) != layer_of(name) and layer_of(target) not in layers.get(layer_of(name), ())
+    )
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_layer_is_declared_with_its_job(package):
+    """Each folder is a layer LAYERS names, and its __init__ says what it is for and what it may import."""
+    folders = sorted(p.parent for p in (ROOT / package).glob("*/__init__.py"))
+    undeclared = [f.name for f in folders if f"{package}.{f.name}" not in LAYERS]
+    docstrings = {
+        f.name: ast.get_docstring(ast.parse((f / "__init__.py").read_text(encoding="utf-8"))) for f in folders
+    }
+    undocumented = [name for name, text in docstrings.items() if "import" not in (text or "").lower()]
+    assert undeclared == [] and undocumented == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_layers_import_only_the_layers_beneath_them(package):
+    assert wrong_arrows(graph(package, among=PACKAGES), LAYERS) == []
+
+
+def test_a_planted_arrow_up_a_layer_fails():
+    """The layers' test can fail: the gates importing training, and storage importing the summary, are refused."""
+    planted = {
+        "nmt_core.gates.gate": {"nmt_core.training.train", "nmt_core.gates.yaml_input"},
+        "sweeper.storage.store": {"sweeper.summary.report", "sweeper.space.spec"},
+    }
+    assert wrong_arrows(planted, LAYERS) == [
+        "nmt_core.gates.gate imports nmt_core.training.train",
+        "sweeper.storage.store imports sweeper.summary.report",
+    ]
 
 
 def test_the_reader_sees_every_arrow_type_hints_too():

@@ -2,8 +2,7 @@
 
 import random
 
-from sweeper import plots
-from sweeper.summary import importance
+from sweeper.summary import importance, plots
 from sweeper.summary.records import TrialRecord
 
 

@@ -101,8 +101,8 @@ def test_every_shipped_space_validates_without_them():
 
 
 def test_an_optuna_space_with_its_own_study_storage_validates_without_them(tmp_path):
-    """A relative SQLite study_storage is shown made absolute by the tracking store's rule (sweeper.sqlite_urls),
-    not through sweeper.tracking, which imports MLflow and Ray."""
+    """A relative SQLite study_storage is shown made absolute by the tracking store's rule
+    (sweeper.tracking.sqlite_urls), not through sweeper.tracking.runs, which imports MLflow and Ray."""
     space = tmp_path / "own.yaml"
     space.write_text(
         "name: own\nparameters: {attention.temperature: {choice: [none, sact]}}\n"

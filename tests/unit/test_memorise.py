@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from nmt_core.config import DecodeConfig
-from nmt_core.data import Example, make_batches
-from nmt_core.decode import translate
-from nmt_core.model import Seq2Seq
-from nmt_core.train import batch_loss, build_optimizer, optimizer_step
+from nmt_core.data.batches import Example, make_batches
+from nmt_core.models.rnn import Seq2Seq
+from nmt_core.training.decode import translate
+from nmt_core.training.train import batch_loss, build_optimizer, optimizer_step
 from tests.conftest import tiny_config
 
 

@@ -1,5 +1,5 @@
-"""The metric schema (sweeper/metrics.py) routes every metric training reports: to MLflow per epoch or once at the
-end, to the parent run and to results.parquet; and `reverse_bleu_test_<set>` (bilingual symmetry) reaches all three
+"""The metric schema (sweeper/tracking/metrics.py) routes every metric training reports: to MLflow per epoch or once at
+the end, to the parent run and to results.parquet; and `reverse_bleu_test_<set>` (bilingual symmetry) reaches all three
 through a real sweep against a real `mlflow server`."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from mlflow.tracking import MlflowClient
 
-from nmt_core.train import train
-from sweeper.metrics import AT_END, PER_EPOCH, final_result, is_logged, metric_of, to_parent
+from nmt_core.training.train import train
+from sweeper.tracking.metrics import AT_END, PER_EPOCH, final_result, is_logged, metric_of, to_parent
 from tests.conftest import FEW_PAIRS, tiny_config
 from tests.e2e.sweeps import LEAN_TRACKING, artifacts, child_runs, heatmap_data, sweeper, write_space
 
@@ -69,7 +69,7 @@ def test_reverse_bleu_reaches_the_run_the_parent_and_results(tmp_path, mlflow_se
     assert parent.data.metrics["sweep/bleu_dev_best"] == pytest.approx(row["bleu_dev"])
     assert not any(name.startswith(("result/", "bleu/")) for name in parent.data.metrics)  # never a trial's name
     # issue 59, read back from the server: what MLflow's UI shows of the trial and of the sweep
-    # one variant: no word is left out as shared by every other (sweeper/names.py)
+    # one variant: no word is left out as shared by every other (sweeper/tracking/names.py)
     assert child.info.run_name == f"general + no temperature + symmetry 0.5 · seed {child.data.params['seed']}"
     assert child.data.tags["mlflow.runColor"] == "#1f77b4" and child.data.tags["mlflow.source.name"] == "nmt-sweeper"
     [corpus] = child.inputs.dataset_inputs

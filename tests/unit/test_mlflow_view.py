@@ -1,5 +1,5 @@
-"""The sweep's saved view in MLflow's UI (sweeper.mlflow_view): what the tag holds, the link, the version fallback.
-What a browser makes of it: tests/e2e/test_mlflow_view.py."""
+"""The sweep's saved view in MLflow's UI (sweeper.tracking.mlflow_view): what the tag holds, the link, the version
+fallback. What a browser makes of it: tests/e2e/test_mlflow_view.py."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from mlflow.tracking import MlflowClient
 
-from sweeper import mlflow_view
-from sweeper.metrics import VARIANT_NAME
-from sweeper.mlflow_view import (
+from sweeper.tracking import mlflow_view
+from sweeper.tracking.metrics import VARIANT_NAME
+from sweeper.tracking.mlflow_view import (
     SHARE_TAG_PREFIX,
     TRANSLATIONS_VIEW,
     described_links,

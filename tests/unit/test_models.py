@@ -11,15 +11,15 @@ import pytest
 import yaml
 from mlflow.entities import LoggedModelStatus
 
-from nmt_core import checkpoint
-from sweeper.metrics import MODEL
-from sweeper.models import final_checkpoint, human, model_from_checkpoint, storage_usage, variant_bests
-from sweeper.runner import TRIAL_DIR
-from sweeper.schema import sweep_schema
-from sweeper.space import SpecError, load_spec
-from sweeper.storage import open_storage
-from sweeper.tracking import MlflowTrackingCallback, SweepTracker, resolve_uri
-from sweeper.trainable import MODEL_EXAMPLE
+from nmt_core.training import checkpoint
+from sweeper.running.models import final_checkpoint, human, model_from_checkpoint, storage_usage, variant_bests
+from sweeper.running.runner import TRIAL_DIR
+from sweeper.running.trainable import MODEL_EXAMPLE
+from sweeper.space.schema import sweep_schema
+from sweeper.space.spec import SpecError, load_spec
+from sweeper.storage.store import open_storage
+from sweeper.tracking.metrics import MODEL
+from sweeper.tracking.runs import MlflowTrackingCallback, SweepTracker, resolve_uri
 from tests.conftest import FEW_PAIRS, tiny_config
 from tests.unit.test_tracking import BASE, TRIAL
 
@@ -73,7 +73,7 @@ def test_a_model_made_from_a_final_checkpoint_is_the_trials_logged_model(tmp_pat
     and final metrics; again: the same."""
     import mlflow.pyfunc
 
-    from nmt_core.train import train
+    from nmt_core.training.train import train
 
     states = []
     result = train(

@@ -14,7 +14,7 @@ import yaml
 
 from nmt_core.config import ConfigError
 from sweeper import cli as sweeper_cli
-from sweeper.space import check_name
+from sweeper.space.spec import check_name
 
 REFUSED = [
     "",
@@ -198,7 +198,7 @@ def test_a_finished_sweep_without_models_names_no_model_and_asks_no_server(tmp_p
     """`tracking.models: none`: the API's result has no model URI (none was logged) and looks for none; the tracking
     server here answers nobody, so asking it would fail."""
     from sweeper.api import sweep_result
-    from sweeper.storage import open_storage
+    from sweeper.storage.store import open_storage
 
     sweep = tmp_path / "storage" / "tiny"
     sweep.mkdir(parents=True)

@@ -1,5 +1,5 @@
-"""Every HTTP call under a total deadline and a size cap (nmt_core/network.py, issue #61 item 3), against the hostile
-servers of tests/hostile.py on 127.0.0.1: a drip, a stall after the probe, a flood, an endless body each end in
+"""Every HTTP call under a total deadline and a size cap (nmt_core/gates/network.py, issue #61 item 3), against the
+hostile servers of tests/hostile.py on 127.0.0.1: a drip, a stall after the probe, a flood, an endless body each end in
 one NetworkLimitError within the deadline (plus the watchdog's grace), with bounded memory."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 import pytest
 import requests
 
-from nmt_core import network
+from nmt_core.gates import network
 from tests.hostile import hostile_server
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,7 +1,7 @@
 """Issue #61 item 1: one reader for what is read from storage or a local path. No module of the project opens or
-decodes a file any other way than through nmt_core/gate.py (regular files only, no link out, no FIFO, bounded
-bytes) and nmt_core/decoders.py (bounded on what the bytes expand to), or sweeper/storage.py's Storage, which uses
-both. This walks the code for any other open; the few that remain are listed with why they may."""
+decodes a file any other way than through nmt_core/gates/gate.py (regular files only, no link out, no FIFO, bounded
+bytes) and nmt_core/gates/decoders.py (bounded on what the bytes expand to), or sweeper/storage/store.py's Storage,
+which uses both. This walks the code for any other open; the few that remain are listed with why they may."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-GATES = {"nmt_core/gate.py", "nmt_core/decoders.py", "sweeper/storage.py"}
+GATES = {"nmt_core/gates/gate.py", "nmt_core/gates/decoders.py", "sweeper/storage/store.py"}
 # calls that open or decode a file without the gate's rules, by the name they are called by
 RAW = {
     "open",  # builtins.open, os.open
@@ -25,11 +25,14 @@ RAW = {
 LOADERS = {"torch", "json", "pickle", "yaml", "np", "Model"}  # receivers whose `load` reads a file raw
 STORAGE_NAMES = {"experiment", "storage", "final", "self"}  # receivers that are a Storage where they are called
 ALLOWED = {
-    ("nmt_core/checkpoint.py", "load"): "torch.load of a descriptor the gate opened (open_regular), weights only",
-    ("sweeper/console.py", "open"): "the sweep log's append (O_NOFOLLOW), and the console's own open()",
+    (
+        "nmt_core/training/checkpoint.py",
+        "load",
+    ): "torch.load of a descriptor the gate opened (open_regular), weights only",
+    ("sweeper/running/console.py", "open"): "the sweep log's append (O_NOFOLLOW), and the console's own open()",
     ("sweeper/summary/report.py", "open"): "summary.md appended in the summary's own new folder",
-    ("sweeper/driver_lock.py", "open"): "os.open of a new temporary file to write (O_EXCL, O_NOFOLLOW)",
-    ("sweeper/tracking.py", "load"): "MLflow's Model.load of the MLmodel file of a model this sweep logged",
+    ("sweeper/running/driver_lock.py", "open"): "os.open of a new temporary file to write (O_EXCL, O_NOFOLLOW)",
+    ("sweeper/tracking/runs.py", "load"): "MLflow's Model.load of the MLmodel file of a model this sweep logged",
     ("sweeper/summary/records.py", "loadtxt"): "parses a text that decoders.read_text_file read",
 }
 
@@ -70,7 +73,9 @@ def _loads_a_file(node: ast.Call) -> bool:
 
 def test_no_module_opens_a_stored_file_around_the_gate():
     unexplained = [f"{m}:{line}: {name}(...)" for m, name, line in raw_opens() if (m, name) not in ALLOWED]
-    assert not unexplained, "opened around nmt_core/gate.py and nmt_core/decoders.py:\n" + "\n".join(unexplained)
+    assert not unexplained, "opened around nmt_core/gates/gate.py and nmt_core/gates/decoders.py:\n" + "\n".join(
+        unexplained
+    )
 
 
 def test_the_walk_finds_a_raw_open(tmp_path):
@@ -87,9 +92,12 @@ def test_the_walk_finds_a_raw_open(tmp_path):
     ]
 
 
-# what renames a file into place outside the one atomic writer (nmt_core/gate.py: write_with), by module and function
+# what renames a file into place outside the one atomic writer (nmt_core/gates/gate.py: write_with), by module and
+# function
 RENAMES = {("os", "replace"), ("os", "rename"), ("tempfile", "mkstemp"), ("tempfile", "NamedTemporaryFile")}
-RENAMED = {("nmt_core/corpora.py", "fetch_wheel"): "pip's finished download of a pinned wheel, moved into the cache"}
+RENAMED = {
+    ("nmt_core/data/corpora.py", "fetch_wheel"): "pip's finished download of a pinned wheel, moved into the cache"
+}
 
 
 def renames(root: Path = ROOT) -> list[tuple[str, str, int]]:
@@ -98,7 +106,7 @@ def renames(root: Path = ROOT) -> list[tuple[str, str, int]]:
     for path in sorted([*root.glob("nmt_core/**/*.py"), *root.glob("sweeper/**/*.py")]):
         module = path.relative_to(root).as_posix()
         functions = [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.FunctionDef)]
-        for function in functions if module != "nmt_core/gate.py" else []:
+        for function in functions if module != "nmt_core/gates/gate.py" else []:
             for node in ast.walk(function):
                 func = node.func if isinstance(node, ast.Call) else None
                 named = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)

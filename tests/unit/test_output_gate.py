@@ -9,8 +9,8 @@ import unicodedata
 import pytest
 
 from nmt_core import cli as nmt_cli
-from nmt_core.faults import BAD_INPUT, FAULT, exit_code
-from nmt_core.gate import LINE_BYTES, clip, hide_secrets, one_line, printable
+from nmt_core.gates.faults import BAD_INPUT, FAULT, exit_code
+from nmt_core.gates.gate import LINE_BYTES, clip, hide_secrets, one_line, printable
 from sweeper import api
 from sweeper import cli as sweeper_cli
 from tests.hostile import ESCAPES, SECRET, SECRET_TEXT
@@ -147,7 +147,7 @@ def test_api_arguments_that_misbehave_are_a_sweeper_error(call, tmp_path, monkey
 
 
 def test_an_api_fault_is_a_sweeper_error_without_its_chain(monkeypatch):
-    from sweeper import schema
+    from sweeper.space import schema
 
     monkeypatch.setattr(schema, "write", _raising(KeyError(f"{ESCAPES} {SECRET_TEXT}")))
     with pytest.raises(api.SweeperError) as raised:

@@ -6,11 +6,11 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from nmt_core.progress import ConsoleProgress, eta
-from sweeper.names import TrialNames, shared_words
-from sweeper.progress import SweepProgress, fraction
-from sweeper.space import describe_trial
-from sweeper.trainable import NoRetryAfterDivergence
+from nmt_core.training.progress import ConsoleProgress, eta
+from sweeper.running.progress import SweepProgress, fraction
+from sweeper.running.trainable import NoRetryAfterDivergence
+from sweeper.space.spec import describe_trial
+from sweeper.tracking.names import TrialNames, shared_words
 
 BASE = {"data": {"corpus": "synthetic"}, "model": {"emb_size": 8, "hidden_size": 8}}
 
@@ -22,7 +22,7 @@ def tune_trial(trial_id: str, temperature: str, seed: int, **fields) -> SimpleNa
 
 
 def names_of(*trials) -> TrialNames:
-    """The sweep's names for these trials, as the driver computes them from its plan (sweeper.runner)."""
+    """The sweep's names for these trials, as the driver computes them from its plan (sweeper.running.runner)."""
     return TrialNames(BASE, shared_words(describe_trial(trial.config, BASE)[0] for trial in trials))
 
 
@@ -89,7 +89,7 @@ def test_fraction_of_training_done():
 
 
 def test_one_line_per_finished_retried_and_failed_trial_with_its_cause_and_traceback(tmp_path, capsys):
-    from sweeper.metrics import FINAL
+    from sweeper.tracking.metrics import FINAL
 
     done = tune_trial(
         "a_00000", "none", 1, last_result={"bleu_dev": 12.345, FINAL: 1}, path="bucket/sweeps/demo/a_00000_x"
@@ -135,7 +135,10 @@ def test_one_line_per_finished_retried_and_failed_trial_with_its_cause_and_trace
 def test_the_sweepers_intervals_from_the_environment_fall_back_to_their_defaults_when_bad():
     """SWEEPER_PROGRESS_EVERY_S, SWEEPER_WAITING_AFTER_S and SWEEPER_STATUS_EVERY_S are read when the driver imports
     them: a usable value is taken, a bad one (not a number, NaN, <= 0) leaves the default, never a traceback."""
-    show = "from sweeper import progress as p, sweeps as s; print(p.PRINT_EVERY_S, p.WAITING_AFTER_S, s.STATUS_EVERY_S)"
+    show = (
+        "from sweeper.running import progress as p, sweeps as s;"
+        " print(p.PRINT_EVERY_S, p.WAITING_AFTER_S, s.STATUS_EVERY_S)"
+    )
 
     def intervals(progress: str, waiting: str, status: str) -> str:
         values = {"SWEEPER_PROGRESS_EVERY_S": progress, "SWEEPER_WAITING_AFTER_S": waiting}

@@ -4,7 +4,7 @@ import subprocess
 
 import torch
 
-from sweeper.provenance import as_tags, code_version, device_description, package_versions, trial_provenance
+from sweeper.tracking.provenance import as_tags, code_version, device_description, package_versions, trial_provenance
 
 
 def test_code_version_names_the_commit_and_says_when_the_checkout_is_dirty(tmp_path):

@@ -8,10 +8,10 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from sweeper.runner import SIGNIFICANCE_KEY, results_table
-from sweeper.space import SignificanceSpec, SpecError
-from sweeper.storage import open_storage
-from sweeper.stored import STATE_FILE, read_state
+from sweeper.running.runner import SIGNIFICANCE_KEY, results_table
+from sweeper.space.spec import SignificanceSpec, SpecError
+from sweeper.storage.store import open_storage
+from sweeper.storage.stored import STATE_FILE, read_state
 from tests.unit.test_names_and_state import valid_state
 
 

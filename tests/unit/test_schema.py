@@ -13,8 +13,8 @@ import yaml
 
 from nmt_core.config import ConfigError, build_config
 from sweeper.cli import main
-from sweeper.schema import FILES, SCHEMA_DIR, render
-from sweeper.space import SpecError, parse_spec
+from sweeper.space.schema import FILES, SCHEMA_DIR, render
+from sweeper.space.spec import SpecError, parse_spec
 from tests.conftest import TINY
 
 SPACES = sorted((Path(__file__).parents[2] / "search_spaces").glob("*.yaml"))

@@ -1,5 +1,5 @@
-"""One declaration per setting (nmt_core/settings.py): what it checks, and everything derived from it (docs tables,
---help) kept current."""
+"""One declaration per setting (nmt_core/gates/settings.py): what it checks, and everything derived from it (docs
+tables, --help) kept current."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import sys
 import pytest
 
 from nmt_core.config import CHOICES, SETTINGS, ConfigError, build_config
-from nmt_core.settings import Bound, Setting, accept, help_lines
-from sweeper.schema import DOCS, with_settings_tables
-from sweeper.space import SPEC_SETTINGS, SpecError, read_section
+from nmt_core.gates.settings import Bound, Setting, accept, help_lines
+from sweeper.space.schema import DOCS, with_settings_tables
+from sweeper.space.spec import SPEC_SETTINGS, SpecError, read_section
 
 
 def test_the_docs_settings_tables_are_generated_from_the_declarations():
     text = DOCS.read_text(encoding="utf-8")
-    assert with_settings_tables(text) == text, "stale settings tables: run python -m sweeper.schema"
+    assert with_settings_tables(text) == text, "stale settings tables: run python -m sweeper.space.schema"
     for key in [*SETTINGS, *SPEC_SETTINGS]:
         assert f"| `{key}` |" in text
 
@@ -36,7 +36,7 @@ def test_the_declarations_import_without_torch_ray_or_mlflow():
         "        if name.split('.')[0] in ('torch', 'ray', 'mlflow'):\n"
         "            raise ImportError(name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import nmt_core.settings\n"
+        "import nmt_core.gates.settings\n"
     )
     subprocess.run([sys.executable, "-c", blocked], check=True)
 

@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from nmt_core.evaluate import BleuBootstrap, SystemScores, seed_sentence_test
+from nmt_core.training.evaluate import BleuBootstrap, SystemScores, seed_sentence_test
 
 SENTENCES, REF_TOKENS = 2785, 6  # 1 + Poisson(6): about 7 tokens a sentence
 PRECISIONS = np.array([0.5, 0.3, 0.17, 0.1], np.float32)  # 1- to 4-gram match rates: BLEU about 26

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from sweeper.cli import main as sweeper_main
-from sweeper.space import OptunaSpace, SpecError, load_spec, parse_spec, plan_trials
+from sweeper.space.spec import OptunaSpace, SpecError, load_spec, parse_spec, plan_trials
 
 SPACES = sorted(Path(__file__).parents[2].joinpath("search_spaces").glob("*.yaml"))
 

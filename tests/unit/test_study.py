@@ -13,10 +13,16 @@ import pytest
 from optuna.trial import TrialState
 
 from nmt_core.config import ConfigError
-from sweeper.optuna_search import SAMPLER_CLASSES, TRIAL_ID_ATTR, make_sampler, open_study_storage, optuna_searcher
-from sweeper.space import SAMPLERS, SpecError, parse_spec
-from sweeper.storage import Storage, open_storage
-from sweeper.study import describe, shown, study_url
+from sweeper.running.optuna_search import (
+    SAMPLER_CLASSES,
+    TRIAL_ID_ATTR,
+    make_sampler,
+    open_study_storage,
+    optuna_searcher,
+)
+from sweeper.running.study import describe, shown, study_url
+from sweeper.space.spec import SAMPLERS, SpecError, parse_spec
+from sweeper.storage.store import Storage, open_storage
 from tests.unit.test_space import spec_of
 
 OPTUNA = {"algorithm": "optuna", "num_samples": 4, "seed": 0}

@@ -10,13 +10,13 @@ from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
 from nmt_core.config import build_config
-from nmt_core.data import load_trial_data
-from nmt_core.decode import Translation
-from nmt_core.evaluate import ForcedTrace, corpus_bleu, forced_trace_table, trace_table, write_traces
+from nmt_core.data.batches import load_trial_data
+from nmt_core.training.decode import Translation
+from nmt_core.training.evaluate import ForcedTrace, corpus_bleu, forced_trace_table, trace_table, write_traces
 from sweeper.cli import main as sweeper_main
-from sweeper.metrics import EXPLOITS
-from sweeper.space import RecordedSpace, SignificanceSpec
+from sweeper.space.spec import RecordedSpace, SignificanceSpec
 from sweeper.summary import TrialRecord, build_summary, mean_std, render_csv, render_latex, render_markdown, summarize
+from sweeper.tracking.metrics import EXPLOITS
 
 DATA = {"corpus": "synthetic", "eval_subset": 30}
 
@@ -146,7 +146,7 @@ def test_bleu_table_numbers(store, tmp_path):
     # is a seed's own), t with docs/statistics.md's df (the shared part with its Monte-Carlo variance)
     from scipy import stats as scipy_stats
 
-    from nmt_core.evaluate import PairedBootstrap
+    from nmt_core.training.evaluate import PairedBootstrap
     from tests.unit.test_evaluate import resample_terms, satterthwaite
 
     refs = load_trial_data(build_config({"data": DATA}).data).references["test"]
@@ -422,7 +422,7 @@ def test_alignment_table_tests_aer_and_gold_mass_as_bleu_is_tested():
     the baseline marked better (**) in the direction that is better for each (lower AER, higher mass)."""
     import numpy as np
 
-    from sweeper.space import SignificanceSpec
+    from sweeper.space.spec import SignificanceSpec
     from sweeper.summary import alignment_table, render_alignment
 
     refs = {"test": ["a b c d", "e f g h", "i j k l", "m n o p"]}
@@ -731,7 +731,7 @@ def test_two_seeds_a_row_get_the_seed_aware_test_of_the_logged_bleu_and_the_resa
     other's here."""
     from scipy import stats
 
-    from nmt_core.evaluate import PairedBootstrap
+    from nmt_core.training.evaluate import PairedBootstrap
     from sweeper.summary.report import compute, significance_of
     from tests.unit.test_evaluate import resample_terms, satterthwaite
 
@@ -1080,9 +1080,9 @@ def test_the_choices_name_each_row_as_the_summary_and_mlflow_do():
     its row in the words of the summary's row and of its MLflow runs (`SACT λ4`), not by label (`general+sact4`)."""
     from dataclasses import replace
 
-    from sweeper.metrics import VARIANT_NAME
     from sweeper.summary.choose import choose_on_objective
     from sweeper.summary.report import compute, significance_of
+    from sweeper.tracking.metrics import VARIANT_NAME
 
     names = {"general+none": "no temperature", "general+sact4": "SACT λ4"}
     sact = {"temperature": "sact", "lambda": 4.0}
@@ -1197,7 +1197,7 @@ def test_a_baseline_comparison_that_is_also_a_control_is_counted_once_in_the_foo
 def test_dev_curves_carry_the_mean_of_the_seeds_still_training_past_the_first_stop(tmp_path, monkeypatch):
     """Bold: the mean while every seed trains; dashed from there: the mean over the seeds still training (at 16
     epochs with early stopping, the bold mean alone ended where the first seed stopped)."""
-    from sweeper import plots
+    from sweeper.summary import plots
 
     drawn = []
     monkeypatch.setattr(plots.plt, "close", drawn.append)
@@ -1260,9 +1260,9 @@ def test_dev_curves_draw_each_variant_in_its_runs_colour(tmp_path, monkeypatch):
     (a sweep recorded before run colours) or two rows share one, so that no two rows are drawn alike."""
     from types import SimpleNamespace
 
-    from sweeper import plots
-    from sweeper.metrics import PALETTE
+    from sweeper.summary import plots
     from sweeper.summary.figures import row_colours
+    from sweeper.tracking.metrics import PALETTE
 
     def row(colour):
         return SimpleNamespace(records=[SimpleNamespace(tags={"mlflow.runColor": colour} if colour else {})])
@@ -1314,7 +1314,7 @@ def test_every_table_recomputes_from_the_data_beside_the_summary(store, tmp_path
 def test_a_non_significant_comparison_says_what_its_seeds_detect_at_holms_level_and_its_equivalence():
     """Each seed-aware comparison that is not significant gets the minimum detectable difference at the level Holm
     compared its p with (alpha / (m - k + 1), k its rank), and with a margin the TOST verdict at that level."""
-    from nmt_core.evaluate import SeedSentenceTest, detectable, equivalence_p
+    from nmt_core.training.evaluate import SeedSentenceTest, detectable, equivalence_p
     from sweeper.summary.statistics import Comparison, mark_and_power
 
     def comparison(delta: float, p: float, se2: float) -> Comparison:

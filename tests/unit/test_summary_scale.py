@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from nmt_core.config import build_config
-from nmt_core.decode import Translation
-from nmt_core.evaluate import ForcedTrace, forced_trace_table, trace_table
-from sweeper.space import SignificanceSpec
+from nmt_core.training.decode import Translation
+from nmt_core.training.evaluate import ForcedTrace, forced_trace_table, trace_table
+from sweeper.space.spec import SignificanceSpec
 from sweeper.summary import (
     TrialRecord,
     build_summary,

@@ -15,10 +15,11 @@ import pyarrow as pa
 import pytest
 
 from nmt_core.config import ConfigError
-from sweeper import api, sweeps
+from sweeper import api
 from sweeper import cli as sweeper_cli
-from sweeper.progress import Heartbeat, SweepProgress
-from sweeper.storage import open_storage
+from sweeper.running import sweeps
+from sweeper.running.progress import Heartbeat, SweepProgress
+from sweeper.storage.store import open_storage
 from tests.unit.test_names_and_state import valid_state
 
 ANOTHER_HOST = "a-node-elsewhere"

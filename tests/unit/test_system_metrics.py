@@ -2,7 +2,7 @@
 
 import time
 
-from sweeper.system_metrics import SystemSampler
+from sweeper.tracking.system_metrics import SystemSampler
 
 
 def test_the_sampler_averages_mlflows_system_metrics_between_reports():

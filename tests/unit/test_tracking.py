@@ -11,18 +11,18 @@ import pytest
 from mlflow.entities import LoggedModelStatus
 from mlflow.tracking import MlflowClient
 
-from sweeper import tracking
-from sweeper.backlog import BACKLOG_FILE
-from sweeper.names import TrialNames, shared_words
-from sweeper.space import describe_trial
-from sweeper.storage import open_storage
-from sweeper.tracking import (
+from sweeper.space.spec import describe_trial
+from sweeper.storage.store import open_storage
+from sweeper.tracking import runs as tracking
+from sweeper.tracking.backlog import BACKLOG_FILE
+from sweeper.tracking.names import TrialNames, shared_words
+from sweeper.tracking.runs import (
     MlflowTrackingCallback,
     SweepTracker,
     resolve_uri,
     runs_link,
 )
-from sweeper.tracking_store import TrackingError, check_reachable
+from sweeper.tracking.store import TrackingError, check_reachable
 
 BASE = {"data": {"corpus": "synthetic"}, "model": {"emb_size": 8, "hidden_size": 8}}
 TRIAL = SimpleNamespace(
@@ -123,10 +123,10 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     swept axis a param (`n/a` where unused) and `seed`; per-epoch metrics by group; the end's at step 0 under
     result/, with the best epoch's dev BLEU and median tau; the parent's under sweep/. Provenance in MLflow's own
     columns (Source, User, Dataset); the translations as an MLflow table."""
-    from sweeper.artifacts import write_side_by_side
-    from sweeper.metrics import PALETTE
-    from sweeper.provenance import corpus_dataset
-    from sweeper.runner import record_best
+    from sweeper.running.artifacts import write_side_by_side
+    from sweeper.running.runner import record_best
+    from sweeper.tracking.metrics import PALETTE
+    from sweeper.tracking.provenance import corpus_dataset
 
     uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
     tracker = SweepTracker(uri, "ui")
@@ -264,8 +264,8 @@ def test_a_trials_model_is_one_logged_model_of_its_run_that_the_registry_serves(
     import mlflow.pyfunc
 
     from nmt_core.mlflow_model import downloaded_model, save_model
-    from nmt_core.train import train
-    from sweeper.metrics import MODEL
+    from nmt_core.training.train import train
+    from sweeper.tracking.metrics import MODEL
     from tests.conftest import FEW_PAIRS, tiny_config
 
     states = []
@@ -509,7 +509,7 @@ def test_results_take_the_run_ids_the_callback_tracked_and_search_only_for_the_o
     O(trials) each at a sweep's end), a search for a trial an earlier driver tracked (a resumed sweep)."""
     import pandas as pd
 
-    from sweeper.runner import result_rows
+    from sweeper.running.runner import result_rows
 
     uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
     parent = SweepTracker(uri, "rows").start_sweep("name: rows\n", {"trials": 2})
@@ -544,7 +544,7 @@ def test_the_ranking_names_each_trial_as_its_mlflow_run(capsys):
     in results.parquet too (`run_name`); not Ray's `<label>-<trial id>`."""
     import pandas as pd
 
-    from sweeper.runner import print_best, result_rows
+    from sweeper.running.runner import print_best, result_rows
 
     trials = [trial_of("t_0", "sact", 3), trial_of("t_1", "none", 1)]
     names = TrialNames(BASE, shared_words(describe_trial(trial.config, BASE)[0] for trial in trials))

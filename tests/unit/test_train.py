@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from nmt_core.data import make_batches
-from nmt_core.decode import beam_search, greedy
-from nmt_core.evaluate import corpus_bleu, trace_table
-from nmt_core.train import TrainingDiverged, autocast, native_bf16, train
+from nmt_core.data.batches import make_batches
+from nmt_core.training.decode import beam_search, greedy
+from nmt_core.training.evaluate import corpus_bleu, trace_table
+from nmt_core.training.train import TrainingDiverged, autocast, native_bf16, train
 from tests.conftest import tiny_config
 
 SMALL = {

@@ -1,15 +1,15 @@
-"""A variant's name in the summary's words (sweeper.names): the parts' titles less what a sweep's variants share,
-the same in MLflow's run names and the summary's rows; the label stays the key; a LoggedModel's safe name."""
+"""A variant's name in the summary's words (sweeper.tracking.names): the parts' titles less what a sweep's variants
+share, the same in MLflow's run names and the summary's rows; the label stays the key; a LoggedModel's safe name."""
 
 from __future__ import annotations
 
 import pytest
 
 from nmt_core.config import build_config
-from sweeper.metrics import VARIANT_NAME
-from sweeper.names import model_name, names_of, shared_words, title_words, variant_name
-from sweeper.space import load_spec, plan_trials, variant_label
+from sweeper.space.spec import load_spec, plan_trials, variant_label
 from sweeper.summary.records import TrialRecord
+from sweeper.tracking.metrics import VARIANT_NAME
+from sweeper.tracking.names import model_name, names_of, shared_words, title_words, variant_name
 
 
 def config(**attention) -> object:

@@ -13,11 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from nmt_core.data import make_batches
-from nmt_core.evaluate import ForcedTrace, forced_trace_table
-from nmt_core.train import evaluate_split, train
-from sweeper.artifacts import reference_words, write_trial_artifacts
-from sweeper.metrics import FORCED
+from nmt_core.data.batches import make_batches
+from nmt_core.training.evaluate import ForcedTrace, forced_trace_table
+from nmt_core.training.train import evaluate_split, train
+from sweeper.running.artifacts import reference_words, write_trial_artifacts
 from sweeper.summary.word_classes import (
     class_row,
     coverage,
@@ -27,6 +26,7 @@ from sweeper.summary.word_classes import (
     word_class,
     word_classes,
 )
+from sweeper.tracking.metrics import FORCED
 from tests.conftest import tiny_config
 
 UD_CLOSED = {"ADP", "AUX", "CONJ", "CCONJ", "DET", "PART", "PRON", "SCONJ"}  # UD v1.3 calls CCONJ CONJ
@@ -233,7 +233,7 @@ def test_the_interval_over_seeds_and_word_types_and_the_lexicon_sensitivity():
     move (muy: ADV; Tom: PROPN)."""
     from scipy import stats
 
-    from nmt_core.evaluate import draw_counts
+    from nmt_core.training.evaluate import draw_counts
     from sweeper.summary.word_classes import SENSITIVITY, TYPE_RESAMPLES, seeds_and_types
     from tests.unit.test_evaluate import resample_terms, satterthwaite
 
