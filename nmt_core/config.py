@@ -136,6 +136,10 @@ class AttentionConfig:
     )
 
 
+# what train.early_stopping_metric may name: scored on dev every epoch (TER's sentence statistics are too slow for that)
+EARLY_STOPPING_METRICS = ("bleu_dev", "chrf_dev")
+
+
 @dataclass
 class TrainConfig:
     lr: float = setting(3.0e-4, "learning rate (Adam)", Bound(0, open_low=True))
@@ -156,6 +160,11 @@ class TrainConfig:
     lr_patience: int = setting(1, "epochs without a better dev BLEU before lr decays", Bound(0, EPOCHS))
     early_stopping: int = setting(
         0, "> 0: stop after this many epochs without a better dev BLEU", Bound(0, EPOCHS, note=OFF)
+    )
+    early_stopping_metric: str = setting(
+        "bleu_dev",
+        "the dev score that picks the best epoch (whose weights are tested), early stopping and lr decay",
+        choices=EARLY_STOPPING_METRICS,
     )
     max_steps_per_epoch: int = setting(
         0, "> 0: cap updates per epoch (smoke runs, benchmarks)", Bound(0, 1_000_000_000, note=ALL)

@@ -682,7 +682,7 @@ def result_rows(
             "epochs": int(epochs["epoch"].max()) if epochs is not None and len(epochs) else 0,
         }
         if epochs is not None and len(epochs):
-            best = epochs.loc[epochs["bleu_dev"].idxmax()]  # the epoch whose weights are tested
+            best = tested_epoch(epochs, cfg.train.early_stopping_metric)  # the epoch whose weights are tested
             row["bleu_dev"] = float(best["bleu_dev"])
             row["bleu_dev_by_epoch"] = [float(v) for v in epochs.sort_values("epoch")["bleu_dev"]]
             row.update({k: float(epochs[k].mean()) for k in AGGREGATED[MEAN] if k in epochs})
@@ -700,6 +700,12 @@ def result_rows(
         )
         rows.append(row)
     return rows
+
+
+def tested_epoch(epochs, metric: str):
+    """The epoch whose weights a trial tests: its best by train.early_stopping_metric (the first of a tie, as training
+    keeps it); a trial from before chrF was scored every epoch has only BLEU's curve."""
+    return epochs.loc[epochs[metric if metric in epochs else "bleu_dev"].idxmax()]
 
 
 def results_table(rows: list[dict[str, Any]], significance: SignificanceSpec | None = None) -> pa.Table:
@@ -900,11 +906,13 @@ def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) ->
     """The papers' tables at the end of a run, into storage beside results.parquet; a summary problem never fails a
     finished sweep."""
     from sweeper.summary import render_markdown, summarize
+    from sweeper.summary.tables import render_metrics
 
     try:
         with tempfile.TemporaryDirectory() as folder:
             summary = summarize(tracker.experiment, tracker.uri, Path(folder), ["md"], run_id=parent_id)
             experiment.upload(Path(folder), SUMMARY_DIR)
-        print("\n" + render_markdown(summary) + f"summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
+        metrics = "" if summary.metric_table is None else "\n" + render_metrics(summary, summary.metric_table)
+        print(f"\n{render_markdown(summary)}{metrics}summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
     except Exception as err:  # noqa: BLE001 - reported, the sweep itself succeeded
         print(f"summary skipped: {err} (run `sweeper summarize {tracker.experiment}` to retry)")

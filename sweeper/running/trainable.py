@@ -181,6 +181,12 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     report_final(result, cfg, context, latest["state"], {"restores": restores, **unsent})
 
 
+def metric_signatures(result: TrainResult) -> dict[str, str]:
+    """chrF's and TER's sacrebleu signatures, as the first test set was scored (every set is scored alike)."""
+    first = next(iter(result.tests.values()))
+    return {f"{name}_signature": score.signature for name, score in first.scores.items()}
+
+
 def report_final(
     result: TrainResult, cfg: TrialConfig, context: SweepContext, state: dict | None, extra: dict[str, Any]
 ) -> None:
@@ -207,6 +213,7 @@ def report_final(
                 "bleu_dev_final_beam": sets["dev"].bleu,
                 "bleu_signature": sets["dev"].signature,
                 f"{PAPER_BLEU}_signature": sets["dev"].paper_signature,
+                **metric_signatures(result),
                 **extra,  # restores, and what was restored after the last epoch (unsent)
                 FINAL: 1,
             },

@@ -47,7 +47,7 @@ TOP_LEVEL = (
     "baseline",
     "significance",
 )
-OBJECTIVE_METRICS = ("bleu_dev", "dev_loss", "dev_ppl", "train_loss")
+OBJECTIVE_METRICS = ("bleu_dev", "chrf_dev", "dev_loss", "dev_ppl", "train_loss")
 MODES = ("max", "min")
 # nmt_core.training.evaluate.seed_sentence_test over PairedBootstrap's resamples (one seed a row: sacrebleu
 # --paired-bs), ApproximateRandomization (sacrebleu --paired-ar)

@@ -19,6 +19,7 @@ from sweeper.summary.combine import combine
 from sweeper.summary.data import read_data, write_data
 from sweeper.summary.figures import draw_figures, figure_data, importance_sections
 from sweeper.summary.findings import add_findings
+from sweeper.summary.metric_table import metric_table
 from sweeper.summary.records import SummaryError, SweepSnapshot, read_artifacts, read_trials
 from sweeper.summary.statistics import Summary, alignment_table, build_summary
 from sweeper.summary.tables import (
@@ -28,6 +29,9 @@ from sweeper.summary.tables import (
     render_csv,
     render_latex,
     render_markdown,
+    render_metrics,
+    render_metrics_csv,
+    render_metrics_latex,
     render_pbt_schedules,
     shown_rows,
 )
@@ -126,6 +130,8 @@ def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
         significance,
     )
     add_findings(summary)
+    lowercase = bleu_options(records[0].config)["lowercase"]
+    summary.metric_table = metric_table(summary, snapshot.references, snapshot.translations, significance, lowercase)
     summary.notes += snapshot.choices
     if snapshot.left_out:
         summary.notes.append(
@@ -149,6 +155,8 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
         "## BLEU\n",
         render_markdown(summary),
     ]
+    if summary.metric_table is not None:
+        sections += ["## chrF and TER\n", render_metrics(summary, summary.metric_table)]
     if snapshot.alignment and any(row.is_baseline for row in summary.rows):
         table = alignment_table(summary, snapshot.alignment, significance)
         sections += ["## Attention and word alignment\n", render_alignment(summary, table)]
@@ -166,7 +174,17 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
         (out / "bleu_table.csv").write_text(render_csv(summary), encoding="utf-8")
     if "latex" in formats:
         (out / "bleu_table.tex").write_text(render_latex(summary), encoding="utf-8")
+    write_metric_tables(summary, out, formats)
     return summary
+
+
+def write_metric_tables(summary: Summary, out: Path, formats: list[str]) -> None:
+    """metrics_table.csv and .tex beside bleu_table's (chrF and TER), where the trials logged them."""
+    table = summary.metric_table
+    if table is not None and "csv" in formats:
+        (out / "metrics_table.csv").write_text(render_metrics_csv(summary, table), encoding="utf-8")
+    if table is not None and "latex" in formats:
+        (out / "metrics_table.tex").write_text(render_metrics_latex(summary, table), encoding="utf-8")
 
 
 def summarize_data(name: str, data: Path, out: Path, formats: list[str], resamples: int | None = None) -> Summary:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 
+from sweeper.summary.metric_table import MetricTable
 from sweeper.summary.records import TOP_ROWS, TrialRecord
 from sweeper.summary.statistics import (
     BETTER,
@@ -278,26 +279,33 @@ def render_csv(summary: Summary) -> str:
     return out.getvalue()
 
 
+LATEX_ESCAPE = str.maketrans(
+    {"_": r"\_", "+": r"{+}", "#": r"\#", "%": r"\%", "†": r"$^\dagger$", "^": r"\^{}", "&": r"\&"}
+)
+
+
 def render_latex(summary: Summary) -> str:
-    header = table_header(summary.test_sets)
-    escape = str.maketrans(
-        {"_": r"\_", "+": r"{+}", "#": r"\#", "%": r"\%", "†": r"$^\dagger$", "^": r"\^{}", "&": r"\&"}
-    )
+    shown = shown_rows(summary)
+    rows = [_cells(row, summary.test_sets, "±") for row in shown]
+    note = f"Marks: {summary.method_name}." if summary.method_name else ""
+    return latex_tabular(table_header(summary.test_sets), rows, note, left_out_note(summary, shown))
+
+
+def latex_tabular(header: list[str], rows: list[list[str]], note: str, comments: list[str]) -> str:
+    """A booktabs tabular of the markdown table's cells (escaped for LaTeX), its `note` as a footnote line and the
+    `comments` after it."""
     lines = [
         r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
         r"\toprule",
-        " & ".join(h.translate(escape) for h in header) + r" \\",
+        " & ".join(h.translate(LATEX_ESCAPE) for h in header) + r" \\",
         r"\midrule",
     ]
-    shown = shown_rows(summary)
-    for row in shown:
-        cells = [c.translate(escape).replace("±", r"$\pm$") for c in _cells(row, summary.test_sets, "±")]
-        lines.append(" & ".join(cells) + r" \\")
+    for row in rows:
+        lines.append(" & ".join(c.translate(LATEX_ESCAPE).replace("±", r"$\pm$") for c in row) + r" \\")
     lines.append(r"\bottomrule")
-    if summary.method_name:
-        note = f"Marks: {summary.method_name}.".translate(escape)
-        lines.append(rf"\multicolumn{{{len(header)}}}{{l}}{{\footnotesize {note}}} \\")
-    lines += [r"\end{tabular}", *(f"% {note}" for note in left_out_note(summary, shown))]
+    if note:
+        lines.append(rf"\multicolumn{{{len(header)}}}{{l}}{{\footnotesize {note.translate(LATEX_ESCAPE)}}} \\")
+    lines += [r"\end{tabular}", *(f"% {comment}" for comment in comments)]
     return "\n".join(lines) + "\n"
 
 
@@ -374,3 +382,124 @@ def render_pbt_schedules(records: list[TrialRecord]) -> list[str]:
         + "\n".join(rows)
         + "\n"
     ]
+
+
+def metric_header(table: MetricTable) -> list[str]:
+    """The chrF and TER table's columns: per metric its test sets (with more than one), avg, and the test against
+    the row's baseline."""
+    sets = table.test_sets if len(table.test_sets) > 1 else []
+    per_metric = [
+        [*(f"{c.label} {s}" for s in sets), f"{c.label} avg", f"delta {c.label}", "95% CI", "p (Holm)"]
+        for c in table.columns
+    ]
+    return ["variant", "seeds", "BLEU avg", *(cell for cells in per_metric for cell in cells)]
+
+
+def metric_cells(row: VariantRow, table: MetricTable, plus_minus: str = "±") -> list[str]:
+    """One row of the chrF and TER table, as metric_header orders it."""
+    sets = table.test_sets if len(table.test_sets) > 1 else []
+    cells = [row.label, str(row.seeds), mean_std(row, row.average, plus_minus)]
+    for column in table.columns:
+        tested = column.against_baseline(row)
+        delta = "baseline" if row.is_baseline else "" if tested is None else f"{tested.delta:+.2f}{tested.mark}"
+        cells += [mean_std(row, column.sets[id(row)][s], plus_minus) for s in sets]
+        cells += [mean_std(row, column.average[id(row)], plus_minus), delta]
+        cells += ["", ""] if tested is None else [interval(tested.interval), f"{tested.p_adjusted:.3g}"]
+    return cells
+
+
+def render_metrics(summary: Summary, table: MetricTable) -> str:
+    """chrF and TER beside BLEU, each row against its baseline, then SACT's rows against their controls, and what
+    the numbers are (the signatures) and how they were tested."""
+    header, shown = metric_header(table), shown_rows(summary)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(metric_cells(row, table)) + " |" for row in shown]
+    lines += metric_controls(table, {id(row) for row in shown})
+    lines += ["", metric_note(table), *left_out_note(summary, shown)]
+    return "\n".join(lines) + "\n"
+
+
+def metric_controls(table: MetricTable, shown: set[int]) -> list[str]:
+    """SACT's rows against their controls in chrF and TER (no lines without a control comparison)."""
+    by_pair: dict[tuple[int, int], dict[str, Comparison]] = {}
+    for column in table.columns:
+        for c in column.against_controls():
+            if id(c.row) in shown:
+                by_pair.setdefault((id(c.row), id(c.against)), {})[column.name] = c
+    if not by_pair:
+        return []
+    header = ["SACT", "control", *(f"{what} {c.label}" for c in table.columns for what in ("delta", "p (Holm)"))]
+    lines = ["", "SACT against its controls in chrF and TER (as in the BLEU section):", ""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for tests in by_pair.values():
+        first = next(iter(tests.values()))
+        cells = [first.row.label, first.against.label]
+        for column in table.columns:
+            c = tests.get(column.name)
+            cells += ["", ""] if c is None else [f"{c.delta:+.2f}{c.mark}", f"{c.p_adjusted:.3g}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def metric_note(table: MetricTable) -> str:
+    """The footer: which chrF and TER (their signatures), and what each delta's test counts."""
+    named = "; ".join(f"{c.label} `{c.signature}`" if c.signature else c.label for c in table.columns)
+    lower = [c.label for c in table.columns if not c.higher_is_better]
+    return (
+        f"sacrebleu's {' and '.join(c.label for c in table.columns)} on the detokenised output against the raw "
+        f"references BLEU was scored on, mean ± sample std over seeds ({named})."
+        + (f" {', '.join(lower)} is an edit rate: lower is better." if lower else "")
+        + " Deltas, 95% CI and p as for BLEU (the same test, on the same "
+        f"{table.resamples} paired resamples of the test sentences: {table.method}), each metric Holm-corrected over "
+        f"its own comparisons; {BETTER[0]} / {BETTER[1]} better, {WORSE[0]} / {WORSE[1]} worse at p < 0.01 / 0.05 "
+        "(with one seed a row: test-set variance only, no mark). significance.margin's equivalence test is BLEU's."
+    )
+
+
+def render_metrics_csv(summary: Summary, table: MetricTable) -> str:
+    """Every row's chrF and TER (mean, std per test set and on average) and each test against its baseline."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    fields = ("delta", "mark", "p_value", "p_holm", "ci_low", "ci_high", "variance_counted")
+    writer.writerow(
+        [
+            "variant",
+            "seeds",
+            *(
+                f"{c.name}_{part}"
+                for c in table.columns
+                for part in (*(f"{s}_{x}" for s in table.test_sets for x in ("mean", "std")), "avg_mean", "avg_std")
+                + fields
+            ),
+        ]
+    )
+    for row in summary.rows:
+        cells: list = [row.label, row.seeds]
+        for column in table.columns:
+            cells += [f"{v:.4f}" for s in table.test_sets for v in column.sets[id(row)][s]]
+            cells += [f"{v:.4f}" for v in column.average[id(row)]]
+            cells += comparison_fields(column.against_baseline(row))
+        writer.writerow(cells)
+    return out.getvalue()
+
+
+def comparison_fields(tested: Comparison | None) -> list:
+    """A test's delta, mark, p, Holm's p, interval and what it counts, as the CSVs write them ("" for none)."""
+    if tested is None:
+        return [""] * 7
+    low, high = tested.interval
+    return [
+        f"{tested.delta:.4f}",
+        tested.mark,
+        tested.p_value,
+        tested.p_adjusted,
+        f"{low:.4f}",
+        f"{high:.4f}",
+        tested.covers,
+    ]
+
+
+def render_metrics_latex(summary: Summary, table: MetricTable) -> str:
+    shown = shown_rows(summary)
+    rows = [metric_cells(row, table) for row in shown]
+    return latex_tabular(metric_header(table), rows, metric_note(table), left_out_note(summary, shown))

@@ -22,6 +22,7 @@ from typing import Any
 
 from nmt_core.training.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.training.diagnostics import TAU_P50
+from nmt_core.training.evaluate import MT_METRICS
 from nmt_core.training.train import PAPER_BLEU
 
 PER_EPOCH, AT_END = "epoch", "end"  # when a metric is logged: every epoch, or once after testing
@@ -90,6 +91,9 @@ METRICS = (
     Metric(
         "bleu_dev", PER_EPOCH, parent=True, results=BEST, curve=True, mlflow="bleu/dev", best=RESULT + "bleu_dev_best"
     ),
+    Metric(
+        "chrf_dev", PER_EPOCH, parent=True, results=BEST, curve=True, mlflow="chrf/dev", best=RESULT + "chrf_dev_best"
+    ),
     Metric("epoch_time_s", PER_EPOCH, results=MEAN, curve=True, mlflow="speed/epoch_time_s"),
     Metric("tokens_per_s", PER_EPOCH, results=MEAN, mlflow="speed/tokens_per_s"),
     *(_diagnostic(key) for key in DIAGNOSTICS),
@@ -97,6 +101,7 @@ METRICS = (
     Metric(SYSTEM_PREFIX, PER_EPOCH, prefix=True, mlflow=SYSTEM_PREFIX),
     Metric("bleu_test_", AT_END, prefix=True, parent=True, results=LAST),
     Metric(f"{PAPER_BLEU}_test_", AT_END, prefix=True, parent=True, results=LAST),
+    *(Metric(f"{name}_test_", AT_END, prefix=True, parent=True, results=LAST) for name in MT_METRICS),  # chrF, TER
     Metric("reverse_bleu_test_", AT_END, prefix=True, parent=True, results=LAST),  # train.symmetry_weight > 0
     Metric("aer_", AT_END, prefix=True, parent=True, results=LAST),
     Metric("gold_attention_", AT_END, prefix=True, results=LAST),
@@ -128,6 +133,7 @@ BEST_RUN_ID, BEST_VARIANT = "sweeper.best_run_id", "sweeper.best_variant"
 SIGNATURE_TAGS = {
     "bleu_signature": "sweeper.bleu_signature",
     f"{PAPER_BLEU}_signature": f"sweeper.{PAPER_BLEU}_signature",
+    **{f"{name}_signature": f"sweeper.{name}_signature" for name in MT_METRICS},  # chrF's and TER's (sacrebleu's)
 }
 
 
