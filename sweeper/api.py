@@ -308,8 +308,10 @@ def resume(
     tracking_uri: str | None = None,
     address: str | None = None,
     verbose: bool = False,
+    budget: float | None = None,
 ) -> SweepResult:
-    """Finish an interrupted sweep as `sweeper resume` does: finished trials are kept, not re-run."""
+    """Finish an interrupted sweep as `sweeper resume` does: finished trials are kept, not re-run; `budget` (hours
+    of the sweep's resources.budget_unit) replaces the one it ran with, e.g. to go on after it was spent."""
     from sweeper.running.console import sweep_console
     from sweeper.running.runner import ray_for_one_sweep, resume_sweep
     from sweeper.storage.store import open_storage
@@ -317,11 +319,17 @@ def resume(
     configure_driver()
     with one_error():
         check_arguments(
-            "sweeper resume", sweep=name, storage=storage, tracking_uri=tracking_uri, address=address, verbose=verbose
+            "sweeper resume",
+            sweep=name,
+            storage=storage,
+            tracking_uri=tracking_uri,
+            address=address,
+            verbose=verbose,
+            budget=budget,
         )
         experiment = open_storage(storage, "sweeper resume").below(name)  # the sweep takes its lock (runner.py)
         with sweep_console(experiment, verbose), ray_for_one_sweep():
-            code = resume_sweep(name, storage, address, tracking_uri)
+            code = resume_sweep(name, storage, address, tracking_uri, budget)
         return sweep_result(experiment, name, code)
 
 
@@ -427,6 +435,14 @@ def _check_resamples(value: Any, source: str) -> None:
     accept(key, value, SPEC_SETTINGS[key], f"{source} --resamples", SpecError, exact=True)
 
 
+def _check_budget(value: Any, source: str) -> None:
+    """--budget: the space's resources.budget, as that setting declares it."""
+    from sweeper.space.spec import SPEC_SETTINGS, SpecError
+
+    key = "resources.budget"
+    accept(key, value, SPEC_SETTINGS[key], f"{source} --budget", SpecError)
+
+
 def _check_trial(value: Any, source: str) -> None:
     from sweeper.running.models import TRIAL_ID_RULE
 
@@ -513,6 +529,7 @@ ARGUMENTS: dict[str, Callable[[Any, str], None]] = {
     "space": _check_space,
     "overrides": _check_overrides,
     "resamples": _check_resamples,
+    "budget": _check_budget,
     "format": _check_value("format"),
     "tail": _check_value("tail"),
     "wait_s": _check_value("wait_s"),

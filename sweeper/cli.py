@@ -77,12 +77,26 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     return api.resume(
-        args.name, storage=args.storage, tracking_uri=args.tracking_uri, address=args.address, verbose=args.verbose
+        args.name,
+        storage=args.storage,
+        tracking_uri=args.tracking_uri,
+        address=args.address,
+        verbose=args.verbose,
+        budget=args.budget,
     ).exit_code
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
     return api.submit(args.space, **sweep_arguments(args), wait=args.wait, ship_code=not args.no_code)
+
+
+def budget_hours(text: str) -> float | str:
+    """--budget's value: a number where it reads as one (the API's check then holds it to resources.budget's bound),
+    else the text, which that check refuses in one line."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def positive_bleu(text: str) -> float:
@@ -346,6 +360,11 @@ def add_resume(sub) -> None:
     p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP + "; it must hold the sweep's parent run")
     p.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)")
     p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    p.add_argument(
+        "--budget",
+        type=budget_hours,
+        help="hours of the sweep's resources.budget_unit it may spend in all, in place of the budget it ran with",
+    )
     p.set_defaults(func=cmd_resume)
 
 

@@ -33,6 +33,7 @@ import sweeper.storage.conditional_writes as conditional_writes
 from nmt_core.data.corpora import default_cache_dir, load_corpus
 from nmt_core.gates.credentials import redact
 from nmt_core.mlflow_model import choose_tracking_uri
+from sweeper.running.compute import DEVICE_SO_FAR, DEVICE_TOTAL, ComputeWatch, Spending
 from sweeper.running.console import ray_calls
 from sweeper.running.driver_lock import check_lockable, sweep_lock
 from sweeper.running.models import human, log_best_models, storage_usage
@@ -79,6 +80,7 @@ from sweeper.tracking.store import check_holds_run, check_reachable
 
 TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` loads
 SIGNIFICANCE_KEY = b"sweeper.significance"  # results.parquet's metadata: the test whose marks the summary prints
+COMPUTE_KEY = b"sweeper.compute"  # results.parquet's metadata: what the whole sweep spent (sweeper.running.compute)
 TRACKING_WAIT_S = 300.0  # at the end of a sweep, how long to wait for a tracking server that went away
 NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"  # Ray Tune's switch for its default result loggers
 TRIAL_DIR = re.compile(r"^([0-9a-f]+(?:_\d{5})?)_")  # grid/random ids read 8f3a1_00004, Optuna's 8287bf51
@@ -441,7 +443,8 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
     callback = tracking_callback(spec, uri, parent_id, base, experiment.uri, submitter, shared)
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
     progress = SweepProgress(spec.name, n_trials, TrialNames(base, shared), spec.metric, experiment.uri)
-    progress.watch(spec.mode, spec.cpu, spec.gpu)
+    accountant = ComputeWatch(spec.name, experiment.uri, spec.cpu, spec.gpu, state.budget, state.budget_unit)
+    progress.watch(spec.mode, spec.cpu, spec.gpu, accountant)
     tuner = tune.Tuner(
         build_trainable(state),
         param_space=param_space,
@@ -450,7 +453,7 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
             name=spec.name,
             storage_path=storage.root,
             storage_filesystem=storage.fs,
-            callbacks=[NoRetryAfterDivergence(), callback, progress, JsonLoggerCallback()],
+            callbacks=[NoRetryAfterDivergence(), callback, progress, accountant, JsonLoggerCallback()],
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=spec.max_retries),
             # PBT copies other trials' checkpoints: keep enough of them
@@ -461,7 +464,7 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
     # loggers, which it adds unless NO_AUTO_LOGGERS is set, write files nothing reads at a cost to its loop per trial
     with ray_calls(), environment(NO_AUTO_LOGGERS, "1"):
         grid = tuner.fit()
-    return finish(grid, callback, storage, tracker, state)
+    return finish(grid, callback, storage, tracker, state, accountant)
 
 
 def open_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None) -> CheckedSweep:
@@ -529,6 +532,8 @@ def new_state(
         "plots": spec.plots,
         "significance": asdict(spec.significance),
         "models": spec.models,
+        "budget": spec.resources.budget,
+        "budget_unit": spec.resources.budget_unit,
         "study": {"name": spec.name, "storage": shown(study)} if study else None,
         **origin(job),
     }
@@ -540,10 +545,14 @@ def grant_submitter(tracker: SweepTracker, job: dict[str, Any] | None) -> None:
         print(f"note: MLflow user {job['mlflow_user']!r} was not granted experiment {tracker.experiment}: {why}")
 
 
-def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri: str | None = None) -> int:
+def resume_sweep(
+    name: str, storage_uri: str, address: str | None, tracking_uri: str | None = None, budget: float | None = None
+) -> int:
     """An interrupted sweep: everything checked (open_resume), then its driver's lock taken, then Ray and the
-    Tuner: a resume refused by a check or by a live driver has written nothing."""
+    Tuner: a resume refused by a check or by a live driver has written nothing. `budget` replaces the state's."""
     storage, state, uri, job = open_resume(name, storage_uri, tracking_uri)
+    if budget is not None:
+        state = state.with_record(state.name, budget=budget)
     with sweep_lock(storage.below(name), name, "sweeper resume"):
         return drive_resume(name, storage, state, uri, job, address)
 
@@ -595,12 +604,24 @@ def drive_resume(
     callbacks = tuner._local_tuner.get_run_config().callbacks
     [callback] = [c for c in callbacks if isinstance(c, MlflowTrackingCallback)]
     callback.uri = uri  # and the store's address as resolved now
+    accountant = resumed_accountant(callbacks, state, experiment.uri)
     for progress in (c for c in callbacks if isinstance(c, SweepProgress)):
-        progress.watch(state.mode, state.cpu, state.gpu)
+        progress.watch(state.mode, state.cpu, state.gpu, accountant)
         progress.name_of = TrialNames(state.base, callback.shared)  # a sweep begun before run names had Tune's
     with ray_calls():
         grid = tuner.fit()
-    return finish(grid, callback, storage, tracker, state)
+    return finish(grid, callback, storage, tracker, state, accountant)
+
+
+def resumed_accountant(callbacks: list, state: SweepState, experiment_uri: str) -> ComputeWatch:
+    """The restored sweep's accountant (its wall time so far came back with Tune's state) with the budget the state
+    holds now (`sweeper resume --budget`); a sweep begun before accounting gets one from now on."""
+    found = next((c for c in callbacks if isinstance(c, ComputeWatch)), None)
+    if found is None:
+        found = ComputeWatch(state.name, experiment_uri, state.cpu, state.gpu, None, state.budget_unit)
+        callbacks.insert(len(callbacks) - 1, found)  # before Tune's JSON logger, as a new sweep has it
+    found.budget, found.unit, found.experiment_uri = state.budget, state.budget_unit, experiment_uri
+    return found
 
 
 def restore_tuner(experiment: Storage, storage: Storage, state: SweepState) -> tune.Tuner:
@@ -688,6 +709,8 @@ def result_rows(
             row.update({k: float(epochs[k].mean()) for k in AGGREGATED[MEAN] if k in epochs})
             row.update({k: float(best[k]) for k in AGGREGATED[BEST] if k in epochs and not math.isnan(best[k])})
         row.update({k: v for k, v in last.items() if finished and final_result(k)})
+        if not finished and DEVICE_SO_FAR in last:  # stopped, failed or interrupted: what it spent up to then
+            row[DEVICE_TOTAL] = float(last[DEVICE_SO_FAR])
         row["restores"] = int(last.get("restores", 0))
         row["error"] = error_summary(result.error) if result.error else None
         known = run_ids.get(trial_id)
@@ -708,15 +731,19 @@ def tested_epoch(epochs, metric: str):
     return epochs.loc[epochs[metric if metric in epochs else "bleu_dev"].idxmax()]
 
 
-def results_table(rows: list[dict[str, Any]], significance: SignificanceSpec | None = None) -> pa.Table:
-    """One row per trial; its schema's metadata names the significance test `sweeper summarize` marks with."""
+def results_table(
+    rows: list[dict[str, Any]], significance: SignificanceSpec | None = None, spent: Spending | None = None
+) -> pa.Table:
+    """One row per trial; its schema's metadata names the significance test `sweeper summarize` marks with, and
+    what the whole sweep spent (COMPUTE_KEY: device- and wall hours, its budget)."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
     table = pa.table({c: [row.get(c) for row in rows] for c in columns}) if rows else pa.table({})
-    if significance is None:
-        return table
-    test = {"method": significance.method, "resamples": significance.resamples}
-    marks = f"{significance.method}: {SIGNIFICANCE_TESTS[significance.method]}"
-    return table.replace_schema_metadata({SIGNIFICANCE_KEY: json.dumps({**test, "marks": marks}).encode()})
+    metadata = {COMPUTE_KEY: json.dumps(spent.record()).encode()} if spent is not None else {}
+    if significance is not None:
+        test = {"method": significance.method, "resamples": significance.resamples}
+        marks = f"{significance.method}: {SIGNIFICANCE_TESTS[significance.method]}"
+        metadata[SIGNIFICANCE_KEY] = json.dumps({**test, "marks": marks}).encode()
+    return table.replace_schema_metadata(metadata) if metadata else table
 
 
 def print_best(rows: list[dict[str, Any]], metric: str, mode: str, limit: int = 20) -> None:
@@ -783,25 +810,34 @@ def tally(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {s: sum(r["status"] == s for r in rows) for s in ("TERMINATED", "STOPPED", "ERROR", "UNFINISHED")}
 
 
-def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: SweepTracker, state: SweepState) -> int:
-    """results.parquet, the best trials, their models by tracking.models, the MLflow link, the storage the sweep
-    takes; exit 0 (some trial finished), 1 (none), 3 (tracking writes wait in storage for `sweeper resume`),
-    130 (interrupted or stopped)."""
+def finish(
+    grid,
+    callback: MlflowTrackingCallback,
+    storage: Storage,
+    tracker: SweepTracker,
+    state: SweepState,
+    accountant: ComputeWatch | None = None,
+) -> int:
+    """results.parquet, the best trials, their models by tracking.models, the MLflow link, the storage and compute
+    the sweep took; exit 0 (some trial finished), 1 (none), 3 (tracking writes wait in storage for `sweeper
+    resume`), 130 (interrupted or stopped)."""
     experiment, parent_id, significance = storage.below(tracker.experiment), state.parent_run_id, state.significance
     record_finishing(experiment, state)
     names = TrialNames(state.base, callback.shared)
     if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
         rows = result_rows(grid, callback.outcomes, None, parent_id, state.base, names=names)
-        experiment.write_parquet(results_table(rows, significance), RESULTS_FILE)
+        spent = sweep_spending(rows, state, accountant)
+        experiment.write_parquet(results_table(rows, significance, spent), RESULTS_FILE)
         print(
             f"\ntracking server {tracker.uri} did not answer for {TRACKING_WAIT_S:.0f} s: "
             f"{len(callback.backlog)} tracking writes wait in {experiment.display(BACKLOG_FILE)}; once it "
             f"answers, `sweeper resume {tracker.experiment} --storage {storage.uri}` sends them"
         )
-        record_end(experiment, None, state, 3, rows, callback.load())
+        record_end(experiment, None, state, 3, rows, callback.load(), spent)
         return 3
     rows = result_rows(grid, callback.outcomes, tracker, parent_id, state.base, callback.run_ids(), names)
-    table = results_table(rows, significance)
+    spent = sweep_spending(rows, state, accountant)
+    table = results_table(rows, significance, spent)
     experiment.write_parquet(table, RESULTS_FILE)
     with tempfile.TemporaryDirectory() as folder:
         pq.write_table(table, Path(folder) / RESULTS_FILE)
@@ -817,7 +853,7 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
         keep_models(tracker, experiment, rows, state, callback.names)
     ok = count["TERMINATED"] + count["STOPPED"]
     code = 130 if unfinished else 0 if ok else 1
-    record_end(experiment, tracker, state, code, rows, callback.load())
+    record_end(experiment, tracker, state, code, rows, callback.load(), spent)
     if unfinished:
         tracker.client.set_terminated(parent_id, "KILLED")
         print(f"MLflow: {mlflow_link(state, tracker)}")
@@ -860,6 +896,27 @@ def keep_models(
         register_best(tracker, best, metric, mode, (state.job or {}).get("mlflow_user"))
 
 
+def sweep_spending(rows: list[dict[str, Any]], state: SweepState, accountant: ComputeWatch | None) -> Spending | None:
+    """What the sweep spent: its trials' device-seconds (results.parquet's `device_s`) and its wall time across its
+    runs (the accountant's); None for a sweep driven without an accountant."""
+    if accountant is None:
+        return None
+    device_s = sum(row.get(DEVICE_TOTAL) or 0.0 for row in rows)
+    return Spending(device_s, accountant.wall_s(), state.budget, state.budget_unit, accountant.device)
+
+
+def compute_line(spent: Spending, trials: int) -> str:
+    """`compute: 1.2 CPU core-hours over 6 trials (0.2 a trial), 0.35 h wall; budget 2 device-hours, 0.8 left`."""
+    hours = spent.device_s / 3600
+    line = (
+        f"compute: {hours:.3g} {spent.device}-hours over {trials} trials ({hours / max(trials, 1):.3g} a trial), "
+        f"{spent.wall_s / 3600:.3g} h wall"
+    )
+    if spent.budget is None:
+        return line
+    return line + f"; budget {spent.budget:g} {spent.unit.replace('_', '-')}, {spent.left_hours:.3g} left"
+
+
 def record_finishing(experiment: Storage, state: SweepState) -> None:
     """status.json while the driver records the results: too late for `sweeper stop` to stop anything."""
     try:
@@ -875,9 +932,10 @@ def record_end(
     code: int,
     rows: list[dict[str, Any]],
     load: dict[str, Any],
+    spent: Spending | None = None,
 ) -> None:
-    """How the sweep ended, for `sweeper list | status` (status.json), and what it stores and how its tracking
-    went, printed and recorded (sweeper.json, the parent run's metrics); never fails the sweep."""
+    """How the sweep ended, for `sweeper list | status` (status.json), and what it stores, what it cost and how its
+    tracking went, printed and recorded (sweeper.json, the parent run's metrics); never fails the sweep."""
     usage = storage_usage(experiment, TRIAL_DIR)
     print(
         f"storage: {human(usage['bytes'])} in {experiment.uri} ({usage['trials']} trial folders, "
@@ -892,12 +950,16 @@ def record_end(
     status = {"state": ENDED[code], "trials": state.trials, "done": count["TERMINATED"] + count["STOPPED"]}
     status.update(failed=count["ERROR"], running=0, pending=count["UNFINISHED"] + max(state.trials - len(rows), 0))
     status.update(best=best[state.metric] if best else None, exit_code=code, tracking=load)
+    if spent is not None:
+        print(compute_line(spent, len(rows)))
+        status["compute"] = spent.record()
     try:
         write_status(experiment, status)
         conditional_writes.write_record(experiment, state.written(storage=usage), STATE_FILE)
         if tracker is not None:
             mb = {"storage_mb": usage["bytes"] / 1e6, "storage_mb_per_trial": usage["trial_bytes_median"] / 1e6}
-            tracker.log_metrics(state.parent_run_id, mb, step=0)
+            hours = {} if spent is None else {"device_hours": spent.device_s / 3600, "wall_hours": spent.wall_s / 3600}
+            tracker.log_metrics(state.parent_run_id, {**mb, **hours}, step=0)
     except Exception as err:  # noqa: BLE001 - the sweep's results are written; its record is a convenience
         print(f"note: the sweep's status was not recorded ({type(err).__name__}: {first_line(err)[:160]})")
 

@@ -68,6 +68,8 @@ MAX_RESAMPLES = 1_000_000  # the bootstrap's time and memory grow with it; 10,00
 MAX_TRIALS = 10_000  # a plan beyond this is a typo (num_samples: 1000000000); refused before it is enumerated
 NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # every sweep name, in full (DESIGN.md)
 GPU_SHARES = "a fraction in (0, 1] to pack trials, or a whole number"
+BUDGET_UNITS = ("device_hours", "wall_hours")  # resources.budget_unit (sweeper.running.compute)
+MAX_BUDGET_HOURS = 8784.0  # a leap year: a budget beyond it is a typo, not a plan
 PLAN = f"samples x repeats x the grid: at most {MAX_TRIALS:,} trials, counted before they are built"
 
 
@@ -147,6 +149,16 @@ class ResourcesSpec:
         1.0, "CPUs per trial (its torch threads)", Bound(0, 1024, open_low=True, note="threads: no node has more")
     )
     gpu: float = setting(0.0, "GPUs per trial", Bound(0, 64, note=f"{GPU_SHARES}; no node has more"))
+    budget: float | None = setting(
+        None,
+        "hours of budget_unit the sweep may spend; then it stops as `sweeper stop` does (resume: --budget)",
+        Bound(0, MAX_BUDGET_HOURS, open_low=True, note="hours (a year at most); null: no limit"),
+    )
+    budget_unit: str = setting(
+        "device_hours",
+        "device_hours: trials' wall time x their GPUs (else CPU cores); wall_hours: the sweep's own",
+        choices=BUDGET_UNITS,
+    )
 
 
 @dataclass

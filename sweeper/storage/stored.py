@@ -88,6 +88,8 @@ class SweepState:
     started_by: str | None
     started_at: float | None
     record: dict[str, Any]  # the file as written, rewritten whole with a key changed (`written`)
+    budget: float | None = None  # resources.budget: hours of budget_unit (sweeper.running.compute); None: no limit
+    budget_unit: str = "device_hours"
 
     def written(self, **changes: Any) -> str:
         """The file's text with keys changed (a resumed sweep's job, the storage it takes at the end); keys an older
@@ -123,6 +125,8 @@ def state_from(record: dict[str, Any], where: str) -> SweepState:
         started_by=full.get("started_by"),
         started_at=full.get("started_at"),
         record=record,
+        budget=full["budget"],
+        budget_unit=full["budget_unit"],
     )
 
 
@@ -160,6 +164,8 @@ def later_keys() -> dict[str, Any]:
         "plots": SPEC_SETTINGS["tracking.plots"].default,
         "models": MODELS_BEFORE_POLICY,  # not the space's default
         "study": None,
+        "budget": SPEC_SETTINGS["resources.budget"].default,
+        "budget_unit": SPEC_SETTINGS["resources.budget_unit"].default,
     }
 
 
@@ -192,6 +198,8 @@ DECLARED = {
     "system_metrics": "tracking.system_metrics",
     "plots": "tracking.plots",
     "models": "tracking.models",
+    "budget": "resources.budget",
+    "budget_unit": "resources.budget_unit",
 }
 # the others: what no sweep YAML sets
 CHECKS: dict[str, Callable[[Any], str | None]] = {

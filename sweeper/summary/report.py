@@ -16,6 +16,7 @@ from sweeper.space.spec import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
 from sweeper.summary.choose import choose_on_objective
 from sweeper.summary.combine import combine
+from sweeper.summary.costs import cost_table
 from sweeper.summary.data import read_data, write_data
 from sweeper.summary.figures import draw_figures, figure_data, importance_sections
 from sweeper.summary.findings import add_findings
@@ -26,6 +27,7 @@ from sweeper.summary.tables import (
     marks_line,
     power_lines,
     render_alignment,
+    render_costs,
     render_csv,
     render_latex,
     render_markdown,
@@ -157,6 +159,8 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
     ]
     if summary.metric_table is not None:
         sections += ["## chrF and TER\n", render_metrics(summary, summary.metric_table)]
+    if (costs := cost_table(summary)) is not None:
+        sections += ["## Compute\n", render_costs(summary, costs)]
     if snapshot.alignment and any(row.is_baseline for row in summary.rows):
         table = alignment_table(summary, snapshot.alignment, significance)
         sections += ["## Attention and word alignment\n", render_alignment(summary, table)]

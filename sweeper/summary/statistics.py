@@ -12,7 +12,7 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from scipy.special import stdtrit
@@ -37,9 +37,6 @@ from sweeper.space.spec import SIGNIFICANCE_TESTS, SignificanceSpec
 from sweeper.summary.records import SummaryError, TrialRecord, typed_setting
 from sweeper.tracking.metrics import SIGNATURE_TAGS
 from sweeper.tracking.names import names_of
-
-if TYPE_CHECKING:
-    from sweeper.summary.metric_table import MetricTable
 
 BETTER, WORSE = ("**", "*"), ("††", "†")  # p < 0.01, p < 0.05 after Holm's correction
 BASELINE, CONTROL = "baseline", "control"  # what a row is compared with
@@ -161,7 +158,7 @@ class Summary:
     criteria: dict[str, Any] = field(default_factory=dict)  # the settings that make a row a baseline
     controls: dict[int, SactControls] = field(default_factory=dict)  # id(SACT row) -> its scale and controls
     method_name: str = ""  # significance.method's test in a line (SIGNIFICANCE_TESTS)
-    metric_table: MetricTable | None = None  # chrF and TER beside BLEU (sweeper.summary.metric_table), where logged
+    metric_table: Any = None  # chrF and TER beside BLEU, where logged (a sweeper.summary.metric_table.MetricTable)
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:

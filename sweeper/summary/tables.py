@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 
+from sweeper.summary.costs import CostTable
 from sweeper.summary.metric_table import MetricTable
 from sweeper.summary.records import TOP_ROWS, TrialRecord
 from sweeper.summary.statistics import (
@@ -503,3 +504,29 @@ def render_metrics_latex(summary: Summary, table: MetricTable) -> str:
     shown = shown_rows(summary)
     rows = [metric_cells(row, table) for row in shown]
     return latex_tabular(metric_header(table), rows, metric_note(table), left_out_note(summary, shown))
+
+
+def render_costs(summary: Summary, table: CostTable) -> str:
+    """Each shown row's device-hours (its seeds summed, and a trial's), its BLEU and its BLEU per device-hour, and the
+    summary's total."""
+    unit = f"{table.device}-hours"
+    header = ["variant", "seeds", unit, "a trial", "BLEU avg", f"BLEU per {table.device}-hour"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    shown = shown_rows(summary)
+    for row in shown:
+        cost = table.rows[id(row)]
+        rate = cost.bleu_per_hour(row)
+        cells = [row.label, str(row.seeds), f"{cost.device_hours:.3g}", f"{cost.per_trial:.3g}"]
+        lines.append("| " + " | ".join([*cells, mean_std(row, row.average), "" if rate is None else f"{rate:.3g}"]))
+        lines[-1] += " |"
+    trials = sum(row.seeds for row in summary.rows)
+    lines += [
+        "",
+        f"All {trials} trials of the tables: {table.total_hours:.3g} {unit}. A trial's device-hours are its wall time "
+        "(training, dev and test decoding, over its restores) times the GPUs it held (resources.gpu, a share where "
+        "trials are packed), else its CPU cores (resources.cpu); BLEU per device-hour is the row's mean test BLEU "
+        "over a trial's mean device-hours. Trials left out of the tables are not counted here (results.parquet "
+        "holds every trial's `device_s`, `sweeper status` the sweep's).",
+        *left_out_note(summary, shown),
+    ]
+    return "\n".join(lines) + "\n"

@@ -109,6 +109,10 @@ METRICS = (
     Metric("best_epoch", AT_END),
     Metric("bleu_dev_final_beam", AT_END),
     Metric("compile_time_s", AT_END, results=LAST),  # model.compile: seconds the trial spent compiling
+    # what the trial cost (sweeper.running.compute): its spending so far each epoch, its totals at the end
+    Metric("device_s_so_far", PER_EPOCH, mlflow="compute/device_s"),
+    Metric("device_s", AT_END, results=LAST),
+    Metric("wall_s", AT_END, results=LAST),
 )
 CURVES = tuple(m.name for m in METRICS if m.curve)  # per-epoch histories the summary reads
 AGGREGATED = {how: tuple(m.name for m in METRICS if m.when == PER_EPOCH and m.results == how) for how in (BEST, MEAN)}
