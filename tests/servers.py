@@ -568,3 +568,40 @@ class DeployedMlflow(MlflowServer):
     def stop(self) -> None:
         super().stop()
         self.postgres.stop()
+
+
+class WebhookReceiver:
+    """A webhook's receiver on 127.0.0.1 (a real HTTP server in a thread of the test): it keeps each JSON body it is
+    sent and answers with the next status of `answers` (then 200), after `delay` seconds."""
+
+    def __init__(self, answers: tuple[int, ...] = (), delay: float = 0.0):
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        received, pending = [], list(answers)
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                received.append(json.loads(body))
+                time.sleep(delay)
+                self.send_response(pending.pop(0) if pending else 200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+        self.received = received
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> WebhookReceiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()

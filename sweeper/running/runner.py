@@ -34,7 +34,7 @@ from nmt_core.data.corpora import default_cache_dir, load_corpus
 from nmt_core.gates.credentials import redact
 from nmt_core.mlflow_model import choose_tracking_uri
 from sweeper.running.compute import DEVICE_SO_FAR, DEVICE_TOTAL, ComputeWatch, Spending
-from sweeper.running.console import ray_calls
+from sweeper.running.console import console, ray_calls
 from sweeper.running.driver_lock import check_lockable, sweep_lock
 from sweeper.running.models import human, log_best_models, storage_usage
 from sweeper.running.progress import SweepProgress, failure_cause, open_board
@@ -42,6 +42,7 @@ from sweeper.running.study import describe as describe_study
 from sweeper.running.study import shown, study_url
 from sweeper.running.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
 from sweeper.running.trainable import NoRetryAfterDivergence, SweepContext, run_trial
+from sweeper.running.webhook import EVENTS, FAILED, WARNING, Webhook, message, webhook_url
 from sweeper.space.spec import (
     SIGNIFICANCE_TESTS,
     SignificanceSpec,
@@ -389,7 +390,8 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     """A new sweep: everything checked (open_sweep), then its driver's lock taken (sweeper/running/driver_lock.py), then
     Ray, MLflow and the trials: a run refused by a check or by a live driver has written nothing."""
     checked = open_sweep(spec, storage_uri, tracking_uri)
-    with sweep_lock(checked.storage.below(spec.name), spec.name, "sweeper run"):
+    hook = webhook_url(spec.tracking.webhook)  # a bad $SWEEPER_WEBHOOK_URL is refused before anything is written
+    with sweep_lock(checked.storage.below(spec.name), spec.name, "sweeper run"), failure_told(hook, spec.name):
         return drive_sweep(spec, checked, address)
 
 
@@ -534,6 +536,7 @@ def new_state(
         "models": spec.models,
         "budget": spec.resources.budget,
         "budget_unit": spec.resources.budget_unit,
+        "webhook": spec.tracking.webhook,  # checked free of credentials: $SWEEPER_WEBHOOK_URL's is never stored
         "study": {"name": spec.name, "storage": shown(study)} if study else None,
         **origin(job),
     }
@@ -553,8 +556,21 @@ def resume_sweep(
     storage, state, uri, job = open_resume(name, storage_uri, tracking_uri)
     if budget is not None:
         state = state.with_record(state.name, budget=budget)
-    with sweep_lock(storage.below(name), name, "sweeper resume"):
+    hook = webhook_url(state.webhook)
+    with sweep_lock(storage.below(name), name, "sweeper resume"), failure_told(hook, name, state.record.get(LINK_KEY)):
         return drive_resume(name, storage, state, uri, job, address)
+
+
+@contextmanager
+def failure_told(url: str | None, name: str, link: str | None = None) -> Iterator[None]:
+    """The webhook told when the driver itself fails (an exception out of the sweep; a trial's failure is not one),
+    then the exception goes on as before."""
+    try:
+        yield
+    except Exception as err:
+        verdict = f"failed: {type(err).__name__}: {first_line(err)[:300]}"
+        Webhook(url).notify(message(name, FAILED, verdict, link or ""), log=lambda line: print(line, file=console()))
+        raise
 
 
 def open_resume(
@@ -810,6 +826,14 @@ def tally(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {s: sum(r["status"] == s for r in rows) for s in ("TERMINATED", "STOPPED", "ERROR", "UNFINISHED")}
 
 
+class Ending(NamedTuple):
+    """How a sweep's run ended: its exit code, its trials' rows, and the summary written (None: none was)."""
+
+    code: int
+    rows: list[dict[str, Any]]
+    summary: Any = None  # sweeper.summary.statistics.Summary
+
+
 def finish(
     grid,
     callback: MlflowTrackingCallback,
@@ -818,9 +842,23 @@ def finish(
     state: SweepState,
     accountant: ComputeWatch | None = None,
 ) -> int:
-    """results.parquet, the best trials, their models by tracking.models, the MLflow link, the storage and compute
-    the sweep took; exit 0 (some trial finished), 1 (none), 3 (tracking writes wait in storage for `sweeper
-    resume`), 130 (interrupted or stopped)."""
+    """settle the sweep's results, then tell its webhook how it ended; exit 0 (some trial finished), 1 (none), 3
+    (tracking writes wait in storage for `sweeper resume`), 130 (interrupted or stopped)."""
+    ending = settle(grid, callback, storage, tracker, state, accountant)
+    tell(state, ending, mlflow_link(state, tracker))
+    return ending.code
+
+
+def settle(
+    grid,
+    callback: MlflowTrackingCallback,
+    storage: Storage,
+    tracker: SweepTracker,
+    state: SweepState,
+    accountant: ComputeWatch | None,
+) -> Ending:
+    """results.parquet, the best trials, their models by tracking.models, the summary, the MLflow link, the storage
+    and compute the sweep took."""
     experiment, parent_id, significance = storage.below(tracker.experiment), state.parent_run_id, state.significance
     record_finishing(experiment, state)
     names = TrialNames(state.base, callback.shared)
@@ -834,7 +872,7 @@ def finish(
             f"answers, `sweeper resume {tracker.experiment} --storage {storage.uri}` sends them"
         )
         record_end(experiment, None, state, 3, rows, callback.load(), spent)
-        return 3
+        return Ending(3, rows)
     rows = result_rows(grid, callback.outcomes, tracker, parent_id, state.base, callback.run_ids(), names)
     spent = sweep_spending(rows, state, accountant)
     table = results_table(rows, significance, spent)
@@ -861,14 +899,47 @@ def finish(
             f"interrupted with {unfinished} of {state.trials} trials unfinished; continue with: "
             f"sweeper resume {tracker.experiment} --storage {storage.uri}"
         )
-        return 130
+        return Ending(130, rows)
     tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
-    if count["TERMINATED"]:
-        write_summary(experiment, tracker, parent_id)
+    summary = write_summary(experiment, tracker, parent_id) if count["TERMINATED"] else None
     if translations := translations_link(tracker.client, tracker.uri, parent_id):
         print(f"translations side by side (the first 10 trials by best dev BLEU): {translations}")
     print(f"MLflow: {mlflow_link(state, tracker)}")  # the sweep's last line: where to compare its trials
-    return code
+    return Ending(code, rows, summary)
+
+
+def tell(state: SweepState, ending: Ending, link: str) -> None:
+    """The webhook's messages (sweeper.running.webhook): how the sweep ended, with its verdict line, then each
+    degeneracy warning of its summary; a receiver's failure is one line on the console."""
+    from sweeper.summary.findings import degeneracy_warnings  # as write_summary imports the summary: at the end
+
+    hook = Webhook(webhook_url(state.webhook))
+    if not hook.url:
+        return
+    log = lambda line: print(line, file=console())  # noqa: E731 - one line, said once
+    warnings = degeneracy_warnings(ending.summary) if ending.summary is not None else []
+    verdict = verdict_line(state, ending)
+    hook.notify(message(state.name, EVENTS[ending.code], verdict, link, warnings=len(warnings)), log)
+    for warning in warnings:
+        hook.notify(message(state.name, WARNING, verdict, link, warning=warning), log)
+
+
+def verdict_line(state: SweepState, ending: Ending) -> str:
+    """`finished: 6/6 trials finished, 0 stopped early, 0 failed; best bleu_dev 23.41 (SACT λ4 · seed 2), test
+    BLEU avg 21.30`: what a message says of the sweep in one line."""
+    count, best = tally(ending.rows), best_row(ending.rows, state.metric, state.mode)
+    line = (
+        f"{EVENTS[ending.code]}: {count['TERMINATED']}/{state.trials} trials finished, {count['STOPPED']} stopped "
+        f"early, {count['ERROR']} failed"
+    )
+    if best is None:
+        return line
+    test = best.get("bleu_test_avg")
+    return (
+        line
+        + f"; best {state.metric} {best[state.metric]:.2f} ({best['run_name']})"
+        + (f", test BLEU avg {test:.2f}" if test is not None else "")
+    )
 
 
 def mlflow_link(state: SweepState, tracker: SweepTracker) -> str:
@@ -964,9 +1035,9 @@ def record_end(
         print(f"note: the sweep's status was not recorded ({type(err).__name__}: {first_line(err)[:160]})")
 
 
-def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) -> None:
-    """The papers' tables at the end of a run, into storage beside results.parquet; a summary problem never fails a
-    finished sweep."""
+def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) -> Any:
+    """The papers' tables at the end of a run, into storage beside results.parquet; the Summary, or None where it
+    could not be written: a summary problem never fails a finished sweep."""
     from sweeper.summary import render_markdown, summarize
     from sweeper.summary.tables import render_metrics
 
@@ -978,3 +1049,5 @@ def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) ->
         print(f"\n{render_markdown(summary)}{metrics}summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
     except Exception as err:  # noqa: BLE001 - reported, the sweep itself succeeded
         print(f"summary skipped: {err} (run `sweeper summarize {tracker.experiment}` to retry)")
+        return None
+    return summary

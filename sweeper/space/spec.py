@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from nmt_core.config import EPOCHS, MAX_SEED, SEEDS, ConfigError, TrialConfig, all_keys, build_config, set_dotted
 from nmt_core.data.corpus_names import CorpusError
@@ -179,6 +180,9 @@ class TrackingSpec:
     )
     models: str = setting(
         "best", "whose MLflow model is logged: best (each variant's best trial, at the end), all, none", choices=MODELS
+    )
+    webhook: str | None = setting(
+        None, "an http(s) URL told when the sweep ends and of each degeneracy warning ($SWEEPER_WEBHOOK_URL first)"
     )
 
 
@@ -695,6 +699,19 @@ def _check_sections(sections: dict[str, Any], parameters: list[Parameter], base:
     if gpu > 1 and not float(gpu).is_integer():
         raise SpecError("resources.gpu", f"must be 0, {GPU_SHARES} (got {gpu:g})", source)
     check_uri(sections["tracking"].uri or "", "tracking", "tracking.uri", source)
+    if sections["tracking"].webhook is not None:
+        check_webhook(sections["tracking"].webhook, "tracking.webhook", source)
+
+
+def check_webhook(url: Any, key: str, source: str, stored: bool = True) -> str:
+    """A webhook's URL: http(s) with a host; one that is stored (the space's, sweeper.json's) also without a
+    credential in it (userinfo, a secret query key). One line naming `key` otherwise (exit 2)."""
+    if stored:
+        check_uri(url, "webhook", key, source)
+    parts = urlsplit(url) if isinstance(url, str) and url.isprintable() else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(key, f"must be an http:// or https:// URL with a host (got {shown(url)})", source)
+    return url
 
 
 def _check_corpora(corpus: str, section: str, parameters: list[Parameter], source: str) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nmt_core.config import build_config
+from nmt_core.config import ConfigError, build_config
 from nmt_core.gates.credentials import check_uri
 from nmt_core.gates.gate import ErrorType, check_tree, shown
 from nmt_core.gates.settings import accept
@@ -29,6 +29,7 @@ from sweeper.space.spec import (
     SignificanceSpec,
     SpecError,
     check_name,
+    check_webhook,
     read_section,
 )
 from sweeper.storage.store import Storage
@@ -90,6 +91,7 @@ class SweepState:
     record: dict[str, Any]  # the file as written, rewritten whole with a key changed (`written`)
     budget: float | None = None  # resources.budget: hours of budget_unit (sweeper.running.compute); None: no limit
     budget_unit: str = "device_hours"
+    webhook: str | None = None  # tracking.webhook (no credential in it); $SWEEPER_WEBHOOK_URL is never stored
 
     def written(self, **changes: Any) -> str:
         """The file's text with keys changed (a resumed sweep's job, the storage it takes at the end); keys an older
@@ -127,6 +129,7 @@ def state_from(record: dict[str, Any], where: str) -> SweepState:
         record=record,
         budget=full["budget"],
         budget_unit=full["budget_unit"],
+        webhook=full["webhook"],
     )
 
 
@@ -148,6 +151,11 @@ def read_state(experiment: Storage) -> SweepState:
     for key, check in CHECKS.items():
         if key in state and (why := check(state[key])):
             raise damaged(experiment, STATE_FILE, f"{key}: {why} (got {shown(state[key])})")
+    if state.get("webhook") is not None:  # stored as the space's check let it through: no credential, http(s)
+        try:
+            check_webhook(state["webhook"], "webhook", where)
+        except ConfigError as err:
+            raise damaged(experiment, STATE_FILE, f"webhook: {err.message}") from None
     build_config(state["base"], source=f"{where}: base")  # the trial config every resumed trial starts from
     try:
         return state_from(state, where)
@@ -166,6 +174,7 @@ def later_keys() -> dict[str, Any]:
         "study": None,
         "budget": SPEC_SETTINGS["resources.budget"].default,
         "budget_unit": SPEC_SETTINGS["resources.budget_unit"].default,
+        "webhook": None,
     }
 
 
@@ -200,6 +209,7 @@ DECLARED = {
     "models": "tracking.models",
     "budget": "resources.budget",
     "budget_unit": "resources.budget_unit",
+    "webhook": "tracking.webhook",
 }
 # the others: what no sweep YAML sets
 CHECKS: dict[str, Callable[[Any], str | None]] = {

@@ -72,6 +72,12 @@ def add_findings(summary: Summary) -> None:
     )
 
 
+def degeneracy_warnings(summary: Summary) -> list[str]:
+    """The warnings of mechanisms that did not work as designed (saturated attention, a temperature at its bound, a
+    collapsed or stuck gate), each row's, in the table's order: what a sweep's webhook is told one by one."""
+    return [line for row in summary.rows for line in checks.degenerate(history_of(row))]
+
+
 def outcome(comparison: Comparison) -> str:
     if comparison.test is None:
         return "test set"
