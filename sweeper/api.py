@@ -214,14 +214,20 @@ def plan_lines(spec: SweepSpec) -> list[str]:
     """What `sweeper validate` prints about a valid space: objective, resources, parameters, the plan."""
     lines = [
         f"{clip_path(spec.source)}: valid sweep {spec.name!r}",
-        f"  algorithm {spec.search.algorithm}, scheduler {scheduler_words(spec.scheduler)}, "
-        f"objective {spec.mode} {spec.metric}",
+        f"  algorithm {spec.search.algorithm}, scheduler {scheduler_words(spec.scheduler)}, {objective_words(spec)}",
         f"  resources per trial: {spec.cpu:g} CPU, {spec.gpu:g} GPU; retries {spec.max_retries}",
     ]
     lines += [
         f"  {p.key}: {p.kind} {p.values}" + (f"  if {p.condition}" if p.condition else "") for p in spec.parameters
     ]
     return lines + (optuna_plan(spec) if spec.search.algorithm == "optuna" else grid_plan(spec))
+
+
+def objective_words(spec: SweepSpec) -> str:
+    """`objective max bleu_dev`, or several: `objectives max bleu_dev, max tokens_per_s (a Pareto front)`."""
+    if not spec.objectives:
+        return f"objective {spec.mode} {spec.metric}"
+    return "objectives " + ", ".join(f"{o.mode} {o.metric}" for o in spec.objectives) + " (a Pareto front)"
 
 
 def scheduler_words(scheduler: SchedulerSpec) -> str:

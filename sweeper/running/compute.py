@@ -22,6 +22,7 @@ from typing import Any
 
 from ray.tune import Callback
 
+from nmt_core.gates.gate import seconds_from
 from sweeper.running.console import console
 from sweeper.space.spec import BUDGET_UNITS
 from sweeper.tracking.metrics import EPOCH_ENDED, FINAL
@@ -29,7 +30,7 @@ from sweeper.tracking.metrics import EPOCH_ENDED, FINAL
 DEVICE_SO_FAR, DEVICE_TOTAL, WALL_TOTAL = "device_s_so_far", "device_s", "wall_s"  # a trial's report keys
 DEVICE_HOURS, WALL_HOURS = BUDGET_UNITS  # resources.budget_unit
 BUDGET_BY = "resources.budget"  # who asks to stop, in the stop request and status.json
-CHECK_EVERY_S = 5.0  # how often the driver adds up the trials' spending
+CHECK_EVERY_S = seconds_from("SWEEPER_COMPUTE_EVERY_S", 5.0)  # how often the driver adds up the trials' spending
 
 
 def device_share(cpu: float, gpu: float) -> float:
@@ -117,25 +118,45 @@ class ComputeWatch(Callback):
         self.share, self.device = device_share(cpu, gpu), device_unit(gpu)
         self.budget, self.unit = budget, unit
         self.earlier_wall_s = 0.0  # the sweep's wall time in the runs before this one
+        self.spent: dict[str, float] = {}  # trial id -> the most device-seconds seen of it (an epoch cut short too)
         self.started = time.time()
+        self.began: dict[str, float] = {}  # trial id -> when this driver saw it start
         self.last_check, self.latest, self.asked = 0.0, None, False
 
     def __getstate__(self) -> dict[str, Any]:  # pickled with the Tuner: this run's clock is not the next run's
-        return {**self.__dict__, "latest": None, "asked": False, "last_check": 0.0}
+        return {**self.__dict__, "latest": None, "asked": False, "last_check": 0.0, "began": {}}
 
     def get_state(self) -> dict[str, Any]:
-        return {"wall_s": self.wall_s()}
+        return {"wall_s": self.wall_s(), "spent": dict(self.spent)}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.earlier_wall_s, self.started = float(state.get("wall_s", 0.0)), time.time()
+        self.spent = {str(k): float(v) for k, v in state.get("spent", {}).items()}
 
     def wall_s(self) -> float:
         return self.earlier_wall_s + time.time() - self.started
 
+    def on_trial_start(self, iteration: int, trials, trial, **info) -> None:
+        self.began[trial.trial_id] = time.time()
+
+    def on_trial_restore(self, iteration: int, trials, trial, **info) -> None:
+        self.began[trial.trial_id] = time.time()
+
     def spending(self, trials) -> Spending:
+        """The sweep's spending now: each trial's most device-seconds seen (what it reported, or more while an epoch
+        runs: time an epoch cut short by a stop took is spent all the same), and the wall time across runs."""
         now = time.time()
-        device_s = sum(trial_spent(t.last_result, self.share, t.status == "RUNNING", now, self.started) for t in trials)
-        return Spending(device_s, self.wall_s(), self.budget, self.unit, self.device)
+        for t in trials:
+            since = self.began.get(t.trial_id, now)
+            seen = trial_spent(t.last_result, self.share, t.status == "RUNNING", now, since)
+            self.spent[t.trial_id] = max(self.spent.get(t.trial_id, 0.0), seen)
+        return Spending(sum(self.spent.values()), self.wall_s(), self.budget, self.unit, self.device)
+
+    def total(self, reported: dict[str, float]) -> float:
+        """The sweep's device-seconds at its end: each trial's reported total (results.parquet's `device_s`) or what
+        this accountant saw it spend, whichever is more."""
+        every = {**self.spent, **{k: max(v, self.spent.get(k, 0.0)) for k, v in reported.items()}}
+        return sum(every.values())
 
     def on_step_begin(self, iteration: int, trials, **info) -> None:
         if time.time() - self.last_check < CHECK_EVERY_S:

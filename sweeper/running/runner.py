@@ -968,11 +968,11 @@ def keep_models(
 
 
 def sweep_spending(rows: list[dict[str, Any]], state: SweepState, accountant: ComputeWatch | None) -> Spending | None:
-    """What the sweep spent: its trials' device-seconds (results.parquet's `device_s`) and its wall time across its
-    runs (the accountant's); None for a sweep driven without an accountant."""
+    """What the sweep spent: its trials' device-seconds (results.parquet's `device_s`, or what the accountant saw
+    where a stop cut an epoch short) and its wall time across its runs; None for a sweep driven without one."""
     if accountant is None:
         return None
-    device_s = sum(row.get(DEVICE_TOTAL) or 0.0 for row in rows)
+    device_s = accountant.total({row["trial_id"]: row.get(DEVICE_TOTAL) or 0.0 for row in rows})
     return Spending(device_s, accountant.wall_s(), state.budget, state.budget_unit, accountant.device)
 
 

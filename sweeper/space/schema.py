@@ -17,7 +17,15 @@ from typing import Any
 from nmt_core.config import CHOICES, SETTINGS, ConfigError, all_keys
 from nmt_core.gates.gate import output_folder, write_file
 from nmt_core.gates.settings import Bound, Setting, declared, markdown_table
-from sweeper.space.spec import DISTRIBUTIONS, NAME_RULE, PBT_MUTABLE, SECTIONS, SPEC_SETTINGS, TOP_LEVEL
+from sweeper.space.spec import (
+    DISTRIBUTIONS,
+    MAX_OBJECTIVES,
+    NAME_RULE,
+    PBT_MUTABLE,
+    SECTIONS,
+    SPEC_SETTINGS,
+    TOP_LEVEL,
+)
 
 SCHEMA_DIR = Path(__file__).parents[1] / "schemas"  # sweeper/schemas: the package data editors read
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -107,6 +115,13 @@ def sweep_section(section: str, **special: dict[str, Any]) -> dict[str, Any]:
     return closed({name: special.get(name) or key_schema(d) for name, d in declared(SECTIONS[section]).items()})
 
 
+def objectives() -> dict[str, Any]:
+    """`objective`: one {metric, mode}, or a list of them (several objectives: the summary's Pareto front)."""
+    one = sweep_section("objective")
+    several = {"type": "array", "minItems": 1, "maxItems": MAX_OBJECTIVES, "items": one}
+    return {"oneOf": [one, several], "description": "one objective, or a list of several (a Pareto front)"}
+
+
 def mutations() -> dict[str, Any]:
     """`scheduler.mutations` (pbt): a key PBT may change -> a list of numbers or {uniform|loguniform: [low, high]}."""
     numbers = {"type": "array", "minItems": 1, "items": {"type": "number"}}
@@ -156,7 +171,7 @@ def sweep_schema() -> dict[str, Any]:
             description="dotted trial keys -> one distribution each, optionally `if`",
         ),
         "search": sweep_section("search", points_to_evaluate=starting_points()),
-        "objective": sweep_section("objective"),
+        "objective": objectives(),
         "scheduler": sweep_section("scheduler", mutations=mutations()),
         "resources": sweep_section("resources"),
         "failure": sweep_section("failure"),

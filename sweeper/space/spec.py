@@ -30,7 +30,7 @@ from nmt_core.gates.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
 ALGORITHMS = ("grid", "random", "optuna")
 # Optuna's samplers by `search.sampler`, with the modules each needs beyond Optuna itself
-SAMPLERS = {"tpe": (), "cmaes": ("cmaes",), "gp": ("scipy", "torch"), "random": (), "qmc": ("scipy",)}
+SAMPLERS = {"tpe": (), "cmaes": ("cmaes",), "gp": ("scipy", "torch"), "random": (), "qmc": ("scipy",), "nsga2": ()}
 STUDY_SCHEMES = ("sqlite", "postgresql", "mysql")  # what Optuna's RDBStorage opens (an SQLAlchemy URL)
 SCHEDULERS = ("fifo", "asha", "hyperband", "pbt")
 TOP_LEVEL = (
@@ -48,7 +48,19 @@ TOP_LEVEL = (
     "baseline",
     "significance",
 )
-OBJECTIVE_METRICS = ("bleu_dev", "chrf_dev", "dev_loss", "dev_ppl", "train_loss")
+OBJECTIVE_METRICS = (
+    "bleu_dev",
+    "chrf_dev",
+    "dev_loss",
+    "dev_ppl",
+    "train_loss",
+    "tokens_per_s",
+    "n_params",
+    "device_s",
+)
+AT_END_ONLY = ("n_params", "device_s")  # reported once a trial is tested: no scheduler can rank trials by them
+MAX_OBJECTIVES = 4  # a Pareto front of more is rarely read, and Optuna's samplers need many trials for it
+MULTI_SAMPLERS = ("tpe", "nsga2", "random", "qmc")  # Optuna's samplers that take several objectives
 MODES = ("max", "min")
 # nmt_core.training.evaluate.seed_sentence_test over PairedBootstrap's resamples (one seed a row: sacrebleu
 # --paired-bs), ApproximateRandomization (sacrebleu --paired-ar)
@@ -237,6 +249,7 @@ class SweepSpec:
     significance: SignificanceSpec
     baseline: dict[str, Any]  # dotted key -> value naming the baseline variant for the summary
     text: str  # the YAML as written, logged to MLflow as space.yaml
+    objectives: tuple[ObjectiveSpec, ...] = ()  # `objective` as a list: every objective, the first as `objective`
 
     @property
     def epochs(self) -> int:
@@ -290,6 +303,7 @@ class RecordedSpace:
     baseline: dict[str, Any] = field(default_factory=dict)  # dotted key -> value naming the baseline variant
     varied: tuple[str, ...] = ()  # the keys of `parameters`: what an added sweep's trials may differ in (combine)
     scheduler: str = "fifo"  # scheduler.type: sweeps summarised together must share it (combine)
+    objectives: tuple[ObjectiveSpec, ...] = ()  # several objectives (the summary's Pareto front); () for one
 
 
 @dataclass
@@ -611,13 +625,21 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     parameters = [_parameter(k, v, base, source) for k, v in raw_parameters.items()]
     parameters = _order_by_conditions(parameters, source)
     _check_corpora(base_config.data.corpus, "data" if "corpus" in data else "base.data", parameters, source)
-    sections = {section: read_section(section, raw.get(section), source) for section in SECTIONS}
+    objectives = read_objectives(raw.get("objective"), source)
+    sections = {
+        section: read_section(section, raw.get(section), source) for section in SECTIONS if section != "objective"
+    }
+    sections["objective"] = objectives[0]
     _check_sections(sections, parameters, base, source)
+    _check_objectives(objectives, sections, source)
     baseline = _mapping(raw.get("baseline"), "baseline", source)
     for key in baseline:
         if key not in all_keys():
             raise SpecError(f"baseline.{key}", "not a trial-config key", source)
-    spec = SweepSpec(name, source, base, base_config, parameters, **sections, baseline=baseline, text=text)
+    several = tuple(objectives) if len(objectives) > 1 else ()
+    spec = SweepSpec(
+        name, source, base, base_config, parameters, **sections, baseline=baseline, text=text, objectives=several
+    )
     _check_plan_size(spec)
     return spec
 
@@ -645,18 +667,56 @@ def _check_unconditional_grids(raw: Mapping[str, Any], source: str) -> None:
             )
 
 
+def read_objectives(raw: Any, source: str) -> list[ObjectiveSpec]:
+    """`objective`: one mapping (metric, mode), or a list of them (several objectives, the first also the one the
+    schedulers, the progress lines and the registered best trial go by); errors name the item (`objective[1].mode`)."""
+    if not isinstance(raw, list):
+        return [read_section("objective", raw, source)]
+    if not 1 <= len(raw) <= MAX_OBJECTIVES:
+        raise SpecError("objective", f"a list of 1 to {MAX_OBJECTIVES} objectives (got {len(raw)})", source)
+    objectives = []
+    for i, item in enumerate(raw):
+        try:
+            objectives.append(read_section("objective", item, source))
+        except SpecError as err:
+            raise SpecError(err.key.replace("objective", f"objective[{i}]", 1), err.message, source) from None
+    metrics = [o.metric for o in objectives]
+    if len(set(metrics)) < len(metrics):
+        raise SpecError("objective", f"each metric once (got {', '.join(metrics)})", source)
+    return objectives
+
+
+def _check_objectives(objectives: list[ObjectiveSpec], sections: dict[str, Any], source: str) -> None:
+    """What several objectives, or an objective known only at a trial's end, ask of the search and the scheduler."""
+    scheduler, search = sections["scheduler"].type, sections["search"]
+    at_end = [o.metric for o in objectives if o.metric in AT_END_ONLY]
+    if scheduler != "fifo" and (len(objectives) > 1 or at_end):
+        why = "several objectives" if len(objectives) > 1 else f"{at_end[0]} (known only once a trial is tested)"
+        raise SpecError(
+            "scheduler.type", f"must be fifo with {why}: Tune's schedulers rank by one epoch metric", source
+        )
+    if len(objectives) > 1 and search.algorithm == "optuna" and search.sampler not in MULTI_SAMPLERS:
+        raise SpecError(
+            "search.sampler",
+            f"{search.sampler} takes one objective; with several: " + ", ".join(MULTI_SAMPLERS),
+            source,
+        )
+
+
 def recorded_space(text: str, source: str) -> RecordedSpace:
     """A sweep's space.yaml read back from its parent run (the summary's door to it), held to the input's rules:
     bounded YAML, a mapping, and the sections the summary reads (objective, significance, tracking) checked as
     `sweeper validate` checks them. The rest is not re-checked: a corpus folder the sweep read may not exist where
     it is summarised."""
     raw = _mapping(parse_yaml(text, source, SpecError), "(file)", source)
+    objectives = read_objectives(raw.get("objective"), source)
     return RecordedSpace(
-        read_section("objective", raw.get("objective"), source),
+        objectives[0],
         read_section("significance", raw.get("significance"), source),
         read_section("tracking", raw.get("tracking"), source),
         _mapping(raw.get("baseline"), "baseline", source),
         *_recorded_plan(raw),
+        objectives=tuple(objectives) if len(objectives) > 1 else (),
     )
 
 

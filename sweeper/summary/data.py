@@ -112,6 +112,7 @@ def snapshot_of(data: Path) -> SweepSnapshot:
         space["baseline"],
         tuple(space["varied"]),
         space["scheduler"],
+        tuple(ObjectiveSpec(**objective) for objective in space.get("objectives", ())),  # () before several
     )
     records = [trial_record(row) for row in read_parquet_file(data / "trials.parquet", ConfigError).to_pylist()]
     references: dict[str, list[str]] = {}

@@ -21,6 +21,8 @@ from sweeper.summary.data import read_data, write_data
 from sweeper.summary.figures import draw_figures, figure_data, importance_sections
 from sweeper.summary.findings import add_findings
 from sweeper.summary.metric_table import metric_table
+from sweeper.summary.pareto import pareto_front
+from sweeper.summary.plots import pareto_plot
 from sweeper.summary.records import SummaryError, SweepSnapshot, read_artifacts, read_trials
 from sweeper.summary.statistics import Summary, alignment_table, build_summary
 from sweeper.summary.tables import (
@@ -34,6 +36,7 @@ from sweeper.summary.tables import (
     render_metrics,
     render_metrics_csv,
     render_metrics_latex,
+    render_pareto,
     render_pbt_schedules,
     shown_rows,
 )
@@ -169,6 +172,7 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
     sections += render_tau_epochs(
         [(row.label, row.records[0].config.attention.lambda_, [r.curves for r in row.records]) for row in summary.rows]
     )
+    sections += pareto_sections(summary, snapshot.space.objectives, out)
     sections += draw_figures(figure_data(summary, snapshot.traces), out)
     objective = snapshot.space.objective
     sections += importance_sections(snapshot.records, objective.metric, objective.mode, out)
@@ -180,6 +184,17 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
         (out / "bleu_table.tex").write_text(render_latex(summary), encoding="utf-8")
     write_metric_tables(summary, out, formats)
     return summary
+
+
+def pareto_sections(summary: Summary, objectives: tuple, out: Path) -> list[str]:
+    """A sweep with several objectives: its Pareto front as a table, and a figure of the first two objectives."""
+    if len(objectives) < 2:
+        return []
+    front = pareto_front(summary, objectives)
+    shown = [(p.row.label, *p.means[:2], *p.stds[:2], p.status) for p in front.points]
+    if shown:
+        pareto_plot(shown, tuple(f"{o.metric} ({o.mode})" for o in objectives[:2]), out / "pareto_front.png")
+    return ["## Pareto front\n", render_pareto(front, "pareto_front.png" if shown else None)]
 
 
 def write_metric_tables(summary: Summary, out: Path, formats: list[str]) -> None:

@@ -9,6 +9,7 @@ import io
 
 from sweeper.summary.costs import CostTable
 from sweeper.summary.metric_table import MetricTable
+from sweeper.summary.pareto import FRONT, ParetoFront
 from sweeper.summary.records import TOP_ROWS, TrialRecord
 from sweeper.summary.statistics import (
     BETTER,
@@ -529,4 +530,33 @@ def render_costs(summary: Summary, table: CostTable) -> str:
         "holds every trial's `device_s`, `sweeper status` the sweep's).",
         *left_out_note(summary, shown),
     ]
+    return "\n".join(lines) + "\n"
+
+
+def render_pareto(front: ParetoFront, figure: str | None) -> str:
+    """The Pareto front as a table (each row's objectives, mean ± std over seeds, and its place), how a dominated row
+    was tested, and the figure of the first two objectives (`figure`: its file, None where not drawn)."""
+    names = [f"{o.metric} ({o.mode})" for o in front.objectives]
+    header = ["variant", "seeds", *names, "place", "dominated by", "p (Holm)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for point in sorted(front.points, key=lambda p: (p.status != FRONT, p.row.label)):
+        values = [
+            f"{mean:.4g}" if point.row.seeds == 1 else f"{mean:.4g} ± {std:.2g}"
+            for mean, std in zip(point.means, point.stds)
+        ]
+        by = ", ".join(f"`{row.label}`" for row in point.dominators)
+        p = "" if point.p_adjusted is None else f"{point.p_adjusted:.3g}"
+        lines.append("| " + " | ".join([point.row.label, str(point.row.seeds), *values, point.status, by, p]) + " |")
+    lines += [
+        "",
+        "Each objective is a row's mean over its seeds of their best epoch's value, as the search ranked trials. "
+        "A row is dominated by means where another is at least as good on every objective and better on one; it is "
+        "marked dominated only where that is significant over seeds: an intersection-union test (each objective a "
+        "one-sided Welch t-test over the two rows' seeds, the largest p; exact ties over every seed, as a parameter "
+        "count, are no doubt), Bonferroni over its dominators, Holm over the rows dominated by means, p < 0.05. A row "
+        "with one seed has no spread to test and is never marked.",
+        *([f"Left out (a trial without an objective's value): {', '.join(front.left_out)}."] if front.left_out else []),
+    ]
+    if figure:
+        lines += ["", f"![Pareto front]({figure})"]
     return "\n".join(lines) + "\n"

@@ -45,6 +45,7 @@ def test_a_spent_budget_asks_the_sweep_to_stop_as_sweeper_stop_does_once(tmp_pat
     watch = ComputeWatch("lab", experiment.uri, cpu=2.0, gpu=0.0, budget=0.02, unit="device_hours")  # 72 s of 2 cores
     monkeypatch.setattr(time, "time", lambda: NOW)
     watch.started = NOW - 600
+    watch.began["running"] = NOW - 25  # when the driver saw the running trial start (on_trial_start)
     done = trial("TERMINATED", final=1, device_s=30.0)
     on = trial("RUNNING", device_s_so_far=20.0, epoch_ended_at=f"{NOW - 10:.3f}")
     watch.on_step_begin(1, [done, on])
@@ -61,6 +62,10 @@ def test_a_spent_budget_asks_the_sweep_to_stop_as_sweeper_stop_does_once(tmp_pat
     watch.last_check = 0.0
     watch.on_step_begin(3, [done, on])
     assert sweeps.stop_request(experiment) is None  # asked once in this run
+    # stopped: its epoch in progress is lost from its reports, not from what it spent; a report's total counts more
+    assert watch.total({"terminated": 30.0, "running": 20.0}) == pytest.approx(30 + 20 + 20 * 2)
+    assert watch.total({"terminated": 95.0}) == pytest.approx(95 + 60)
+    assert watch.get_state()["spent"] == {"terminated": 30.0, "running": pytest.approx(60.0)}
 
 
 def test_wall_hours_count_the_sweeps_earlier_runs(monkeypatch):
@@ -68,7 +73,7 @@ def test_wall_hours_count_the_sweeps_earlier_runs(monkeypatch):
     monkeypatch.setattr(time, "time", lambda: NOW)
     watch.set_state({"wall_s": 3000.0})  # Tune's experiment state from the run before
     watch.started = NOW - 700
-    assert watch.get_state() == {"wall_s": 3700.0}
+    assert watch.get_state() == {"wall_s": 3700.0, "spent": {}}
     spent = watch.spending([])
     assert spent.device == "GPU" and spent.over and spent.spent_hours == pytest.approx(3700 / 3600)
     pickled = watch.__getstate__()  # with the Tuner: this run's figures and its one request are not the next run's
