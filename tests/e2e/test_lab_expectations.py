@@ -73,3 +73,28 @@ def test_a_budget_stops_a_sweep_resumably_and_a_webhook_hears_how_it_ended(tmp_p
     assert parent.data.metrics["device_hours"] == pytest.approx(spent["device_hours"])
     summary = (tmp_path / "sweeps" / NAME / "summary" / "summary.md").read_text()
     assert "## chrF and TER" in summary and "| chrF avg | delta chrF |" in summary and "## Compute" in summary
+
+
+def test_an_optuna_sweep_with_two_objectives_gives_a_pareto_front(tmp_path, worker_ray):
+    """NSGA-II over the attention temperature, BLEU up and parameters down: Optuna's study holds both directions and
+    both values of every trial, and the summary draws the front."""
+    import optuna
+
+    space = write_space(
+        tmp_path,
+        name="lab-pareto",
+        parameters={"attention.temperature": {"choice": ["none", "sact"]}},
+        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": 1}},
+        search={"algorithm": "optuna", "sampler": "nsga2", "num_samples": 3, "max_concurrent": 1},
+        objective=[{"metric": "bleu_dev", "mode": "max"}, {"metric": "n_params", "mode": "min"}],
+        tracking=LEAN_TRACKING,
+    )
+    where = ["--storage", str(tmp_path / "sweeps")]
+    done = sweeper("run", str(space), *where, cwd=tmp_path, ray=worker_ray)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    study = optuna.load_study(study_name="lab-pareto", storage=f"sqlite:///{tmp_path}/sweeps/lab-pareto/optuna.db")
+    assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert len(complete) == 3 and all(len(t.values) == 2 and t.values[1] > 0 for t in complete)
+    summary = (tmp_path / "sweeps" / "lab-pareto" / "summary" / "summary.md").read_text()
+    assert "## Pareto front" in summary and "| bleu_dev (max) | n_params (min) | place |" in summary
