@@ -144,7 +144,12 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
         ended, wall = f"{time.time():.3f}", clock.wall_s()
         latest["state"] = {**state, "restores": restores, "trial_id": trial_id, WALL_TOTAL: wall}
         system = sampler.take() if sampler else {}
-        spent = {DEVICE_SO_FAR: wall * share, "restores": restores, EPOCH_ENDED: ended}
+        spent = {
+            DEVICE_SO_FAR: wall * share,
+            "restores": restores,
+            EPOCH_ENDED: ended,
+            **known_so_far(state, wall * share),
+        }
         with tempfile.TemporaryDirectory() as folder:
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
             tune.report(
@@ -188,6 +193,13 @@ def metric_signatures(result: TrainResult) -> dict[str, str]:
     """chrF's and TER's sacrebleu signatures, as the first test set was scored (every set is scored alike)."""
     first = next(iter(result.tests.values()))
     return {f"{name}_signature": score.signature for name, score in first.scores.items()}
+
+
+def known_so_far(state: dict[str, Any], device_s: float) -> dict[str, Any]:
+    """The values an objective may name that a trial otherwise reports only at its end (spec.AT_END_ONLY), as they
+    stand after an epoch: Ray Tune checks every result for each metric the search ranks by. The parameter count is
+    the model's weights' (its state holds parameters only: no model registers buffers)."""
+    return {"n_params": sum(t.numel() for t in state["model"].values()), DEVICE_TOTAL: device_s}
 
 
 def spent(clock: TrialClock, context: SweepContext) -> dict[str, Any]:
