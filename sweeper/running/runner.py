@@ -900,11 +900,13 @@ def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) ->
     """The papers' tables at the end of a run, into storage beside results.parquet; a summary problem never fails a
     finished sweep."""
     from sweeper.summary import render_markdown, summarize
+    from sweeper.summary.report import changed_head, design_head
 
     try:
         with tempfile.TemporaryDirectory() as folder:
             summary = summarize(tracker.experiment, tracker.uri, Path(folder), ["md"], run_id=parent_id)
             experiment.upload(Path(folder), SUMMARY_DIR)
-        print("\n" + render_markdown(summary) + f"summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
+        verdicts = "".join(line + "\n" for line in changed_head(summary) + design_head(summary))
+        print("\n" + verdicts + render_markdown(summary) + f"summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
     except Exception as err:  # noqa: BLE001 - reported, the sweep itself succeeded
         print(f"summary skipped: {err} (run `sweeper summarize {tracker.experiment}` to retry)")

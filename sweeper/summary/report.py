@@ -12,6 +12,7 @@ from urllib.parse import quote
 from mlflow.tracking import MlflowClient
 
 from nmt_core.training.train import bleu_options
+from sweeper.space.design import digest
 from sweeper.space.spec import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
 from sweeper.summary.choose import choose_on_objective
@@ -20,6 +21,7 @@ from sweeper.summary.data import read_data, write_data
 from sweeper.summary.figures import draw_figures, figure_data, importance_sections
 from sweeper.summary.findings import add_findings
 from sweeper.summary.records import SummaryError, SweepSnapshot, read_artifacts, read_trials
+from sweeper.summary.sequential import design_lines, read_design, scores_by_row
 from sweeper.summary.statistics import Summary, alignment_table, build_summary
 from sweeper.summary.tables import (
     marks_line,
@@ -126,6 +128,7 @@ def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
         significance,
     )
     add_findings(summary)
+    read_designed(snapshot, summary, significance)
     summary.notes += snapshot.choices
     if snapshot.left_out:
         summary.notes.append(
@@ -133,6 +136,21 @@ def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
             + ", ".join(f"{n} {why}" for why, n in snapshot.left_out.items())
         )
     return summary
+
+
+def read_designed(snapshot: SweepSnapshot, summary: Summary, significance: SignificanceSpec) -> None:
+    """A designed sweep's primary comparisons, read at its looks; none where the design differs from the one its
+    parent run froze (the space or the tag changed after the first result)."""
+    design = snapshot.space.design
+    if not design.declared:
+        return
+    summary.design_changed = snapshot.design_digest != digest(design)
+    if summary.design_changed:
+        return
+    objective = snapshot.space.objective
+    bleu = bleu_options(snapshot.records[0].config)
+    scores = scores_by_row(snapshot.references, snapshot.translations, significance.resamples, bleu)
+    summary.design = read_design(summary.rows, design, scores, (objective.metric, objective.mode))
 
 
 def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resamples: int | None = None) -> Summary:
@@ -143,10 +161,12 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
     out.mkdir(parents=True, exist_ok=True)
     write_data(snapshot, out)
     sections = [
+        *changed_head(summary),
         f"# Sweep `{snapshot.name}`\n",
         f"MLflow parent run `{snapshot.parent_id}` ({snapshot.parent_status}); "
         f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n",
-        "## BLEU\n",
+        *design_head(summary),
+        "## BLEU (secondary comparisons)\n" if summary.design else "## BLEU\n",
         render_markdown(summary),
     ]
     if snapshot.alignment and any(row.is_baseline for row in summary.rows):
@@ -167,6 +187,19 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
     if "latex" in formats:
         (out / "bleu_table.tex").write_text(render_latex(summary), encoding="utf-8")
     return summary
+
+
+def design_head(summary: Summary) -> list[str]:
+    """A designed sweep's verdicts under their heading (none where its design changed: the first line says so)."""
+    if not summary.design:
+        return []
+    lines = "\n".join(design_lines(summary.design, changed=False))
+    return ["## Primary comparisons (the design's, read at its looks)\n", lines + "\n"]
+
+
+def changed_head(summary: Summary) -> list[str]:
+    """The summary's first line where the design changed after the sweep's first result."""
+    return [design_lines([], changed=True)[0] + "\n"] if summary.design_changed else []
 
 
 def summarize_data(name: str, data: Path, out: Path, formats: list[str], resamples: int | None = None) -> Summary:
@@ -203,6 +236,7 @@ def parent_note(
         + (f" · [Compare their translations]({translations})" if link and translations else "")
         + ("\n\n" if link else "")
         + (f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else "")
+        + "".join(line + "\n" for line in changed_head(summary) + design_head(summary))
     )
     table = render_markdown(summary)
     versions = [(table + (f"\n{summary.conclusion}" if summary.conclusion else ""), [])]

@@ -158,6 +158,8 @@ class Summary:
     criteria: dict[str, Any] = field(default_factory=dict)  # the settings that make a row a baseline
     controls: dict[int, SactControls] = field(default_factory=dict)  # id(SACT row) -> its scale and controls
     method_name: str = ""  # significance.method's test in a line (SIGNIFICANCE_TESTS)
+    design: list[Any] = field(default_factory=list)  # a designed sweep's primary comparisons (summary.sequential)
+    design_changed: bool = False  # its design differs from the one frozen when it started: no verdict
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
