@@ -221,7 +221,12 @@ def plan_lines(spec: SweepSpec) -> list[str]:
     lines += [
         f"  {p.key}: {p.kind} {p.values}" + (f"  if {p.condition}" if p.condition else "") for p in spec.parameters
     ]
-    return lines + (optuna_plan(spec) if spec.search.algorithm == "optuna" else grid_plan(spec))
+    lines += optuna_plan(spec) if spec.search.algorithm == "optuna" else grid_plan(spec)
+    if not spec.design.declared:
+        return lines
+    from sweeper.space.design import plan_lines as design_lines  # scipy's integration: only for a design
+
+    return lines + design_lines(spec.design)
 
 
 def scheduler_words(scheduler: SchedulerSpec) -> str:

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from scipy.special import ndtri, stdtr
+
 from sweeper.design.designs import Design, equivalence_design, superiority_design
 from sweeper.design.repeated_ci import repeated_interval
 

@@ -41,6 +41,7 @@ from sweeper.running.study import describe as describe_study
 from sweeper.running.study import shown, study_url
 from sweeper.running.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
 from sweeper.running.trainable import NoRetryAfterDivergence, SweepContext, run_trial
+from sweeper.space.design import digest as design_digest
 from sweeper.space.spec import (
     SIGNIFICANCE_TESTS,
     SignificanceSpec,
@@ -415,6 +416,8 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
     tracker = SweepTracker(uri, spec.name, opening.result(), user=submitter)
     plan = {"source": spec.source, "trials": n_trials, "algorithm": spec.search.algorithm}
     plan.update(scheduler=spec.scheduler.type, storage=storage.display(spec.name), models=spec.models)
+    if spec.design.declared:  # frozen on the parent run before any trial starts (sweeper.space.design)
+        plan["design"] = design_digest(spec.design)
     parent_id = tracker.start_sweep(spec.text, plan)
     axes = [p.key for p in spec.parameters if p.key != "train.seed"]  # the seed has a column of its own
     link = share_view(tracker.client, uri, tracker.experiment_id, parent_id, axes)
@@ -442,26 +445,42 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
     progress = SweepProgress(spec.name, n_trials, TrialNames(base, shared), spec.metric, experiment.uri)
     progress.watch(spec.mode, spec.cpu, spec.gpu)
-    tuner = tune.Tuner(
+    tuner = new_tuner(spec, state, (tune_config, param_space), (spec.name, storage), [callback, progress])
+    return finish(fit(tuner), callback, storage, tracker, state)
+
+
+def new_tuner(
+    spec: SweepSpec,
+    state: SweepState,
+    planned: tuple[tune.TuneConfig, dict[str, Any]],
+    where: tuple[str, Storage],
+    callbacks: list,
+) -> tune.Tuner:
+    """The Tuner of a sweep, or of a designed sweep's look: Tune's experiment `where[0]` below storage `where[1]`."""
+    (tune_config, param_space), (name, storage) = planned, where
+    return tune.Tuner(
         build_trainable(state),
         param_space=param_space,
         tune_config=tune_config,
         run_config=tune.RunConfig(  # verbose 0: our progress lines instead of Tune's tables
-            name=spec.name,
+            name=name,
             storage_path=storage.root,
             storage_filesystem=storage.fs,
-            callbacks=[NoRetryAfterDivergence(), callback, progress, JsonLoggerCallback()],
+            callbacks=[NoRetryAfterDivergence(), *callbacks, JsonLoggerCallback()],
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=spec.max_retries),
             # PBT copies other trials' checkpoints: keep enough of them
             checkpoint_config=tune.CheckpointConfig(num_to_keep=4 if spec.scheduler.type == "pbt" else 2),
         ),
     )
-    # Tune's JSON result logger is passed (results.parquet reads each trial's result.json); its CSV and TensorBoard
-    # loggers, which it adds unless NO_AUTO_LOGGERS is set, write files nothing reads at a cost to its loop per trial
+
+
+def fit(tuner: tune.Tuner):
+    """Run the trials. Tune's JSON result logger is passed (results.parquet reads each trial's result.json); its CSV
+    and TensorBoard loggers, which it adds unless NO_AUTO_LOGGERS is set, write files nothing reads at a cost to
+    its loop per trial."""
     with ray_calls(), environment(NO_AUTO_LOGGERS, "1"):
-        grid = tuner.fit()
-    return finish(grid, callback, storage, tracker, state)
+        return tuner.fit()
 
 
 def open_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None) -> CheckedSweep:
@@ -531,7 +550,16 @@ def new_state(
         "models": spec.models,
         "study": {"name": spec.name, "storage": shown(study)} if study else None,
         **origin(job),
+        **frozen_design(spec),
     }
+
+
+def frozen_design(spec: SweepSpec) -> dict[str, Any]:
+    """What a designed sweep keeps for `sweeper extend`: the space as it ran, the design's digest, and its looks
+    beyond the first (none yet); nothing for a sweep without a design."""
+    if not spec.design.declared:
+        return {}
+    return {"space": spec.text, "design_digest": design_digest(spec.design), "looks": []}
 
 
 def grant_submitter(tracker: SweepTracker, job: dict[str, Any] | None) -> None:
@@ -577,18 +605,19 @@ def drive_resume(
 ) -> int:
     """resume_sweep's sweep, its driver's lock held: Tune's state restored, sweeper.json rewritten, the rest run."""
     experiment = storage.below(name)
+    look = pending_look(state)  # a designed sweep's look that `sweeper extend` began: its own Tune experiment
     with ray_calls():
         init_ray(address)
     board = open_board(name)  # noqa: F841 - held while the sweep runs
-    tuner = restore_tuner(experiment, storage, replace(state, name=name))
+    tuner = restore_tuner(experiment.below(look) if look else experiment, storage, replace(state, name=name))
     state = state.with_record(experiment.display(STATE_FILE), job=job)  # this driver's, not a submitted sweep's job
     conditional_writes.write_record(experiment, state.written(), STATE_FILE)
     clear_stop(experiment)
     tracker = SweepTracker(uri, state.name)
     study = state.study  # the searcher comes back with Tune's state and reconnects to its study
     print(
-        f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run"
-        + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""),
+        f"resuming sweep {name}{f' ({look})' if look else ''} from {experiment.uri}; finished trials are kept, not "
+        "re-run" + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""),
         flush=True,
     )
     # the callbacks come back from Tune's saved experiment state, the parent run id in the tracking one
@@ -598,9 +627,24 @@ def drive_resume(
     for progress in (c for c in callbacks if isinstance(c, SweepProgress)):
         progress.watch(state.mode, state.cpu, state.gpu)
         progress.name_of = TrialNames(state.base, callback.shared)  # a sweep begun before run names had Tune's
-    with ray_calls():
-        grid = tuner.fit()
-    return finish(grid, callback, storage, tracker, state)
+    code = finish(fit(tuner), callback, storage, tracker, state)
+    return mark_look_done(experiment) if look and code == 0 else code
+
+
+def mark_look_done(experiment: Storage) -> int:
+    """A designed sweep's last look has ended: `resume` no longer looks for it. Exit code 0."""
+    state = read_state(experiment)
+    looks = state.record["looks"]
+    conditional_writes.write_record(
+        experiment, state.written(looks=[*looks[:-1], {**looks[-1], "done": True}]), STATE_FILE
+    )
+    return 0
+
+
+def pending_look(state: SweepState) -> str | None:
+    """The folder of a designed sweep's last look if it has not ended (`sweeper extend` records it first)."""
+    looks = state.record.get("looks") or []
+    return looks[-1]["folder"] if looks and not looks[-1].get("done") else None
 
 
 def restore_tuner(experiment: Storage, storage: Storage, state: SweepState) -> tune.Tuner:
@@ -785,7 +829,9 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
     record_finishing(experiment, state)
     names = TrialNames(state.base, callback.shared)
     if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
-        rows = result_rows(grid, callback.outcomes, None, parent_id, state.base, names=names)
+        rows = with_earlier_looks(
+            experiment, state, result_rows(grid, callback.outcomes, None, parent_id, state.base, names=names)
+        )
         experiment.write_parquet(results_table(rows, significance), RESULTS_FILE)
         print(
             f"\ntracking server {tracker.uri} did not answer for {TRACKING_WAIT_S:.0f} s: "
@@ -795,6 +841,7 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
         record_end(experiment, None, state, 3, rows, callback.load())
         return 3
     rows = result_rows(grid, callback.outcomes, tracker, parent_id, state.base, callback.run_ids(), names)
+    rows = with_earlier_looks(experiment, state, rows)
     table = results_table(rows, significance)
     experiment.write_parquet(table, RESULTS_FILE)
     with tempfile.TemporaryDirectory() as folder:
@@ -827,6 +874,16 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
         print(f"translations side by side (the first 10 trials by best dev BLEU): {translations}")
     print(f"MLflow: {mlflow_link(state, tracker)}")  # the sweep's last line: where to compare its trials
     return code
+
+
+def with_earlier_looks(experiment: Storage, state: SweepState, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A designed sweep past its first look: its results hold every look's trials (each look is a Tune experiment
+    of its own), this look's rows replacing any it wrote before it was interrupted."""
+    if not state.record.get("looks") or not experiment.exists(RESULTS_FILE):
+        return rows
+    now = {row["trial_id"] for row in rows}
+    earlier = experiment.read_parquet(RESULTS_FILE).to_pylist()
+    return [row for row in earlier if row["trial_id"] not in now] + rows
 
 
 def mlflow_link(state: SweepState, tracker: SweepTracker) -> str:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from nmt_core.config import all_keys
@@ -172,3 +173,45 @@ def _rows_matching(criteria: Any, where: str, rows: list[dict[str, Any]], source
         if key not in all_keys():
             raise error(f"{where}.{key}", "not a trial-config key", source)
     return [i for i, row in enumerate(rows) if all(row.get(k) == v for k, v in criteria.items())]
+
+
+def plan_lines(design: DesignSpec) -> list[str]:
+    """What `sweeper validate` prints of a design: its looks, and per comparison the boundaries, the seeds a row
+    it expects to take with no difference and at the planned effect (or margin), its maximum, and the fixed design
+    with the same alpha and power (normal theory, the seeds' sd as declared)."""
+    from sweeper.design.decision import Plan, boundaries
+    from sweeper.design.designs import stopping
+    from sweeper.design.sample_size import fixed_seeds, fixed_seeds_equivalence
+
+    share = design.alpha / len(design.comparisons)
+    futility = ", futility bounds (non-binding)" if design.futility else ""
+    lines = [
+        f"  design: {len(design.comparisons)} primary comparison(s), alpha {design.alpha:g} over them "
+        f"({share:.3g} each), power {design.power:g}, {design.spending} spending{futility}; looks every "
+        f"{design.seeds_per_look} seeds a row up to {design.max_seeds} ({design.looks} looks); sd {design.sd:g}"
+    ]
+    for primary in primaries(design):
+        plan = Plan(primary.test, design.looks, share, design.power, design.spending, design.futility, primary.margin)
+        looks = boundaries(plan)
+        effect = design.effect if primary.test == "superiority" else primary.margin
+        drift = effect / (design.sd * math.sqrt(2 / design.max_seeds))  # Z's mean at the last look
+        if primary.test == "equivalence":
+            fixed = fixed_seeds_equivalence(design.sd, effect, share, design.power)
+            looks, at_effect, null = replace(looks, drift=drift), 0.0, drift
+        else:
+            sides = 2 if primary.test == "superiority" else 1
+            fixed = fixed_seeds(design.sd, effect, share, design.power, sides)
+            at_effect, null = drift, 0.0
+        power = float(stopping(looks, at_effect).rejected.sum())
+        expected = [design.max_seeds * stopping(looks, d).expected_fraction for d in (null, at_effect)]
+        lines += [
+            f"  {primary.name}: boundary p per look "
+            + ", ".join(f"{p:.2g}" for p in looks.nominal_p)
+            + (" (futility |Z| <= " + ", ".join(f"{a:.2f}" for a in looks.futility) + ")" if looks.futility else ""),
+            f"    seeds a row: expected {expected[0]:.1f} "
+            + ("with no difference" if primary.test != "equivalence" else "if the difference is the margin")
+            + f", {expected[1]:.1f} "
+            + ("at the effect" if primary.test != "equivalence" else "if there is none")
+            + f", at most {design.max_seeds} (power {power:.2f}); one fixed analysis: {fixed}",
+        ]
+    return lines
