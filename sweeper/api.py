@@ -331,6 +331,34 @@ def resume(
 
 
 @entry_point
+def extend(
+    name: str,
+    *,
+    until_decided: bool = False,
+    storage: str = DEFAULT_STORAGE,
+    tracking_uri: str | None = None,
+    address: str | None = None,
+    verbose: bool = False,
+) -> SweepResult:
+    """A designed sweep's next look as `sweeper extend` runs it: seeds for every row still in an undecided primary
+    comparison; `until_decided`: look after look to a decision or the design's maximum (docs/sweeps.md)."""
+    from sweeper.running.console import sweep_console
+    from sweeper.running.extend import extend_sweep
+    from sweeper.running.runner import ray_for_one_sweep
+    from sweeper.storage.store import open_storage
+
+    configure_driver()
+    with one_error():
+        check_arguments(
+            "sweeper extend", sweep=name, storage=storage, tracking_uri=tracking_uri, address=address, verbose=verbose
+        )
+        experiment = open_storage(storage, "sweeper extend").below(name)
+        with sweep_console(experiment, verbose), ray_for_one_sweep():
+            code = extend_sweep(name, storage, address, tracking_uri, until_decided)
+        return sweep_result(experiment, name, code)
+
+
+@entry_point
 def submit(
     space: str | Path | Mapping[str, Any],
     *,

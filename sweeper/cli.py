@@ -1,6 +1,6 @@
 # PYTHON_ARGCOMPLETE_OK
-"""`sweeper validate | run | resume | submit | summarize | schema | list | status | stop | logs | promote`: each
-subcommand parses its arguments and calls its function in sweeper/api.py (list: sweep_infos, status: sweep_status,
+"""`sweeper validate | run | resume | extend | submit | summarize | schema | list | status | stop | logs | promote`:
+each subcommand parses its arguments and calls its function in sweeper/api.py (list: sweep_infos, status: sweep_status,
 stop: stop_sweep, logs: sweep_logs; the others by their own name), which checks them (the gate) and does the work.
 
 A new subcommand: a `cmd_NAME` here that calls `api.NAME(...)` and prints, its parser in an `add_NAME(sub)` that
@@ -78,6 +78,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     return api.resume(
         args.name, storage=args.storage, tracking_uri=args.tracking_uri, address=args.address, verbose=args.verbose
+    ).exit_code
+
+
+def cmd_extend(args: argparse.Namespace) -> int:
+    return api.extend(
+        args.name,
+        until_decided=args.until_decided,
+        storage=args.storage,
+        tracking_uri=args.tracking_uri,
+        address=args.address,
+        verbose=args.verbose,
     ).exit_code
 
 
@@ -349,6 +360,32 @@ def add_resume(sub) -> None:
     p.set_defaults(func=cmd_resume)
 
 
+EXTEND_HELP = """add the next look's seeds to a designed sweep (a space with a `design:` section): the design
+frozen when the sweep started is read at the look its seeds reached, and every row still in an undecided primary
+comparison gets the next block of seeds, as trials of the same sweep (storage, MLflow experiment and parent run).
+An interrupted look is finished first, nothing run twice."""
+EXTEND_EXAMPLE = """example:
+  sweeper run search_spaces/sact_study_tatoeba_cpu_designed.yaml     # look 1
+  sweeper extend sact-designed --until-decided                        # the next looks, to a decision"""
+
+
+def add_extend(sub) -> None:
+    p = sub.add_parser(
+        "extend",
+        help="a designed sweep's next look: seeds where a primary comparison is undecided",
+        description=EXTEND_HELP,
+        epilog=EXTEND_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("name", help="the sweep's name (its folder under --storage)")
+    p.add_argument("--until-decided", action="store_true", help="look after look, to a decision or the maximum")
+    p.add_argument("--storage", default=api.DEFAULT_STORAGE, help="where the sweep ran (default %(default)s)")
+    p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP + "; it must hold the sweep's parent run")
+    p.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)")
+    p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    p.set_defaults(func=cmd_extend)
+
+
 def add_summarize(sub) -> None:
     """`sweeper summarize`: what it reads (this parser), then what it computes and writes (summary_options)."""
     p = sub.add_parser("summarize", help="the papers' tables and figures from a finished sweep (read from MLflow)")
@@ -408,7 +445,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = GateParser(prog="sweeper", description=__doc__)
     add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, help="what to do (each has its own --help)")
-    for add in (add_validate, add_run, add_submit, add_resume, add_summarize, add_schema, add_by_name_commands):
+    for add in (
+        add_validate,
+        add_run,
+        add_submit,
+        add_resume,
+        add_extend,
+        add_summarize,
+        add_schema,
+        add_by_name_commands,
+    ):
         add(sub)
     return parser
 

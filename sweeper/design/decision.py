@@ -78,6 +78,13 @@ def one_sided_p(statistic: float, df: float) -> float:
     return float(stdtr(df, -statistic)) if math.isfinite(df) else float(0.5 * math.erfc(statistic / math.sqrt(2)))
 
 
+def ratio(estimate: float, se: float) -> float:
+    """estimate / se, with a zero standard error (seeds that agree exactly) read as certainty of its sign."""
+    if se > 0:
+        return estimate / se
+    return 0.0 if estimate == 0 else math.copysign(math.inf, estimate)
+
+
 def read_look(plan: Plan, design: Design, look: int, delta: float, se: float, df: float) -> Reading:
     """The verdict at `look` (1-based) from the test's estimate, standard error and df."""
     k, last = look - 1, look == plan.looks
@@ -85,12 +92,12 @@ def read_look(plan: Plan, design: Design, look: int, delta: float, se: float, df
     interval = repeated_interval(delta, se, design.efficacy[k], df)
     level = 1 - plan.alpha if plan.test == SUPERIORITY else 1 - 2 * plan.alpha
     if plan.test == SUPERIORITY:
-        p, verdict = _superiority(design, k, delta / se, df, nominal)
+        p, verdict = _superiority(design, k, ratio(delta, se), df, nominal)
     elif plan.test == NON_INFERIORITY:
-        p = one_sided_p((delta + plan.margin) / se, df)
+        p = one_sided_p(ratio(delta + plan.margin, se), df)
         verdict = f"non-inferior within {plan.margin:g}" if p <= nominal else UNDECIDED
     else:
-        p = max(one_sided_p((delta + plan.margin) / se, df), one_sided_p((plan.margin - delta) / se, df))
+        p = max(one_sided_p(ratio(delta + plan.margin, se), df), one_sided_p(ratio(plan.margin - delta, se), df))
         outside = interval[0] >= plan.margin or interval[1] <= -plan.margin
         verdict = f"equivalent within ±{plan.margin:g}" if p <= nominal else "not equivalent" if outside else UNDECIDED
     if verdict == UNDECIDED and last:

@@ -52,7 +52,7 @@ def extend_sweep(
 ) -> int:
     """The sweep's next look (or, `until_decided`, every look to a decision); checked as `resume` is before
     anything is written, its driver's lock held throughout."""
-    storage, state, uri, _ = open_resume(name, storage_uri, tracking_uri)
+    storage, state, uri, _ = open_resume(name, storage_uri, tracking_uri, "sweeper extend")
     experiment = storage.below(name)
     spec = designed_space(state, experiment)
     with sweep_lock(experiment, name, "sweeper extend"):

@@ -577,20 +577,21 @@ def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri:
 
 
 def open_resume(
-    name: str, storage_uri: str, tracking_uri: str | None
+    name: str, storage_uri: str, tracking_uri: str | None, command: str = "sweeper resume"
 ) -> tuple[Storage, SweepState, str, dict[str, Any] | None]:
     """Everything checked before a resume writes: the storage (on object storage, that it can be written), the
     sweep's state and Tune's, the tracking store and that it holds the sweep's parent run, the job record."""
-    storage = open_storage(storage_uri, "sweeper resume")
-    check_lockable(storage, "sweeper resume")
+    storage = open_storage(storage_uri, command)
+    check_lockable(storage, command)
     if not storage.is_local:  # a folder is checked by the lock's write; a store that cannot be used is its one line
-        check_writable(storage, "sweeper resume")
+        check_writable(storage, command)
     experiment = storage.below(name)
     if not experiment.exists(STATE_FILE) or not tune.Tuner.can_restore(experiment.root, storage_filesystem=storage.fs):
         raise SpecError(
             "NAME",
-            f"no sweep named {name!r} to resume under {storage.uri} (pass the --storage the sweep ran with)",
-            "sweeper resume",
+            f"no sweep named {name!r} to {command.split()[-1]} under {storage.uri} (pass the --storage the sweep "
+            "ran with)",
+            command,
         )
     state = read_state(experiment)
     uri = resolve_uri(choose_tracking_uri(tracking_uri, state.tracking_uri))

@@ -78,7 +78,10 @@ def submit(
         env_vars.update(RAY_JOB_STOP_SIGNAL=STOP_SIGNAL, RAY_JOB_STOP_WAIT_TIME_S=str(STOP_WAIT_S))
         runtime_env = {"working_dir": folder, "env_vars": env_vars}
         if ship_code:  # the sources only: a .pyc is for this machine's Python (and one being written may vanish)
-            runtime_env["py_modules"] = [str(Path(nmt_core.__file__).parent), str(Path(__file__).parent)]
+            runtime_env["py_modules"] = [
+                str(Path(nmt_core.__file__).parent),
+                str(Path(__file__).parents[1]),
+            ]  # nmt_core, sweeper
             runtime_env["excludes"] = ["__pycache__/"]
         job_id = submit_when_an_agent_is_up(
             client,
