@@ -27,6 +27,7 @@ from sweeper.summary.tables import (
     marks_line,
     power_lines,
     render_alignment,
+    render_convergence,
     render_csv,
     render_latex,
     render_markdown,
@@ -168,6 +169,7 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
         *design_head(summary),
         "## BLEU (secondary comparisons)\n" if summary.design else "## BLEU\n",
         render_markdown(summary),
+        *render_convergence(summary.convergence),
     ]
     if snapshot.alignment and any(row.is_baseline for row in summary.rows):
         table = alignment_table(summary, snapshot.alignment, significance)

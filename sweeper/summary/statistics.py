@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from nmt_core.training.evaluate import (
     seeds_to_detect,
 )
 from nmt_core.training.train import PAPER_BLEU
+from sweeper.design.sample_size import sigma_interval
 from sweeper.space.spec import SIGNIFICANCE_TESTS, SignificanceSpec
 from sweeper.summary.records import SummaryError, TrialRecord, typed_setting
 from sweeper.tracking.metrics import SIGNATURE_TAGS
@@ -160,6 +161,7 @@ class Summary:
     method_name: str = ""  # significance.method's test in a line (SIGNIFICANCE_TESTS)
     design: list[Any] = field(default_factory=list)  # a designed sweep's primary comparisons (summary.sequential)
     design_changed: bool = False  # its design differs from the one frozen when it started: no verdict
+    convergence: list[Any] = field(default_factory=list)  # each row's, as measured (summary.checks.Convergence)
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -435,7 +437,25 @@ def planning_line(comparison: Comparison, difference: float, family: int, most: 
     where = f"{POWER:.0%} power at alpha {alpha:.2g}"
     if n is None:
         return f"more than {most} seeds a row to detect {difference:g} ({where}): the test set's shared part limits it"
-    return f"{n} seeds a row to detect {difference:g} ({where})"
+    low, high = (
+        seeds_to_detect(seeds_scaled(comparison.test, factor), difference, alpha, POWER, most)
+        for factor in seed_variance_interval(comparison.test)
+    )
+    spread = f"{low or f'>{most}'}-{high or f'>{most}'}"
+    return f"{n} seeds a row to detect {difference:g} ({where}; {spread} over the seed variance's 80% interval)"
+
+
+def seed_variance_interval(test: SeedSentenceTest, level: float = 0.8) -> tuple[float, float]:
+    """The factors by which the seeds' variance may be off: the `level` chi-square interval of a variance pooled
+    over both rows' seeds (n_A + n_B - 2 df), as sweeper.design.sample_size gives sigma's."""
+    df = sum(test.seeds) - 2
+    low, high = sigma_interval(1.0, df, level)
+    return low**2, high**2
+
+
+def seeds_scaled(test: SeedSentenceTest, factor: float) -> SeedSentenceTest:
+    """The test with both rows' seed variances times `factor` (the shared sentence part as measured)."""
+    return replace(test, seed_variances=tuple(v * factor for v in test.seed_variances))
 
 
 def test_significance(

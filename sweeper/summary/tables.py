@@ -374,3 +374,29 @@ def render_pbt_schedules(records: list[TrialRecord]) -> list[str]:
         + "\n".join(rows)
         + "\n"
     ]
+
+
+def render_convergence(rows: list) -> list[str]:
+    """The convergence table (summary.checks.Convergence, #69 item 6): per row, the trials whose best dev BLEU and
+    lowest dev loss came at their last epoch, and what their last epochs added; `converged` only by that measure."""
+    if not rows:
+        return []
+    from sweeper.summary.checks import CONVERGED_RISE, CONVERGED_SHARE, LAST_EPOCHS
+
+    lines = [
+        "### Convergence, as measured\n",
+        f"| row | best dev BLEU at the last epoch | lowest dev loss at the last epoch | dev BLEU over the last "
+        f"{LAST_EPOCHS} epochs | reading |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        rise = "n/a" if row.rise is None else f"{row.rise:+.2f}"
+        reading = "converged" if row.converged else f"not converged: an equal {row.budget}-epoch budget"
+        lines.append(
+            f"| {row.label} | {row.best_last} of {row.trials} | {row.loss_last} of {row.trials} | {rise} | {reading} |"
+        )
+    lines.append(
+        f"\n`converged`: at most {CONVERGED_SHARE:.0%} of the row's trials had their best dev BLEU at their last "
+        f"epoch, and their last {LAST_EPOCHS} epochs added at most {CONVERGED_RISE} BLEU on average.\n"
+    )
+    return ["\n".join(lines)]
