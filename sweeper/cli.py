@@ -352,12 +352,17 @@ def add_submit(sub) -> None:
 
 def add_resume(sub) -> None:
     p = sub.add_parser("resume", help="finish an interrupted sweep", description=RESUME_HELP)
+    stored_sweep_options(p)
+    p.set_defaults(func=cmd_resume)
+
+
+def stored_sweep_options(p: argparse.ArgumentParser) -> None:
+    """What `resume` and `extend` take: a sweep in storage by name, its tracking store and the Ray to run it on."""
     p.add_argument("name", help="the sweep's name (its folder under --storage)")
     p.add_argument("--storage", default=api.DEFAULT_STORAGE, help="where the sweep ran (default %(default)s)")
     p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP + "; it must hold the sweep's parent run")
     p.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)")
     p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
-    p.set_defaults(func=cmd_resume)
 
 
 EXTEND_HELP = """add the next look's seeds to a designed sweep (a space with a `design:` section): the design
@@ -377,12 +382,8 @@ def add_extend(sub) -> None:
         epilog=EXTEND_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("name", help="the sweep's name (its folder under --storage)")
+    stored_sweep_options(p)
     p.add_argument("--until-decided", action="store_true", help="look after look, to a decision or the maximum")
-    p.add_argument("--storage", default=api.DEFAULT_STORAGE, help="where the sweep ran (default %(default)s)")
-    p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP + "; it must hold the sweep's parent run")
-    p.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)")
-    p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     p.set_defaults(func=cmd_extend)
 
 
