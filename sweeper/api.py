@@ -339,12 +339,16 @@ def extend(
     tracking_uri: str | None = None,
     address: str | None = None,
     verbose: bool = False,
-) -> SweepResult:
+    job: bool = False,
+    wait: bool = False,
+) -> SweepResult | int:
     """A designed sweep's next look as `sweeper extend` runs it: seeds for every row still in an undecided primary
-    comparison; `until_decided`: look after look to a decision or the design's maximum (docs/sweeps.md)."""
+    comparison; `until_decided`: look after look to a decision or the design's maximum (docs/sweeps.md). With
+    `job`, as a Ray Job on the cluster whose dashboard `address` names (the job's exit code with `wait`)."""
     from sweeper.running.console import sweep_console
     from sweeper.running.extend import extend_sweep
     from sweeper.running.runner import ray_for_one_sweep
+    from sweeper.running.submit import submit_extend
     from sweeper.storage.store import open_storage
 
     configure_driver()
@@ -352,6 +356,10 @@ def extend(
         check_arguments(
             "sweeper extend", sweep=name, storage=storage, tracking_uri=tracking_uri, address=address, verbose=verbose
         )
+        check_arguments("sweeper extend", wait=wait, ship_code=job)
+        if job:
+            open_storage(storage, "sweeper extend")  # the scheme is checked here; the cluster opens it
+            return submit_extend(name, address, storage, tracking_uri, until_decided, wait)
         experiment = open_storage(storage, "sweeper extend").below(name)
         with sweep_console(experiment, verbose), ray_for_one_sweep():
             code = extend_sweep(name, storage, address, tracking_uri, until_decided)

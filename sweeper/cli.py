@@ -82,14 +82,17 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_extend(args: argparse.Namespace) -> int:
-    return api.extend(
+    done = api.extend(
         args.name,
         until_decided=args.until_decided,
         storage=args.storage,
         tracking_uri=args.tracking_uri,
         address=args.address,
         verbose=args.verbose,
-    ).exit_code
+        job=args.job,
+        wait=args.wait,
+    )
+    return done if isinstance(done, int) else done.exit_code
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -371,7 +374,8 @@ comparison gets the next block of seeds, as trials of the same sweep (storage, M
 An interrupted look is finished first, nothing run twice."""
 EXTEND_EXAMPLE = """example:
   sweeper run search_spaces/sact_study_tatoeba_cpu_designed.yaml     # look 1
-  sweeper extend sact-designed --until-decided                        # the next looks, to a decision"""
+  sweeper extend sact-designed --until-decided                        # the next looks, to a decision
+  sweeper extend sact-designed --until-decided --job --address http://HEAD:8265 --storage s3://bucket/sweeps"""
 
 
 def add_extend(sub) -> None:
@@ -384,6 +388,8 @@ def add_extend(sub) -> None:
     )
     stored_sweep_options(p)
     p.add_argument("--until-decided", action="store_true", help="look after look, to a decision or the maximum")
+    p.add_argument("--job", action="store_true", help="as a Ray Job: --address names the cluster's dashboard")
+    p.add_argument("--wait", action="store_true", help="with --job: stream the job's log and exit with its result")
     p.set_defaults(func=cmd_extend)
 
 

@@ -191,3 +191,19 @@ def test_a_design_changed_after_the_first_result_gives_no_verdict_and_says_so_fi
     assert summary.design_changed and summary.design == []
     assert text.startswith("**the design changed after the sweep's first result: no verdict**")
     assert "## Primary comparisons" not in text
+
+
+def test_an_extension_as_a_ray_job_runs_sweeper_extend_on_the_sweeps_storage(monkeypatch):
+    """`sweeper extend NAME --job`: the job's driver runs `sweeper extend` on the sweep's storage; its tracking store
+    is the one the sweep recorded unless --tracking-uri names another (no MLFLOW_TRACKING_URI then). The submission
+    itself is `sweeper submit`'s (tests/e2e/test_submit_e2e.py runs one against a real Ray head)."""
+    from sweeper.running import submit
+
+    sent = {}
+    monkeypatch.setattr(submit, "connect", lambda address: "client")
+    monkeypatch.setattr(submit, "submit_when_an_agent_is_up", lambda client, **job: sent.update(job) or "job-1")
+    assert submit.submit_extend("designed", "http://head:8265", "s3://lab/sweeps", None, True, wait=False) == 0
+    assert sent["entrypoint"] == (
+        "python -m sweeper.cli --debug extend designed --storage s3://lab/sweeps --until-decided"
+    )
+    assert "MLFLOW_TRACKING_URI" not in sent["runtime_env"]["env_vars"]
