@@ -274,9 +274,14 @@ def teacher_forced_traces(
         with autocast(cfg, device):
             _, trace, _ = teacher_forced(model, batch, cfg)
         tau, gate = (None if t is None else t.float().cpu().numpy() for t in (trace.tau, trace.gate))
+        observed = {name: value.float().cpu().numpy() for name, value in trace.observed.items()}
         for row, i in enumerate(batch.index):
             n = len(examples[i].tgt)
-            traces[i] = ForcedTrace(None if tau is None else tau[row, :n], None if gate is None else gate[row, :n])
+            traces[i] = ForcedTrace(
+                None if tau is None else tau[row, :n],
+                None if gate is None else gate[row, :n],
+                {name: value[row, :n] for name, value in observed.items()},
+            )
     return traces
 
 

@@ -60,12 +60,13 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
 
 
 def write_forced_traces(result: TrainResult, folder: Path) -> None:
-    """folder/<test set>.parquet: tau and the sentinel gate at every reference token of each test set, forced through
-    the model as the dev loss is (the summary's word classes read them); nothing for a model with neither."""
+    """folder/<test set>.parquet: tau, the sentinel gate and what the attention parts observe (entmax's zeros, the
+    soft-cap's share, ...) at every reference token of each test set, forced through the model as the dev loss is (the
+    summary's word classes read them); nothing for a model with none of them."""
     device = next(result.model.parameters()).device
     for name in result.data.test_sets:
         traces = teacher_forced_traces(result.model, result.data.splits[name], result.config, device)
-        if traces and (traces[0].tau is not None or traces[0].gate is not None):
+        if traces and (traces[0].tau is not None or traces[0].gate is not None or traces[0].observed):
             folder.mkdir(parents=True, exist_ok=True)
             table = forced_trace_table(traces, reference_words(result.data, name), head_labels(result.model))
             write_traces(table, str(folder / f"{name}.parquet"))
