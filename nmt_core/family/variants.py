@@ -185,6 +185,14 @@ class Sact(LambdaPower):
     settings = ("attention.lambda", "attention.sact_base", "attention.sact_bias", "attention.sact_reading")
     observes = ("tau_modulation",)  # lambda^beta = tau / tau_0: what lies in (1/lambda, lambda) with a base scale
     controls = (learned_control(), AT_SCALE)
+    rules = (
+        Rule(
+            "attention.sentinel",
+            "false with attention.sact_reading tempered (the tempered context would be c+, which mixes in the "
+            "sentinel's slot after the temperature)",
+            lambda c: c.attention.sact_reading != "tempered" or not c.attention.sentinel,
+        ),
+    )
 
 
 @declare(TEMPERATURES, "learned")
@@ -545,14 +553,7 @@ class FirstPassReading(Part):
 
 @declare(SACT_READINGS, "tempered")
 class TemperedReading(Part):
-    """The paper's own c~_{t-1}: each head's tempered context at the position before, computed position by position."""
+    """The paper's own c~_{t-1}: each head's tempered context at the position before, computed position by position
+    (SACT's declaration refuses the sentinel with it)."""
 
     architectures = (TRANSFORMER,)
-    rules = (
-        Rule(
-            "attention.sentinel",
-            "false with attention.sact_reading tempered (the tempered context would be c+, which mixes in the "
-            "sentinel's slot after the temperature)",
-            lambda c: c.attention.temperature != "sact" or not c.attention.sentinel,
-        ),
-    )

@@ -607,12 +607,12 @@ class LengthScaledTemperature(Temperature):
 
     reads_keys = True
 
-    def s(self) -> Tensor:
-        """s per head (heads,)."""
+    def s(self, like: Tensor) -> Tensor:
+        """s per head (heads,), in `like`'s dtype and device."""
         raise NotImplementedError
 
     def forward(self, query: Tensor, previous: Tensor | None, keys: Tensor | None = None) -> Tensor | None:
-        return 1 / (self.per_query(self.s(), query) * log_keys(keys))  # tau = 1 / (s log n)
+        return 1 / (self.per_query(self.s(query), query) * log_keys(keys))  # tau = 1 / (s log n)
 
     def observe(self, tau: Tensor, query: Tensor) -> dict[str, Tensor]:
         return {"log_n_scale": 1 / tau}  # s log n
@@ -626,7 +626,7 @@ class ScalableSoftmax(LengthScaledTemperature):
         super().__init__(site, cfg)
         self.scale = nn.Parameter(torch.full((site.heads,), 1 / math.log(cfg.train_keys)))  # 1-D: kept as set
 
-    def s(self) -> Tensor:
+    def s(self, like: Tensor) -> Tensor:
         return self.scale
 
 
@@ -634,8 +634,8 @@ class ScalableSoftmax(LengthScaledTemperature):
 class FixedLogScale(LengthScaledTemperature):
     """SSMax's fixed control: s = 1 / log(n_train), logits times log(n) / log(n_train), nothing learned."""
 
-    def s(self) -> Tensor:
-        return torch.full((self.site.heads,), 1 / math.log(self.cfg.train_keys))
+    def s(self, like: Tensor) -> Tensor:
+        return like.new_full((self.site.heads,), 1 / math.log(self.cfg.train_keys))
 
 
 @implements(TEMPERATURES, "selective")
@@ -878,13 +878,13 @@ class Softmax(Normaliser):
 class Entmax(Normaliser):
     """alpha-entmax with a fixed alpha (`masked_entmax`); reports the share of each token's real keys at exactly 0."""
 
-    def alpha(self) -> Tensor:
-        """alpha per head (heads,)."""
-        return torch.full((self.site.heads,), self.cfg.alpha)
+    def alpha(self, like: Tensor) -> Tensor:
+        """alpha per head (heads,), in `like`'s dtype and device."""
+        return like.new_full((self.site.heads,), self.cfg.alpha)
 
     def rows(self, e: Tensor) -> Tensor:
         """alpha per head, shaped to broadcast over e's rows (B, S) or (B, heads, T, S)."""
-        return self.site.per_head_constant(self.alpha().to(e.device)).unsqueeze(-1)
+        return self.site.per_head_constant(self.alpha(e)).unsqueeze(-1)
 
     def forward(self, e: Tensor, keep: Tensor | None) -> Tensor:
         return masked_entmax(e, keep, self.rows(e))
@@ -904,7 +904,7 @@ class LearnedEntmax(Entmax):
         start = cfg.alpha - 1
         self.a = nn.Parameter(torch.full((site.heads,), math.log(start / (1 - start))))  # 1-D: kept as set
 
-    def alpha(self) -> Tensor:
+    def alpha(self, like: Tensor) -> Tensor:
         return 1 + torch.sigmoid(self.a)
 
     def observe(self, weights: Tensor, keep: Tensor | None) -> dict[str, Tensor]:
