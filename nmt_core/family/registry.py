@@ -85,6 +85,13 @@ def rules_of(cfg: TrialSettings) -> Iterator[Rule]:
         yield from part.rules
 
 
+def bound_of(a: AttentionSettings) -> float:
+    """b where the temperature's tau (lambda^beta beside a base scale) lies in (1/b, b), as heatmaps and the
+    tau-by-epoch table draw it: what the temperature declares (e for the released code's SACT), else lambda."""
+    part = lookup("temperature", a.temperature)
+    return (part.tau_bound(a) if part is not None else None) or a.lambda_
+
+
 def is_adaptive(temperature: Any) -> bool:
     """Whether attention.temperature = `temperature` varies tau_t by token (SACT): what the temperature heatmap,
     the per-word tau statistics and the at-bound finding are about."""

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from nmt_core.data.batches import TrialData, surface
-from nmt_core.family.registry import is_adaptive
+from nmt_core.family.registry import bound_of, is_adaptive
 from nmt_core.models.transformer import head_labels
 from nmt_core.training.evaluate import ALIGNMENT_STATS, forced_trace_table, trace_table, write_traces
 from nmt_core.training.train import SetResult, TrainResult, teacher_forced_traces
@@ -107,7 +107,7 @@ def heatmap_data(result: TrainResult, dev: SetResult) -> dict[str, Any]:
             "labels": head_labels(result.model),
         }  # a Transformer: every layer's heads, dev sentence 0
     return {
-        "lambda": attention.lambda_ if is_adaptive(attention.temperature) else None,
+        "lambda": bound_of(attention) if is_adaptive(attention.temperature) else None,
         "sentences": sentences,
         "heads": heads,
     }

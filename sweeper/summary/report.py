@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from mlflow.tracking import MlflowClient
 
+from nmt_core.family.registry import bound_of
 from nmt_core.training.train import bleu_options
 from sweeper.space.spec import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
@@ -31,7 +32,7 @@ from sweeper.summary.tables import (
     render_pbt_schedules,
     shown_rows,
 )
-from sweeper.summary.tau_epochs import bound_of, render_observed_epochs, render_tau_epochs
+from sweeper.summary.tau_epochs import render_observed_epochs, render_tau_epochs
 from sweeper.tracking.metrics import NOTE, SUMMARY_DIR
 from sweeper.tracking.mlflow_tables import csv_table, mark_tables, write_table
 from sweeper.tracking.mlflow_view import described_links

@@ -16,19 +16,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import Any
 
-from nmt_core.family.registry import lookup
 from nmt_core.training.diagnostics import BOUND_TOLERANCE, OBSERVED, TAU_AT_BOUND, TAU_P50
 
 Curves = dict[str, list[float]]  # a trial's per-epoch dev history, metric -> values in epoch order
-
-
-def bound_of(attention: Any) -> float:
-    """b where a row's tau (lambda^beta with a base scale) lies in (1/b, b): what its temperature declares (e for the
-    released code's SACT), else its lambda."""
-    part = lookup("temperature", attention.temperature)
-    return (part.tau_bound(attention) if part is not None else None) or attention.lambda_
 
 
 def epoch_cell(seeds: Sequence[Curves], epoch: int) -> str:

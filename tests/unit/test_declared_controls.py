@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 from nmt_core.family.parts import Control
+from nmt_core.family.registry import bound_of
 from sweeper.summary.records import TrialRecord
 from sweeper.summary.statistics import (
     CONTROL,
@@ -28,7 +29,7 @@ from sweeper.summary.statistics import (
     sact_controls,
 )
 from sweeper.summary.tables import render_declared, render_plain_decoding
-from sweeper.summary.tau_epochs import bound_of, render_observed_epochs
+from sweeper.summary.tau_epochs import render_observed_epochs
 
 LR = {"train.lr": "0.001"}
 
