@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from nmt_core.config import AttentionConfig
 
 FERTILITY_MAX = 2.0  # N in f_j = N sigmoid(W_j h_j): a source word covers at most two target words (Tu et al.)
-# Velickovic et al. 2024's fit of the inverse temperature to a row's entropy H (their Figure 5 and appendix code),
+# Velickovic et al. 2024's fit of the inverse temperature to a row's entropy H (the polynomial of their code listing),
 # highest power first, as numpy.polyval reads it: beta(H) = -0.037 H^4 + 0.481 H^3 - 2.3 H^2 + 4.917 H - 1.791
 SHARPENING_POLYNOMIAL = (-0.037, 0.481, -2.3, 4.917, -1.791)
 
@@ -154,11 +154,12 @@ def entmax_threshold(x: Tensor, alpha: Tensor) -> Tensor:
 
 
 class EntmaxBisect(torch.autograd.Function):
-    """alpha-entmax(z)_i = [(alpha - 1) z_i - tau*]_+^(1 / (alpha - 1)) (Peters et al. 2019 eq. 10; Correia et al.
-    2019 eq. 3): alpha -> 1 is softmax, 2 sparsemax; masked keys (z = -inf) get exactly 0. Its gradients in closed
-    form, not through the bisection's comparisons: with g = p^(2 - alpha) on the support, dp/dz = diag(g) - g g^T /
-    sum(g) (Peters et al. 2019 prop. 1), and dp/dalpha = (p - g^) / (alpha - 1)^2 - (p log p - g^ sum_j p_j log p_j)
-    / (alpha - 1), g^ = g / sum(g) (Correia et al. 2019 prop. 1). `alpha` broadcasts over z's rows (one per head)."""
+    """alpha-entmax(z)_i = [(alpha - 1) z_i - tau*]_+^(1 / (alpha - 1)) (Peters et al. 2019; Correia et al. 2019; the
+    papers after SACT are not in the project's collection, so they are cited by name, not equation number): alpha ->
+    1 is softmax, 2 sparsemax; masked keys (z = -inf) get exactly 0. Its gradients in closed form, not through the
+    bisection's comparisons: with g = p^(2 - alpha) on the support, dp/dz = diag(g) - g g^T / sum(g) (Peters et al.),
+    and dp/dalpha = (p - g^) / (alpha - 1)^2 - (p log p - g^ sum_j p_j log p_j) / (alpha - 1), g^ = g / sum(g)
+    (Correia et al.), both held to gradcheck. `alpha` broadcasts over z's rows (one per head)."""
 
     @staticmethod
     def forward(ctx: Any, z: Tensor, alpha: Tensor) -> Tensor:
@@ -192,7 +193,7 @@ def masked_entmax(e: Tensor, keep: Tensor | None, alpha: Tensor) -> Tensor:
 
 def entropy_sharpening(e: Tensor, keep: Tensor | None, threshold: float) -> tuple[Tensor, Tensor]:
     """Velickovic et al. 2024's adaptive temperature: a row's logits times beta = max(poly(H), 1) where its softmax's
-    entropy H (nats) exceeds `threshold`, else 1 (their appendix: sharpen only, never soften; leave low-entropy rows
+    entropy H (nats) exceeds `threshold`, else 1 (their code: sharpen only, never soften; leave low-entropy rows
     be). Returns the logits and beta."""
     p = masked_softmax(e, keep)
     entropy = -torch.where(p > 0, p * p.clamp_min(1e-30).log(), 0.0).sum(-1)
@@ -601,7 +602,7 @@ class ReleasedSactTemperature(Temperature):
 
 class LengthScaledTemperature(Temperature):
     """1 / tau = s log n, n the number of keys a query reads (`real_keys`: the source length in cross-attention, i + 1
-    in a causal self-attention): Scalable-Softmax's p = softmax(s log(n) z) (Nakanishi 2025 eq. 2), the logits' scale
+    in a causal self-attention): Scalable-Softmax's p = softmax(s log(n) z) (Nakanishi 2025), the logits' scale
     growing with the keys that dilute them. s starts at 1 / log(n_train) (`attention.train_keys`): the plain softmax
     at n = n_train."""
 
@@ -788,7 +789,7 @@ class Sentinel(Mechanism):
 
 @implements(MECHANISMS, "softcap")
 class Softcap(Mechanism):
-    """Gemma 2's logit soft-capping (Gemma Team 2024, sec. 2): z <- c tanh(z / c) on every logit the normaliser reads,
+    """Gemma 2's logit soft-capping (Gemma Team 2024): z <- c tanh(z / c) on every logit the normaliser reads,
     after the temperature, so that no logit leaves (-c, c): a fixed bound on how sharp attention can be, where SACT's
     is a bound on tau. Reports the share of each token's real logits beyond the cap (|z| > c)."""
 

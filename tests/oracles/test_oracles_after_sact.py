@@ -37,7 +37,7 @@ from tests.oracles.test_oracles import MASK, H, P, X, _attention, _inputs, _run,
 from tests.oracles.test_transformer import HEADS, SIZE, _batch, block, head
 
 TOL = {"rel": 1e-9, "abs": 1e-12}
-POLYNOMIAL = (-0.037, 0.481, -2.3, 4.917, -1.791)  # Velickovic et al. 2024, appendix: inverse temperature of H
+POLYNOMIAL = (-0.037, 0.481, -2.3, 4.917, -1.791)  # Velickovic et al. 2024's code: beta of the entropy H
 
 
 def sigmoid(x: float) -> float:
