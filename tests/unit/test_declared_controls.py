@@ -15,6 +15,7 @@ from scipy import stats
 
 from nmt_core.family.parts import Control
 from nmt_core.family.registry import bound_of
+from sweeper.summary.checks import VariantHistory, degenerate
 from sweeper.summary.records import TrialRecord
 from sweeper.summary.statistics import (
     CONTROL,
@@ -160,3 +161,13 @@ def test_variant_rows_of_the_real_type_work_too():
     records = _row("cap", **{"attention.softcap": "true"}).records + _row("plain").records
     rows = [VariantRow(r.variant, [r], {}, (0.0, 0.0), None, 0, None) for r in records]
     assert _found(rows) == {("cap", "plain", "none")}
+
+
+def test_the_at_bound_warning_of_sact_with_a_base_scale_names_tau_0():
+    """With a base scale, what sits at the bound is lambda^beta (tau_modulation), not tau: the warning says SACT acts
+    as tau_0 times the bound, and reads which bound from lambda^beta's median, not tau's."""
+    curves = {"tau_at_bound": [[0.9]], "tau_p50": [[2.5]], "tau_p5": [[2.4]], "tau_p95": [[2.6]]}
+    plain = degenerate(VariantHistory("sact10", "sact", 10.0, False, dict(curves)))
+    assert any("SACT acts as a fixed temperature 10 here" in w for w in plain)
+    based = degenerate(VariantHistory("sact10-base", "sact", 10.0, False, {**curves, "tau_modulation_p50": [[0.1]]}))
+    assert any("lower bound" in w and "SACT acts as its base scale tau_0 times 1/10 here" in w for w in based)
