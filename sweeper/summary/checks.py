@@ -64,13 +64,15 @@ def degenerate(history: VariantHistory) -> list[str]:
         )
     at_bound = history.at(d.TAU_AT_BOUND, -1)
     if is_adaptive(history.temperature) and at_bound is not None and at_bound >= SHARE:
-        upper = (history.at(d.TAU_P50, -1) or 1.0) > 1.0
+        modulation = history.at(f"{d.MODULATION}_p50", -1)  # lambda^beta beside a base scale: what is bounded
+        upper = (modulation or history.at(d.TAU_P50, -1) or 1.0) > 1.0
+        bound = None if history.lam is None else f"{history.lam:g}" if upper else f"1/{history.lam:g}"
         fixed = (
             "the temperature acts as a fixed one"
-            if history.lam is None  # a bounded temperature other than SACT
-            else f"SACT acts as a fixed temperature {history.lam:g}"
-            if upper
-            else f"SACT acts as a fixed temperature 1/{history.lam:g}"
+            if bound is None  # a bounded temperature other than SACT
+            else f"SACT acts as its base scale tau_0 times {bound}"
+            if modulation is not None
+            else f"SACT acts as a fixed temperature {bound}"
         )
         found.append(
             f"{label}: tau at its {'upper' if upper else 'lower'} bound for {at_bound:.0%} of dev tokens "

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from mlflow.tracking import MlflowClient
 
+from nmt_core.family.registry import bound_of
 from nmt_core.training.train import bleu_options
 from sweeper.space.design import digest
 from sweeper.space.spec import SignificanceSpec, read_section
@@ -34,7 +35,7 @@ from sweeper.summary.tables import (
     render_pbt_schedules,
     shown_rows,
 )
-from sweeper.summary.tau_epochs import render_tau_epochs
+from sweeper.summary.tau_epochs import render_observed_epochs, render_tau_epochs
 from sweeper.tracking.metrics import NOTE, SUMMARY_DIR
 from sweeper.tracking.mlflow_tables import csv_table, mark_tables, write_table
 from sweeper.tracking.mlflow_view import described_links
@@ -177,8 +178,12 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
     if summary.conclusion:
         sections.append("## What this sweep shows, and what it cannot\n\n" + summary.conclusion)
     sections += render_tau_epochs(
-        [(row.label, row.records[0].config.attention.lambda_, [r.curves for r in row.records]) for row in summary.rows]
+        [
+            (row.label, bound_of(row.records[0].config.attention), [r.curves for r in row.records])
+            for row in summary.rows
+        ]
     )
+    sections += render_observed_epochs([(row.label, [r.curves for r in row.records]) for row in summary.rows])
     sections += draw_figures(figure_data(summary, snapshot.traces), out)
     objective = snapshot.space.objective
     sections += importance_sections(snapshot.records, objective.metric, objective.mode, out)

@@ -22,7 +22,7 @@ from typing import Any
 
 from nmt_core.training.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.training.diagnostics import TAU_P50
-from nmt_core.training.train import PAPER_BLEU
+from nmt_core.training.train import PAPER_BLEU, PLAIN
 
 PER_EPOCH, AT_END = "epoch", "end"  # when a metric is logged: every epoch, or once after testing
 BEST, MEAN, LAST = "best", "mean", "last"  # results.parquet: the best dev epoch's, the mean over epochs, the final
@@ -98,6 +98,7 @@ METRICS = (
     Metric("bleu_test_", AT_END, prefix=True, parent=True, results=LAST),
     Metric(f"{PAPER_BLEU}_test_", AT_END, prefix=True, parent=True, results=LAST),
     Metric("reverse_bleu_test_", AT_END, prefix=True, parent=True, results=LAST),  # train.symmetry_weight > 0
+    Metric(f"{PLAIN}bleu_test_", AT_END, prefix=True, parent=True, results=LAST),  # a decoding-only part's control
     Metric("aer_", AT_END, prefix=True, parent=True, results=LAST),
     Metric("gold_attention_", AT_END, prefix=True, results=LAST),
     Metric("n_params", AT_END, results=LAST),
