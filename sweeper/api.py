@@ -220,7 +220,12 @@ def plan_lines(spec: SweepSpec) -> list[str]:
     lines += [
         f"  {p.key}: {p.kind} {p.values}" + (f"  if {p.condition}" if p.condition else "") for p in spec.parameters
     ]
-    return lines + (optuna_plan(spec) if spec.search.algorithm == "optuna" else grid_plan(spec))
+    lines += optuna_plan(spec) if spec.search.algorithm == "optuna" else grid_plan(spec)
+    if not spec.design.declared:
+        return lines
+    from sweeper.space.design import plan_lines as design_lines  # scipy's integration: only for a design
+
+    return lines + design_lines(spec.design)
 
 
 def objective_words(spec: SweepSpec) -> str:
@@ -336,6 +341,42 @@ def resume(
         experiment = open_storage(storage, "sweeper resume").below(name)  # the sweep takes its lock (runner.py)
         with sweep_console(experiment, verbose), ray_for_one_sweep():
             code = resume_sweep(name, storage, address, tracking_uri, budget)
+        return sweep_result(experiment, name, code)
+
+
+@entry_point
+def extend(
+    name: str,
+    *,
+    until_decided: bool = False,
+    storage: str = DEFAULT_STORAGE,
+    tracking_uri: str | None = None,
+    address: str | None = None,
+    verbose: bool = False,
+    job: bool = False,
+    wait: bool = False,
+) -> SweepResult | int:
+    """A designed sweep's next look as `sweeper extend` runs it: seeds for every row still in an undecided primary
+    comparison; `until_decided`: look after look to a decision or the design's maximum (docs/sweeps.md). With
+    `job`, as a Ray Job on the cluster whose dashboard `address` names (the job's exit code with `wait`)."""
+    from sweeper.running.console import sweep_console
+    from sweeper.running.extend import extend_sweep
+    from sweeper.running.runner import ray_for_one_sweep
+    from sweeper.running.submit import submit_extend
+    from sweeper.storage.store import open_storage
+
+    configure_driver()
+    with one_error():
+        check_arguments(
+            "sweeper extend", sweep=name, storage=storage, tracking_uri=tracking_uri, address=address, verbose=verbose
+        )
+        check_arguments("sweeper extend", wait=wait, ship_code=job)
+        if job:
+            open_storage(storage, "sweeper extend")  # the scheme is checked here; the cluster opens it
+            return submit_extend(name, address, storage, tracking_uri, until_decided, wait)
+        experiment = open_storage(storage, "sweeper extend").below(name)
+        with sweep_console(experiment, verbose), ray_for_one_sweep():
+            code = extend_sweep(name, storage, address, tracking_uri, until_decided)
         return sweep_result(experiment, name, code)
 
 

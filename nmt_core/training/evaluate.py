@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -14,6 +14,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
 from scipy.special import chdtri, stdtr, stdtrit
 
+from nmt_core.family.registry import observed_names
 from nmt_core.training.decode import Translation
 
 TRACE_SCHEMA = pa.schema(
@@ -35,6 +36,8 @@ FORCED_SCHEMA = pa.schema(  # one row per reference token forced through the mod
         *(TRACE_SCHEMA.field(name) for name in ("sent_id", "pos", "token", "tau")),
         pa.field("gate", pa.float32()),
         TRACE_SCHEMA.field("tau_heads"),
+        # what the attention parts observe per token (Part.observes; a Transformer: the mean over heads), null if none
+        *(pa.field(name, pa.float32()) for name in observed_names()),
     ]
 )
 
@@ -595,6 +598,7 @@ class ForcedTrace:
 
     tau: np.ndarray | None
     gate: np.ndarray | None
+    observed: dict[str, np.ndarray] = field(default_factory=dict)  # as tau: (n,) or (n, heads), by Part.observes
 
 
 def forced_trace_table(
@@ -611,6 +615,10 @@ def forced_trace_table(
         columns["tau"] += [None] * len(words) if tau is None else (tau if tau.ndim == 1 else tau.mean(1)).tolist()
         columns["gate"] += [None] * len(words) if gate is None else (gate if gate.ndim == 1 else gate.mean(1)).tolist()
         columns["tau_heads"] += [None] * len(words) if tau is None or tau.ndim == 1 else tau.tolist()
+        for name in observed_names():
+            value = trace.observed.get(name)
+            per_token = None if value is None else value if value.ndim == 1 else value.mean(1)
+            columns[name] += [None] * len(words) if per_token is None else per_token.tolist()
     schema = (
         FORCED_SCHEMA.with_metadata({HEAD_LABELS: ",".join(head_labels).encode()}) if head_labels else FORCED_SCHEMA
     )

@@ -32,7 +32,7 @@ from nmt_core.data.batches import (
     make_batches,
 )
 from nmt_core.models import build
-from nmt_core.models.attention import coverage_penalty
+from nmt_core.models.attention import coverage_penalty, decoding_parts, plain_decoding
 from nmt_core.models.rnn import EOS, PAD, DecoderTrace, Seq2Seq
 from nmt_core.training.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from nmt_core.training.compiled import compile_model, compile_seconds, loss_function, static_shapes
@@ -54,6 +54,7 @@ from nmt_core.training.progress import EpochProgress
 from nmt_core.training.symmetry import reverse_batch, reversed_data, trace_bonus
 
 PAPER_BLEU = "multibleu"  # `multibleu_test_<set>`: lowercased BLEU of word tokens, comparable with the papers
+PLAIN = "plain_"  # `plain_bleu_test_<set>`: the checkpoint decoded without its decoding-only parts (their control)
 # (report, state, is_best): called after every epoch; `state` is what `train(resume=...)` takes back
 EpochCallback = Callable[[dict[str, float], dict[str, Any], bool], None]
 
@@ -302,9 +303,14 @@ def teacher_forced_traces(
         with autocast(cfg, device):
             _, trace, _ = teacher_forced(model, batch, cfg)
         tau, gate = (None if t is None else t.float().cpu().numpy() for t in (trace.tau, trace.gate))
+        observed = {name: value.float().cpu().numpy() for name, value in trace.observed.items()}
         for row, i in enumerate(batch.index):
             n = len(examples[i].tgt)
-            traces[i] = ForcedTrace(None if tau is None else tau[row, :n], None if gate is None else gate[row, :n])
+            traces[i] = ForcedTrace(
+                None if tau is None else tau[row, :n],
+                None if gate is None else gate[row, :n],
+                {name: value[row, :n] for name, value in observed.items()},
+            )
     return traces
 
 
@@ -637,6 +643,7 @@ def final_scores(
                 for name in data.test_sets
             }
         )
+    final.update(plain_scores(model, data, cfg, device))
     return final, tests, alignments
 
 
@@ -644,3 +651,16 @@ def per_set(metric: str, scores: dict[str, float]) -> dict[str, float]:
     """`<metric>_test_<set>` of each test set and `<metric>_test_avg`, their mean (the tables' `avg`)."""
     named = {f"{metric}_test_{name}": score for name, score in scores.items()}
     return {**named, f"{metric}_test_avg": sum(scores.values()) / len(scores)}
+
+
+def plain_scores(model: Seq2Seq, data: TrialData, cfg: TrialConfig, device: torch.device) -> dict[str, float]:
+    """Where the model has decoding-only attention parts (the entropy sharpening), BLEU of the same checkpoint decoded
+    without them on every test set, `plain_bleu_test_<set>` and its average: their control, paired per checkpoint."""
+    if not decoding_parts(model):
+        return {}
+    with plain_decoding(model):
+        plain = {
+            name: evaluate_split(model, data, name, cfg, device, cfg.decode.beam_size, ()).bleu
+            for name in data.test_sets
+        }
+    return per_set(f"{PLAIN}bleu", plain)

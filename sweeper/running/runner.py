@@ -43,6 +43,7 @@ from sweeper.running.study import shown, study_url
 from sweeper.running.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
 from sweeper.running.trainable import NoRetryAfterDivergence, SweepContext, run_trial
 from sweeper.running.webhook import EVENTS, FAILED, WARNING, Webhook, message, webhook_url
+from sweeper.space.design import digest as design_digest
 from sweeper.space.spec import (
     SIGNIFICANCE_TESTS,
     SignificanceSpec,
@@ -419,6 +420,8 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
     tracker = SweepTracker(uri, spec.name, opening.result(), user=submitter)
     plan = {"source": spec.source, "trials": n_trials, "algorithm": spec.search.algorithm}
     plan.update(scheduler=spec.scheduler.type, storage=storage.display(spec.name), models=spec.models)
+    if spec.design.declared:  # frozen on the parent run before any trial starts (sweeper.space.design)
+        plan["design"] = design_digest(spec.design)
     parent_id = tracker.start_sweep(spec.text, plan)
     axes = [p.key for p in spec.parameters if p.key != "train.seed"]  # the seed has a column of its own
     link = share_view(tracker.client, uri, tracker.experiment_id, parent_id, axes)
@@ -447,26 +450,42 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
     progress = SweepProgress(spec.name, n_trials, TrialNames(base, shared), spec.metric, experiment.uri)
     accountant = ComputeWatch(spec.name, experiment.uri, spec.cpu, spec.gpu, state.budget, state.budget_unit)
     progress.watch(spec.mode, spec.cpu, spec.gpu, accountant)
-    tuner = tune.Tuner(
+    tuner = new_tuner(spec, state, (tune_config, param_space), (spec.name, storage), [callback, progress, accountant])
+    return finish(fit(tuner), callback, storage, tracker, state, accountant)
+
+
+def new_tuner(
+    spec: SweepSpec,
+    state: SweepState,
+    planned: tuple[tune.TuneConfig, dict[str, Any]],
+    where: tuple[str, Storage],
+    callbacks: list,
+) -> tune.Tuner:
+    """The Tuner of a sweep, or of a designed sweep's look: Tune's experiment `where[0]` below storage `where[1]`."""
+    (tune_config, param_space), (name, storage) = planned, where
+    return tune.Tuner(
         build_trainable(state),
         param_space=param_space,
         tune_config=tune_config,
         run_config=tune.RunConfig(  # verbose 0: our progress lines instead of Tune's tables
-            name=spec.name,
+            name=name,
             storage_path=storage.root,
             storage_filesystem=storage.fs,
-            callbacks=[NoRetryAfterDivergence(), callback, progress, accountant, JsonLoggerCallback()],
+            callbacks=[NoRetryAfterDivergence(), *callbacks, JsonLoggerCallback()],
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=spec.max_retries),
             # PBT copies other trials' checkpoints: keep enough of them
             checkpoint_config=tune.CheckpointConfig(num_to_keep=4 if spec.scheduler.type == "pbt" else 2),
         ),
     )
-    # Tune's JSON result logger is passed (results.parquet reads each trial's result.json); its CSV and TensorBoard
-    # loggers, which it adds unless NO_AUTO_LOGGERS is set, write files nothing reads at a cost to its loop per trial
+
+
+def fit(tuner: tune.Tuner):
+    """Run the trials. Tune's JSON result logger is passed (results.parquet reads each trial's result.json); its CSV
+    and TensorBoard loggers, which it adds unless NO_AUTO_LOGGERS is set, write files nothing reads at a cost to
+    its loop per trial."""
     with ray_calls(), environment(NO_AUTO_LOGGERS, "1"):
-        grid = tuner.fit()
-    return finish(grid, callback, storage, tracker, state, accountant)
+        return tuner.fit()
 
 
 def open_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None) -> CheckedSweep:
@@ -539,7 +558,16 @@ def new_state(
         "webhook": spec.tracking.webhook,  # checked free of credentials: $SWEEPER_WEBHOOK_URL's is never stored
         "study": {"name": spec.name, "storage": shown(study)} if study else None,
         **origin(job),
+        **frozen_design(spec),
     }
+
+
+def frozen_design(spec: SweepSpec) -> dict[str, Any]:
+    """What a designed sweep keeps for `sweeper extend`: the space as it ran, the design's digest, and its looks
+    beyond the first (none yet); nothing for a sweep without a design."""
+    if not spec.design.declared:
+        return {}
+    return {"space": spec.text, "design_digest": design_digest(spec.design), "looks": []}
 
 
 def grant_submitter(tracker: SweepTracker, job: dict[str, Any] | None) -> None:
@@ -574,20 +602,21 @@ def failure_told(url: str | None, name: str, link: str | None = None) -> Iterato
 
 
 def open_resume(
-    name: str, storage_uri: str, tracking_uri: str | None
+    name: str, storage_uri: str, tracking_uri: str | None, command: str = "sweeper resume"
 ) -> tuple[Storage, SweepState, str, dict[str, Any] | None]:
     """Everything checked before a resume writes: the storage (on object storage, that it can be written), the
     sweep's state and Tune's, the tracking store and that it holds the sweep's parent run, the job record."""
-    storage = open_storage(storage_uri, "sweeper resume")
-    check_lockable(storage, "sweeper resume")
+    storage = open_storage(storage_uri, command)
+    check_lockable(storage, command)
     if not storage.is_local:  # a folder is checked by the lock's write; a store that cannot be used is its one line
-        check_writable(storage, "sweeper resume")
+        check_writable(storage, command)
     experiment = storage.below(name)
     if not experiment.exists(STATE_FILE) or not tune.Tuner.can_restore(experiment.root, storage_filesystem=storage.fs):
         raise SpecError(
             "NAME",
-            f"no sweep named {name!r} to resume under {storage.uri} (pass the --storage the sweep ran with)",
-            "sweeper resume",
+            f"no sweep named {name!r} to {command.split()[-1]} under {storage.uri} (pass the --storage the sweep "
+            "ran with)",
+            command,
         )
     state = read_state(experiment)
     uri = resolve_uri(choose_tracking_uri(tracking_uri, state.tracking_uri))
@@ -602,18 +631,19 @@ def drive_resume(
 ) -> int:
     """resume_sweep's sweep, its driver's lock held: Tune's state restored, sweeper.json rewritten, the rest run."""
     experiment = storage.below(name)
+    look = pending_look(state)  # a designed sweep's look that `sweeper extend` began: its own Tune experiment
     with ray_calls():
         init_ray(address)
     board = open_board(name)  # noqa: F841 - held while the sweep runs
-    tuner = restore_tuner(experiment, storage, replace(state, name=name))
+    tuner = restore_tuner(experiment.below(look) if look else experiment, storage, replace(state, name=name))
     state = state.with_record(experiment.display(STATE_FILE), job=job)  # this driver's, not a submitted sweep's job
     conditional_writes.write_record(experiment, state.written(), STATE_FILE)
     clear_stop(experiment)
     tracker = SweepTracker(uri, state.name)
     study = state.study  # the searcher comes back with Tune's state and reconnects to its study
     print(
-        f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run"
-        + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""),
+        f"resuming sweep {name}{f' ({look})' if look else ''} from {experiment.uri}; finished trials are kept, not "
+        "re-run" + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""),
         flush=True,
     )
     # the callbacks come back from Tune's saved experiment state, the parent run id in the tracking one
@@ -624,9 +654,8 @@ def drive_resume(
     for progress in (c for c in callbacks if isinstance(c, SweepProgress)):
         progress.watch(state.mode, state.cpu, state.gpu, accountant)
         progress.name_of = TrialNames(state.base, callback.shared)  # a sweep begun before run names had Tune's
-    with ray_calls():
-        grid = tuner.fit()
-    return finish(grid, callback, storage, tracker, state, accountant)
+    code = finish(fit(tuner), callback, storage, tracker, state, accountant)
+    return mark_look_done(experiment) if look and code == 0 else code
 
 
 def resumed_accountant(callbacks: list, state: SweepState, experiment_uri: str) -> ComputeWatch:
@@ -638,6 +667,22 @@ def resumed_accountant(callbacks: list, state: SweepState, experiment_uri: str) 
         callbacks.insert(len(callbacks) - 1, found)  # before Tune's JSON logger, as a new sweep has it
     found.budget, found.unit, found.experiment_uri = state.budget, state.budget_unit, experiment_uri
     return found
+
+
+def mark_look_done(experiment: Storage) -> int:
+    """A designed sweep's last look has ended: `resume` no longer looks for it. Exit code 0."""
+    state = read_state(experiment)
+    looks = state.record["looks"]
+    conditional_writes.write_record(
+        experiment, state.written(looks=[*looks[:-1], {**looks[-1], "done": True}]), STATE_FILE
+    )
+    return 0
+
+
+def pending_look(state: SweepState) -> str | None:
+    """The folder of a designed sweep's last look if it has not ended (`sweeper extend` records it first)."""
+    looks = state.record.get("looks") or []
+    return looks[-1]["folder"] if looks and not looks[-1].get("done") else None
 
 
 def restore_tuner(experiment: Storage, storage: Storage, state: SweepState) -> tune.Tuner:
@@ -863,7 +908,9 @@ def settle(
     record_finishing(experiment, state)
     names = TrialNames(state.base, callback.shared)
     if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
-        rows = result_rows(grid, callback.outcomes, None, parent_id, state.base, names=names)
+        rows = with_earlier_looks(
+            experiment, state, result_rows(grid, callback.outcomes, None, parent_id, state.base, names=names)
+        )
         spent = sweep_spending(rows, state, accountant)
         experiment.write_parquet(results_table(rows, significance, spent), RESULTS_FILE)
         print(
@@ -874,6 +921,7 @@ def settle(
         record_end(experiment, None, state, 3, rows, callback.load(), spent)
         return Ending(3, rows)
     rows = result_rows(grid, callback.outcomes, tracker, parent_id, state.base, callback.run_ids(), names)
+    rows = with_earlier_looks(experiment, state, rows)
     spent = sweep_spending(rows, state, accountant)
     table = results_table(rows, significance, spent)
     experiment.write_parquet(table, RESULTS_FILE)
@@ -940,6 +988,16 @@ def verdict_line(state: SweepState, ending: Ending) -> str:
         + f"; best {state.metric} {best[state.metric]:.2f} ({best['run_name']})"
         + (f", test BLEU avg {test:.2f}" if test is not None else "")
     )
+
+
+def with_earlier_looks(experiment: Storage, state: SweepState, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A designed sweep past its first look: its results hold every look's trials (each look is a Tune experiment
+    of its own), this look's rows replacing any it wrote before it was interrupted."""
+    if not state.record.get("looks") or not experiment.exists(RESULTS_FILE):
+        return rows
+    now = {row["trial_id"] for row in rows}
+    earlier = experiment.read_parquet(RESULTS_FILE).to_pylist()
+    return [row for row in earlier if row["trial_id"] not in now] + rows
 
 
 def mlflow_link(state: SweepState, tracker: SweepTracker) -> str:
@@ -1039,14 +1097,17 @@ def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) ->
     """The papers' tables at the end of a run, into storage beside results.parquet; the Summary, or None where it
     could not be written: a summary problem never fails a finished sweep."""
     from sweeper.summary import render_markdown, summarize
+    from sweeper.summary.report import changed_head, design_head
     from sweeper.summary.tables import render_metrics
 
     try:
         with tempfile.TemporaryDirectory() as folder:
             summary = summarize(tracker.experiment, tracker.uri, Path(folder), ["md"], run_id=parent_id)
             experiment.upload(Path(folder), SUMMARY_DIR)
+        verdicts = "".join(line + "\n" for line in changed_head(summary) + design_head(summary))
         metrics = "" if summary.metric_table is None else "\n" + render_metrics(summary, summary.metric_table)
-        print(f"\n{render_markdown(summary)}{metrics}summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
+        shown = verdicts + render_markdown(summary) + metrics
+        print(f"\n{shown}summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
     except Exception as err:  # noqa: BLE001 - reported, the sweep itself succeeded
         print(f"summary skipped: {err} (run `sweeper summarize {tracker.experiment}` to retry)")
         return None

@@ -17,6 +17,8 @@ from typing import Any
 from nmt_core.config import CHOICES, SETTINGS, ConfigError, all_keys
 from nmt_core.gates.gate import output_folder, write_file
 from nmt_core.gates.settings import Bound, Setting, declared, markdown_table
+from sweeper.space.design import CHOICES as DESIGN_CHOICES
+from sweeper.space.design import TESTS
 from sweeper.space.spec import (
     DISTRIBUTIONS,
     MAX_OBJECTIVES,
@@ -27,7 +29,7 @@ from sweeper.space.spec import (
     TOP_LEVEL,
 )
 
-SCHEMA_DIR = Path(__file__).parents[1] / "schemas"  # sweeper/schemas: the package data editors read
+SCHEMA_DIR = Path(__file__).parents[1] / "schemas"  # sweeper/schemas: the search spaces' $schema lines name it
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 RANGES = ("uniform", "loguniform", "int")  # the distributions over [low, high]; choice and grid list values
@@ -141,6 +143,22 @@ def mutations() -> dict[str, Any]:
     }
 
 
+def comparisons() -> dict[str, Any]:
+    """`design.comparisons`: each a test, the settings picking its treatment and control rows, a margin, `choose`."""
+    rows = closed({key: value_ref(key) for key in all_keys()})
+    one = closed(
+        {
+            "test": {"enum": list(TESTS)},
+            "treatment": rows,
+            "control": rows,
+            "margin": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 100},
+            "choose": {"enum": list(DESIGN_CHOICES)},
+        }
+    )
+    one["required"] = ["test", "treatment", "control"]
+    return {"type": "array", "items": one, "description": SPEC_SETTINGS["design.comparisons"].help}
+
+
 def starting_points() -> dict[str, Any]:
     """`search.points_to_evaluate` (optuna): a list of {dotted key: value}, each value valid for its key."""
     return {
@@ -181,6 +199,7 @@ def sweep_schema() -> dict[str, Any]:
             description="dotted trial keys -> the values naming the summary's baseline",
         ),
         "significance": sweep_section("significance"),
+        "design": sweep_section("design", comparisons=comparisons()),
     }
     assert list(properties) == list(TOP_LEVEL), "every top-level key of a sweep YAML needs its schema here"
     scalar = {"type": ["string", "number", "boolean", "null"]}

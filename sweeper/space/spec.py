@@ -26,6 +26,7 @@ from nmt_core.gates.credentials import check_uri
 from nmt_core.gates.gate import check_tree, escape
 from nmt_core.gates.settings import Bound, Setting, accept, declared, setting
 from nmt_core.gates.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
+from sweeper.space.design import DesignSpec, check_design
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
 ALGORITHMS = ("grid", "random", "optuna")
@@ -47,6 +48,7 @@ TOP_LEVEL = (
     "tracking",
     "baseline",
     "significance",
+    "design",
 )
 OBJECTIVE_METRICS = (
     "bleu_dev",
@@ -224,6 +226,7 @@ SECTIONS: dict[str, type] = {
     "failure": FailureSpec,
     "tracking": TrackingSpec,
     "significance": SignificanceSpec,
+    "design": DesignSpec,
 }
 
 
@@ -247,6 +250,7 @@ class SweepSpec:
     failure: FailureSpec
     tracking: TrackingSpec
     significance: SignificanceSpec
+    design: DesignSpec  # the study's design (sweeper.space.design): none without comparisons
     baseline: dict[str, Any]  # dotted key -> value naming the baseline variant for the summary
     text: str  # the YAML as written, logged to MLflow as space.yaml
     objectives: tuple[ObjectiveSpec, ...] = ()  # `objective` as a list: every objective, the first as `objective`
@@ -303,6 +307,7 @@ class RecordedSpace:
     baseline: dict[str, Any] = field(default_factory=dict)  # dotted key -> value naming the baseline variant
     varied: tuple[str, ...] = ()  # the keys of `parameters`: what an added sweep's trials may differ in (combine)
     scheduler: str = "fifo"  # scheduler.type: sweeps summarised together must share it (combine)
+    design: DesignSpec = field(default_factory=DesignSpec)  # the design the summary reads the sweep at
     objectives: tuple[ObjectiveSpec, ...] = ()  # several objectives (the summary's Pareto front); () for one
 
 
@@ -641,7 +646,30 @@ def parse_spec(text: str, source: str) -> SweepSpec:
         name, source, base, base_config, parameters, **sections, baseline=baseline, text=text, objectives=several
     )
     _check_plan_size(spec)
+    _check_design(spec)
     return spec
+
+
+def planned_rows(spec: SweepSpec) -> list[dict[str, Any]]:
+    """Each planned row's active settings (dotted key -> value), in plan order: what a design's comparison picks."""
+    rows: dict[str, dict[str, Any]] = {}
+    for plan in plan_trials(spec):
+        rows.setdefault(plan.variant, plan.config(spec.base).active())
+    return list(rows.values())
+
+
+def _check_design(spec: SweepSpec) -> None:
+    """A design asks for a grid run to the end (no scheduler stops a seed its comparison needs) and rows it can
+    pick; the rest is the section's own (sweeper.space.design.check_design)."""
+    if not spec.design.declared:
+        return
+    if spec.search.algorithm != "grid" or spec.scheduler.type != "fifo":
+        raise SpecError(
+            "design",
+            "needs search.algorithm grid and scheduler.type fifo (every row trained to its end at each look)",
+            spec.source,
+        )
+    check_design(spec.design, planned_rows(spec), spec.search.repeats, spec.source, SpecError)
 
 
 def _check_unconditional_grids(raw: Mapping[str, Any], source: str) -> None:
@@ -716,6 +744,7 @@ def recorded_space(text: str, source: str) -> RecordedSpace:
         read_section("tracking", raw.get("tracking"), source),
         _mapping(raw.get("baseline"), "baseline", source),
         *_recorded_plan(raw),
+        read_section("design", raw.get("design"), source),
         objectives=tuple(objectives) if len(objectives) > 1 else (),
     )
 

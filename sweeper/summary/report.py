@@ -11,7 +11,9 @@ from urllib.parse import quote
 
 from mlflow.tracking import MlflowClient
 
+from nmt_core.family.registry import bound_of
 from nmt_core.training.train import bleu_options
+from sweeper.space.design import digest
 from sweeper.space.spec import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
 from sweeper.summary.choose import choose_on_objective
@@ -24,11 +26,13 @@ from sweeper.summary.metric_table import metric_table
 from sweeper.summary.pareto import pareto_front
 from sweeper.summary.plots import pareto_plot
 from sweeper.summary.records import SummaryError, SweepSnapshot, read_artifacts, read_trials
+from sweeper.summary.sequential import design_lines, read_design, scores_by_row
 from sweeper.summary.statistics import Summary, alignment_table, build_summary
 from sweeper.summary.tables import (
     marks_line,
     power_lines,
     render_alignment,
+    render_convergence,
     render_costs,
     render_csv,
     render_latex,
@@ -40,7 +44,7 @@ from sweeper.summary.tables import (
     render_pbt_schedules,
     shown_rows,
 )
-from sweeper.summary.tau_epochs import render_tau_epochs
+from sweeper.summary.tau_epochs import render_observed_epochs, render_tau_epochs
 from sweeper.tracking.metrics import NOTE, SUMMARY_DIR
 from sweeper.tracking.mlflow_tables import csv_table, mark_tables, write_table
 from sweeper.tracking.mlflow_view import described_links
@@ -135,6 +139,7 @@ def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
         significance,
     )
     add_findings(summary)
+    read_designed(snapshot, summary, significance)
     lowercase = bleu_options(records[0].config)["lowercase"]
     summary.metric_table = metric_table(summary, snapshot.references, snapshot.translations, significance, lowercase)
     summary.notes += snapshot.choices
@@ -146,6 +151,21 @@ def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
     return summary
 
 
+def read_designed(snapshot: SweepSnapshot, summary: Summary, significance: SignificanceSpec) -> None:
+    """A designed sweep's primary comparisons, read at its looks; none where the design differs from the one its
+    parent run froze (the space or the tag changed after the first result)."""
+    design = snapshot.space.design
+    if not design.declared:
+        return
+    summary.design_changed = snapshot.design_digest != digest(design)
+    if summary.design_changed:
+        return
+    objective = snapshot.space.objective
+    bleu = bleu_options(snapshot.records[0].config)
+    scores = scores_by_row(snapshot.references, snapshot.translations, significance.resamples, bleu)
+    summary.design = read_design(summary.rows, design, scores, (objective.metric, objective.mode))
+
+
 def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resamples: int | None = None) -> Summary:
     """summary.md, the figures and the BLEU table in `formats` (csv, latex) into `out`, from the snapshot alone, and
     the data they came from (out/data: summarize_data recomputes all of it from there)."""
@@ -154,11 +174,14 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
     out.mkdir(parents=True, exist_ok=True)
     write_data(snapshot, out)
     sections = [
+        *changed_head(summary),
         f"# Sweep `{snapshot.name}`\n",
         f"MLflow parent run `{snapshot.parent_id}` ({snapshot.parent_status}); "
         f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n",
-        "## BLEU\n",
+        *design_head(summary),
+        "## BLEU (secondary comparisons)\n" if summary.design else "## BLEU\n",
         render_markdown(summary),
+        *render_convergence(summary.convergence),
     ]
     if summary.metric_table is not None:
         sections += ["## chrF and TER\n", render_metrics(summary, summary.metric_table)]
@@ -170,8 +193,12 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
     if summary.conclusion:
         sections.append("## What this sweep shows, and what it cannot\n\n" + summary.conclusion)
     sections += render_tau_epochs(
-        [(row.label, row.records[0].config.attention.lambda_, [r.curves for r in row.records]) for row in summary.rows]
+        [
+            (row.label, bound_of(row.records[0].config.attention), [r.curves for r in row.records])
+            for row in summary.rows
+        ]
     )
+    sections += render_observed_epochs([(row.label, [r.curves for r in row.records]) for row in summary.rows])
     sections += pareto_sections(summary, snapshot.space.objectives, out)
     sections += draw_figures(figure_data(summary, snapshot.traces), out)
     objective = snapshot.space.objective
@@ -204,6 +231,19 @@ def write_metric_tables(summary: Summary, out: Path, formats: list[str]) -> None
         (out / "metrics_table.csv").write_text(render_metrics_csv(summary, table), encoding="utf-8")
     if table is not None and "latex" in formats:
         (out / "metrics_table.tex").write_text(render_metrics_latex(summary, table), encoding="utf-8")
+
+
+def design_head(summary: Summary) -> list[str]:
+    """A designed sweep's verdicts under their heading (none where its design changed: the first line says so)."""
+    if not summary.design:
+        return []
+    lines = "\n".join(design_lines(summary.design, changed=False))
+    return ["## Primary comparisons (the design's, read at its looks)\n", lines + "\n"]
+
+
+def changed_head(summary: Summary) -> list[str]:
+    """The summary's first line where the design changed after the sweep's first result."""
+    return [design_lines([], changed=True)[0] + "\n"] if summary.design_changed else []
 
 
 def summarize_data(name: str, data: Path, out: Path, formats: list[str], resamples: int | None = None) -> Summary:
@@ -240,6 +280,7 @@ def parent_note(
         + (f" · [Compare their translations]({translations})" if link and translations else "")
         + ("\n\n" if link else "")
         + (f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else "")
+        + "".join(line + "\n" for line in changed_head(summary) + design_head(summary))
     )
     table = render_markdown(summary)
     versions = [(table + (f"\n{summary.conclusion}" if summary.conclusion else ""), [])]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import statistics
 
 from sweeper.summary.costs import CostTable
 from sweeper.summary.metric_table import MetricTable
@@ -14,6 +15,7 @@ from sweeper.summary.records import TOP_ROWS, TrialRecord
 from sweeper.summary.statistics import (
     BETTER,
     FIXED,
+    SACT_QUESTION,
     TAU_SCALE,
     WORSE,
     AlignmentTable,
@@ -21,6 +23,7 @@ from sweeper.summary.statistics import (
     Summary,
     VariantRow,
     baselines_of,
+    plain_decoding,
     planning_line,
     tau_scale,
 )
@@ -110,6 +113,59 @@ def control_tau(summary: Summary, comparison: Comparison) -> str:
 
 
 def render_controls(summary: Summary) -> list[str]:
+    """SACT against its controls and every other row against those its parts declare (`render_declared`), and a
+    decoding-only part against its own checkpoints decoded plainly (`render_plain_decoding`)."""
+    return render_sact_controls(summary) + render_declared(summary) + render_plain_decoding(summary)
+
+
+def render_plain_decoding(summary: Summary) -> list[str]:
+    """Each shown row whose trials decoded their test sets with and without a decoding-only part (the entropy
+    sharpening): the same checkpoints both ways, so the difference is paired per checkpoint (seed)."""
+    found = [found for row in shown_rows(summary) if (found := plain_decoding(row)) is not None]
+    if not found:
+        return []
+    lines = [
+        "",
+        "Decoding-only parts against the same checkpoints decoded plainly (their control), paired per checkpoint: "
+        "each seed's test average with the part minus without; p: two-sided paired t-test over the seeds (the "
+        "test sentences are not resampled).",
+        "",
+        "| row | BLEU avg | plain decoding | delta avg (seeds) | p |",
+        "|---|---|---|---|---|",
+    ]
+    for f in found:
+        spread = f" ± {statistics.stdev(f.deltas):.2f}" if len(f.deltas) > 1 else ""
+        p = "" if f.p_value is None else f"{f.p_value:.3g}"
+        delta = f"{statistics.fmean(f.deltas):+.2f}{spread} (n={len(f.deltas)})"
+        lines.append(f"| {f.row.label} | {f.with_part:.2f} | {f.plain:.2f} | {delta} | {p} |")
+    return lines
+
+
+def render_declared(summary: Summary) -> list[str]:
+    """Each row against the controls its parts declare beside SACT's question (SSMax against the fixed log-n scaling
+    and no scaling, soft-capping against none, learned-alpha entmax against its fixed alpha and softmax, ...), tested
+    and corrected with the table; nothing where the sweep has none of them."""
+    shown = {id(row) for row in shown_rows(summary)}
+    declared = [c for c in summary.comparisons if c.control not in ("", *SACT_QUESTION) and id(c.row) in shown]
+    if not declared:
+        return []
+    lines = [
+        "",
+        "Each mechanism against the controls declared with it: is a difference the mechanism, or what its control "
+        "already has?",
+        "",
+        "| row | BLEU avg | control | | BLEU avg | delta avg | 95% CI | p | p (Holm) | variance counted |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    return lines + [
+        f"| {c.row.label} | {mean_std(c.row, c.row.average)} | {c.control} | {c.against.label} | "
+        f"{mean_std(c.against, c.against.average)} | {c.delta:+.2f}{c.mark} | {interval(c.interval)} | "
+        f"{c.p_value:.3g} | {c.p_adjusted:.3g} | {c.covers} |"
+        for c in declared
+    ]
+
+
+def render_sact_controls(summary: Summary) -> list[str]:
     """SACT against its controls, tested and corrected with the table, and where each SACT row's temperature
     settled (no lines without a SACT row), for the rows the BLEU table shows."""
     shown = {id(row) for row in shown_rows(summary)}
@@ -123,7 +179,7 @@ def render_controls(summary: Summary) -> list[str]:
         "",
         *(f"- `{row.label}`: {scale_text(summary, row)}" for row in sact),
     ]
-    controls = [c for c in summary.comparisons if c.control and id(c.row) in shown]
+    controls = [c for c in summary.comparisons if c.control in SACT_QUESTION and id(c.row) in shown]
     if controls:
         lines += [
             "",
@@ -560,3 +616,29 @@ def render_pareto(front: ParetoFront, figure: str | None) -> str:
     if figure:
         lines += ["", f"![Pareto front]({figure})"]
     return "\n".join(lines) + "\n"
+
+
+def render_convergence(rows: list) -> list[str]:
+    """The convergence table (summary.checks.Convergence, #69 item 6): per row, the trials whose best dev BLEU and
+    lowest dev loss came at their last epoch, and what their last epochs added; `converged` only by that measure."""
+    if not rows:
+        return []
+    from sweeper.summary.checks import CONVERGED_RISE, CONVERGED_SHARE, LAST_EPOCHS
+
+    lines = [
+        "### Convergence, as measured\n",
+        f"| row | best dev BLEU at the last epoch | lowest dev loss at the last epoch | dev BLEU over the last "
+        f"{LAST_EPOCHS} epochs | reading |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        rise = "n/a" if row.rise is None else f"{row.rise:+.2f}"
+        reading = "converged" if row.converged else f"not converged: an equal {row.budget}-epoch budget"
+        lines.append(
+            f"| {row.label} | {row.best_last} of {row.trials} | {row.loss_last} of {row.trials} | {rise} | {reading} |"
+        )
+    lines.append(
+        f"\n`converged`: at most {CONVERGED_SHARE:.0%} of the row's trials had their best dev BLEU at their last "
+        f"epoch, and their last {LAST_EPOCHS} epochs added at most {CONVERGED_RISE} BLEU on average.\n"
+    )
+    return ["\n".join(lines)]

@@ -23,7 +23,7 @@ from typing import Any
 from nmt_core.training.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.training.diagnostics import TAU_P50
 from nmt_core.training.evaluate import MT_METRICS
-from nmt_core.training.train import PAPER_BLEU
+from nmt_core.training.train import PAPER_BLEU, PLAIN
 
 PER_EPOCH, AT_END = "epoch", "end"  # when a metric is logged: every epoch, or once after testing
 BEST, MEAN, LAST = "best", "mean", "last"  # results.parquet: the best dev epoch's, the mean over epochs, the final
@@ -103,6 +103,7 @@ METRICS = (
     Metric(f"{PAPER_BLEU}_test_", AT_END, prefix=True, parent=True, results=LAST),
     *(Metric(f"{name}_test_", AT_END, prefix=True, parent=True, results=LAST) for name in MT_METRICS),  # chrF, TER
     Metric("reverse_bleu_test_", AT_END, prefix=True, parent=True, results=LAST),  # train.symmetry_weight > 0
+    Metric(f"{PLAIN}bleu_test_", AT_END, prefix=True, parent=True, results=LAST),  # a decoding-only part's control
     Metric("aer_", AT_END, prefix=True, parent=True, results=LAST),
     Metric("gold_attention_", AT_END, prefix=True, results=LAST),
     Metric("n_params", AT_END, results=LAST),
@@ -134,6 +135,7 @@ PARENT = "mlflow.parentRunId"
 NOTE = "mlflow.note.content"  # what MLflow's UI shows as an experiment's or a run's description
 EXPLOITS, RESTORES, ERROR_FILE = "sweeper.pbt_exploits", "sweeper.restores", "sweeper.error_file"
 BEST_RUN_ID, BEST_VARIANT = "sweeper.best_run_id", "sweeper.best_variant"
+DESIGN_TAG = "sweeper.plan.design"  # a designed sweep's design digest, frozen on its parent run before any result
 SIGNATURE_TAGS = {
     "bleu_signature": "sweeper.bleu_signature",
     f"{PAPER_BLEU}_signature": f"sweeper.{PAPER_BLEU}_signature",

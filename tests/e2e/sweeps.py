@@ -56,7 +56,7 @@ def sweeper(*args, cwd: Path, background=False, env: dict[str, str] | None = Non
     background in its own process group (so that a test can send it Ctrl+C), stdout and stderr in one pipe. With
     `ray` (a RayCluster: the `worker_ray` fixture, a test's own), a `run` or `resume` joins that cluster (its GCS
     address, its token) instead of starting a local Ray."""
-    assert ray is None or args[0] in ("run", "resume"), "only run and resume join a cluster by its GCS address"
+    assert ray is None or args[0] in ("run", "resume", "extend"), "only run, resume, extend join a cluster by GCS"
     command = [sys.executable, "-m", "sweeper.cli", *args, *(["--address", ray.address] if ray else [])]
     token = ray.client_env if ray else {}
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **token, **(env or {})}
