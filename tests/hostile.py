@@ -22,6 +22,8 @@ Bounded in time: every connection is served at most SERVE_S seconds, and `close(
 from __future__ import annotations
 
 import contextlib
+import http.server
+import json
 import re
 import socket
 import socketserver
@@ -251,3 +253,97 @@ def slow_proxy(upstream: int, delay_s: float, delayed: tuple[bytes, ...] = METHO
     the `with` block."""
     with serving(SlowProxy(upstream, delay_s, delayed)) as proxy:
         yield proxy
+
+
+# ---- a tracking server that names another host (issue #70 item 1) ----
+
+RUN_ID = "a" * 32
+
+
+class RecordingServer(http.server.ThreadingHTTPServer):
+    """A listener that answers every request with an empty JSON object and records the headers it got: where a
+    hostile tracking server's artifact location points, to show whether the user's credentials arrived."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), _Recording)
+        self.seen: list[dict[str, str]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def authorized(self) -> list[str]:
+        """The Authorization headers that reached it."""
+        return [headers["authorization"] for headers in self.seen if "authorization" in headers]
+
+
+class _Recording(http.server.BaseHTTPRequestHandler):
+    def _answer(self) -> None:
+        self.server.seen.append({":path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+        body = b'{"files": []}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_HEAD = _answer
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+
+class NamingServer(http.server.ThreadingHTTPServer):
+    """A tracking server that answers MLflow's client as a real one would, except that every run's artifact root,
+    every logged model's location and every registry version's source is `location` (another host, a local
+    folder): what anyone who may create an experiment on a lab's server can set."""
+
+    daemon_threads = True
+
+    def __init__(self, location: str):
+        super().__init__(("127.0.0.1", 0), _Naming)
+        self.location = location
+        self.seen: list[dict[str, str]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Naming(_Recording):
+    def _answer(self) -> None:
+        self.server.seen.append({":path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+        path = self.path.split("?")[0]
+        location = self.server.location
+        run = {"info": {"run_id": RUN_ID, "experiment_id": "1", "artifact_uri": location, "status": "FINISHED"}}
+        version = {"name": "m", "version": "1", "source": location, "run_id": RUN_ID, "status": "READY"}
+        experiment = {"experiment_id": "1", "name": "x", "artifact_location": location, "lifecycle_stage": "active"}
+        answers = {
+            "/api/2.0/mlflow/runs/get": {"run": {**run, "data": {}}},
+            "/api/2.0/mlflow/model-versions/get-download-uri": {"artifact_uri": location},
+            "/api/2.0/mlflow/model-versions/get": {"model_version": version},
+            "/api/2.0/mlflow/registered-models/alias": {"model_version": version},
+            "/api/2.0/mlflow/experiments/get": {"experiment": experiment},
+            "/api/2.0/mlflow/experiments/get-by-name": {"experiment": experiment},
+        }
+        body = json.dumps(answers.get(path, {"ok": True} if path in PROBES else {})).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_HEAD = _answer
+
+
+@contextlib.contextmanager
+def naming_server(location: str) -> Iterator[NamingServer]:
+    """A NamingServer whose `location` may hold `{other}`: the URL of a RecordingServer (server.other) that
+    records what reaches it."""
+    with serving(RecordingServer()) as other:
+        server = NamingServer(location.replace("{other}", other.url.removeprefix("http://")))
+        server.other = other
+        with serving(server):
+            yield server
