@@ -33,6 +33,7 @@ from nmt_core.gates.credentials import check_uri, decoded, redact
 from nmt_core.gates.deadline import call_limit, longer_with
 from nmt_core.gates.gate import check_text, clip, network_timeout
 from nmt_core.gates.network import bound_sql_connects, configure_network
+from nmt_core.gates.sqlite_stores import check_store
 from nmt_core.training import checkpoint
 
 DEFAULT_TRACKING = "sqlite:///mlflow.db"  # the sweeper's default store, in the working folder
@@ -172,6 +173,13 @@ def model_location(uri: Any) -> str:
     return f"{scheme}:/" + "/".join(parts)
 
 
+def schema_head() -> str:
+    """The schema revision of a tracking database this MLflow reads without migrating it."""
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    return _get_latest_schema_revision()
+
+
 DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}  # SQLAlchemy stores MLflow opens
 
 
@@ -237,6 +245,7 @@ def downloaded_model(uri: str, tracking_uri: str | None) -> Iterator[Path]:
         raise ModelUriError(
             uri, store, "no tracking store there (pass --tracking-uri, or run from the folder holding mlflow.db)"
         )
+    check_store(store, False, "--tracking-uri", schema_head)  # an MLflow store, never another database made one
     if location.startswith("models:/") and (store.startswith("file:") or "://" not in store):
         raise ModelUriError(
             uri,
