@@ -21,6 +21,7 @@ Bounded in time: every connection is served at most SERVE_S seconds, and `close(
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.server
 import json
@@ -30,6 +31,7 @@ import socketserver
 import threading
 import time
 from collections.abc import Iterator
+from urllib.parse import quote
 
 SERVE_S = 30.0  # no connection is held longer, whatever the client does
 PROBES = ("/health", "/api/version", "/version")
@@ -41,6 +43,9 @@ SECRET_TEXT = (
     f"password={SECRET} aws_secret_access_key={SECRET} Authorization: Bearer {SECRET} "
     f"https://user:{SECRET}@example.com/x?X-Amz-Signature={SECRET}"
 )
+# issue #70 item 4: a server that echoes the user's credentials encoded (the test sets them in the environment)
+ENCODED_USER, ENCODED_PASSWORD, ENCODED_TOKEN = "fuzz", "pw/Qz7k#R?s3cr3t&x", "tok-Wx8mT-Vp9nY-abc"
+EXTRA_BEHAVIOURS = ("encoded",)  # not in the fuzz matrix's BEHAVIOURS: they need the environment set to match
 BEHAVIOURS = (
     "drip",
     "drip_headers",
@@ -129,6 +134,14 @@ class _Handler(socketserver.BaseRequestHandler):
     def _retry_after(self, path: str) -> None:
         self.request.sendall(_answer("503 Service Unavailable", b"{}", extra="Retry-After: 3600\r\n"))
 
+    def _encoded(self, path: str) -> None:
+        basic = base64.b64encode(f"{ENCODED_USER}:{ENCODED_PASSWORD}".encode()).decode()
+        token = base64.b64encode(ENCODED_TOKEN.encode()).decode()
+        encoded = quote(ENCODED_PASSWORD, safe="")
+        message = f"denied {encoded} {encoded.lower()} {basic} {token}"
+        body = json.dumps({"error_code": "INVALID_PARAMETER_VALUE", "message": message}).encode()
+        self.request.sendall(_answer("400 Bad Request", body))
+
     def _garbage(self, path: str) -> None:
         self.request.sendall(_answer("200 OK", f"<html>{ESCAPES}{SECRET_TEXT}".encode(), "text/html"))
 
@@ -138,8 +151,8 @@ class HostileServer(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
 
     def __init__(self, behaviour: str):
-        if behaviour not in BEHAVIOURS:
-            raise ValueError(f"no behaviour {behaviour!r}; one of {BEHAVIOURS}")
+        if behaviour not in BEHAVIOURS + EXTRA_BEHAVIOURS:
+            raise ValueError(f"no behaviour {behaviour!r}; one of {BEHAVIOURS + EXTRA_BEHAVIOURS}")
         super().__init__(("127.0.0.1", 0), _Handler)
         self.behaviour = behaviour
         self.closing = threading.Event()

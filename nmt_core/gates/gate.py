@@ -120,16 +120,49 @@ MIN_SECRET = 6  # an environment variable's value shorter than this is no secret
 
 
 def hide_secrets(text: str) -> str:
-    """Free text (a server's or a library's message) with every credential it may carry replaced by ***: a URL's
-    userinfo, the value of a key that names a secret (`password=`, `aws_secret_access_key: `, `"token": "`), an
-    Authorization header's token, and the value of every secret-named environment variable (RAY_AUTH_TOKEN,
-    MLFLOW_TRACKING_PASSWORD, AWS_SECRET_ACCESS_KEY, ...) wherever it appears."""
-    for name, value in os.environ.items():
-        if len(value) >= MIN_SECRET and value in text and _names_secret(name) and name not in NOT_SECRETS:
-            text = text.replace(value, HIDDEN)
+    """Free text (a server's or a library's message, a log) with every credential it may carry replaced by ***: a
+    URL's userinfo, the value of a key that names a secret (`password=`, `aws_secret_access_key: `, `"token": "`),
+    an Authorization header's token, and the value of every secret-named environment variable (RAY_AUTH_TOKEN,
+    MLFLOW_TRACKING_PASSWORD, AWS_SECRET_ACCESS_KEY, ...) wherever it appears, in any form a server may echo it
+    in: as is, percent-encoded (either case of hex), base64 (standard or URL-safe, padded or not), and base64 of
+    `user:password` as basic auth sends it."""
+    for form in secret_forms():
+        if "%" in form and form.lower() in text.lower():  # a percent-encoding's hex in either case
+            text = re.sub(re.escape(form), HIDDEN, text, flags=re.IGNORECASE)
+        elif form in text:
+            text = text.replace(form, HIDDEN)
     text = TEXT_USERINFO.sub(lambda m: f"{m[1]}{HIDDEN}@", text)
     text = TEXT_AUTHORIZATION.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}", text)
     return TEXT_PAIR.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}" if _names_secret(m[1]) else m[0], text)
+
+
+BASIC_AUTH_PAIRS = (("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"),)  # sent as base64 of `user:password`
+
+
+def secret_forms() -> list[str]:
+    """Every form of every secret in the environment that a message may carry, longest first (a form that holds
+    another is hidden whole)."""
+    secrets = [
+        value
+        for name, value in os.environ.items()
+        if len(value) >= MIN_SECRET and _names_secret(name) and name not in NOT_SECRETS
+    ]
+    forms = {form for value in secrets for form in _encodings(value)}
+    for user, password in BASIC_AUTH_PAIRS:
+        if os.environ.get(user) and os.environ.get(password):
+            forms |= set(_encodings(f"{os.environ[user]}:{os.environ[password]}", plain=False))
+    return sorted((form for form in forms if len(form) >= MIN_SECRET), key=len, reverse=True)
+
+
+def _encodings(value: str, plain: bool = True) -> list[str]:
+    """`value` as is (with `plain`), percent-encoded, and in base64."""
+    from base64 import b64encode, urlsafe_b64encode
+    from urllib.parse import quote, quote_plus
+
+    data = value.encode("utf-8", "surrogatepass")
+    coded = [b64encode(data).decode(), urlsafe_b64encode(data).decode()]
+    forms = [quote(value, safe=""), quote(value), quote_plus(value), *coded, *(c.rstrip("=") for c in coded)]
+    return ([value] if plain else []) + forms
 
 
 def _names_secret(key: str) -> bool:

@@ -33,7 +33,7 @@ import sweeper.storage.conditional_writes as conditional_writes
 from nmt_core.config import ConfigError
 from nmt_core.gates.credentials import check_uri, redact
 from nmt_core.gates.deadline import command_passed
-from nmt_core.gates.gate import seconds_from
+from nmt_core.gates.gate import hide_secrets, seconds_from
 from nmt_core.gates.yaml_input import shown
 from sweeper.space.spec import NAME_RULE, SpecError, check_name
 from sweeper.storage.store import Storage, open_storage
@@ -523,7 +523,7 @@ def logs(name: str, storage_uri: str, address: str | None, tail: int | None = No
             "board",
             source,
         )
-    text = ANSI.sub("", text)
+    text = hide_secrets(ANSI.sub("", text))  # a job's log may hold the environment it ran with
     return where, "\n".join(text.splitlines()[-tail:]) + "\n" if tail else text
 
 
