@@ -28,10 +28,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from nmt_core.config import ConfigError
+from nmt_core.gates import artifact_locations
 from nmt_core.gates.credentials import check_uri, decoded, redact
 from nmt_core.gates.deadline import call_limit, longer_with
 from nmt_core.gates.gate import check_text, clip, network_timeout
 from nmt_core.gates.network import bound_sql_connects, configure_network
+from nmt_core.gates.sqlite_stores import check_store
 from nmt_core.training import checkpoint
 
 DEFAULT_TRACKING = "sqlite:///mlflow.db"  # the sweeper's default store, in the working folder
@@ -171,12 +173,23 @@ def model_location(uri: Any) -> str:
     return f"{scheme}:/" + "/".join(parts)
 
 
+def schema_head() -> str:
+    """The schema revision of a tracking database this MLflow reads without migrating it."""
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    return _get_latest_schema_revision()
+
+
 DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}  # SQLAlchemy stores MLflow opens
 
 
 def probe_store(uri: str, source: str) -> None:
     """A tracking server, or a database store's host, answers within network_timeout() seconds, or one line says
-    it does not (MLflow's client and a database driver would wait minutes, and fail in a traceback)."""
+    it does not (MLflow's client and a database driver would wait minutes, and fail in a traceback). From here on
+    the store is the one whose host gets the MLflow credentials, and every artifact location MLflow is given is
+    checked against it first (nmt_core/gates/artifact_locations.py)."""
+    artifact_locations.trust_store(uri)
+    artifact_locations.install()
     database = uri.split(":", 1)[0].split("+", 1)[0].lower()
     if uri.startswith(("http://", "https://")):
         probe_server(uri, source)
@@ -232,6 +245,7 @@ def downloaded_model(uri: str, tracking_uri: str | None) -> Iterator[Path]:
         raise ModelUriError(
             uri, store, "no tracking store there (pass --tracking-uri, or run from the folder holding mlflow.db)"
         )
+    check_store(store, False, "--tracking-uri", schema_head)  # an MLflow store, never another database made one
     if location.startswith("models:/") and (store.startswith("file:") or "://" not in store):
         raise ModelUriError(
             uri,
@@ -245,15 +259,21 @@ def downloaded_model(uri: str, tracking_uri: str | None) -> Iterator[Path]:
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    with tempfile.TemporaryDirectory(prefix="nmt-model-") as destination:
+    with tempfile.TemporaryDirectory(prefix="nmt-model-") as destination, artifact_locations.refusals() as refused:
         try:
             with mlflow_store(store):  # models:/ URIs resolve through the registry, which does not follow tracking_uri
                 source = run_model(location, store)
                 mlflow.artifacts.download_artifacts(artifact_uri=source, tracking_uri=store, dst_path=destination)
+        except ConfigError:
+            raise
         except MlflowException as err:
+            if refused:  # MLflow's runs:/ download swallows why it failed: the location's refusal says it
+                raise refused[0] from None
             raise ModelUriError(uri, store, clip(err.message.strip().splitlines()[0], 200)) from None
         except Exception as err:  # noqa: BLE001 - the store's driver failing (a database gone): one line, not its trace
             raise ModelUriError(uri, store, f"the store failed ({type(err).__name__}: {clip(str(err), 120)})") from None
+        if refused:
+            raise refused[0]
         yield _checkpoint_in(Path(destination), uri, store)
 
 

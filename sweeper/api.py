@@ -762,7 +762,6 @@ def summary_store(experiment: Storage, name: str, tracking_uri: str | None) -> s
 
     recorded = read_state(experiment).tracking_uri if experiment.exists(STATE_FILE) else None
     uri = resolve_uri(choose_tracking_uri(tracking_uri, recorded))
-    check_reachable(uri)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():  # never create one
         raise ConfigError(
             "NAME",
@@ -770,6 +769,7 @@ def summary_store(experiment: Storage, name: str, tracking_uri: str | None) -> s
             f"{clip_path(uri.removeprefix('sqlite:///'))} (pass the --storage or --tracking-uri the sweep ran with)",
             "sweeper summarize",
         )
+    check_reachable(uri)  # an existing SQLite file only if it is an MLflow store (never migrated, never made one)
     return uri
 
 

@@ -131,7 +131,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         done = api.summarize_from_data(
             args.name, args.from_data, out=args.out, format=args.format, resamples=args.resamples
         )
-        print(done.markdown + "\n".join(["", *planning_lines(done.summary, args.plan)] if args.plan else []))
+        print(printable(done.markdown + "\n".join(["", *planning_lines(done.summary, args.plan)] if args.plan else [])))
         print(f"recomputed from {clip_path(args.from_data)} into {clip_path(done.folder)}/")
         return 0
     done = api.summarize(

@@ -21,13 +21,17 @@ Bounded in time: every connection is served at most SERVE_S seconds, and `close(
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import http.server
+import json
 import re
 import socket
 import socketserver
 import threading
 import time
 from collections.abc import Iterator
+from urllib.parse import quote
 
 SERVE_S = 30.0  # no connection is held longer, whatever the client does
 PROBES = ("/health", "/api/version", "/version")
@@ -39,6 +43,9 @@ SECRET_TEXT = (
     f"password={SECRET} aws_secret_access_key={SECRET} Authorization: Bearer {SECRET} "
     f"https://user:{SECRET}@example.com/x?X-Amz-Signature={SECRET}"
 )
+# issue #70 item 4: a server that echoes the user's credentials encoded (the test sets them in the environment)
+ENCODED_USER, ENCODED_PASSWORD, ENCODED_TOKEN = "fuzz", "pw/Qz7k#R?s3cr3t&x", "tok-Wx8mT-Vp9nY-abc"
+EXTRA_BEHAVIOURS = ("encoded",)  # not in the fuzz matrix's BEHAVIOURS: they need the environment set to match
 BEHAVIOURS = (
     "drip",
     "drip_headers",
@@ -127,6 +134,14 @@ class _Handler(socketserver.BaseRequestHandler):
     def _retry_after(self, path: str) -> None:
         self.request.sendall(_answer("503 Service Unavailable", b"{}", extra="Retry-After: 3600\r\n"))
 
+    def _encoded(self, path: str) -> None:
+        basic = base64.b64encode(f"{ENCODED_USER}:{ENCODED_PASSWORD}".encode()).decode()
+        token = base64.b64encode(ENCODED_TOKEN.encode()).decode()
+        encoded = quote(ENCODED_PASSWORD, safe="")
+        message = f"denied {encoded} {encoded.lower()} {basic} {token}"
+        body = json.dumps({"error_code": "INVALID_PARAMETER_VALUE", "message": message}).encode()
+        self.request.sendall(_answer("400 Bad Request", body))
+
     def _garbage(self, path: str) -> None:
         self.request.sendall(_answer("200 OK", f"<html>{ESCAPES}{SECRET_TEXT}".encode(), "text/html"))
 
@@ -136,8 +151,8 @@ class HostileServer(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
 
     def __init__(self, behaviour: str):
-        if behaviour not in BEHAVIOURS:
-            raise ValueError(f"no behaviour {behaviour!r}; one of {BEHAVIOURS}")
+        if behaviour not in BEHAVIOURS + EXTRA_BEHAVIOURS:
+            raise ValueError(f"no behaviour {behaviour!r}; one of {BEHAVIOURS + EXTRA_BEHAVIOURS}")
         super().__init__(("127.0.0.1", 0), _Handler)
         self.behaviour = behaviour
         self.closing = threading.Event()
@@ -251,3 +266,97 @@ def slow_proxy(upstream: int, delay_s: float, delayed: tuple[bytes, ...] = METHO
     the `with` block."""
     with serving(SlowProxy(upstream, delay_s, delayed)) as proxy:
         yield proxy
+
+
+# ---- a tracking server that names another host (issue #70 item 1) ----
+
+RUN_ID = "a" * 32
+
+
+class RecordingServer(http.server.ThreadingHTTPServer):
+    """A listener that answers every request with an empty JSON object and records the headers it got: where a
+    hostile tracking server's artifact location points, to show whether the user's credentials arrived."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), _Recording)
+        self.seen: list[dict[str, str]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def authorized(self) -> list[str]:
+        """The Authorization headers that reached it."""
+        return [headers["authorization"] for headers in self.seen if "authorization" in headers]
+
+
+class _Recording(http.server.BaseHTTPRequestHandler):
+    def _answer(self) -> None:
+        self.server.seen.append({":path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+        body = b'{"files": []}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_HEAD = _answer
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+
+class NamingServer(http.server.ThreadingHTTPServer):
+    """A tracking server that answers MLflow's client as a real one would, except that every run's artifact root,
+    every logged model's location and every registry version's source is `location` (another host, a local
+    folder): what anyone who may create an experiment on a lab's server can set."""
+
+    daemon_threads = True
+
+    def __init__(self, location: str):
+        super().__init__(("127.0.0.1", 0), _Naming)
+        self.location = location
+        self.seen: list[dict[str, str]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Naming(_Recording):
+    def _answer(self) -> None:
+        self.server.seen.append({":path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+        path = self.path.split("?")[0]
+        location = self.server.location
+        run = {"info": {"run_id": RUN_ID, "experiment_id": "1", "artifact_uri": location, "status": "FINISHED"}}
+        version = {"name": "m", "version": "1", "source": location, "run_id": RUN_ID, "status": "READY"}
+        experiment = {"experiment_id": "1", "name": "x", "artifact_location": location, "lifecycle_stage": "active"}
+        answers = {
+            "/api/2.0/mlflow/runs/get": {"run": {**run, "data": {}}},
+            "/api/2.0/mlflow/model-versions/get-download-uri": {"artifact_uri": location},
+            "/api/2.0/mlflow/model-versions/get": {"model_version": version},
+            "/api/2.0/mlflow/registered-models/alias": {"model_version": version},
+            "/api/2.0/mlflow/experiments/get": {"experiment": experiment},
+            "/api/2.0/mlflow/experiments/get-by-name": {"experiment": experiment},
+        }
+        body = json.dumps(answers.get(path, {"ok": True} if path in PROBES else {})).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_HEAD = _answer
+
+
+@contextlib.contextmanager
+def naming_server(location: str) -> Iterator[NamingServer]:
+    """A NamingServer whose `location` may hold `{other}`: the URL of a RecordingServer (server.other) that
+    records what reaches it."""
+    with serving(RecordingServer()) as other:
+        server = NamingServer(location.replace("{other}", other.url.removeprefix("http://")))
+        server.other = other
+        with serving(server):
+            yield server

@@ -19,6 +19,7 @@ nmt_core and sweeper raise their own one-line types (ConfigError, SpecError, Cor
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import math
 import os
@@ -119,16 +120,49 @@ MIN_SECRET = 6  # an environment variable's value shorter than this is no secret
 
 
 def hide_secrets(text: str) -> str:
-    """Free text (a server's or a library's message) with every credential it may carry replaced by ***: a URL's
-    userinfo, the value of a key that names a secret (`password=`, `aws_secret_access_key: `, `"token": "`), an
-    Authorization header's token, and the value of every secret-named environment variable (RAY_AUTH_TOKEN,
-    MLFLOW_TRACKING_PASSWORD, AWS_SECRET_ACCESS_KEY, ...) wherever it appears."""
-    for name, value in os.environ.items():
-        if len(value) >= MIN_SECRET and value in text and _names_secret(name) and name not in NOT_SECRETS:
-            text = text.replace(value, HIDDEN)
+    """Free text (a server's or a library's message, a log) with every credential it may carry replaced by ***: a
+    URL's userinfo, the value of a key that names a secret (`password=`, `aws_secret_access_key: `, `"token": "`),
+    an Authorization header's token, and the value of every secret-named environment variable (RAY_AUTH_TOKEN,
+    MLFLOW_TRACKING_PASSWORD, AWS_SECRET_ACCESS_KEY, ...) wherever it appears, in any form a server may echo it
+    in: as is, percent-encoded (either case of hex), base64 (standard or URL-safe, padded or not), and base64 of
+    `user:password` as basic auth sends it."""
+    for form in secret_forms():
+        if "%" in form and form.lower() in text.lower():  # a percent-encoding's hex in either case
+            text = re.sub(re.escape(form), HIDDEN, text, flags=re.IGNORECASE)
+        elif form in text:
+            text = text.replace(form, HIDDEN)
     text = TEXT_USERINFO.sub(lambda m: f"{m[1]}{HIDDEN}@", text)
     text = TEXT_AUTHORIZATION.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}", text)
     return TEXT_PAIR.sub(lambda m: f"{m[1]}{m[2]}{HIDDEN}" if _names_secret(m[1]) else m[0], text)
+
+
+BASIC_AUTH_PAIRS = (("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"),)  # sent as base64 of `user:password`
+
+
+def secret_forms() -> list[str]:
+    """Every form of every secret in the environment that a message may carry, longest first (a form that holds
+    another is hidden whole)."""
+    secrets = [
+        value
+        for name, value in os.environ.items()
+        if len(value) >= MIN_SECRET and _names_secret(name) and name not in NOT_SECRETS
+    ]
+    forms = {form for value in secrets for form in _encodings(value)}
+    for user, password in BASIC_AUTH_PAIRS:
+        if os.environ.get(user) and os.environ.get(password):
+            forms |= set(_encodings(f"{os.environ[user]}:{os.environ[password]}", plain=False))
+    return sorted((form for form in forms if len(form) >= MIN_SECRET), key=len, reverse=True)
+
+
+def _encodings(value: str, plain: bool = True) -> list[str]:
+    """`value` as is (with `plain`), percent-encoded, and in base64."""
+    from base64 import b64encode, urlsafe_b64encode
+    from urllib.parse import quote, quote_plus
+
+    data = value.encode("utf-8", "surrogatepass")
+    coded = [b64encode(data).decode(), urlsafe_b64encode(data).decode()]
+    forms = [quote(value, safe=""), quote(value), quote_plus(value), *coded, *(c.rstrip("=") for c in coded)]
+    return ([value] if plain else []) + forms
 
 
 def _names_secret(key: str) -> bool:
@@ -234,10 +268,11 @@ def _spend(value: Any, budget: list[int], source: str, error: ErrorType) -> None
 
 @contextmanager
 def open_regular(
-    path: str | os.PathLike, error: ErrorType, within: Path | None = None, key: str = "(file)"
+    path: str | os.PathLike, error: ErrorType, within: Path | None = None, key: str = "(file)", one_link: bool = False
 ) -> Iterator[tuple[int, os.stat_result]]:
     """An open descriptor of a regular file and its stat: opened without blocking (a FIFO cannot hang the open) and
-    refused unless it is a regular file. With `within`, the file must lie below that folder and be no link."""
+    refused unless it is a regular file. With `within`, the file must lie below that folder and be no link; with
+    `one_link`, no hard link either (a log that is printed: `ln /elsewhere/victim sweep.log` printed the victim)."""
     shown_path = clip_path(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
     if within is not None:
@@ -256,6 +291,8 @@ def open_regular(
             raise error(key, "cannot read: Is a directory", shown_path)
         if not stat.S_ISREG(info.st_mode):
             raise error(key, "not a regular file (a device, pipe or socket); give a file", shown_path)
+        if one_link:
+            _check_one_link(info, key, shown_path, error)
         os.set_blocking(fd, True)
         yield fd, info
     finally:
@@ -296,7 +333,48 @@ def _check_within(path: Path, folder: Path, key: str, error: ErrorType) -> None:
         )
 
 
+def _check_one_link(info: os.stat_result, key: str, shown_path: str, error: ErrorType) -> None:
+    """A file this program writes, appends to or prints has one name: a hard link is another file's second name
+    (checked on the open descriptor's stat, not the path's, so nothing can swap it in between)."""
+    if info.st_nlink != 1:
+        raise error(
+            key, f"has {info.st_nlink} names (a hard link to a file elsewhere); a file here has one", shown_path
+        )
+
+
+def inside(path: Path, root: Path) -> bool:
+    """`path`, links resolved, lies at or below `root` (itself resolved); False where it cannot be resolved."""
+    try:
+        return path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError, ValueError):  # a link loop, a name too long or holding a NUL
+        return False
+
+
 # ---- out: files ----
+
+
+def make_folder_within(folder: Path, root: Path, error: ErrorType, key: str = "(file)") -> Path:
+    """`folder` and its missing parents made, only once the part of it that exists is proven to lie below `root`
+    (links resolved), or, where the root does not exist yet, once it is made with them: a link planted in storage
+    (`ln -s /elsewhere sweeps/NAME/summary`) made the summary create /elsewhere/data before its write was refused."""
+    existing, missing = folder, []
+    while not os.path.lexists(existing) and existing != existing.parent:
+        missing.append(existing)
+        existing = existing.parent
+    fresh = not os.path.lexists(root) and root.is_relative_to(existing)  # the root itself is made here too
+    if not (fresh or inside(existing, root)):
+        raise error(
+            key, f"lies outside {clip_path(root)} through a link; nothing is made or written there", clip_path(folder)
+        )
+    for part in reversed(missing):
+        try:
+            os.mkdir(part)
+        except FileExistsError:  # made by another process meanwhile: a folder is fine, anything else is not
+            if not part.is_dir() or part.is_symlink():
+                raise error(key, "is not a folder; nothing is written there", clip_path(part)) from None
+        except OSError as err:
+            raise error(key, f"cannot make {clip_path(part)}: {err.strerror}", clip_path(folder)) from None
+    return folder
 
 
 def output_folder(path: str | os.PathLike, key: str, source: str, error: ErrorType) -> Path:
@@ -329,20 +407,28 @@ def check_output_folder(path: str | os.PathLike, key: str, source: str, error: E
     return folder
 
 
-def write_file(folder: Path, name: str, data: bytes, error: ErrorType, key: str = "(file)") -> Path:
+def write_file(
+    folder: Path, name: str, data: bytes, error: ErrorType, key: str = "(file)", within: Path | None = None
+) -> Path:
     """`folder/name` holding `data`, written as `write_with` writes."""
-    return write_with(folder, name, lambda handle: handle.write(data), error, key)
+    return write_with(folder, name, lambda handle: handle.write(data), error, key, within)
 
 
 def write_with(
-    folder: Path, name: str, write: Callable[[BinaryIO], Any], error: ErrorType, key: str = "(file)"
+    folder: Path,
+    name: str,
+    write: Callable[[BinaryIO], Any],
+    error: ErrorType,
+    key: str = "(file)",
+    within: Path | None = None,
 ) -> Path:
     """`folder/name` written by `write(handle)` whole or not at all, the project's one atomic writer: a new temporary
     file in the same folder (never a link's target), flushed to disk, then renamed over the old one, so that neither
     a crash nor a reader ever sees half a file (a checkpoint, a cache, a sweep's state); something there that is not
-    a regular file (a link, a folder, a FIFO) is refused."""
+    a regular file (a link, a folder, a FIFO) is refused. With `within` (a storage's root), the folder must lie
+    below it, links resolved: without it there is nothing to compare the folder with but itself."""
     target = folder / name
-    _check_within(target, folder, key, error)
+    _check_within(target, within or folder, key, error)
     try:
         info = target.lstat()
     except FileNotFoundError:
@@ -389,10 +475,31 @@ def exclusive(lock: Path, error: ErrorType) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-def append_line(path: Path, line: str) -> None:
-    """One line appended to a log file that is a regular file, never through a link."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+def open_append(path: Path, error: ErrorType, key: str = "(file)") -> int:
+    """A descriptor to append to a log (`sweep.log`, `metrics.jsonl`), made if need be: never through a link (a
+    symbolic one fails the open, a hard one the link count), never a FIFO or device (opened without blocking, so a
+    FIFO with no reader fails at once and one with a reader is refused by its type), all checked on the descriptor."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as err:
+        reason = {errno.ELOOP: "a link, which is not followed here", errno.ENXIO: "a FIFO"}.get(err.errno, err.strerror)
+        raise error(key, f"cannot append: {reason}", clip_path(path)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise error(key, "cannot append: not a regular file (a device, pipe or socket)", clip_path(path))
+        _check_one_link(info, key, clip_path(path), error)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def append_line(path: Path, line: str, error: ErrorType = ConfigError) -> None:
+    """One line appended to a log file (see open_append)."""
+    with os.fdopen(open_append(path, error), "a", encoding="utf-8") as handle:
         handle.write(line)
 
 

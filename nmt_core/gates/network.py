@@ -12,6 +12,8 @@ send through `requests.Session.send`, so that one method is wrapped (`install`, 
   blocked read returns at once whatever the server drips, and any later connection of the call is refused. A timer
   that shuts a socket is robust where a per-read timeout is not, and it needs no signal (the API runs in threads);
 - a wait between a call's attempts (a backoff, a server's `Retry-After`) that would pass its deadline ends the call;
+- a request that carries the user's MLflow credentials to a host that is no tracking store's goes without them
+  (nmt_core/gates/artifact_locations.py says which hosts are);
 - an answer's body may hold at most ANSWER_BYTES (a download DOWNLOAD_BYTES), counted as it is decoded: a larger
   Content-Length is refused before its body is read, and a body that grows past the cap is cut.
 
@@ -33,6 +35,7 @@ import requests
 import urllib3.connectionpool
 from urllib3.util.retry import Retry
 
+from nmt_core.gates.artifact_locations import foreign_credentials
 from nmt_core.gates.credentials import redact
 from nmt_core.gates.deadline import CallLimit, call_limit
 from nmt_core.gates.gate import MAX_CHECKPOINT_BYTES, ErrorType, network_environment, network_timeout
@@ -161,6 +164,8 @@ def _finishing(scope: Scope, response: requests.Response) -> requests.Response:
 
 def _send(session: requests.Session, request: requests.PreparedRequest, **kwargs) -> requests.Response:
     """Session.send under a Scope: the deadline, the cap, and redirects (which call send again) inside the first."""
+    if foreign_credentials(request.url or "", request.headers.get("Authorization")):
+        del request.headers["Authorization"]  # MLflow's credentials go to the tracking store's host only
     outer: Scope | None = getattr(_local, "scope", None)
     if outer is not None:  # a redirect of the open call: its deadline and cap hold
         kwargs["timeout"] = _timeout(kwargs.get("timeout"), max(0.0, outer.deadline - time.monotonic()))

@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
+from nmt_core.gates.gate import open_append
+from sweeper.space.spec import SpecError
 from sweeper.storage.store import Storage
 
 LOG_FILE = "sweep.log"  # beside results.parquet
@@ -49,9 +51,8 @@ class SweepLog:
     def open(self) -> None:
         with self.lock:
             if self.file is None:  # appended to, never through a link, in a folder inside the storage
-                self.folder().mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-                self.file = os.fdopen(fd, "a", encoding="utf-8")
+                self.folder().mkdir(parents=True, exist_ok=True)  # a storage's: made once proven inside it
+                self.file = os.fdopen(open_append(self.path, SpecError), "a", encoding="utf-8")
                 self.file.write("".join(text for text, _ in self.waiting))
                 self.waiting.clear()
 

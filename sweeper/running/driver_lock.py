@@ -27,11 +27,19 @@ from typing import Any
 import sweeper.storage.conditional_writes as conditional_writes
 from nmt_core.gates.decoders import json_value
 from nmt_core.gates.gate import shown
-from sweeper.running.sweeps import RECORD_LIMIT, STALE_S, driver, driver_alive, iso, printable, read_status
+from sweeper.running.sweeps import (
+    LOCK_FILE,
+    RECORD_LIMIT,
+    STALE_S,
+    driver,
+    driver_alive,
+    iso,
+    printable,
+    read_status,
+)
 from sweeper.space.spec import SpecError
 from sweeper.storage.store import Storage, remove_empty
 
-LOCK_FILE = "driver.lock"
 CLOCK_SKEW_S = 300.0  # how far ahead of this machine's clock another driver's may run
 
 

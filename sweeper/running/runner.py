@@ -405,11 +405,12 @@ class CheckedSweep(NamedTuple):
     job: dict[str, Any] | None
     earlier: SweepState | None
     base: dict[str, Any]
+    new_store: bool = False  # a SQLite tracking store MLflow creates (none was there)
 
 
 def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> int:
     """run_sweep's sweep, its driver's lock held: the parent run, sweeper.json, the Tuner and the results."""
-    storage, uri, job, earlier, base = checked
+    storage, uri, job, earlier, base, new_store = checked
     opening = open_tracking(uri, address)
     experiment = storage.below(spec.name)
     start_ray(spec, address, base)
@@ -425,13 +426,7 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
     parent_id = tracker.start_sweep(spec.text, plan)
     axes = [p.key for p in spec.parameters if p.key != "train.seed"]  # the seed has a column of its own
     link = share_view(tracker.client, uri, tracker.experiment_id, parent_id, axes)
-    if earlier:
-        print(
-            f"note: {experiment.uri} holds an earlier sweep {spec.name!r}: its trial folders stay, results.parquet "
-            f"will describe this run, and `sweeper summarize {spec.name} --run-id {earlier.parent_run_id}` still "
-            "summarises the earlier one",
-            flush=True,
-        )
+    print_notes(spec.name, experiment.uri, earlier, uri if new_store else None)
     record = new_state(spec, uri, parent_id, tracker.experiment_id, base, n_trials, study, job) | {LINK_KEY: link}
     conditional_writes.write_record(experiment, json.dumps(record, indent=2), STATE_FILE)
     state = state_from(record, experiment.display(STATE_FILE))
@@ -488,20 +483,33 @@ def fit(tuner: tune.Tuner):
         return tuner.fit()
 
 
+def print_notes(name: str, folder: str, earlier: SweepState | None, new_store: str | None) -> None:
+    """What a new sweep tells before it starts: the tracking store it created, an earlier sweep of its name."""
+    if new_store:
+        print(f"note: created the MLflow tracking store {redact(new_store)} (there was none)", flush=True)
+    if earlier:
+        print(
+            f"note: {folder} holds an earlier sweep {name!r}: its trial folders stay, results.parquet "
+            f"will describe this run, and `sweeper summarize {name} --run-id {earlier.parent_run_id}` still "
+            "summarises the earlier one",
+            flush=True,
+        )
+
+
 def open_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None) -> CheckedSweep:
     """Everything checked before anything is written: the storage, the tracking store, the job record a submitted
     sweep's driver gets, an earlier sweep's state under this name, the base trial config."""
     storage = open_storage(storage_uri, "sweeper run")
     check_lockable(storage, "sweeper run")
     uri = resolve_uri(choose_tracking_uri(tracking_uri, spec.tracking_uri))
-    check_reachable(uri)
+    new_store = check_reachable(uri, create=True)
     check_writable(storage, "sweeper run")
     job = job_from_environment()
     experiment = storage.below(spec.name)
     earlier = read_state(experiment) if experiment.exists(STATE_FILE) else None
     base = resolved_base(spec)
     trial_config(base, {}, 1)  # the resolved base still validates
-    return CheckedSweep(storage, uri, job, earlier, base)
+    return CheckedSweep(storage, uri, job, earlier, base, new_store)
 
 
 def open_tracking(uri: str, address: str | None) -> Future:

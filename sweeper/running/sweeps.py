@@ -33,13 +33,14 @@ import sweeper.storage.conditional_writes as conditional_writes
 from nmt_core.config import ConfigError
 from nmt_core.gates.credentials import check_uri, redact
 from nmt_core.gates.deadline import command_passed
-from nmt_core.gates.gate import seconds_from
+from nmt_core.gates.gate import hide_secrets, seconds_from
 from nmt_core.gates.yaml_input import shown
 from sweeper.space.spec import BUDGET_UNITS, NAME_RULE, SpecError, check_name
 from sweeper.storage.store import Storage, open_storage
 
 T = TypeVar("T")
 STATUS_FILE, STOP_FILE = "status.json", "stop.json"
+LOCK_FILE = "driver.lock"  # held by the sweep's driver (sweeper/running/driver_lock.py)
 STATUS_EVERY_S = seconds_from("SWEEPER_STATUS_EVERY_S", 10.0)  # the heartbeat; a stop request's delay
 STALE_S = 300.0  # a live status this old, from a driver on another machine: that driver is gone or cut off
 RECORD_LIMIT = 1_000_000  # bytes: a status or stop record is a few KB; more is damage
@@ -272,11 +273,12 @@ def compute_record(record: Any) -> dict[str, Any] | None:
     return {**hours, "device": record["device"], "unit": record["unit"]}
 
 
-def request_stop(experiment: Storage, by: str) -> None:
-    """stop.json, addressed to the driver status.json names: a request whose write passed its deadline may land
-    after that driver ended and a new one started (and cleared the requests before it), and must not stop it."""
+def request_stop(experiment: Storage, by: str, holder: dict[str, Any] | None = None) -> None:
+    """stop.json, addressed to the driver that holds the sweep's lock (`holder`), else the one status.json names: a
+    request whose write passed its deadline may land after that driver ended and a new one started (and cleared the
+    requests before it), and must not stop it."""
     status = read_status(experiment)
-    addressed = status["driver"] if status and well_formed_driver(status["driver"]) else None
+    addressed = holder or (status["driver"] if status and well_formed_driver(status["driver"]) else None)
     conditional_writes.write_record(
         experiment, json.dumps({"by": by, "at": time.time(), "driver": addressed}), STOP_FILE
     )
@@ -297,8 +299,32 @@ def well_formed_driver(record: Any) -> bool:
 
 
 def clear_stop(experiment: Storage) -> None:
-    """A new driver (run, resume) starts without the request that stopped the last one."""
+    """A new driver (run, resume) starts without the request that stopped the last one; a request addressed to this
+    driver (made after it took the lock: `sweeper stop` one second after `resume` began) is kept and obeyed."""
+    try:
+        record = read_record(experiment, STOP_FILE)
+    except SpecError:  # damaged: not this driver's request
+        record = None
+    if record is not None and record.get("driver") == driver():
+        return
     conditional_writes.delete_record(experiment, STOP_FILE)
+
+
+def lock_holder(experiment: Storage) -> dict[str, Any] | None:
+    """The driver that holds the sweep's lock (sweeper/running/driver_lock.py) and is alive: its process runs on this
+    machine, or, on another, the lock or the status is fresher than STALE_S. None where no live driver holds it."""
+    try:
+        holder = read_record(experiment, LOCK_FILE)
+    except SpecError:
+        return None
+    if holder is None or not well_formed_driver(holder):
+        return None
+    alive = driver_alive(holder)
+    if alive is None:
+        status = read_status(experiment)
+        since = holder["since"] if isinstance(holder["since"], (int, float)) else 0
+        alive = time.time() - max(since, (status or {}).get("updated") or 0) <= STALE_S
+    return holder if alive else None
 
 
 def from_storage(experiment: Storage, name: str) -> SweepInfo:
@@ -498,7 +524,8 @@ def stop(name: str, storage_uri: str, address: str | None, wait_s: float = 0.0) 
     with wait_s, wait that long for its driver to have stopped. Returns the sweep as it is then, and what was done."""
     source = "sweeper stop"
     info, experiment, client = find(name, storage_uri, address, source)
-    if info.state not in LIVE or info.state == FINISHING:
+    holder = lock_holder(experiment) if not info.job_id else None  # a driver may hold it before its first status
+    if info.state == FINISHING or (info.state not in LIVE and holder is None):
         return info, f"sweep {name} is {info.state}: nothing to stop"
     if info.job_id:
         if client is None:
@@ -511,7 +538,7 @@ def stop(name: str, storage_uri: str, address: str | None, wait_s: float = 0.0) 
         client.stop_job(info.job_id)
         how = f"Ray Jobs stops job {info.job_id} (its driver gets SIGINT)"
     else:
-        request_stop(experiment, whoami())
+        request_stop(experiment, whoami(), holder)
         how = f"its driver reads the request in {experiment.display(STOP_FILE)} within {STATUS_EVERY_S:.0f} s"
     # the folder that holds the sweep, as `resume` takes it: a submitted sweep's job recorded it; a local sweep's
     # info.storage is the sweep's own folder, one level too deep
@@ -546,7 +573,7 @@ def logs(name: str, storage_uri: str, address: str | None, tail: int | None = No
             "board",
             source,
         )
-    text = ANSI.sub("", text)
+    text = hide_secrets(ANSI.sub("", text))  # a job's log may hold the environment it ran with
     return where, "\n".join(text.splitlines()[-tail:]) + "\n" if tail else text
 
 

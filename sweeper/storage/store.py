@@ -35,6 +35,7 @@ from nmt_core.gates.gate import (
     ErrorType,
     clip,
     clip_path,
+    make_folder_within,
     network_timeout,
     open_regular,
     read_regular,
@@ -116,9 +117,9 @@ class Storage:
 
     def read_end(self, *parts: str, limit: int = READ_LIMIT, error: ErrorType = SpecError) -> bytes:
         """The last `limit` bytes of a file (a log's end), through the same gate as read_bytes."""
-        if self.is_local:
+        if self.is_local:  # a log that is printed: no hard link to a file elsewhere either
             within = Path(self.top or self.root)
-            with open_regular(self.path(*parts), error, within) as (fd, info):
+            with open_regular(self.path(*parts), error, within, one_link=True) as (fd, info):
                 os.lseek(fd, max(info.st_size - limit, 0), os.SEEK_SET)
                 return os.read(fd, limit)
         with self.one_line(*parts):
@@ -135,24 +136,19 @@ class Storage:
         """Whole or not at all: an object store's put is atomic; in a folder, the gate's write (a new temporary file,
         then a rename; never through a link, never out of the storage root)."""
         target = self.path(*parts)
+        if self.is_local:
+            folder = self.local_folder(*parts)
+            write_file(folder, Path(target).name, data, SpecError, within=Path(self.top or self.root))
+            return
         with self.one_line(*parts):
             self.bounded(partial(self.fs.create_dir, recursive=True), posixpath.dirname(target))
-            if not self.is_local:
-                self.bounded(self._write_remote, target, data, seconds=body_deadline(len(data)))
-                return
-        write_file(self.local_folder(*parts), Path(target).name, data, SpecError)
+            self.bounded(self._write_remote, target, data, seconds=body_deadline(len(data)))
 
     def local_folder(self, *parts: str) -> Path:
-        """The folder of a local file below the root, made if need be, refused if a link leads it out of the
-        storage (a link planted in storage must not make the sweeper write elsewhere; the storage root itself may
-        be a link, as it was resolved when opened)."""
-        folder = Path(self.path(*parts)).parent
-        folder.mkdir(parents=True, exist_ok=True)
-        if not folder.resolve().is_relative_to(Path(self.top or self.root).resolve()):
-            raise SpecError(
-                "(file)", "lies outside the storage through a link; nothing is written there", clip_path(folder)
-            )
-        return folder
+        """The folder of a local file below the root, made only once what exists of it is proven to lie inside the
+        storage (a link planted in storage must not make the sweeper make or write anything elsewhere; the storage
+        root itself may be a link, as it was resolved when opened)."""
+        return make_folder_within(Path(self.path(*parts)).parent, Path(self.top or self.root), SpecError)
 
     def _write_remote(self, target: str, data: bytes) -> None:
         with self.fs.open_output_stream(target) as stream:

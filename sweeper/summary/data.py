@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 from nmt_core.config import ConfigError
 from nmt_core.gates.decoders import TEXT_LIMIT, read_json_file, read_parquet_file
 from nmt_core.training.evaluate import ALIGNMENT_STATS
-from sweeper.space.spec import ObjectiveSpec, RecordedSpace, SignificanceSpec, TrackingSpec, read_section
 from sweeper.summary.records import SweepSnapshot, TrialRecord
+from sweeper.summary.stored_data import check_records, check_sweep_name, recorded_space
 
 DATA_DIR = "data"
 TRIAL_JSON = ("params", "metrics", "curves", "tags", "settings", "pbt_events")  # TrialRecord's fields kept as JSON
@@ -113,25 +113,22 @@ def read_data(folder: Path) -> SweepSnapshot:
 
 
 def snapshot_of(data: Path) -> SweepSnapshot:
-    fields = read_json_file(data / "sweep.json", TEXT_LIMIT, ConfigError)
-    space = fields["space"]
-    recorded = RecordedSpace(
-        ObjectiveSpec(**space["objective"]),
-        SignificanceSpec(**space["significance"]),
-        TrackingSpec(**space["tracking"]),
-        space["baseline"],
-        tuple(space["varied"]),
-        space["scheduler"],
-        read_section("design", space.get("design"), str(data / "sweep.json")),  # checked as on input
-        objectives=tuple(ObjectiveSpec(**objective) for objective in space.get("objectives", ())),  # () before several
-    )
-    records = [trial_record(row) for row in read_parquet_file(data / "trials.parquet", ConfigError).to_pylist()]
+    """The snapshot, every file read below `data` (no link out) and re-checked as a live summary's input is
+    (sweeper/summary/stored_data.py)."""
+    fields = read_json_file(data / "sweep.json", TEXT_LIMIT, ConfigError, within=data)
+    recorded = recorded_space(fields["space"], "data/sweep.json")
+    check_sweep_name(fields["name"], "data/sweep.json")
+    rows = read_parquet_file(data / "trials.parquet", ConfigError, within=data).to_pylist()
+    records = [trial_record(row) for row in rows]
+    check_records(records, "data/trials.parquet")
     references: dict[str, list[str]] = {}
-    for row in read_parquet_file(data / "references.parquet", ConfigError).to_pylist():
+    for row in read_parquet_file(data / "references.parquet", ConfigError, within=data).to_pylist():
         references.setdefault(row["set"], []).append(row["reference"])
     translations, alignment = read_sentences(data / "sentences.parquet")
     traces = {
-        (path.stem, path.parent.relative_to(data / "traces").as_posix()): read_parquet_file(path, ConfigError)
+        (path.stem, path.parent.relative_to(data / "traces").as_posix()): read_parquet_file(
+            path, ConfigError, within=data
+        )
         for path in sorted((data / "traces").rglob("*.parquet"))
     }
     return SweepSnapshot(
@@ -148,7 +145,7 @@ def snapshot_of(data: Path) -> SweepSnapshot:
         [tuple(added) for added in fields["added"]],
         fields["choices"],
         fields["unfinished"],
-        space.get("design_digest", ""),
+        fields["space"].get("design_digest", ""),
     )
 
 
@@ -160,7 +157,7 @@ def trial_record(row: dict[str, Any]) -> TrialRecord:
 
 def read_sentences(path: Path) -> tuple[dict[str, dict[str, list[str]]], dict[str, dict[str, np.ndarray]]]:
     """Each trial's hypotheses by test set, and its alignment statistics (N, len(ALIGNMENT_STATS)) where written."""
-    table = read_parquet_file(path, ConfigError)
+    table = read_parquet_file(path, ConfigError, within=path.parent)
     translations: dict[str, dict[str, list[str]]] = {}
     columns: dict[tuple[str, str], list[list[float]]] = {}
     aligned = ALIGNMENT_STATS[0] in table.column_names

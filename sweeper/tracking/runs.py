@@ -37,6 +37,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_MODEL_VERSIONS
 from ray.tune import Callback
 
+from nmt_core.gates import artifact_locations
 from nmt_core.mlflow_model import mlflow_store
 from sweeper.space.spec import MODELS_BEFORE_POLICY, describe_trial
 from sweeper.storage.store import open_storage
@@ -123,6 +124,14 @@ class SweepTracker:
         self.uri, self.experiment, self.user = uri, experiment, user  # user: a submitted sweep's submitter
         self.client = client or MlflowClient(uri)
         self.experiment_id = _retry(self._get_or_create, "get or create experiment")
+        self._check_artifact_root()
+
+    def _check_artifact_root(self) -> None:
+        """Before any run or artifact: the experiment's artifact root is one this program writes to with the user's
+        credentials (nmt_core/gates/artifact_locations.py). Whoever creates an experiment of the sweep's name first
+        sets its root; a root on another host is refused in one line, not handed the password with each upload."""
+        root = _retry(lambda: self.client.get_experiment(self.experiment_id), "get experiment").artifact_location
+        artifact_locations.check_location(root, self.uri)
 
     def _get_or_create(self) -> str:
         """The experiment's id, created if it does not exist. Each attempt asks by name first: a create whose answer

@@ -15,7 +15,8 @@ from mlflow.tracking import MlflowClient
 
 from nmt_core.config import ConfigError
 from nmt_core.gates.credentials import redact
-from nmt_core.mlflow_model import probe_store
+from nmt_core.gates.sqlite_stores import check_store
+from nmt_core.mlflow_model import probe_store, schema_head
 
 # the tracking stores MLflow 3 serves here (a database's SQLAlchemy driver may follow '+'); not its file store
 STORES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")
@@ -28,21 +29,21 @@ class TrackingError(ConfigError):
         super().__init__("tracking.uri", message, source)
 
 
-def check_reachable(uri: str) -> None:
+def check_reachable(uri: str, create: bool = False) -> bool:
     """Before anything is written: a store MLflow can track in, a server that answers and lets us in, or a SQLite
-    database whose folder exists."""
+    file that already is an MLflow store (nmt_core/gates/sqlite_stores.py: never another program's database, never
+    migrated); with `create` (`sweeper run`), also a new SQLite store where no file or an empty one is. Whether MLflow
+    will create that store."""
     if uri.split(":", 1)[0].split("+", 1)[0].lower() not in STORES:
         raise TrackingError(
             f"{redact(uri)}: not a tracking store MLflow can use; use {', '.join(STORES[:-1])} or "
             f"{STORES[-1]} (e.g. sqlite:///mlflow.db, http://127.0.0.1:5000, postgresql+psycopg2://)"
         )
+    created = check_store(uri, create, "--tracking-uri", schema_head)
     probe_store(uri, "--tracking-uri")  # a server or database answers within $NMT_SWEEPER_TIMEOUT seconds
     if uri.startswith(("http://", "https://")):
         check_credentials(uri)
-    elif uri.startswith("sqlite:///"):
-        folder = Path(uri.removeprefix("sqlite:///")).parent
-        if not os.path.isdir(folder):  # False, not OSError, for a name longer than a path can be
-            raise TrackingError(f"tracking store {redact(uri)}: folder {redact(folder.as_posix())} does not exist")
+    return created
 
 
 def check_holds_run(uri: str, run_id: str, recorded: str) -> None:

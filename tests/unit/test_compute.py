@@ -58,7 +58,7 @@ def test_a_spent_budget_asks_the_sweep_to_stop_as_sweeper_stop_does_once(tmp_pat
     assert sweeps.stop_request(experiment)["by"] == "resources.budget (0.02 device-hours)"
     said = capsys.readouterr().out  # the console's (stdout outside a sweep)
     assert "resources.budget spent: 0.025 of 0.02 device-hours" in said and "sweeper resume lab --budget H" in said
-    sweeps.clear_stop(experiment)
+    (tmp_path / "lab" / sweeps.STOP_FILE).unlink()  # carried out (clear_stop keeps a request to this driver)
     watch.last_check = 0.0
     watch.on_step_begin(3, [done, on])
     assert sweeps.stop_request(experiment) is None  # asked once in this run

@@ -169,6 +169,9 @@ def test_a_damaged_sweeper_json_is_one_line_naming_it(command, state, work, caps
 @pytest.mark.slow
 @pytest.mark.parametrize("tuner", [pickle.dumps({"a": 1})[:9], b"not a pickle", pickle.dumps("a string")])
 def test_a_damaged_tuner_pkl_is_one_line_naming_it(tuner, work, worker_ray):
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient(f"sqlite:///{work / 'mlflow.db'}").search_experiments()  # resume opens only an existing store
     sweep = damage(work, json.dumps(valid_state(f"sqlite:///{work / 'mlflow.db'}")), tuner)
     # in its own process (Ray is up before Tune reads the file), on the xdist worker's Ray (a local one costs seconds)
     done = subprocess.run(

@@ -34,6 +34,7 @@ ALLOWED = {
     ("sweeper/running/driver_lock.py", "open"): "os.open of a new temporary file to write (O_EXCL, O_NOFOLLOW)",
     ("sweeper/tracking/runs.py", "load"): "MLflow's Model.load of the MLmodel file of a model this sweep logged",
     ("sweeper/summary/records.py", "loadtxt"): "parses a text that decoders.read_text_file read",
+    ("nmt_core/gates/artifact_locations.py", "open"): "a bounded artifact copy's new file in MLflow's download folder",
 }
 
 
