@@ -22,6 +22,7 @@ from mlflow.tracking import MlflowClient
 from ray import tune
 
 import sweeper.storage.conditional_writes as conditional_writes
+from sweeper.running.compute import ComputeWatch
 from sweeper.running.driver_lock import sweep_lock
 from sweeper.running.progress import SweepProgress, open_board
 from sweeper.running.runner import (
@@ -43,7 +44,6 @@ from sweeper.storage.stored import STATE_FILE, SweepState, read_state
 from sweeper.summary.records import read_artifacts, read_trials
 from sweeper.summary.report import compute, significance_of
 from sweeper.summary.sequential import PrimaryReading, design_lines, undecided_rows
-from sweeper.tracking.names import TrialNames
 from sweeper.tracking.runs import SweepTracker
 
 
@@ -143,8 +143,9 @@ def run_look(
     shared = planned_shared_words(spec)
     callback = tracking_callback(spec, uri, state.parent_run_id, state.base, experiment.uri, None, shared)
     board = open_board(spec.name)  # noqa: F841 - held while the look runs
-    progress = SweepProgress(spec.name, len(plans), TrialNames(state.base, shared), spec.metric, experiment.uri)
-    progress.watch(spec.mode, spec.cpu, spec.gpu)
-    tuner = new_tuner(spec, state, (tune_config, space), (folder, experiment), [callback, progress])
-    code = finish(fit(tuner), callback, storage, SweepTracker(uri, spec.name), state)
+    progress = SweepProgress(spec.name, len(plans), callback.naming, spec.metric, experiment.uri)
+    accountant = ComputeWatch(spec.name, experiment.uri, spec.cpu, spec.gpu, state.budget, state.budget_unit)
+    progress.watch(spec.mode, spec.cpu, spec.gpu, accountant)  # a budget counts this look's trials
+    tuner = new_tuner(spec, state, (tune_config, space), (folder, experiment), [callback, progress, accountant])
+    code = finish(fit(tuner), callback, storage, SweepTracker(uri, spec.name), state, accountant)
     return mark_look_done(experiment) if code == 0 else code

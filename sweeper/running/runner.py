@@ -442,7 +442,7 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
     shared = planned_shared_words(spec)  # once: the console names trials as the tracking callback names runs
     callback = tracking_callback(spec, uri, parent_id, base, experiment.uri, submitter, shared)
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
-    progress = SweepProgress(spec.name, n_trials, TrialNames(base, shared), spec.metric, experiment.uri)
+    progress = SweepProgress(spec.name, n_trials, callback.naming, spec.metric, experiment.uri)  # as MLflow's
     accountant = ComputeWatch(spec.name, experiment.uri, spec.cpu, spec.gpu, state.budget, state.budget_unit)
     progress.watch(spec.mode, spec.cpu, spec.gpu, accountant)
     tuner = new_tuner(spec, state, (tune_config, param_space), (spec.name, storage), [callback, progress, accountant])
@@ -661,7 +661,7 @@ def drive_resume(
     accountant = resumed_accountant(callbacks, state, experiment.uri)
     for progress in (c for c in callbacks if isinstance(c, SweepProgress)):
         progress.watch(state.mode, state.cpu, state.gpu, accountant)
-        progress.name_of = TrialNames(state.base, callback.shared)  # a sweep begun before run names had Tune's
+        progress.name_of = callback.naming  # a sweep begun before run names had Tune's
     code = finish(fit(tuner), callback, storage, tracker, state, accountant)
     return mark_look_done(experiment) if look and code == 0 else code
 
@@ -914,7 +914,7 @@ def settle(
     and compute the sweep took."""
     experiment, parent_id, significance = storage.below(tracker.experiment), state.parent_run_id, state.significance
     record_finishing(experiment, state)
-    names = TrialNames(state.base, callback.shared)
+    names = callback.naming  # results.parquet's and the ranking's names, as MLflow's
     if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
         rows = with_earlier_looks(
             experiment, state, result_rows(grid, callback.outcomes, None, parent_id, state.base, names=names)

@@ -171,11 +171,6 @@ def colour(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
 
 
-def run_name(variant: str, seed: Any) -> str:
-    """A trial run's name: its variant's name and its seed, e.g. `SACT λ4 · seed 2`."""
-    return f"{variant} · seed {seed}"
-
-
 def mlflow_metrics(report: dict[str, Any], when: str, names: str = GROUPED_NAMES) -> dict[str, Any]:
     """The metrics of a report MLflow logs at this time (PER_EPOCH or AT_END), under their MLflow names. The final
     report carries the best epoch's values too: a per-epoch metric with `best` is logged with the end's values."""
