@@ -126,8 +126,25 @@ def init_ray(address: str | None) -> None:
                 "Ray",
             ) from None
     else:
-        with loopback_only():  # address="local": Ray starts its own and reads no $RAY_ADDRESS
-            ray.init(address=LOCAL_RAY, num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
+        start_local_ray()
+
+
+RAY_STARTUP_TIMEOUT = "timed out during startup"  # Ray 2.60's words when its raylet missed its 30 s (or agents 15 s)
+
+
+def start_local_ray(tries: int = 2) -> None:
+    """The sweep's own Ray on this machine; a start that timed out (Ray's raylet waits a fixed time for its agents,
+    which a loaded machine can exceed) is tried once more after Ray's own clean-up."""
+    for attempt in range(tries):
+        try:
+            with loopback_only():  # address="local": Ray starts its own and reads no $RAY_ADDRESS
+                ray.init(address=LOCAL_RAY, num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
+            return
+        except Exception as err:  # noqa: BLE001 - Ray raises a bare Exception for this
+            if RAY_STARTUP_TIMEOUT not in str(err) or attempt == tries - 1:
+                raise
+            ray.shutdown()
+            print(f"note: the local Ray {RAY_STARTUP_TIMEOUT} (a loaded machine?); starting it again", flush=True)
 
 
 @contextmanager
