@@ -215,7 +215,7 @@ def plan_lines(spec: SweepSpec) -> list[str]:
     lines = [
         f"{clip_path(spec.source)}: valid sweep {spec.name!r}",
         f"  algorithm {spec.search.algorithm}, scheduler {scheduler_words(spec.scheduler)}, {objective_words(spec)}",
-        f"  resources per trial: {spec.cpu:g} CPU, {spec.gpu:g} GPU; retries {spec.max_retries}",
+        f"  resources per trial: {spec.cpu:g} CPU, {spec.gpu:g} GPU; retries {spec.max_retries}{budget_words(spec)}",
     ]
     lines += [
         f"  {p.key}: {p.kind} {p.values}" + (f"  if {p.condition}" if p.condition else "") for p in spec.parameters
@@ -226,6 +226,12 @@ def plan_lines(spec: SweepSpec) -> list[str]:
     from sweeper.space.design import plan_lines as design_lines  # scipy's integration: only for a design
 
     return lines + design_lines(spec.design)
+
+
+def budget_words(spec: SweepSpec) -> str:
+    """`; budget 40 device-hours` where the space sets resources.budget."""
+    budget = spec.resources.budget
+    return "" if budget is None else f"; budget {budget:g} {spec.resources.budget_unit.replace('_', '-')}"
 
 
 def objective_words(spec: SweepSpec) -> str:

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sweeper import cli as sweeper_cli
+from sweeper.api import plan_lines
 from sweeper.running import sweeps
 from sweeper.running.compute import ComputeWatch, Spending, TrialClock, device_share, trial_spent
 from sweeper.running.progress import SweepProgress
@@ -135,6 +136,7 @@ def test_the_budget_is_a_bounded_number_of_hours_in_one_line(tmp_path, capsys):
 
     spec = parse_spec(space(budget=1.5, budget_unit="wall_hours"), "q.yaml")
     assert (spec.resources.budget, spec.resources.budget_unit) == (1.5, "wall_hours")
+    assert plan_lines(spec)[2].endswith("; budget 1.5 wall-hours")  # what `sweeper validate` prints
     assert parse_spec(space(), "q.yaml").resources.budget is None
     for bad in (0, -1, "lots", 1e6):
         with pytest.raises(SpecError, match=r"resources\.budget: (must be in \(0, 8784\]|expected a number)"):
