@@ -177,13 +177,18 @@ def print_json(value) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from sweeper.running.sweeps import table
+    """The table of every readable sweep, then one line on stderr per damaged one (exit 0: one was listed; with
+    nothing readable, sweep_infos refuses in one line)."""
+    from sweeper.running.sweeps import DAMAGED, table
 
     rows = [info.row() for info in api.sweep_infos(args.storage, args.address)]
+    damaged = [row for row in rows if row["state"] == DAMAGED]
     if args.json:
         print_json(rows)
     else:
-        print(printable(table(rows) or f"no sweeps in {args.storage}"))
+        print(printable(table([row for row in rows if row["state"] != DAMAGED]) or f"no sweeps in {args.storage}"))
+        for row in damaged:
+            say(f"sweeper list: {escape(row['name'])} is damaged: {one_line(row['detail'])}")
     return 0
 
 
