@@ -37,6 +37,7 @@ from nmt_core.gates.gate import (
 )
 from nmt_core.gates.network import configure_network
 from nmt_core.gates.settings import help_lines
+from nmt_core.gates.streams import closed, guard_streams, library_output, say, settle
 from nmt_core.models.transformer import head_labels
 from nmt_core.training import checkpoint
 from nmt_core.training.evaluate import attention_alignment, trace_table, write_traces
@@ -129,6 +130,8 @@ def check_beam(args: argparse.Namespace, command: str) -> None:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     check_beam(args, "nmt translate")
+    if closed("stdin"):  # `<&-`: nothing to read, said before a model is downloaded
+        raise ConfigError("stdin", "is closed; give the sentences on it (nmt translate ... < source.txt)", "translate")
     loaded = load_model(args)
     lines = decode_lines(read_bounded(sys.stdin.buffer, "stdin"), "stdin")
     hypotheses, _, _ = translate_lines(lines, loaded, args.beam or loaded.config.decode.beam_size, "stdin")
@@ -326,21 +329,31 @@ def main(argv: list[str] | None = None) -> int:
     """Parse and run the subcommand; its refusals are one line (exit 2), and whatever else is raised is the last-resort
     handler's one line (nmt_core/gates/faults.py: exit 2 for a store that failed, 1 for a fault, the traceback behind
     --debug)."""
-    parser = build_parser()
-    add_debug(parser)
-    enable_completion(parser)
-    args = parser.parse_args(argv)
+    guard_streams()  # a closed stream, an encoding that cannot write a character: never a fault
+    try:
+        parser = build_parser()
+        add_debug(parser)
+        enable_completion(parser)
+        args = parser.parse_args(argv)
+        with library_output(args.debug):
+            return run_command(args)
+    finally:
+        settle()
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """The parsed command; its refusal one line (exit 2), whatever else is raised the last-resort handler's."""
     try:
         configure_network(ConfigError)  # MLflow's calls (--model) under a deadline and a cap ($NMT_SWEEPER_TIMEOUT)
         return args.func(args)
     except (ConfigError, CorpusError, checkpoint.CheckpointError) as err:
-        print(f"nmt: error: {one_line(err)}", file=sys.stderr)  # the gate out: one line, no control character
+        say(f"nmt: error: {one_line(err)}")  # the gate out: one line, no control character
         return 2
     except TrainingDiverged as err:
-        print(f"nmt: training diverged: {one_line(err)}", file=sys.stderr)
+        say(f"nmt: training diverged: {one_line(err)}")
         return 1
     except KeyboardInterrupt:
-        print("nmt: interrupted", file=sys.stderr)
+        say("nmt: interrupted")
         return 130
     except Exception as err:  # noqa: BLE001 - the last resort: one line, never a traceback
         return report("nmt", err, args.debug)

@@ -19,6 +19,7 @@ from nmt_core.gates.cli_common import GateParser, add_version, enable_completion
 from nmt_core.gates.faults import add_debug, report, traceback_text
 from nmt_core.gates.gate import clip_path, escape, one_line, printable
 from nmt_core.gates.settings import help_lines
+from nmt_core.gates.streams import guard_streams, library_output, say, settle
 from sweeper import api
 from sweeper.space.spec import SPEC_SETTINGS
 
@@ -204,13 +205,18 @@ def print_json(value) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from sweeper.running.sweeps import table
+    """The table of every readable sweep, then one line on stderr per damaged one (exit 0: one was listed; with
+    nothing readable, sweep_infos refuses in one line)."""
+    from sweeper.running.sweeps import DAMAGED, table
 
     rows = [info.row() for info in api.sweep_infos(args.storage, args.address)]
+    damaged = [row for row in rows if row["state"] == DAMAGED]
     if args.json:
         print_json(rows)
     else:
-        print(printable(table(rows) or f"no sweeps in {args.storage}"))
+        print(printable(table([row for row in rows if row["state"] != DAMAGED]) or f"no sweeps in {args.storage}"))
+        for row in damaged:
+            say(f"sweeper list: {escape(row['name'])} is damaged: {one_line(row['detail'])}")
     return 0
 
 
@@ -491,19 +497,29 @@ def main(argv: list[str] | None = None) -> int:
     else is raised (a server's, a library's or this program's error) is the last-resort handler's one line
     (nmt_core/gates/faults.py): exit 2 for a store or server that failed, 1 for a fault, the traceback behind
     --debug."""
-    parser = build_parser()
-    add_debug(parser)
-    enable_completion(parser)
-    args = parser.parse_args(argv)
+    guard_streams()  # a closed stream, an encoding that cannot write a character: never a fault
+    try:
+        parser = build_parser()
+        add_debug(parser)
+        enable_completion(parser)
+        args = parser.parse_args(argv)
+        with library_output(args.debug):
+            return run_command(args)
+    finally:
+        settle()
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """The parsed command; its refusal one line (exit 2), whatever else is raised the last-resort handler's."""
     try:
         return args.func(args)
     except api.SweeperError as err:  # bad input (exit 2), a summary with no finished trial yet (exit 1)
         if args.debug and err.fault is not None:
-            sys.stderr.write(traceback_text(err.fault))
-        print(f"sweeper: error: {one_line(err)}", file=sys.stderr)
+            say(traceback_text(err.fault).rstrip("\n"))
+        say(f"sweeper: error: {one_line(err)}")
         return err.exit_code
     except KeyboardInterrupt:
-        print("sweeper: interrupted", file=sys.stderr)
+        say("sweeper: interrupted")
         return 130
     except Exception as err:  # noqa: BLE001 - the last resort: one line, never a traceback
         return report("sweeper", err, args.debug)

@@ -8,6 +8,7 @@ import sys
 from typing import Any, NoReturn
 
 from nmt_core.gates.gate import one_line
+from nmt_core.gates.streams import say
 
 PACKAGE = "nmt-sweeper"
 
@@ -54,5 +55,5 @@ class GateParser(argparse.ArgumentParser):
     quote what was typed) are one line through the gate's display, exit 2, like every other refusal."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+        say(f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)")
         sys.exit(2)

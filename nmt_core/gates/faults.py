@@ -11,10 +11,10 @@ driver runs with it).
 from __future__ import annotations
 
 import argparse
-import sys
 import traceback
 
 from nmt_core.gates.gate import hide_secrets, one_line, printable
+from nmt_core.gates.streams import say
 
 BAD_INPUT, FAULT = 2, 1
 # the libraries whose exceptions say that a store, a server or a cluster failed, by the module they are defined in
@@ -63,9 +63,9 @@ def add_debug(parser: argparse.ArgumentParser) -> None:
 def report(prog: str, err: BaseException, debug: bool) -> int:
     """The last-resort handler of a command line: the traceback with --debug, then one line; its exit code."""
     if debug:
-        sys.stderr.write(traceback_text(err))
+        say(traceback_text(err).rstrip("\n"))
     hint = "" if debug else f"; {prog} --debug shows its traceback"
-    print(f"{prog}: error: {fault_line(err, hint)}", file=sys.stderr)
+    say(f"{prog}: error: {fault_line(err, hint)}")
     return exit_code(err)
 
 

@@ -33,7 +33,7 @@ import sweeper.storage.conditional_writes as conditional_writes
 from nmt_core.config import ConfigError
 from nmt_core.gates.credentials import check_uri, redact
 from nmt_core.gates.deadline import command_passed
-from nmt_core.gates.gate import hide_secrets, seconds_from
+from nmt_core.gates.gate import hide_secrets, one_line, seconds_from
 from nmt_core.gates.yaml_input import shown
 from sweeper.space.spec import BUDGET_UNITS, NAME_RULE, SpecError, check_name
 from sweeper.storage.store import Storage, open_storage
@@ -54,6 +54,7 @@ LAST_SECOND = 253_402_300_800  # 10000-01-01: a stored time beyond it is damage
 STARTING, RUNNING, WAITING, STOPPING = "starting", "running", "waiting for resources", "stopping"
 FINISHING = "finishing"  # the trials are over; the driver records the results, models and summary
 STOPPED, FINISHED, FAILED, UNKNOWN = "stopped", "finished", "failed", "unknown"
+DAMAGED = "damaged"  # `sweeper list`'s word for a sweep whose records cannot be read (its detail says why)
 LIVE = (STARTING, RUNNING, WAITING, STOPPING, FINISHING)  # a driver is (or should be) at work
 STATES = (*LIVE, STOPPED, FINISHED, FAILED)
 ENDED = {0: FINISHED, 1: FAILED, 3: FINISHED, 130: STOPPED}  # run_sweep's exit code -> the state it leaves
@@ -464,7 +465,11 @@ def cluster(address: str | None, source: str):
 def list_sweeps(storage_uri: str, address: str | None) -> list[SweepInfo]:
     """Every sweep in the storage, and on the cluster at `address`: those its jobs ran, wherever their storage."""
     storage = open_storage(storage_uri, "sweeper list")
-    found = {name: from_storage(storage.below(name), name) for name in sweep_names(storage)}
+    found = {name: readable(storage.below(name), name) for name in sweep_names(storage)}
+    damaged = [info for info in found.values() if info.state == DAMAGED]
+    if damaged and len(damaged) == len(found):  # nothing to list: the first damage, in one line
+        why = f"no readable sweep in {storage.uri}: {len(damaged)} damaged; {damaged[0].detail}"
+        raise SpecError("--storage", why, "sweeper list")
     client = cluster(address, "sweeper list")
     if client is not None:
         by_id = {info.job_id: info for info in found.values() if info.job_id}
@@ -474,6 +479,15 @@ def list_sweeps(storage_uri: str, address: str | None) -> list[SweepInfo]:
             elif name not in found:
                 found[name] = from_job(name, job)
     return sorted(found.values(), key=lambda info: (info.started_at or "", info.name), reverse=True)
+
+
+def readable(experiment: Storage, name: str) -> SweepInfo:
+    """A sweep as from_storage reads it, or, where its records are damaged, a DAMAGED row saying why in one line: in
+    a lab's shared storage one sweep's bad record (a C1 or bidi character in `started_by`) hid everybody's."""
+    try:
+        return from_storage(experiment, name)
+    except ConfigError as err:
+        return SweepInfo(name, DAMAGED, detail=one_line(err))
 
 
 def find(name: str, storage_uri: str, address: str | None, source: str) -> tuple[SweepInfo, Storage, Any]:
