@@ -985,16 +985,18 @@ def record_end(
 
 
 def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) -> None:
-    """The papers' tables at the end of a run, into storage beside results.parquet; a summary problem never fails a
-    finished sweep."""
+    """The papers' tables at the end of a run, into storage beside results.parquet, and the console's end: the table,
+    then the verdict (sweeper.summary.headline); a summary problem never fails a finished sweep."""
     from sweeper.summary import render_markdown, summarize
-    from sweeper.summary.report import changed_head, design_head
+    from sweeper.summary.headline import headline
+    from sweeper.summary.report import changed_head
 
     try:
         with tempfile.TemporaryDirectory() as folder:
             summary = summarize(tracker.experiment, tracker.uri, Path(folder), ["md"], run_id=parent_id)
             experiment.upload(Path(folder), SUMMARY_DIR)
-        verdicts = "".join(line + "\n" for line in changed_head(summary) + design_head(summary))
-        print("\n" + verdicts + render_markdown(summary) + f"summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
+        verdict = changed_head(summary) + headline(summary, "summary.md (the next line)", fenced=False)
+        print("\n" + render_markdown(summary) + "\n" + "".join(line + "\n" for line in verdict), end="")
+        print(f"summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
     except Exception as err:  # noqa: BLE001 - reported, the sweep itself succeeded
         print(f"summary skipped: {err} (run `sweeper summarize {tracker.experiment}` to retry)")
