@@ -62,6 +62,55 @@ def texts(driver: WebDriver, css: str) -> list[str]:
     return [element.text.strip() for element in driver.find_elements(By.CSS_SELECTOR, css)]
 
 
+# MLflow 3.17 opens its assistant panel (a third of the window) once per browser profile, on the first page it shows
+# under localhost, 127.0.0.1 or ::1; these localStorage entries (its useLocalStorage keys, `<key>_v1`, JSON) say it
+# opened once and was closed. No link or tag does it: a researcher closes it once (docs/operations.md)
+ASSISTANT_SEEN = {"mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": "true", "mlflow.assistant.panelOpen_v1": "false"}
+
+
+def assistant_seen(driver: WebDriver, link: str) -> None:
+    """A fresh profile that has seen and closed MLflow's assistant once, on the origin of `link`: its entries are
+    written on a page of that origin that is not the UI (`/version`), before the UI ever loads."""
+    driver.get(link.split("/#/")[0].rstrip("/") + "/version")
+    for key, value in ASSISTANT_SEEN.items():
+        driver.execute_script("window.localStorage.setItem(arguments[0], arguments[1])", key, value)
+
+
+def on_screen(driver: WebDriver, element, partly: bool = False) -> bool:
+    """Whether `element` lies inside the window, unscrolled, what a researcher sees without scrolling: wholly, or
+    `partly` (its top on the screen, across its width)."""
+    script = (
+        "const r = arguments[0].getBoundingClientRect();"
+        "return r.width > 0 && r.left >= 0 && r.top >= 0 && r.right <= innerWidth"
+        " && (arguments[1] ? r.top < innerHeight : r.bottom <= innerHeight);"
+    )
+    return bool(driver.execute_script(script, element, partly))
+
+
+def scroll_below(driver: WebDriver, element) -> None:
+    """Scroll the nearest scrolled area holding `element` (MLflow's charts) to just below it."""
+    script = (
+        "let area = arguments[0].parentElement;"
+        "const scrolls = (a) => a.scrollHeight > a.clientHeight && /auto|scroll/.test(getComputedStyle(a).overflowY);"
+        "while (area && !scrolls(area)) area = area.parentElement;"
+        "if (area) area.scrollBy(0, arguments[0].getBoundingClientRect().bottom - area.getBoundingClientRect().top);"
+    )
+    driver.execute_script(script, element)
+
+
+def react_prop_length(driver: WebDriver, element, prop: str) -> int | None:
+    """The length of the array prop `prop` of the nearest React component above `element` that has one: what a
+    chart was handed to draw (MLflow's parallel coordinates draw on a canvas, whose lines the DOM does not hold)."""
+    script = (
+        "let node = arguments[0], key = Object.keys(node).find(k => k.startsWith('__reactFiber$'));"
+        "for (let fiber = node[key]; fiber; fiber = fiber.return) {"
+        "  const props = fiber.memoizedProps;"
+        "  if (props && Array.isArray(props[arguments[1]])) return props[arguments[1]].length; }"
+        "return null;"
+    )
+    return driver.execute_script(script, element, prop)
+
+
 def close_assistant(driver: WebDriver) -> None:
     """MLflow 3.17 opens its "MLflow Assistant" beside every page of a browser that never closed it: closed, the
     page gets the window's width (it is per-browser state, not the sweep's view)."""

@@ -1,9 +1,10 @@
 """Redraw the screenshots of docs/operations.md ("Comparing the trials in MLflow"): a small real sweep against a
-real `mlflow server`, its printed link opened in Debian's headless Chromium (as the browser test does), one PNG a
-view. It lives beside the PNGs it writes; run it from the repository root after an MLflow upgrade or a change of
-what a sweep logs, then look at every PNG before committing them:
+real `mlflow server`, its printed links opened in Debian's headless Chromium at 1280x800 in a fresh profile that has
+closed MLflow's assistant panel once (as the browser test does), one PNG a view. It lives beside the PNGs it writes;
+run it from the repository root after an MLflow upgrade or a change of what a sweep logs, then look at every PNG
+before committing them:
 
-    python docs/screenshots/make_screenshots.py            # about 3 minutes on 2 cores
+    python docs/screenshots/make_screenshots.py            # about 4 minutes on 2 cores
 
 Needs the `test` extra (selenium) and Debian's `chromium chromium-driver`.
 """
@@ -14,29 +15,58 @@ import argparse
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.* below
 
 from selenium.webdriver.common.by import By  # noqa: E402
 
-from sweeper.tracking.mlflow_view import SETTINGS_SECTION  # noqa: E402
-from tests.browser import COMPARED, chromium, close_assistant, group_also_by, texts, wait_for  # noqa: E402
+from tests.browser import (  # noqa: E402
+    COMPARED,
+    assistant_seen,
+    chromium,
+    close_assistant,
+    group_also_by,
+    scroll_below,
+    texts,
+    wait_for,
+)
 from tests.e2e.sweeps import LEAN_TRACKING, SPACE, run_watched, write_space  # noqa: E402
 from tests.servers import MlflowServer  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SETTLE_S = 3.0  # after the last awaited element: charts animate, images decode
+WINDOW = (1280, 800)
+SECTION = "[data-testid='experiment-view-compare-runs-section-header']"
+CARD = "[data-testid='experiment-view-compare-runs-card']"
+DESCRIPTION = "[data-testid='note-editor-preview-content']"
 
 
-def run_sweep(folder: Path, uri: str) -> tuple[str, str, str, str, str]:
-    """3 variants x 2 seeds, 2 epochs: enough for curves and for groups; returns the printed links (the comparison,
-    the translations), the experiment id, the parent run and the best trial's run."""
+@dataclass
+class Sweep:
+    """What the screenshots open: the printed links and the runs behind them."""
+
+    link: str  # the comparison
+    trials: str  # every trial's charts
+    translations: str  # every trial's translations side by side
+    runs: str  # the experiment's runs page (no view)
+    parent: str
+    best: str
+
+
+def printed(stdout: str, start: str) -> str:
+    return next(line for line in stdout.splitlines() if line.startswith(start)).removeprefix(start)
+
+
+def run_sweep(folder: Path, uri: str) -> Sweep:
+    """3 variants x 2 seeds, 2 epochs: enough for curves with bands and for groups; lambda swept for SACT only."""
     space = write_space(
         folder,
         name="screenshots",
-        parameters={"attention.temperature": {"grid": ["none", "sact"]}, "attention.sentinel": SPACE["parameters"]
-                    ["attention.sentinel"]},
+        parameters={"attention.temperature": {"grid": ["none", "sact"]},
+                    "attention.lambda": {"grid": [4], "if": {"attention.temperature": ["sact"]}},
+                    "attention.sentinel": SPACE["parameters"]["attention.sentinel"]},
         search={"max_concurrent": 2, "repeats": 2},
         tracking={**LEAN_TRACKING, "plots": "best"},
         **{"base.train": {**SPACE["base"]["train"], "epochs": 2}},
@@ -44,32 +74,81 @@ def run_sweep(folder: Path, uri: str) -> tuple[str, str, str, str, str]:
     sweep = run_watched(space, folder, uri)
     if sweep.returncode:
         raise SystemExit(f"the sweep failed ({sweep.returncode}):\n{sweep.stdout[-2000:]}{sweep.stderr[-2000:]}")
-    link = next(line for line in sweep.stdout.splitlines() if line.startswith("MLflow: ")).removeprefix("MLflow: ")
-    translations = next(line for line in sweep.stdout.splitlines() if line.startswith("translations side by side"))
     runs = sweep.client.search_runs([sweep.client.get_experiment_by_name(sweep.name).experiment_id])
     parent = next(run for run in runs if run.data.tags.get("sweeper.role") == "sweep")
-    best = parent.data.tags["sweeper.best_run_id"]
-    return link, translations.split(": ", 1)[1], parent.info.experiment_id, parent.info.run_id, best
+    return Sweep(
+        printed(sweep.stdout, "MLflow: "),
+        printed(sweep.stdout, "every trial, a dot per seed and the parallel coordinates: "),
+        printed(sweep.stdout, "translations side by side (the first 10 trials by best dev BLEU): "),
+        f"{uri}/#/experiments/{parent.info.experiment_id}/runs",
+        parent.info.run_id,
+        parent.data.tags["sweeper.best_run_id"],
+    )
 
 
-def shoot(driver, url: str, ready: str, what: str, path: Path) -> None:
-    """Open `url`, wait until an element matching the CSS `ready` shows text, close the assistant panel, save."""
+def save(driver, path: Path, settle: float = SETTLE_S) -> None:
+    time.sleep(settle)
+    driver.save_screenshot(str(path))
+    print(f"wrote {path}")
+
+
+def shoot(driver, url: str, ready: str, what: str, path: Path, text: bool = True) -> None:
+    """Open `url`, wait until an element matching the CSS `ready` is there (and shows `text`), close the assistant
+    (if open), save."""
     driver.get(url)
-    wait_for(driver, lambda d: any(texts(d, ready)), what)
+    wait_for(driver, lambda d: any(texts(d, ready)) if text else d.find_elements(By.CSS_SELECTOR, ready), what)
     close_assistant(driver)
-    time.sleep(SETTLE_S)
-    driver.save_screenshot(str(path))
-    print(f"wrote {path}")
+    save(driver, path)
 
 
-def compare_translations(driver, link: str, path: Path) -> None:
-    """The evaluation view of the trials' translations, with `reference` picked in its "Group by" (one pick) so that
-    each row shows the source, the reference and every trial's hypothesis."""
-    shoot(driver, link, COMPARED, "the hypotheses compared", path)
+def scrolled_to(driver, css: str, starts: str, path: Path) -> None:
+    """Bring the first element matching `css` whose text starts with `starts` into view, save."""
+
+    def found(d):
+        return [e for e in d.find_elements(By.CSS_SELECTOR, css) if e.text.startswith(starts)]
+
+    driver.execute_script("arguments[0].scrollIntoView()", wait_for(driver, found, starts)[0])
+    save(driver, path, SETTLE_S * 2)
+
+
+def comparison(driver, sweep: Sweep, out: Path) -> None:
+    """The runs table grouped by variant, the charts' answer, the end-of-run values."""
+    shoot(driver, sweep.link, "[role='row'] [col-id]", "the runs table", out / "mlflow-runs-grouped.png")
+    shoot(driver, sweep.link + "&compareRunsMode=CHART", SECTION, "the charts", out / "mlflow-charts.png")
+    scrolled_to(driver, SECTION, "result", out / "mlflow-charts-results.png")
+
+
+def every_trial(driver, sweep: Sweep, out: Path) -> None:
+    """The ungrouped view's charts: a dot per seed, then the parallel coordinates."""
+    shoot(driver, sweep.trials, CARD, "the charts of every trial", out / "mlflow-charts-trials.png")
+    strip = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, CARD), "the dot per seed")[0]
+    scroll_below(driver, strip)
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".parcoords .label"), "the parallel coordinates")
+    save(driver, out / "mlflow-charts-parallel.png", SETTLE_S * 2)
+
+
+def parent_run(driver, sweep: Sweep, out: Path) -> None:
+    """The parent's description folded (the verdict first), its figures below "Show more", the translations page."""
+    page = f"{sweep.runs}/{sweep.parent}?workflowType=machine_learning"
+    shoot(driver, page, DESCRIPTION, "the parent's description", out / "mlflow-parent.png")
+    for button in driver.find_elements(By.XPATH, "//*[text()='Show more']"):
+        button.click()  # the whole description, its figures below the table
+    figure = driver.find_elements(By.CSS_SELECTOR, f"{DESCRIPTION} img")[0]
+    driver.execute_script("arguments[0].scrollIntoView()", figure)
+    save(driver, out / "mlflow-parent-figure.png")
+    artifact = f"{sweep.runs}/{sweep.parent}/artifacts/summary/translations.html?workflowType=machine_learning"
+    page = out / "mlflow-translations-page.png"
+    shoot(driver, artifact, "iframe.mlflow-html-iframe", "the translations page", page, text=False)
+
+
+def translations(driver, sweep: Sweep, out: Path) -> None:
+    """A trial's translations table; the trials' translations side by side in the evaluation view, with
+    `reference` picked in its "Group by" (one pick), so that each row shows source, reference and hypotheses."""
+    table = f"{sweep.runs}/{sweep.best}/artifacts/translations/test.json?workflowType=machine_learning"
+    shoot(driver, table, "table th, [role='columnheader']", "a translations table", out / "mlflow-translations.png")
+    shoot(driver, sweep.translations, COMPARED, "the hypotheses compared", out / "mlflow-translations-compare.png")
     group_also_by(driver, "reference")
-    time.sleep(SETTLE_S)
-    driver.save_screenshot(str(path))
-    print(f"wrote {path}")
+    save(driver, out / "mlflow-translations-compare.png")
 
 
 def main() -> None:
@@ -79,37 +158,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = MlflowServer(Path(tmp))
         try:
-            link, translations_link, experiment_id, parent, best = run_sweep(Path(tmp), server.uri)
-            runs = f"{server.uri}/#/experiments/{experiment_id}/runs"
-            with chromium(1920, 1000) as driver:  # wide enough for every column of the runs table
-                shoot(driver, link, "[role='row'] [col-id]", "the runs table", out / "mlflow-runs-grouped.png")
-                charts = "[data-testid='experiment-view-compare-runs-section-header']"
-                shoot(driver, link + "&compareRunsMode=CHART", charts, "the charts", out / "mlflow-charts.png")
-                result = next(c for c in driver.find_elements(By.CSS_SELECTOR, charts) if c.text.startswith("result"))
-                driver.execute_script("arguments[0].scrollIntoView()", result)
-                time.sleep(SETTLE_S * 2)
-                driver.save_screenshot(str(out / "mlflow-charts-results.png"))
-                print(f"wrote {out / 'mlflow-charts-results.png'}")
-                own = SETTINGS_SECTION["name"]  # the parallel coordinates' section, after result's
-                section = next(c for c in driver.find_elements(By.CSS_SELECTOR, charts) if c.text.startswith(own))
-                driver.execute_script("arguments[0].scrollIntoView()", section)
-                time.sleep(SETTLE_S * 2)
-                driver.save_screenshot(str(out / "mlflow-charts-parallel.png"))
-                print(f"wrote {out / 'mlflow-charts-parallel.png'}")
-                description = "[data-testid='note-editor-preview-content']"
-                parent_page = f"{runs}/{parent}?workflowType=machine_learning"
-                shoot(driver, parent_page, description, "the parent's description", out / "mlflow-parent.png")
-                for button in driver.find_elements(By.XPATH, "//*[text()='Show more']"):
-                    button.click()  # the whole description, its figures below the table
-                figure = driver.find_elements(By.CSS_SELECTOR, f"{description} img")[0]
-                driver.execute_script("arguments[0].scrollIntoView()", figure)
-                time.sleep(SETTLE_S)
-                driver.save_screenshot(str(out / "mlflow-parent-figure.png"))
-                print(f"wrote {out / 'mlflow-parent-figure.png'}")
-                translations = f"{runs}/{best}/artifacts/translations/test.json?workflowType=machine_learning"
-                shoot(driver, translations, "table th, [role='columnheader']", "a translations table",
-                      out / "mlflow-translations.png")  # fmt: skip
-                compare_translations(driver, translations_link, out / "mlflow-translations-compare.png")
+            sweep = run_sweep(Path(tmp), server.uri)
+            with chromium(*WINDOW) as driver:
+                assistant_seen(driver, sweep.link)
+                for shots in (comparison, every_trial, parent_run, translations):
+                    shots(driver, sweep, out)
         finally:
             server.stop()
 

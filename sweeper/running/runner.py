@@ -70,8 +70,9 @@ from sweeper.tracking.metrics import (
     final_result,
     parent_metrics,
 )
-from sweeper.tracking.mlflow_view import share_view, translations_link
-from sweeper.tracking.names import TrialNames, shared_words
+from sweeper.tracking.mlflow_charts import categorical_axes, decoding, group_colours
+from sweeper.tracking.mlflow_view import SweepView, page, recorded_port, saved_pages, share_view, translations_link
+from sweeper.tracking.names import TrialNames, shared_words, variant_name
 from sweeper.tracking.runs import (
     MlflowTrackingCallback,
     SweepTracker,
@@ -388,6 +389,24 @@ def planned_shared_words(spec: SweepSpec) -> dict[str, str]:
     return shared_words(plan.config(spec.base) for plan in plan_trials(spec))
 
 
+def planned_colours(spec: SweepSpec, shared: dict[str, str]) -> dict[str, str]:
+    """label -> colour of each planned variant: the colour MLflow gives its group (mlflow_charts.group_colours),
+    so that the runs, their groups and the summary's figures share one palette; none where two of them collide."""
+    names = {plan.variant: variant_name(plan.config(spec.base), shared) for plan in plan_trials(spec)}
+    return group_colours(names)
+
+
+def sweep_view(spec: SweepSpec) -> SweepView:
+    """What the sweep's saved views show: its swept settings (the seed has a column of its own), those its
+    parallel coordinates read as text, and how its test and dev BLEU decode."""
+    cfg = spec.base_config
+    return SweepView(
+        tuple(dict.fromkeys(p.key for p in spec.parameters if p.key != "train.seed")),
+        categorical_axes(spec.parameters),
+        decoding(cfg.decode.beam_size, cfg.decode.dev_beam_size),
+    )
+
+
 def tracking_callback(
     spec: SweepSpec,
     uri: str,
@@ -397,10 +416,12 @@ def tracking_callback(
     user: str | None,
     shared: dict[str, str],
 ) -> MlflowTrackingCallback:
-    """A new sweep's MLflow writer: its trial runs hold every axis the search varies, `user` (a submitted sweep's
-    submitter) as MLflow's User, and names without the `shared` words (planned_shared_words)."""
+    """A new sweep's MLflow writer: its trial runs hold every axis the search varies (those its charts read as text
+    twice), `user` (a submitted sweep's submitter) as MLflow's User, names without the `shared` words
+    (planned_shared_words) and the colours MLflow gives their groups (planned_colours)."""
     axes = tuple(dict.fromkeys(parameter.key for parameter in spec.parameters))
     settings = {"new_sweep": True, "models": spec.models, "axes": axes, "user": user, "shared": shared}
+    settings.update(colours=planned_colours(spec, shared), categorical=categorical_axes(spec.parameters))
     return MlflowTrackingCallback(uri, spec.name, parent_id, base, storage_uri, **settings)
 
 
@@ -441,8 +462,7 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
     if spec.design.declared:  # frozen on the parent run before any trial starts (sweeper.space.design)
         plan["design"] = design_digest(spec.design)
     parent_id = tracker.start_sweep(spec.text, plan)
-    axes = [p.key for p in spec.parameters if p.key != "train.seed"]  # the seed has a column of its own
-    link = share_view(tracker.client, uri, tracker.experiment_id, parent_id, axes)
+    link = share_view(tracker.client, uri, tracker.experiment_id, parent_id, sweep_view(spec))
     print_notes(spec.name, experiment.uri, earlier, uri if new_store else None)
     record = new_state(spec, uri, parent_id, tracker.experiment_id, base, n_trials, study, job) | {LINK_KEY: link}
     conditional_writes.write_record(experiment, json.dumps(record, indent=2), STATE_FILE)
@@ -975,9 +995,7 @@ def settle(
         return Ending(130, rows)
     tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
     summary = write_summary(experiment, tracker, parent_id) if count["TERMINATED"] else None
-    if translations := translations_link(tracker.client, tracker.uri, parent_id):
-        print(f"translations side by side (the first 10 trials by best dev BLEU): {translations}")
-    print(f"MLflow: {mlflow_link(state, tracker)}")  # the sweep's last line: where to compare its trials
+    print_links(state, tracker)
     return Ending(code, rows, summary)
 
 
@@ -1013,6 +1031,18 @@ def verdict_line(state: SweepState, ending: Ending) -> str:
         + f"; best {state.metric} {best[state.metric]:.2f} ({best['run_name']})"
         + (f", test BLEU avg {test:.2f}" if test is not None else "")
     )
+
+
+def print_links(state: SweepState, tracker: SweepTracker) -> None:
+    """The sweep's last lines: every trial's charts and translations (the ungrouped saved view, where it was
+    written), then the comparison; on a database store each the `mlflow ui` command on the comparison's port."""
+    link = mlflow_link(state, tracker)
+    port = recorded_port(link)
+    if translations := translations_link(tracker.client, tracker.uri, state.parent_run_id, port):
+        trials = saved_pages(tracker.client, state.parent_run_id).trials
+        print(f"every trial, a dot per seed and the parallel coordinates: {page(tracker.uri, trials, port)}")
+        print(f"translations side by side (the first 10 trials by best dev BLEU): {translations}")
+    print(f"MLflow: {link}")  # the sweep's last line: where to compare its trials
 
 
 def with_earlier_looks(experiment: Storage, state: SweepState, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1119,20 +1149,22 @@ def record_end(
 
 
 def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) -> Any:
-    """The papers' tables at the end of a run, into storage beside results.parquet; the Summary, or None where it
-    could not be written: a summary problem never fails a finished sweep."""
+    """The papers' tables at the end of a run, into storage beside results.parquet, and the console's end: the tables,
+    then the verdict (sweeper.summary.headline); the Summary, or None where it could not be written: a summary
+    problem never fails a finished sweep."""
     from sweeper.summary import render_markdown, summarize
-    from sweeper.summary.report import changed_head, design_head
+    from sweeper.summary.headline import headline
+    from sweeper.summary.report import changed_head
     from sweeper.summary.tables import render_metrics
 
     try:
         with tempfile.TemporaryDirectory() as folder:
             summary = summarize(tracker.experiment, tracker.uri, Path(folder), ["md"], run_id=parent_id)
             experiment.upload(Path(folder), SUMMARY_DIR)
-        verdicts = "".join(line + "\n" for line in changed_head(summary) + design_head(summary))
         metrics = "" if summary.metric_table is None else "\n" + render_metrics(summary, summary.metric_table)
-        shown = verdicts + render_markdown(summary) + metrics
-        print(f"\n{shown}summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
+        verdict = changed_head(summary) + headline(summary, "summary.md (the next line)", fenced=False)
+        print("\n" + render_markdown(summary) + metrics + "\n" + "".join(line + "\n" for line in verdict), end="")
+        print(f"summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
     except Exception as err:  # noqa: BLE001 - reported, the sweep itself succeeded
         print(f"summary skipped: {err} (run `sweeper summarize {tracker.experiment}` to retry)")
         return None

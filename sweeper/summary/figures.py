@@ -21,6 +21,7 @@ from sweeper.summary.plots import (
     fixed_tau_curve,
     head_temperature_heatmap,
     parallel_coordinates,
+    strip_plot,
     temperature_heatmap,
 )
 from sweeper.summary.records import TOP_ROWS, TrialRecord, best_of, has_gate_or_sact
@@ -34,6 +35,7 @@ from sweeper.summary.statistics import (
     seed_interval,
     temperature_keys,
 )
+from sweeper.summary.tables import shown_rows
 from sweeper.tracking.metrics import RUN_COLOUR, colour
 
 SENTINEL_THRESHOLD = 0.9  # Li & Zhu Table 2
@@ -58,6 +60,9 @@ class FigureData:
     sentinel: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)  # gated row -> its words
     word_classes: word_classes.WordClasses | None = None  # tau and gate by word class, teacher-forced
     curve_colours: list[str] = field(default_factory=list)  # each dev curve's colour, as its runs' in MLflow
+    strip: list[tuple[str, list[float]]] = field(default_factory=list)  # row label -> each seed's test BLEU (avg)
+    strip_colours: list[str] = field(default_factory=list)  # each strip's colour, as its runs' in MLflow
+    strip_label: str = "test BLEU"  # its axis: the one test set's name, or the average over several
 
 
 def sentinel_words(table: pa.Table, threshold: float = SENTINEL_THRESHOLD, top: int = 15) -> list[tuple[str, int]]:
@@ -144,6 +149,11 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table]) -> Fi
         summary.test_sets[0],
         curve_colours=row_colours(drawn),
     )
+    shown = shown_rows(summary)  # the rows the BLEU table shows, in its order
+    data.strip = [(row.label, [r.metrics["bleu_test_avg"] for r in row.records]) for row in shown]
+    data.strip_colours = row_colours(shown)
+    sets = summary.test_sets
+    data.strip_label = f"test BLEU ({sets[0]})" if len(sets) == 1 else "test BLEU (avg over the test sets)"
     points, data.bands = fixed_tau_figure(summary)
     temperatures = data.bands or any(p.tau != 1.0 for p in points)
     if len(points) >= MIN_CURVE_POINTS:
@@ -170,11 +180,15 @@ def figure_data(summary: Summary, traces: dict[tuple[str, str], pa.Table]) -> Fi
     return data
 
 
+STRIP = "bleu_by_variant.png"  # the first figure of the parent's description (report.figure_links)
+
+
 def draw_figures(data: FigureData, out: Path) -> list[str]:
     """The figures into `out`, and the summary's sections that show them."""
+    sections = strip_section(data, out)
     dev_curves(data.dev_curves, out / "dev_bleu_curves.png", data.curve_colours)
     which = "" if len(data.dev_curves) == data.rows else f"; the {len(data.dev_curves)} best of {data.rows} rows"
-    sections = [
+    sections += [
         f"## Dev BLEU by epoch (convergence{which})\n\nBold: the mean over seeds, as far as every seed ran; dashed: "
         "past it, the mean over the seeds still training; thin: each seed to its own last epoch (x: a seed that "
         "ended before the variant's longest).\n\n"
@@ -207,6 +221,18 @@ def draw_figures(data: FigureData, out: Path) -> list[str]:
             "(dev sentence 0)\n\n![tau per head](temperature_heads.png)\n"
         )
     return sections + word_sections(data)
+
+
+def strip_section(data: FigureData, out: Path) -> list[str]:
+    """Test BLEU by variant, a dot per seed: the spread of each row at a glance (none without rows)."""
+    if not data.strip:
+        return []
+    strip_plot(data.strip, data.strip_colours, out / STRIP, data.strip_label)
+    return [
+        "## Test BLEU by variant, a dot per seed\n\nEach seed's test BLEU (the average over the test sets), in its "
+        "runs' colour in MLflow; the black bar is the row's mean, the number the tables give.\n\n"
+        f"![BLEU by variant]({STRIP})\n"
+    ]
 
 
 def word_sections(data: FigureData) -> list[str]:

@@ -148,6 +148,27 @@ def fixed_tau_curve(
     plt.close(fig)
 
 
+def strip_plot(variants: list[tuple[str, list[float]]], colours: list[str], path: Path, ylabel: str) -> None:
+    """Test BLEU by variant, one dot per seed (Optuna's slice plot, W&B's grouped runs): the spread a mean hides.
+    Each variant in its runs' colour; its mean a short black bar. Seeds side by side, a little apart, so that
+    equal scores stay two dots."""
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.1 * len(variants) + 1.5), 3.6))
+    for x, ((_, scores), colour) in enumerate(zip(variants, colours)):
+        offsets = np.linspace(-0.12, 0.12, len(scores)) if len(scores) > 1 else np.zeros(1)
+        ax.scatter(x + offsets, scores, s=36, color=colour, edgecolor="black", linewidth=0.5, zorder=3)
+        ax.hlines(np.mean(scores), x - 0.25, x + 0.25, color="black", linewidth=1.6, zorder=2)
+    labels = [label for label, _ in variants]
+    rotate = max(len(label) for label in labels) > 14  # a variant's slot is ~130 pixels: ~18 characters of ticks
+    ax.set_xticks(range(len(variants)), labels, rotation=25 if rotate else 0, ha="right" if rotate else "center")
+    ax.set_xlim(-0.6, len(variants) - 0.4)
+    ax.set_ylabel(ylabel)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title("one dot per seed; bar: the mean", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def dev_curves(variants: list[tuple[str, list[list[float]]]], path: Path, colours: list[str] | None = None) -> None:
     """Dev BLEU per epoch, one colour per variant (`colours`, one a variant: those of its runs in MLflow; else
     matplotlib's cycle): has training converged?

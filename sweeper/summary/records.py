@@ -48,6 +48,7 @@ from sweeper.tracking.metrics import (
     SETTING_PREFIX,
     TRIAL_ID,
     VARIANT,
+    VIEW_PREFIX,
     history_name,
     report_key,
 )
@@ -299,8 +300,13 @@ def bulk_values(client: MlflowClient, key: str, run_ids: list[str]) -> list[tupl
 
 def settings_of(params: dict[str, str]) -> dict[str, str]:
     """A trial run's params as the summary reads them: its settings and variant, without what is logged only for
-    MLflow's columns (the `seed` beside `train.seed`, a swept axis's `n/a` on a variant that does not use it)."""
-    return {key: value for key, value in params.items() if key != SEED_PARAM and value != NOT_APPLICABLE}
+    MLflow's columns (the `seed` beside `train.seed`, a swept axis's `n/a` on a variant that does not use it, the
+    `view/` params its charts read)."""
+    return {
+        key: value
+        for key, value in params.items()
+        if key != SEED_PARAM and value != NOT_APPLICABLE and not key.startswith(VIEW_PREFIX)
+    }
 
 
 def readable(params: dict[str, str]) -> bool:

@@ -5,7 +5,9 @@ snapshot, read from MLflow or built by hand.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
@@ -20,8 +22,9 @@ from sweeper.summary.choose import choose_on_objective
 from sweeper.summary.combine import combine
 from sweeper.summary.costs import cost_table
 from sweeper.summary.data import read_data, write_data
-from sweeper.summary.figures import draw_figures, figure_data, importance_sections
+from sweeper.summary.figures import STRIP, draw_figures, figure_data, importance_sections
 from sweeper.summary.findings import add_findings
+from sweeper.summary.headline import headline
 from sweeper.summary.metric_table import metric_table
 from sweeper.summary.pareto import pareto_front
 from sweeper.summary.plots import pareto_plot
@@ -45,9 +48,10 @@ from sweeper.summary.tables import (
     shown_rows,
 )
 from sweeper.summary.tau_epochs import render_observed_epochs, render_tau_epochs
+from sweeper.summary.translations_page import PAGE, write_page
 from sweeper.tracking.metrics import NOTE, SUMMARY_DIR
 from sweeper.tracking.mlflow_tables import csv_table, mark_tables, write_table
-from sweeper.tracking.mlflow_view import described_links
+from sweeper.tracking.mlflow_view import artifact_page, described, described_links
 
 
 def summarize(
@@ -86,13 +90,25 @@ def summarize(
     if heatmaps:  # drawn into the best trials' runs (tracking.plots: best), so summary.md says where
         with (out / "summary.md").open("a", encoding="utf-8") as markdown:
             markdown.write("\n" + "\n".join(heatmaps))
+    page = write_page(client, snapshot, summary, out)
     client.log_artifacts(snapshot.parent_id, str(out), SUMMARY_DIR)
     log_bleu_table(client, snapshot.parent_id, summary)
-    links = described_links(client, tracking_uri, snapshot.parent_id)
-    client.set_tag(
-        snapshot.parent_id, NOTE, parent_note(snapshot, summary, figure_links(snapshot.parent_id, out), *links)
-    )
+    describe(client, tracking_uri, snapshot, summary, out, page)
     return summary
+
+
+def describe(client: MlflowClient, uri: str, snapshot: SweepSnapshot, summary: Summary, out: Path, page: bool) -> None:
+    """The parent run's description (parent_note), with its links: the saved views, summary.md and, where it was
+    written, translations.html (artifact pages MLflow previews)."""
+    parent = snapshot.parent_id
+    pages = described_links(client, uri, parent)
+    experiment_id = client.get_run(parent).info.experiment_id
+
+    def artifact(name: str) -> str:
+        return described(uri, artifact_page(experiment_id, parent, f"{SUMMARY_DIR}/{name}"))
+
+    links = NoteLinks(pages.runs, pages.translations, pages.trials, artifact("summary.md"), page and artifact(PAGE))
+    client.set_tag(parent, NOTE, parent_note(snapshot, summary, figure_links(parent, out), links))
 
 
 BLEU_TABLE = "bleu_table.json"  # the BLEU table as an MLflow table, beside summary.md in the parent's artifacts
@@ -115,7 +131,7 @@ def figure_links(run_id: str, out: Path) -> str:
     static prefix) shows the figure logged under summary/."""
     return "".join(
         f"![{path.stem}](get-artifact?path={quote(f'{SUMMARY_DIR}/{path.name}', safe='')}&run_uuid={run_id})\n"
-        for path in sorted(out.glob("*.png"))
+        for path in sorted(out.glob("*.png"), key=lambda path: (path.name != STRIP, path.name))  # the spread first
     )
 
 
@@ -178,7 +194,7 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
         f"# Sweep `{snapshot.name}`\n",
         f"MLflow parent run `{snapshot.parent_id}` ({snapshot.parent_status}); "
         f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n",
-        *design_head(summary),
+        *verdict_head(summary, "below, with the BLEU table"),
         "## BLEU (secondary comparisons)\n" if summary.design else "## BLEU\n",
         render_markdown(summary),
         *render_convergence(summary.convergence),
@@ -233,12 +249,11 @@ def write_metric_tables(summary: Summary, out: Path, formats: list[str]) -> None
         (out / "metrics_table.tex").write_text(render_metrics_latex(summary, table), encoding="utf-8")
 
 
-def design_head(summary: Summary) -> list[str]:
-    """A designed sweep's verdicts under their heading (none where its design changed: the first line says so)."""
-    if not summary.design:
-        return []
-    lines = "\n".join(design_lines(summary.design, changed=False))
-    return ["## Primary comparisons (the design's, read at its looks)\n", lines + "\n"]
+def verdict_head(summary: Summary, where: str, fenced: bool = True) -> list[str]:
+    """The verdict under its heading (sweeper.summary.headline): a designed sweep's primary comparisons, else each
+    variant against its baseline, then the variants' table and the warnings a line each, `where` in full."""
+    title = "## Primary comparisons (the design's, read at its looks)\n" if summary.design else "## Verdict\n"
+    return [title, "\n".join(headline(summary, where, fenced)) + "\n"]
 
 
 def changed_head(summary: Summary) -> list[str]:
@@ -263,41 +278,75 @@ def added_note(snapshot: SweepSnapshot) -> str:
 
 MAX_NOTE = 8000  # characters of a tag's value MLflow keeps (mlflow.utils.validation.MAX_TAG_VAL_LENGTH)
 FULL_SUMMARY = "Figures and the full summary: artifacts, summary/summary.md"
+ROUTE_NOTE = (
+    "\n\nOpened on Traces, or the runs called Evaluations? MLflow 3.17 shows its GenAI side unless the link says "
+    "`workflowType=machine_learning` (the links here do): pick **Model training** at the top of the sidebar."
+)
 
 
-def parent_note(
-    snapshot: SweepSnapshot, summary: Summary, figures: str = "", link: str = "", translations: str | None = None
-) -> str:
-    """The parent run's description in MLflow's UI: the `link` to its trials' comparison (and to their
-    `translations` side by side), the table, the warnings, the conclusion and the `figures` (image links, always
-    kept). MLflow keeps 8,000
-    characters of it and cuts the rest wherever it falls (a study's seven rows once lost their power lines and the
-    line naming the method behind the marks), so a longer one leaves out the conclusion, then the power lines, and
-    says so; a table too long even then is cut at a line, its method line kept."""
+@dataclass(frozen=True)
+class NoteLinks:
+    """The pages the parent run's description links to, one line below the verdict (those not written: empty)."""
+
+    compare: str = ""  # the comparison: the saved view the sweep's link opens
+    translations: str | None = None  # every trial's translations side by side (MLflow's evaluation view)
+    trials: str | None = None  # every trial's charts: a dot per seed, the parallel coordinates
+    summary: str = ""  # summary.md, in the artifact view
+    page: str = ""  # translations.html, in the artifact view
+
+    def line(self) -> str:
+        links = [
+            ("Compare its trials", self.compare),
+            ("every trial: a dot per seed, parallel coordinates", self.trials),
+            ("their translations side by side", self.translations),
+            ("translations by variant (best seed, chrF)", self.page),
+            ("summary.md", self.summary),
+        ]
+        return " · ".join(f"[{text}]({href})" for text, href in links if href)
+
+
+NO_LINKS = NoteLinks()
+
+
+def parent_note(snapshot: SweepSnapshot, summary: Summary, figures: str = "", links: NoteLinks = NO_LINKS) -> str:
+    """The parent run's description in MLflow's UI, which shows it folded at 100 pixels: first the verdict, the
+    variants' table and the warnings a line each (sweeper.summary.headline), then the `links`, the full table, the
+    warnings, the conclusion and the `figures` (image links, always kept). MLflow keeps 8,000 characters of it and
+    cuts the rest wherever it falls (a study's seven rows once lost their power lines and the line naming the method
+    behind the marks), so a longer one leaves out the warnings in full, then the conclusion, then the power lines,
+    and says so; a table too long even then is cut at a line, its method line kept."""
+    where = f"[summary.md]({links.summary})" if links.summary else "summary.md"
     head = (
-        f"# Sweep `{snapshot.name}`\n\n"
-        + (f"[Compare its trials]({link})" if link else "")
-        + (f" · [Compare their translations]({translations})" if link and translations else "")
-        + ("\n\n" if link else "")
+        "\n".join(headline(summary, where))
+        + "\n\n"
+        + (links.line() + "\n\n" if links.line() else "")
         + (f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else "")
-        + "".join(line + "\n" for line in changed_head(summary) + design_head(summary))
     )
-    table = render_markdown(summary)
-    versions = [(table + (f"\n{summary.conclusion}" if summary.conclusion else ""), [])]
-    if summary.conclusion:
-        versions.append((table, ["the conclusion"]))
-    if power_lines(summary):
-        versions.append((render_markdown(summary, power=False), versions[-1][1] + ["the power lines"]))
-    for body, left_out in versions:
-        note = head + body + left_out_line(left_out) + figures + FULL_SUMMARY
+    for body, left_out in note_versions(summary):
+        note = head + body + left_out_line(left_out) + figures + FULL_SUMMARY + ROUTE_NOTE
         if len(note) <= MAX_NOTE:
             return note
     marks = marks_line(summary) + "\n" if summary.method_name else ""
-    end = left_out_line(left_out) + figures + FULL_SUMMARY
+    end = left_out_line(left_out) + figures + FULL_SUMMARY + ROUTE_NOTE
     cut = f"\n... cut here to fit MLflow's {MAX_NOTE:,} characters.\n"
     kept = note[: max(0, MAX_NOTE - len(cut + marks + end))]
     kept = kept[: kept.rfind("\n") + 1]
     return kept + cut + (marks if marks.strip() not in kept else "") + end
+
+
+def note_versions(summary: Summary) -> list[tuple[str, list[str]]]:
+    """The description's body, whole, then shorter and saying what it leaves out: the warnings in full (the
+    headline names each in a line, summary.md has them), the conclusion, the power lines."""
+    conclusion = f"\n{summary.conclusion}" if summary.conclusion else ""
+    versions = [(render_markdown(summary) + conclusion, [])]
+    quiet = dataclasses.replace(summary, warnings=[])
+    if summary.warnings:
+        versions.append((render_markdown(quiet) + conclusion, ["the warnings in full"]))
+    if summary.conclusion:
+        versions.append((render_markdown(quiet), versions[-1][1] + ["the conclusion"]))
+    if power_lines(summary):
+        versions.append((render_markdown(quiet, power=False), versions[-1][1] + ["the power lines"]))
+    return versions
 
 
 def left_out_line(parts: list[str]) -> str:

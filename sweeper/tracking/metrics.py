@@ -124,7 +124,9 @@ VARIANT_NAME = (
     "sweeper.variant_name"  # the variant's name as the summary writes it (sweeper.tracking.names): to group by
 )
 RUN_COLOUR = "mlflow.runColor"  # a run's colour in MLflow's charts and runs table, `#rrggbb`
-SEED_PARAM = "seed"  # a trial's seed as a param of its own, a column beside the variant (also `train.seed`)
+SEED_PARAM = "seed"  # a trial's seed as a param of its own, a column beside the variant (sweeps before issue 71)
+SEED_TAG = "sweeper.seed"  # the seed as a tag: MLflow averages params in a group's row (seed 1.5), never tags
+VIEW_PREFIX = "view/"  # params logged for MLflow's charts only (sweeper.tracking.mlflow_charts): no summary reads them
 NOT_APPLICABLE = "n/a"  # the param of a swept axis on a trial whose variant does not use it
 # one colour per variant, in the order a sweep meets its variants: matplotlib's tab10, which the summary's figures draw
 # with, so a variant has one colour in MLflow's charts and in the summary's

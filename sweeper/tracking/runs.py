@@ -32,6 +32,7 @@ from mlflow.entities import (
     Param,
     RunTag,
 )
+from mlflow.environment_variables import MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT
 from mlflow.models import Model
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_MODEL_VERSIONS
@@ -62,6 +63,7 @@ from sweeper.tracking.metrics import (
     ROLE,
     RUN_COLOUR,
     SEED_PARAM,
+    SEED_TAG,
     SIGNATURE_TAGS,
     TRANSLATIONS,
     TRIAL_ID,
@@ -71,7 +73,9 @@ from sweeper.tracking.metrics import (
     history_name,
     mlflow_metrics,
 )
+from sweeper.tracking.mlflow_charts import view_params
 from sweeper.tracking.mlflow_tables import mark_tables, tables_in
+from sweeper.tracking.mlflow_view import page, runs_page
 from sweeper.tracking.names import TrialNames, model_name, run_name
 from sweeper.tracking.provenance import DATASET, as_tags, code_version, package_versions, source_tags
 from sweeper.tracking.sqlite_urls import resolve_uri  # noqa: F401 (where the sweeper's modules import it)
@@ -83,13 +87,8 @@ T = TypeVar("T")
 def runs_link(uri: str, experiment_id: str, metric: str, mode: str) -> str:
     """The runs table in the Model training view, best trial first: MLflow 3's UI otherwise opens an
     experiment on its GenAI overview page, where child runs are labelled "Evaluations"."""
-    page = (
-        f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning&orderByKey=metrics.%60{metric}%60"
-        f"&orderByAsc={'true' if mode == 'min' else 'false'}"
-    )
-    if uri.startswith(("http://", "https://")):
-        return uri.rstrip("/") + page
-    return f"mlflow ui --backend-store-uri {uri}   then open http://127.0.0.1:5000{page}"
+    query = f"orderByKey=metrics.%60{metric}%60&orderByAsc={'true' if mode == 'min' else 'false'}"
+    return page(uri, runs_page(experiment_id, query))
 
 
 RETRY_ATTEMPTS = 4  # with waits of 1, 2, 4 s between them
@@ -120,6 +119,9 @@ class SweepTracker:
     """Thin layer over MlflowClient with the project's names and the retry policy."""
 
     def __init__(self, uri: str, experiment: str, client: MlflowClient | None = None, user: str | None = None):
+        # MLflow's client prints its own run and experiment links (`🏃 View run ...`), which open them on the UI's
+        # GenAI side; the sweep prints its links, in the model-training view (sweeper.tracking.mlflow_view)
+        os.environ.setdefault(MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT.name, "true")
         self.uri, self.experiment, self.user = uri, experiment, user  # user: a submitted sweep's submitter
         self.client = client or MlflowClient(uri)
         self.experiment_id = _retry(self._get_or_create, "get or create experiment")
@@ -214,12 +216,13 @@ class SweepTracker:
                 "`nmt translate --model runs:/<run id>/model`."
             )
             tags = {PARENT: parent_id, ROLE: "trial", TRIAL_ID: trial_id, VARIANT: variant, NOTE: note, **self.source}
+            seed = params.get(SEED_PARAM, params.get("train.seed"))  # a param before issue 71, a tag since
+            tags[SEED_TAG] = str(seed)
             if name:
                 tags[VARIANT_NAME] = name
             if run_colour:
                 tags[RUN_COLOUR] = run_colour
-            # without a seed param: an open queued in a backlog before names, named as Tune names the trial
-            shown = run_name(name, variant, params[SEED_PARAM]) if SEED_PARAM in params else f"{variant}-{trial_id}"
+            shown = run_name(name, variant, seed) if seed is not None else f"{variant}-{trial_id}"
             run = self.client.create_run(self.experiment_id, run_name=shown, tags=tags)
             run_id = run.info.run_id
         self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
@@ -384,12 +387,15 @@ class MlflowTrackingCallback(Callback):
         axes: tuple[str, ...] = (),
         user: str | None = None,
         shared: dict[str, str] | None = None,
+        colours: dict[str, str] | None = None,
+        categorical: tuple[str, ...] = (),
     ):
         self.uri, self.experiment, self.parent_id = uri, experiment, parent_id
         self.shared = shared or {}  # the title words every planned variant shares: run names leave them out
         self.names = GROUPED_NAMES  # the MLflow names this sweep's runs hold (sweeper.tracking.metrics), kept on resume
         self.axes = axes  # the keys the sweep's search varies: a param on every trial, `n/a` where one does not apply
-        self._colours: dict[str, str] = {}  # variant label -> its colour, in the order the sweep met them
+        self._colours: dict[str, str] = dict(colours or {})  # variant label -> its colour: planned, else as met
+        self.categorical = categorical  # swept axes also logged as text for the charts (mlflow_charts.view_params)
         self.user = user  # MLflow's User of the trial runs: a submitted sweep's submitter (else whoever runs it)
         self.models = models  # tracking.models: only `all` logs each trial's model as it completes
         # the parent run was created by this driver: a trial's run or model not tried yet cannot exist, so it is
@@ -416,6 +422,7 @@ class MlflowTrackingCallback(Callback):
     axes: tuple[str, ...] = ()  # ... before every axis was logged on every trial
     user: str | None = None  # ... before the User column
     shared: dict[str, str] | None = None  # ... before variant names: its new runs are named by label, as its others
+    categorical: tuple[str, ...] | None = None  # ... before issue 71: its new runs log a seed param, as its others
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into Tune's experiment state for `sweeper resume`
         state = self.__dict__.copy()
@@ -640,17 +647,21 @@ class MlflowTrackingCallback(Callback):
                     "kind": "open",
                     "trial": trial.trial_id,
                     "variant": variant,
-                    "params": self.trial_params(cfg.active(), variant),
+                    "params": self.trial_params(cfg.active(), variant, self.name_of(cfg)),
                     "colour": self.colour_of(variant),
                     "name": self.naming.variant(cfg),
                 }
             )
 
-    def trial_params(self, active: dict[str, Any], variant: str) -> dict[str, Any]:
-        """A trial run's params: the settings active for its variant, the variant, the seed, and every swept axis
-        (`n/a` where the variant does not use it), so that MLflow's columns and parallel coordinates line up."""
+    def trial_params(self, active: dict[str, Any], variant: str, name: str | None = None) -> dict[str, Any]:
+        """A trial run's params: the settings active for its variant, the variant, every swept axis (`n/a` where the
+        variant does not use it), so that MLflow's columns line up, and what its charts read (mlflow_charts). The
+        seed is a tag (SEED_TAG): MLflow averages params in a group's row; a sweep begun before it, a param."""
         unused = {axis: NOT_APPLICABLE for axis in self.axes if axis not in active}
-        return {**active, **unused, "variant": variant, SEED_PARAM: active["train.seed"]}
+        params = {**active, **unused, "variant": variant}
+        if self.categorical is None:
+            return params | {SEED_PARAM: active["train.seed"]}
+        return params | view_params(active, self.categorical, name)
 
     @property
     def naming(self) -> TrialNames:

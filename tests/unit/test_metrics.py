@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from nmt_core.training.train import train
 from sweeper.tracking.metrics import AT_END, PER_EPOCH, final_result, is_logged, metric_of, to_parent
+from sweeper.tracking.mlflow_charts import group_colour
 from tests.conftest import FEW_PAIRS, tiny_config
 from tests.e2e.sweeps import LEAN_TRACKING, artifacts, child_runs, heatmap_data, sweeper, write_space
 
@@ -72,8 +73,11 @@ def test_reverse_bleu_reaches_the_run_the_parent_and_results(tmp_path, mlflow_se
     assert not any(name.startswith(("result/", "bleu/")) for name in parent.data.metrics)  # never a trial's name
     # issue 59, read back from the server: what MLflow's UI shows of the trial and of the sweep
     # one variant: no word is left out as shared by every other (sweeper/tracking/names.py)
-    assert child.info.run_name == f"general + no temperature + symmetry 0.5 · seed {child.data.params['seed']}"
-    assert child.data.tags["mlflow.runColor"] == "#1f77b4" and child.data.tags["mlflow.source.name"] == "nmt-sweeper"
+    name = "general + no temperature + symmetry 0.5"
+    assert child.info.run_name == f"{name} · seed {child.data.tags['sweeper.seed']}" and "seed" not in child.data.params
+    # the colour MLflow gives the variant's group in its charts (issue 71)
+    assert child.data.tags["mlflow.runColor"] == group_colour(name)
+    assert child.data.tags["mlflow.source.name"] == "nmt-sweeper"
     [corpus] = child.inputs.dataset_inputs
     assert corpus.dataset.name == "synthetic" and len(corpus.dataset.digest) == 16
     tables = {t["path"] for t in json.loads(child.data.tags["mlflow.loggedArtifacts"])}

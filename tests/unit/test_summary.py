@@ -16,6 +16,7 @@ from nmt_core.training.evaluate import ForcedTrace, corpus_bleu, forced_trace_ta
 from sweeper.cli import main as sweeper_main
 from sweeper.space.spec import RecordedSpace, SignificanceSpec
 from sweeper.summary import TrialRecord, build_summary, mean_std, render_csv, render_latex, render_markdown, summarize
+from sweeper.summary.headline import MAX_WARNINGS, headline, short_warning
 from sweeper.tracking.metrics import EXPLOITS
 
 DATA = {"corpus": "synthetic", "eval_subset": 30}
@@ -376,45 +377,54 @@ def test_the_parent_run_description_holds_the_table_and_the_warnings(store, tmp_
     experiment = client.get_experiment_by_name("hand")
     [parent] = client.search_runs([experiment.experiment_id], filter_string="tags.`sweeper.role` = 'sweep'")
     note = parent.data.tags["mlflow.note.content"]
-    assert note.startswith("# Sweep `hand`") and "| variant | seeds |" in note
+    # the verdict first (MLflow folds the description at 100 pixels), then the variants' table as plain columns
+    assert note.startswith("\n".join(headline(summary, "[summary.md](")[:1])) and "| variant | seeds |" in note
+    assert "```\nvariant  " in note.split("| variant | seeds |")[0]
     link = f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning&orderByKey="
     assert f"[Compare its trials]({link}" in note  # no saved view written: the plain runs table
-    assert "Compare their translations" not in note  # ... and no view of the translations
-    assert all(warning in note for warning in summary.warnings)
+    assert "side by side" not in note and "every trial" not in note  # ... and no view of every trial
+    artifacts = f"#/experiments/{experiment.experiment_id}/runs/{parent.info.run_id}/artifacts/summary/"
+    assert f"[summary.md]({artifacts}summary.md?workflowType=machine_learning)" in note
+    assert "translations.html" not in note  # its trials logged no translations/*.tsv: no page
+    named = summary.warnings[:MAX_WARNINGS]  # a line each (in full: summary.md)
+    assert all(short_warning(warning) in note for warning in named) and summary.warnings
     assert "Marks: significance.method paired_bootstrap: two-level seed x sentence test" in note
 
 
 def test_a_parent_description_too_long_for_mlflow_leaves_out_the_conclusion_and_keeps_the_method(store, tmp_path):
     """MLflow keeps 8,000 characters of a tag and cuts the rest wherever it falls: a longer description leaves out
-    whole parts, says which, and never loses the line naming the method behind the marks."""
+    whole parts (the warnings in full first: the verdict above names each in a line), says which, and never loses
+    the verdict or the line naming the method behind the marks."""
     from types import SimpleNamespace
 
-    from sweeper.summary.report import parent_note
+    from sweeper.summary.report import FULL_SUMMARY, ROUTE_NOTE, NoteLinks, parent_note
 
     uri, _ = store
     summary = summarize("hand", uri, tmp_path / "out", ["md"], resamples=100)
     snapshot = SimpleNamespace(name="hand", records=[], added=())
     marks = "Marks: significance.method paired_bootstrap: two-level seed x sentence test"
-    assert marks in parent_note(snapshot, summary) and "Left out" not in parent_note(snapshot, summary)
-    links = "[Compare its trials](#/a) · [Compare their translations](#/b)\n\n"  # the saved views, side by side
-    assert parent_note(snapshot, summary, "", "#/a", "#/b").startswith(f"# Sweep `hand`\n\n{links}")
+    verdict = "\n".join(headline(summary, "summary.md")[:3])
+    assert marks in parent_note(snapshot, summary) and parent_note(snapshot, summary).startswith(verdict)
+    links = "\n\n[Compare its trials](#/a) · [their translations side by side](#/b)\n\n"  # below the verdict
+    assert links in parent_note(snapshot, summary, "", NoteLinks("#/a", "#/b"))
 
     summary.conclusion = "a long conclusion. " * 500  # 9,500 characters
     note = parent_note(snapshot, summary)
-    assert len(note) <= 8000 and "a long conclusion" not in note and marks in note
-    assert "| variant | seeds |" in note and "Left out here to fit MLflow's 8,000 characters: the conclusion." in note
+    assert len(note) <= 8000 and "a long conclusion" not in note and marks in note and note.startswith(verdict)
+    assert "| variant | seeds |" in note and "the conclusion. " in note.split("Left out here to fit MLflow's")[1]
 
-    summary.warnings = [f"warning {i}: " + "w" * 200 for i in range(60)]  # 12,000 characters before the table
+    summary.warnings = [f"warning {i}: " + "w" * 200 for i in range(60)]  # 12,000 characters
     note = parent_note(snapshot, summary)
-    assert len(note) <= 8000 and "warning 30:" in note and "warning 59:" not in note
-    kept, cut = note.split("\n... cut here to fit MLflow's 8,000 characters.\n")
-    assert cut.startswith(marks) and cut.endswith("Figures and the full summary: artifacts, summary/summary.md")
-    assert "Left out here to fit MLflow's 8,000 characters: the conclusion" in cut
+    assert len(note) <= 8000 and "- Warning: warning 4 …" in note and "warning 5:" not in note
+    assert "Warnings in full (55 more): summary.md" in note  # the headline names 5
+    assert "Left out here to fit MLflow's 8,000 characters: the warnings in full and the conclusion." in note
 
-    summary.warnings, summary.conclusion = [], ""  # too long below the method line: it stays, once
+    summary.warnings, summary.conclusion = [], ""  # too long below the method line: cut there, the method kept once
     summary.notes = [f"note {i}: " + "n" * 300 for i in range(30)]
     note = parent_note(snapshot, summary)
     assert len(note) <= 8000 and note.count(marks) == 1 and "note 0:" in note and "note 29:" not in note
+    kept, cut = note.split("\n... cut here to fit MLflow's 8,000 characters.\n")
+    assert kept.startswith(verdict) and marks in kept and cut.endswith(FULL_SUMMARY + ROUTE_NOTE)
     assert "the conclusion" not in note
 
 

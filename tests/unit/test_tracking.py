@@ -13,8 +13,11 @@ from mlflow.tracking import MlflowClient
 
 from sweeper.space.spec import describe_trial
 from sweeper.storage.store import open_storage
+from sweeper.summary.records import settings_of
 from sweeper.tracking import runs as tracking
 from sweeper.tracking.backlog import BACKLOG_FILE
+from sweeper.tracking.metrics import SEED_TAG
+from sweeper.tracking.mlflow_view import recorded_port
 from sweeper.tracking.names import TrialNames, shared_words
 from sweeper.tracking.runs import (
     MlflowTrackingCallback,
@@ -120,9 +123,10 @@ def trial_of(trial_id: str, temperature: str, seed: int) -> SimpleNamespace:
 
 def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     """Issue 59: a run named by its variant and seed, one colour per variant in the order the sweep met them, every
-    swept axis a param (`n/a` where unused) and `seed`; per-epoch metrics by group; the end's at step 0 under
-    result/, with the best epoch's dev BLEU and median tau; the parent's under sweep/. Provenance in MLflow's own
-    columns (Source, User, Dataset); the translations as an MLflow table."""
+    swept axis a param (`n/a` where unused); per-epoch metrics by group; the end's at step 0 under result/, with
+    the best epoch's dev BLEU and median tau; the parent's under sweep/. Provenance in MLflow's own columns (Source,
+    User, Dataset); the translations as an MLflow table. Issue 71: the seed a tag (a group's row averages params),
+    and for the charts only the variant's name and each axis that mixes `n/a` with numbers as text (view/)."""
     from sweeper.running.artifacts import write_side_by_side
     from sweeper.running.runner import record_best
     from sweeper.tracking.metrics import PALETTE
@@ -133,7 +137,9 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     parent = tracker.start_sweep("name: ui\n", {"trials": 3})
     trials = [trial_of("t_0", "sact", 1), trial_of("t_1", "none", 1), trial_of("t_2", "sact", 2)]
     shared = shared_words(describe_trial(trial.config, BASE)[0] for trial in trials)  # as the runner's plan gives
-    callback = MlflowTrackingCallback(uri, "ui", parent, BASE, new_sweep=True, axes=AXES, shared=shared)
+    callback = MlflowTrackingCallback(
+        uri, "ui", parent, BASE, new_sweep=True, axes=AXES, shared=shared, categorical=("attention.lambda",)
+    )
     for trial in trials:
         callback.on_trial_start(0, [], trial)
     sact = trials[0]
@@ -162,8 +168,15 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     assert colours["no temperature · seed 1"] == PALETTE[1]
     none = runs["no temperature · seed 1"].data.params
     assert (none["attention.lambda"], none["attention.tau"], none["attention.temperature"]) == ("n/a", "n/a", "none")
-    assert none["seed"] == none["train.seed"] == "1" and none["variant"] == "general+none"
-    assert runs["SACT λ4 · seed 2"].data.params["attention.lambda"] != "n/a"
+    assert "seed" not in none and none["train.seed"] == "1" and none["variant"] == "general+none"
+    assert (
+        runs["no temperature · seed 1"].data.tags[SEED_TAG] == "1"
+        and runs["SACT λ4 · seed 2"].data.tags[SEED_TAG] == "2"
+    )
+    assert (none["view/variant"], none["view/attention.lambda"]) == ("no temperature", "n/a")
+    sact_params = runs["SACT λ4 · seed 2"].data.params
+    assert sact_params["attention.lambda"] != "n/a" and sact_params["view/attention.lambda"] == "lambda=4"
+    assert not [key for key in settings_of(sact_params) if key.startswith("view/")]  # the summary reads none
     run_id = runs["SACT λ4 · seed 1"].info.run_id
     run = tracker.client.get_run(run_id)
     assert run.data.tags["mlflow.source.name"] == "nmt-sweeper" and run.data.tags["mlflow.user"]
@@ -198,6 +211,23 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     record_best(tracker, parent, [row], "bleu_dev", "max", callback.names)
     assert tracker.client.get_run(parent).data.metrics == {"sweep/bleu_dev_best": 1.0, "sweep/bleu_test_avg": 2.0}
     assert callback.get_state()["colours"] == {"general+sact4": PALETTE[0], "general+none": PALETTE[1]}
+
+
+def test_planned_colours_colour_the_runs_and_a_variant_not_planned_takes_the_next_of_the_palette(tmp_path):
+    """The runner plans the colour MLflow gives each variant's group (mlflow_charts.group_colours)."""
+    from sweeper.tracking.metrics import PALETTE
+
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    tracker = SweepTracker(uri, "planned")
+    parent = tracker.start_sweep("name: planned\n", {"trials": 2})
+    planned = {"general+sact4": "#445461"}
+    callback = MlflowTrackingCallback(uri, "planned", parent, BASE, new_sweep=True, colours=planned, shared={})
+    for trial in (trial_of("t_0", "sact", 1), trial_of("t_1", "none", 1)):
+        callback.on_trial_start(0, [], trial)
+    callback.drain()
+    runs = tracker.client.search_runs([tracker.experiment_id], "tags.`sweeper.role` = 'trial'")
+    colours = {run.data.tags["sweeper.variant"]: run.data.tags["mlflow.runColor"] for run in runs}
+    assert colours == {"general+sact4": "#445461", "general+none": PALETTE[1]}
 
 
 def test_a_sweep_begun_before_names_goes_on_naming_its_runs_by_label(tmp_path):
@@ -294,7 +324,7 @@ def test_a_sweep_begun_before_grouped_names_keeps_its_flat_names_when_resumed(tm
     tracker = SweepTracker(uri, "old")
     parent = tracker.start_sweep("name: old\n", {"trials": 1})
     before = MlflowTrackingCallback(uri, "old", parent, BASE)
-    for key in ("names", "axes", "_colours"):  # what an older version's callback did not have
+    for key in ("names", "axes", "_colours", "categorical"):  # what an older version's callback did not have
         del before.__dict__[key]
     before.on_trial_result(0, [], TRIAL, {"epoch": 1, "bleu_dev": 1.0})
     before.drain()
@@ -305,6 +335,7 @@ def test_a_sweep_begun_before_grouped_names_keeps_its_flat_names_when_resumed(tm
     resumed.drain()
     run = tracker.client.get_run(resumed._runs[TRIAL.trial_id])
     assert run.data.metrics == {"bleu_dev": 2.0, "bleu_test_avg": 3.0}
+    assert run.data.params["seed"] == "3" and not [k for k in run.data.params if k.startswith("view/")]  # as before
     assert [m.step for m in tracker.client.get_metric_history(run.info.run_id, "bleu_dev")] == [1, 2]
     assert [m.step for m in tracker.client.get_metric_history(run.info.run_id, "bleu_test_avg")] == [2]
 
@@ -477,15 +508,15 @@ def test_a_retried_open_whose_run_reached_the_store_makes_no_second_run(tmp_path
     "uri, expected",
     [
         ("http://mlflow:5000", "http://mlflow:5000/#/experiments/7/runs?workflowType=machine_learning"),
-        (
-            "sqlite:////data/m.db",
-            "mlflow ui --backend-store-uri sqlite:////data/m.db   then open "
-            "http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning",
-        ),
+        ("sqlite:////data/m.db", "mlflow ui --backend-store-uri sqlite:////data/m.db --port "),
     ],
 )
 def test_runs_link_opens_the_runs_table_sorted_by_the_objective(uri, expected):
     link = runs_link(uri, "7", "bleu_dev", "max")
+    port = recorded_port(link)  # a database: the command serves the UI on a free port, which the link opens
+    assert (
+        port is None or f"then open http://127.0.0.1:{port}/#/experiments/7/runs?workflowType=machine_learning" in link
+    )
     assert link.startswith(expected) and link.endswith("&orderByKey=metrics.%60bleu_dev%60&orderByAsc=false")
     assert runs_link(uri, "7", "dev_loss", "min").endswith("&orderByKey=metrics.%60dev_loss%60&orderByAsc=true")
 
