@@ -647,7 +647,7 @@ class MlflowTrackingCallback(Callback):
                     "kind": "open",
                     "trial": trial.trial_id,
                     "variant": variant,
-                    "params": self.trial_params(cfg.active(), variant, self.name_of(cfg)),
+                    "params": self.trial_params(cfg.active(), variant, self.naming.variant(cfg)),
                     "colour": self.colour_of(variant),
                     "name": self.naming.variant(cfg),
                 }
