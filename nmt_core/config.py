@@ -70,6 +70,11 @@ class ModelConfig:
     decoder_layers: int = setting(1, "rnn: decoder layers", _size(1, 16))
     dropout: float = setting(0.4, "dropout probability", Bound(0, 1, open_high=True))
     input_feeding: bool = setting(True, "rnn: the previous attentional state feeds the next step (Luong)")
+    encoder_merge: str = setting(
+        "concat",
+        "rnn: the encoder's two directions concatenated (H/2 units each) or summed (H each; SACT's code)",
+        choices=("concat", "sum"),
+    )
     readout: str = setting(
         "auto",
         "luong: tanh(W_c [c; s]) (Luong eq. 5); sum: c + s (Li & Zhu eq. 12); auto: sum iff sentinel",
@@ -99,7 +104,7 @@ class ModelConfig:
 
 @dataclass
 class AttentionConfig:
-    # score, temperature, position_bias, self_attention, sact_reading: the attention parts' names
+    # score, temperature, position_bias, self_attention, sact_reading, normaliser: the attention parts' names
     # (nmt_core.family.registry)
     score: str = setting("general", "the transformer reads scaled_dot where this is general (Vaswani et al.)")
     temperature: str = setting("none", "none, fixed (tau), learned or sact (lambda)")
@@ -108,6 +113,14 @@ class AttentionConfig:
         4.0, "SACT: the temperature's range", Bound(1, open_low=True, note="tau_t lies in (1/lambda, lambda)")
     )
     sact_bias: bool = setting(False, "SACT eq. 2 has none; a bias lets SACT learn one global temperature")
+    sact_base: bool = setting(
+        False, "SACT and its learned control: tau = tau_0 lambda^beta, tau_0 learned per head (log tau_0 from 0)"
+    )
+    train_keys: int = setting(
+        20,
+        "SSMax: n_train, where the fixed log-n scaling is 1 (log n / log n_train) and the learned s starts",
+        Bound(2, 100_000, note="log n_train > 0; IWSLT'15 En-Vi's sources average ~20 words"),
+    )
     sentinel: bool = setting(False, "a learned slot attention may attend to instead of a source word")
     coverage: bool = setting(False, "a coverage vector feeds the scores (Tu et al. 2016)")
     coverage_weight: float = setting(0.0, "weight of the coverage penalty (with attention.coverage)", Bound(0))
@@ -134,6 +147,22 @@ class AttentionConfig:
     qk_norm: bool = setting(
         False, "transformer: unit queries and keys where the temperature acts, cosine / tau (Henry et al. 2020)"
     )
+    normaliser: str = setting("softmax", "softmax, entmax (alpha) or entmax_learned (alpha per head, from alpha)")
+    alpha: float = setting(
+        1.5, "alpha-entmax: 1 is softmax, 2 sparsemax", Bound(1, 2, open_low=True, note="alpha -> 1 is softmax")
+    )
+    softcap: bool = setting(False, "Gemma 2's logit soft-capping z <- cap tanh(z / cap)")
+    cap: float = setting(50.0, "soft-capping's c (Gemma 2: 50)", Bound(0, open_low=True))
+    entropy_sharpening: bool = setting(
+        False, "decoding only: sharpen a head's row whose attention entropy exceeds the threshold (Velickovic 2024)"
+    )
+    entropy_threshold: float = setting(
+        0.5, "entropy sharpening: rows above this entropy (nats) are sharpened (Velickovic et al.: 0.5)", Bound(0)
+    )
+
+
+# what train.early_stopping_metric may name: scored on dev every epoch (TER's sentence statistics are too slow for that)
+EARLY_STOPPING_METRICS = ("bleu_dev", "chrf_dev")
 
 
 @dataclass
@@ -156,6 +185,11 @@ class TrainConfig:
     lr_patience: int = setting(1, "epochs without a better dev BLEU before lr decays", Bound(0, EPOCHS))
     early_stopping: int = setting(
         0, "> 0: stop after this many epochs without a better dev BLEU", Bound(0, EPOCHS, note=OFF)
+    )
+    early_stopping_metric: str = setting(
+        "bleu_dev",
+        "the dev score that picks the best epoch (whose weights are tested), early stopping and lr decay",
+        choices=EARLY_STOPPING_METRICS,
     )
     max_steps_per_epoch: int = setting(
         0, "> 0: cap updates per epoch (smoke runs, benchmarks)", Bound(0, 1_000_000_000, note=ALL)

@@ -214,14 +214,31 @@ def plan_lines(spec: SweepSpec) -> list[str]:
     """What `sweeper validate` prints about a valid space: objective, resources, parameters, the plan."""
     lines = [
         f"{clip_path(spec.source)}: valid sweep {spec.name!r}",
-        f"  algorithm {spec.search.algorithm}, scheduler {scheduler_words(spec.scheduler)}, "
-        f"objective {spec.mode} {spec.metric}",
-        f"  resources per trial: {spec.cpu:g} CPU, {spec.gpu:g} GPU; retries {spec.max_retries}",
+        f"  algorithm {spec.search.algorithm}, scheduler {scheduler_words(spec.scheduler)}, {objective_words(spec)}",
+        f"  resources per trial: {spec.cpu:g} CPU, {spec.gpu:g} GPU; retries {spec.max_retries}{budget_words(spec)}",
     ]
     lines += [
         f"  {p.key}: {p.kind} {p.values}" + (f"  if {p.condition}" if p.condition else "") for p in spec.parameters
     ]
-    return lines + (optuna_plan(spec) if spec.search.algorithm == "optuna" else grid_plan(spec))
+    lines += optuna_plan(spec) if spec.search.algorithm == "optuna" else grid_plan(spec)
+    if not spec.design.declared:
+        return lines
+    from sweeper.space.design import plan_lines as design_lines  # scipy's integration: only for a design
+
+    return lines + design_lines(spec.design)
+
+
+def budget_words(spec: SweepSpec) -> str:
+    """`; budget 40 device-hours` where the space sets resources.budget."""
+    budget = spec.resources.budget
+    return "" if budget is None else f"; budget {budget:g} {spec.resources.budget_unit.replace('_', '-')}"
+
+
+def objective_words(spec: SweepSpec) -> str:
+    """`objective max bleu_dev`, or several: `objectives max bleu_dev, max tokens_per_s (a Pareto front)`."""
+    if not spec.objectives:
+        return f"objective {spec.mode} {spec.metric}"
+    return "objectives " + ", ".join(f"{o.mode} {o.metric}" for o in spec.objectives) + " (a Pareto front)"
 
 
 def scheduler_words(scheduler: SchedulerSpec) -> str:
@@ -308,8 +325,10 @@ def resume(
     tracking_uri: str | None = None,
     address: str | None = None,
     verbose: bool = False,
+    budget: float | None = None,
 ) -> SweepResult:
-    """Finish an interrupted sweep as `sweeper resume` does: finished trials are kept, not re-run."""
+    """Finish an interrupted sweep as `sweeper resume` does: finished trials are kept, not re-run; `budget` (hours
+    of the sweep's resources.budget_unit) replaces the one it ran with, e.g. to go on after it was spent."""
     from sweeper.running.console import sweep_console
     from sweeper.running.runner import ray_for_one_sweep, resume_sweep
     from sweeper.storage.store import open_storage
@@ -317,11 +336,53 @@ def resume(
     configure_driver()
     with one_error():
         check_arguments(
-            "sweeper resume", sweep=name, storage=storage, tracking_uri=tracking_uri, address=address, verbose=verbose
+            "sweeper resume",
+            sweep=name,
+            storage=storage,
+            tracking_uri=tracking_uri,
+            address=address,
+            verbose=verbose,
+            budget=budget,
         )
         experiment = open_storage(storage, "sweeper resume").below(name)  # the sweep takes its lock (runner.py)
         with sweep_console(experiment, verbose), ray_for_one_sweep():
-            code = resume_sweep(name, storage, address, tracking_uri)
+            code = resume_sweep(name, storage, address, tracking_uri, budget)
+        return sweep_result(experiment, name, code)
+
+
+@entry_point
+def extend(
+    name: str,
+    *,
+    until_decided: bool = False,
+    storage: str = DEFAULT_STORAGE,
+    tracking_uri: str | None = None,
+    address: str | None = None,
+    verbose: bool = False,
+    job: bool = False,
+    wait: bool = False,
+) -> SweepResult | int:
+    """A designed sweep's next look as `sweeper extend` runs it: seeds for every row still in an undecided primary
+    comparison; `until_decided`: look after look to a decision or the design's maximum (docs/sweeps.md). With
+    `job`, as a Ray Job on the cluster whose dashboard `address` names (the job's exit code with `wait`)."""
+    from sweeper.running.console import sweep_console
+    from sweeper.running.extend import extend_sweep
+    from sweeper.running.runner import ray_for_one_sweep
+    from sweeper.running.submit import submit_extend
+    from sweeper.storage.store import open_storage
+
+    configure_driver()
+    with one_error():
+        check_arguments(
+            "sweeper extend", sweep=name, storage=storage, tracking_uri=tracking_uri, address=address, verbose=verbose
+        )
+        check_arguments("sweeper extend", wait=wait, ship_code=job)
+        if job:
+            open_storage(storage, "sweeper extend")  # the scheme is checked here; the cluster opens it
+            return submit_extend(name, address, storage, tracking_uri, until_decided, wait)
+        experiment = open_storage(storage, "sweeper extend").below(name)
+        with sweep_console(experiment, verbose), ray_for_one_sweep():
+            code = extend_sweep(name, storage, address, tracking_uri, until_decided)
         return sweep_result(experiment, name, code)
 
 
@@ -427,6 +488,14 @@ def _check_resamples(value: Any, source: str) -> None:
     accept(key, value, SPEC_SETTINGS[key], f"{source} --resamples", SpecError, exact=True)
 
 
+def _check_budget(value: Any, source: str) -> None:
+    """--budget: the space's resources.budget, as that setting declares it."""
+    from sweeper.space.spec import SPEC_SETTINGS, SpecError
+
+    key = "resources.budget"
+    accept(key, value, SPEC_SETTINGS[key], f"{source} --budget", SpecError)
+
+
 def _check_trial(value: Any, source: str) -> None:
     from sweeper.running.models import TRIAL_ID_RULE
 
@@ -513,6 +582,7 @@ ARGUMENTS: dict[str, Callable[[Any, str], None]] = {
     "space": _check_space,
     "overrides": _check_overrides,
     "resamples": _check_resamples,
+    "budget": _check_budget,
     "format": _check_value("format"),
     "tail": _check_value("tail"),
     "wait_s": _check_value("wait_s"),

@@ -1,6 +1,6 @@
 # PYTHON_ARGCOMPLETE_OK
-"""`sweeper validate | run | resume | submit | summarize | schema | list | status | stop | logs | promote`: each
-subcommand parses its arguments and calls its function in sweeper/api.py (list: sweep_infos, status: sweep_status,
+"""`sweeper validate | run | resume | extend | submit | summarize | schema | list | status | stop | logs | promote`:
+each subcommand parses its arguments and calls its function in sweeper/api.py (list: sweep_infos, status: sweep_status,
 stop: stop_sweep, logs: sweep_logs; the others by their own name), which checks them (the gate) and does the work.
 
 A new subcommand: a `cmd_NAME` here that calls `api.NAME(...)` and prints, its parser in an `add_NAME(sub)` that
@@ -78,12 +78,40 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     return api.resume(
-        args.name, storage=args.storage, tracking_uri=args.tracking_uri, address=args.address, verbose=args.verbose
+        args.name,
+        storage=args.storage,
+        tracking_uri=args.tracking_uri,
+        address=args.address,
+        verbose=args.verbose,
+        budget=args.budget,
     ).exit_code
+
+
+def cmd_extend(args: argparse.Namespace) -> int:
+    done = api.extend(
+        args.name,
+        until_decided=args.until_decided,
+        storage=args.storage,
+        tracking_uri=args.tracking_uri,
+        address=args.address,
+        verbose=args.verbose,
+        job=args.job,
+        wait=args.wait,
+    )
+    return done if isinstance(done, int) else done.exit_code
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
     return api.submit(args.space, **sweep_arguments(args), wait=args.wait, ship_code=not args.no_code)
+
+
+def budget_hours(text: str) -> float | str:
+    """--budget's value: a number where it reads as one (the API's check then holds it to resources.budget's bound),
+    else the text, which that check refuses in one line."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def positive_bleu(text: str) -> float:
@@ -347,12 +375,47 @@ def add_submit(sub) -> None:
 
 def add_resume(sub) -> None:
     p = sub.add_parser("resume", help="finish an interrupted sweep", description=RESUME_HELP)
+    stored_sweep_options(p)
+    p.add_argument(
+        "--budget",
+        type=budget_hours,
+        help="hours of the sweep's resources.budget_unit it may spend in all, in place of the budget it ran with",
+    )
+    p.set_defaults(func=cmd_resume)
+
+
+def stored_sweep_options(p: argparse.ArgumentParser) -> None:
+    """What `resume` and `extend` take: a sweep in storage by name, its tracking store and the Ray to run it on."""
     p.add_argument("name", help="the sweep's name (its folder under --storage)")
     p.add_argument("--storage", default=api.DEFAULT_STORAGE, help="where the sweep ran (default %(default)s)")
     p.add_argument("--tracking-uri", help=TRACKING_RECORDED_HELP + "; it must hold the sweep's parent run")
     p.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)")
     p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
-    p.set_defaults(func=cmd_resume)
+
+
+EXTEND_HELP = """add the next look's seeds to a designed sweep (a space with a `design:` section): the design
+frozen when the sweep started is read at the look its seeds reached, and every row still in an undecided primary
+comparison gets the next block of seeds, as trials of the same sweep (storage, MLflow experiment and parent run).
+An interrupted look is finished first, nothing run twice."""
+EXTEND_EXAMPLE = """example:
+  sweeper run search_spaces/sact_study_tatoeba_cpu_designed.yaml     # look 1
+  sweeper extend sact-designed --until-decided                        # the next looks, to a decision
+  sweeper extend sact-designed --until-decided --job --address http://HEAD:8265 --storage s3://bucket/sweeps"""
+
+
+def add_extend(sub) -> None:
+    p = sub.add_parser(
+        "extend",
+        help="a designed sweep's next look: seeds where a primary comparison is undecided",
+        description=EXTEND_HELP,
+        epilog=EXTEND_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    stored_sweep_options(p)
+    p.add_argument("--until-decided", action="store_true", help="look after look, to a decision or the maximum")
+    p.add_argument("--job", action="store_true", help="as a Ray Job: --address names the cluster's dashboard")
+    p.add_argument("--wait", action="store_true", help="with --job: stream the job's log and exit with its result")
+    p.set_defaults(func=cmd_extend)
 
 
 def add_summarize(sub) -> None:
@@ -414,7 +477,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = GateParser(prog="sweeper", description=__doc__)
     add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, help="what to do (each has its own --help)")
-    for add in (add_validate, add_run, add_submit, add_resume, add_summarize, add_schema, add_by_name_commands):
+    for add in (
+        add_validate,
+        add_run,
+        add_submit,
+        add_resume,
+        add_extend,
+        add_summarize,
+        add_schema,
+        add_by_name_commands,
+    ):
         add(sub)
     return parser
 

@@ -14,7 +14,8 @@ the cheap tests go first.
 - Every session or module fixture defined under tests/ does the same (a module's Ray head or cluster starts once),
   except those in PER_WORKER, which each worker starts for itself because they are cheap and widely used.
 - `@pytest.mark.xdist_group("name")` puts tests on one worker by hand; it is never needed for isolation: every test
-  names its own stores, ports (tests.servers.free_port) and Ray temp folders, and touches only its own processes.
+  names its own stores, ports (port 0, or tests.servers.quiet_ports) and Ray temp folders, and touches only its own
+  processes.
 - The tests that compile with Inductor share one group (`COMPILES`): one after another on one worker, each reuses
   the kernels the earlier ones left in Inductor's on-disk cache; two workers compiling at once both compile them
   cold: these 12 tests alone on a fresh machine, 365 s of CPU in one process, 491 s on two workers.

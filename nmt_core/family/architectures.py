@@ -32,6 +32,7 @@ class RnnArchitecture(Architecture):
         "model.cell",
         "model.compile",
         "model.input_feeding",
+        "model.encoder_merge",
         "model.readout",
         "model.encoder_layers",
         "model.decoder_layers",

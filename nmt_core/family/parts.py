@@ -3,7 +3,8 @@
 A part is declared once, torch-free (nmt_core.family.variants), as a class of what the rest of the project asks about a
 variant without building it: the architectures it serves (`architectures`), the rules it checks against the rest of
 the config (`rules`), its words in a variant label (`label`) and in a readable name (`title`), the settings that
-act only with it (`settings`) and which diagnostics it has (temperatures: `adaptive`, `tau_bound`). Config
+act only with it (`settings`), which diagnostics it has (`observes`, per token; temperatures: `adaptive`,
+`tau_bound`) and the rows that are its controls (`controls`: what the summary compares it with). Config
 validation, variant labels and the summary read only these declarations, so validating a YAML file loads no torch.
 
 The nn.Module that computes a part (nmt_core.models.attention, the RNN's nmt_core.models.rnn, the Transformer's
@@ -41,6 +42,23 @@ class Rule:
         return self.allowed.format(a=cfg.attention)
 
 
+@dataclass(frozen=True)
+class Control:
+    """A row a part's row is compared with, to ask what the part adds beyond something simpler (the summary's control
+    table): SACT against its learned temperature asks "adaptivity, or a learned constant?".
+
+    `settings(a)` gives the attention.* values the control row has, from the part's row's own settings `a` (SACT's
+    learned control: `{"temperature": "learned", "lambda": a.lambda_}`); every other setting is the row's, but those
+    the two rows' parts own, which a control may leave free (`attention.lambda` of a learned control that only asks
+    for a per-head constant). `at_scale`: a constant temperature at the scale the row's tau settled on (the fixed tau
+    nearest its median tau), which the summary finds from the row's diagnostics."""
+
+    name: str  # its word in the table: learned, fixed, none, softmax, ...
+    settings: Callable[[AttentionSettings], dict[str, Any]] = lambda a: {}
+    at_scale: bool = False
+    same_checkpoint: bool = False  # the row's own checkpoints decoded without the part (a decoding-only part)
+
+
 class Part:
     """What every declared part answers without being built."""
 
@@ -48,6 +66,11 @@ class Part:
     architectures: ClassVar[tuple[str, ...]] = (RNN,)  # the model.arch values it has a meaning in
     rules: ClassVar[tuple[Rule, ...]] = ()
     settings: ClassVar[tuple[str, ...]] = ()  # dotted keys that act only with this part (`attention.lambda`: SACT)
+    # what the part reports per (token, head) beside tau and the gate: the share of capped logits, of exact zeros, ...
+    # (the keys of the traces' `observed`, which the diagnostics summarise per epoch)
+    observes: ClassVar[tuple[str, ...]] = ()
+    controls: ClassVar[tuple[Control, ...]] = ()  # the rows the summary compares this part's rows with
+    decodes_only: ClassVar[bool] = False  # acts when a trained model decodes, never in training or the dev loss
 
     @classmethod
     def label(cls, a: AttentionSettings) -> str | None:
@@ -110,6 +133,7 @@ POSITION_BIASES = Registry("position_bias")
 PLACEMENTS = Registry("placement")  # the RNN's
 SELF_ATTENTIONS = Registry("self_attention")  # the RNN's
 SACT_READINGS = Registry("sact_reading")  # the Transformer's: how a head reads SACT's c~_{t-1}
+NORMALISERS = Registry("normaliser")  # what turns the logits into weights: softmax, alpha-entmax
 MECHANISMS = Registry("mechanism")  # on/off mechanisms by their attention.* flag, in the order the pipeline runs them
 SELECTED_BY = {
     "score": SCORES,
@@ -118,6 +142,7 @@ SELECTED_BY = {
     "position_bias": POSITION_BIASES,
     "self_attention": SELF_ATTENTIONS,
     "sact_reading": SACT_READINGS,
+    "normaliser": NORMALISERS,
 }
 LABEL_ORDER = (
     "score",
@@ -129,7 +154,8 @@ LABEL_ORDER = (
     "position_bias",
     "intra_temporal",
     "self_attention",
-)  # as variant labels have always named the parts
+    "normaliser",
+)  # as variant labels have always named the parts (a new key's default says nothing, so old labels stay)
 
 
 class Implementation:

@@ -72,10 +72,24 @@ def settings(a: AttentionSettings | None = None) -> set[str]:
     return {key for part in parts for key in part.settings}
 
 
+def observed_names() -> tuple[str, ...]:
+    """Every per-token value some registered part observes (Part.observes), in declaration order: the traces' and
+    the diagnostics' columns beside tau and the gate."""
+    parts = (p for r in (*SELECTED_BY.values(), MECHANISMS) for p in r.values())
+    return tuple(dict.fromkeys(name for part in parts for name in part.observes))
+
+
 def rules_of(cfg: TrialSettings) -> Iterator[Rule]:
     """The rules of every part the config selects."""
     for part in parts_of(cfg.attention):
         yield from part.rules
+
+
+def bound_of(a: AttentionSettings) -> float:
+    """b where the temperature's tau (lambda^beta beside a base scale) lies in (1/b, b), as heatmaps and the
+    tau-by-epoch table draw it: what the temperature declares (e for the released code's SACT), else lambda."""
+    part = lookup("temperature", a.temperature)
+    return (part.tau_bound(a) if part is not None else None) or a.lambda_
 
 
 def is_adaptive(temperature: Any) -> bool:

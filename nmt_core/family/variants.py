@@ -8,13 +8,16 @@ Transformer's SACT readings in nmt_core.models.multihead. The equations are in t
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from nmt_core.family.parts import (
     BOTH,
     MECHANISMS,
+    NORMALISERS,
     PLACEMENTS,
     POSITION_BIASES,
+    RNN,
     SACT_READINGS,
     SCORES,
     SELECTED_BY,
@@ -22,6 +25,7 @@ from nmt_core.family.parts import (
     TEMPERATURES,
     TRANSFORMER,
     AttentionSettings,
+    Control,
     Part,
     Rule,
     TrialSettings,
@@ -30,6 +34,7 @@ from nmt_core.family.parts import (
 
 __all__ = [
     "MECHANISMS",
+    "NORMALISERS",
     "PLACEMENTS",
     "POSITION_BIASES",
     "SACT_READINGS",
@@ -136,20 +141,36 @@ class Fixed(TemperaturePart):
         return f"fixed τ{a.tau:g}"
 
 
-class LambdaPower(TemperaturePart):
-    """tau = lambda^tanh(.): tau lies in (1/lambda, lambda), its bound; its label is its name and lambda (`sact4`),
-    its title how papers write it (`SACT λ4`)."""
+AT_SCALE = Control("fixed", at_scale=True)  # a fixed tau at the scale the row's tau settled on (its median)
 
-    settings = ("attention.lambda",)
+
+def learned_control(lam: float | None = None) -> Control:
+    """The learned temperature as a control: one tau = [tau_0] lambda^tanh(b) per head, SACT without its input, with
+    the row's lambda and base scale (`lam` where the row's lambda is not a setting: the released code's e), or any
+    lambda (the row has none: a per-head constant is the question)."""
+
+    def settings(a: AttentionSettings) -> dict[str, object]:
+        if lam is None and "attention.lambda" not in TEMPERATURES[a.temperature].settings:
+            return {"temperature": "learned"}
+        return {"temperature": "learned", "lambda": lam or a.lambda_, "sact_base": a.sact_base}
+
+    return Control("learned", settings)
+
+
+class LambdaPower(TemperaturePart):
+    """tau = [tau_0] lambda^tanh(.): tau / tau_0 lies in (1/lambda, lambda), its bound; its label is its name and
+    lambda (`sact4`, `sact4-base` with a learned base scale tau_0 per head), its title how papers write it."""
+
+    settings = ("attention.lambda", "attention.sact_base")
     written: ClassVar[str] = ""  # its name as papers write it, where that is not its config value
 
     @classmethod
     def label(cls, a: AttentionSettings) -> str | None:
-        return f"{cls.name}{a.lambda_:g}"
+        return f"{cls.name}{a.lambda_:g}" + ("-base" if a.sact_base else "")
 
     @classmethod
     def title(cls, a: AttentionSettings) -> str | None:
-        return f"{cls.written or cls.name} λ{a.lambda_:g}"
+        return f"{cls.written or cls.name} λ{a.lambda_:g}" + (" × learned τ0" if a.sact_base else "")
 
     @classmethod
     def tau_bound(cls, a: AttentionSettings) -> float | None:
@@ -160,12 +181,97 @@ class LambdaPower(TemperaturePart):
 class Sact(LambdaPower):
     adaptive = True
     written = "SACT"
-    settings = ("attention.lambda", "attention.sact_bias", "attention.sact_reading")  # the reading: the Transformer's
+    # the reading: the Transformer's
+    settings = ("attention.lambda", "attention.sact_base", "attention.sact_bias", "attention.sact_reading")
+    observes = ("tau_modulation",)  # lambda^beta = tau / tau_0: what lies in (1/lambda, lambda) with a base scale
+    controls = (learned_control(), AT_SCALE)
+    rules = (
+        Rule(
+            "attention.sentinel",
+            "false with attention.sact_reading tempered (the tempered context would be c+, which mixes in the "
+            "sentinel's slot after the temperature)",
+            lambda c: c.attention.sact_reading != "tempered" or not c.attention.sentinel,
+        ),
+    )
 
 
 @declare(TEMPERATURES, "learned")
 class Learned(LambdaPower):
-    pass
+    observes = ("tau_modulation",)
+
+
+@declare(TEMPERATURES, "sact_released")
+class SactReleased(TemperaturePart):
+    """SACT as its released code computes it (DESIGN: lambda fixed at e, a two-layer MLP for beta, no input
+    feeding, encoder directions summed), beside the paper's equations (`sact`)."""
+
+    architectures = (RNN,)
+    adaptive = True
+    rules = (
+        Rule(
+            "model.input_feeding",
+            "false with attention.temperature sact_released (SACT's released code has no input feeding)",
+            lambda c: not c.model.input_feeding,
+        ),
+        Rule(
+            "model.encoder_merge",
+            "sum with attention.temperature sact_released (SACT's released code sums the encoder's directions)",
+            lambda c: c.model.encoder_merge == "sum",
+        ),
+    )
+    controls = (learned_control(math.e), AT_SCALE)
+
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        return "SACT (released code)"
+
+    @classmethod
+    def tau_bound(cls, a: AttentionSettings) -> float | None:
+        return math.e
+
+
+class LengthScaled(TemperaturePart):
+    """A temperature read from n, the number of keys a query attends over (the source length in cross-attention):
+    1 / tau = s log n (Scalable-Softmax)."""
+
+    settings = ("attention.train_keys",)
+    observes = ("log_n_scale",)  # s log n, the logits' multiplier (1 / tau)
+
+
+@declare(TEMPERATURES, "ssmax")
+class ScalableSoftmax(LengthScaled):
+    """Nakanishi 2025: s learned per head (per model in the RNN); its controls: the fixed log-n scaling, and none."""
+
+    controls = (
+        Control("fixed log n", lambda a: {"temperature": "ssmax_fixed", "train_keys": a.train_keys}),
+        Control("none", lambda a: {"temperature": "none"}),
+    )
+
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        return "SSMax"
+
+
+@declare(TEMPERATURES, "ssmax_fixed")
+class FixedLogScale(LengthScaled):
+    """SSMax's fixed control: s = 1 / log(n_train), logits times log(n) / log(n_train)."""
+
+    @classmethod
+    def label(cls, a: AttentionSettings) -> str | None:
+        return f"logn{a.train_keys}"
+
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        return f"log n / log {a.train_keys}"
+
+
+@declare(TEMPERATURES, "selective")
+class Selective(TemperaturePart):
+    """Zhang et al. 2024's query temperature: 1 / tau_i = tau_pos(n_i) + tau_tok(x_i), per head; its control the
+    learned per-head constant."""
+
+    adaptive = True
+    controls = (learned_control(),)
 
 
 # ---- on/off mechanisms, in the order the pipeline runs them ---------------------------------------------------
@@ -221,6 +327,111 @@ class Fertility(Part):
             lambda c: c.attention.coverage,
         ),
     )
+
+
+def _softmax_normalised(cfg: TrialSettings) -> bool:
+    return cfg.attention.normaliser == "softmax"
+
+
+@declare(MECHANISMS, "softcap")
+class Softcap(Part):
+    """Gemma 2's logit soft-capping, z <- c tanh(z / c): the production bound on the logits' sharpness; its control
+    the same model uncapped."""
+
+    architectures = BOTH
+    settings = ("attention.cap",)
+    observes = ("capped",)  # the share of a token's real logits beyond the cap (|z| > c)
+    controls = (Control("none", lambda a: {"softcap": False}),)
+
+    @classmethod
+    def label(cls, a: AttentionSettings) -> str | None:
+        return f"softcap{a.cap:g}"
+
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        return f"soft-cap {a.cap:g}"
+
+
+@declare(MECHANISMS, "entropy_sharpening")
+class EntropySharpening(Part):
+    """Velickovic et al. 2024's adaptive temperature, at decoding only: a row whose attention entropy exceeds the
+    threshold is sharpened; training and the dev loss never see it. Its control is the same checkpoint decoded
+    plainly, which the trial decodes too."""
+
+    architectures = BOTH
+    decodes_only = True
+    settings = ("attention.entropy_threshold",)
+    rules = (
+        Rule(
+            "attention.entropy_sharpening",
+            "false unless attention.normaliser is softmax (Velickovic et al. fit their sharpening to softmax's "
+            "entropy)",
+            _softmax_normalised,
+        ),
+    )
+    controls = (Control("plain decoding", same_checkpoint=True),)
+
+    @classmethod
+    def label(cls, a: AttentionSettings) -> str | None:
+        return f"sharpen{a.entropy_threshold:g}"
+
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        return f"entropy sharpening > {a.entropy_threshold:g}"
+
+
+# ---- normalisers: the logits -> the weights ------------------------------------------------------------------
+
+
+@declare(NORMALISERS, "softmax")
+class Softmax(Part):
+    architectures = BOTH
+
+    @classmethod
+    def label(cls, a: AttentionSettings) -> str | None:
+        return None
+
+
+@declare(NORMALISERS, "entmax")
+class Entmax(Part):
+    """alpha-entmax with a fixed alpha (Peters et al. 2019; 1.5 in Correia et al.'s fixed rows): sparse weights, exact
+    zeros; its control softmax."""
+
+    architectures = BOTH
+    settings = ("attention.alpha",)
+    observes = ("zeros",)  # the share of a token's real keys with weight exactly 0
+    controls = (Control("softmax", lambda a: {"normaliser": "softmax"}),)
+
+    @classmethod
+    def label(cls, a: AttentionSettings) -> str | None:
+        return f"{cls.name}{a.alpha:g}"
+
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        return f"{a.alpha:g}-entmax"
+
+
+@declare(NORMALISERS, "entmax_learned")
+class LearnedEntmax(Entmax):
+    """Correia, Niculae and Martins 2019: alpha in (1, 2) learned per head, from attention.alpha; its controls the
+    fixed alpha it starts at, and softmax."""
+
+    observes = ("alpha", "zeros")
+    rules = (
+        Rule(
+            "attention.alpha",
+            "< 2 with attention.normaliser entmax_learned (alpha = 1 + sigmoid(a) lies in (1, 2))",
+            lambda c: c.attention.alpha < 2,
+        ),
+    )
+    controls = (
+        Control("fixed alpha", lambda a: {"normaliser": "entmax", "alpha": a.alpha}),
+        Control("softmax", lambda a: {"normaliser": "softmax"}),
+    )
+
+    @classmethod
+    def title(cls, a: AttentionSettings) -> str | None:
+        return f"learned-alpha entmax (from {a.alpha:g})"
 
 
 # ---- position biases ------------------------------------------------------------------------------------------
@@ -337,4 +548,12 @@ class QueryReading(Part):
 
 @declare(SACT_READINGS, "first_pass")
 class FirstPassReading(Part):
+    architectures = (TRANSFORMER,)
+
+
+@declare(SACT_READINGS, "tempered")
+class TemperedReading(Part):
+    """The paper's own c~_{t-1}: each head's tempered context at the position before, computed position by position
+    (SACT's declaration refuses the sentinel with it)."""
+
     architectures = (TRANSFORMER,)

@@ -51,6 +51,7 @@ ENVIRONMENT = {
     "database": "give the password through the database driver's own environment (PGPASSWORD or ~/.pgpass for "
     "PostgreSQL, ~/.my.cnf for MySQL)",
     "ray": "set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token) to the cluster's token",
+    "webhook": "set SWEEPER_WEBHOOK_URL to it (read by every run and resume, never stored)",
 }
 STRAY_AT = "an '@' after the host (percent-encode a password's '/', '?' or '#', and a path's '@' as %40)"
 

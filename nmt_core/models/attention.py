@@ -28,20 +28,24 @@ course report (report 004).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from nmt_core.family.parts import Implementation, implements
-from nmt_core.family.variants import MECHANISMS, POSITION_BIASES, SCORES, TEMPERATURES
+from nmt_core.family.variants import MECHANISMS, NORMALISERS, POSITION_BIASES, SCORES, TEMPERATURES
 
 if TYPE_CHECKING:
     from nmt_core.config import AttentionConfig
 
 FERTILITY_MAX = 2.0  # N in f_j = N sigmoid(W_j h_j): a source word covers at most two target words (Tu et al.)
+# Velickovic et al. 2024's fit of the inverse temperature to a row's entropy H (the polynomial of their code listing),
+# highest power first, as numpy.polyval reads it: beta(H) = -0.037 H^4 + 0.481 H^3 - 2.3 H^2 + 4.917 H - 1.791
+SHARPENING_POLYNOMIAL = (-0.037, 0.481, -2.3, 4.917, -1.791)
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,11 @@ class Site:
         """A vector v per head, v^T h one scalar per query (`head_scalars`)."""
         raise NotImplementedError
 
+    def per_head_constant(self, values: Tensor) -> Tensor:
+        """One value per head (heads,) shaped to broadcast over tau's layout: (1,) over (B,), (heads, 1) over
+        (B, heads, T)."""
+        raise NotImplementedError
+
     def past_context_weight(self) -> nn.Linear | None:
         """SACT's W_c where the site carries c~_{t-1}, the tempered context of the step before (the RNN's)."""
         return None
@@ -91,6 +100,9 @@ class StepSite(Site):
     def head_vector(self, size: int) -> nn.Linear:
         return nn.Linear(size, 1, bias=False)
 
+    def per_head_constant(self, values: Tensor) -> Tensor:
+        return values
+
     def past_context_weight(self) -> nn.Linear:
         return nn.Linear(self.context_size, 1, bias=False)
 
@@ -105,6 +117,91 @@ def masked_softmax(e: Tensor, keep: Tensor | None) -> Tensor:
         e = e.masked_fill(~keep, float("-inf"))
     precise = torch.promote_types(e.dtype, torch.float32)
     return torch.softmax(e.to(precise), dim=-1)
+
+
+def real_keys(keep: Tensor | None, e: Tensor) -> Tensor:
+    """n, the number of keys each query reads (True in `keep`; all of e's last axis where None), in tau's layout."""
+    if keep is None:
+        return e.new_full(e.shape[:-1], e.size(-1))
+    return keep.sum(-1).to(e.dtype)
+
+
+def log_keys(n: Tensor) -> Tensor:
+    """log n, read as log 2 where a query has a single key: its weight is 1 at any scale, and tau stays finite."""
+    return torch.log(n.clamp_min(2))
+
+
+def share(flags: Tensor, keep: Tensor | None) -> Tensor:
+    """The share of each query's real keys where `flags` holds (per token, per head): a diagnostic, no gradient."""
+    if keep is None:
+        return flags.float().mean(-1)
+    return (flags & keep).sum(-1).float() / keep.sum(-1).clamp_min(1).float()
+
+
+def entmax_threshold(x: Tensor, alpha: Tensor) -> Tensor:
+    """tau* with sum_i [x_i - tau*]_+^(1 / (alpha - 1)) = 1 for x = (alpha - 1) z, by bisection (Peters et al. 2019
+    sec. 3; Blondel et al. 2019): the sum falls as tau grows, from >= 1 at max(x) - 1 (the largest term is 1) to
+    <= 1 at max(x) - (1 / n)^(alpha - 1) (every term at most 1 / n). Halving that bracket once per bit of the
+    mantissa leaves it below the dtype's resolution."""
+    power = 1 / (alpha - 1)
+    top = x.amax(-1, keepdim=True)
+    low, high = top - 1, top - x.size(-1) ** -(alpha - 1)
+    for _ in range(round(-math.log2(torch.finfo(x.dtype).eps)) + 2):  # mantissa bits + 2
+        middle = (low + high) / 2
+        enough = (x - middle).clamp_min(0).pow(power).sum(-1, keepdim=True) >= 1
+        low, high = torch.where(enough, middle, low), torch.where(enough, high, middle)
+    return low
+
+
+class EntmaxBisect(torch.autograd.Function):
+    """alpha-entmax(z)_i = [(alpha - 1) z_i - tau*]_+^(1 / (alpha - 1)) (Peters et al. 2019; Correia et al. 2019; the
+    papers after SACT are not in the project's collection, so they are cited by name, not equation number): alpha ->
+    1 is softmax, 2 sparsemax; masked keys (z = -inf) get exactly 0. Its gradients in closed form, not through the
+    bisection's comparisons: with g = p^(2 - alpha) on the support, dp/dz = diag(g) - g g^T / sum(g) (Peters et al.),
+    and dp/dalpha = (p - g^) / (alpha - 1)^2 - (p log p - g^ sum_j p_j log p_j) / (alpha - 1), g^ = g / sum(g)
+    (Correia et al.), both held to gradcheck. `alpha` broadcasts over z's rows (one per head)."""
+
+    @staticmethod
+    def forward(ctx: Any, z: Tensor, alpha: Tensor) -> Tensor:
+        x = (alpha - 1) * z
+        p = (x - entmax_threshold(x, alpha)).clamp_min(0).pow(1 / (alpha - 1))
+        p = p / p.sum(-1, keepdim=True)  # the last bisection step's residue
+        ctx.save_for_backward(p, alpha)
+        return p
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor | None]:
+        p, alpha = ctx.saved_tensors
+        support = p > 0
+        g = torch.where(support, p.pow(2 - alpha), 0.0)
+        skewed = g / g.sum(-1, keepdim=True)  # g^
+        grad_z = g * grad - skewed * (g * grad).sum(-1, keepdim=True)
+        if not ctx.needs_input_grad[1]:
+            return grad_z, None
+        plogp = torch.where(support, p * p.clamp_min(torch.finfo(p.dtype).tiny).log(), 0.0)
+        dp = (p - skewed) / (alpha - 1) ** 2 - (plogp - skewed * plogp.sum(-1, keepdim=True)) / (alpha - 1)
+        return grad_z, (grad * dp).sum(-1, keepdim=True).sum_to_size(alpha.shape)
+
+
+def masked_entmax(e: Tensor, keep: Tensor | None, alpha: Tensor) -> Tensor:
+    """alpha-entmax over the last axis where `keep`, in fp32 or fp64 as masked_softmax normalises: padding gets 0."""
+    if keep is not None:
+        e = e.masked_fill(~keep, float("-inf"))
+    precise = torch.promote_types(e.dtype, torch.float32)
+    return EntmaxBisect.apply(e.to(precise), alpha.to(precise))
+
+
+def entropy_sharpening(e: Tensor, keep: Tensor | None, threshold: float) -> tuple[Tensor, Tensor]:
+    """Velickovic et al. 2024's adaptive temperature: a row's logits times beta = max(poly(H), 1) where its softmax's
+    entropy H (nats) exceeds `threshold`, else 1 (their code: sharpen only, never soften; leave low-entropy rows
+    be). Returns the logits and beta."""
+    p = masked_softmax(e, keep)
+    entropy = -torch.where(p > 0, p * p.clamp_min(1e-30).log(), 0.0).sum(-1)
+    fit = torch.zeros_like(entropy)
+    for coefficient in SHARPENING_POLYNOMIAL:  # Horner's rule, highest power first
+        fit = fit * entropy + coefficient
+    beta = torch.where(entropy > threshold, fit.clamp_min(1.0), torch.ones_like(entropy))
+    return e * beta.unsqueeze(-1).to(e.dtype), beta
 
 
 def lambda_power(beta_input: Tensor, lam: float) -> Tensor:
@@ -208,6 +305,7 @@ class AttentionOutput:
     tau: Tensor | None  # (B,): temperature tau_t; None when temperature is `none`
     gate: Tensor | None  # (B,): sentinel gate beta_t; None without the sentinel
     scores: Tensor  # (B, S): raw scores e_t before temperature and masking (diagnostics: saturation)
+    observed: dict[str, Tensor] = field(default_factory=dict)  # (B,) each: what the parts observe (Part.observes)
 
 
 # ---- scores: e_{t,i} for every source position at once -------------------------------------------
@@ -372,6 +470,7 @@ class Temperature(nn.Module, Implementation):
     pass at tau = 1: a block that carried its own tempered context would make its positions sequential."""
 
     reads_context = False
+    reads_keys: ClassVar[bool] = False  # `forward` also takes n, the number of keys each query reads (tau's layout)
 
     def __init__(self, site: Site, cfg: AttentionConfig):
         super().__init__()
@@ -385,6 +484,33 @@ class Temperature(nn.Module, Implementation):
 
     def next_state(self, context: Tensor) -> dict[str, Tensor]:
         return {}
+
+    def per_query(self, values: Tensor, query: Tensor) -> Tensor:
+        """One value per head (heads,) -> tau's layout for the step's queries: (B,) or (B, heads, T)."""
+        return self.site.per_head(values.expand(*query.shape[:-1], self.site.heads))
+
+    def observe(self, tau: Tensor, query: Tensor) -> dict[str, Tensor]:
+        """What it reports per token beside tau (its declaration's `observes`)."""
+        return {}
+
+
+class BaseScaled(Temperature):
+    """tau = tau_0 x tau', tau_0 = exp(log tau_0) one learned scale per head, log tau_0 = 0 at the start
+    (`attention.sact_base`): SACT (or its learned control) modulates around a scale of its own, so that in a block
+    whose logits' only scale is the temperature (qk_norm) lambda^beta need not supply all of it."""
+
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
+        self.log_tau0 = nn.Parameter(torch.zeros(site.heads)) if cfg.sact_base else None  # 1-D: kept at 0
+
+    def based(self, modulation: Tensor, query: Tensor) -> Tensor:
+        """tau = tau_0 lambda^beta (no base: lambda^beta itself)."""
+        return modulation if self.log_tau0 is None else torch.exp(self.per_query(self.log_tau0, query)) * modulation
+
+    def observe(self, tau: Tensor, query: Tensor) -> dict[str, Tensor]:
+        if self.log_tau0 is None:
+            return {}
+        return {"tau_modulation": tau / torch.exp(self.per_query(self.log_tau0, query))}  # lambda^beta
 
 
 @implements(TEMPERATURES, "none")
@@ -401,9 +527,9 @@ class FixedTemperature(Temperature):
 
 
 @implements(TEMPERATURES, "sact")
-class SelfAdaptiveTemperature(Temperature):
+class SelfAdaptiveTemperature(BaseScaled):
     """SACT: tau_t = lambda^beta_t (S eq. 1), beta_t = tanh(W_c c~_{t-1} + U_s s_t) (S eq. 2, no bias unless
-    `attention.sact_bias`); tau_t lies in (1/lambda, lambda).
+    `attention.sact_bias`); tau_t lies in (1/lambda, lambda), or in (tau_0/lambda, tau_0 lambda) with a base scale.
 
     The RNN carries the paper's c~_{t-1}, c~_0 = the decoder's initial state. A Transformer block has one U_s row per
     head, reading x_i for s_t, and reads c~_{t-1} as `attention.sact_reading` says (nmt_core.models.multihead: the query
@@ -421,7 +547,8 @@ class SelfAdaptiveTemperature(Temperature):
         return {"sact": decoder_init[:, decoder_init.size(-1) - self.site.context_size :]}
 
     def forward(self, query: Tensor, previous: Tensor | None) -> Tensor | None:
-        return lambda_power(self.site.per_head(self.U_s(query)) + self.read(previous), self.cfg.lambda_)  # S eqs. 1-2
+        beta_input = self.site.per_head(self.U_s(query)) + self.read(previous)
+        return self.based(lambda_power(beta_input, self.cfg.lambda_), query)  # S eqs. 1-2
 
     def read(self, previous: Tensor | None) -> Tensor | int:
         """W_c c~_{t-1}: the site's own c~_{t-1}, or the reading that stands for it."""
@@ -433,7 +560,7 @@ class SelfAdaptiveTemperature(Temperature):
 
 
 @implements(TEMPERATURES, "learned")
-class LearnedTemperature(Temperature):
+class LearnedTemperature(BaseScaled):
     """tau = lambda^tanh(b) (S eqs. 1-2 without their input): one learned scalar b per model, or per head of each
     tempered Transformer block, b = 0 at the start (tau = 1); tau lies in (1/lambda, lambda) like SACT's.
 
@@ -446,7 +573,91 @@ class LearnedTemperature(Temperature):
 
     def forward(self, query: Tensor, previous: Tensor | None) -> Tensor | None:
         tau = lambda_power(self.b, self.cfg.lambda_)  # (heads,)
-        return self.site.per_head(tau.expand(*query.shape[:-1], self.site.heads))
+        return self.based(self.site.per_head(tau.expand(*query.shape[:-1], self.site.heads)), query)
+
+
+@implements(TEMPERATURES, "sact_released")
+class ReleasedSactTemperature(Temperature):
+    """SACT as its released code computes it (DESIGN): tau_t = e^beta_t, lambda fixed at e, and beta_t =
+    tanh(MLP([c~_{t-1}; s_t])), a two-layer MLP in place of S eq. 2's two linear maps. Its width (H) and its hidden
+    tanh are our reading: what is known of the code says "a two-layer MLP" and no more. The RNN only: the code's
+    model has no input feeding and sums the encoder's directions, which the declaration's rules ask of the config."""
+
+    reads_context = True
+
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
+        size = site.input_size
+        self.mlp = nn.Sequential(nn.Linear(site.context_size + size, size), nn.Tanh(), nn.Linear(size, site.heads))
+
+    def initial_state(self, decoder_init: Tensor) -> dict[str, Tensor]:
+        return {self.name: decoder_init[:, decoder_init.size(-1) - self.site.context_size :]}  # c~_0, as SACT's
+
+    def forward(self, query: Tensor, previous: Tensor | None) -> Tensor | None:
+        return lambda_power(self.site.per_head(self.mlp(torch.cat([previous, query], dim=-1))), math.e)
+
+    def next_state(self, context: Tensor) -> dict[str, Tensor]:
+        return {self.name: context}
+
+
+class LengthScaledTemperature(Temperature):
+    """1 / tau = s log n, n the number of keys a query reads (`real_keys`: the source length in cross-attention, i + 1
+    in a causal self-attention): Scalable-Softmax's p = softmax(s log(n) z) (Nakanishi 2025), the logits' scale
+    growing with the keys that dilute them. s starts at 1 / log(n_train) (`attention.train_keys`): the plain softmax
+    at n = n_train."""
+
+    reads_keys = True
+
+    def s(self, like: Tensor) -> Tensor:
+        """s per head (heads,), in `like`'s dtype and device."""
+        raise NotImplementedError
+
+    def forward(self, query: Tensor, previous: Tensor | None, keys: Tensor | None = None) -> Tensor | None:
+        return 1 / (self.per_query(self.s(query), query) * log_keys(keys))  # tau = 1 / (s log n)
+
+    def observe(self, tau: Tensor, query: Tensor) -> dict[str, Tensor]:
+        return {"log_n_scale": 1 / tau}  # s log n
+
+
+@implements(TEMPERATURES, "ssmax")
+class ScalableSoftmax(LengthScaledTemperature):
+    """SSMax with s learned per head (one per model in the RNN), as Nakanishi learns one per layer and head."""
+
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
+        self.scale = nn.Parameter(torch.full((site.heads,), 1 / math.log(cfg.train_keys)))  # 1-D: kept as set
+
+    def s(self, like: Tensor) -> Tensor:
+        return self.scale
+
+
+@implements(TEMPERATURES, "ssmax_fixed")
+class FixedLogScale(LengthScaledTemperature):
+    """SSMax's fixed control: s = 1 / log(n_train), logits times log(n) / log(n_train), nothing learned."""
+
+    def s(self, like: Tensor) -> Tensor:
+        return like.new_full((self.site.heads,), 1 / math.log(self.cfg.train_keys))
+
+
+@implements(TEMPERATURES, "selective")
+class SelectiveTemperature(Temperature):
+    """Zhang et al. 2024's query temperature (Selective Self-Attention), the query's logits times 1 / tau_i =
+    tau_pos(n_i) + tau_tok(x_i), tau_pos = 1 + sigmoid(a) log n_i, tau_tok = tanh(w^T x_i), per head: a learned
+    scalar, w a learned vector. n_i is the number of keys query i reads (the paper's causal language model reads i of
+    them; in cross-attention the source length). The paper's value temperature and weight sharing are left out:
+    this is the query-side temperature, SACT's closest modern relative (tau from the token; SACT adds the context)."""
+
+    reads_keys = True
+
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
+        self.a = nn.Parameter(torch.zeros(site.heads))  # sigmoid(a) = 1/2 at the start; 1-D: kept at 0
+        self.w = nn.Linear(site.input_size, site.heads, bias=False)  # w^T x_i, one row per head
+
+    def forward(self, query: Tensor, previous: Tensor | None, keys: Tensor | None = None) -> Tensor | None:
+        position = 1 + self.per_query(torch.sigmoid(self.a), query) * log_keys(keys)  # tau_pos
+        token = torch.tanh(self.site.per_head(self.w(query)))  # tau_tok
+        return 1 / (position + token)
 
 
 # ---- on/off mechanisms: each an attention.* flag, hooked into the pipeline's stages ----------------------
@@ -467,6 +678,7 @@ class Step:
     keyed: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None  # a slot's vector -> its value and its score
     tau: Tensor | None = None
     own: dict[str, Tensor] = field(default_factory=dict)
+    observed: dict[str, Tensor] = field(default_factory=dict)  # per token (tau's layout): what the parts report
 
 
 class Mechanism(nn.Module, Implementation):
@@ -498,6 +710,10 @@ class Mechanism(nn.Module, Implementation):
     def mix(self, context: Tensor, gate: Tensor | None, step: Step) -> Tensor:
         """The context the decoder reads."""
         return context
+
+    def final(self, e: Tensor, mask: Tensor | None, step: Step) -> Tensor:
+        """The logits' last change before the normaliser, every slot's (soft-capping, the decoding's sharpening)."""
+        return e
 
     def next_state(self, step: Step, weights: Tensor) -> dict[str, Tensor]:
         return {}
@@ -566,6 +782,135 @@ class Sentinel(Mechanism):
 
     def next_state(self, step: Step, weights: Tensor) -> dict[str, Tensor]:
         return {"sentinel": step.s}  # t_{i-1} of the next step
+
+
+# ---- the logits' last stage: soft-capping, and the decoding's entropy sharpening ------------------------
+
+
+@implements(MECHANISMS, "softcap")
+class Softcap(Mechanism):
+    """Gemma 2's logit soft-capping (Gemma Team 2024): z <- c tanh(z / c) on every logit the normaliser reads,
+    after the temperature, so that no logit leaves (-c, c): a fixed bound on how sharp attention can be, where SACT's
+    is a bound on tau. Reports the share of each token's real logits beyond the cap (|z| > c)."""
+
+    def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
+        super().__init__(site, cfg, score)
+        self.cap = cfg.cap
+
+    def final(self, e: Tensor, mask: Tensor | None, step: Step) -> Tensor:
+        step.observed["capped"] = share(e.detach().abs() > self.cap, mask)
+        return self.cap * torch.tanh(e / self.cap)
+
+
+@implements(MECHANISMS, "entropy_sharpening")
+class EntropySharpening(Mechanism):
+    """Velickovic et al. 2024's adaptive temperature, at decoding only (`entropy_sharpening`): inside `decoding(model)`
+    (greedy and beam search) each head's row whose entropy exceeds `attention.entropy_threshold` is sharpened;
+    training, the dev loss and the teacher-forced traces run the model as trained. `plain_decoding(model)` turns it
+    off for the control, the same checkpoint decoded plainly."""
+
+    def __init__(self, site: Site, cfg: AttentionConfig, score: Score):
+        super().__init__(site, cfg, score)
+        self.threshold, self.decoding, self.plain = cfg.entropy_threshold, False, False
+
+    def final(self, e: Tensor, mask: Tensor | None, step: Step) -> Tensor:
+        if not self.decoding or self.plain:
+            return e
+        e, beta = entropy_sharpening(e, mask, self.threshold)
+        step.observed["sharpening"] = beta
+        return e
+
+
+def decoding_parts(model: nn.Module) -> list[EntropySharpening]:
+    return [m for m in model.modules() if isinstance(m, Mechanism) and MECHANISMS[m.name].decodes_only]
+
+
+@contextmanager
+def decoding(model: nn.Module) -> Iterator[None]:
+    """Decoding-only parts act inside this block (greedy and beam search open it)."""
+    parts = decoding_parts(model)
+    for part in parts:
+        part.decoding = True
+    try:
+        yield
+    finally:
+        for part in parts:
+            part.decoding = False
+
+
+@contextmanager
+def plain_decoding(model: nn.Module) -> Iterator[None]:
+    """Decoding-only parts stay off inside this block, even while decoding: their control, the same checkpoint."""
+    parts = decoding_parts(model)
+    for part in parts:
+        part.plain = True
+    try:
+        yield
+    finally:
+        for part in parts:
+            part.plain = False
+
+
+# ---- normalisers: the logits -> the weights --------------------------------------------------------------
+
+
+class Normaliser(nn.Module, Implementation):
+    """The weights from the logits over the last axis, masked keys at exactly 0 (`attention.normaliser`)."""
+
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__()
+        self.site, self.cfg = site, cfg
+
+    def forward(self, e: Tensor, keep: Tensor | None) -> Tensor:
+        raise NotImplementedError
+
+    def observe(self, weights: Tensor, keep: Tensor | None) -> dict[str, Tensor]:
+        """What it reports per token beside the weights (its declaration's `observes`)."""
+        return {}
+
+
+@implements(NORMALISERS, "softmax")
+class Softmax(Normaliser):
+    def forward(self, e: Tensor, keep: Tensor | None) -> Tensor:
+        return masked_softmax(e, keep)
+
+
+@implements(NORMALISERS, "entmax")
+class Entmax(Normaliser):
+    """alpha-entmax with a fixed alpha (`masked_entmax`); reports the share of each token's real keys at exactly 0."""
+
+    def alpha(self, like: Tensor) -> Tensor:
+        """alpha per head (heads,), in `like`'s dtype and device."""
+        return like.new_full((self.site.heads,), self.cfg.alpha)
+
+    def rows(self, e: Tensor) -> Tensor:
+        """alpha per head, shaped to broadcast over e's rows (B, S) or (B, heads, T, S)."""
+        return self.site.per_head_constant(self.alpha(e)).unsqueeze(-1)
+
+    def forward(self, e: Tensor, keep: Tensor | None) -> Tensor:
+        return masked_entmax(e, keep, self.rows(e))
+
+    def observe(self, weights: Tensor, keep: Tensor | None) -> dict[str, Tensor]:
+        return {"zeros": share(weights == 0, keep)}
+
+
+@implements(NORMALISERS, "entmax_learned")
+class LearnedEntmax(Entmax):
+    """Correia, Niculae and Martins 2019: alpha = 1 + sigmoid(a) in (1, 2), a learned per head (one per model in the
+    RNN), from attention.alpha at the start: 1.5, the fixed control's, by default. Reports alpha per token and head
+    beside the share of exact zeros."""
+
+    def __init__(self, site: Site, cfg: AttentionConfig):
+        super().__init__(site, cfg)
+        start = cfg.alpha - 1
+        self.a = nn.Parameter(torch.full((site.heads,), math.log(start / (1 - start))))  # 1-D: kept as set
+
+    def alpha(self, like: Tensor) -> Tensor:
+        return 1 + torch.sigmoid(self.a)
+
+    def observe(self, weights: Tensor, keep: Tensor | None) -> dict[str, Tensor]:
+        alpha = self.rows(weights).squeeze(-1).expand(weights.shape[:-1])
+        return {"alpha": alpha, **super().observe(weights, keep)}
 
 
 # ---- position bias: what the scores get from where j lies in the source and i in the target ------------
@@ -736,6 +1081,7 @@ class Pipeline(nn.Module):
         self.score = SCORES.implementation(parts["score"])(site, cfg)
         self.temperature = TEMPERATURES.implementation(parts["temperature"])(site, cfg)
         self.position = POSITION_BIASES.implementation(parts["position_bias"])(site, cfg, self.score)
+        self.normaliser = NORMALISERS.implementation(parts.get("normaliser", "softmax"))(site, cfg)
         self.mechanisms: list[Mechanism] = []
         for name in MECHANISMS:  # in the pipeline's order, which the declarations keep
             if name in flags:
@@ -747,17 +1093,32 @@ class Pipeline(nn.Module):
         c~_{t-1})."""
         return step.state[self.temperature.name]
 
+    def tau_of(self, e: Tensor, mask: Tensor | None, step: Step) -> Tensor | None:
+        """tau from the step's query, the context before where the temperature reads one, and the number of keys
+        where it reads that (SSMax); what it observes goes to the step's `observed`."""
+        keys = (real_keys(mask, e),) if self.temperature.reads_keys else ()
+        tau = self.temperature(step.s, self.context_before(e, mask, step), *keys)
+        if tau is not None:
+            with torch.no_grad():
+                step.observed.update(self.temperature.observe(tau, step.s))
+        return tau
+
     def weigh(self, e: Tensor, mask: Tensor | None, step: Step) -> tuple[Tensor, Tensor | None]:
         """Scores with their position bias -> the weights over the source and the mechanisms' slots (in the values'
         dtype) and tau."""
-        tau = step.tau = self.temperature(step.s, self.context_before(e, mask, step))
+        tau = step.tau = self.tau_of(e, mask, step)
         if tau is not None:
             e = e / tau.unsqueeze(-1)  # softmax(e / tau_t), S eq. 4
         for part in self.mechanisms:
             e = part.adjust(e, step)  # intra-temporal, P eq. 3
         for part in self.mechanisms:
             e, mask = part.extend(e, mask, step)  # the sentinel's slot, A eq. 10
-        return masked_softmax(e, mask).to(step.dtype), tau  # A eq. 11 with the sentinel slot
+        for part in self.mechanisms:
+            e = part.final(e, mask, step)  # soft-capping; the decoding's entropy sharpening
+        alpha = self.normaliser(e, mask)  # A eq. 11 with the sentinel slot; or alpha-entmax
+        with torch.no_grad():
+            step.observed.update(self.normaliser.observe(alpha, mask))
+        return alpha.to(step.dtype), tau
 
     def split(self, alpha: Tensor) -> tuple[Tensor, Tensor | None]:
         """The weights -> those on source positions and the gate (the sentinel's beta_t)."""
@@ -783,7 +1144,7 @@ class Attention(Pipeline):
         self.cfg = cfg
         context = SCORES.implementation(cfg.score).context_size_of(hidden)
         site = StepSite(hidden, hidden, context, step_input_size=step_input_size, cell=decoder_cell)
-        parts = {key: getattr(cfg, key) for key in ("score", "temperature", "position_bias")}
+        parts = {key: getattr(cfg, key) for key in ("score", "temperature", "position_bias", "normaliser")}
         self.build_parts(site, cfg, parts, {name for name in MECHANISMS if getattr(cfg, name)})
         self.context_size = self.score.context_size
         self.needs_memory_cell = any(m.needs_memory_cell for m in self.mechanisms)
@@ -820,7 +1181,7 @@ class Attention(Pipeline):
         for part in self.mechanisms:
             parts.update(part.next_state(step, alpha))
         parts.update(self.position.next_state(state))
-        return AttentionOutput(context, alpha, tau, gate, raw_scores), AttentionState(parts)
+        return AttentionOutput(context, alpha, tau, gate, raw_scores, step.observed), AttentionState(parts)
 
 
 def coverage_penalty(weights: Tensor, src_mask: Tensor, tgt_mask: Tensor, fertility: Tensor | None = None) -> Tensor:

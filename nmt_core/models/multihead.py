@@ -14,8 +14,10 @@ and run through the family's `Pipeline`, the RNN's attention's, through the same
   cosine, in [-1, 1], with no 1/sqrt(d_k), so that tau is the logits' only scale (W_Q and W_K cannot rescale them).
   SACT (S eqs. 1-2) reads c~_{t-1} as `attention.sact_reading` says (the readings below, the
   Transformer's own parts): `query` not at all; `first_pass` c0_{i-1}, the same head's context at i - 1 from a
-  first pass with tau = 1 (c0_{-1} = 0). Inside a layer the paper's own c~_{t-1} (the tempered context of the step
-  before) would make positions sequential; both readings keep training parallel.
+  first pass with tau = 1 (c0_{-1} = 0); `tempered` the paper's own c~_{i-1}, the head's tempered context at i - 1,
+  which makes tau sequential over the positions (only tau and its softmax: the scores stay parallel);
+- alpha-entmax in place of the softmax, soft-capped logits, the decoding's entropy sharpening: in the blocks the
+  temperature acts in (`attention.temperature_at`), through the pipeline's normaliser and `final` hooks.
 
 What a part reads from the position before (the first pass, x_{i-1}) is shifted from all positions in training, and
 carried under the part's name from one decoding step to the next (`BlockState`); what differs from the RNN's step is
@@ -26,7 +28,7 @@ last cross-attention, which the traces and diagnostics read).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
@@ -35,7 +37,7 @@ from torch.nn import functional as F
 
 from nmt_core.family.parts import Implementation, implements
 from nmt_core.family.variants import SACT_READINGS, SCORES
-from nmt_core.models.attention import AttentionState, Pipeline, Site, Step, head_scalars, masked_softmax
+from nmt_core.models.attention import AttentionState, Pipeline, Site, Step, head_scalars
 
 if TYPE_CHECKING:
     from nmt_core.config import AttentionConfig
@@ -50,6 +52,7 @@ class HeadTrace:
     scores: Tensor | None = None
     tau: Tensor | None = None
     gate: Tensor | None = None
+    observed: dict[str, Tensor] = field(default_factory=dict)  # (B, heads, T) each: what the parts report
 
 
 def shifted(x: Tensor, dim: int) -> Tensor:
@@ -72,6 +75,9 @@ class BlockSite(Site):
         bound = size**-0.5
         return nn.Parameter(torch.empty(self.heads, size).uniform_(-bound, bound))
 
+    def per_head_constant(self, values: Tensor) -> Tensor:
+        return values.view(self.heads, 1)
+
     def sact_reading(self, cfg: AttentionConfig) -> nn.Module:
         return SACT_READINGS.implementation(cfg.sact_reading)(self.heads, self.head_size)
 
@@ -84,6 +90,13 @@ class BlockState(AttentionState):
     def __init__(self, carried: dict[str, Tensor] | None):
         super().__init__({})
         self.carried, self.carry = carried, {}
+
+    def start(self, name: str, like: Tensor) -> Tensor:
+        """What `name` carried from the step before, zeros (like `like`) at the first position: where a part computes
+        its positions one after another (SACT's tempered reading) and keeps its last (`carry`)."""
+        if self.carried is not None and name in self.carried:
+            return self.carried[name]
+        return torch.zeros_like(like)
 
     def before(self, name: str, now: Tensor) -> Tensor:
         """`now` (..., T, size) at the position before, along its positions (the second axis from the end)."""
@@ -100,6 +113,7 @@ class SactReading(nn.Module, Implementation):
     """The term beta gets from the previous position's context (B, heads, T); none for the query-only reading."""
 
     needs_first_pass = False
+    recurrent = False  # reads the tempered context at i - 1: the block computes tau position by position
 
     def __init__(self, heads: int, head_size: int):
         super().__init__()
@@ -129,6 +143,17 @@ class FirstPassReading(SactReading):
         return head_scalars(previous, self.W_c).squeeze(-1)  # W_c c0_{i-1}, each head's own W_c
 
 
+@implements(SACT_READINGS, "tempered")
+class TemperedReading(FirstPassReading):
+    """beta_i = tanh(W_c c~_{i-1} + U_s x_i), c~_{i-1} the head's own tempered context at the position before (S eq. 2
+    as the paper has it, c~_{-1} = 0): what attention read at the previous step, not a near-uniform first pass. tau_i
+    needs c~_{i-1}, so the block runs tau and its softmax one position after another (`MultiHeadAttention.
+    tempered_tau`); the scores, the values and the block's output stay parallel."""
+
+    needs_first_pass = False
+    recurrent = True
+
+
 @dataclass(frozen=True)
 class BlockParts:
     """Which parts one attention block has (the transformer decides per block and layer)."""
@@ -137,12 +162,20 @@ class BlockParts:
     temperature: str = "none"
     position_bias: str = "none"
     sentinel: bool = False
+    normaliser: str = "softmax"
+    softcap: bool = False
+    entropy_sharpening: bool = False
     keep_weights: bool = False  # report weights even without a mechanism (the explicit path)
     fused: bool = True  # model.fast_path: scaled_dot_product_attention where no mechanism is active
     qk_norm: bool = False  # attention.qk_norm: the score compares unit queries and keys (`compared`)
 
+    def flags(self) -> set[str]:
+        """The on/off mechanisms this block runs (attention.* flags)."""
+        return {name for name in ("sentinel", "softcap", "entropy_sharpening") if getattr(self, name)}
+
     def explicit(self) -> bool:
-        plain = self.temperature == "none" and self.position_bias == "none" and not (self.sentinel or self.qk_norm)
+        plain = self.temperature == "none" and self.position_bias == "none" and self.normaliser == "softmax"
+        plain = plain and not (self.flags() or self.qk_norm)
         return not (plain and SCORES.implementation(self.score).fused and self.fused and not self.keep_weights)
 
 
@@ -156,7 +189,7 @@ class MultiHeadAttention(Pipeline):
         self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Linear(size, size) for _ in range(4))
         site = BlockSite(size, self.head_size, self.head_size, heads, step_input_size=size)
         named = {"score": parts.score, "temperature": parts.temperature, "position_bias": parts.position_bias}
-        self.build_parts(site, cfg, named, {"sentinel"} if parts.sentinel else set())
+        self.build_parts(site, cfg, {**named, "normaliser": parts.normaliser}, parts.flags())
         self.dropout = dropout
 
     def by_head(self, x: Tensor) -> Tensor:
@@ -208,7 +241,30 @@ class MultiHeadAttention(Pipeline):
         sequential."""
         if not self.temperature.reads_context:
             return None
-        return step.state.before(self.temperature.name, step.average(masked_softmax(e, mask).to(step.dtype)))
+        return step.state.before(self.temperature.name, step.average(self.normaliser(e, mask).to(step.dtype)))
+
+    def tau_of(self, e: Tensor, mask: Tensor | None, step: Step) -> Tensor | None:
+        reading = getattr(self.temperature, "reading", None)
+        if reading is None or not reading.recurrent:
+            return super().tau_of(e, mask, step)
+        return self.tempered_tau(e, mask, step)
+
+    def tempered_tau(self, e: Tensor, keep: Tensor, step: Step) -> Tensor:
+        """tau_i = [tau_0] lambda^tanh(W_c c~_{i-1} + U_s x_i) with c~_{i-1} = sum_j alpha~_{i-1,j} v_j, alpha~_{i-1} =
+        softmax(e_{i-1} / tau_{i-1}) (S eqs. 1-4 per head; the block's normaliser): one position after another,
+        from c~_{-1} = 0 in training, or from what the step before carried in decoding; the last c~ is carried on."""
+        name, taus = self.temperature.name, []
+        context = step.state.start(name, e.new_zeros(*e.shape[:2], 1, self.head_size, dtype=step.dtype))
+        for i in range(e.size(2)):
+            tau = self.temperature(step.s[:, i : i + 1], context)  # (B, heads, 1)
+            alpha = self.normaliser(e[:, :, i : i + 1] / tau.unsqueeze(-1), keep[:, :, i : i + 1])
+            context = step.average(alpha.to(step.dtype))  # c~_i (B, heads, 1, d_k)
+            taus.append(tau)
+        step.state.carry[name] = context
+        tau = torch.cat(taus, dim=-1)
+        with torch.no_grad():
+            step.observed.update(self.temperature.observe(tau, step.s))
+        return tau
 
     def explicit(
         self,
@@ -237,5 +293,5 @@ class MultiHeadAttention(Pipeline):
         alpha, tau = self.weigh(e, keep, step)
         out, _, _ = self.read(F.dropout(alpha, self.dropout, self.training), step)
         alpha, gate = self.split(alpha)
-        carry = state.carry
-        return self.W_O(out.transpose(1, 2).flatten(2)), HeadTrace(alpha, raw, tau, gate), carry
+        trace = HeadTrace(alpha, raw, tau, gate, step.observed)
+        return self.W_O(out.transpose(1, 2).flatten(2)), trace, state.carry

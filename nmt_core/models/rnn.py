@@ -10,7 +10,7 @@ c+ = beta s + (1 - beta) c need no extra projections.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
@@ -32,15 +32,17 @@ INDUCTOR_MODES = ("default", "reduce-overhead")  # model.compile values whose de
 
 
 class Encoder(nn.Module):
-    """Embeddings -> bidirectional LSTM over packed sequences (cuDNN on GPU); h_i = [h->_i; h<-_i], and with
+    """Embeddings -> bidirectional LSTM over packed sequences (cuDNN on GPU); h_i = [h->_i; h<-_i] (H/2 units each),
+    or h->_i + h<-_i (H each: `model.encoder_merge: sum`, as SACT's released code merges them), and with
     self-attention h_i + sum_k a_ik h_k (report 004; the residual keeps h_i's own word for attention to align)."""
 
     def __init__(self, vocab_size: int, cfg: ModelConfig, self_attention: bool = False):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, cfg.emb_size, padding_idx=PAD)
+        self.summed = cfg.encoder_merge == "sum"
         self.rnn = nn.LSTM(
             cfg.emb_size,
-            cfg.hidden_size // 2,
+            cfg.hidden_size if self.summed else cfg.hidden_size // 2,
             cfg.encoder_layers,
             batch_first=True,
             bidirectional=True,
@@ -52,10 +54,14 @@ class Encoder(nn.Module):
     def forward(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor]:
         """src (B, S) ids, src_lengths (B,) on the CPU -> h (B, S, H), final [h->_n; h<-_1] (B, H)."""
         h, h_n = rnn_by_length(self.rnn, self.dropout(self.embed(src)), src_lengths)
+        if self.summed:  # h->_i + h<-_i; the bridge reads h->_n + h<-_1
+            h, final = sum(h.chunk(2, dim=-1)), h_n[-2] + h_n[-1]
+        else:
+            final = torch.cat([h_n[-2], h_n[-1]], dim=-1)
         h = self.dropout(h)
         if self.self_attention is not None:
             h = h + self.self_attention(h, h, self.self_attention.W_K(h), src != PAD)
-        return h, torch.cat([h_n[-2], h_n[-1]], dim=-1)
+        return h, final
 
 
 def host_to_device(t: Tensor, device: torch.device) -> Tensor:
@@ -112,6 +118,8 @@ class DecoderTrace:
     gate: Tensor | None
     scores: Tensor
     fertility: Tensor | None = None
+    # what the attention parts observed per step (Part.observes): (B, T) each, (B, T, K) per head in a Transformer
+    observed: dict[str, Tensor] = field(default_factory=dict)
 
     @staticmethod
     def stack(steps: list[AttentionOutput]) -> DecoderTrace:
@@ -119,7 +127,9 @@ class DecoderTrace:
             values = [getattr(step, name) for step in steps]
             return None if values[0] is None else torch.stack(values, dim=1)
 
-        return DecoderTrace(along_time("weights"), along_time("tau"), along_time("gate"), along_time("scores"))
+        observed = {name: torch.stack([step.observed[name] for step in steps], dim=1) for name in steps[0].observed}
+        weights, tau, gate, scores = (along_time(name) for name in ("weights", "tau", "gate", "scores"))
+        return DecoderTrace(weights, tau, gate, scores, observed=observed)
 
 
 def run_rnn(

@@ -73,12 +73,20 @@ def localness_in(attention: AttentionConfig, layer: int) -> str:
 
 def tempered(attention: AttentionConfig, blocks: tuple[str, ...], score: str) -> dict[str, str | bool]:
     """The parts of a decoder block that `score` scores, where `attention.temperature_at` is one of `blocks` (the
-    block's temperature_at values): the temperature, and with attention.qk_norm unit queries and keys scored by
-    their plain dot product, the cosine, whose only scale is then the temperature (multihead's module docstring)."""
+    block's temperature_at values): the temperature, the normaliser, soft-capping and the decoding's sharpening, and
+    with attention.qk_norm unit queries and keys scored by their plain dot product, the cosine, whose only scale is
+    then the temperature (multihead's module docstring)."""
     if attention.temperature_at not in blocks:
         return {"score": score}
     qk_norm = attention.qk_norm
-    return {"score": "dot" if qk_norm else score, "temperature": attention.temperature, "qk_norm": qk_norm}
+    return {
+        "score": "dot" if qk_norm else score,
+        "temperature": attention.temperature,
+        "qk_norm": qk_norm,
+        "normaliser": attention.normaliser,
+        "softcap": attention.softcap,
+        "entropy_sharpening": attention.entropy_sharpening,
+    }
 
 
 class EncoderLayer(nn.Module):
@@ -235,8 +243,19 @@ class HeadsTrace(DecoderTrace):
 
 def heads_along(traces: list[HeadTrace], name: str) -> Tensor | None:
     """One trace field of several blocks as (B, T, blocks x heads); None where no block has it."""
-    values = [getattr(trace, name) for trace in traces if getattr(trace, name) is not None]
+    return along([getattr(trace, name) for trace in traces])
+
+
+def along(values: list[Tensor | None]) -> Tensor | None:
+    """(B, heads, T) values of several blocks as (B, T, blocks x heads); None where no block has one."""
+    values = [value for value in values if value is not None]
     return torch.cat([value.transpose(1, 2) for value in values], -1) if values else None
+
+
+def observed_along(traces: list[HeadTrace]) -> dict[str, Tensor]:
+    """What the blocks' parts observed, each name as (B, T, blocks x heads) over the blocks that report it."""
+    names = dict.fromkeys(name for trace in traces for name in trace.observed)
+    return {name: along([trace.observed.get(name) for trace in traces]) for name in names}
 
 
 class Decoder(nn.Module):
@@ -281,6 +300,7 @@ class Decoder(nn.Module):
             heads_along(blocks, "tau"),
             heads_along(crosses, "gate"),
             last.scores.mean(1),
+            observed=observed_along(blocks),
             head_weights=last.weights.transpose(1, 2),
             head_scores=last.scores.transpose(1, 2),
         )
@@ -303,6 +323,7 @@ class Decoder(nn.Module):
             None if tau is None else tau.mean(-1),
             None if gate is None else gate.mean(-1),
             now(trace.scores),
+            {name: value[:, 0].mean(-1) for name, value in trace.observed.items()},
             tau,
             gate,
         )

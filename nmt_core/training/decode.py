@@ -1,26 +1,41 @@
 """Greedy and batched beam search that keep the attention trace of every output token.
 
 Both run the whole batch at once on the device: no Python loop over sentences or beams, and the only
-host-device sync inside the step loop is an early-exit check every few steps.
+host-device sync inside the step loop is an early-exit check every few steps. Attention parts that act only when a
+trained model decodes (the entropy sharpening) act in both (`decodes`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import partial, wraps
+from typing import TypeVar
 
 import torch
 from torch import Tensor
 
 from nmt_core.config import DecodeConfig
 from nmt_core.data.batches import Batch, Example, make_batches
-from nmt_core.models.attention import AttentionOutput
+from nmt_core.models.attention import AttentionOutput, decoding
 from nmt_core.models.rnn import BOS, EOS, PAD, Seq2Seq
 
 EXIT_CHECK_EVERY = 4  # steps between the (syncing) "is every sentence finished?" checks
 # attention-trace cells (hypotheses x steps x source positions) one decoding batch may hold: 64 MB in float32, a
 # few copies of it at once; batch_size sentences of ordinary length stay far below it
 DECODE_CELLS = 2**24
+Search = TypeVar("Search", bound=Callable[..., list])
+
+
+def decodes(search: Search) -> Search:
+    """A search over `model` (its first argument) with the model's decoding-only attention parts acting."""
+
+    @wraps(search)
+    def run(model: Seq2Seq, *args: object, **kwargs: object) -> list:
+        with decoding(model):
+            return search(model, *args, **kwargs)
+
+    return run  # type: ignore[return-value]
 
 
 @dataclass
@@ -95,6 +110,7 @@ class TraceBuffer:
         return result
 
 
+@decodes
 @torch.no_grad()
 def greedy(model: Seq2Seq, batch: Batch, cfg: DecodeConfig) -> list[Translation]:
     memory, state = model.encode(batch.src, batch.src_lengths)
@@ -208,6 +224,7 @@ def beam_step(
     return after, state.select(rows), StepTrace(out.weights, out.tau, out.gate, getattr(out, "tau_heads", None)), rows
 
 
+@decodes
 @torch.no_grad()
 def beam_search(model: Seq2Seq, batch: Batch, cfg: DecodeConfig, beam_size: int) -> list[Translation]:
     """Batched beam search (B sentences x K beams as B*K rows), length-normalised finished hypotheses; each step is

@@ -6,6 +6,11 @@ stuck at 0 is a sentinel the model does not use. These numbers, computed per epo
 the teacher-forced dev pass, let the summary say so in words. The `</s>` step is left out: with nothing left
 to translate it behaves apart (a quickstart sentinel gated 0.997 there and < 0.01 on 99.6% of words, which
 an average over all steps hid).
+
+Beside tau, each part reports what it observes per (token, head) (its declaration's `observes`): the share of a
+token's logits beyond the soft-cap, of its keys at exactly 0 (entmax), entmax's alpha, SSMax's s log n, and SACT's
+lambda^beta where a base scale tau_0 multiplies it (what then lies between the bounds). Each comes out as
+`<name>_mean`, `_p5`, `_p50` and `_p95` over the epoch's dev tokens.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import torch
 from torch import Tensor
 
 from nmt_core.config import AttentionConfig
-from nmt_core.family.registry import TEMPERATURES
+from nmt_core.family.registry import TEMPERATURES, observed_names
 from nmt_core.models.rnn import DecoderTrace
 
 SATURATED_WEIGHT = 0.95  # a step is saturated when one source word takes more than this
@@ -28,6 +33,9 @@ SCORE_RANGE, ENTROPY, SATURATED = "attn_score_range", "attn_entropy", "attn_satu
 TAU_P5, TAU_P50, TAU_P95, TAU_AT_BOUND = "tau_p5", "tau_p50", "tau_p95", "tau_at_bound"
 TAU_MEAN, TAU_STD = "tau_mean", "tau_std"
 GATE_MEAN, GATE_COLLAPSED = "sentinel_mean", "sentinel_collapsed"
+OBSERVED = observed_names()  # what the parts observe per token (capped, zeros, alpha, log_n_scale, tau_modulation)
+STATISTICS = ("mean", "p5", "p50", "p95")  # of each observed value over the epoch's dev tokens: `<name>_<statistic>`
+MODULATION = "tau_modulation"  # lambda^beta, tau without its base scale: what lies in (1/lambda, lambda)
 KEYS = (
     SCORE_RANGE,
     ENTROPY,
@@ -40,6 +48,7 @@ KEYS = (
     TAU_AT_BOUND,
     GATE_MEAN,
     GATE_COLLAPSED,
+    *(f"{name}_{statistic}" for name in OBSERVED for statistic in STATISTICS),
 )
 
 
@@ -49,6 +58,7 @@ class AttentionDiagnostics:
     def __init__(self, cfg: AttentionConfig):
         self.cfg = cfg
         self.values: dict[str, list[Tensor]] = {"range": [], "entropy": [], "max": [], "tau": [], "gate": []}
+        self.observed: dict[str, list[Tensor]] = {}
 
     def add(self, trace: DecoderTrace, src_mask: Tensor, tgt_mask: Tensor) -> None:
         """trace of one batch; src_mask (B, S) True on real source tokens, tgt_mask (B, T) on the steps to count."""
@@ -69,6 +79,8 @@ class AttentionDiagnostics:
         ):
             if value is not None:
                 self.values[name].append(value.float()[tgt_mask])
+        for name, value in trace.observed.items():  # (B, T) or, per head, (B, T, K): each (token, head) counts once
+            self.observed.setdefault(name, []).append(value.float()[tgt_mask])
 
     def report(self) -> dict[str, float]:
         v = {name: torch.cat(parts).cpu() for name, parts in self.values.items() if parts}
@@ -77,24 +89,32 @@ class AttentionDiagnostics:
             ENTROPY: v["entropy"].mean().item(),
             SATURATED: (v["max"] > SATURATED_WEIGHT).float().mean().item(),
         }
+        observed = {name: torch.cat(parts).cpu().double() for name, parts in self.observed.items() if parts}
         if "tau" in v:
-            tau = v["tau"].double()
-            p5, p50, p95 = torch.quantile(tau, torch.tensor([0.05, 0.5, 0.95], dtype=tau.dtype)).tolist()
-            out.update(
-                {
-                    TAU_MEAN: tau.mean().item(),
-                    TAU_STD: tau.std(unbiased=False).item(),
-                    TAU_P5: p5,
-                    TAU_P50: p50,
-                    TAU_P95: p95,
-                }
-            )
-            lam = TEMPERATURES[self.cfg.temperature].tau_bound(self.cfg)  # SACT's lambda
-            if lam is not None:
-                at_bound = (tau >= lam * (1 - BOUND_TOLERANCE)) | (tau <= (1 + BOUND_TOLERANCE) / lam)
-                out[TAU_AT_BOUND] = at_bound.double().mean().item()
+            out.update(self.tau_report(v["tau"].double(), observed.get(MODULATION)))
         if "gate" in v:
             out.update(
                 {GATE_MEAN: v["gate"].mean().item(), GATE_COLLAPSED: (v["gate"] < COLLAPSED_GATE).float().mean().item()}
             )
+        for name, values in observed.items():
+            out.update({f"{name}_{statistic}": value for statistic, value in zip(STATISTICS, summarised(values))})
         return out
+
+    def tau_report(self, tau: Tensor, modulation: Tensor | None) -> dict[str, float]:
+        """tau's mean, spread and quantiles, and where its part is bounded the share at a bound: of lambda^beta where
+        a base scale multiplies it (`modulation`), else of tau itself."""
+        _, p5, p50, p95 = summarised(tau)
+        out = {TAU_MEAN: tau.mean().item(), TAU_STD: tau.std(unbiased=False).item(), TAU_P5: p5, TAU_P50: p50}
+        out[TAU_P95] = p95
+        lam = TEMPERATURES[self.cfg.temperature].tau_bound(self.cfg)  # SACT's lambda
+        if lam is not None:
+            bounded = tau if modulation is None else modulation
+            at_bound = (bounded >= lam * (1 - BOUND_TOLERANCE)) | (bounded <= (1 + BOUND_TOLERANCE) / lam)
+            out[TAU_AT_BOUND] = at_bound.double().mean().item()
+        return out
+
+
+def summarised(values: Tensor) -> tuple[float, float, float, float]:
+    """The mean and the 5th, 50th and 95th percentiles of float64 values."""
+    p5, p50, p95 = torch.quantile(values, torch.tensor([0.05, 0.5, 0.95], dtype=values.dtype)).tolist()
+    return values.mean().item(), p5, p50, p95

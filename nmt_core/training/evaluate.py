@@ -1,17 +1,20 @@
-"""BLEU with its sacrebleu signature, paired bootstrap resampling, and per-token traces as Arrow tables."""
+"""BLEU, chrF and TER with their sacrebleu signatures, paired bootstrap resampling of any of them, and per-token
+traces as Arrow tables."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF, TER
+from sacrebleu.metrics.base import Metric
 from scipy.special import chdtri, stdtr, stdtrit
 
+from nmt_core.family.registry import observed_names
 from nmt_core.training.decode import Translation
 
 TRACE_SCHEMA = pa.schema(
@@ -33,6 +36,8 @@ FORCED_SCHEMA = pa.schema(  # one row per reference token forced through the mod
         *(TRACE_SCHEMA.field(name) for name in ("sent_id", "pos", "token", "tau")),
         pa.field("gate", pa.float32()),
         TRACE_SCHEMA.field("tau_heads"),
+        # what the attention parts observe per token (Part.observes; a Transformer: the mean over heads), null if none
+        *(pa.field(name, pa.float32()) for name in observed_names()),
     ]
 )
 
@@ -64,11 +69,49 @@ def corpus_bleu(
     return BleuResult(score.score, str(metric.get_signature()))
 
 
-def _sentence_stats(metric: BLEU, hypotheses: list[str], references: list[str] | None = None) -> np.ndarray:
-    """(N, 2 + 2 * 4) per-sentence sufficient statistics: hyp len, ref len, matches and totals per order; against
-    the references `metric` holds (bleu_metric's `references`) where `references` is None.
+CHRF_NAME, TER_NAME = "chrf", "ter"  # the metrics scored beside BLEU: `chrf_dev`, `chrf_test_<set>`, `ter_test_<set>`
+MT_METRICS = (CHRF_NAME, TER_NAME)
+LOWER_IS_BETTER = frozenset({TER_NAME})  # an edit rate: fewer edits is better
 
-    float32, as sacrebleu's paired bootstrap keeps them, so resampled scores match `sacrebleu --paired-bs`.
+
+@dataclass
+class MetricResult:
+    """A corpus score of chrF or TER with the signature of the metric object that computed it."""
+
+    name: str  # CHRF_NAME or TER_NAME
+    score: float
+    signature: str
+
+
+def mt_metric(name: str, lowercase: bool = False, references: list[str] | None = None) -> Metric:
+    """sacrebleu's chrF (chrF2: character 6-grams, beta 2) or TER at their defaults, the numbers WMT reports.
+
+    chrF follows the trial's case (lowercased training data can only be scored lowercased, as BLEU is); TER is
+    case-insensitive by sacrebleu's default whatever the trial, and its signature says so (`c:lc`). With
+    `references` their n-grams (chrF) or tokens (TER) are extracted once, for every system scored against them.
+    """
+    cached = None if references is None else [references]
+    if name == CHRF_NAME:
+        return CHRF(lowercase=lowercase, references=cached)
+    if name == TER_NAME:
+        return TER(references=cached)
+    raise ValueError(f"no metric {name!r}; metrics: {', '.join(MT_METRICS)}")
+
+
+def corpus_metric(name: str, hypotheses: list[str], references: list[str], lowercase: bool = False) -> MetricResult:
+    """chrF or TER of a corpus, as `sacrebleu -m chrf|ter` prints it, with its signature."""
+    metric = mt_metric(name, lowercase)
+    score = metric.corpus_score(hypotheses, [references])
+    return MetricResult(name, score.score, str(metric.get_signature()))
+
+
+def _sentence_stats(metric: Metric, hypotheses: list[str], references: list[str] | None = None) -> np.ndarray:
+    """(N, k) per-sentence sufficient statistics as the metric object extracts them (BLEU: hyp len, ref len,
+    matches and totals per order; chrF: hypothesis, reference and matched n-grams per order; TER: edits and
+    reference length); against the references `metric` holds (its `references`) where `references` is None.
+
+    float32, as sacrebleu's paired bootstrap keeps them, so resampled scores match `sacrebleu --paired-bs`; every
+    statistic is a whole count, exact in float32 (below 2**24) and in its sums.
     """
     return np.array(
         metric._extract_corpus_statistics(hypotheses, None if references is None else [references]), dtype="float32"
@@ -345,7 +388,21 @@ def equivalence_p(test: SeedSentenceTest, margin: float) -> float:
     return max(below, above)
 
 
-class BleuBootstrap(SentenceBootstrap):
+class CountBootstrap(SentenceBootstrap):
+    """A SentenceBootstrap of statistics that are whole counts (BLEU's, chrF's, TER's): each resample's sums are one
+    matrix product of how often it draws each sentence and the sentences' statistics, where indexing would build a
+    (resamples, N, k) copy (288 MB for chrF's 18 statistics of 2,000 sentences)."""
+
+    def __init__(self, sizes: dict[str, int], resamples: int = 1000, seed: int = 12345):
+        super().__init__(sizes, resamples, seed)
+        self.draws = {name: draw_counts(indices, sizes[name]) for name, indices in self.indices.items()}
+
+    def resampled(self, name: str, stats: np.ndarray) -> np.ndarray:
+        """As SentenceBootstrap sums them: whole counts, whose float32 sums are exact (below 2**24) in any order."""
+        return self.draws[name] @ stats
+
+
+class BleuBootstrap(CountBootstrap):
     """BLEU's paired bootstrap over per-sentence BLEU statistics (see SentenceBootstrap), scored as sacrebleu scores
     them; PairedBootstrap computes the statistics from hypotheses and references."""
 
@@ -354,18 +411,31 @@ class BleuBootstrap(SentenceBootstrap):
     ):
         super().__init__(sizes, resamples, seed)
         self.metric = bleu_metric(tokenize, lowercase)
-        self.draws = {name: draw_counts(indices, sizes[name]) for name, indices in self.indices.items()}
 
     def score(self, stats: np.ndarray) -> np.ndarray:
         return _bleu_from_stats(self.metric, stats)
 
-    def resampled(self, name: str, stats: np.ndarray) -> np.ndarray:
-        """As SentenceBootstrap sums them, in one matrix product of how often each resample draws each sentence and
-        the sentences' statistics: BLEU's are whole counts, whose float32 sums are exact (below 2**24) in any order."""
-        return self.draws[name] @ stats
+
+class AgainstReferences:
+    """Per-sentence statistics of each seed's hypotheses against every test set's references, tokenised and counted
+    once by a metric object per set (`against`), for every system: what PairedBootstrap and MetricBootstrap score."""
+
+    references: dict[str, list[str]]
+    against: dict[str, Metric]
+
+    def stats(self, system: list[dict[str, list[str]]]) -> list[dict[str, np.ndarray]]:
+        """Each seed's per-sentence statistics by test set; `system` holds one {test set: hypotheses} per seed."""
+        return [
+            {name: _sentence_stats(self.against[name], hypotheses[name]) for name in self.references}
+            for hypotheses in system
+        ]
+
+    def scores(self, system: list[dict[str, list[str]]]) -> SystemScores:
+        """`system` holds one {test set: hypotheses} per seed."""
+        return self.scores_of_stats(self.stats(system))
 
 
-class PairedBootstrap(BleuBootstrap):
+class PairedBootstrap(AgainstReferences, BleuBootstrap):
     """BLEU's paired bootstrap, as `sacrebleu --paired-bs` computes it (see SentenceBootstrap)."""
 
     def __init__(
@@ -380,17 +450,57 @@ class PairedBootstrap(BleuBootstrap):
         self.references = references
         self.against = {name: bleu_metric(tokenize, lowercase, refs) for name, refs in references.items()}
 
-    def stats(self, system: list[dict[str, list[str]]]) -> list[dict[str, np.ndarray]]:
-        """Each seed's per-sentence BLEU statistics by test set; `system` holds one {test set: hypotheses} per seed.
-        Each set's references were tokenised and counted once, for every system (bleu_metric's `references`)."""
-        return [
-            {name: _sentence_stats(self.against[name], hypotheses[name]) for name in self.references}
-            for hypotheses in system
-        ]
 
-    def scores(self, system: list[dict[str, list[str]]]) -> SystemScores:
-        """`system` holds one {test set: hypotheses} per seed."""
-        return self.scores_of_stats(self.stats(system))
+class MetricBootstrap(AgainstReferences, CountBootstrap):
+    """chrF's or TER's paired bootstrap (see SentenceBootstrap), on the same resampled sentences as BLEU's for the
+    same sizes, resamples and seed: the statistics are sacrebleu's own per sentence (the metric object's), and a
+    row of summed statistics is scored as that object scores a corpus (`score`)."""
+
+    def __init__(
+        self, references: dict[str, list[str]], name: str, resamples: int = 1000, seed: int = 12345, lowercase=False
+    ):
+        super().__init__({test: len(refs) for test, refs in references.items()}, resamples, seed)
+        self.name, self.references = name, references
+        self.metric = mt_metric(name, lowercase)
+        self.against = {test: mt_metric(name, lowercase, refs) for test, refs in references.items()}
+
+    def score(self, stats: np.ndarray) -> np.ndarray:
+        if self.name == TER_NAME:
+            return _ter_from_stats(stats)
+        if not self.metric.eps_smoothing:
+            return _chrf_from_stats(self.metric, stats)
+        return np.array([self.metric._compute_score_from_stats(list(row)).score for row in stats])
+
+
+def _chrf_from_stats(metric: CHRF, stats: np.ndarray) -> np.ndarray:
+    """chrF of each row of summed statistics (R, 3 * orders) as sacrebleu scores a float32 row of them (its paired
+    bootstrap's): CHRF._compute_f_score at its default (effective-order averaging, no eps smoothing) in float32, in
+    its order of operations (precisions and recalls summed left to right), every row at once without a CHRFScore
+    per row."""
+    hyp, ref, match = (stats[:, k::3].astype(np.float32) for k in range(3))
+    counted = (hyp > 0) & (ref > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        precision, recall = match / hyp, match / ref
+    summed_p, summed_r = np.zeros(len(stats), np.float32), np.zeros(len(stats), np.float32)
+    for n in range(metric.order):  # left to right, as sacrebleu's loop adds them
+        summed_p = np.where(counted[:, n], summed_p + precision[:, n], summed_p)
+        summed_r = np.where(counted[:, n], summed_r + recall[:, n], summed_r)
+    orders = counted.sum(axis=1).astype(np.float32)
+    factor = np.float32(metric.beta**2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p, r = summed_p / orders, summed_r / orders
+        f = np.float32(100) * ((np.float32(1) + factor) * p * r / (factor * p + r))
+    return np.where((orders > 0) & (p + r > 0), f, np.float32(0)).astype(np.float64)
+
+
+def _ter_from_stats(stats: np.ndarray) -> np.ndarray:
+    """TER of each row of summed (edits, reference length) as sacrebleu scores a float32 row of them (its paired
+    bootstrap's, TER._compute_score_from_stats): edits per reference word x 100; 100 for words against an empty
+    reference, 0 for nothing against nothing."""
+    edits, length = stats[:, 0].astype(np.float32), stats[:, 1].astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(length > 0, edits / length, np.where(edits > 0, np.float32(1), np.float32(0)))
+    return (np.float32(100) * rate).astype(np.float64)
 
 
 class AlignmentBootstrap(SentenceBootstrap):
@@ -488,6 +598,7 @@ class ForcedTrace:
 
     tau: np.ndarray | None
     gate: np.ndarray | None
+    observed: dict[str, np.ndarray] = field(default_factory=dict)  # as tau: (n,) or (n, heads), by Part.observes
 
 
 def forced_trace_table(
@@ -504,6 +615,10 @@ def forced_trace_table(
         columns["tau"] += [None] * len(words) if tau is None else (tau if tau.ndim == 1 else tau.mean(1)).tolist()
         columns["gate"] += [None] * len(words) if gate is None else (gate if gate.ndim == 1 else gate.mean(1)).tolist()
         columns["tau_heads"] += [None] * len(words) if tau is None or tau.ndim == 1 else tau.tolist()
+        for name in observed_names():
+            value = trace.observed.get(name)
+            per_token = None if value is None else value if value.ndim == 1 else value.mean(1)
+            columns[name] += [None] * len(words) if per_token is None else per_token.tolist()
     schema = (
         FORCED_SCHEMA.with_metadata({HEAD_LABELS: ",".join(head_labels).encode()}) if head_labels else FORCED_SCHEMA
     )

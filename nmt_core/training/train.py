@@ -32,18 +32,29 @@ from nmt_core.data.batches import (
     make_batches,
 )
 from nmt_core.models import build
-from nmt_core.models.attention import coverage_penalty
+from nmt_core.models.attention import coverage_penalty, decoding_parts, plain_decoding
 from nmt_core.models.rnn import EOS, PAD, DecoderTrace, Seq2Seq
 from nmt_core.training.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from nmt_core.training.compiled import compile_model, compile_seconds, loss_function, static_shapes
 from nmt_core.training.decode import Translation, translate
 from nmt_core.training.diagnostics import AttentionDiagnostics
-from nmt_core.training.evaluate import AlignmentScore, BleuResult, ForcedTrace, attention_alignment, corpus_bleu
+from nmt_core.training.evaluate import (
+    CHRF_NAME,
+    MT_METRICS,
+    AlignmentScore,
+    BleuResult,
+    ForcedTrace,
+    MetricResult,
+    attention_alignment,
+    corpus_bleu,
+    corpus_metric,
+)
 from nmt_core.training.graphs import CapturedLoss
 from nmt_core.training.progress import EpochProgress
 from nmt_core.training.symmetry import reverse_batch, reversed_data, trace_bonus
 
 PAPER_BLEU = "multibleu"  # `multibleu_test_<set>`: lowercased BLEU of word tokens, comparable with the papers
+PLAIN = "plain_"  # `plain_bleu_test_<set>`: the checkpoint decoded without its decoding-only parts (their control)
 # (report, state, is_best): called after every epoch; `state` is what `train(resume=...)` takes back
 EpochCallback = Callable[[dict[str, float], dict[str, Any], bool], None]
 
@@ -217,19 +228,37 @@ class SetResult:
     paper_signature: str
     hypotheses: list[str]
     translations: list[Translation]
+    scores: dict[str, MetricResult] = field(default_factory=dict)  # chrF (and on test sets TER), by MT_METRICS name
 
 
 def evaluate_split(
-    model: Seq2Seq, data: TrialData, split: str, cfg: TrialConfig, device: torch.device, beam_size: int
+    model: Seq2Seq,
+    data: TrialData,
+    split: str,
+    cfg: TrialConfig,
+    device: torch.device,
+    beam_size: int,
+    metrics: tuple[str, ...] = (CHRF_NAME,),
 ) -> SetResult:
-    """BLEU of the detokenised output against the corpus' raw reference text, and the paper-comparable BLEU."""
+    """BLEU of the detokenised output against the corpus' raw reference text, the paper-comparable BLEU, and the
+    `metrics` beside them (chrF by default: cheap enough for dev every epoch; test sets add TER)."""
     with autocast(cfg, device):  # decoding in bf16 too: 1.7x faster greedy search on a bf16 CPU
         translations = translate(
             model, data.splits[split], cfg.decode, beam_size, cfg.train.batch_size, device, bucket(cfg)
         )
     hypotheses = [data.tgt_segmenter.detokenize(data.tgt_vocab.decode(t.tokens)) for t in translations]
     bleu, paper = score_text(hypotheses, data.references[split], data.tgt_segmenter, cfg)
-    return SetResult(bleu.score, bleu.signature, paper.score, paper.signature, hypotheses, translations)
+    scores = metric_scores(hypotheses, data.references[split], cfg, metrics)
+    return SetResult(bleu.score, bleu.signature, paper.score, paper.signature, hypotheses, translations, scores)
+
+
+def metric_scores(
+    hypotheses: list[str], references: list[str], cfg: TrialConfig, metrics: tuple[str, ...]
+) -> dict[str, MetricResult]:
+    """chrF and TER (sacrebleu's, with their signatures) of the same detokenised output against the same raw
+    references as BLEU, in the trial's case (nmt_core.training.evaluate.mt_metric)."""
+    lowercase = bleu_options(cfg)["lowercase"]
+    return {name: corpus_metric(name, hypotheses, references, lowercase) for name in metrics}
 
 
 def score_text(
@@ -274,9 +303,14 @@ def teacher_forced_traces(
         with autocast(cfg, device):
             _, trace, _ = teacher_forced(model, batch, cfg)
         tau, gate = (None if t is None else t.float().cpu().numpy() for t in (trace.tau, trace.gate))
+        observed = {name: value.float().cpu().numpy() for name, value in trace.observed.items()}
         for row, i in enumerate(batch.index):
             n = len(examples[i].tgt)
-            traces[i] = ForcedTrace(None if tau is None else tau[row, :n], None if gate is None else gate[row, :n])
+            traces[i] = ForcedTrace(
+                None if tau is None else tau[row, :n],
+                None if gate is None else gate[row, :n],
+                {name: value[row, :n] for name, value in observed.items()},
+            )
     return traces
 
 
@@ -375,7 +409,7 @@ def train(
                 is_best,
             )
         if cfg.train.early_stopping and progress["bad_epochs"] >= cfg.train.early_stopping:
-            log(f"early stopping: no better dev BLEU for {progress['bad_epochs']} epochs")
+            log(f"early stopping: no better {cfg.train.early_stopping_metric} for {progress['bad_epochs']} epochs")
             break
 
     model.load_state_dict(best_weights)
@@ -429,11 +463,14 @@ def build_training(
 
 
 def record_epoch(progress: dict[str, Any], report: dict[str, Any], optimizer, cfg: TrialConfig) -> bool:
-    """Add the epoch's report to `progress`; whether its dev BLEU is the best so far (else, with train.lr_decay,
-    the rate decays after train.lr_patience epochs without a better one)."""
-    is_best = report["bleu_dev"] > progress["best_bleu"]
+    """Add the epoch's report to `progress`; whether its dev score (train.early_stopping_metric: dev BLEU or chrF)
+    is the best so far (else, with train.lr_decay, the rate decays after train.lr_patience epochs without a better
+    one). `best_bleu` holds the best value of that metric: the name checkpoints have carried since BLEU was the
+    only one."""
+    score = report[cfg.train.early_stopping_metric]
+    is_best = score > progress["best_bleu"]
     if is_best:
-        progress.update(best_bleu=report["bleu_dev"], best_epoch=report["epoch"], bad_epochs=0)
+        progress.update(best_bleu=score, best_epoch=report["epoch"], bad_epochs=0)
     else:
         progress["bad_epochs"] += 1
         if cfg.train.lr_decay < 1 and progress["bad_epochs"] % cfg.train.lr_patience == 0:
@@ -481,15 +518,17 @@ def epoch_report(
     train_loss: float,
     tokens_per_s: float,
 ) -> dict[str, Any]:
-    """An epoch's metrics: training loss and speed, dev loss and perplexity, dev BLEU, the attention diagnostics."""
+    """An epoch's metrics: training loss and speed, dev loss and perplexity, dev BLEU and chrF, the attention
+    diagnostics."""
     dev = dev_pass(model, dev_batches, cfg, device)
-    bleu_dev = evaluate_split(model, data, "dev", cfg, device, cfg.decode.dev_beam_size).bleu
+    decoded = evaluate_split(model, data, "dev", cfg, device, cfg.decode.dev_beam_size)
     return {
         "epoch": epoch,
         "train_loss": train_loss,
         "dev_loss": dev["dev_loss"],
         "dev_ppl": math.exp(min(dev["dev_loss"], 50.0)),
-        "bleu_dev": bleu_dev,
+        "bleu_dev": decoded.bleu,
+        "chrf_dev": decoded.scores[CHRF_NAME].score,
         "tokens_per_s": tokens_per_s,
         **{k: v for k, v in dev.items() if k != "dev_loss"},
     }
@@ -581,13 +620,16 @@ def checkpoint_state(
 def final_scores(
     model: Seq2Seq, reverse: Seq2Seq | None, data: TrialData, cfg: TrialConfig, device: torch.device
 ) -> tuple[dict[str, Any], dict[str, SetResult], dict[str, AlignmentScore]]:
-    """The best-dev weights on every test set: BLEU (and the papers' multi-bleu), AER where gold links exist, and
-    t->s BLEU against the source texts for a symmetric pair."""
-    tests = {name: evaluate_split(model, data, name, cfg, device, cfg.decode.beam_size) for name in data.test_sets}
-    final = {f"bleu_test_{name}": result.bleu for name, result in tests.items()}
-    final["bleu_test_avg"] = sum(final.values()) / len(final)
-    paper = {f"{PAPER_BLEU}_test_{name}": result.paper_bleu for name, result in tests.items()}
-    final.update(paper, **{f"{PAPER_BLEU}_test_avg": sum(paper.values()) / len(paper)})
+    """The best-dev weights on every test set: BLEU (and the papers' multi-bleu), chrF and TER, AER where gold links
+    exist, and t->s BLEU against the source texts for a symmetric pair."""
+    tests = {
+        name: evaluate_split(model, data, name, cfg, device, cfg.decode.beam_size, MT_METRICS)
+        for name in data.test_sets
+    }
+    final = per_set("bleu", {name: result.bleu for name, result in tests.items()})
+    final.update(per_set(PAPER_BLEU, {name: result.paper_bleu for name, result in tests.items()}))
+    for metric in MT_METRICS:
+        final.update(per_set(metric, {name: result.scores[metric].score for name, result in tests.items()}))
     alignments = alignment_scores(model, data, cfg, device)
     for name, score in alignments.items():
         final[f"aer_{name}"], final[f"gold_attention_{name}"] = score.aer, score.gold_mass
@@ -595,8 +637,30 @@ def final_scores(
         back = reversed_data(data)
         final.update(
             {
-                f"reverse_bleu_test_{name}": evaluate_split(reverse, back, name, cfg, device, cfg.decode.beam_size).bleu
+                f"reverse_bleu_test_{name}": evaluate_split(
+                    reverse, back, name, cfg, device, cfg.decode.beam_size, ()
+                ).bleu
                 for name in data.test_sets
             }
         )
+    final.update(plain_scores(model, data, cfg, device))
     return final, tests, alignments
+
+
+def per_set(metric: str, scores: dict[str, float]) -> dict[str, float]:
+    """`<metric>_test_<set>` of each test set and `<metric>_test_avg`, their mean (the tables' `avg`)."""
+    named = {f"{metric}_test_{name}": score for name, score in scores.items()}
+    return {**named, f"{metric}_test_avg": sum(scores.values()) / len(scores)}
+
+
+def plain_scores(model: Seq2Seq, data: TrialData, cfg: TrialConfig, device: torch.device) -> dict[str, float]:
+    """Where the model has decoding-only attention parts (the entropy sharpening), BLEU of the same checkpoint decoded
+    without them on every test set, `plain_bleu_test_<set>` and its average: their control, paired per checkpoint."""
+    if not decoding_parts(model):
+        return {}
+    with plain_decoding(model):
+        plain = {
+            name: evaluate_split(model, data, name, cfg, device, cfg.decode.beam_size, ()).bleu
+            for name in data.test_sets
+        }
+    return per_set(f"{PLAIN}bleu", plain)

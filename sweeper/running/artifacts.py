@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from nmt_core.data.batches import TrialData, surface
-from nmt_core.family.registry import is_adaptive
+from nmt_core.family.registry import bound_of, is_adaptive
 from nmt_core.models.transformer import head_labels
 from nmt_core.training.evaluate import ALIGNMENT_STATS, forced_trace_table, trace_table, write_traces
 from nmt_core.training.train import SetResult, TrainResult, teacher_forced_traces
@@ -60,12 +60,13 @@ def write_trial_artifacts(result: TrainResult, sets: dict[str, SetResult], out: 
 
 
 def write_forced_traces(result: TrainResult, folder: Path) -> None:
-    """folder/<test set>.parquet: tau and the sentinel gate at every reference token of each test set, forced through
-    the model as the dev loss is (the summary's word classes read them); nothing for a model with neither."""
+    """folder/<test set>.parquet: tau, the sentinel gate and what the attention parts observe (entmax's zeros, the
+    soft-cap's share, ...) at every reference token of each test set, forced through the model as the dev loss is (the
+    summary's word classes read them); nothing for a model with none of them."""
     device = next(result.model.parameters()).device
     for name in result.data.test_sets:
         traces = teacher_forced_traces(result.model, result.data.splits[name], result.config, device)
-        if traces and (traces[0].tau is not None or traces[0].gate is not None):
+        if traces and (traces[0].tau is not None or traces[0].gate is not None or traces[0].observed):
             folder.mkdir(parents=True, exist_ok=True)
             table = forced_trace_table(traces, reference_words(result.data, name), head_labels(result.model))
             write_traces(table, str(folder / f"{name}.parquet"))
@@ -106,7 +107,7 @@ def heatmap_data(result: TrainResult, dev: SetResult) -> dict[str, Any]:
             "labels": head_labels(result.model),
         }  # a Transformer: every layer's heads, dev sentence 0
     return {
-        "lambda": attention.lambda_ if is_adaptive(attention.temperature) else None,
+        "lambda": bound_of(attention) if is_adaptive(attention.temperature) else None,
         "sentences": sentences,
         "heads": heads,
     }

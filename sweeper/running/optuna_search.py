@@ -26,6 +26,7 @@ SAMPLER_CLASSES = {
     "gp": "GPSampler",
     "random": "RandomSampler",
     "qmc": "QMCSampler",
+    "nsga2": "NSGAIISampler",  # several objectives: NSGA-II (Deb et al. 2002)
 }  # search.sampler -> its class in optuna.samplers
 TRIAL_ID_ATTR = "sweeper.trial_id"  # on every Optuna trial: the Tune trial id, as results.parquet and MLflow name it
 
@@ -73,13 +74,14 @@ def open_study_storage(url: str, spec: SweepSpec) -> tuple[optuna.storages.RDBSt
             f"{shown(url)}: cannot open ({type(err).__name__}: {first_line(err)[:100]})",
             spec.source,
         ) from None
-    direction = "maximize" if spec.mode == "max" else "minimize"
+    directions = [("maximize" if o.mode == "max" else "minimize") for o in spec.objectives or (spec.objective,)]
     delete = f"optuna delete-study --study-name {spec.name} --storage {shown(url)}"
-    if earlier is not None and earlier.direction.name.lower() != direction:
+    made = [d.name.lower() for d in earlier.directions] if earlier is not None else directions
+    if made != directions:
         raise SpecError(
             "objective.mode",
-            f"the Optuna study {spec.name!r} in {shown(url)} was made to "
-            f"{earlier.direction.name.lower()}; use another --name, or `{delete}`",
+            f"the Optuna study {spec.name!r} in {shown(url)} was made to {', '.join(made)}; use another --name, or "
+            f"`{delete}`",
             spec.source,
         )
     if trials:
@@ -101,10 +103,11 @@ def optuna_searcher(spec: SweepSpec, url: str | None) -> SweepOptunaSearch:
     """The define-by-run searcher with the sweep's sampler and starting points (asked for first, in order)."""
     storage, earlier = open_study_storage(url, spec) if url else (None, [])
     points = [p for p in spec.search.points_to_evaluate if not tried(p, earlier)]
+    several = spec.objectives  # a list of metrics and modes: Optuna's multi-objective study
     return SweepOptunaSearch(
         space=OptunaSpace(spec.parameters),
-        metric=spec.metric,
-        mode=spec.mode,
+        metric=[o.metric for o in several] if several else spec.metric,
+        mode=[o.mode for o in several] if several else spec.mode,
         sampler=make_sampler(spec.search, len(earlier)),
         study_name=spec.name,
         storage=storage,

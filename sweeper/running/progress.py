@@ -104,6 +104,7 @@ class SweepProgress(Callback):
     mode, cpu, gpu = ObjectiveSpec.mode, ResourcesSpec.cpu, ResourcesSpec.gpu  # set by `watch` for every run and resume
     idle_since: float | None = None  # since when no trial has run while some wait
     waiting: str | None = None  # why no trial can start (waiting for resources), or None
+    compute: Any = None  # the driver's accountant (sweeper.running.compute.ComputeWatch): status.json's `compute`
 
     def __init__(
         self,
@@ -121,12 +122,14 @@ class SweepProgress(Callback):
         self.began: dict[str, float] = {}
         self._beat = Heartbeat(logs)
 
-    def watch(self, mode: str, cpu: float, gpu: float) -> None:
-        """The objective's direction and a trial's resources: the best so far, and whether a trial fits now."""
-        self.mode, self.cpu, self.gpu = mode, cpu, gpu
+    def watch(self, mode: str, cpu: float, gpu: float, compute: Any = None) -> None:
+        """The objective's direction and a trial's resources: the best so far, and whether a trial fits now; the
+        accountant whose spending status.json reports."""
+        self.mode, self.cpu, self.gpu, self.compute = mode, cpu, gpu, compute
 
     def __getstate__(self) -> dict[str, Any]:  # kept in Tune's experiment state for `sweeper resume`
-        return {**self.__dict__, "began": {}, "last_print": 0.0, "_beat": None, "idle_since": None, "waiting": None}
+        dropped = {"began": {}, "last_print": 0.0, "_beat": None, "idle_since": None, "waiting": None, "compute": None}
+        return {**self.__dict__, **dropped}
 
     @property
     def beat(self) -> Heartbeat:
@@ -212,7 +215,9 @@ class SweepProgress(Callback):
         values = [v for t in trials if isinstance(v := (t.last_result or {}).get(self.metric), (int, float))]
         best = (max if self.mode == "max" else min)(values) if values else None
         status = {"state": state, "trials": self.planned, "done": done, "failed": failed, "running": running}
-        return {**status, "pending": pending, "best": best, "board": lines, "detail": detail}
+        spending = self.compute.latest if self.compute is not None else None
+        compute = {"compute": spending.record()} if spending is not None else {}
+        return {**status, "pending": pending, "best": best, "board": lines, "detail": detail, **compute}
 
     def counts(self, trials) -> tuple[int, int, int, int]:
         """Trials done, failed, running, and pending (waiting to start, or not created yet)."""

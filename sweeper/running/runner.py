@@ -33,7 +33,8 @@ import sweeper.storage.conditional_writes as conditional_writes
 from nmt_core.data.corpora import default_cache_dir, load_corpus
 from nmt_core.gates.credentials import redact
 from nmt_core.mlflow_model import choose_tracking_uri
-from sweeper.running.console import ray_calls
+from sweeper.running.compute import DEVICE_SO_FAR, DEVICE_TOTAL, ComputeWatch, Spending
+from sweeper.running.console import console, ray_calls
 from sweeper.running.driver_lock import check_lockable, sweep_lock
 from sweeper.running.models import human, log_best_models, storage_usage
 from sweeper.running.progress import SweepProgress, failure_cause, open_board
@@ -41,6 +42,8 @@ from sweeper.running.study import describe as describe_study
 from sweeper.running.study import shown, study_url
 from sweeper.running.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
 from sweeper.running.trainable import NoRetryAfterDivergence, SweepContext, run_trial
+from sweeper.running.webhook import EVENTS, FAILED, WARNING, Webhook, message, webhook_url
+from sweeper.space.design import digest as design_digest
 from sweeper.space.spec import (
     SIGNIFICANCE_TESTS,
     SignificanceSpec,
@@ -79,6 +82,7 @@ from sweeper.tracking.store import check_holds_run, check_reachable
 
 TUNER_FILE = "tuner.pkl"  # Ray Tune's pickled Tuner, which `Tuner.restore` loads
 SIGNIFICANCE_KEY = b"sweeper.significance"  # results.parquet's metadata: the test whose marks the summary prints
+COMPUTE_KEY = b"sweeper.compute"  # results.parquet's metadata: what the whole sweep spent (sweeper.running.compute)
 TRACKING_WAIT_S = 300.0  # at the end of a sweep, how long to wait for a tracking server that went away
 NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"  # Ray Tune's switch for its default result loggers
 TRIAL_DIR = re.compile(r"^([0-9a-f]+(?:_\d{5})?)_")  # grid/random ids read 8f3a1_00004, Optuna's 8287bf51
@@ -122,8 +126,25 @@ def init_ray(address: str | None) -> None:
                 "Ray",
             ) from None
     else:
-        with loopback_only():  # address="local": Ray starts its own and reads no $RAY_ADDRESS
-            ray.init(address=LOCAL_RAY, num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
+        start_local_ray()
+
+
+RAY_STARTUP_TIMEOUT = "timed out during startup"  # Ray 2.60's words when its raylet missed its 30 s (or agents 15 s)
+
+
+def start_local_ray(tries: int = 2) -> None:
+    """The sweep's own Ray on this machine; a start that timed out (Ray's raylet waits a fixed time for its agents,
+    which a loaded machine can exceed) is tried once more after Ray's own clean-up."""
+    for attempt in range(tries):
+        try:
+            with loopback_only():  # address="local": Ray starts its own and reads no $RAY_ADDRESS
+                ray.init(address=LOCAL_RAY, num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
+            return
+        except Exception as err:  # noqa: BLE001 - Ray raises a bare Exception for this
+            if RAY_STARTUP_TIMEOUT not in str(err) or attempt == tries - 1:
+                raise
+            ray.shutdown()
+            print(f"note: the local Ray {RAY_STARTUP_TIMEOUT} (a loaded machine?); starting it again", flush=True)
 
 
 @contextmanager
@@ -387,7 +408,8 @@ def run_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None, addre
     """A new sweep: everything checked (open_sweep), then its driver's lock taken (sweeper/running/driver_lock.py), then
     Ray, MLflow and the trials: a run refused by a check or by a live driver has written nothing."""
     checked = open_sweep(spec, storage_uri, tracking_uri)
-    with sweep_lock(checked.storage.below(spec.name), spec.name, "sweeper run"):
+    hook = webhook_url(spec.tracking.webhook)  # a bad $SWEEPER_WEBHOOK_URL is refused before anything is written
+    with sweep_lock(checked.storage.below(spec.name), spec.name, "sweeper run"), failure_told(hook, spec.name):
         return drive_sweep(spec, checked, address)
 
 
@@ -416,6 +438,8 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
     tracker = SweepTracker(uri, spec.name, opening.result(), user=submitter)
     plan = {"source": spec.source, "trials": n_trials, "algorithm": spec.search.algorithm}
     plan.update(scheduler=spec.scheduler.type, storage=storage.display(spec.name), models=spec.models)
+    if spec.design.declared:  # frozen on the parent run before any trial starts (sweeper.space.design)
+        plan["design"] = design_digest(spec.design)
     parent_id = tracker.start_sweep(spec.text, plan)
     axes = [p.key for p in spec.parameters if p.key != "train.seed"]  # the seed has a column of its own
     link = share_view(tracker.client, uri, tracker.experiment_id, parent_id, axes)
@@ -435,28 +459,45 @@ def drive_sweep(spec: SweepSpec, checked: CheckedSweep, address: str | None) -> 
     shared = planned_shared_words(spec)  # once: the console names trials as the tracking callback names runs
     callback = tracking_callback(spec, uri, parent_id, base, experiment.uri, submitter, shared)
     board = open_board(spec.name)  # noqa: F841 - held while the sweep runs: the board dies with its last handle
-    progress = SweepProgress(spec.name, n_trials, TrialNames(base, shared), spec.metric, experiment.uri)
-    progress.watch(spec.mode, spec.cpu, spec.gpu)
-    tuner = tune.Tuner(
+    progress = SweepProgress(spec.name, n_trials, callback.naming, spec.metric, experiment.uri)  # as MLflow's
+    accountant = ComputeWatch(spec.name, experiment.uri, spec.cpu, spec.gpu, state.budget, state.budget_unit)
+    progress.watch(spec.mode, spec.cpu, spec.gpu, accountant)
+    tuner = new_tuner(spec, state, (tune_config, param_space), (spec.name, storage), [callback, progress, accountant])
+    return finish(fit(tuner), callback, storage, tracker, state, accountant)
+
+
+def new_tuner(
+    spec: SweepSpec,
+    state: SweepState,
+    planned: tuple[tune.TuneConfig, dict[str, Any]],
+    where: tuple[str, Storage],
+    callbacks: list,
+) -> tune.Tuner:
+    """The Tuner of a sweep, or of a designed sweep's look: Tune's experiment `where[0]` below storage `where[1]`."""
+    (tune_config, param_space), (name, storage) = planned, where
+    return tune.Tuner(
         build_trainable(state),
         param_space=param_space,
         tune_config=tune_config,
         run_config=tune.RunConfig(  # verbose 0: our progress lines instead of Tune's tables
-            name=spec.name,
+            name=name,
             storage_path=storage.root,
             storage_filesystem=storage.fs,
-            callbacks=[NoRetryAfterDivergence(), callback, progress, JsonLoggerCallback()],
+            callbacks=[NoRetryAfterDivergence(), *callbacks, JsonLoggerCallback()],
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=spec.max_retries),
             # PBT copies other trials' checkpoints: keep enough of them
             checkpoint_config=tune.CheckpointConfig(num_to_keep=4 if spec.scheduler.type == "pbt" else 2),
         ),
     )
-    # Tune's JSON result logger is passed (results.parquet reads each trial's result.json); its CSV and TensorBoard
-    # loggers, which it adds unless NO_AUTO_LOGGERS is set, write files nothing reads at a cost to its loop per trial
+
+
+def fit(tuner: tune.Tuner):
+    """Run the trials. Tune's JSON result logger is passed (results.parquet reads each trial's result.json); its CSV
+    and TensorBoard loggers, which it adds unless NO_AUTO_LOGGERS is set, write files nothing reads at a cost to
+    its loop per trial."""
     with ray_calls(), environment(NO_AUTO_LOGGERS, "1"):
-        grid = tuner.fit()
-    return finish(grid, callback, storage, tracker, state)
+        return tuner.fit()
 
 
 def print_notes(name: str, folder: str, earlier: SweepState | None, new_store: str | None) -> None:
@@ -537,9 +578,21 @@ def new_state(
         "plots": spec.plots,
         "significance": asdict(spec.significance),
         "models": spec.models,
+        "budget": spec.resources.budget,
+        "budget_unit": spec.resources.budget_unit,
+        "webhook": spec.tracking.webhook,  # checked free of credentials: $SWEEPER_WEBHOOK_URL's is never stored
         "study": {"name": spec.name, "storage": shown(study)} if study else None,
         **origin(job),
+        **frozen_design(spec),
     }
+
+
+def frozen_design(spec: SweepSpec) -> dict[str, Any]:
+    """What a designed sweep keeps for `sweeper extend`: the space as it ran, the design's digest, and its looks
+    beyond the first (none yet); nothing for a sweep without a design."""
+    if not spec.design.declared:
+        return {}
+    return {"space": spec.text, "design_digest": design_digest(spec.design), "looks": []}
 
 
 def grant_submitter(tracker: SweepTracker, job: dict[str, Any] | None) -> None:
@@ -548,29 +601,47 @@ def grant_submitter(tracker: SweepTracker, job: dict[str, Any] | None) -> None:
         print(f"note: MLflow user {job['mlflow_user']!r} was not granted experiment {tracker.experiment}: {why}")
 
 
-def resume_sweep(name: str, storage_uri: str, address: str | None, tracking_uri: str | None = None) -> int:
+def resume_sweep(
+    name: str, storage_uri: str, address: str | None, tracking_uri: str | None = None, budget: float | None = None
+) -> int:
     """An interrupted sweep: everything checked (open_resume), then its driver's lock taken, then Ray and the
-    Tuner: a resume refused by a check or by a live driver has written nothing."""
+    Tuner: a resume refused by a check or by a live driver has written nothing. `budget` replaces the state's."""
     storage, state, uri, job = open_resume(name, storage_uri, tracking_uri)
-    with sweep_lock(storage.below(name), name, "sweeper resume"):
+    if budget is not None:
+        state = state.with_record(state.name, budget=budget)
+    hook = webhook_url(state.webhook)
+    with sweep_lock(storage.below(name), name, "sweeper resume"), failure_told(hook, name, state.record.get(LINK_KEY)):
         return drive_resume(name, storage, state, uri, job, address)
 
 
+@contextmanager
+def failure_told(url: str | None, name: str, link: str | None = None) -> Iterator[None]:
+    """The webhook told when the driver itself fails (an exception out of the sweep; a trial's failure is not one),
+    then the exception goes on as before."""
+    try:
+        yield
+    except Exception as err:
+        verdict = f"failed: {type(err).__name__}: {first_line(err)[:300]}"
+        Webhook(url).notify(message(name, FAILED, verdict, link or ""), log=lambda line: print(line, file=console()))
+        raise
+
+
 def open_resume(
-    name: str, storage_uri: str, tracking_uri: str | None
+    name: str, storage_uri: str, tracking_uri: str | None, command: str = "sweeper resume"
 ) -> tuple[Storage, SweepState, str, dict[str, Any] | None]:
     """Everything checked before a resume writes: the storage (on object storage, that it can be written), the
     sweep's state and Tune's, the tracking store and that it holds the sweep's parent run, the job record."""
-    storage = open_storage(storage_uri, "sweeper resume")
-    check_lockable(storage, "sweeper resume")
+    storage = open_storage(storage_uri, command)
+    check_lockable(storage, command)
     if not storage.is_local:  # a folder is checked by the lock's write; a store that cannot be used is its one line
-        check_writable(storage, "sweeper resume")
+        check_writable(storage, command)
     experiment = storage.below(name)
     if not experiment.exists(STATE_FILE) or not tune.Tuner.can_restore(experiment.root, storage_filesystem=storage.fs):
         raise SpecError(
             "NAME",
-            f"no sweep named {name!r} to resume under {storage.uri} (pass the --storage the sweep ran with)",
-            "sweeper resume",
+            f"no sweep named {name!r} to {command.split()[-1]} under {storage.uri} (pass the --storage the sweep "
+            "ran with)",
+            command,
         )
     state = read_state(experiment)
     uri = resolve_uri(choose_tracking_uri(tracking_uri, state.tracking_uri))
@@ -585,30 +656,58 @@ def drive_resume(
 ) -> int:
     """resume_sweep's sweep, its driver's lock held: Tune's state restored, sweeper.json rewritten, the rest run."""
     experiment = storage.below(name)
+    look = pending_look(state)  # a designed sweep's look that `sweeper extend` began: its own Tune experiment
     with ray_calls():
         init_ray(address)
     board = open_board(name)  # noqa: F841 - held while the sweep runs
-    tuner = restore_tuner(experiment, storage, replace(state, name=name))
+    tuner = restore_tuner(experiment.below(look) if look else experiment, storage, replace(state, name=name))
     state = state.with_record(experiment.display(STATE_FILE), job=job)  # this driver's, not a submitted sweep's job
     conditional_writes.write_record(experiment, state.written(), STATE_FILE)
     clear_stop(experiment)
     tracker = SweepTracker(uri, state.name)
     study = state.study  # the searcher comes back with Tune's state and reconnects to its study
     print(
-        f"resuming sweep {name} from {experiment.uri}; finished trials are kept, not re-run"
-        + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""),
+        f"resuming sweep {name}{f' ({look})' if look else ''} from {experiment.uri}; finished trials are kept, not "
+        "re-run" + (f"; Optuna study {study['name']!r} in {study['storage']} continues" if study else ""),
         flush=True,
     )
     # the callbacks come back from Tune's saved experiment state, the parent run id in the tracking one
     callbacks = tuner._local_tuner.get_run_config().callbacks
     [callback] = [c for c in callbacks if isinstance(c, MlflowTrackingCallback)]
     callback.uri = uri  # and the store's address as resolved now
+    accountant = resumed_accountant(callbacks, state, experiment.uri)
     for progress in (c for c in callbacks if isinstance(c, SweepProgress)):
-        progress.watch(state.mode, state.cpu, state.gpu)
-        progress.name_of = TrialNames(state.base, callback.shared)  # a sweep begun before run names had Tune's
-    with ray_calls():
-        grid = tuner.fit()
-    return finish(grid, callback, storage, tracker, state)
+        progress.watch(state.mode, state.cpu, state.gpu, accountant)
+        progress.name_of = callback.naming  # a sweep begun before run names had Tune's
+    code = finish(fit(tuner), callback, storage, tracker, state, accountant)
+    return mark_look_done(experiment) if look and code == 0 else code
+
+
+def resumed_accountant(callbacks: list, state: SweepState, experiment_uri: str) -> ComputeWatch:
+    """The restored sweep's accountant (its wall time so far came back with Tune's state) with the budget the state
+    holds now (`sweeper resume --budget`); a sweep begun before accounting gets one from now on."""
+    found = next((c for c in callbacks if isinstance(c, ComputeWatch)), None)
+    if found is None:
+        found = ComputeWatch(state.name, experiment_uri, state.cpu, state.gpu, None, state.budget_unit)
+        callbacks.insert(len(callbacks) - 1, found)  # before Tune's JSON logger, as a new sweep has it
+    found.budget, found.unit, found.experiment_uri = state.budget, state.budget_unit, experiment_uri
+    return found
+
+
+def mark_look_done(experiment: Storage) -> int:
+    """A designed sweep's last look has ended: `resume` no longer looks for it. Exit code 0."""
+    state = read_state(experiment)
+    looks = state.record["looks"]
+    conditional_writes.write_record(
+        experiment, state.written(looks=[*looks[:-1], {**looks[-1], "done": True}]), STATE_FILE
+    )
+    return 0
+
+
+def pending_look(state: SweepState) -> str | None:
+    """The folder of a designed sweep's last look if it has not ended (`sweeper extend` records it first)."""
+    looks = state.record.get("looks") or []
+    return looks[-1]["folder"] if looks and not looks[-1].get("done") else None
 
 
 def restore_tuner(experiment: Storage, storage: Storage, state: SweepState) -> tune.Tuner:
@@ -690,12 +789,14 @@ def result_rows(
             "epochs": int(epochs["epoch"].max()) if epochs is not None and len(epochs) else 0,
         }
         if epochs is not None and len(epochs):
-            best = epochs.loc[epochs["bleu_dev"].idxmax()]  # the epoch whose weights are tested
+            best = tested_epoch(epochs, cfg.train.early_stopping_metric)  # the epoch whose weights are tested
             row["bleu_dev"] = float(best["bleu_dev"])
             row["bleu_dev_by_epoch"] = [float(v) for v in epochs.sort_values("epoch")["bleu_dev"]]
             row.update({k: float(epochs[k].mean()) for k in AGGREGATED[MEAN] if k in epochs})
             row.update({k: float(best[k]) for k in AGGREGATED[BEST] if k in epochs and not math.isnan(best[k])})
         row.update({k: v for k, v in last.items() if finished and final_result(k)})
+        if not finished and DEVICE_SO_FAR in last:  # stopped, failed or interrupted: what it spent up to then
+            row[DEVICE_TOTAL] = float(last[DEVICE_SO_FAR])
         row["restores"] = int(last.get("restores", 0))
         row["error"] = error_summary(result.error) if result.error else None
         known = run_ids.get(trial_id)
@@ -710,15 +811,25 @@ def result_rows(
     return rows
 
 
-def results_table(rows: list[dict[str, Any]], significance: SignificanceSpec | None = None) -> pa.Table:
-    """One row per trial; its schema's metadata names the significance test `sweeper summarize` marks with."""
+def tested_epoch(epochs, metric: str):
+    """The epoch whose weights a trial tests: its best by train.early_stopping_metric (the first of a tie, as training
+    keeps it); a trial from before chrF was scored every epoch has only BLEU's curve."""
+    return epochs.loc[epochs[metric if metric in epochs else "bleu_dev"].idxmax()]
+
+
+def results_table(
+    rows: list[dict[str, Any]], significance: SignificanceSpec | None = None, spent: Spending | None = None
+) -> pa.Table:
+    """One row per trial; its schema's metadata names the significance test `sweeper summarize` marks with, and
+    what the whole sweep spent (COMPUTE_KEY: device- and wall hours, its budget)."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
     table = pa.table({c: [row.get(c) for row in rows] for c in columns}) if rows else pa.table({})
-    if significance is None:
-        return table
-    test = {"method": significance.method, "resamples": significance.resamples}
-    marks = f"{significance.method}: {SIGNIFICANCE_TESTS[significance.method]}"
-    return table.replace_schema_metadata({SIGNIFICANCE_KEY: json.dumps({**test, "marks": marks}).encode()})
+    metadata = {COMPUTE_KEY: json.dumps(spent.record()).encode()} if spent is not None else {}
+    if significance is not None:
+        test = {"method": significance.method, "resamples": significance.resamples}
+        marks = f"{significance.method}: {SIGNIFICANCE_TESTS[significance.method]}"
+        metadata[SIGNIFICANCE_KEY] = json.dumps({**test, "marks": marks}).encode()
+    return table.replace_schema_metadata(metadata) if metadata else table
 
 
 def print_best(rows: list[dict[str, Any]], metric: str, mode: str, limit: int = 20) -> None:
@@ -785,25 +896,59 @@ def tally(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {s: sum(r["status"] == s for r in rows) for s in ("TERMINATED", "STOPPED", "ERROR", "UNFINISHED")}
 
 
-def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: SweepTracker, state: SweepState) -> int:
-    """results.parquet, the best trials, their models by tracking.models, the MLflow link, the storage the sweep
-    takes; exit 0 (some trial finished), 1 (none), 3 (tracking writes wait in storage for `sweeper resume`),
-    130 (interrupted or stopped)."""
+class Ending(NamedTuple):
+    """How a sweep's run ended: its exit code, its trials' rows, and the summary written (None: none was)."""
+
+    code: int
+    rows: list[dict[str, Any]]
+    summary: Any = None  # sweeper.summary.statistics.Summary
+
+
+def finish(
+    grid,
+    callback: MlflowTrackingCallback,
+    storage: Storage,
+    tracker: SweepTracker,
+    state: SweepState,
+    accountant: ComputeWatch | None = None,
+) -> int:
+    """settle the sweep's results, then tell its webhook how it ended; exit 0 (some trial finished), 1 (none), 3
+    (tracking writes wait in storage for `sweeper resume`), 130 (interrupted or stopped)."""
+    ending = settle(grid, callback, storage, tracker, state, accountant)
+    tell(state, ending, mlflow_link(state, tracker))
+    return ending.code
+
+
+def settle(
+    grid,
+    callback: MlflowTrackingCallback,
+    storage: Storage,
+    tracker: SweepTracker,
+    state: SweepState,
+    accountant: ComputeWatch | None,
+) -> Ending:
+    """results.parquet, the best trials, their models by tracking.models, the summary, the MLflow link, the storage
+    and compute the sweep took."""
     experiment, parent_id, significance = storage.below(tracker.experiment), state.parent_run_id, state.significance
     record_finishing(experiment, state)
-    names = TrialNames(state.base, callback.shared)
+    names = callback.naming  # results.parquet's and the ranking's names, as MLflow's
     if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
-        rows = result_rows(grid, callback.outcomes, None, parent_id, state.base, names=names)
-        experiment.write_parquet(results_table(rows, significance), RESULTS_FILE)
+        rows = with_earlier_looks(
+            experiment, state, result_rows(grid, callback.outcomes, None, parent_id, state.base, names=names)
+        )
+        spent = sweep_spending(rows, state, accountant)
+        experiment.write_parquet(results_table(rows, significance, spent), RESULTS_FILE)
         print(
             f"\ntracking server {tracker.uri} did not answer for {TRACKING_WAIT_S:.0f} s: "
             f"{len(callback.backlog)} tracking writes wait in {experiment.display(BACKLOG_FILE)}; once it "
             f"answers, `sweeper resume {tracker.experiment} --storage {storage.uri}` sends them"
         )
-        record_end(experiment, None, state, 3, rows, callback.load())
-        return 3
+        record_end(experiment, None, state, 3, rows, callback.load(), spent)
+        return Ending(3, rows)
     rows = result_rows(grid, callback.outcomes, tracker, parent_id, state.base, callback.run_ids(), names)
-    table = results_table(rows, significance)
+    rows = with_earlier_looks(experiment, state, rows)
+    spent = sweep_spending(rows, state, accountant)
+    table = results_table(rows, significance, spent)
     experiment.write_parquet(table, RESULTS_FILE)
     with tempfile.TemporaryDirectory() as folder:
         pq.write_table(table, Path(folder) / RESULTS_FILE)
@@ -819,7 +964,7 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
         keep_models(tracker, experiment, rows, state, callback.names)
     ok = count["TERMINATED"] + count["STOPPED"]
     code = 130 if unfinished else 0 if ok else 1
-    record_end(experiment, tracker, state, code, rows, callback.load())
+    record_end(experiment, tracker, state, code, rows, callback.load(), spent)
     if unfinished:
         tracker.client.set_terminated(parent_id, "KILLED")
         print(f"MLflow: {mlflow_link(state, tracker)}")
@@ -827,14 +972,57 @@ def finish(grid, callback: MlflowTrackingCallback, storage: Storage, tracker: Sw
             f"interrupted with {unfinished} of {state.trials} trials unfinished; continue with: "
             f"sweeper resume {tracker.experiment} --storage {storage.uri}"
         )
-        return 130
+        return Ending(130, rows)
     tracker.client.set_terminated(parent_id, "FINISHED" if ok else "FAILED")
-    if count["TERMINATED"]:
-        write_summary(experiment, tracker, parent_id)
+    summary = write_summary(experiment, tracker, parent_id) if count["TERMINATED"] else None
     if translations := translations_link(tracker.client, tracker.uri, parent_id):
         print(f"translations side by side (the first 10 trials by best dev BLEU): {translations}")
     print(f"MLflow: {mlflow_link(state, tracker)}")  # the sweep's last line: where to compare its trials
-    return code
+    return Ending(code, rows, summary)
+
+
+def tell(state: SweepState, ending: Ending, link: str) -> None:
+    """The webhook's messages (sweeper.running.webhook): how the sweep ended, with its verdict line, then each
+    degeneracy warning of its summary; a receiver's failure is one line on the console."""
+    from sweeper.summary.findings import degeneracy_warnings  # as write_summary imports the summary: at the end
+
+    hook = Webhook(webhook_url(state.webhook))
+    if not hook.url:
+        return
+    log = lambda line: print(line, file=console())  # noqa: E731 - one line, said once
+    warnings = degeneracy_warnings(ending.summary) if ending.summary is not None else []
+    verdict = verdict_line(state, ending)
+    hook.notify(message(state.name, EVENTS[ending.code], verdict, link, warnings=len(warnings)), log)
+    for warning in warnings:
+        hook.notify(message(state.name, WARNING, verdict, link, warning=warning), log)
+
+
+def verdict_line(state: SweepState, ending: Ending) -> str:
+    """`finished: 6/6 trials finished, 0 stopped early, 0 failed; best bleu_dev 23.41 (SACT λ4 · seed 2), test
+    BLEU avg 21.30`: what a message says of the sweep in one line."""
+    count, best = tally(ending.rows), best_row(ending.rows, state.metric, state.mode)
+    line = (
+        f"{EVENTS[ending.code]}: {count['TERMINATED']}/{state.trials} trials finished, {count['STOPPED']} stopped "
+        f"early, {count['ERROR']} failed"
+    )
+    if best is None:
+        return line
+    test = best.get("bleu_test_avg")
+    return (
+        line
+        + f"; best {state.metric} {best[state.metric]:.2f} ({best['run_name']})"
+        + (f", test BLEU avg {test:.2f}" if test is not None else "")
+    )
+
+
+def with_earlier_looks(experiment: Storage, state: SweepState, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A designed sweep past its first look: its results hold every look's trials (each look is a Tune experiment
+    of its own), this look's rows replacing any it wrote before it was interrupted."""
+    if not state.record.get("looks") or not experiment.exists(RESULTS_FILE):
+        return rows
+    now = {row["trial_id"] for row in rows}
+    earlier = experiment.read_parquet(RESULTS_FILE).to_pylist()
+    return [row for row in earlier if row["trial_id"] not in now] + rows
 
 
 def mlflow_link(state: SweepState, tracker: SweepTracker) -> str:
@@ -862,6 +1050,27 @@ def keep_models(
         register_best(tracker, best, metric, mode, (state.job or {}).get("mlflow_user"))
 
 
+def sweep_spending(rows: list[dict[str, Any]], state: SweepState, accountant: ComputeWatch | None) -> Spending | None:
+    """What the sweep spent: its trials' device-seconds (results.parquet's `device_s`, or what the accountant saw
+    where a stop cut an epoch short) and its wall time across its runs; None for a sweep driven without one."""
+    if accountant is None:
+        return None
+    device_s = accountant.total({row["trial_id"]: row.get(DEVICE_TOTAL) or 0.0 for row in rows})
+    return Spending(device_s, accountant.wall_s(), state.budget, state.budget_unit, accountant.device)
+
+
+def compute_line(spent: Spending, trials: int) -> str:
+    """`compute: 1.2 CPU core-hours over 6 trials (0.2 a trial), 0.35 h wall; budget 2 device-hours, 0.8 left`."""
+    hours = spent.device_s / 3600
+    line = (
+        f"compute: {hours:.3g} {spent.device}-hours over {trials} trials ({hours / max(trials, 1):.3g} a trial), "
+        f"{spent.wall_s / 3600:.3g} h wall"
+    )
+    if spent.budget is None:
+        return line
+    return line + f"; budget {spent.budget:g} {spent.unit.replace('_', '-')}, {spent.left_hours:.3g} left"
+
+
 def record_finishing(experiment: Storage, state: SweepState) -> None:
     """status.json while the driver records the results: too late for `sweeper stop` to stop anything."""
     try:
@@ -877,9 +1086,10 @@ def record_end(
     code: int,
     rows: list[dict[str, Any]],
     load: dict[str, Any],
+    spent: Spending | None = None,
 ) -> None:
-    """How the sweep ended, for `sweeper list | status` (status.json), and what it stores and how its tracking
-    went, printed and recorded (sweeper.json, the parent run's metrics); never fails the sweep."""
+    """How the sweep ended, for `sweeper list | status` (status.json), and what it stores, what it cost and how its
+    tracking went, printed and recorded (sweeper.json, the parent run's metrics); never fails the sweep."""
     usage = storage_usage(experiment, TRIAL_DIR)
     print(
         f"storage: {human(usage['bytes'])} in {experiment.uri} ({usage['trials']} trial folders, "
@@ -894,25 +1104,36 @@ def record_end(
     status = {"state": ENDED[code], "trials": state.trials, "done": count["TERMINATED"] + count["STOPPED"]}
     status.update(failed=count["ERROR"], running=0, pending=count["UNFINISHED"] + max(state.trials - len(rows), 0))
     status.update(best=best[state.metric] if best else None, exit_code=code, tracking=load)
+    if spent is not None:
+        print(compute_line(spent, len(rows)))
+        status["compute"] = spent.record()
     try:
         write_status(experiment, status)
         conditional_writes.write_record(experiment, state.written(storage=usage), STATE_FILE)
         if tracker is not None:
             mb = {"storage_mb": usage["bytes"] / 1e6, "storage_mb_per_trial": usage["trial_bytes_median"] / 1e6}
-            tracker.log_metrics(state.parent_run_id, mb, step=0)
+            hours = {} if spent is None else {"device_hours": spent.device_s / 3600, "wall_hours": spent.wall_s / 3600}
+            tracker.log_metrics(state.parent_run_id, {**mb, **hours}, step=0)
     except Exception as err:  # noqa: BLE001 - the sweep's results are written; its record is a convenience
         print(f"note: the sweep's status was not recorded ({type(err).__name__}: {first_line(err)[:160]})")
 
 
-def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) -> None:
-    """The papers' tables at the end of a run, into storage beside results.parquet; a summary problem never fails a
-    finished sweep."""
+def write_summary(experiment: Storage, tracker: SweepTracker, parent_id: str) -> Any:
+    """The papers' tables at the end of a run, into storage beside results.parquet; the Summary, or None where it
+    could not be written: a summary problem never fails a finished sweep."""
     from sweeper.summary import render_markdown, summarize
+    from sweeper.summary.report import changed_head, design_head
+    from sweeper.summary.tables import render_metrics
 
     try:
         with tempfile.TemporaryDirectory() as folder:
             summary = summarize(tracker.experiment, tracker.uri, Path(folder), ["md"], run_id=parent_id)
             experiment.upload(Path(folder), SUMMARY_DIR)
-        print("\n" + render_markdown(summary) + f"summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
+        verdicts = "".join(line + "\n" for line in changed_head(summary) + design_head(summary))
+        metrics = "" if summary.metric_table is None else "\n" + render_metrics(summary, summary.metric_table)
+        shown = verdicts + render_markdown(summary) + metrics
+        print(f"\n{shown}summary: {experiment.display(SUMMARY_DIR, 'summary.md')}")
     except Exception as err:  # noqa: BLE001 - reported, the sweep itself succeeded
         print(f"summary skipped: {err} (run `sweeper summarize {tracker.experiment}` to retry)")
+        return None
+    return summary

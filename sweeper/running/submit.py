@@ -1,4 +1,5 @@
-"""`sweeper submit`: run `sweeper run` on a Ray cluster as a Ray Job (Job Submission SDK).
+"""`sweeper submit` and `sweeper extend --job`: `sweeper run` (or `extend`) on a Ray cluster as a Ray Job (Job
+Submission SDK).
 
 The job carries the space YAML in its working dir and, unless told otherwise, this checkout's
 `nmt_core` and `sweeper` as py_modules, so the cluster runs the code you have here; the cluster's
@@ -15,6 +16,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nmt_core
@@ -36,31 +38,59 @@ AGENT_WAIT_VARIABLE = "NMT_SWEEPER_AGENT_WAIT"  # seconds, to give a slow head l
 STOP_SIGNAL, STOP_WAIT_S = "SIGINT", 600
 
 
-def entrypoint(spec: SweepSpec, storage: str, tracking_uri: str) -> str:
-    args = [
-        "python",
-        "-m",
-        "sweeper.cli",
-        "--debug",  # an unforeseen error's traceback goes to the job's log (escaped, credentials hidden)
-        "run",
-        "space.yaml",
-        "--name",
-        spec.name,
-        "--storage",
-        storage,
-        "--tracking-uri",
-        tracking_uri,
-    ]
-    return " ".join(shlex.quote(a) for a in args)
+@dataclass(frozen=True)
+class Driver:
+    """What a job's driver runs: `sweeper` with these arguments in a working folder that holds `files`."""
+
+    sweep: str
+    arguments: tuple[str, ...]
+    files: dict[str, str] = field(default_factory=dict)
+
+    def entrypoint(self) -> str:
+        # --debug: an unforeseen error's traceback goes to the job's log (escaped, credentials hidden)
+        return " ".join(shlex.quote(a) for a in ("python", "-m", "sweeper.cli", "--debug", *self.arguments))
 
 
 def submit(
     spec: SweepSpec, address: str | None, storage: str, tracking_uri: str | None, wait: bool, ship_code: bool = True
 ) -> int:
+    """`sweeper submit`: `sweeper run` of the space as a Ray Job."""
+    address = job_address(address)
+    uri = job_tracking_uri(choose_tracking_uri(tracking_uri, spec.tracking_uri))
+    arguments = ("run", "space.yaml", "--name", spec.name, "--storage", storage, "--tracking-uri", uri)
+    return submit_driver(
+        Driver(spec.name, arguments, {"space.yaml": spec.text}), address, storage, uri, wait, ship_code
+    )
+
+
+def submit_extend(
+    name: str,
+    address: str | None,
+    storage: str,
+    tracking_uri: str | None,
+    until_decided: bool,
+    wait: bool,
+    ship_code: bool = True,
+) -> int:
+    """`sweeper extend NAME --job`: the designed sweep's next look (or every look) as a Ray Job; its tracking store is
+    the one the sweep recorded unless `tracking_uri` names another."""
+    address = job_address(address)
+    uri = job_tracking_uri(tracking_uri) if tracking_uri else None
+    arguments = ("extend", name, "--storage", storage, *(("--tracking-uri", uri) if uri else ()))
+    arguments += ("--until-decided",) * until_decided
+    return submit_driver(Driver(name, arguments), address, storage, uri, wait, ship_code)
+
+
+def job_address(address: str | None) -> str:
     address = address or os.environ.get("RAY_ADDRESS")  # as `ray job submit` reads it
     if not address or address == "local":  # Ray's word for a new local instance: no cluster to submit to
         raise SubmitError("name the Ray cluster's dashboard, e.g. --address http://HEAD:8265 (or set RAY_ADDRESS)")
-    uri = choose_tracking_uri(tracking_uri, spec.tracking_uri)
+    return address
+
+
+def job_tracking_uri(uri: str) -> str:
+    """A tracking store a job can use after its working folder is gone: a server it reaches, or an absolute SQLite
+    file on the head."""
     if not uri.startswith(("http://", "https://", "sqlite:////")):
         raise SubmitError(
             "a job's working folder is deleted when it ends: give an MLflow server the cluster "
@@ -70,26 +100,36 @@ def submit(
     uri = resolve_uri(uri)
     if uri.startswith("http"):
         check_reachable(uri)
+    return uri
+
+
+def submit_driver(driver: Driver, address: str, storage: str, uri: str | None, wait: bool, ship_code: bool) -> int:
+    """The driver as a Ray Job: its files in the working folder, this checkout's code unless `ship_code` is false."""
     client = connect(address)
-    job = job_record(spec.name, address)
+    job = job_record(driver.sweep, address)
     with tempfile.TemporaryDirectory() as folder:
-        (Path(folder) / "space.yaml").write_text(spec.text, encoding="utf-8")
-        env_vars = {"MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1", JOB_VARIABLE: json.dumps(job)}
+        for name, text in driver.files.items():
+            (Path(folder) / name).write_text(text, encoding="utf-8")
+        env_vars = {"PYTHONUNBUFFERED": "1", JOB_VARIABLE: json.dumps(job)} | (
+            {"MLFLOW_TRACKING_URI": uri} if uri else {}
+        )
         env_vars.update(RAY_JOB_STOP_SIGNAL=STOP_SIGNAL, RAY_JOB_STOP_WAIT_TIME_S=str(STOP_WAIT_S))
         runtime_env = {"working_dir": folder, "env_vars": env_vars}
         if ship_code:  # the sources only: a .pyc is for this machine's Python (and one being written may vanish)
-            runtime_env["py_modules"] = [str(Path(nmt_core.__file__).parent), str(Path(__file__).parent)]
+            runtime_env["py_modules"] = [str(Path(nmt_core.__file__).parent), str(Path(__file__).parents[1])]
             runtime_env["excludes"] = ["__pycache__/"]
         job_id = submit_when_an_agent_is_up(
             client,
-            entrypoint=entrypoint(spec, storage, uri),
+            entrypoint=driver.entrypoint(),
             runtime_env=runtime_env,
-            metadata={"sweep": spec.name, "tracking_uri": uri, "storage": storage, "submitted_by": job["submitted_by"]},
+            metadata={"sweep": driver.sweep, "tracking_uri": uri or "", "storage": storage}
+            | {"submitted_by": job["submitted_by"]},
             submission_id=job["id"],
         )
     shown = redact(address, bare_address=True)
-    where = f"{spec.name} --storage {shlex.quote(storage)} --address {shown}"
-    print(f"submitted sweep {spec.name!r} as Ray job {job_id} to {shown} by {job['submitted_by']}")
+    where = f"{driver.sweep} --storage {shlex.quote(storage)} --address {shown}"
+    what = "" if driver.arguments[0] == "run" else f" (sweeper {driver.arguments[0]})"
+    print(f"submitted sweep {driver.sweep!r} as Ray job {job_id} to {shown} by {job['submitted_by']}{what}")
     print(f"watch it: sweeper status {where}   (its log: sweeper logs {where}; stop: sweeper stop {where})")
     if not wait:
         return 0

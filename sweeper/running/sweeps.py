@@ -35,7 +35,7 @@ from nmt_core.gates.credentials import check_uri, redact
 from nmt_core.gates.deadline import command_passed
 from nmt_core.gates.gate import hide_secrets, one_line, seconds_from
 from nmt_core.gates.yaml_input import shown
-from sweeper.space.spec import NAME_RULE, SpecError, check_name
+from sweeper.space.spec import BUDGET_UNITS, NAME_RULE, SpecError, check_name
 from sweeper.storage.store import Storage, open_storage
 
 T = TypeVar("T")
@@ -85,11 +85,13 @@ class SweepInfo:
     tracking_uri: str | None = None
     mlflow_link: str | None = None  # the link that opens its trials in MLflow's UI (sweeper.tracking.mlflow_view)
     board: list[str] = field(default_factory=list)  # the progress board's lines at updated_at
+    compute: dict[str, Any] | None = None  # what it spent and has left (sweeper.running.compute.Spending.record)
 
     def row(self) -> dict[str, Any]:
-        """The columns of `sweeper list` (the board is `sweeper status`'s)."""
+        """The columns of `sweeper list` (the board and compute are `sweeper status`'s)."""
         row = asdict(self)
         row.pop("board")
+        row.pop("compute")
         return row
 
 
@@ -249,7 +251,27 @@ def read_status(experiment: Storage) -> dict[str, Any] | None:
         "updated": stored_time(experiment, STATUS_FILE, "updated", status.get("updated")),
         "driver": status.get("driver"),
         "board": [printable(str(line))[:300] for line in board[:BOARD_LINES]],
+        "compute": compute_record(status.get("compute")),
     }
+
+
+def is_hours(value: Any) -> bool:
+    """A number of hours a sweep can have spent or have left (a stored 1e300, -1 or NaN is damage)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e9
+
+
+def compute_record(record: Any) -> dict[str, Any] | None:
+    """status.json's `compute` re-checked: finite hours at least 0 (budget and left may be null), a device and a unit
+    of the declared words; anything else reads as not recorded."""
+    if not isinstance(record, dict):
+        return None
+    hours = {key: record.get(key) for key in ("device_hours", "wall_hours", "budget", "left")}
+    numbers = all(v is None or is_hours(v) for v in hours.values())
+    if not numbers or hours["device_hours"] is None or hours["wall_hours"] is None:
+        return None
+    if record.get("device") not in ("GPU", "CPU core") or record.get("unit") not in BUDGET_UNITS:
+        return None
+    return {**hours, "device": record["device"], "unit": record["unit"]}
 
 
 def request_stop(experiment: Storage, by: str, holder: dict[str, Any] | None = None) -> None:
@@ -336,6 +358,7 @@ def from_storage(experiment: Storage, name: str) -> SweepInfo:
             status["board"],
         )
         info.updated_at = iso(status["updated"])
+        info.compute = status["compute"]
         for key in ("done", "running", "failed", "pending"):
             setattr(info, key, status[key])
         if job is None and info.state in LIVE:
@@ -608,6 +631,15 @@ def value(count: Any) -> str:
     return "?" if count is None else str(int(count))
 
 
+def compute_text(compute: dict[str, Any]) -> str:
+    """`0.42 CPU core-hours spent (0.21 h wall); budget 1 device-hours: 0.58 left`, or `...; no budget`."""
+    spent = f"{compute['device_hours']:.3g} {compute['device']}-hours spent ({compute['wall_hours']:.3g} h wall)"
+    if compute["budget"] is None:
+        return spent + "; no budget (resources.budget)"
+    unit = compute["unit"].replace("_", "-")
+    return spent + f"; budget {compute['budget']:g} {unit}: {compute['left']:.3g} left"
+
+
 def describe(info: SweepInfo) -> list[str]:
     """`sweeper status`'s lines: the state, counts and best, who and where, then the board as last written."""
     counts = "; ".join(f"{value(getattr(info, k))} {k}" for k in ("done", "running", "failed", "pending"))
@@ -621,6 +653,8 @@ def describe(info: SweepInfo) -> list[str]:
     lines.append(f"  storage {info.storage or '?'}; tracking {info.tracking_uri or '?'}")
     if info.mlflow_link:
         lines.append(f"  MLflow: {info.mlflow_link}")
+    if info.compute:
+        lines.append(f"  compute: {compute_text(info.compute)}")
     if info.board:
         lines.append(f"  its board at {info.updated_at}:")
         lines += [f"  {line}" for line in info.board]

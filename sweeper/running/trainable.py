@@ -27,11 +27,12 @@ from nmt_core.mlflow_model import save_model
 from nmt_core.training import checkpoint
 from nmt_core.training.train import PAPER_BLEU, TrainingDiverged, TrainResult, evaluate_split, resolve_device, train
 from sweeper.running.artifacts import write_trial_artifacts
+from sweeper.running.compute import DEVICE_SO_FAR, DEVICE_TOTAL, WALL_TOTAL, TrialClock, device_share, device_unit
 from sweeper.running.progress import TrialProgress, trial_failure_cause
 from sweeper.space.spec import describe_trial
 from sweeper.storage.store import Storage
 from sweeper.tracking.metrics import ARTIFACTS, EPOCH_ENDED, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX
-from sweeper.tracking.provenance import DATASET, corpus_dataset, trial_provenance
+from sweeper.tracking.provenance import DATASET, PREFIX, corpus_dataset, trial_provenance
 
 DIVERGED = "diverged.txt"  # left in the trial folder by a trial whose loss became NaN
 MODEL_EXAMPLE = "model_example.json"  # in the final checkpoint: the input example of a model made from it later
@@ -134,18 +135,25 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     # what trained this trial, reported with the first result of this process (the driver tags the run)
     unsent = dict(process_provenance(resolve_device(cfg.train.device), ray.get_runtime_context().get_node_id()))
     resume, restores = restore(trial_id, settings, unsent)
+    clock = TrialClock(float((resume or {}).get(WALL_TOTAL, 0.0)))  # a PBT exploit goes on from its donor's count
     latest = {"state": resume}
     in_force = {f"{SETTING_PREFIX}{k}": v for k, v in settings.items()}
+    share = device_share(context.cpus_per_trial, context.gpus_per_trial)
 
     def on_epoch_end(report: dict, state: dict, is_best: bool) -> None:
-        ended = f"{time.time():.3f}"
-        latest["state"] = {**state, "restores": restores, "trial_id": trial_id}
+        ended, wall = f"{time.time():.3f}", clock.wall_s()
+        latest["state"] = {**state, "restores": restores, "trial_id": trial_id, WALL_TOTAL: wall}
         system = sampler.take() if sampler else {}
+        spent = {
+            DEVICE_SO_FAR: wall * share,
+            "restores": restores,
+            EPOCH_ENDED: ended,
+            **known_so_far(state, wall * share),
+        }
         with tempfile.TemporaryDirectory() as folder:
             checkpoint.save(latest["state"], Path(folder) / checkpoint.LAST)
             tune.report(
-                {**report, **in_force, **unsent, **system, "restores": restores, EPOCH_ENDED: ended},
-                checkpoint=tune.Checkpoint.from_directory(folder),
+                {**report, **in_force, **unsent, **system, **spent}, checkpoint=tune.Checkpoint.from_directory(folder)
             )
         unsent.clear()
 
@@ -178,14 +186,40 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     finally:
         if sampler:
             sampler.stop()
-    report_final(result, cfg, context, latest["state"], {"restores": restores, **unsent})
+    report_final(result, cfg, context, latest["state"], {"restores": restores, **unsent}, clock)
+
+
+def metric_signatures(result: TrainResult) -> dict[str, str]:
+    """chrF's and TER's sacrebleu signatures, as the first test set was scored (every set is scored alike)."""
+    first = next(iter(result.tests.values()))
+    return {f"{name}_signature": score.signature for name, score in first.scores.items()}
+
+
+def known_so_far(state: dict[str, Any], device_s: float) -> dict[str, Any]:
+    """The values an objective may name that a trial otherwise reports only at its end (spec.AT_END_ONLY), as they
+    stand after an epoch: Ray Tune checks every result for each metric the search ranks by. The parameter count is
+    the model's weights' (its state holds parameters only: no model registers buffers)."""
+    return {"n_params": sum(t.numel() for t in state["model"].values()), DEVICE_TOTAL: device_s}
+
+
+def spent(clock: TrialClock, context: SweepContext) -> dict[str, Any]:
+    """A trial's total cost for its last report: wall seconds, device-seconds and what a device is here (a tag)."""
+    wall = clock.wall_s()
+    share = device_share(context.cpus_per_trial, context.gpus_per_trial)
+    return {WALL_TOTAL: wall, DEVICE_TOTAL: wall * share, f"{PREFIX}device_unit": device_unit(context.gpus_per_trial)}
 
 
 def report_final(
-    result: TrainResult, cfg: TrialConfig, context: SweepContext, state: dict | None, extra: dict[str, Any]
+    result: TrainResult,
+    cfg: TrialConfig,
+    context: SweepContext,
+    state: dict | None,
+    extra: dict[str, Any],
+    clock: TrialClock | None = None,
 ) -> None:
     """The last report: the best epoch's numbers, the dev beam search and the tests, with the final checkpoint
-    (artifacts, the training state, the model's input example and, under `tracking.models: all`, the model)."""
+    (artifacts, the training state, the model's input example and, under `tracking.models: all`, the model), and
+    what the trial cost (`clock`: its wall time across restores)."""
     device = next(result.model.parameters()).device
     sets = {"dev": evaluate_split(result.model, result.data, "dev", cfg, device, cfg.decode.beam_size), **result.tests}
     last_epoch = result.history[-1]["epoch"] if result.history else 0
@@ -207,7 +241,9 @@ def report_final(
                 "bleu_dev_final_beam": sets["dev"].bleu,
                 "bleu_signature": sets["dev"].signature,
                 f"{PAPER_BLEU}_signature": sets["dev"].paper_signature,
+                **metric_signatures(result),
                 **extra,  # restores, and what was restored after the last epoch (unsent)
+                **(spent(clock, context) if clock else {}),
                 FINAL: 1,
             },
             checkpoint=tune.Checkpoint.from_directory(folder),

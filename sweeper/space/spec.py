@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from nmt_core.config import EPOCHS, MAX_SEED, SEEDS, ConfigError, TrialConfig, all_keys, build_config, set_dotted
 from nmt_core.data.corpus_names import CorpusError
@@ -25,11 +26,12 @@ from nmt_core.gates.credentials import check_uri
 from nmt_core.gates.gate import check_tree, escape
 from nmt_core.gates.settings import Bound, Setting, accept, declared, setting
 from nmt_core.gates.yaml_input import SHOWN_CHARS, parse_yaml, read_text, shown
+from sweeper.space.design import DesignSpec, check_design
 
 DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "int")
 ALGORITHMS = ("grid", "random", "optuna")
 # Optuna's samplers by `search.sampler`, with the modules each needs beyond Optuna itself
-SAMPLERS = {"tpe": (), "cmaes": ("cmaes",), "gp": ("scipy", "torch"), "random": (), "qmc": ("scipy",)}
+SAMPLERS = {"tpe": (), "cmaes": ("cmaes",), "gp": ("scipy", "torch"), "random": (), "qmc": ("scipy",), "nsga2": ()}
 STUDY_SCHEMES = ("sqlite", "postgresql", "mysql")  # what Optuna's RDBStorage opens (an SQLAlchemy URL)
 SCHEDULERS = ("fifo", "asha", "hyperband", "pbt")
 TOP_LEVEL = (
@@ -46,8 +48,21 @@ TOP_LEVEL = (
     "tracking",
     "baseline",
     "significance",
+    "design",
 )
-OBJECTIVE_METRICS = ("bleu_dev", "dev_loss", "dev_ppl", "train_loss")
+OBJECTIVE_METRICS = (
+    "bleu_dev",
+    "chrf_dev",
+    "dev_loss",
+    "dev_ppl",
+    "train_loss",
+    "tokens_per_s",
+    "n_params",
+    "device_s",
+)
+AT_END_ONLY = ("n_params", "device_s")  # reported once a trial is tested: no scheduler can rank trials by them
+MAX_OBJECTIVES = 4  # a Pareto front of more is rarely read, and Optuna's samplers need many trials for it
+MULTI_SAMPLERS = ("tpe", "nsga2", "random", "qmc")  # Optuna's samplers that take several objectives
 MODES = ("max", "min")
 # nmt_core.training.evaluate.seed_sentence_test over PairedBootstrap's resamples (one seed a row: sacrebleu
 # --paired-bs), ApproximateRandomization (sacrebleu --paired-ar)
@@ -68,6 +83,8 @@ MAX_RESAMPLES = 1_000_000  # the bootstrap's time and memory grow with it; 10,00
 MAX_TRIALS = 10_000  # a plan beyond this is a typo (num_samples: 1000000000); refused before it is enumerated
 NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # every sweep name, in full (DESIGN.md)
 GPU_SHARES = "a fraction in (0, 1] to pack trials, or a whole number"
+BUDGET_UNITS = ("device_hours", "wall_hours")  # resources.budget_unit (sweeper.running.compute)
+MAX_BUDGET_HOURS = 8784.0  # a leap year: a budget beyond it is a typo, not a plan
 PLAN = f"samples x repeats x the grid: at most {MAX_TRIALS:,} trials, counted before they are built"
 
 
@@ -147,6 +164,16 @@ class ResourcesSpec:
         1.0, "CPUs per trial (its torch threads)", Bound(0, 1024, open_low=True, note="threads: no node has more")
     )
     gpu: float = setting(0.0, "GPUs per trial", Bound(0, 64, note=f"{GPU_SHARES}; no node has more"))
+    budget: float | None = setting(
+        None,
+        "hours of budget_unit the sweep may spend; then it stops as `sweeper stop` does (resume: --budget)",
+        Bound(0, MAX_BUDGET_HOURS, open_low=True, note="hours (a year at most); null: no limit"),
+    )
+    budget_unit: str = setting(
+        "device_hours",
+        "device_hours: trials' wall time x their GPUs (else CPU cores); wall_hours: the sweep's own",
+        choices=BUDGET_UNITS,
+    )
 
 
 @dataclass
@@ -167,6 +194,9 @@ class TrackingSpec:
     )
     models: str = setting(
         "best", "whose MLflow model is logged: best (each variant's best trial, at the end), all, none", choices=MODELS
+    )
+    webhook: str | None = setting(
+        None, "an http(s) URL told when the sweep ends and of each degeneracy warning ($SWEEPER_WEBHOOK_URL first)"
     )
 
 
@@ -196,6 +226,7 @@ SECTIONS: dict[str, type] = {
     "failure": FailureSpec,
     "tracking": TrackingSpec,
     "significance": SignificanceSpec,
+    "design": DesignSpec,
 }
 
 
@@ -219,8 +250,10 @@ class SweepSpec:
     failure: FailureSpec
     tracking: TrackingSpec
     significance: SignificanceSpec
+    design: DesignSpec  # the study's design (sweeper.space.design): none without comparisons
     baseline: dict[str, Any]  # dotted key -> value naming the baseline variant for the summary
     text: str  # the YAML as written, logged to MLflow as space.yaml
+    objectives: tuple[ObjectiveSpec, ...] = ()  # `objective` as a list: every objective, the first as `objective`
 
     @property
     def epochs(self) -> int:
@@ -274,6 +307,8 @@ class RecordedSpace:
     baseline: dict[str, Any] = field(default_factory=dict)  # dotted key -> value naming the baseline variant
     varied: tuple[str, ...] = ()  # the keys of `parameters`: what an added sweep's trials may differ in (combine)
     scheduler: str = "fifo"  # scheduler.type: sweeps summarised together must share it (combine)
+    design: DesignSpec = field(default_factory=DesignSpec)  # the design the summary reads the sweep at
+    objectives: tuple[ObjectiveSpec, ...] = ()  # several objectives (the summary's Pareto front); () for one
 
 
 @dataclass
@@ -595,15 +630,46 @@ def parse_spec(text: str, source: str) -> SweepSpec:
     parameters = [_parameter(k, v, base, source) for k, v in raw_parameters.items()]
     parameters = _order_by_conditions(parameters, source)
     _check_corpora(base_config.data.corpus, "data" if "corpus" in data else "base.data", parameters, source)
-    sections = {section: read_section(section, raw.get(section), source) for section in SECTIONS}
+    objectives = read_objectives(raw.get("objective"), source)
+    sections = {
+        section: read_section(section, raw.get(section), source) for section in SECTIONS if section != "objective"
+    }
+    sections["objective"] = objectives[0]
     _check_sections(sections, parameters, base, source)
+    _check_objectives(objectives, sections, source)
     baseline = _mapping(raw.get("baseline"), "baseline", source)
     for key in baseline:
         if key not in all_keys():
             raise SpecError(f"baseline.{key}", "not a trial-config key", source)
-    spec = SweepSpec(name, source, base, base_config, parameters, **sections, baseline=baseline, text=text)
+    several = tuple(objectives) if len(objectives) > 1 else ()
+    spec = SweepSpec(
+        name, source, base, base_config, parameters, **sections, baseline=baseline, text=text, objectives=several
+    )
     _check_plan_size(spec)
+    _check_design(spec)
     return spec
+
+
+def planned_rows(spec: SweepSpec) -> list[dict[str, Any]]:
+    """Each planned row's active settings (dotted key -> value), in plan order: what a design's comparison picks."""
+    rows: dict[str, dict[str, Any]] = {}
+    for plan in plan_trials(spec):
+        rows.setdefault(plan.variant, plan.config(spec.base).active())
+    return list(rows.values())
+
+
+def _check_design(spec: SweepSpec) -> None:
+    """A design asks for a grid run to the end (no scheduler stops a seed its comparison needs) and rows it can
+    pick; the rest is the section's own (sweeper.space.design.check_design)."""
+    if not spec.design.declared:
+        return
+    if spec.search.algorithm != "grid" or spec.scheduler.type != "fifo":
+        raise SpecError(
+            "design",
+            "needs search.algorithm grid and scheduler.type fifo (every row trained to its end at each look)",
+            spec.source,
+        )
+    check_design(spec.design, planned_rows(spec), spec.search.repeats, spec.source, SpecError)
 
 
 def _check_unconditional_grids(raw: Mapping[str, Any], source: str) -> None:
@@ -629,18 +695,57 @@ def _check_unconditional_grids(raw: Mapping[str, Any], source: str) -> None:
             )
 
 
+def read_objectives(raw: Any, source: str) -> list[ObjectiveSpec]:
+    """`objective`: one mapping (metric, mode), or a list of them (several objectives, the first also the one the
+    schedulers, the progress lines and the registered best trial go by); errors name the item (`objective[1].mode`)."""
+    if not isinstance(raw, list):
+        return [read_section("objective", raw, source)]
+    if not 1 <= len(raw) <= MAX_OBJECTIVES:
+        raise SpecError("objective", f"a list of 1 to {MAX_OBJECTIVES} objectives (got {len(raw)})", source)
+    objectives = []
+    for i, item in enumerate(raw):
+        try:
+            objectives.append(read_section("objective", item, source))
+        except SpecError as err:
+            raise SpecError(err.key.replace("objective", f"objective[{i}]", 1), err.message, source) from None
+    metrics = [o.metric for o in objectives]
+    if len(set(metrics)) < len(metrics):
+        raise SpecError("objective", f"each metric once (got {', '.join(metrics)})", source)
+    return objectives
+
+
+def _check_objectives(objectives: list[ObjectiveSpec], sections: dict[str, Any], source: str) -> None:
+    """What several objectives, or an objective known only at a trial's end, ask of the search and the scheduler."""
+    scheduler, search = sections["scheduler"].type, sections["search"]
+    at_end = [o.metric for o in objectives if o.metric in AT_END_ONLY]
+    if scheduler != "fifo" and (len(objectives) > 1 or at_end):
+        why = "several objectives" if len(objectives) > 1 else f"{at_end[0]} (known only once a trial is tested)"
+        raise SpecError(
+            "scheduler.type", f"must be fifo with {why}: Tune's schedulers rank by one epoch metric", source
+        )
+    if len(objectives) > 1 and search.algorithm == "optuna" and search.sampler not in MULTI_SAMPLERS:
+        raise SpecError(
+            "search.sampler",
+            f"{search.sampler} takes one objective; with several: " + ", ".join(MULTI_SAMPLERS),
+            source,
+        )
+
+
 def recorded_space(text: str, source: str) -> RecordedSpace:
     """A sweep's space.yaml read back from its parent run (the summary's door to it), held to the input's rules:
     bounded YAML, a mapping, and the sections the summary reads (objective, significance, tracking) checked as
     `sweeper validate` checks them. The rest is not re-checked: a corpus folder the sweep read may not exist where
     it is summarised."""
     raw = _mapping(parse_yaml(text, source, SpecError), "(file)", source)
+    objectives = read_objectives(raw.get("objective"), source)
     return RecordedSpace(
-        read_section("objective", raw.get("objective"), source),
+        objectives[0],
         read_section("significance", raw.get("significance"), source),
         read_section("tracking", raw.get("tracking"), source),
         _mapping(raw.get("baseline"), "baseline", source),
         *_recorded_plan(raw),
+        read_section("design", raw.get("design"), source),
+        objectives=tuple(objectives) if len(objectives) > 1 else (),
     )
 
 
@@ -683,6 +788,19 @@ def _check_sections(sections: dict[str, Any], parameters: list[Parameter], base:
     if gpu > 1 and not float(gpu).is_integer():
         raise SpecError("resources.gpu", f"must be 0, {GPU_SHARES} (got {gpu:g})", source)
     check_uri(sections["tracking"].uri or "", "tracking", "tracking.uri", source)
+    if sections["tracking"].webhook is not None:
+        check_webhook(sections["tracking"].webhook, "tracking.webhook", source)
+
+
+def check_webhook(url: Any, key: str, source: str, stored: bool = True) -> str:
+    """A webhook's URL: http(s) with a host; one that is stored (the space's, sweeper.json's) also without a
+    credential in it (userinfo, a secret query key). One line naming `key` otherwise (exit 2)."""
+    if stored:
+        check_uri(url, "webhook", key, source)
+    parts = urlsplit(url) if isinstance(url, str) and url.isprintable() else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(key, f"must be an http:// or https:// URL with a host (got {shown(url)})", source)
+    return url
 
 
 def _check_corpora(corpus: str, section: str, parameters: list[Parameter], source: str) -> None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nmt_core.config import build_config
+from nmt_core.config import MAX_SEED, ConfigError, build_config
 from nmt_core.gates.credentials import check_uri
 from nmt_core.gates.gate import ErrorType, check_tree, shown
 from nmt_core.gates.settings import accept
@@ -29,6 +30,7 @@ from sweeper.space.spec import (
     SignificanceSpec,
     SpecError,
     check_name,
+    check_webhook,
     read_section,
 )
 from sweeper.storage.store import Storage
@@ -88,6 +90,9 @@ class SweepState:
     started_by: str | None
     started_at: float | None
     record: dict[str, Any]  # the file as written, rewritten whole with a key changed (`written`)
+    budget: float | None = None  # resources.budget: hours of budget_unit (sweeper.running.compute); None: no limit
+    budget_unit: str = "device_hours"
+    webhook: str | None = None  # tracking.webhook (no credential in it); $SWEEPER_WEBHOOK_URL is never stored
 
     def written(self, **changes: Any) -> str:
         """The file's text with keys changed (a resumed sweep's job, the storage it takes at the end); keys an older
@@ -123,6 +128,9 @@ def state_from(record: dict[str, Any], where: str) -> SweepState:
         started_by=full.get("started_by"),
         started_at=full.get("started_at"),
         record=record,
+        budget=full["budget"],
+        budget_unit=full["budget_unit"],
+        webhook=full["webhook"],
     )
 
 
@@ -144,6 +152,11 @@ def read_state(experiment: Storage) -> SweepState:
     for key, check in CHECKS.items():
         if key in state and (why := check(state[key])):
             raise damaged(experiment, STATE_FILE, f"{key}: {why} (got {shown(state[key])})")
+    if state.get("webhook") is not None:  # stored as the space's check let it through: no credential, http(s)
+        try:
+            check_webhook(state["webhook"], "webhook", where)
+        except ConfigError as err:
+            raise damaged(experiment, STATE_FILE, f"webhook: {err.message}") from None
     build_config(state["base"], source=f"{where}: base")  # the trial config every resumed trial starts from
     try:
         return state_from(state, where)
@@ -160,6 +173,9 @@ def later_keys() -> dict[str, Any]:
         "plots": SPEC_SETTINGS["tracking.plots"].default,
         "models": MODELS_BEFORE_POLICY,  # not the space's default
         "study": None,
+        "budget": SPEC_SETTINGS["resources.budget"].default,
+        "budget_unit": SPEC_SETTINGS["resources.budget_unit"].default,
+        "webhook": None,
     }
 
 
@@ -177,6 +193,31 @@ def _trials(value: Any) -> str | None:
     return None if usable else f"must be a number of trials in [1, {MAX_TRIALS:,}]"
 
 
+SPACE_CHARS = 200_000  # a designed sweep's space as it ran, for `sweeper extend`: a few KB
+DIGEST = re.compile(r"[0-9a-f]{16}")
+LOOK_FOLDER = re.compile(r"look-[0-9]{1,4}")  # a look's Tune experiment below the sweep's folder
+
+
+def _count(value: Any, most: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= most
+
+
+def _look(value: Any) -> bool:
+    """A designed sweep's look as `sweeper extend` records it: its number, folder, trials, rows and seeds."""
+    if not isinstance(value, dict) or not isinstance(value.get("folder"), str):
+        return False
+    seeds = value.get("seeds")
+    return (
+        bool(LOOK_FOLDER.fullmatch(value["folder"]))
+        and all(_count(value.get(key), MAX_TRIALS) for key in ("look", "trials"))
+        and isinstance(seeds, list)
+        and all(_count(seed, MAX_SEED) for seed in seeds)
+        and isinstance(value.get("done"), bool)
+        and isinstance(value.get("rows"), list)
+        and all(isinstance(row, str) for row in value["rows"])
+    )
+
+
 def _study(value: Any) -> str | None:
     named = isinstance(value, dict) and all(isinstance(value.get(key), str) for key in ("name", "storage"))
     return None if value is None or named else "must be null or a mapping with the study's name and storage"
@@ -192,6 +233,9 @@ DECLARED = {
     "system_metrics": "tracking.system_metrics",
     "plots": "tracking.plots",
     "models": "tracking.models",
+    "budget": "resources.budget",
+    "budget_unit": "resources.budget_unit",
+    "webhook": "tracking.webhook",
 }
 # the others: what no sweep YAML sets
 CHECKS: dict[str, Callable[[Any], str | None]] = {
@@ -208,4 +252,7 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     "job": lambda value: None if value is None or isinstance(value, dict) else "must be null or a Ray job's record",
     "started_by": lambda value: None if value is None or isinstance(value, str) else "must be a user name",
     "started_at": lambda value: None if value is None or (_finite(value) and value >= 0) else "must be seconds",
+    "space": lambda value: None if isinstance(value, str) and len(value) <= SPACE_CHARS else "must be a space's YAML",
+    "design_digest": lambda value: None if isinstance(value, str) and DIGEST.fullmatch(value) else "must be a digest",
+    "looks": lambda value: None if isinstance(value, list) and all(map(_look, value)) else "must be a list of looks",
 }

@@ -16,6 +16,9 @@ from nmt_core.training import diagnostics as d
 SHARE = 0.9  # a degenerate behaviour counts when it holds for at least this share of dev tokens
 STILL_RISING = 0.02  # dev BLEU that rose by more than 2% (relative) in the last epoch has not converged
 MIN_RISE = 0.2  # ... and by more than this much BLEU in absolute terms
+# "converged" is said of a row (#69 item 6) only where at most this share of its trials had their best dev BLEU at
+# their last epoch and its trials' dev BLEU rose at most CONVERGED_RISE over their last LAST_EPOCHS epochs
+CONVERGED_SHARE, CONVERGED_RISE, LAST_EPOCHS = 0.2, 0.2, 3
 MIN_SEEDS = 3  # fewer seeds per row: the seed spread is barely estimated (one seed: not at all)
 SHOWN = 5  # rows named in a warning that lists rows
 
@@ -61,13 +64,15 @@ def degenerate(history: VariantHistory) -> list[str]:
         )
     at_bound = history.at(d.TAU_AT_BOUND, -1)
     if is_adaptive(history.temperature) and at_bound is not None and at_bound >= SHARE:
-        upper = (history.at(d.TAU_P50, -1) or 1.0) > 1.0
+        modulation = history.at(f"{d.MODULATION}_p50", -1)  # lambda^beta beside a base scale: what is bounded
+        upper = (modulation or history.at(d.TAU_P50, -1) or 1.0) > 1.0
+        bound = None if history.lam is None else f"{history.lam:g}" if upper else f"1/{history.lam:g}"
         fixed = (
             "the temperature acts as a fixed one"
-            if history.lam is None  # a bounded temperature other than SACT
-            else f"SACT acts as a fixed temperature {history.lam:g}"
-            if upper
-            else f"SACT acts as a fixed temperature 1/{history.lam:g}"
+            if bound is None  # a bounded temperature other than SACT
+            else f"SACT acts as its base scale tau_0 times {bound}"
+            if modulation is not None
+            else f"SACT acts as a fixed temperature {bound}"
         )
         found.append(
             f"{label}: tau at its {'upper' if upper else 'lower'} bound for {at_bound:.0%} of dev tokens "
@@ -83,6 +88,38 @@ def degenerate(history: VariantHistory) -> list[str]:
     elif history.sentinel and gate is not None and gate >= SHARE:
         found.append(f"{label}: sentinel gate stuck open (mean {gate:.2f}): the decoder ignores the source.")
     return found
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """How far a row's trials were from convergence, as measured: the trials whose best dev BLEU and whose lowest
+    dev loss came at their last epoch, and the dev BLEU their last LAST_EPOCHS epochs added (mean over trials)."""
+
+    label: str
+    trials: int
+    best_last: int
+    loss_last: int
+    rise: float | None  # None: fewer epochs than LAST_EPOCHS + 1
+    budget: int  # train.epochs
+
+    @property
+    def converged(self) -> bool:
+        small = self.best_last <= CONVERGED_SHARE * self.trials
+        return small and self.rise is not None and self.rise <= CONVERGED_RISE
+
+
+def convergence(history: VariantHistory) -> Convergence:
+    bleu = [curve for curve in history.curves.get("bleu_dev", []) if curve]
+    losses = [curve for curve in history.curves.get("dev_loss", []) if curve]
+    rises = [curve[-1] - curve[-1 - LAST_EPOCHS] for curve in bleu if len(curve) > LAST_EPOCHS]
+    return Convergence(
+        history.label,
+        len(bleu),
+        sum(curve.index(max(curve)) == len(curve) - 1 for curve in bleu),
+        sum(len(curve) > 1 and curve.index(min(curve)) == len(curve) - 1 for curve in losses),
+        statistics.fmean(rises) if rises else None,
+        history.max_epochs or max((len(curve) for curve in bleu), default=0),
+    )
 
 
 def still_rising(history: VariantHistory) -> str | None:

@@ -73,17 +73,27 @@ def sentence_table(snapshot: SweepSnapshot) -> pa.Table:
 
 
 def sweep_fields(snapshot: SweepSnapshot) -> dict[str, Any]:
-    space = snapshot.space
+    space = snapshot.space  # its design only where one is declared (design_fields)
     return {
         "name": snapshot.name,
         "parent_id": snapshot.parent_id,
         "parent_status": snapshot.parent_status,
-        "space": {**asdict(space), "varied": list(space.varied)},
+        "space": {k: v for k, v in asdict(space).items() if k != "design"}
+        | {"varied": list(space.varied)}
+        | design_fields(snapshot),
         "left_out": dict(snapshot.left_out),
         "added": [list(added) for added in snapshot.added],
         "choices": snapshot.choices,
         "unfinished": snapshot.unfinished,
     }
+
+
+def design_fields(snapshot: SweepSnapshot) -> dict[str, Any]:
+    """A designed sweep's design and the digest frozen on it; nothing for a sweep without one (its data stays as
+    earlier versions wrote it)."""
+    if not snapshot.space.design.declared:
+        return {}
+    return {"design": asdict(snapshot.space.design), "design_digest": snapshot.design_digest}
 
 
 def read_data(folder: Path) -> SweepSnapshot:
@@ -135,6 +145,7 @@ def snapshot_of(data: Path) -> SweepSnapshot:
         [tuple(added) for added in fields["added"]],
         fields["choices"],
         fields["unfinished"],
+        fields["space"].get("design_digest", ""),
     )
 
 

@@ -37,20 +37,11 @@ def add_findings(summary: Summary) -> None:
     scales = scale_checks(summary)
     controls = [checks.missing_scale_controls(scales, TAU_SCALE), checks.scattered_scales(scales, TAU_SCALE)]
     summary.warnings = degenerate + rising + [line for line in controls if line] + ([few] if few else [])
+    summary.convergence = [checks.convergence(h) for h in histories]
     if not summary.comparisons:
         return
     caveats = []
-    if rising:
-        caveats.append(
-            f"Training stopped before convergence in {sum(map(bool, not_converged.values()))} of {len(histories)} "
-            "variants (see the warnings and the dev curves): the ranking may not hold at convergence."
-        )
-    else:
-        caveats.append(
-            "Every variant's dev BLEU had flattened: over the seeds that early stopping did not end, the last epoch "
-            f"added at most {checks.MIN_RISE} BLEU or {checks.STILL_RISING:.0%} on average, and the seeds it ended "
-            "had stopped lowering their dev loss (dev curves below)."
-        )
+    caveats.append(convergence_caveat(summary.convergence))
     if degenerate:
         caveats.append(
             "The variants flagged above did not work as their papers intend: their rows measure the "
@@ -69,6 +60,30 @@ def add_findings(summary: Summary) -> None:
         len(summary.comparisons),
         caveats,
         tuple(sorted(set().union(*(row.records[0].tuned for row in summary.rows)))),
+    )
+
+
+def degeneracy_warnings(summary: Summary) -> list[str]:
+    """The warnings of mechanisms that did not work as designed (saturated attention, a temperature at its bound, a
+    collapsed or stuck gate), each row's, in the table's order: what a sweep's webhook is told one by one."""
+    return [line for row in summary.rows for line in checks.degenerate(history_of(row))]
+
+
+def convergence_caveat(rows: list[checks.Convergence]) -> str:
+    """What the rows were compared at: convergence only where every row meets the measure (#69 item 6), else an
+    equal epoch budget, saying how far from convergence the trials were."""
+    if all(row.converged for row in rows):
+        return (
+            f"Every row converged by the measure of the convergence table: at most {checks.CONVERGED_SHARE:.0%} of "
+            f"a row's trials had their best dev BLEU at their last epoch, and their last {checks.LAST_EPOCHS} epochs "
+            f"added at most {checks.CONVERGED_RISE} BLEU."
+        )
+    budgets = sorted({row.budget for row in rows})
+    best_last, trials = sum(row.best_last for row in rows), sum(row.trials for row in rows)
+    return (
+        f"Rows are compared at an equal {'/'.join(map(str, budgets))}-epoch budget, not at convergence: "
+        f"{best_last} of {trials} trials had their best dev BLEU at their last epoch (the convergence table); "
+        "longer training could change the ranking."
     )
 
 

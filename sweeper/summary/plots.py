@@ -251,3 +251,28 @@ def _axis(values: list) -> tuple[list[float], list[tuple[float, str]]]:
     labels = sorted({"n/a" if v is None else str(v) for v in values})
     where = {label: (i / (len(labels) - 1) if len(labels) > 1 else 0.5) for i, label in enumerate(labels)}
     return [where["n/a" if v is None else str(v)] for v in values], [(y, label) for label, y in where.items()]
+
+
+def pareto_plot(points: list[tuple[str, float, float, float, float, str]], names: tuple[str, str], path: Path) -> None:
+    """Rows on two objectives: (label, x, y, x std, y std, status) with status front, dominated or within noise.
+    The front's points are joined in x order; a row dominated significantly is a cross, one dominated by means only
+    an open circle (not distinguishable from the front over its seeds)."""
+    fig, ax = plt.subplots(figsize=(7, 5))
+    marker = {"front": ("o", "C0", "front"), "dominated": ("x", "C3", "dominated (significant over seeds)")}
+    for label, x, y, sx, sy, status in points:
+        shape, colour, name = marker.get(status, ("o", "C1", "dominated by means only"))
+        face = "none" if status not in marker else colour
+        ax.errorbar(x, y, xerr=sx or None, yerr=sy or None, fmt=shape, color=colour, mfc=face, label=name, capsize=2)
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    front = sorted((x, y) for _, x, y, _, _, status in points if status == "front")
+    if len(front) > 1:
+        ax.plot(*zip(*front), color="C0", linewidth=0.8, alpha=0.6)
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), fontsize=8)
+    ax.set_xlabel(names[0])
+    ax.set_ylabel(names[1])
+    ax.set_title("Pareto front (mean ± std over seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

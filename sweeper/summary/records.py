@@ -37,6 +37,7 @@ from nmt_core.gates.yaml_input import read_text
 from sweeper.space.spec import RecordedSpace, SpecError, recorded_space
 from sweeper.tracking.metrics import (
     CURVES,
+    DESIGN_TAG,
     EXPLOITS,
     FORCED,
     NOT_APPLICABLE,
@@ -133,6 +134,7 @@ class SweepSnapshot:
     added: list[tuple[str, str, str]] = field(default_factory=list)  # sweeps joined to it: name, parent run, status
     choices: list[str] = field(default_factory=list)  # each row's setting chosen on dev (`summarize --choose`)
     unfinished: list[dict[str, str]] = field(default_factory=list)  # the settings of the trials left_out counts
+    design_digest: str = ""  # the design's digest `sweeper run` froze on the parent run (DESIGN_TAG), if any
 
 
 def find_parent(client: MlflowClient, name: str, run_id: str | None = None, key: str = "NAME") -> tuple[str, str]:
@@ -393,7 +395,16 @@ def read_trials(client: MlflowClient, name: str, run_id: str | None, folder: Pat
         s: artifact_lines(client, first, f"references/{s}.txt", folder / first.run_id) for s in first.test_sets
     }
     return SweepSnapshot(
-        name, parent_id, parent.info.status, space, records, left_out, references, {}, unfinished=unfinished
+        name,
+        parent_id,
+        parent.info.status,
+        space,
+        records,
+        left_out,
+        references,
+        {},
+        unfinished=unfinished,
+        design_digest=parent.data.tags.get(DESIGN_TAG, ""),
     )
 
 

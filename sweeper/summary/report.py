@@ -11,27 +11,40 @@ from urllib.parse import quote
 
 from mlflow.tracking import MlflowClient
 
+from nmt_core.family.registry import bound_of
 from nmt_core.training.train import bleu_options
+from sweeper.space.design import digest
 from sweeper.space.spec import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
 from sweeper.summary.choose import choose_on_objective
 from sweeper.summary.combine import combine
+from sweeper.summary.costs import cost_table
 from sweeper.summary.data import read_data, write_data
 from sweeper.summary.figures import draw_figures, figure_data, importance_sections
 from sweeper.summary.findings import add_findings
+from sweeper.summary.metric_table import metric_table
+from sweeper.summary.pareto import pareto_front
+from sweeper.summary.plots import pareto_plot
 from sweeper.summary.records import SummaryError, SweepSnapshot, read_artifacts, read_trials
+from sweeper.summary.sequential import design_lines, read_design, scores_by_row
 from sweeper.summary.statistics import Summary, alignment_table, build_summary
 from sweeper.summary.tables import (
     marks_line,
     power_lines,
     render_alignment,
+    render_convergence,
+    render_costs,
     render_csv,
     render_latex,
     render_markdown,
+    render_metrics,
+    render_metrics_csv,
+    render_metrics_latex,
+    render_pareto,
     render_pbt_schedules,
     shown_rows,
 )
-from sweeper.summary.tau_epochs import render_tau_epochs
+from sweeper.summary.tau_epochs import render_observed_epochs, render_tau_epochs
 from sweeper.tracking.metrics import NOTE, SUMMARY_DIR
 from sweeper.tracking.mlflow_tables import csv_table, mark_tables, write_table
 from sweeper.tracking.mlflow_view import described_links
@@ -126,6 +139,9 @@ def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
         significance,
     )
     add_findings(summary)
+    read_designed(snapshot, summary, significance)
+    lowercase = bleu_options(records[0].config)["lowercase"]
+    summary.metric_table = metric_table(summary, snapshot.references, snapshot.translations, significance, lowercase)
     summary.notes += snapshot.choices
     if snapshot.left_out:
         summary.notes.append(
@@ -133,6 +149,21 @@ def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
             + ", ".join(f"{n} {why}" for why, n in snapshot.left_out.items())
         )
     return summary
+
+
+def read_designed(snapshot: SweepSnapshot, summary: Summary, significance: SignificanceSpec) -> None:
+    """A designed sweep's primary comparisons, read at its looks; none where the design differs from the one its
+    parent run froze (the space or the tag changed after the first result)."""
+    design = snapshot.space.design
+    if not design.declared:
+        return
+    summary.design_changed = snapshot.design_digest != digest(design)
+    if summary.design_changed:
+        return
+    objective = snapshot.space.objective
+    bleu = bleu_options(snapshot.records[0].config)
+    scores = scores_by_row(snapshot.references, snapshot.translations, significance.resamples, bleu)
+    summary.design = read_design(summary.rows, design, scores, (objective.metric, objective.mode))
 
 
 def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resamples: int | None = None) -> Summary:
@@ -143,20 +174,32 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
     out.mkdir(parents=True, exist_ok=True)
     write_data(snapshot, out)
     sections = [
+        *changed_head(summary),
         f"# Sweep `{snapshot.name}`\n",
         f"MLflow parent run `{snapshot.parent_id}` ({snapshot.parent_status}); "
         f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n",
-        "## BLEU\n",
+        *design_head(summary),
+        "## BLEU (secondary comparisons)\n" if summary.design else "## BLEU\n",
         render_markdown(summary),
+        *render_convergence(summary.convergence),
     ]
+    if summary.metric_table is not None:
+        sections += ["## chrF and TER\n", render_metrics(summary, summary.metric_table)]
+    if (costs := cost_table(summary)) is not None:
+        sections += ["## Compute\n", render_costs(summary, costs)]
     if snapshot.alignment and any(row.is_baseline for row in summary.rows):
         table = alignment_table(summary, snapshot.alignment, significance)
         sections += ["## Attention and word alignment\n", render_alignment(summary, table)]
     if summary.conclusion:
         sections.append("## What this sweep shows, and what it cannot\n\n" + summary.conclusion)
     sections += render_tau_epochs(
-        [(row.label, row.records[0].config.attention.lambda_, [r.curves for r in row.records]) for row in summary.rows]
+        [
+            (row.label, bound_of(row.records[0].config.attention), [r.curves for r in row.records])
+            for row in summary.rows
+        ]
     )
+    sections += render_observed_epochs([(row.label, [r.curves for r in row.records]) for row in summary.rows])
+    sections += pareto_sections(summary, snapshot.space.objectives, out)
     sections += draw_figures(figure_data(summary, snapshot.traces), out)
     objective = snapshot.space.objective
     sections += importance_sections(snapshot.records, objective.metric, objective.mode, out)
@@ -166,7 +209,41 @@ def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resampl
         (out / "bleu_table.csv").write_text(render_csv(summary), encoding="utf-8")
     if "latex" in formats:
         (out / "bleu_table.tex").write_text(render_latex(summary), encoding="utf-8")
+    write_metric_tables(summary, out, formats)
     return summary
+
+
+def pareto_sections(summary: Summary, objectives: tuple, out: Path) -> list[str]:
+    """A sweep with several objectives: its Pareto front as a table, and a figure of the first two objectives."""
+    if len(objectives) < 2:
+        return []
+    front = pareto_front(summary, objectives)
+    shown = [(p.row.label, *p.means[:2], *p.stds[:2], p.status) for p in front.points]
+    if shown:
+        pareto_plot(shown, tuple(f"{o.metric} ({o.mode})" for o in objectives[:2]), out / "pareto_front.png")
+    return ["## Pareto front\n", render_pareto(front, "pareto_front.png" if shown else None)]
+
+
+def write_metric_tables(summary: Summary, out: Path, formats: list[str]) -> None:
+    """metrics_table.csv and .tex beside bleu_table's (chrF and TER), where the trials logged them."""
+    table = summary.metric_table
+    if table is not None and "csv" in formats:
+        (out / "metrics_table.csv").write_text(render_metrics_csv(summary, table), encoding="utf-8")
+    if table is not None and "latex" in formats:
+        (out / "metrics_table.tex").write_text(render_metrics_latex(summary, table), encoding="utf-8")
+
+
+def design_head(summary: Summary) -> list[str]:
+    """A designed sweep's verdicts under their heading (none where its design changed: the first line says so)."""
+    if not summary.design:
+        return []
+    lines = "\n".join(design_lines(summary.design, changed=False))
+    return ["## Primary comparisons (the design's, read at its looks)\n", lines + "\n"]
+
+
+def changed_head(summary: Summary) -> list[str]:
+    """The summary's first line where the design changed after the sweep's first result."""
+    return [design_lines([], changed=True)[0] + "\n"] if summary.design_changed else []
 
 
 def summarize_data(name: str, data: Path, out: Path, formats: list[str], resamples: int | None = None) -> Summary:
@@ -203,6 +280,7 @@ def parent_note(
         + (f" · [Compare their translations]({translations})" if link and translations else "")
         + ("\n\n" if link else "")
         + (f"{len(snapshot.records)} finished trials{added_note(snapshot)}.\n\n" if snapshot.added else "")
+        + "".join(line + "\n" for line in changed_head(summary) + design_head(summary))
     )
     table = render_markdown(summary)
     versions = [(table + (f"\n{summary.conclusion}" if summary.conclusion else ""), [])]

@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy.special import stdtrit
+from scipy.special import stdtr, stdtrit
 
-from nmt_core.family.registry import TEMPERATURES, choices, is_adaptive
+from nmt_core.family.parts import Control
+from nmt_core.family.registry import TEMPERATURES, choices, is_adaptive, parts_of
 from nmt_core.training.diagnostics import TAU_P50
 from nmt_core.training.evaluate import (
     AlignmentBootstrap,
@@ -32,9 +33,10 @@ from nmt_core.training.evaluate import (
     seed_sentence_test,
     seeds_to_detect,
 )
-from nmt_core.training.train import PAPER_BLEU
+from nmt_core.training.train import PAPER_BLEU, PLAIN
+from sweeper.design.sample_size import sigma_interval
 from sweeper.space.spec import SIGNIFICANCE_TESTS, SignificanceSpec
-from sweeper.summary.records import SummaryError, TrialRecord, typed_setting
+from sweeper.summary.records import SEED_KEY, SummaryError, TrialRecord, typed_setting
 from sweeper.tracking.metrics import SIGNATURE_TAGS
 from sweeper.tracking.names import names_of
 
@@ -158,6 +160,10 @@ class Summary:
     criteria: dict[str, Any] = field(default_factory=dict)  # the settings that make a row a baseline
     controls: dict[int, SactControls] = field(default_factory=dict)  # id(SACT row) -> its scale and controls
     method_name: str = ""  # significance.method's test in a line (SIGNIFICANCE_TESTS)
+    design: list[Any] = field(default_factory=list)  # a designed sweep's primary comparisons (summary.sequential)
+    design_changed: bool = False  # its design differs from the one frozen when it started: no verdict
+    convergence: list[Any] = field(default_factory=list)  # each row's, as measured (summary.checks.Convergence)
+    metric_table: Any = None  # chrF and TER beside BLEU, where logged (a sweeper.summary.metric_table.MetricTable)
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -294,18 +300,26 @@ def fixed_tau_of(row: VariantRow) -> float | None:
     return 1.0 if attention.temperature == "none" else None
 
 
+def declared(row: VariantRow, name: str = "", at_scale: bool = False) -> Control | None:
+    """The control `name` (or the at-scale one) that a part of the row declares (nmt_core.family.parts.Control)."""
+    controls = (c for part in parts_of(row.records[0].config.attention) for c in part.controls)
+    return next((c for c in controls if (c.at_scale if at_scale else c.name == name)), None)
+
+
 def sact_controls(rows: list[VariantRow]) -> dict[int, SactControls]:
-    """Each SACT row's scale and controls by id(row). SACT without its input is the control that asks "adaptivity
-    or rescaling?": the `learned` temperature row with the same lambda and every other setting equal, and the
-    fixed tau (a row without temperature is tau = 1) with every other setting equal nearest SACT's median tau,
-    if within a factor TAU_SCALE of it. One pass over the other rows, so finding controls stays linear."""
+    """Each adaptive temperature row's scale and controls by id(row). SACT without its input is the control that asks
+    "adaptivity or rescaling?": the `learned` temperature row its temperature declares (the same lambda and base
+    scale, or any lambda where it asks only for a per-head constant) with every other setting equal, and where it
+    declares one, the fixed tau (a row without temperature is tau = 1) with every other setting equal nearest its
+    median tau, if within a factor TAU_SCALE of it. One pass over the other rows, so finding controls stays linear."""
     keys = temperature_keys()
     learned: dict[tuple, VariantRow] = {}
     fixed: dict[tuple, list[tuple[float, VariantRow]]] = {}
     for r in rows:
         attention, beside = r.records[0].config.attention, beside_temperature(r, keys)
         if attention.temperature == LEARNED:
-            learned.setdefault((attention.lambda_, beside), r)
+            learned.setdefault((attention.lambda_, attention.sact_base, beside), r)
+            learned.setdefault((None, None, beside), r)  # for a row that asks for any lambda
         elif (tau := fixed_tau_of(r)) is not None:
             fixed.setdefault(beside, []).append((tau, r))
     found = {}
@@ -314,8 +328,12 @@ def sact_controls(rows: list[VariantRow]) -> dict[int, SactControls]:
         if not is_adaptive(attention.temperature):
             continue
         beside, scale = beside_temperature(row, keys), tau_scale(row)
-        controls = SactControls(scale, learned.get((attention.lambda_, beside)))
-        candidates = [(abs(math.log(t / scale.median)), t, r) for t, r in fixed.get(beside, [])] if scale else []
+        wanted = declared(row, LEARNED)
+        want = wanted.settings(attention) if wanted else {}
+        learned_row = learned.get((want.get("lambda"), want.get("sact_base"), beside)) if want else None
+        controls = SactControls(scale, learned_row)
+        wants_scale = scale is not None and declared(row, at_scale=True) is not None
+        candidates = [(abs(math.log(t / scale.median)), t, r) for t, r in fixed.get(beside, [])] if wants_scale else []
         if candidates:
             _, tau, nearest = min(candidates, key=lambda candidate: candidate[:2])
             controls.nearest_tau = tau
@@ -325,12 +343,89 @@ def sact_controls(rows: list[VariantRow]) -> dict[int, SactControls]:
     return found
 
 
+def owned(row: VariantRow) -> set[str]:
+    """The settings the row's parts own (what a control row may leave free: a learned control's lambda)."""
+    return {key for part in parts_of(row.records[0].config.attention) for key in part.settings}
+
+
+def is_control(row: VariantRow, candidate: VariantRow, control: Control) -> bool:
+    """Whether `candidate` is the row's `control`: it has the attention settings the control names (from the row's),
+    and every other setting it logged equal, as values, but those the two rows' parts own (and seeds, and settings
+    chosen per row on dev)."""
+    want = {f"attention.{key}": value for key, value in control.settings(row.records[0].config.attention).items()}
+    flat = candidate.records[0].config.flat()
+    if candidate is row or any(flat[key] != value for key, value in want.items()):
+        return False
+    free = {SEED_KEY, *want, *owned(row), *owned(candidate), *row.records[0].tuned, *candidate.records[0].tuned}
+
+    def rest(r: VariantRow) -> dict[str, Any]:
+        return {key: value for key, value in r.records[0].active.items() if key not in free}
+
+    return rest(row) == rest(candidate)
+
+
+SACT_QUESTION = (LEARNED, FIXED)  # the controls sact_controls finds (adaptive temperatures: their scale too)
+
+
+def declared_controls(rows: list[VariantRow]) -> list[tuple[VariantRow, VariantRow, str]]:
+    """(row, control row, control name) for every control a row's parts declare that another row of the sweep is,
+    beside the adaptive temperatures' learned and fixed ones (sact_controls): SSMax against the fixed log-n scaling
+    and no scaling, soft-capping against none, learned-alpha entmax against its fixed alpha and softmax, and so on.
+    A decoding-only part's control is its own checkpoints decoded plainly, not a row (`plain_decoding_rows`)."""
+    found = []
+    for row in rows:
+        adaptive = is_adaptive(row.records[0].config.attention.temperature)
+        for part in parts_of(row.records[0].config.attention):
+            for control in part.controls:
+                if control.at_scale or control.same_checkpoint or (adaptive and control.name in SACT_QUESTION):
+                    continue
+                match = next((other for other in rows if is_control(row, other, control)), None)
+                if match is not None:
+                    found.append((row, match, control.name))
+    return found
+
+
+@dataclass(frozen=True)
+class PlainDecoding:
+    """A row with a decoding-only part against its own checkpoints decoded without it (its declared control), paired
+    per checkpoint: each seed's test average with the part minus without."""
+
+    row: VariantRow
+    deltas: list[float]
+    with_part: float  # mean over seeds of bleu_test_avg
+    plain: float  # of plain_bleu_test_avg
+
+    @property
+    def p_value(self) -> float | None:
+        """Two-sided paired t-test over the seeds (None under two seeds; 1 where every difference is 0)."""
+        n = len(self.deltas)
+        if n < 2:
+            return None
+        spread = statistics.stdev(self.deltas)
+        if spread == 0:
+            return 1.0 if statistics.fmean(self.deltas) == 0 else 0.0
+        t = statistics.fmean(self.deltas) / (spread / math.sqrt(n))
+        return float(2 * stdtr(n - 1, -abs(t)))
+
+
+def plain_decoding(row: VariantRow) -> PlainDecoding | None:
+    """The row against its plainly decoded checkpoints, where its seeds logged both (None elsewhere)."""
+    key = f"{PLAIN}bleu_test_avg"
+    pairs = [(r.metrics["bleu_test_avg"], r.metrics[key]) for r in row.records if key in r.metrics]
+    pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+    if not pairs:
+        return None
+    deltas = [a - b for a, b in pairs]
+    return PlainDecoding(row, deltas, statistics.fmean(a for a, _ in pairs), statistics.fmean(b for _, b in pairs))
+
+
 def pairs_of(
     rows: list[VariantRow], criteria: dict[str, Any], controls: dict[int, SactControls] | None = None
 ) -> list[tuple[VariantRow, VariantRow, str, str]]:
     """(row, what it is compared with, kind, control): each row against its baseline, each SACT row against its
-    learned and fixed controls (`controls`, default: sact_controls). A control that is also the row's baseline
-    (SACT settled near tau = 1) is one comparison, tested once, that answers both."""
+    learned and fixed controls (`controls`, default: sact_controls), each row against the controls its parts declare
+    (`declared_controls`). A control that is also the row's baseline (SACT settled near tau = 1) is one comparison,
+    tested once, that answers both."""
     baselines = baselines_of(rows, criteria)
     controls = sact_controls(rows) if controls is None else controls
     pairs = {
@@ -343,6 +438,8 @@ def pairs_of(
         for control, against in ((LEARNED, found and found.learned), (FIXED, found and found.fixed)):
             if against is not None:
                 pairs.setdefault((id(row), id(against)), [row, against, CONTROL, ""])[3] = control
+    for row, against, control in declared_controls(rows):
+        pairs.setdefault((id(row), id(against)), [row, against, CONTROL, ""])[3] = control
     return [tuple(pair) for pair in pairs.values()]
 
 
@@ -433,7 +530,25 @@ def planning_line(comparison: Comparison, difference: float, family: int, most: 
     where = f"{POWER:.0%} power at alpha {alpha:.2g}"
     if n is None:
         return f"more than {most} seeds a row to detect {difference:g} ({where}): the test set's shared part limits it"
-    return f"{n} seeds a row to detect {difference:g} ({where})"
+    low, high = (
+        seeds_to_detect(seeds_scaled(comparison.test, factor), difference, alpha, POWER, most)
+        for factor in seed_variance_interval(comparison.test)
+    )
+    spread = f"{low or f'>{most}'}-{high or f'>{most}'}"
+    return f"{n} seeds a row to detect {difference:g} ({where}; {spread} over the seed variance's 80% interval)"
+
+
+def seed_variance_interval(test: SeedSentenceTest, level: float = 0.8) -> tuple[float, float]:
+    """The factors by which the seeds' variance may be off: the `level` chi-square interval of a variance pooled
+    over both rows' seeds (n_A + n_B - 2 df), as sweeper.design.sample_size gives sigma's."""
+    df = sum(test.seeds) - 2
+    low, high = sigma_interval(1.0, df, level)
+    return low**2, high**2
+
+
+def seeds_scaled(test: SeedSentenceTest, factor: float) -> SeedSentenceTest:
+    """The test with both rows' seed variances times `factor` (the shared sentence part as measured)."""
+    return replace(test, seed_variances=tuple(v * factor for v in test.seed_variances))
 
 
 def test_significance(
@@ -519,9 +634,10 @@ def family_of(comparisons: list[Comparison]) -> str:
         return ""
     baselines = sum(c.kind == BASELINE for c in comparisons)
     both = sum(c.kind == BASELINE and c.control != "" for c in comparisons)
-    return f": {baselines} against a baseline, {controls} SACT against a control" + (
-        f", {both} of them both" if both else ""
-    )
+    sact = sum(c.control in SACT_QUESTION for c in comparisons)
+    phrases = [f"{baselines} against a baseline"] + [f"{sact} SACT against a control"] * (sact > 0)
+    phrases += [f"{controls - sact} against a declared control"] * (controls > sact)
+    return ": " + ", ".join(phrases + [f"{both} of them both"] * (both > 0))
 
 
 def seeds_phrase(rows: list[VariantRow]) -> str:

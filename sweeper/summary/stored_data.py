@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from nmt_core.config import ConfigError
-from sweeper.space.spec import NAME_RULE, RecordedSpace, SpecError, read_section
+from sweeper.space.spec import NAME_RULE, RecordedSpace, SpecError, read_objectives, read_section
 from sweeper.summary.records import TrialRecord
 from sweeper.tracking.metrics import VARIANT, VARIANT_NAME
 
@@ -41,7 +41,15 @@ def recorded_space(space: Any, source: str) -> RecordedSpace:
         baseline,
         tuple(varied),
         scheduler,
+        read_section("design", space.get("design"), source),  # a designed sweep's, checked as on input
+        objectives=several_objectives(space.get("objectives"), source),
     )
+
+
+def several_objectives(raw: Any, source: str) -> tuple:
+    """A sweep's several objectives, checked as on input; () for one, or for data from before they were kept."""
+    objectives = read_objectives(raw, source) if raw else []
+    return tuple(objectives) if len(objectives) > 1 else ()
 
 
 def check_name(value: Any, key: str, source: str, rule: Any = None) -> str:

@@ -22,7 +22,8 @@ from typing import Any
 
 from nmt_core.training.diagnostics import KEYS as DIAGNOSTICS
 from nmt_core.training.diagnostics import TAU_P50
-from nmt_core.training.train import PAPER_BLEU
+from nmt_core.training.evaluate import MT_METRICS
+from nmt_core.training.train import PAPER_BLEU, PLAIN
 
 PER_EPOCH, AT_END = "epoch", "end"  # when a metric is logged: every epoch, or once after testing
 BEST, MEAN, LAST = "best", "mean", "last"  # results.parquet: the best dev epoch's, the mean over epochs, the final
@@ -90,6 +91,9 @@ METRICS = (
     Metric(
         "bleu_dev", PER_EPOCH, parent=True, results=BEST, curve=True, mlflow="bleu/dev", best=RESULT + "bleu_dev_best"
     ),
+    Metric(
+        "chrf_dev", PER_EPOCH, parent=True, results=BEST, curve=True, mlflow="chrf/dev", best=RESULT + "chrf_dev_best"
+    ),
     Metric("epoch_time_s", PER_EPOCH, results=MEAN, curve=True, mlflow="speed/epoch_time_s"),
     Metric("tokens_per_s", PER_EPOCH, results=MEAN, mlflow="speed/tokens_per_s"),
     *(_diagnostic(key) for key in DIAGNOSTICS),
@@ -97,13 +101,19 @@ METRICS = (
     Metric(SYSTEM_PREFIX, PER_EPOCH, prefix=True, mlflow=SYSTEM_PREFIX),
     Metric("bleu_test_", AT_END, prefix=True, parent=True, results=LAST),
     Metric(f"{PAPER_BLEU}_test_", AT_END, prefix=True, parent=True, results=LAST),
+    *(Metric(f"{name}_test_", AT_END, prefix=True, parent=True, results=LAST) for name in MT_METRICS),  # chrF, TER
     Metric("reverse_bleu_test_", AT_END, prefix=True, parent=True, results=LAST),  # train.symmetry_weight > 0
+    Metric(f"{PLAIN}bleu_test_", AT_END, prefix=True, parent=True, results=LAST),  # a decoding-only part's control
     Metric("aer_", AT_END, prefix=True, parent=True, results=LAST),
     Metric("gold_attention_", AT_END, prefix=True, results=LAST),
     Metric("n_params", AT_END, results=LAST),
     Metric("best_epoch", AT_END),
     Metric("bleu_dev_final_beam", AT_END),
     Metric("compile_time_s", AT_END, results=LAST),  # model.compile: seconds the trial spent compiling
+    # what the trial cost (sweeper.running.compute): its spending so far each epoch, its totals at the end
+    Metric("device_s_so_far", PER_EPOCH, mlflow="compute/device_s"),
+    Metric("device_s", AT_END, results=LAST),
+    Metric("wall_s", AT_END, results=LAST),
 )
 CURVES = tuple(m.name for m in METRICS if m.curve)  # per-epoch histories the summary reads
 AGGREGATED = {how: tuple(m.name for m in METRICS if m.when == PER_EPOCH and m.results == how) for how in (BEST, MEAN)}
@@ -125,9 +135,11 @@ PARENT = "mlflow.parentRunId"
 NOTE = "mlflow.note.content"  # what MLflow's UI shows as an experiment's or a run's description
 EXPLOITS, RESTORES, ERROR_FILE = "sweeper.pbt_exploits", "sweeper.restores", "sweeper.error_file"
 BEST_RUN_ID, BEST_VARIANT = "sweeper.best_run_id", "sweeper.best_variant"
+DESIGN_TAG = "sweeper.plan.design"  # a designed sweep's design digest, frozen on its parent run before any result
 SIGNATURE_TAGS = {
     "bleu_signature": "sweeper.bleu_signature",
     f"{PAPER_BLEU}_signature": f"sweeper.{PAPER_BLEU}_signature",
+    **{f"{name}_signature": f"sweeper.{name}_signature" for name in MT_METRICS},  # chrF's and TER's (sacrebleu's)
 }
 
 
@@ -157,11 +169,6 @@ def final_result(key: str) -> bool:
 def colour(index: int) -> str:
     """The colour of a sweep's `index`-th variant (from 0): tab10's, round again past ten."""
     return PALETTE[index % len(PALETTE)]
-
-
-def run_name(variant: str, seed: Any) -> str:
-    """A trial run's name: its variant's name and its seed, e.g. `SACT λ4 · seed 2`."""
-    return f"{variant} · seed {seed}"
 
 
 def mlflow_metrics(report: dict[str, Any], when: str, names: str = GROUPED_NAMES) -> dict[str, Any]:

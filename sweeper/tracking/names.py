@@ -18,7 +18,7 @@ from typing import Any
 
 from nmt_core.family.registry import part_words
 from sweeper.space.spec import describe_trial
-from sweeper.tracking.metrics import VARIANT_NAME, run_name
+from sweeper.tracking.metrics import VARIANT_NAME
 
 JOINED = " + "  # between a name's words
 TRAINING_WORDS = (  # the training objectives a variant label names, as (field, config key, title)
@@ -55,21 +55,35 @@ def variant_name(cfg: Any, shared: Mapping[str, str]) -> str:
     return JOINED.join(kept or words.values())
 
 
+def run_name(name: str | None, label: str, seed: Any) -> str:
+    """A trial run's name, `SACT λ4 · seed 2`: its variant's name and its seed; its label where it has no name (a sweep
+    begun before names, whose runs MLflow shows as `general+sact4 · seed 2`)."""
+    return f"{name or label} · seed {seed}"
+
+
 @dataclass(frozen=True)
 class TrialNames:
-    """A trial's name wherever a person reads it, as its MLflow run is named (`SACT λ4 · seed 2`): the console's
-    board, its line per trial, the ranking, results.parquet's `run_name`. The driver computes the words every planned
-    variant shares once (`shared`) and hands them to the tracking callback and to this; `shared` None: a sweep begun
-    before names, whose runs are named by label (`general+sact4 · seed 2`). Pickled into Tune's state with the
-    progress callback, so a resumed sweep names its trials as before."""
+    """The one naming rule for a sweep's trials, wherever a person reads a name: the console's board, its line per
+    trial and the ranking (sweeper.running.progress, runner.print_best), MLflow's run names and VARIANT_NAME tags
+    (the tracking callback holds one of these, sweeper.tracking.runs), results.parquet's `run_name`, and the
+    summary's rows, which read those tags (`names_of`). The driver computes the words every planned variant shares
+    once (`shared`); `shared` None: a sweep begun before names, whose runs are named by label (`general+sact4 · seed
+    2`). Pickled into Tune's state with the progress callback, so a resumed sweep names its trials as before."""
 
     base: dict[str, Any]  # the sweep's base trial config, which Tune's trial configs complete
     shared: dict[str, str] | None
 
+    def variant(self, cfg: Any) -> str | None:
+        """The variant name of a trial config (its run's VARIANT_NAME tag, the summary's row); None before names."""
+        return None if self.shared is None else variant_name(cfg, self.shared)
+
+    def trial(self, cfg: Any, label: str) -> str:
+        """The name of a trial config with variant label `label`: its run's name."""
+        return run_name(self.variant(cfg), label, cfg.train.seed)
+
     def of(self, config: Mapping[str, Any]) -> str:
         """The name of the trial Tune runs with `config`."""
-        cfg, label = describe_trial(config, self.base)
-        return run_name(label if self.shared is None else variant_name(cfg, self.shared), cfg.train.seed)
+        return self.trial(*describe_trial(config, self.base))
 
     def __call__(self, trial: Any) -> str:
         """The name of a Tune trial (the progress callback's `name_of`)."""

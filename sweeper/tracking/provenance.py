@@ -24,7 +24,7 @@ DATASET = "dataset"  # report key: the trial's corpus as MLflow's Dataset fields
 SOURCE_NAME = "nmt-sweeper"  # what MLflow's Source column names, beside the commit
 
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the sweeper package
 
 
 def code_version(package_dir: Path = PACKAGE_DIR) -> str:

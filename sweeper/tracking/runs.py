@@ -70,10 +70,9 @@ from sweeper.tracking.metrics import (
     colour,
     history_name,
     mlflow_metrics,
-    run_name,
 )
 from sweeper.tracking.mlflow_tables import mark_tables, tables_in
-from sweeper.tracking.names import model_name, variant_name
+from sweeper.tracking.names import TrialNames, model_name, run_name
 from sweeper.tracking.provenance import DATASET, as_tags, code_version, package_versions, source_tags
 from sweeper.tracking.sqlite_urls import resolve_uri  # noqa: F401 (where the sweeper's modules import it)
 
@@ -217,10 +216,10 @@ class SweepTracker:
             tags = {PARENT: parent_id, ROLE: "trial", TRIAL_ID: trial_id, VARIANT: variant, NOTE: note, **self.source}
             if name:
                 tags[VARIANT_NAME] = name
-            name = name or variant
             if run_colour:
                 tags[RUN_COLOUR] = run_colour
-            shown = run_name(name, params[SEED_PARAM]) if SEED_PARAM in params else f"{name}-{trial_id}"
+            # without a seed param: an open queued in a backlog before names, named as Tune names the trial
+            shown = run_name(name, variant, params[SEED_PARAM]) if SEED_PARAM in params else f"{variant}-{trial_id}"
             run = self.client.create_run(self.experiment_id, run_name=shown, tags=tags)
             run_id = run.info.run_id
         self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
@@ -643,7 +642,7 @@ class MlflowTrackingCallback(Callback):
                     "variant": variant,
                     "params": self.trial_params(cfg.active(), variant),
                     "colour": self.colour_of(variant),
-                    "name": self.name_of(cfg),
+                    "name": self.naming.variant(cfg),
                 }
             )
 
@@ -653,10 +652,12 @@ class MlflowTrackingCallback(Callback):
         unused = {axis: NOT_APPLICABLE for axis in self.axes if axis not in active}
         return {**active, **unused, "variant": variant, SEED_PARAM: active["train.seed"]}
 
-    def name_of(self, cfg) -> str | None:
-        """The trial's variant name (sweeper.tracking.names); None for a sweep begun before names, whose runs keep
-        labels."""
-        return None if self.shared is None else variant_name(cfg, self.shared)
+    @property
+    def naming(self) -> TrialNames:
+        """The sweep's naming rule (sweeper.tracking.names), which the console and results.parquet are handed too:
+        made from `base` and `shared`, the attributes a callback pickled into Tune's state by any earlier version
+        has (`shared` None, the class's, in one pickled before names: its runs keep labels)."""
+        return TrialNames(self.base, self.shared)
 
     def colour_of(self, variant: str) -> str:
         """The variant's colour: the next of the palette for a variant the sweep meets first (kept on resume)."""
@@ -739,7 +740,7 @@ class MlflowTrackingCallback(Callback):
                 "path": f"{trial.checkpoint.path}/{MODEL}",
                 "params": self.trial_params(cfg.active(), variant),
                 "tags": {TRIAL_ID: trial.trial_id, VARIANT: variant},
-                "name": model_name(name) if (name := self.name_of(cfg)) else MODEL,
+                "name": model_name(name) if (name := self.naming.variant(cfg)) else MODEL,
                 "metrics": final.get("metrics", {}),
                 "step": step,
                 "timestamp": final.get("timestamp", int(time.time() * 1000)),

@@ -56,7 +56,7 @@ def sweeper(*args, cwd: Path, background=False, env: dict[str, str] | None = Non
     background in its own process group (so that a test can send it Ctrl+C), stdout and stderr in one pipe. With
     `ray` (a RayCluster: the `worker_ray` fixture, a test's own), a `run` or `resume` joins that cluster (its GCS
     address, its token) instead of starting a local Ray."""
-    assert ray is None or args[0] in ("run", "resume"), "only run and resume join a cluster by its GCS address"
+    assert ray is None or args[0] in ("run", "resume", "extend"), "only run, resume, extend join a cluster by GCS"
     command = [sys.executable, "-m", "sweeper.cli", *args, *(["--address", ray.address] if ray else [])]
     token = ray.client_env if ray else {}
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **token, **(env or {})}
@@ -144,20 +144,17 @@ class FinishedSweep:
         return MlflowClient(self.tracking_uri)
 
 
-def run_watched(space: Path, folder: Path, tracking_uri: str) -> FinishedSweep:
-    """`sweeper run SPACE` to its end, noting every TCP socket its process tree listens on while it runs."""
+def run_watched(space: Path, folder: Path, tracking_uri: str, ray: RayCluster | None = None) -> FinishedSweep:
+    """`sweeper run SPACE` to its end, noting every TCP socket its process tree listens on while it runs; on the local
+    Ray it starts, or joining `ray` (as `sweeper` does) where what it tests is not that local Ray."""
     name = yaml.safe_load(space.read_text())["name"]
     storage = folder / "sweeps"
     command = [sys.executable, "-m", "sweeper.cli", "run", str(space), "--storage", str(storage)]
+    command += ["--tracking-uri", tracking_uri, *(["--address", ray.address] if ray else [])]
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **(ray.client_env if ray else {})}
     # files, not pipes: a pipe nobody reads while we poll could fill and stall the driver
     with open(folder / "driver.out", "w") as out, open(folder / "driver.err", "w") as err:
-        driver = subprocess.Popen(
-            [*command, "--tracking-uri", tracking_uri],
-            cwd=folder,
-            stdout=out,
-            stderr=err,
-            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
-        )
+        driver = subprocess.Popen(command, cwd=folder, stdout=out, stderr=err, env=env)
         seen: set[tuple[str, str]] = set()
         while driver.poll() is None:  # until it ends (pytest-timeout bounds it)
             seen |= listeners(driver.pid)

@@ -281,7 +281,7 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
     command line holds the database or the admin password. A user's sweep logs with the right credentials, is refused
     in one line (exit 2) without them, and another user cannot read it (default_permission NO_PERMISSIONS)."""
     from tests.e2e.sweeps import sweeper, write_space
-    from tests.servers import Postgres, free_port, wait_for
+    from tests.servers import UVICORN_PORT, Postgres, launch, reported_port, wait_for
 
     if not any(Path("/usr/lib/postgresql").glob("*/bin/initdb")) and not os.environ.get("CI"):
         pytest.skip("PostgreSQL is not installed (apt-get install postgresql); .ci/run installs it")
@@ -294,12 +294,11 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
     )
     (tmp_path / "basic_auth.ini").write_text(ini)
     (tmp_path / "basic_auth.ini").chmod(0o600)
-    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")},
         "POSTGRES_PASSWORD": pg_password,
         "BACKEND_STORE_URI": f"postgresql://mlflow@127.0.0.1:{postgres.port}/mlflow",
-        "PORT": str(port),
+        "PORT": "0",  # uvicorn binds a port no other process can take first, and says which (tests/servers.py)
         "ARTIFACTS": str(tmp_path / "artifacts"),
         "MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / "basic_auth.ini"),
         "MLFLOW_FLASK_SERVER_SECRET_KEY": "k" * 32,
@@ -311,17 +310,11 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
     for _ in range(2):  # creates the user and database, then only sets the password again
         setup = run_server_script("--setup-db", env=env)
         assert setup.returncode == 0, setup.stderr
-    log = open(tmp_path / "mlflow.log", "w")
-    server = subprocess.Popen(
-        ["bash", str(DEPLOY / "mlflow" / "run-mlflow-server.sh")],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    uri = f"http://127.0.0.1:{port}"
+    launched = launch(["bash", str(DEPLOY / "mlflow" / "run-mlflow-server.sh")], tmp_path / "mlflow.log", env, True)
+    server = launched.process
     try:
-        wait_for(uri + "/health", server)
+        uri = f"http://127.0.0.1:{reported_port(launched, UVICORN_PORT, 'it said which port it bound')}"
+        wait_for(uri + "/health", launched)
         lines = command_lines()
         assert any("--app-name basic-auth" in line for line in lines)  # the server's processes are in the list
         assert not [line for line in lines if pg_password in line or admin_password in line]
@@ -374,5 +367,4 @@ def test_the_deployed_mlflow_server_starts_and_a_sweep_logs_with_credentials_onl
             except subprocess.TimeoutExpired:  # a slow machine: not a failure of the test
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait()
-        log.close()
         postgres.stop()

@@ -26,8 +26,9 @@ PARALLEL = "Parallel Coordinates"  # the title MLflow gives the saved view's car
 
 
 @pytest.fixture(scope="module")
-def viewed_sweep(tmp_path_factory, mlflow_server) -> FinishedSweep:
-    """2 variants x 2 seeds, 1 epoch each, against the session's MLflow server."""
+def viewed_sweep(tmp_path_factory, mlflow_server, worker_ray) -> FinishedSweep:
+    """2 variants x 2 seeds, 1 epoch each, against the session's MLflow server, on the worker's Ray (what the view
+    shows is MLflow's: a local Ray started and stopped for it cost about 5 s of CPU)."""
     folder = tmp_path_factory.mktemp("viewed")
     space = write_space(
         folder,
@@ -37,7 +38,7 @@ def viewed_sweep(tmp_path_factory, mlflow_server) -> FinishedSweep:
         tracking=LEAN_TRACKING,
         **{"base.train": {**SPACE["base"]["train"], "epochs": 1}},
     )
-    sweep = run_watched(space, folder, mlflow_server.uri)
+    sweep = run_watched(space, folder, mlflow_server.uri, worker_ray)
     assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-3000:]
     return sweep
 

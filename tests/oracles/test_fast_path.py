@@ -49,6 +49,19 @@ def _variants() -> dict[str, dict]:
             "guided": {"data": {"corpus": "bible-grc-en", "tokenizer": "space"}, "train": {"guided_alignment": 0.5}},
             "symmetry": {"train": {"symmetry_weight": 1.0}},
             "label-smoothing": {"train": {"label_smoothing": 0.1}},
+            # the mechanisms after SACT (issue 72)
+            "sact-base": {"attention": {"temperature": "sact", "sact_base": True}},
+            "sact-released": {
+                "model": {"input_feeding": False, "encoder_merge": "sum"},
+                "attention": {"temperature": "sact_released"},
+            },
+            "ssmax": {"attention": {"temperature": "ssmax"}},
+            "ssmax-fixed-sentinel": {"attention": {"temperature": "ssmax_fixed", "sentinel": True}},
+            "selective": {"attention": {"temperature": "selective"}},
+            "softcap": {"attention": {"temperature": "fixed", "tau": 0.2, "softcap": True, "cap": 2.0}},
+            "entmax": {"attention": {"normaliser": "entmax"}},
+            "entmax-learned-sentinel": {"attention": {"normaliser": "entmax_learned", "sentinel": True}},
+            "entropy-sharpening": {"attention": {"entropy_sharpening": True, "entropy_threshold": 0.2}},
         }
     )
     return variants

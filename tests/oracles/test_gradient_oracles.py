@@ -83,6 +83,16 @@ CARRIES = {
         ("reading.W_c", "decoder.layers.0.self_attention.W_K.bias", "decoder.layers.0.cross_attention.W_Q.bias"),
     ),
     "transformer sentinel x_{i-1}": ({"sentinel": True}, TRANSFORMER, ("sentinel.W_t", "decoder.embed")),
+    "sact_released c~_{t-1}": (
+        {"temperature": "sact_released"},
+        {**RNN, "input_feeding": False, "encoder_merge": "sum"},
+        ("temperature.mlp.0", "bridge.bias"),
+    ),
+    "transformer sact tempered c~_{i-1}": (
+        {"temperature": "sact", "sact_reading": "tempered", "sact_base": True, "qk_norm": True},
+        TRANSFORMER,
+        ("reading.W_c", "log_tau0", "decoder.layers.0.cross_attention.W_V.bias"),
+    ),
     "transformer self-attention keys and values": ({}, TRANSFORMER, ("decoder.layers.0.self_attention.W_V.bias",)),
 }
 

@@ -215,6 +215,12 @@ MODEL_VARIANTS = [
     {"temperature": "sact", "sact_reading": "first_pass", "temperature_at": "both", "qk_norm": True},
     {"temperature": "fixed", "tau": 0.4, "sentinel": True, "qk_norm": True},
     {"temperature": "learned", "temperature_at": "self", "qk_norm": True},
+    # the mechanisms after SACT (issue 72); the tempered reading carries c~_{t-1} from one decoding step to the next
+    {"temperature": "sact", "sact_reading": "tempered", "sact_base": True, "temperature_at": "both", "qk_norm": True},
+    {"temperature": "ssmax", "temperature_at": "both"},
+    {"temperature": "selective", "temperature_at": "self"},
+    {"normaliser": "entmax_learned", "softcap": True, "cap": 3.0, "temperature_at": "both"},
+    {"temperature": "ssmax_fixed", "sentinel": True, "entropy_sharpening": True},
 ]
 
 

@@ -412,3 +412,12 @@ def test_the_gpu_study_dry_run_sweeps_the_three_rows_and_writes_the_summary(tmp_
     for row in ("none", "learned", "sact"):
         assert row in summary
     assert (tmp_path / "results.parquet").stat().st_size > 0
+
+
+def test_mt_metrics_benchmark_smoke(capsys):
+    """chrF's and TER's costs beside BLEU's on committed outputs (benchmarks/mt_metrics.py)."""
+    import mt_metrics
+
+    assert mt_metrics.main(["--sentences", "20", "--repeat", "1", "--resamples", "100"]) == 0
+    printed = capsys.readouterr().out
+    assert all(f"| {name} |" in printed for name in ("bleu", "chrf", "ter"))

@@ -26,10 +26,12 @@ def test_every_metric_training_reports_is_routed():
         on_epoch_end=lambda report, state, best: reports.append(report),
     )
     epoch = set(reports[0]) - {"epoch"}
-    assert {"bleu_dev", "dev_loss", "epoch_time_s"} <= epoch and all(is_logged(k, PER_EPOCH) for k in epoch)
+    assert {"bleu_dev", "chrf_dev", "dev_loss", "epoch_time_s"} <= epoch and all(is_logged(k, PER_EPOCH) for k in epoch)
     assert "reverse_bleu_test_test" in result.final and all(is_logged(k, AT_END) for k in result.final)
+    assert {"chrf_test_test", "chrf_test_avg", "ter_test_test", "ter_test_avg"} <= set(result.final)
     assert {k for k in result.final if final_result(k)} == set(result.final) - {"best_epoch"}
-    assert {k for k in result.final if to_parent(k)} == {k for k in result.final if "bleu_test_" in k or "aer_" in k}
+    tested = ("bleu_test_", "chrf_test_", "ter_test_", "aer_")
+    assert {k for k in result.final if to_parent(k)} == {k for k in result.final if any(t in k for t in tested)}
 
 
 def test_epoch_metrics_and_unknown_keys():

@@ -81,7 +81,8 @@ FIXED_CONTROL = {"sact_study_tatoeba_cpu_power"}
 def test_shipped_comparisons_have_seeds_and_a_learned_tau_control_for_every_sact_lambda(space):
     """A `**` in their tables must survive a reviewer: several seeds, and scale told apart from adaptivity (SACT's
     control is SACT without its input, one learned temperature at the same lambda; a fixed tau = lambda is only
-    SACT's softest bound)."""
+    SACT's softest bound). A designed space's primary comparisons are its controls: SACT against no temperature
+    and against the constant chosen on dev."""
     configs = [plan.config(load_spec(str(space)).base) for plan in plan_trials(load_spec(str(space)))]
     seeds: dict[str, set[int]] = {}
     for cfg in configs:
@@ -92,7 +93,13 @@ def test_shipped_comparisons_have_seeds_and_a_learned_tau_control_for_every_sact
         ).add(cfg.train.seed)
     assert min(len(s) for s in seeds.values()) >= 2
     lambdas = {c.attention.lambda_ for c in configs if c.attention.temperature == "sact"}
-    if space.stem in FIXED_CONTROL:
+    design = load_spec(str(space)).design
+    if design.declared and lambdas:  # #69 item 5: the paper's claim, and the best constant on dev
+        asked = [(c["treatment"], c["control"], c.get("choose")) for c in design.comparisons]
+        sact = {"attention.temperature": "sact"}
+        assert (sact, {"attention.temperature": "none"}, None) in asked
+        assert (sact, {"attention.temperature": "fixed"}, "dev") in asked
+    elif space.stem in FIXED_CONTROL:
         assert lambdas and any(c.attention.temperature == "fixed" for c in configs)
     else:
         assert lambdas <= {c.attention.lambda_ for c in configs if c.attention.temperature == "learned"}

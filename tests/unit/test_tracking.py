@@ -214,6 +214,59 @@ def test_a_sweep_begun_before_names_goes_on_naming_its_runs_by_label(tmp_path):
     assert run.info.run_name == "general+sact4 · seed 1" and "sweeper.variant_name" not in run.data.tags
 
 
+@pytest.mark.parametrize("begun", ["with names", "before names"])
+def test_the_console_mlflow_results_and_the_summary_name_a_trial_by_one_rule(tmp_path, capsys, begun):
+    """Issue 75 item 4: from one trial config, the console's line, its MLflow run (its name and VARIANT_NAME tag),
+    results.parquet's `run_name` and the summary's row say one name, all from the tracking callback's rule (one
+    `TrialNames`), and so does the callback `sweeper resume` unpickles. A sweep begun before names (its pickled
+    callback has no `shared`) is named by label in all of them."""
+    import pickle
+
+    import pandas as pd
+
+    from sweeper.running.progress import SweepProgress
+    from sweeper.running.runner import result_rows
+    from sweeper.summary.records import load_records
+    from sweeper.tracking.names import names_of, run_name
+
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    tracker = SweepTracker(uri, "one-rule")
+    parent = tracker.start_sweep("name: one-rule\n", {"trials": 2})
+    trials = [trial_of("t_0", "sact", 1), trial_of("t_1", "none", 2)]
+    shared = shared_words(describe_trial(trial.config, BASE)[0] for trial in trials)
+    callback = MlflowTrackingCallback(uri, "one-rule", parent, BASE, new_sweep=True, shared=shared)
+    if begun == "before names":
+        del callback.shared  # as a callback pickled before names: the class's None
+    callback = pickle.loads(pickle.dumps(callback))  # as `sweeper resume` finds it in Tune's state
+    progress = SweepProgress("one-rule", planned=2, name_of=callback.naming)
+    for trial in trials:
+        trial.last_result = {"epoch": 1, "final": 1, "bleu_dev": 1.0, "bleu_test_avg": 2.0, "bleu_test_x": 2.0}
+        callback.on_trial_start(0, [], trial)
+        progress.on_trial_start(0, [], trial)
+        callback.on_trial_result(0, [], trial, trial.last_result)
+        callback.on_trial_complete(0, [], trial)
+        progress.on_trial_complete(0, [], trial)
+    callback.drain()
+    expected = {"t_0": "SACT λ4 · seed 1", "t_1": "no temperature · seed 2"}
+    if begun == "before names":
+        expected = {"t_0": "general+sact4 · seed 1", "t_1": "general+none · seed 2"}
+    console = capsys.readouterr().out
+    assert all(f"trial {name} finished in " in console for name in expected.values()), console
+    runs = tracker.client.search_runs([tracker.experiment_id], "tags.`sweeper.role` = 'trial'")
+    assert {run.data.tags["sweeper.trial_id"]: run.info.run_name for run in runs} == expected
+    grid = [
+        SimpleNamespace(config=trial.config, metrics={"trial_id": trial.trial_id}, path=f"/s/{trial.trial_id}",
+                        error=None, metrics_dataframe=pd.DataFrame({"epoch": [1], "bleu_dev": [1.0]}), checkpoint=None)
+        for trial in trials
+    ]  # fmt: skip
+    rows = result_rows(grid, callback.outcomes, None, parent, BASE, names=callback.naming)
+    assert {row["trial_id"]: row["run_name"] for row in rows} == expected
+    records, _, _ = load_records(tracker.client, tracker.experiment_id, parent)
+    rows_named = names_of(records)  # the summary's row names, from what the runs were given
+    summary = {r.trial_id: run_name(rows_named[r.variant], r.variant, r.config.train.seed) for r in records}
+    assert summary == expected
+
+
 def test_a_submitted_sweeps_runs_name_their_submitter_and_the_drivers_commit(tmp_path, monkeypatch):
     """MLflow's User column: the submitter of a sweep the cluster's account tracks, on the parent and every trial;
     Source: the driver's code, with its git commit in a checkout."""

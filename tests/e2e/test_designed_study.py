@@ -1,0 +1,76 @@
+"""A designed study end to end (#69): `sweeper run` freezes the design and runs its first look, `sweeper extend`
+adds the next look's seeds to the undecided rows as trials of the same sweep (storage, MLflow experiment and parent
+run), the summary reads the sweep at its looks, and an extension past the design's maximum runs nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.e2e.sweeps import LEAN_TRACKING, SPACE, child_runs, sweeper, write_space
+
+pytestmark = pytest.mark.slow
+NAME = "designed"
+# a fixed tau of 1.02 against no temperature: nearly the same model, so the first look (2 seeds a row) cannot decide
+# and the second one reads 4; two looks at most
+DESIGN = {
+    "comparisons": [
+        {
+            "test": "superiority",
+            "treatment": {"attention.temperature": "fixed"},
+            "control": {"attention.temperature": "none"},
+        }
+    ],
+    "effect": 1.0,
+    "sd": 0.5,
+    "seeds_per_look": 2,
+    "max_seeds": 4,
+    "futility": False,
+}
+
+
+def test_a_designed_sweep_is_extended_look_by_look_and_read_at_its_looks(tmp_path, mlflow_server, worker_ray):
+    space = write_space(
+        tmp_path,
+        name=NAME,
+        parameters={
+            "attention.temperature": {"grid": ["none", "fixed"]},
+            "attention.tau": {"grid": [1.02], "if": {"attention.temperature": "fixed"}},
+        },
+        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": 1}},
+        search={"max_concurrent": 2, "repeats": 2},
+        tracking=LEAN_TRACKING,
+        design=DESIGN,
+    )
+    where = ["--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri]
+    first = sweeper("run", str(space), *where, cwd=tmp_path, ray=worker_ray)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "## Primary comparisons" in first.stdout or "superiority: " in first.stdout, first.stdout[-3000:]
+    folder = tmp_path / "sweeps" / NAME
+    state = json.loads((folder / "sweeper.json").read_text())
+    assert state["looks"] == [] and len(state["design_digest"]) == 16
+
+    second = sweeper("extend", NAME, *where, cwd=tmp_path, ray=worker_ray)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "look 2: 4 trials, seeds 3-4" in second.stdout, second.stdout[-3000:]
+    state = json.loads((folder / "sweeper.json").read_text())
+    assert [(look["look"], look["done"], look["seeds"]) for look in state["looks"]] == [(2, True, [3, 4])]
+    assert state["trials"] == 8
+    results = pq.read_table(folder / "results.parquet").to_pylist()
+    seeds = {
+        variant: sorted(r["seed"] for r in results if r["variant"] == variant)
+        for variant in {r["variant"] for r in results}
+    }
+    assert sorted(seeds.values()) == [[1, 2, 3, 4], [1, 2, 3, 4]] and all(r["status"] == "TERMINATED" for r in results)
+    client = MlflowClient(mlflow_server.uri)
+    parents, children = child_runs(client, NAME)
+    assert len(parents) == 1 and len(children) == 8  # one parent run: every look's trials are its children
+    summary = (folder / "summary" / "summary.md").read_text()
+    assert "## Primary comparisons" in summary and "look 2" in summary, summary[:2000]
+
+    third = sweeper("extend", NAME, *where, cwd=tmp_path, ray=worker_ray)
+    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
+    assert "nothing to extend" in third.stdout and len(pq.read_table(folder / "results.parquet")) == 8
