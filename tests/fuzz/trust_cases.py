@@ -28,6 +28,7 @@ import shutil
 import socket
 import sqlite3
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -535,11 +536,30 @@ def served(case: TrustCase) -> Iterator[Any]:
             yield server
 
 
+FILE_BYTES = 2**30  # no file a case writes is larger: a copy of /dev/zero (file:///dev) fails at it, not at a full disk
+
+
+def bound_file_size() -> None:
+    """This process writes no file over FILE_BYTES: a write past it fails (EFBIG) instead of filling a shared disk
+    (on main, a server naming file:///dev made MLflow copy /dev/zero into TMPDIR: 8 GB in 30 s)."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    resource.setrlimit(
+        resource.RLIMIT_FSIZE, (FILE_BYTES if hard == resource.RLIM_INFINITY else min(FILE_BYTES, hard), hard)
+    )
+
+
 def check(case: TrustCase, root: Path) -> str | None:
     """stored_cases.check, with the case's environment, servers and streams; then what the servers saw."""
     from tests.fuzz.conftest import environment
 
-    saved = stored_cases.invoke
+    bound_file_size()
+    (root / "tmp").mkdir(exist_ok=True)
+    saved, saved_tmp = stored_cases.invoke, tempfile.tempdir
+    tempfile.tempdir = str(root / "tmp")  # a download's copy lands in the case's folder, removed with it
     with environment(**case.env), served(case) as server:
         url = server.url if server is not None else ""
         placed = replace(case, call=_with_url(case.call, url))
@@ -547,7 +567,7 @@ def check(case: TrustCase, root: Path) -> str | None:
         try:
             why = stored_cases.check(placed, root)
         finally:
-            stored_cases.invoke = saved
+            stored_cases.invoke, tempfile.tempdir = saved, saved_tmp
         if why is None and case.after is not None:
             why = case.after(server)
     return why
