@@ -311,7 +311,8 @@ class _Recording(http.server.BaseHTTPRequestHandler):
 class NamingServer(http.server.ThreadingHTTPServer):
     """A tracking server that answers MLflow's client as a real one would, except that every run's artifact root,
     every logged model's location and every registry version's source is `location` (another host, a local
-    folder): what anyone who may create an experiment on a lab's server can set."""
+    folder): what anyone who may create an experiment on a lab's server can set. `redirect:HOST:PORT` sends every
+    API call there with a 302 instead."""
 
     daemon_threads = True
 
@@ -330,6 +331,12 @@ class _Naming(_Recording):
         self.server.seen.append({":path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
         path = self.path.split("?")[0]
         location = self.server.location
+        if location.startswith("redirect:") and path not in PROBES:  # every API call sent on to another host
+            self.send_response(302)
+            self.send_header("Location", f"http://{location.removeprefix('redirect:')}{self.path}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         run = {"info": {"run_id": RUN_ID, "experiment_id": "1", "artifact_uri": location, "status": "FINISHED"}}
         version = {"name": "m", "version": "1", "source": location, "run_id": RUN_ID, "status": "READY"}
         experiment = {"experiment_id": "1", "name": "x", "artifact_location": location, "lifecycle_stage": "active"}

@@ -43,7 +43,10 @@ def guard_streams() -> set[str]:
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
-            stream.reconfigure(errors="backslashreplace")
+            try:
+                stream.reconfigure(errors="backslashreplace")  # flushes first: a full disk may fail here already
+            except (OSError, ValueError):
+                pass  # left as it is: the command's first write fails as one line (stdout) or is dropped (say)
     return set(_closed)
 
 

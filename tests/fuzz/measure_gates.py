@@ -3,6 +3,7 @@ that fail the contract, by class.
 
     python tests/fuzz/measure_gates.py                    # the code on PYTHONPATH
     python tests/fuzz/measure_gates.py --trees BASE AFTER # each tree's code, the same cases
+    python tests/fuzz/measure_gates.py --cases trust --trees BASE AFTER   # issue #70's classes (trust_cases.py)
 
 A worker process imports the commands' code, then runs the cases one after another, each in a fresh folder
 (storage/, outside/, work/), within a bounded address space; one that does not answer within CASE_SECONDS (a FIFO
@@ -13,6 +14,7 @@ case.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import select
@@ -22,21 +24,31 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the cases, whichever tree's code they run against
 sys.path.append(str(HERE.parents[1]))  # `tests` where PYTHONPATH names no tree (after it: a tree's code wins)
 
-from stored_cases import CASE_SECONDS, all_cases, bound_address_space, check  # noqa: E402
+from stored_cases import CASE_SECONDS, bound_address_space  # noqa: E402
+
+SUITES = ("stored", "trust")  # stored_cases.py (issue #61), trust_cases.py (issue #70)
 
 
-def work(start: int) -> None:
+def suite(name: str) -> Any:
+    """The cases module `name` names: its all_cases() and check(case, root)."""
+    return importlib.import_module(f"{name}_cases")
+
+
+def work(start: int, cases: str = "stored") -> None:
     """The worker: "ready" once the code the cases call is imported, then cases from `start` on, one JSON line each
     ({"index", "why"})."""
     import nmt_core.cli  # noqa: F401 - imported before the clock of the first case starts
     import sweeper.api  # noqa: F401
     import sweeper.cli  # noqa: F401
 
+    module = suite(cases)
+    all_cases, check = module.all_cases, module.check
     bound_address_space()
     print("ready", flush=True)
     for index, case in enumerate(all_cases()):
@@ -47,13 +59,14 @@ def work(start: int) -> None:
         print(json.dumps({"index": index, "why": why}), flush=True)
 
 
-def results(env: dict[str, str]) -> dict[int, str | None]:
+def results(env: dict[str, str], cases: str = "stored") -> dict[int, str | None]:
     """Every case's outcome (None: kept the contract), running workers until all have answered or timed out."""
-    count, outcomes = len(all_cases()), {}
+    count, outcomes = len(suite(cases).all_cases()), {}
     while len(outcomes) < count:
         start = len(outcomes)
         worker = subprocess.Popen(
-            [sys.executable, __file__, "--worker", str(start)], env=env, stdout=subprocess.PIPE, text=True,
+            [sys.executable, __file__, "--worker", str(start), "--cases", cases], env=env, stdout=subprocess.PIPE,
+            text=True,
             stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir(),
         )  # fmt: skip
         if worker.stdout.readline() != "ready\n":  # imports take a while on a loaded machine: not a case's time
@@ -71,17 +84,17 @@ def results(env: dict[str, str]) -> dict[int, str | None]:
     return outcomes
 
 
-def report(tree: str | None) -> int:
+def report(tree: str | None, suite_name: str = "stored") -> int:
     env = {**os.environ, **({"PYTHONPATH": str(Path(tree).resolve())} if tree else {})}
     started = time.monotonic()
-    outcomes = results(env)
-    cases = all_cases()
+    outcomes = results(env, suite_name)
+    cases = suite(suite_name).all_cases()
     total = Counter(case.kind for case in cases)
     failed = Counter(cases[i].kind for i, why in outcomes.items() if why is not None)
     print(f"== {tree or env.get('PYTHONPATH', 'this code')}: {sum(failed.values())} of {len(cases)} cases fail the "
           f"contract ({time.monotonic() - started:.0f} s)")  # fmt: skip
     for kind in total:
-        print(f"  {kind:8} {failed[kind]:4} of {total[kind]:4} fail")
+        print(f"  {kind:12} {failed[kind]:4} of {total[kind]:4} fail")
     for index, why in sorted(outcomes.items()):
         if why is not None:
             print(f"  FAIL [{cases[index].kind}] {cases[index].name}: {why}")
@@ -91,13 +104,14 @@ def report(tree: str | None) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trees", nargs="*", default=[None], help="worktrees, each measured with PYTHONPATH=it")
+    parser.add_argument("--cases", choices=SUITES, default="stored", help="which cases (default %(default)s)")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker is not None:
-        work(args.worker)
+        work(args.worker, args.cases)
         return
     for tree in args.trees:
-        report(tree)
+        report(tree, args.cases)
 
 
 if __name__ == "__main__":

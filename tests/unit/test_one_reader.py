@@ -35,6 +35,7 @@ ALLOWED = {
     ("sweeper/tracking/runs.py", "load"): "MLflow's Model.load of the MLmodel file of a model this sweep logged",
     ("sweeper/summary/records.py", "loadtxt"): "parses a text that decoders.read_text_file read",
     ("nmt_core/gates/artifact_locations.py", "open"): "a bounded artifact copy's new file in MLflow's download folder",
+    ("nmt_core/gates/streams.py", "open"): "the standard streams on their own descriptors, and /dev/null",
 }
 
 
