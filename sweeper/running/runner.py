@@ -404,6 +404,7 @@ def sweep_view(spec: SweepSpec) -> SweepView:
         tuple(dict.fromkeys(p.key for p in spec.parameters if p.key != "train.seed")),
         categorical_axes(spec.parameters),
         decoding(cfg.decode.beam_size, cfg.decode.dev_beam_size),
+        pareto=len(spec.objectives) > 1,
     )
 
 

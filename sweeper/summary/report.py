@@ -49,7 +49,7 @@ from sweeper.summary.tables import (
 )
 from sweeper.summary.tau_epochs import render_observed_epochs, render_tau_epochs
 from sweeper.summary.translations_page import PAGE, write_page
-from sweeper.tracking.metrics import NOTE, SUMMARY_DIR
+from sweeper.tracking.metrics import NOTE, PARETO_TAG, SUMMARY_DIR
 from sweeper.tracking.mlflow_tables import csv_table, mark_tables, write_table
 from sweeper.tracking.mlflow_view import artifact_page, described, described_links
 
@@ -90,11 +90,20 @@ def summarize(
     if heatmaps:  # drawn into the best trials' runs (tracking.plots: best), so summary.md says where
         with (out / "summary.md").open("a", encoding="utf-8") as markdown:
             markdown.write("\n" + "\n".join(heatmaps))
+    tag_pareto(client, summary)
     page = write_page(client, snapshot, summary, out)
     client.log_artifacts(snapshot.parent_id, str(out), SUMMARY_DIR)
     log_bleu_table(client, snapshot.parent_id, summary)
     describe(client, tracking_uri, snapshot, summary, out, page)
     return summary
+
+
+def tag_pareto(client: MlflowClient, summary: Summary) -> None:
+    """Several objectives: each trial's run tagged with its row's place (front, dominated, or dominated by means
+    only), the first column of the sweep's saved view, so that MLflow's table shows the front."""
+    for point in summary.pareto.points if summary.pareto else []:
+        for record in point.row.records:
+            client.set_tag(record.run_id, PARETO_TAG, point.status)
 
 
 def describe(client: MlflowClient, uri: str, snapshot: SweepSnapshot, summary: Summary, out: Path, page: bool) -> None:
@@ -233,7 +242,7 @@ def pareto_sections(summary: Summary, objectives: tuple, out: Path) -> list[str]
     """A sweep with several objectives: its Pareto front as a table, and a figure of the first two objectives."""
     if len(objectives) < 2:
         return []
-    front = pareto_front(summary, objectives)
+    front = summary.pareto = pareto_front(summary, objectives)
     shown = [(p.row.label, *p.means[:2], *p.stds[:2], p.status) for p in front.points]
     if shown:
         pareto_plot(shown, tuple(f"{o.metric} ({o.mode})" for o in objectives[:2]), out / "pareto_front.png")

@@ -164,6 +164,7 @@ class Summary:
     design_changed: bool = False  # its design differs from the one frozen when it started: no verdict
     convergence: list[Any] = field(default_factory=list)  # each row's, as measured (summary.checks.Convergence)
     metric_table: Any = None  # chrF and TER beside BLEU, where logged (a sweeper.summary.metric_table.MetricTable)
+    pareto: Any = None  # several objectives: the rows' Pareto front (a sweeper.summary.pareto.ParetoFront)
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:

@@ -137,6 +137,7 @@ PARENT = "mlflow.parentRunId"
 NOTE = "mlflow.note.content"  # what MLflow's UI shows as an experiment's or a run's description
 EXPLOITS, RESTORES, ERROR_FILE = "sweeper.pbt_exploits", "sweeper.restores", "sweeper.error_file"
 BEST_RUN_ID, BEST_VARIANT = "sweeper.best_run_id", "sweeper.best_variant"
+PARETO_TAG = "sweeper.pareto"  # several objectives: a trial's row on the front, dominated, or within noise (summary)
 DESIGN_TAG = "sweeper.plan.design"  # a designed sweep's design digest, frozen on its parent run before any result
 SIGNATURE_TAGS = {
     "bleu_signature": "sweeper.bleu_signature",

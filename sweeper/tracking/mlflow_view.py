@@ -32,7 +32,7 @@ import mlflow
 from mlflow.tracking import MlflowClient
 
 from nmt_core.gates.credentials import redact
-from sweeper.tracking.metrics import RESULT, SEED_TAG, VARIANT_NAME
+from sweeper.tracking.metrics import PARETO_TAG, RESULT, SEED_TAG, VARIANT_NAME
 from sweeper.tracking.mlflow_charts import BEST_DEV, TEST_AVG, answer_charts, trial_charts
 
 log = logging.getLogger("sweeper.tracking.mlflow_view")
@@ -72,6 +72,7 @@ class SweepView:
     axes: tuple[str, ...] = ()
     categorical: tuple[str, ...] = ()
     decoding: str = ""
+    pareto: bool = False  # several objectives: the summary tags each trial with its row's place (PARETO_TAG)
 
 
 def view_key(parent_run_id: str) -> str:
@@ -79,12 +80,13 @@ def view_key(parent_run_id: str) -> str:
     return f"sweep-{parent_run_id}"
 
 
-def table_state(parent_run_id: str, axes: tuple[str, ...]) -> dict[str, Any]:
+def table_state(parent_run_id: str, axes: tuple[str, ...], pareto: bool = False) -> dict[str, Any]:
     """The runs table: this run's trials only (its parent hidden by the filter), every one shown, best dev BLEU
     first; the results right after the names (test BLEU, best dev BLEU, median tau), then the swept settings and
     the seed (a tag: empty in a group's row, where MLflow would average a param), Duration last. No variant column:
     a group's row names it. MLflow shows every value as logged (15 digits) and has no number format to set."""
     columns = [column("metrics", m) for m in (TEST_AVG, BEST_DEV, TAU_MEDIAN)]
+    columns = [column("tags", PARETO_TAG)] * pareto + columns  # the front, first where there is one
     columns += [column("params", axis) for axis in axes] + [SEED]
     return {
         # search facets (the URL's part of the state)
@@ -111,7 +113,7 @@ def view_state(parent_run_id: str, view: SweepView) -> dict[str, Any]:
     """The comparison the link opens: the table grouped by variant name, every group open, a group's row the mean
     over its seeds; the charts grouped the same way, the answer's section first (mlflow_charts.answer_charts)."""
     return {
-        **table_state(parent_run_id, view.axes),
+        **table_state(parent_run_id, view.axes, view.pareto),
         "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": VARIANT_NAME}]},
         "useGroupedValuesInCharts": True,
         **answer_charts(view.decoding),
@@ -123,7 +125,7 @@ def translations_state(parent_run_id: str, view: SweepView) -> dict[str, Any]:
     translations/<set>.json) across the first 10 runs shown, is disabled while runs are grouped; its charts draw a
     dot per seed and the parallel coordinates, a line a trial, which grouped values cannot draw."""
     return {
-        **table_state(parent_run_id, view.axes),
+        **table_state(parent_run_id, view.axes, view.pareto),
         "groupBy": None,
         "useGroupedValuesInCharts": False,
         **trial_charts(list(view.axes), view.categorical),

@@ -134,3 +134,32 @@ def test_the_summary_gives_the_front_as_a_table_and_a_figure(tmp_path):
     single = tmp_path / "single"
     write_report(_review_snapshot(rows, 2, {"resamples": 100}), single, ["md"])
     assert "Pareto" not in (single / "summary.md").read_text()
+
+
+def test_mlflow_shows_the_front_as_each_trials_tag_and_the_views_first_column(tmp_path):
+    """#73 item 2's last part: each trial's run is tagged with its row's place, and a sweep with several objectives
+    shows that tag first in its saved view's runs table."""
+    from mlflow.tracking import MlflowClient
+
+    from sweeper.summary.pareto import FRONT
+    from sweeper.summary.report import tag_pareto, write_report
+    from sweeper.tracking.metrics import PARETO_TAG
+    from sweeper.tracking.mlflow_view import SweepView, view_state
+    from tests.unit.test_summary import _review_snapshot
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("front")
+    rows = [("general+none", {}, 0.001, 2, {}), ("general+tau4", {"temperature": "fixed", "tau": 4.0}, 0.001, 5, {})]
+    snapshot = _review_snapshot(rows, 2, {"resamples": 100})
+    for record in snapshot.records:
+        record.run_id = client.create_run(experiment).info.run_id
+        record.metrics["tokens_per_s"] = 1000.0 + (500 if record.variant == "general+none" else 0)
+    snapshot.translations = {r.run_id: t for r, t in zip(snapshot.records, snapshot.translations.values())}
+    objectives = (ObjectiveSpec("bleu_dev", "max"), ObjectiveSpec("tokens_per_s", "max"))
+    snapshot = SweepSnapshot(**{**vars(snapshot), "space": RecordedSpace(objectives=objectives)})
+    summary = write_report(snapshot, tmp_path / "out", ["md"])
+    tag_pareto(client, summary)
+    places = {client.get_run(r.run_id).data.tags[PARETO_TAG] for r in snapshot.records}
+    assert places and FRONT in places  # both rows lead on one objective: both on the front
+    state = view_state("p0", SweepView(("attention.temperature",), pareto=True))
+    assert state["columnOrder"][1] == f"tags.`{PARETO_TAG}`"
