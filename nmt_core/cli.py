@@ -23,8 +23,8 @@ from nmt_core.config import (
 )
 from nmt_core.data.batches import Example, Vocab, cut_long, surface, tokenize
 from nmt_core.data.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_bounded, read_lines
-from nmt_core.gates.cli_common import GateParser, add_version, enable_completion
-from nmt_core.gates.faults import add_debug, report
+from nmt_core.gates.cli_common import GateParser, add_version, main_of
+from nmt_core.gates.faults import report
 from nmt_core.gates.gate import (
     append_line,
     check_output_folder,
@@ -37,7 +37,7 @@ from nmt_core.gates.gate import (
 )
 from nmt_core.gates.network import configure_network
 from nmt_core.gates.settings import help_lines
-from nmt_core.gates.streams import closed, guard_streams, library_output, say, settle
+from nmt_core.gates.streams import closed, say
 from nmt_core.models.transformer import head_labels
 from nmt_core.training import checkpoint
 from nmt_core.training.evaluate import attention_alignment, trace_table, write_traces
@@ -329,16 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     """Parse and run the subcommand; its refusals are one line (exit 2), and whatever else is raised is the last-resort
     handler's one line (nmt_core/gates/faults.py: exit 2 for a store that failed, 1 for a fault, the traceback behind
     --debug)."""
-    guard_streams()  # a closed stream, an encoding that cannot write a character: never a fault
-    try:
-        parser = build_parser()
-        add_debug(parser)
-        enable_completion(parser)
-        args = parser.parse_args(argv)
-        with library_output(args.debug):
-            return run_command(args)
-    finally:
-        settle()
+    return main_of(build_parser, run_command, argv)
 
 
 def run_command(args: argparse.Namespace) -> int:

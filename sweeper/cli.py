@@ -15,11 +15,11 @@ import sys
 from typing import Any
 
 from nmt_core.config import parse_overrides
-from nmt_core.gates.cli_common import GateParser, add_version, enable_completion
-from nmt_core.gates.faults import add_debug, report, traceback_text
+from nmt_core.gates.cli_common import GateParser, add_version, main_of
+from nmt_core.gates.faults import report, traceback_text
 from nmt_core.gates.gate import clip_path, escape, one_line, printable
 from nmt_core.gates.settings import help_lines
-from nmt_core.gates.streams import guard_streams, library_output, say, settle
+from nmt_core.gates.streams import say
 from sweeper import api
 from sweeper.space.spec import SPEC_SETTINGS
 
@@ -497,16 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     else is raised (a server's, a library's or this program's error) is the last-resort handler's one line
     (nmt_core/gates/faults.py): exit 2 for a store or server that failed, 1 for a fault, the traceback behind
     --debug."""
-    guard_streams()  # a closed stream, an encoding that cannot write a character: never a fault
-    try:
-        parser = build_parser()
-        add_debug(parser)
-        enable_completion(parser)
-        args = parser.parse_args(argv)
-        with library_output(args.debug):
-            return run_command(args)
-    finally:
-        settle()
+    return main_of(build_parser, run_command, argv)
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
 
+from nmt_core.gates.faults import add_debug
 from nmt_core.gates.gate import one_line
-from nmt_core.gates.streams import say
+from nmt_core.gates.streams import guard_streams, library_output, say, settle
 
 PACKAGE = "nmt-sweeper"
 
@@ -57,3 +59,23 @@ class GateParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         say(f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)")
         sys.exit(2)
+
+
+def main_of(
+    build_parser: Callable[[], argparse.ArgumentParser],
+    run_command: Callable[[argparse.Namespace], int],
+    argv: list[str] | None = None,
+) -> int:
+    """Both CLIs' `main`: the standard streams made safe to write (an encoding that cannot write a character, a
+    closed stream: never a fault), then the parsed command with `--debug` and tab completion, libraries' own log
+    lines kept off the console unless `--debug`, and whatever is left to flush settled at the end."""
+    guard_streams()
+    try:
+        parser = build_parser()
+        add_debug(parser)
+        enable_completion(parser)
+        args = parser.parse_args(argv)
+        with library_output(args.debug):
+            return run_command(args)
+    finally:
+        settle()
