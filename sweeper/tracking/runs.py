@@ -34,11 +34,14 @@ from mlflow.entities import (
 )
 from mlflow.environment_variables import MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT
 from mlflow.models import Model
+from mlflow.models.model import MLMODEL_FILE_NAME as MLMODEL_FILE
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_MODEL_VERSIONS
 from ray.tune import Callback
 
 from nmt_core.gates import artifact_locations
+from nmt_core.gates.gate import ConfigError
+from nmt_core.gates.yaml_input import load_yaml_file
 from nmt_core.mlflow_model import mlflow_store
 from sweeper.space.spec import MODELS_BEFORE_POLICY, describe_trial
 from sweeper.storage.store import open_storage
@@ -317,7 +320,9 @@ class SweepTracker:
             )
         self.client.log_model_artifacts(model.model_id, str(folder))
         with tempfile.TemporaryDirectory() as tmp:  # MLmodel names the model and its run, as log_model's does
-            mlmodel = Model.load(folder)
+            # the folder this process saved: read as a file, not through MLflow's artifact repositories (the gate
+            # refuses local folders there, which only a tracking server would name)
+            mlmodel = Model.from_dict(load_yaml_file(str(Path(folder) / MLMODEL_FILE), ConfigError))
             mlmodel.model_id = mlmodel.model_uuid = model.model_id
             mlmodel.run_id, mlmodel.artifact_path = run_id, model.artifact_location
             mlmodel.save(Path(tmp) / "MLmodel")

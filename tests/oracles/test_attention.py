@@ -12,12 +12,18 @@ from tests.conftest import tiny_config
 
 SCORES_UNDER_TEST = ["dot", "general", "concat", "scaled_dot", "key_value"]
 TEMPERATURES_UNDER_TEST = ["none", "fixed", "sact", "learned"]
+# the temperatures that followed SACT (issue 72): their oracles are tests/oracles/test_oracles_after_sact.py
+TEMPERATURES_AFTER_SACT = ["sact_released", "ssmax", "ssmax_fixed", "selective"]
 
 
 def test_every_allowed_value_has_its_registered_class_and_no_other():
     """The config's allowed values and the attention registries cannot drift apart."""
     assert sorted(SCORES) == sorted(CHOICES["attention.score"]) == sorted(SCORES_UNDER_TEST)
-    assert sorted(TEMPERATURES) == sorted(CHOICES["attention.temperature"]) == sorted(TEMPERATURES_UNDER_TEST)
+    assert (
+        sorted(TEMPERATURES)
+        == sorted(CHOICES["attention.temperature"])
+        == sorted(TEMPERATURES_UNDER_TEST + TEMPERATURES_AFTER_SACT)
+    )
 
 
 def _batch(seed=0, batch=4, src_len=7, tgt_len=5):

@@ -68,6 +68,11 @@ def test_active_settings_leave_out_what_the_variant_ignores():
         "attention.tau",
         "attention.lambda",
         "attention.sact_bias",
+        "attention.sact_base",  # SACT's and the learned temperature's base scale
+        "attention.alpha",  # alpha-entmax
+        "attention.cap",  # soft-capping
+        "attention.entropy_threshold",  # entropy sharpening at decoding
+        "attention.train_keys",  # Scalable-Softmax's fixed control, 1 / log(n_train)
         "attention.coverage_weight",
         "data.subword_vocab",
         "train.lr_patience",
