@@ -1001,17 +1001,20 @@ def settle(
 
 
 def tell(state: SweepState, ending: Ending, link: str) -> None:
-    """The webhook's messages (sweeper.running.webhook): how the sweep ended, with its verdict line, then each
-    degeneracy warning of its summary; a receiver's failure is one line on the console."""
+    """The webhook's messages (sweeper.running.webhook): how the sweep ended, with its verdict line and the answer
+    (the summary's comparisons, as its headline words them, in plain text: a chat shows markdown's marks as they
+    are), then each degeneracy warning of its summary; a receiver's failure is one line on the console."""
     from sweeper.summary.findings import degeneracy_warnings  # as write_summary imports the summary: at the end
+    from sweeper.summary.headline import plain_lines, verdict_lines
 
     hook = Webhook(webhook_url(state.webhook))
     if not hook.url:
         return
     log = lambda line: print(line, file=console())  # noqa: E731 - one line, said once
     warnings = degeneracy_warnings(ending.summary) if ending.summary is not None else []
+    answer = plain_lines(verdict_lines(ending.summary)) if ending.summary is not None else []
     verdict = verdict_line(state, ending)
-    hook.notify(message(state.name, EVENTS[ending.code], verdict, link, warnings=len(warnings)), log)
+    hook.notify(message(state.name, EVENTS[ending.code], verdict, link, answer=answer, warnings=len(warnings)), log)
     for warning in warnings:
         hook.notify(message(state.name, WARNING, verdict, link, warning=warning), log)
 

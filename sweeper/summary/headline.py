@@ -35,6 +35,11 @@ def verdict_lines(summary: Summary) -> list[str]:
     return [f"- **{best.label}** has the highest test BLEU, {numbers(best)}; nothing in this sweep to test it against"]
 
 
+def plain_lines(lines: list[str]) -> list[str]:
+    """The verdict's lines without markdown's marks (the list's dash, bold): for a receiver that shows text."""
+    return [line.removeprefix("- ").replace("**", "") for line in lines]
+
+
 def numbers(row: VariantRow) -> str:
     """`10.59 ± 0.71 (n 2)`: a row's mean test BLEU over its seeds, their std and how many."""
     return f"{mean_std(row, row.average)} (n {row.seeds})"

@@ -16,6 +16,7 @@ from sweeper.running.webhook import WEBHOOK_ENV, Webhook, host_of, message, webh
 from sweeper.space.spec import SpecError, parse_spec
 from sweeper.storage.store import open_storage
 from sweeper.storage.stored import STATE_FILE, read_state, state_from
+from sweeper.summary.headline import verdict_lines
 from tests.servers import WebhookReceiver, free_port
 from tests.unit.test_names_and_state import valid_state
 from tests.unit.test_schema import QUICKSTART
@@ -51,6 +52,9 @@ def test_a_finished_sweep_sends_its_verdict_and_then_each_degeneracy_warning():
     assert (first["sweep"], first["event"], first["mlflow"], first["warnings"]) == (
         "lab", "finished", "http://mlflow.lab/#/runs", 2
     )  # fmt: skip
+    assert first["answer"] == [line.removeprefix("- ").replace("**", "") for line in verdict_lines(summary)] and first[
+        "answer"
+    ][0].startswith("general+sact4 vs general+none: no significant difference")
     assert len(warned) == 2 and any("fewer than 3 seeds" in w for w in summary.warnings)
     assert [w["event"] for w in warnings] == ["warning", "warning"] and [w["warning"] for w in warnings] == warned
     assert all(w["verdict"] == first["verdict"] and w["sweep"] == "lab" for w in warnings)
