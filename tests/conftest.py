@@ -91,6 +91,25 @@ def _mlflow_store_put_back():
 
 
 @pytest.fixture(autouse=True)
+def _artifact_gate_put_back():
+    """The artifact-location gate is a process's (nmt_core/gates/artifact_locations.py: a command opens its store,
+    which installs the gate and trusts that store, once): a store one test opened in this process must not judge the
+    next test's artifact locations, nor keep the credentials from the next test's server."""
+    from mlflow.store.artifact import artifact_repository_registry as registry
+
+    from nmt_core.gates import artifact_locations
+
+    stores = list(artifact_locations._stores)
+    door = registry.ArtifactRepositoryRegistry.get_artifact_repository
+    schemes = dict(registry._artifact_repository_registry._registry)
+    yield
+    artifact_locations._stores[:] = stores
+    registry.ArtifactRepositoryRegistry.get_artifact_repository = door
+    registry._artifact_repository_registry._registry.clear()
+    registry._artifact_repository_registry._registry.update(schemes)
+
+
+@pytest.fixture(autouse=True)
 def _single_thread():
     torch.set_num_threads(1)  # tiny models: threads cost more than they give, and results stay stable
 

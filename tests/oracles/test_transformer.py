@@ -322,7 +322,7 @@ def test_inverse_square_root_schedule_warms_up_to_the_rate_then_decays():
         ),
         (
             ["model.arch=transformer", "attention.sact_reading=previous"],
-            "attention.sact_reading: must be one of query, first_pass (got 'previous')",
+            "attention.sact_reading: must be one of query, first_pass, tempered (got 'previous')",
         ),
         (["model.arch=transformer", "train.schedule=inverse_sqrt", "train.lr_decay=0.5"], "train.lr_decay: must be 1"),
         (
