@@ -38,6 +38,8 @@ from urllib.parse import quote
 import stored_cases
 from stored_cases import SWEEP, Case, by_name, outside, plant_sweep, state, status
 
+from tests.fuzz.study_damages import bleu, no_rows, sweep_json, trial
+
 HERE = Path(__file__).resolve().parent
 STUDY = HERE.parents[1] / "docs" / "results" / "sact_study_tatoeba_cpu_power" / "data"
 STUDY_NAME = "sact-power"
@@ -453,35 +455,6 @@ def from_data_cases() -> Iterator[TrustCase]:
 
 
 def _data_damages() -> dict[str, Callable[[Path], None]]:
-    def sweep_json(change: Callable[[dict], None]) -> Callable[[Path], None]:
-        def damage(data: Path) -> None:
-            fields = json.loads((data / "sweep.json").read_text())
-            change(fields)
-            (data / "sweep.json").write_text(json.dumps(fields))
-
-        return damage
-
-    def trial(row: int, column: str, change: Callable[[Any], Any]) -> Callable[[Path], None]:
-        def damage(data: Path) -> None:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
-            rows = pq.read_table(data / "trials.parquet").to_pylist()
-            value = rows[row][column]
-            decoded = json.loads(value) if isinstance(value, str) and value.startswith("{") else None
-            rows[row][column] = json.dumps(change(decoded)) if decoded is not None else change(value)
-            pq.write_table(pa.Table.from_pylist(rows), data / "trials.parquet")
-
-        return damage
-
-    def metric(value: Any) -> Callable[[dict], dict]:
-        return lambda metrics: {**metrics, "bleu_test_avg": value}
-
-    def no_rows(data: Path) -> None:
-        import pyarrow.parquet as pq
-
-        pq.write_table(pq.read_table(data / "trials.parquet").slice(0, 0), data / "trials.parquet")
-
     def traces_out(data: Path) -> None:
         shutil.move(data / "traces", data.parent.parent / "outside" / "traces")
         (data / "traces").symlink_to(data.parent.parent / "outside" / "traces")
@@ -496,10 +469,10 @@ def _data_damages() -> dict[str, Callable[[Path], None]]:
     }
     for row in (0, -1):
         for label, value in (("text", "high"), ("1e308", 1e308), ("-1e308", -1e308), ("NaN", float("nan"))):
-            damages[f"trials row {row}: bleu {label}"] = trial(row, "metrics", metric(value))
+            damages[f"trials row {row}: bleu {label}"] = trial(row, "metrics", bleu(value))
         damages[f"trials row {row}: a bidi variant"] = trial(row, "variant", lambda v: "\u202egnp.exe")
         damages[f"trials row {row}: an escape in variant_name"] = trial(
-            row, "tags", lambda t: {**t, "sweeper.variant_name": "\x1b]0;x"}
+            row, "tags", lambda t: t.update({"sweeper.variant_name": "\x1b]0;x"})
         )
     return damages
 

@@ -6,52 +6,18 @@ printed raw."""
 
 from __future__ import annotations
 
-import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from sweeper.cli import main as sweeper_main
 from tests.fuzz.conftest import assert_refused, captured
+from tests.fuzz.study_damages import bleu, no_rows, sweep_json, trial
 
 pytestmark = pytest.mark.timeout(600)
 STUDY = Path(__file__).resolve().parents[2] / "docs" / "results" / "sact_study_tatoeba_cpu_power" / "data"
 NAME = "sact-power"
-
-
-def sweep_json(change: Callable[[dict], None]) -> Callable[[Path], None]:
-    def damage(data: Path) -> None:
-        fields = json.loads((data / "sweep.json").read_text())
-        change(fields)
-        (data / "sweep.json").write_text(json.dumps(fields))
-
-    return damage
-
-
-def first_trial(column: str, change: Callable[[dict], None]) -> Callable[[Path], None]:
-    """trials.parquet with the JSON column `column` of its first row changed (or a plain column, if not JSON)."""
-
-    def damage(data: Path) -> None:
-        rows = pq.read_table(data / "trials.parquet").to_pylist()
-        value = rows[0][column]
-        if isinstance(value, str) and value.startswith("{"):
-            decoded = json.loads(value)
-            change(decoded)
-            rows[0][column] = json.dumps(decoded)
-        else:
-            rows[0][column] = change(value)
-        pq.write_table(pa.Table.from_pylist(rows), data / "trials.parquet")
-
-    return damage
-
-
-def no_rows(data: Path) -> None:
-    table = pq.read_table(data / "trials.parquet")
-    pq.write_table(table.slice(0, 0), data / "trials.parquet")
 
 
 def traces_link(data: Path) -> None:
@@ -60,21 +26,17 @@ def traces_link(data: Path) -> None:
     (data / "traces").symlink_to(elsewhere)
 
 
-def bleu(value: object) -> Callable[[dict], None]:
-    return lambda metrics: metrics.update(bleu_test_avg=value)
-
-
 CASES = {
     "resamples 1e12": sweep_json(lambda f: f["space"]["significance"].update(resamples=1e12)),
     "an unknown significance key": sweep_json(lambda f: f["space"]["significance"].update(shell="rm -rf")),
     "a sweep name with an escape": sweep_json(lambda f: f.update(name="x\x1b[2Jy")),
-    "a metric stored as text": first_trial("metrics", bleu("high")),
-    "BLEU 1e308": first_trial("metrics", bleu(1e308)),
-    "a NaN metric": first_trial("metrics", bleu(float("nan"))),
-    "a curve of text": first_trial("curves", lambda c: c.update({next(iter(c)): ["a", "b"]})),
-    "a variant with a bidi override": first_trial("variant", lambda v: "\u202egnp.exe"),
-    "a variant name tag with an escape": first_trial("tags", lambda t: t.update({"sweeper.variant_name": "\x1b]0;x"})),
-    "a param out of bounds": first_trial("params", lambda p: p.update({"train.epochs": "100000000"})),
+    "a metric stored as text": trial(0, "metrics", bleu("high")),
+    "BLEU 1e308": trial(0, "metrics", bleu(1e308)),
+    "a NaN metric": trial(0, "metrics", bleu(float("nan"))),
+    "a curve of text": trial(0, "curves", lambda c: c.update({next(iter(c)): ["a", "b"]})),
+    "a variant with a bidi override": trial(0, "variant", lambda v: "\u202egnp.exe"),
+    "a variant name tag with an escape": trial(0, "tags", lambda t: t.update({"sweeper.variant_name": "\x1b]0;x"})),
+    "a param out of bounds": trial(0, "params", lambda p: p.update({"train.epochs": "100000000"})),
     "no trial": no_rows,
     "data/traces links out": traces_link,
 }
