@@ -374,9 +374,15 @@ def extend(
     configure_driver()
     with one_error():
         check_arguments(
-            "sweeper extend", sweep=name, storage=storage, tracking_uri=tracking_uri, address=address, verbose=verbose
+            "sweeper extend",
+            sweep=name,
+            storage=storage,
+            tracking_uri=tracking_uri,
+            address=address,
+            verbose=verbose,
+            wait=wait,
+            ship_code=job,
         )
-        check_arguments("sweeper extend", wait=wait, ship_code=job)
         if job:
             open_storage(storage, "sweeper extend")  # the scheme is checked here; the cluster opens it
             return submit_extend(name, address, storage, tracking_uri, until_decided, wait)

@@ -76,27 +76,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return api.run(args.space, **sweep_arguments(args), verbose=args.verbose).exit_code
 
 
+def stored_sweep_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """What `resume` and `extend` both pass to the API (stored_sweep_options' flags): where the sweep is stored and
+    tracked, the cluster, and whether Ray's own lines are shown."""
+    return dict(storage=args.storage, tracking_uri=args.tracking_uri, address=args.address, verbose=args.verbose)
+
+
 def cmd_resume(args: argparse.Namespace) -> int:
-    return api.resume(
-        args.name,
-        storage=args.storage,
-        tracking_uri=args.tracking_uri,
-        address=args.address,
-        verbose=args.verbose,
-        budget=args.budget,
-    ).exit_code
+    return api.resume(args.name, **stored_sweep_arguments(args), budget=args.budget).exit_code
 
 
 def cmd_extend(args: argparse.Namespace) -> int:
     done = api.extend(
-        args.name,
-        until_decided=args.until_decided,
-        storage=args.storage,
-        tracking_uri=args.tracking_uri,
-        address=args.address,
-        verbose=args.verbose,
-        job=args.job,
-        wait=args.wait,
+        args.name, until_decided=args.until_decided, **stored_sweep_arguments(args), job=args.job, wait=args.wait
     )
     return done if isinstance(done, int) else done.exit_code
 
