@@ -294,8 +294,15 @@ class RecordingServer(http.server.ThreadingHTTPServer):
 
 class _Recording(http.server.BaseHTTPRequestHandler):
     def _answer(self) -> None:
+        self._record()
+        self._send_json({"files": []})
+
+    def _record(self) -> None:
+        """The request's path and headers (names in lower case), kept on the server."""
         self.server.seen.append({":path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
-        body = b'{"files": []}'
+
+    def _send_json(self, answer: dict) -> None:
+        body = json.dumps(answer).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -328,7 +335,7 @@ class NamingServer(http.server.ThreadingHTTPServer):
 
 class _Naming(_Recording):
     def _answer(self) -> None:
-        self.server.seen.append({":path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+        self._record()
         path = self.path.split("?")[0]
         location = self.server.location
         if location.startswith("redirect:") and path not in PROBES:  # every API call sent on to another host
@@ -348,12 +355,7 @@ class _Naming(_Recording):
             "/api/2.0/mlflow/experiments/get": {"experiment": experiment},
             "/api/2.0/mlflow/experiments/get-by-name": {"experiment": experiment},
         }
-        body = json.dumps(answers.get(path, {"ok": True} if path in PROBES else {})).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self._send_json(answers.get(path, {"ok": True} if path in PROBES else {}))
 
     do_GET = do_POST = do_PUT = do_HEAD = _answer
 
