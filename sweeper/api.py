@@ -272,9 +272,9 @@ def optuna_plan(spec: SweepSpec) -> list[str]:
 
 
 def grid_plan(spec: SweepSpec) -> list[str]:
-    from sweeper.space.spec import conditional_summary, count_grid, grid_product_size, plan_trials
+    from sweeper.space.spec import conditional_summary, count_grid, grid_product_size
 
-    plans = plan_trials(spec)
+    plans = spec.plan
     variants: dict[str, int] = {}
     for plan in plans:
         variants[plan.variant] = variants.get(plan.variant, 0) + 1

@@ -38,7 +38,7 @@ from sweeper.running.runner import (
     start_ray,
     tracking_callback,
 )
-from sweeper.space.spec import SpecError, SweepSpec, TrialPlan, parse_spec, plan_trials
+from sweeper.space.spec import SpecError, SweepSpec, TrialPlan, parse_spec
 from sweeper.storage.store import Storage
 from sweeper.storage.stored import STATE_FILE, SweepState, read_state
 from sweeper.summary.records import read_artifacts, read_trials
@@ -112,7 +112,7 @@ def next_look(spec: SweepSpec, storage: Storage, state: SweepState, uri: str, ad
 def look_plans(spec: SweepSpec, seeds_of: dict[str, int], target: int) -> list[TrialPlan]:
     """Each undecided row's trials from its next seed to `target` seeds a row (seeds in order from the base's)."""
     first = spec.base_config.train.seed
-    params = {plan.variant: plan.params for plan in plan_trials(spec)}
+    params = {plan.variant: plan.params for plan in spec.plan}
     return [
         TrialPlan(params[variant], first + n, variant)
         for variant, have in seeds_of.items()

@@ -52,7 +52,6 @@ from sweeper.space.spec import (
     TrialPlan,
     describe_trial,
     mutation_range,
-    plan_trials,
     trial_config,
 )
 from sweeper.storage.store import Storage, check_writable, first_line, open_storage
@@ -299,7 +298,7 @@ def build_tune_config(
             **every_search,
         )
         return config, {}
-    plans = plan_trials(spec)
+    plans = spec.plan
     if spec.scheduler.type == "pbt":
         plans = with_initial_values(plans, spec)
     config = tune.TuneConfig(
@@ -386,13 +385,13 @@ def with_initial_values(plans: list[TrialPlan], spec: SweepSpec) -> list[TrialPl
 def planned_shared_words(spec: SweepSpec) -> dict[str, str]:
     """The title words every planned variant shares, which trial names leave out (for random and Optuna searches,
     those of the plan's draws: a field one of them varies is named in every run)."""
-    return shared_words(plan.config(spec.base) for plan in plan_trials(spec))
+    return shared_words(plan.config(spec.base) for plan in spec.plan)
 
 
 def planned_colours(spec: SweepSpec, shared: dict[str, str]) -> dict[str, str]:
     """label -> colour of each planned variant: the colour MLflow gives its group (mlflow_charts.group_colours),
     so that the runs, their groups and the summary's figures share one palette; none where two of them collide."""
-    names = {plan.variant: variant_name(plan.config(spec.base), shared) for plan in plan_trials(spec)}
+    names = {plan.variant: variant_name(plan.config(spec.base), shared) for plan in spec.plan}
     return group_colours(names)
 
 

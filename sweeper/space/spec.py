@@ -1,5 +1,8 @@
 """Sweep YAML -> validated SweepSpec -> the list of trial configurations (or an Optuna define-by-run space).
 
+One pass, in order: read (the gate's bounded read), parse (YAML with its limits, once; `--set` pairs and the API's
+overrides are applied to the parsed mapping), check every key against the declarations (`check_space`), then plan
+(`SweepSpec.plan`, built once and shared by the design's check, `validate`, the runner and `extend`).
 Everything a user can get wrong is caught here, before Ray starts: one line naming the file, the dotted
 key and what is allowed. Conditional parameters (`if:`) are resolved here too, for every algorithm, so
 the plan `sweeper validate` prints is exactly the set of trials `sweeper run` starts.
@@ -8,6 +11,7 @@ the plan `sweeper validate` prints is exactly the set of trials `sweeper run` st
 from __future__ import annotations
 
 import copy
+import functools
 import importlib.util
 import json
 import math
@@ -295,6 +299,12 @@ class SweepSpec:
     @property
     def models(self) -> str:
         return self.tracking.models
+
+    @functools.cached_property
+    def plan(self) -> list[TrialPlan]:
+        """The trials of a grid or random search (an Optuna space's draws, for names), built once: the design's
+        check, `validate`, the runner and `extend` read this list, never a second expansion."""
+        return plan_trials(self)
 
 
 @dataclass
@@ -617,9 +627,15 @@ def _short(value: Any) -> str:
 
 
 def parse_spec(text: str, source: str) -> SweepSpec:
-    """A sweep YAML checked whole: every key, type and value, each parameter against the trial config, the sections
-    against each other, and the plan's size."""
-    raw = _mapping(parse_yaml(text, source, SpecError), "(file)", source)
+    """A sweep YAML's text (a stored space.yaml, a test's) parsed and checked whole."""
+    return check_space(parse_yaml(text, source, SpecError), text, source)
+
+
+def check_space(parsed: Any, text: str, source: str) -> SweepSpec:
+    """A parsed space checked whole: every key, type and value, each parameter against the trial config, the
+    sections against each other, the plan's size, and the design against the planned rows. `text` is the YAML that
+    runs (what MLflow shows and a job gets)."""
+    raw = _mapping(parsed, "(file)", source)
     for key in raw:
         if key not in TOP_LEVEL:
             raise SpecError(str(key), "unknown key; allowed: " + ", ".join(TOP_LEVEL), source)
@@ -652,10 +668,10 @@ def parse_spec(text: str, source: str) -> SweepSpec:
 
 def planned_rows(spec: SweepSpec) -> list[dict[str, Any]]:
     """Each planned row's active settings (dotted key -> value), in plan order: what a design's comparison picks."""
-    rows: dict[str, dict[str, Any]] = {}
-    for plan in plan_trials(spec):
-        rows.setdefault(plan.variant, plan.config(spec.base).active())
-    return list(rows.values())
+    firsts: dict[str, TrialPlan] = {}
+    for plan in spec.plan:
+        firsts.setdefault(plan.variant, plan)
+    return [plan.config(spec.base).active() for plan in firsts.values()]
 
 
 def _check_design(spec: SweepSpec) -> None:
@@ -845,9 +861,10 @@ def _check_plan_size(spec: SweepSpec) -> None:
 def load_spec(path: str, overrides: list[tuple[str, Any]] = ()) -> SweepSpec:
     """Read and validate a sweep YAML; `overrides` are `--set` pairs on the YAML's dotted keys."""
     text = read_text(path, SpecError)
+    parsed = parse_yaml(text, path, SpecError)
     if overrides:
-        return spec_from_mapping(parse_yaml(text, path, SpecError), overrides, path, f"# {path} with --set ")
-    return parse_spec(text, path)
+        parsed, text = with_overrides(parsed, overrides, path, f"# {path} with --set ", "--set")
+    return check_space(parsed, text, path)
 
 
 def spec_from_mapping(
@@ -857,11 +874,19 @@ def spec_from_mapping(
     header: str = "# with overrides ",
     label: str = "--set",
 ) -> SweepSpec:
-    """A space as a mapping (the Python API's dict, or a YAML file's content with `--set` pairs), validated as a
-    file is; the YAML it becomes is what runs, what MLflow shows and what a job gets."""
+    """A space as a mapping (the Python API's dict), validated as a file is: held to a file's limits first."""
     if not isinstance(raw, Mapping):
         raise SpecError("(file)", f"expected a mapping, got {type(raw).__name__}", source)
     check_tree(raw, source, SpecError)  # a dict is held to a file's limits before it is copied
+    return check_space(*with_overrides(raw, overrides, source, header, label), source)
+
+
+def with_overrides(
+    raw: Mapping[str, Any], overrides: list[tuple[str, Any]], source: str, header: str, label: str
+) -> tuple[dict, str]:
+    """The parsed space with its dotted overrides set (a copy), and the YAML it becomes: what runs, what MLflow
+    shows and what a job gets, headed by one comment line naming the overrides. The mapping is checked, not the
+    YAML parsed back: safe_dump writes a safe-loaded mapping so that it reads back equal."""
     check_tree(dict(overrides), label, SpecError)
     raw = copy.deepcopy(dict(raw))
     for key, value in overrides:
@@ -880,7 +905,7 @@ def spec_from_mapping(
         raise SpecError("(file)", f"not representable as YAML: {' '.join(str(err).split())[:100]}", source) from None
     if overrides:
         text = header + escape(" ".join(f"{k}={v}" for k, v in overrides)) + "\n" + text  # one comment line
-    return parse_spec(text, source)
+    return raw, text
 
 
 def _expand(parameters: list[Parameter], rng: random.Random, limit: int = 0) -> list[dict[str, Any]]:

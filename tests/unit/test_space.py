@@ -263,3 +263,29 @@ def test_significance_method_is_the_bootstrap_or_approximate_randomization():
 def test_plots_are_drawn_for_the_best_trials_unless_the_space_says_otherwise():
     assert spec_of().plots == "best"
     assert [spec_of(tracking={"plots": policy}).plots for policy in ("all", "none")] == ["all", "none"]
+
+
+def test_a_space_is_read_in_one_pass(tmp_path, monkeypatch):
+    """#75 item 3: `validate FILE --set ...` of a designed space parses the YAML once and builds the plan once (the
+    design's check, the printed plan and the runner share `spec.plan`); the YAML that runs reads back the same."""
+    import sweeper.space.spec as spec_module
+    from sweeper import api
+
+    calls = {"parse_yaml": 0, "plan_trials": 0}
+
+    def counted(name):
+        real = getattr(spec_module, name)
+
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+
+        return call
+
+    for name in calls:
+        monkeypatch.setattr(spec_module, name, counted(name))
+    designed = Path(__file__).parents[2] / "search_spaces" / "sact_study_tatoeba_cpu_designed.yaml"
+    checked = api.validate(designed, overrides={"base.train.epochs": 3})
+    assert calls == {"parse_yaml": 1, "plan_trials": 1}
+    assert checked.spec.plan is checked.spec.plan and checked.spec.epochs == 3
+    assert parse_spec(checked.spec.text, "again").plan == checked.spec.plan
