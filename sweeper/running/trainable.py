@@ -32,7 +32,7 @@ from sweeper.running.progress import TrialProgress, trial_failure_cause
 from sweeper.space.spec import describe_trial
 from sweeper.storage.store import Storage
 from sweeper.tracking.metrics import ARTIFACTS, EPOCH_ENDED, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX
-from sweeper.tracking.provenance import DATASET, PREFIX, corpus_dataset, trial_provenance
+from sweeper.tracking.provenance import DATASET, PREFIX, corpus_datasets, trial_provenance
 
 DIVERGED = "diverged.txt"  # left in the trial folder by a trial whose loss became NaN
 MODEL_EXAMPLE = "model_example.json"  # in the final checkpoint: the input example of a model made from it later
@@ -99,13 +99,13 @@ def restore(trial_id: str, settings: dict[str, Any], unsent: dict[str, Any]) -> 
 # what trained a trial: the same for every trial of a (reused) worker process, and git's answer costs 0.1 s a trial
 process_provenance = functools.cache(trial_provenance)
 _loaded: dict[str, tuple[TrialData, str]] = {}  # the last corpus this worker tokenised, by what shaped it, with
-# its MLflow dataset
+# its MLflow dataset inputs
 
 
 def trial_data(cfg: TrialConfig) -> tuple[TrialData, str]:
     """A reused worker process trains trial after trial on the same data settings: it tokenises the corpus
     once (a third of a second of a tiny trial) and keeps that one corpus, not one per setting, and its dataset
-    (provenance.corpus_dataset: the digest reads every pair once)."""
+    inputs (provenance.corpus_datasets: the digests read every pair once)."""
     links, cut = cfg.train.guided_alignment > 0, cfg.decode.max_src_len
     key = repr((cfg.data, links, cut))
     if key not in _loaded:
@@ -113,7 +113,7 @@ def trial_data(cfg: TrialConfig) -> tuple[TrialData, str]:
         data = load_trial_data(
             cfg.data, training_links=links, eval_max_len=cut, log=lambda line: print(line, file=sys.stderr)
         )
-        _loaded[key] = data, corpus_dataset(cfg.data.corpus, data.corpus.splits)
+        _loaded[key] = data, corpus_datasets(cfg.data.corpus, data.corpus.splits)
     return _loaded[key]
 
 
@@ -165,7 +165,7 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
         raise TrainingDiverged(f"{trial_folder.read_text(DIVERGED)} (not retried: it would diverge again)")
     data = None  # a restored trial's own vocabularies come with its checkpoint: train() loads the corpus with them
     if not resume:
-        data, unsent[DATASET] = trial_data(cfg)  # the corpus logged as the run's input, with the first report
+        data, unsent[DATASET] = trial_data(cfg)  # the corpus's splits logged as the run's inputs, with the first report
     sampler = None  # started just before training, stopped after it: a reused worker keeps no sampling thread
     if context.system_metrics:
         from sweeper.tracking.system_metrics import SystemSampler  # MLflow's monitors: only where they are used

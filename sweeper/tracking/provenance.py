@@ -20,7 +20,8 @@ import torch
 
 PACKAGES = ("torch", "ray", "mlflow", "sacrebleu")
 PREFIX = "provenance."  # report keys that become `sweeper.<name>` tags
-DATASET = "dataset"  # report key: the trial's corpus as MLflow's Dataset fields (JSON), with a process's first report
+DATASET = "dataset"  # report key: the trial's corpus as MLflow dataset inputs (JSON), with a process's first report
+SPLIT_ORDER = {"dev": 0, "test": 1, "train": 2}  # a corpus's inputs in this order (corpus_datasets), by context
 SOURCE_NAME = "nmt-sweeper"  # what MLflow's Source column names, beside the commit
 
 
@@ -114,17 +115,31 @@ def run_user() -> str:
         return "unknown"
 
 
-def corpus_dataset(name: str, splits: dict[str, list[tuple[str, str]]]) -> str:
-    """A corpus as MLflow's Dataset fields (JSON): its name, a digest of every pair of every split (two corpora of
-    one name but other text differ), where it came from and its split sizes. A trial hands it to the driver, which
-    logs it as the run's input: MLflow's Dataset column."""
-    body = json.dumps(splits, sort_keys=True, ensure_ascii=False).encode()
-    return json.dumps(
-        {
-            "name": name,
-            "digest": hashlib.sha256(body).hexdigest()[:16],
-            "source_type": "nmt_core.data.corpora",
-            "source": json.dumps({"corpus": name}),
-            "profile": json.dumps({split: len(pairs) for split, pairs in splits.items()}),
-        }
-    )
+def dataset_context(split: str) -> str:
+    """A corpus split's `mlflow.data.context`, the word MLflow 3.17 shows beside each dataset (capitalised, as
+    typed: Train, Dev, Test; no context is special to it): "dev" as the run's dev metrics (`bleu/dev`) and tables
+    (`translations/dev.json`) call it, and "test" for every test set (`test`, IWSLT's `tst2013`)."""
+    return split if split in SPLIT_ORDER else "test"
+
+
+def corpus_datasets(name: str, splits: dict[str, list[tuple[str, str]]]) -> str:
+    """A corpus as its run's dataset inputs (JSON), a split each: `{"context": ..., "dataset": <MLflow's Dataset
+    fields>}`. A trial hands them to the driver, which logs them: MLflow's Dataset column. Dev first, then the test
+    sets, train last (the store gives them back as logged: SQLite's): MLflow's evaluation view heads a run's column
+    with its first input alone (the others behind a `+N`) and opens on the dev translations, as the runs table ranks
+    the trials by dev BLEU."""
+    order = sorted(splits, key=lambda split: SPLIT_ORDER[dataset_context(split)])  # test sets as the corpus has them
+    return json.dumps([{"context": dataset_context(s), "dataset": split_dataset(name, s, splits[s])} for s in order])
+
+
+def split_dataset(name: str, split: str, pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """One split as MLflow's Dataset fields: named `<corpus>/<split>`, with a digest of its pairs (two corpora of
+    one name but other text differ), where it came from and its size. The split in the name: the store keeps one
+    input of a name and digest, and two test sets, or a dev set and a test set, of the same text stay two inputs."""
+    return {
+        "name": f"{name}/{split}",
+        "digest": hashlib.sha256(json.dumps(pairs, ensure_ascii=False).encode()).hexdigest()[:16],
+        "source_type": "nmt_core.data.corpora",
+        "source": json.dumps({"corpus": name, "split": split}),
+        "profile": json.dumps({"pairs": len(pairs)}),
+    }

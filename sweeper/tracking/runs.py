@@ -176,11 +176,15 @@ class SweepTracker:
         """MLflow's Source and User columns of the sweep's runs: the driver's code, whoever runs it."""
         return source_tags(self.code, self.user)
 
-    def log_dataset(self, run_id: str, dataset: dict[str, str]) -> None:
-        """The trial's corpus (provenance.corpus_dataset) as its run's input: MLflow's Dataset column, with the
-        digest. The store keeps one input of a dataset's name and digest: a replayed write adds none."""
-        used = InputTag(MLFLOW_DATASET_CONTEXT, "train")
-        self.client.log_inputs(run_id, datasets=[DatasetInput(Dataset(**dataset), tags=[used])])
+    def log_datasets(self, run_id: str, inputs: list[dict[str, Any]]) -> None:
+        """The trial's corpus splits (provenance.corpus_datasets) as its run's inputs, in their order, each with its
+        context (train, dev, test) and digest: MLflow's Dataset column. The store keeps one input of a dataset's
+        name and digest: a replayed write adds none."""
+        datasets = [
+            DatasetInput(Dataset(**one["dataset"]), tags=[InputTag(MLFLOW_DATASET_CONTEXT, one["context"])])
+            for one in inputs
+        ]
+        self.client.log_inputs(run_id, datasets=datasets)
 
     def find_trial_run(self, parent_id: str, trial_id: str) -> str | None:
         runs = self.client.search_runs(
@@ -369,6 +373,12 @@ def ended_at(result: dict[str, Any]) -> float | None:
         return float(result[EPOCH_ENDED])
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def dataset_inputs(write: Write) -> list[dict[str, Any]]:
+    """An input write's dataset inputs: the corpus's splits; a write queued before splits (a backlog that
+    `sweeper resume` replays) holds the whole corpus, logged as it was then, in the context train."""
+    return write.get("datasets") or [{"context": "train", "dataset": write["dataset"]}]
 
 
 class MlflowTrackingCallback(Callback):
@@ -600,7 +610,7 @@ class MlflowTrackingCallback(Callback):
         elif kind == "tags":
             self.tracker.set_tags(run_id, write["tags"])
         elif kind == "input":
-            self.tracker.log_dataset(run_id, write["dataset"])
+            self.tracker.log_datasets(run_id, dataset_inputs(write))
         elif kind == "exploits":
             self.tracker.client.log_dict(run_id, write["events"], PBT_EVENTS)
             self.tracker.set_tags(run_id, {EXPLOITS: str(len(write["events"]))})
@@ -689,7 +699,7 @@ class MlflowTrackingCallback(Callback):
         now = int(time.time() * 1000)
         tags = as_tags(result)  # code, versions, device and node of the process that trains the trial
         if result.get(DATASET):  # the corpus it trains on, with a process's first report
-            self._write({"kind": "input", "trial": trial_id, "dataset": json.loads(result[DATASET])})
+            self._write({"kind": "input", "trial": trial_id, "datasets": json.loads(result[DATASET])})
         if result.get(PBT_EVENT):  # also on a final result: a donor that had trained every epoch leaves none
             event = json.loads(result[PBT_EVENT])
             events = self._exploits.setdefault(trial_id, [])

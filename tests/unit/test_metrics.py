@@ -78,8 +78,8 @@ def test_reverse_bleu_reaches_the_run_the_parent_and_results(tmp_path, mlflow_se
     # the colour MLflow gives the variant's group in its charts (issue 71)
     assert child.data.tags["mlflow.runColor"] == group_colour(name)
     assert child.data.tags["mlflow.source.name"] == "nmt-sweeper"
-    [corpus] = child.inputs.dataset_inputs
-    assert corpus.dataset.name == "synthetic" and len(corpus.dataset.digest) == 16
+    used = [(i.dataset.name, [t.value for t in i.tags], len(i.dataset.digest)) for i in child.inputs.dataset_inputs]
+    assert used == [(f"synthetic/{s}", [s], 16) for s in ("dev", "test", "train")]  # a split each, in its context
     tables = {t["path"] for t in json.loads(child.data.tags["mlflow.loggedArtifacts"])}
     assert tables == {"translations/dev.json", "translations/test.json"}
     assert "summary/bleu_table.json" in parent.data.tags.get("mlflow.loggedArtifacts", "")  # set by the summary

@@ -130,7 +130,7 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     from sweeper.running.artifacts import write_side_by_side
     from sweeper.running.runner import record_best
     from sweeper.tracking.metrics import PALETTE
-    from sweeper.tracking.provenance import corpus_dataset
+    from sweeper.tracking.provenance import corpus_datasets
 
     uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
     tracker = SweepTracker(uri, "ui")
@@ -146,7 +146,7 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     (tmp_path / "checkpoint" / "artifacts" / "translations").mkdir(parents=True)
     write_side_by_side(["a b"], ["x y"], ["x z"], tmp_path / "checkpoint" / "artifacts" / "translations", "test")
     sact.checkpoint = SimpleNamespace(path=str(tmp_path / "checkpoint"))
-    dataset = corpus_dataset("toy", {"train": [("a", "x")], "test": [("a b", "x y")]})
+    dataset = corpus_datasets("toy", {"train": [("a", "x")], "dev": [("a b", "x y")], "test": [("a b", "x y")]})
     first = {"epoch": 1, "bleu_dev": 1.0, "train_loss": 5.0, "tau_p50": 1.5, "dataset": dataset}
     callback.on_trial_result(0, [], sact, first)
     callback.on_trial_result(0, [], sact, {"epoch": 2, "bleu_dev": 0.5, "train_loss": 4.0, "tau_p50": 2.5})
@@ -181,8 +181,11 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     run = tracker.client.get_run(run_id)
     assert run.data.tags["mlflow.source.name"] == "nmt-sweeper" and run.data.tags["mlflow.user"]
     assert tracker.client.get_run(parent).data.tags["mlflow.user"] == run.data.tags["mlflow.user"]
-    [used] = run.inputs.dataset_inputs
-    assert (used.dataset.name, used.dataset.digest) == ("toy", json.loads(dataset)["digest"])
+    assert [(name, context) for name, context, _ in inputs_of(run)] == [
+        ("toy/dev", "dev"),
+        ("toy/test", "test"),
+        ("toy/train", "train"),
+    ]
     assert json.loads(run.data.tags["mlflow.loggedArtifacts"]) == [{"path": "translations/test.json", "type": "table"}]
     local = tracker.client.download_artifacts(run_id, "translations/test.json", str(tmp_path))
     assert json.loads(Path(local).read_text()) == {  # the hypothesis second: what MLflow's evaluation view compares
@@ -211,6 +214,50 @@ def test_trial_runs_are_named_coloured_and_grouped_for_mlflows_ui(tmp_path):
     record_best(tracker, parent, [row], "bleu_dev", "max", callback.names)
     assert tracker.client.get_run(parent).data.metrics == {"sweep/bleu_dev_best": 1.0, "sweep/bleu_test_avg": 2.0}
     assert callback.get_state()["colours"] == {"general+sact4": PALETTE[0], "general+none": PALETTE[1]}
+
+
+def inputs_of(run) -> list[tuple[str, str, str]]:
+    """A run's dataset inputs as MLflow's UI lists them, in order: name, context (the word beside it), digest."""
+    return [
+        (used.dataset.name, {tag.key: tag.value for tag in used.tags}["mlflow.data.context"], used.dataset.digest)
+        for used in run.inputs.dataset_inputs
+    ]
+
+
+def test_a_corpus_is_an_input_a_split_each_in_the_context_mlflow_shows_beside_it(tmp_path):
+    """Issue 71: MLflow 3.17 labels a run's data by its inputs' contexts (Train, Dev, Test as logged). Each split is
+    an input of its own, with a digest of its own text: dev in the context dev, every test set in the context test,
+    train in train; dev first, as the evaluation view's column header shows the first alone. A dev and a test set of
+    the same text stay two inputs; a replayed write adds none; a write kept in a backlog from before splits (the
+    whole corpus) is logged as it was then."""
+    from sweeper.tracking.provenance import corpus_datasets
+
+    uri = resolve_uri(f"sqlite:///{tmp_path / 'm.db'}")
+    tracker = SweepTracker(uri, "splits")
+    parent = tracker.start_sweep("name: splits\n", {"trials": 1})
+    same = [("a b", "x y")]
+    splits = {"train": [("a", "x")], "dev": same, "tst2013": same, "tst2014": [("b", "y")]}
+    datasets = corpus_datasets("iwslt", splits)
+    first = MlflowTrackingCallback(uri, "splits", parent, BASE, str(tmp_path / "sweep"))
+    first.on_trial_result(0, [], TRIAL, {"epoch": 1, "bleu_dev": 1.0, "dataset": datasets})
+    first.drain()
+    run_id = first._runs[TRIAL.trial_id]
+    first.tracker.log_datasets(run_id, json.loads(datasets))  # replayed
+    inputs = inputs_of(tracker.client.get_run(run_id))
+    assert [(name, context) for name, context, _ in inputs] == [
+        ("iwslt/dev", "dev"),
+        ("iwslt/tst2013", "test"),
+        ("iwslt/tst2014", "test"),
+        ("iwslt/train", "train"),
+    ]
+    digests = [digest for _, _, digest in inputs]
+    assert digests[0] == digests[1] and len(set(digests)) == 3 and all(len(d) == 16 for d in digests)
+    old = {"name": "iwslt", "digest": "0" * 16, "source_type": "nmt_core.data.corpora", "source": "{}", "profile": "{}"}
+    write = {"kind": "input", "trial": TRIAL.trial_id, "dataset": old}
+    (tmp_path / "sweep").mkdir(exist_ok=True)  # the folder the first driver's backlog would have left it in
+    (tmp_path / "sweep" / BACKLOG_FILE).write_text(json.dumps(write) + "\n")
+    assert MlflowTrackingCallback(uri, "splits", parent, BASE, str(tmp_path / "sweep")).flush(0)  # a resume
+    assert inputs_of(tracker.client.get_run(run_id))[4:] == [("iwslt", "train", "0" * 16)]
 
 
 def test_planned_colours_colour_the_runs_and_a_variant_not_planned_takes_the_next_of_the_palette(tmp_path):
