@@ -38,6 +38,7 @@ from sweeper.running.console import console, ray_calls
 from sweeper.running.driver_lock import check_lockable, sweep_lock
 from sweeper.running.models import human, log_best_models, storage_usage
 from sweeper.running.progress import SweepProgress, failure_cause, open_board
+from sweeper.running.stop_signals import sigterm_as_ctrl_c
 from sweeper.running.study import describe as describe_study
 from sweeper.running.study import shown, study_url
 from sweeper.running.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
@@ -515,8 +516,8 @@ def new_tuner(
 def fit(tuner: tune.Tuner):
     """Run the trials. Tune's JSON result logger is passed (results.parquet reads each trial's result.json); its CSV
     and TensorBoard loggers, which it adds unless NO_AUTO_LOGGERS is set, write files nothing reads at a cost to
-    its loop per trial."""
-    with ray_calls(), environment(NO_AUTO_LOGGERS, "1"):
+    its loop per trial. SIGTERM stops Tune as Ctrl+C does (sweeper/running/stop_signals.py), not as Ray's handler."""
+    with ray_calls(), environment(NO_AUTO_LOGGERS, "1"), sigterm_as_ctrl_c():
         return tuner.fit()
 
 

@@ -33,8 +33,9 @@ from sweeper.tracking.store import check_reachable
 POLL_S = 1.0
 AGENT_WAIT_S = 180.0  # how long a fresh head may take to accept jobs (over 60 s on a loaded 2-core machine)
 AGENT_WAIT_VARIABLE = "NMT_SWEEPER_AGENT_WAIT"  # seconds, to give a slow head longer than AGENT_WAIT_S
-# `sweeper stop` and `ray job stop`: Ray sends the driver SIGINT, Ray Tune's graceful stop (not SIGTERM, which
-# ends it at once), and waits this long for it to save the experiment and send its tracking writes
+# `sweeper stop` and `ray job stop`: Ray sends the driver SIGINT, Ray Tune's graceful stop (SIGTERM, Ray's default,
+# is one only while Tune runs: sweeper/running/stop_signals.py), and waits this long for it to save the experiment
+# and send its tracking writes
 STOP_SIGNAL, STOP_WAIT_S = "SIGINT", 600
 
 

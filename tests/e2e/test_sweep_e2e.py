@@ -331,6 +331,59 @@ def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlfl
     assert epoch_steps(client, child.info.run_id) == [1, 2, 3, 4, 5]  # no epoch logged twice
 
 
+# how a driver is ended: SIGTERM to its pid (`kill PID`), or to its process group, which reaches its local Ray's GCS,
+# raylet and workers too (a terminal's or a job runner's kill of the group). SIGKILL is left out (each case costs a
+# local Ray started twice, 2-4 min on a loaded 2-core machine): test_distributed.py kills a driver so and resumes it
+DRIVER_ENDINGS = {"sigterm-pid": os.kill, "sigterm-group": os.killpg}
+SIGNAL_EPOCHS = 6  # 2 trials, one at a time: the signal comes in the first, with 11 of 12 epochs to go
+
+
+@pytest.mark.parametrize("ending", list(DRIVER_ENDINGS))
+def test_a_driver_ended_by_a_signal_leaves_a_sweep_that_resume_finishes(tmp_path, mlflow_server, ending):
+    """SIGTERM a `sweeper run` on its local Ray after the first trial's first epoch; `sweeper resume` then finishes
+    the sweep: every trial once in MLflow with each epoch once, status.json `finished`, no lock left. SIGTERM to the
+    driver alone is Ctrl+C's graceful stop (exit 130, lock released, status `stopped`); to its group, Ray's processes
+    end with it, and Ray's handler ends the driver (sweeper/running/stop_signals.py)."""
+    name = f"e2e-{ending}"
+    space = write_space(
+        tmp_path,
+        name=name,
+        parameters={"attention.temperature": {"grid": ["none", "sact"]}},
+        base={**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": SIGNAL_EPOCHS}},
+        tracking=LEAN_TRACKING,
+    )
+    storage = tmp_path / "sweeps"
+    where = ["--storage", str(storage)]
+    driver = sweeper("run", str(space), *where, "--tracking-uri", mlflow_server.uri, cwd=tmp_path, background=True)
+    client = MlflowClient(mlflow_server.uri)
+
+    def first_epoch_logged() -> bool:
+        experiment = client.get_experiment_by_name(name)
+        children = child_runs(client, name)[1] if experiment else []
+        return any(epoch_steps(client, child.info.run_id) for child in children)
+
+    wait_until(first_epoch_logged, "a first epoch in MLflow", driver)
+    DRIVER_ENDINGS[ending](driver.pid, signal.SIGTERM)  # the driver leads its process group (background=True)
+    output, _ = driver.communicate()
+    experiment = storage / name
+    if ending == "sigterm-pid":  # Ctrl+C's stop, not Ray's handler (sweeper/running/stop_signals.py)
+        assert driver.returncode == 130 and f"sweeper resume {name} --storage" in output, output[-3000:]
+        assert json.loads((experiment / "status.json").read_text())["state"] == "stopped"
+        assert not (experiment / "driver.lock").exists()
+
+    done = sweeper("resume", name, *where, cwd=tmp_path)
+    assert done.returncode == 0, output[-3000:] + done.stdout[-3000:] + done.stderr[-3000:]
+    results = pq.read_table(experiment / "results.parquet").to_pylist()
+    assert [r["status"] for r in results] == ["TERMINATED"] * 2
+    parents, children = child_runs(client, name)
+    assert len(parents) == 1 and len(children) == 2  # one run per trial across the signal
+    for child in children:
+        assert child.info.status == "FINISHED"
+        assert epoch_steps(client, child.info.run_id) == list(range(1, SIGNAL_EPOCHS + 1))  # each epoch once
+    assert json.loads((experiment / "status.json").read_text())["state"] == "finished"
+    assert not (experiment / "driver.lock").exists()
+
+
 def test_unreachable_tracking_server_is_a_clear_error_before_anything_starts(tmp_path):
     space = write_space(tmp_path)
     done = sweeper(
