@@ -886,7 +886,8 @@ def with_overrides(
 ) -> tuple[dict, str]:
     """The parsed space with its dotted overrides set (a copy), and the YAML it becomes: what runs, what MLflow
     shows and what a job gets, headed by one comment line naming the overrides. The mapping is checked, not the
-    YAML parsed back: safe_dump writes a safe-loaded mapping so that it reads back equal."""
+    YAML parsed back: it holds plain YAML types only (safe-loaded, or a dict check_tree passed), which safe_dump
+    writes so that they read back equal (tests/unit/test_space.py parses the text again)."""
     check_tree(dict(overrides), label, SpecError)
     raw = copy.deepcopy(dict(raw))
     for key, value in overrides:
