@@ -36,7 +36,7 @@ def test_the_shipped_designed_space_validates_and_prints_its_plan():
     lines = api.validate(DESIGNED).lines
     plan = "\n".join(lines)
     assert "design: 3 primary comparison(s), alpha 0.05 over them (0.0167 each)" in plan
-    assert "looks every 3 seeds a row up to 15 (5 looks)" in plan
+    assert "looks every 3 seeds a row up to 30 (10 looks)" in plan
     assert plan.count("boundary p per look") == 3 and "one fixed analysis:" in plan
 
 
