@@ -24,6 +24,7 @@ STORE_ONLY = "\n## Attention heatmaps"  # the one section read from the MLflow s
             "| learned λ10 | 0.1-10 |",
         ),
         ("sact_study_tatoeba_cpu_power", "sact-power", "| 0.89 (fixed) |"),
+        ("sact_study_tatoeba_cpu_designed", "sact-designed", "## Primary comparisons"),
     ],
 )
 def test_a_committed_study_recomputes_from_its_committed_data(study, name, written, tmp_path):
