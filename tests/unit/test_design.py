@@ -12,10 +12,11 @@ from scipy.special import ndtr
 
 from nmt_core.training.evaluate import corpus_bleu
 from sweeper import api
-from sweeper.design.decision import Plan, boundaries, read_look
-from sweeper.space.design import DesignSpec, digest
+from sweeper.design.decision import Plan, Reading, boundaries, read_look
+from sweeper.space.design import DesignSpec, digest, primaries
 from sweeper.space.spec import SpecError, load_spec
 from sweeper.summary.report import compute, significance_of, write_report
+from sweeper.summary.sequential import PrimaryReading, verdict_line
 from tests.unit.test_summary import REVIEW_REFS, _review_snapshot
 
 DESIGNED = "search_spaces/sact_study_tatoeba_cpu_designed.yaml"
@@ -207,3 +208,19 @@ def test_an_extension_as_a_ray_job_runs_sweeper_extend_on_the_sweeps_storage(mon
         "python -m sweeper.cli --debug extend designed --storage s3://lab/sweeps --until-decided"
     )
     assert "MLFLOW_TRACKING_URI" not in sent["runtime_env"]["env_vars"]
+
+
+@pytest.mark.parametrize(
+    "interval, says",
+    [
+        ((-0.71, +1.21), "+0.25 [-0.71, +1.21] (repeated 98% CI), 3 seeds a row"),
+        ((-1278666.43, +1278665.98), "+0.25 (repeated 98% CI: wider than any BLEU difference at this look), 3 seeds"),
+    ],
+)
+def test_a_repeated_interval_wider_than_bleus_range_says_it_bounds_nothing_yet(interval, says):
+    """Look 1 of 10 of an O'Brien-Fleming design on 3 seeds a row: the interval is valid and about a million BLEU
+    wide (docs/results/sact_study_tatoeba_cpu_designed.md); the line says what that means instead of printing it."""
+    primary = primaries(load_spec(DESIGNED).design)[0]
+    reading = Reading(1, 0.25, interval, 0.98, 7.2e-17, 0.29, "undecided")
+    line = verdict_line(PrimaryReading(primary, None, None, seeds=3, reading=reading))
+    assert says in line and line.endswith("look 1 (boundary p ≤ 7.2e-17, p 0.29)")
