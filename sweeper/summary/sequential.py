@@ -23,6 +23,7 @@ from sweeper.design.decision import Plan, Reading, boundaries, read_look
 from sweeper.space.design import DesignSpec, Primary, primaries, words
 from sweeper.summary.records import TrialRecord, typed_setting
 from sweeper.summary.statistics import VariantRow, _matches, objective_of
+from sweeper.summary.tables import interval
 
 INTERIM = "interim, not a verdict"
 CHANGED = "the design changed after the sweep's first result"
@@ -152,7 +153,7 @@ def interval_words(reading: Reading) -> str:
     low, high = reading.interval
     if high - low > BLEU_DIFFERENCE_SPAN:
         return f"(repeated {reading.level:.0%} CI: wider than any BLEU difference at this look)"
-    return f"[{low:+.2f}, {high:+.2f}] (repeated {reading.level:.0%} CI)"
+    return f"{interval(reading.interval)} (repeated {reading.level:.0%} CI)"
 
 
 def design_lines(readings: list[PrimaryReading], changed: bool) -> list[str]:
