@@ -47,8 +47,7 @@ import numpy as np
 from scipy.special import stdtr
 from statsmodels.regression.mixed_linear_model import MixedLM, MixedLMParams, VCSpec
 
-from nmt_core.training.evaluate import PairedBootstrap, SeedSentenceTest
-from nmt_core.training.train import bleu_options
+from nmt_core.training.evaluate import PairedBootstrap, SeedSentenceTest, bleu_options
 from sweeper.summary.data import read_data
 from sweeper.summary.statistics import build_summary
 

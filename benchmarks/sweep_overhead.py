@@ -46,8 +46,9 @@ from ray import tune
 from nmt_core.config import TrialConfig, build_config
 from nmt_core.data.batches import TrialData, load_trial_data
 
-# imported here, not in bare_trial: a worker loads them when it unpickles the trainable, before its first trial starts
-# (as sweeper.running.trainable's imports are), so that neither side's first trial pays for importing torch
+# imported here, not in bare_trial: a worker loads them once, when it unpickles the trainable, as ours loads
+# sweeper.running.trainable once, when its first trial starts (sweeper.running.trial_handoff): each side's workers
+# pay for importing torch once. Unlike ours, this side's driver imports torch too (a bare script's usual shape)
 from nmt_core.training import checkpoint
 from nmt_core.training.train import evaluate_split, train
 

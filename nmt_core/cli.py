@@ -21,8 +21,9 @@ from nmt_core.config import (
     load_config,
     parse_overrides,
 )
-from nmt_core.data.batches import Example, Vocab, cut_long, surface, tokenize
+from nmt_core.data.batches import Example, Vocab, cut_long
 from nmt_core.data.corpora import REGISTRY, CorpusError, decode_lines, load_corpus, read_bounded, read_lines
+from nmt_core.data.tokens import surface, tokenize
 from nmt_core.gates.cli_common import GateParser, add_version, main_of
 from nmt_core.gates.faults import report
 from nmt_core.gates.gate import (

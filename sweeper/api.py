@@ -767,7 +767,7 @@ def summarize_from_data(
 def summary_store(experiment: Storage, name: str, tracking_uri: str | None) -> str:
     """The tracking store a summary reads: --tracking-uri, $MLFLOW_TRACKING_URI, the one sweeper.json recorded,
     else the default; it must answer, and a SQLite store must exist (a summary never creates one)."""
-    from nmt_core.mlflow_model import choose_tracking_uri
+    from nmt_core.gates.tracking_store import choose_tracking_uri
     from sweeper.storage.stored import STATE_FILE, read_state
     from sweeper.tracking.sqlite_urls import resolve_uri
     from sweeper.tracking.store import check_reachable

@@ -265,7 +265,7 @@ def bound_sql_connects() -> None:
     them (mlflow/store/db/utils.py: `create_sqlalchemy_engine_with_retry`, MAX_RETRY_COUNT, no setting to change
     it): a PostgreSQL port that accepts and never answers held a command for minutes. Its engine maker is replaced,
     wherever MLflow looks it up, by `engine_within_deadline`. Called where a database store is first probed
-    (nmt_core.mlflow_model.probe_store), so that a process that never opens one never imports SQLAlchemy."""
+    (nmt_core.gates.tracking_store.probe_store), so that a process that never opens one never imports SQLAlchemy."""
     from mlflow.store.db import utils
 
     utils.create_sqlalchemy_engine_with_retry = engine_within_deadline

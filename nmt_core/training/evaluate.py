@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +16,10 @@ from sacrebleu.metrics.base import Metric
 from scipy.special import chdtri, stdtr, stdtrit
 
 from nmt_core.family.registry import observed_names
-from nmt_core.training.decode import Translation
+
+if TYPE_CHECKING:  # types only: the summary reads this module without importing torch through decoding
+    from nmt_core.config import TrialConfig
+    from nmt_core.training.decode import Translation
 
 TRACE_SCHEMA = pa.schema(
     [
@@ -61,6 +65,12 @@ def bleu_metric(tokenize: str = "13a", lowercase: bool = False, references: list
     return BLEU(tokenize=tokenize, lowercase=lowercase, force=tokenize == "none", references=cached)
 
 
+def bleu_options(cfg: TrialConfig) -> dict[str, Any]:
+    """sacrebleu's tokenizer and case for this trial: lowercased training data can only be scored lowercased,
+    and the signature then says `case:lc`."""
+    return {"tokenize": cfg.decode.bleu_tokenize, "lowercase": cfg.decode.bleu_lowercase or cfg.data.lowercase}
+
+
 def corpus_bleu(
     hypotheses: list[str], references: list[str], tokenize: str = "13a", lowercase: bool = False
 ) -> BleuResult:
@@ -71,6 +81,8 @@ def corpus_bleu(
 
 CHRF_NAME, TER_NAME = "chrf", "ter"  # the metrics scored beside BLEU: `chrf_dev`, `chrf_test_<set>`, `ter_test_<set>`
 MT_METRICS = (CHRF_NAME, TER_NAME)
+PAPER_BLEU = "multibleu"  # `multibleu_test_<set>`: lowercased BLEU of word tokens, comparable with the papers
+PLAIN = "plain_"  # `plain_bleu_test_<set>`: the checkpoint decoded without its decoding-only parts (their control)
 LOWER_IS_BETTER = frozenset({TER_NAME})  # an edit rate: fewer edits is better
 
 

@@ -41,11 +41,14 @@ from nmt_core.training.diagnostics import AttentionDiagnostics
 from nmt_core.training.evaluate import (
     CHRF_NAME,
     MT_METRICS,
+    PAPER_BLEU,
+    PLAIN,
     AlignmentScore,
     BleuResult,
     ForcedTrace,
     MetricResult,
     attention_alignment,
+    bleu_options,
     corpus_bleu,
     corpus_metric,
 )
@@ -53,8 +56,6 @@ from nmt_core.training.graphs import CapturedLoss
 from nmt_core.training.progress import EpochProgress
 from nmt_core.training.symmetry import reverse_batch, reversed_data, trace_bonus
 
-PAPER_BLEU = "multibleu"  # `multibleu_test_<set>`: lowercased BLEU of word tokens, comparable with the papers
-PLAIN = "plain_"  # `plain_bleu_test_<set>`: the checkpoint decoded without its decoding-only parts (their control)
 # (report, state, is_best): called after every epoch; `state` is what `train(resume=...)` takes back
 EpochCallback = Callable[[dict[str, float], dict[str, Any], bool], None]
 
@@ -212,12 +213,6 @@ def dev_pass(model: Seq2Seq, batches: list[Batch], cfg: TrialConfig, device: tor
         diagnostics.add(trace, batch.src != PAD, mask & (batch.tgt_out != EOS))  # words: </s> attends nowhere
     loss_sum, tokens = totals.tolist()
     return {"dev_loss": loss_sum / tokens, **diagnostics.report()}
-
-
-def bleu_options(cfg: TrialConfig) -> dict[str, Any]:
-    """sacrebleu's tokenizer and case for this trial: lowercased training data can only be scored lowercased,
-    and the signature then says `case:lc`."""
-    return {"tokenize": cfg.decode.bleu_tokenize, "lowercase": cfg.decode.bleu_lowercase or cfg.data.lowercase}
 
 
 @dataclass

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from nmt_core.data.batches import TrialData, surface
+from nmt_core.data.batches import TrialData
+from nmt_core.data.tokens import surface
 from nmt_core.family.registry import bound_of, is_adaptive
 from nmt_core.models.transformer import head_labels
 from nmt_core.training.evaluate import ALIGNMENT_STATS, forced_trace_table, trace_table, write_traces

@@ -16,7 +16,7 @@ ends every running trial as TERMINATED and marks the searcher finished, which le
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -48,10 +48,7 @@ class TrialClock:
     """A trial's wall time across its restores: what its checkpoint carried (`before`) plus this process's."""
 
     before: float = 0.0
-    started: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.started = time.perf_counter()
+    started: float = field(default_factory=time.perf_counter)  # time.perf_counter() when this process's part began
 
     def wall_s(self) -> float:
         return self.before + time.perf_counter() - self.started

@@ -20,10 +20,9 @@ import pyarrow.fs as pafs
 
 from nmt_core.gates.network import DOWNLOAD_S
 from nmt_core.gates.yaml_input import shown
-from sweeper.running.trainable import MODEL_EXAMPLE
 from sweeper.space.spec import SpecError, check_name, variant_label
 from sweeper.storage.store import Storage, open_storage
-from sweeper.tracking.metrics import MODEL, TRIAL_ID, VARIANT, VARIANT_NAME, is_result
+from sweeper.tracking.metrics import MODEL, MODEL_EXAMPLE, TRIAL_ID, VARIANT, VARIANT_NAME, is_result
 from sweeper.tracking.names import model_name
 
 TRIAL_ID_RULE = re.compile(r"[0-9a-f]{5,32}(?:_\d{5})?")  # grid/random 8f3a1_00004, Optuna's 8287bf51
@@ -131,7 +130,7 @@ def final_checkpoint(experiment: Storage, trial: str) -> Storage | None:
 
 def promote(name: str, trial: str, storage_uri: str, tracking_uri: str | None) -> dict[str, Any]:
     """`sweeper promote NAME TRIAL`: the trial's model from its final checkpoint, logged on its run."""
-    from nmt_core.mlflow_model import choose_tracking_uri
+    from nmt_core.gates.tracking_store import choose_tracking_uri
     from sweeper.storage.stored import STATE_FILE, read_state
     from sweeper.tracking.runs import SweepTracker, resolve_uri
     from sweeper.tracking.store import check_holds_run, check_reachable

@@ -32,7 +32,7 @@ from ray.tune.search import ConcurrencyLimiter
 import sweeper.storage.conditional_writes as conditional_writes
 from nmt_core.data.corpora import default_cache_dir, load_corpus
 from nmt_core.gates.credentials import redact
-from nmt_core.mlflow_model import choose_tracking_uri
+from nmt_core.gates.tracking_store import choose_tracking_uri
 from sweeper.running.compute import DEVICE_SO_FAR, DEVICE_TOTAL, ComputeWatch, Spending
 from sweeper.running.console import console, ray_calls
 from sweeper.running.driver_lock import check_lockable, sweep_lock
@@ -42,7 +42,8 @@ from sweeper.running.stop_signals import sigterm_as_ctrl_c
 from sweeper.running.study import describe as describe_study
 from sweeper.running.study import shown, study_url
 from sweeper.running.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
-from sweeper.running.trainable import NoRetryAfterDivergence, SweepContext, run_trial
+from sweeper.running.trial_context import SweepContext
+from sweeper.running.trial_handoff import NoRetryAfterDivergence, run_trial
 from sweeper.running.webhook import EVENTS, FAILED, WARNING, Webhook, message, webhook_url
 from sweeper.space.design import digest as design_digest
 from sweeper.space.spec import (

@@ -23,7 +23,7 @@ import nmt_core
 from nmt_core.config import ConfigError
 from nmt_core.gates.credentials import redact
 from nmt_core.gates.gate import printable, seconds_from
-from nmt_core.mlflow_model import choose_tracking_uri
+from nmt_core.gates.tracking_store import choose_tracking_uri
 from sweeper.running.cluster import SubmitError, connect
 from sweeper.running.sweeps import JOB_VARIABLE, whoami
 from sweeper.space.spec import SweepSpec

@@ -12,7 +12,6 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,46 +24,18 @@ from nmt_core.data.batches import TrialData, load_trial_data
 from nmt_core.gates.network import configure_network
 from nmt_core.mlflow_model import save_model
 from nmt_core.training import checkpoint
-from nmt_core.training.train import PAPER_BLEU, TrainingDiverged, TrainResult, evaluate_split, resolve_device, train
+from nmt_core.training.evaluate import PAPER_BLEU
+from nmt_core.training.train import TrainingDiverged, TrainResult, evaluate_split, resolve_device, train
 from sweeper.running.artifacts import write_trial_artifacts
 from sweeper.running.compute import DEVICE_SO_FAR, DEVICE_TOTAL, WALL_TOTAL, TrialClock, device_share, device_unit
-from sweeper.running.progress import TrialProgress, trial_failure_cause
+from sweeper.running.progress import TrialProgress
+from sweeper.running.trial_context import SweepContext
 from sweeper.space.spec import describe_trial
 from sweeper.storage.store import Storage
-from sweeper.tracking.metrics import ARTIFACTS, EPOCH_ENDED, FINAL, MODEL, PBT_EVENT, SETTING_PREFIX
+from sweeper.tracking.metrics import ARTIFACTS, EPOCH_ENDED, FINAL, MODEL, MODEL_EXAMPLE, PBT_EVENT, SETTING_PREFIX
 from sweeper.tracking.provenance import DATASET, PREFIX, corpus_datasets, trial_provenance
 
 DIVERGED = "diverged.txt"  # left in the trial folder by a trial whose loss became NaN
-MODEL_EXAMPLE = "model_example.json"  # in the final checkpoint: the input example of a model made from it later
-
-
-@dataclass
-class SweepContext:
-    """What every trial needs besides its own parameters (handed over once through the object store)."""
-
-    base: dict[str, Any]  # the trial config every trial starts from, paths already absolute
-    cpus_per_trial: float
-    gpus_per_trial: float  # a fraction packs trials onto one GPU; each then gets that share of its memory
-    sweep: str  # the sweep's name: trials find its progress board by it
-    mutable: tuple[str, ...]  # PBT's mutated keys, reported every epoch as `setting.<key>`
-    system_metrics: bool  # sample CPU/memory/GPU and report them with every epoch (tracking.system_metrics)
-    plots: str  # tracking.plots: only `all` has every trial draw its heatmaps
-    models: str  # tracking.models: only `all` has every trial save its MLflow model (`best`: the driver, at the end)
-
-
-class NoRetryAfterDivergence(tune.Callback):
-    """Training is deterministic: a trial that diverged would diverge again from its checkpoint. Tune decides a
-    retry from `trial.max_failures` alone and has queued it when `on_trial_recover` runs, so this sets the trial's
-    allowance to 0 there: the queued start stops at once on the trainable's marker, and Tune then ends the trial
-    instead of retrying it `failure.max_retries` times."""
-
-    def on_trial_recover(self, iteration, trials, trial, **info):
-        cause = trial_failure_cause(trial)
-        exception = cause.split(":", 1)[0].rsplit(".", 1)[
-            -1
-        ]  # "nmt_core.training.train.TrainingDiverged: epoch 3: ..."
-        if exception == TrainingDiverged.__name__:
-            trial.max_failures = 0
 
 
 def share_gpu_memory(gpus_per_trial: float) -> None:
@@ -127,7 +98,9 @@ def prepare_worker(context: SweepContext) -> None:
     configure_network()
 
 
-def run_trial(config: dict[str, Any], context: SweepContext) -> None:
+def train_trial(config: dict[str, Any], context: SweepContext, entered: float) -> None:
+    """One trial: restore, train with a report and a checkpoint every epoch, test. `entered`: when Tune called it
+    (time.perf_counter(), sweeper.running.trial_handoff), where its clock starts."""
     prepare_worker(context)
     cfg, _ = describe_trial(config, context.base)
     trial_id = tune.get_context().get_trial_id()
@@ -135,7 +108,7 @@ def run_trial(config: dict[str, Any], context: SweepContext) -> None:
     # what trained this trial, reported with the first result of this process (the driver tags the run)
     unsent = dict(process_provenance(resolve_device(cfg.train.device), ray.get_runtime_context().get_node_id()))
     resume, restores = restore(trial_id, settings, unsent)
-    clock = TrialClock(float((resume or {}).get(WALL_TOTAL, 0.0)))  # a PBT exploit goes on from its donor's count
+    clock = TrialClock(float((resume or {}).get(WALL_TOTAL, 0.0)), entered)  # a PBT exploit: from its donor's count
     latest = {"state": resume}
     in_force = {f"{SETTING_PREFIX}{k}": v for k, v in settings.items()}
     share = device_share(context.cpus_per_trial, context.gpus_per_trial)

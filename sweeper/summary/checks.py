@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass
 
 from nmt_core.family.registry import is_adaptive
-from nmt_core.training import diagnostics as d
+from nmt_core.training import diagnostic_keys as d
 
 SHARE = 0.9  # a degenerate behaviour counts when it holds for at least this share of dev tokens
 STILL_RISING = 0.02  # dev BLEU that rose by more than 2% (relative) in the last epoch has not converged

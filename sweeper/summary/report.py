@@ -14,7 +14,7 @@ from urllib.parse import quote
 from mlflow.tracking import MlflowClient
 
 from nmt_core.family.registry import bound_of
-from nmt_core.training.train import bleu_options
+from nmt_core.training.evaluate import bleu_options
 from sweeper.space.design import digest
 from sweeper.space.spec import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps

@@ -19,8 +19,10 @@ from scipy.special import stdtr, stdtrit
 
 from nmt_core.family.parts import Control
 from nmt_core.family.registry import TEMPERATURES, choices, is_adaptive, parts_of
-from nmt_core.training.diagnostics import TAU_P50
+from nmt_core.training.diagnostic_keys import TAU_P50
 from nmt_core.training.evaluate import (
+    PAPER_BLEU,
+    PLAIN,
     AlignmentBootstrap,
     ApproximateRandomization,
     PairedBootstrap,
@@ -33,7 +35,6 @@ from nmt_core.training.evaluate import (
     seed_sentence_test,
     seeds_to_detect,
 )
-from nmt_core.training.train import PAPER_BLEU, PLAIN
 from sweeper.design.sample_size import sigma_interval
 from sweeper.space.spec import SIGNIFICANCE_TESTS, SignificanceSpec
 from sweeper.summary.records import SEED_KEY, SummaryError, TrialRecord, typed_setting

@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from nmt_core.training.diagnostics import BOUND_TOLERANCE, OBSERVED, TAU_AT_BOUND, TAU_P50
+from nmt_core.training.diagnostic_keys import BOUND_TOLERANCE, OBSERVED, TAU_AT_BOUND, TAU_P50
 
 Curves = dict[str, list[float]]  # a trial's per-epoch dev history, metric -> values in epoch order
 

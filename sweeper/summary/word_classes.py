@@ -35,7 +35,7 @@ import pyarrow as pa
 from scipy.stats import t as student_t
 
 from nmt_core.config import DataConfig
-from nmt_core.data.batches import surface, tokenize
+from nmt_core.data.tokens import surface, tokenize
 from nmt_core.training.evaluate import SystemScores, draw_counts, seed_sentence_test
 from sweeper.summary.records import FORCED_TRACES, TrialRecord
 

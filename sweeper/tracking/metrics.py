@@ -20,10 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from nmt_core.training.diagnostics import KEYS as DIAGNOSTICS
-from nmt_core.training.diagnostics import TAU_P50
-from nmt_core.training.evaluate import MT_METRICS
-from nmt_core.training.train import PAPER_BLEU, PLAIN
+from nmt_core.training.diagnostic_keys import KEYS as DIAGNOSTICS
+from nmt_core.training.diagnostic_keys import TAU_P50
+from nmt_core.training.evaluate import MT_METRICS, PAPER_BLEU, PLAIN
 
 PER_EPOCH, AT_END = "epoch", "end"  # when a metric is logged: every epoch, or once after testing
 BEST, MEAN, LAST = "best", "mean", "last"  # results.parquet: the best dev epoch's, the mean over epochs, the final
@@ -32,6 +31,7 @@ SYSTEM_PREFIX = "system/"  # MLflow's prefix for system metrics: its UI groups t
 # the names a trial's reports and checkpoints share with the driver (runner, tracking, progress)
 ARTIFACTS = "artifacts"  # folder inside the final checkpoint that the tracking callback uploads
 MODEL = "model"  # the MLflow model's folder in the final checkpoint (its LoggedModel is named after its variant)
+MODEL_EXAMPLE = "model_example.json"  # in the final checkpoint: the input example of a model made from it later
 FINAL = "final"  # the key that marks the last report of a trial (test BLEU, n_params)
 # when a trial ended the epoch it reports (time.time(), as text: Tune keeps running statistics of every numeric key
 # of every trial, and this one is only read once, by the driver's epoch-to-MLflow latency figures)

@@ -15,8 +15,10 @@ import socket
 import subprocess
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # the driver reads the tags' names here; only a trial's process describes its device
+    import torch
 
 PACKAGES = ("torch", "ray", "mlflow", "sacrebleu")
 PREFIX = "provenance."  # report keys that become `sweeper.<name>` tags
@@ -62,6 +64,8 @@ def package_versions() -> str:
 
 def device_description(device: torch.device) -> str:
     """GPU name and memory, or the CPU model and the threads torch uses."""
+    import torch
+
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         return f"cuda: {props.name}, {props.total_memory / 2**30:.0f} GiB"

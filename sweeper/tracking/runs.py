@@ -41,8 +41,8 @@ from ray.tune import Callback
 
 from nmt_core.gates import artifact_locations
 from nmt_core.gates.gate import ConfigError
+from nmt_core.gates.tracking_store import mlflow_store
 from nmt_core.gates.yaml_input import load_yaml_file
-from nmt_core.mlflow_model import mlflow_store
 from sweeper.space.spec import MODELS_BEFORE_POLICY, describe_trial
 from sweeper.storage.store import open_storage
 from sweeper.tracking.backlog import Backlog, Write

@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from nmt_core.config import ConfigError
 from nmt_core.gates.credentials import redact
 from nmt_core.gates.sqlite_stores import check_store
-from nmt_core.mlflow_model import probe_store, schema_head
+from nmt_core.gates.tracking_store import probe_store, schema_head
 
 # the tracking stores MLflow 3 serves here (a database's SQLAlchemy driver may follow '+'); not its file store
 STORES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")

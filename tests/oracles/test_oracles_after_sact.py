@@ -28,7 +28,7 @@ from nmt_core.models.attention import Attention, EntmaxBisect, decoding, masked_
 from nmt_core.models.build import build_model
 from nmt_core.models.multihead import BlockParts
 from nmt_core.models.rnn import DecoderTrace
-from nmt_core.training.diagnostics import KEYS as DIAGNOSTIC_KEYS
+from nmt_core.training.diagnostic_keys import KEYS as DIAGNOSTIC_KEYS
 from nmt_core.training.diagnostics import AttentionDiagnostics
 from nmt_core.training.train import batch_loss
 from sweeper.space.spec import variant_label

@@ -12,7 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from nmt_core import cli as nmt_cli
-from nmt_core.mlflow_model import choose_tracking_uri
+from nmt_core.gates.tracking_store import choose_tracking_uri
 from sweeper import cli as sweeper_cli
 from sweeper.tracking.store import TrackingError, check_holds_run
 

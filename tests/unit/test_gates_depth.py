@@ -173,7 +173,8 @@ def test_a_trials_process_puts_its_http_calls_under_the_drivers_deadline(tmp_pat
     code = (
         "import os, requests\n"
         "from nmt_core.gates import network\n"
-        "from sweeper.running.trainable import SweepContext, prepare_worker\n"
+        "from sweeper.running.trainable import prepare_worker\n"
+        "from sweeper.running.trial_context import SweepContext\n"
         "assert not network.installed()\n"
         "prepare_worker(SweepContext({}, 1, 0, 's', (), False, 'best', 'best'))\n"
         "assert requests.Session.send is network._send\n"

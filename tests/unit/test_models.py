@@ -14,11 +14,10 @@ from mlflow.entities import LoggedModelStatus
 from nmt_core.training import checkpoint
 from sweeper.running.models import final_checkpoint, human, model_from_checkpoint, storage_usage, variant_bests
 from sweeper.running.runner import TRIAL_DIR
-from sweeper.running.trainable import MODEL_EXAMPLE
 from sweeper.space.schema import sweep_schema
 from sweeper.space.spec import SpecError, load_spec
 from sweeper.storage.store import open_storage
-from sweeper.tracking.metrics import MODEL
+from sweeper.tracking.metrics import MODEL, MODEL_EXAMPLE
 from sweeper.tracking.runs import MlflowTrackingCallback, SweepTracker, resolve_uri
 from tests.conftest import FEW_PAIRS, tiny_config
 from tests.unit.test_tracking import BASE, TRIAL

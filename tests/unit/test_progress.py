@@ -7,8 +7,9 @@ import sys
 from types import SimpleNamespace
 
 from nmt_core.training.progress import ConsoleProgress, eta
+from nmt_core.training.train import TrainingDiverged
 from sweeper.running.progress import SweepProgress, fraction
-from sweeper.running.trainable import NoRetryAfterDivergence
+from sweeper.running.trial_handoff import NoRetryAfterDivergence
 from sweeper.space.spec import describe_trial
 from sweeper.tracking.names import TrialNames, shared_words
 
@@ -111,7 +112,8 @@ def test_one_line_per_finished_retried_and_failed_trial_with_its_cause_and_trace
     progress = SweepProgress("demo", planned=2, name_of=names_of(done, stopped), logs="s3://bucket/sweeps/demo")
     diverged_error = tmp_path / "diverged.txt"
     diverged_error.write_text(
-        "Failure # 1 (occurred at 2026)\n  File x\nnmt_core.train.TrainingDiverged: epoch 3: training loss is nan\n"
+        "Failure # 1 (occurred at 2026)\n  File x\n"  # the trainable's own exception, by its qualified name
+        f"{TrainingDiverged.__module__}.{TrainingDiverged.__qualname__}: epoch 3: training loss is nan\n"
     )
     diverged = SimpleNamespace(**{**vars(failed), "trial_id": "a_00003", "error_file": str(diverged_error)})
     progress.on_trial_start(0, [], done)

@@ -105,7 +105,7 @@ def test_a_command_that_reads_opens_nothing_but_an_mlflow_store(command, kind, t
 def test_an_mlflow_store_at_another_schema_is_not_migrated(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from nmt_core.mlflow_model import schema_head
+    from nmt_core.gates.tracking_store import schema_head
 
     path = tmp_path / "mlflow.db"
     MlflowClient(f"sqlite:///{path}").search_experiments()  # a store at this MLflow's schema
