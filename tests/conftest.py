@@ -128,8 +128,8 @@ def worker_ray(tmp_path_factory):
     """A one-machine Ray cluster (a head with this machine's CPUs, like the local Ray `sweeper run` starts) that the
     sweeps of tests about something else join with `--address` and its `env` (its token): a local Ray started and
     stopped for each sweep costs about 5 s of CPU (GCS, raylet, dashboard, agents, monitor), a fifth of a tiny sweep's.
-    The tests of the local Ray itself (tests/e2e/test_local_ray.py, a local sweep stopped by name, a trial killed
-    among its driver's processes, secrets kept out of what a sweep stores) start their own."""
+    The tests of the local Ray itself (tests/e2e/test_local_ray.py, a local sweep stopped by name, a driver's local
+    Ray ended by a signal, secrets kept out of what a sweep stores) start their own."""
     from tests.servers import RayCluster
 
     cluster = RayCluster(tmp_path_factory.mktemp("worker-ray"), workers=0, head_cpus=os.cpu_count() or 1)

@@ -25,6 +25,8 @@ SPACE = {
     },
     "parameters": {"attention.temperature": {"grid": ["none", "sact"]}},
     "search": {"max_concurrent": 1},
+    # the best model stays (it translates below); no test here reads heatmaps or system metrics
+    "tracking": {"plots": "none", "system_metrics": False},
 }
 TRIAL_LINE = re.compile(r"^\[\d\d:\d\d:\d\d\] trial \S+ ")
 

@@ -1,6 +1,7 @@
 """A designed study end to end (#69): `sweeper run` freezes the design and runs its first look, `sweeper extend`
 adds the next look's seeds to the undecided rows as trials of the same sweep (storage, MLflow experiment and parent
-run), the summary reads the sweep at its looks, and an extension past the design's maximum runs nothing."""
+run), the summary reads the sweep at its looks, and an extension past the design's maximum runs nothing (that one in
+this process: it only reads the verdicts and prints)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from mlflow.tracking import MlflowClient
 
+from sweeper import cli as sweeper_cli
 from tests.e2e.sweeps import LEAN_TRACKING, SPACE, child_runs, sweeper, write_space
 
 pytestmark = pytest.mark.slow
@@ -32,7 +34,9 @@ DESIGN = {
 }
 
 
-def test_a_designed_sweep_is_extended_look_by_look_and_read_at_its_looks(tmp_path, mlflow_server, worker_ray):
+def test_a_designed_sweep_is_extended_look_by_look_and_read_at_its_looks(
+    tmp_path, mlflow_server, worker_ray, capsys, monkeypatch
+):
     space = write_space(
         tmp_path,
         name=NAME,
@@ -71,6 +75,8 @@ def test_a_designed_sweep_is_extended_look_by_look_and_read_at_its_looks(tmp_pat
     summary = (folder / "summary" / "summary.md").read_text()
     assert "## Primary comparisons" in summary and "look 2" in summary, summary[:2000]
 
-    third = sweeper("extend", NAME, *where, cwd=tmp_path, ray=worker_ray)
-    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
-    assert "nothing to extend" in third.stdout and len(pq.read_table(folder / "results.parquet")) == 8
+    monkeypatch.chdir(tmp_path)
+    code = sweeper_cli.main(["extend", NAME, *where])
+    third = capsys.readouterr()
+    assert code == 0, third.out[-3000:] + third.err[-3000:]
+    assert "nothing to extend" in third.out and len(pq.read_table(folder / "results.parquet")) == 8

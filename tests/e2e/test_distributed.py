@@ -15,6 +15,7 @@ import pytest
 from mlflow.entities import LoggedModelStatus
 from mlflow.tracking import MlflowClient
 
+from sweeper import cli as sweeper_cli
 from sweeper.storage.store import open_storage
 from sweeper.tracking.backlog import BACKLOG_FILE
 from tests.e2e.sweeps import SPACE, child_runs, epoch_steps, sweeper, write_space
@@ -23,6 +24,11 @@ from tests.servers import MlflowServer, MotoS3, RayCluster, read_until, wait_unt
 pytestmark = pytest.mark.slow
 ARTIFACTS = "mlflow-artifacts"  # the MLflow servers' artifact prefix in the bucket
 QUICKSTART = Path(__file__).parents[2] / "search_spaces" / "quickstart.yaml"
+# tracking the node and driver losses read none of: each trial's sampler thread, and (for the lost node) the drawn
+# heatmaps; models stay (check_everything_landed reads them), and so do the killed driver's heatmaps, which its
+# summary from another folder draws again from the traces in the bucket
+NO_SAMPLER = ["--set", "tracking.system_metrics=false"]
+UNREAD_TRACKING = ["--set", "tracking.plots=none", *NO_SAMPLER]
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +114,7 @@ def test_a_lost_worker_node_costs_nothing(tmp_path, s3, cluster, tracking):
         "data.train_subset=2000",
         "--set",
         "data.eval_subset=100",
+        *UNREAD_TRACKING,
     ]
     driver = sweeper(
         "run",
@@ -151,6 +158,7 @@ def test_a_killed_driver_is_resumed_from_another_folder(tmp_path, s3, cluster, t
     driver = sweeper(
         "run",
         str(space_for(first, "driverloss", epochs=3)),
+        *NO_SAMPLER,
         "--storage",
         s3.uri("sweeps"),
         "--tracking-uri",
@@ -194,15 +202,18 @@ def test_a_killed_driver_is_resumed_from_another_folder(tmp_path, s3, cluster, t
     assert sorted(p.name for p in elsewhere.iterdir()) == []
 
 
-def test_storage_that_cannot_be_used_is_one_line_exit_2_before_any_trial(tmp_path, s3, tracking):
+def test_storage_that_cannot_be_used_is_one_line_exit_2_before_any_trial(tmp_path, s3, tracking, capfd, monkeypatch):
+    """`sweeper run` in this process: it checks the storage before it starts Ray or writes anything."""
+    monkeypatch.chdir(tmp_path)
     space = space_for(tmp_path, "badstorage", epochs=1)
     for storage, expected in [
         (f"s3://missing/sweeps?endpoint_override=127.0.0.1:{s3.port}&scheme=http", "bucket 'missing' does not exist"),
         ("s3://sweeps/x?endpoint_override=127.0.0.1:9&scheme=http", "cannot write there"),
     ]:
-        done = sweeper("run", str(space), "--storage", storage, "--tracking-uri", tracking.uri, cwd=tmp_path)
-        assert done.returncode == 2, done.stderr[-2000:]
-        [line] = done.stderr.strip().splitlines()
+        code = sweeper_cli.main(["run", str(space), "--storage", storage, "--tracking-uri", tracking.uri])
+        err = capfd.readouterr().err
+        assert code == 2, err[-2000:]
+        [line] = err.strip().splitlines()
         assert line.startswith(f"sweeper: error: sweeper run: --storage: {storage}: ") and expected in line, line
     assert trial_runs(MlflowClient(tracking.uri), "badstorage") == []
 

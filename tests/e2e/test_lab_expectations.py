@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from mlflow.tracking import MlflowClient
 
+from sweeper import cli as sweeper_cli
 from sweeper.running.runner import COMPUTE_KEY
 from tests.e2e.sweeps import LEAN_TRACKING, SPACE, child_runs, sweeper, write_space
 from tests.servers import WebhookReceiver
@@ -21,7 +22,7 @@ EPOCHS = 6  # a trial's 6 epochs outlast the budget's check (every 0.5 s here) a
 BUDGET_H = 0.0003  # about 1 s of one CPU core: spent within the first trial
 
 
-def test_a_budget_stops_a_sweep_resumably_and_a_webhook_hears_how_it_ended(tmp_path, worker_ray):
+def test_a_budget_stops_a_sweep_resumably_and_a_webhook_hears_how_it_ended(tmp_path, mlflow_server, worker_ray, capsys):
     space = write_space(
         tmp_path,
         name=NAME,
@@ -32,12 +33,20 @@ def test_a_budget_stops_a_sweep_resumably_and_a_webhook_hears_how_it_ended(tmp_p
         tracking=LEAN_TRACKING,
     )
     where = ["--storage", str(tmp_path / "sweeps")]
+
+    def status_json() -> dict:
+        """`sweeper status --json` in this process (sweeper_cli.main, what the command calls): the plain status
+        below is the command's own process."""
+        assert sweeper_cli.main(["status", NAME, *where, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
     with WebhookReceiver() as receiver:
         env = {"SWEEPER_WEBHOOK_URL": receiver.url, "SWEEPER_STATUS_EVERY_S": "1", "SWEEPER_COMPUTE_EVERY_S": "0.5"}
-        stopped = sweeper("run", str(space), *where, cwd=tmp_path, env=env, ray=worker_ray)
+        tracking = ["--tracking-uri", mlflow_server.uri]
+        stopped = sweeper("run", str(space), *where, *tracking, cwd=tmp_path, env=env, ray=worker_ray)
         assert stopped.returncode == 130, stopped.stdout[-3000:] + stopped.stderr[-3000:]
         assert "resources.budget spent: " in stopped.stdout and f"sweeper resume {NAME} --budget H" in stopped.stdout
-        status = json.loads(sweeper("status", NAME, *where, "--json", cwd=tmp_path).stdout)
+        status = status_json()
         assert status["state"] == "stopped" and status["compute"]["budget"] == BUDGET_H
         assert status["compute"]["device_hours"] >= BUDGET_H and status["compute"]["left"] == 0
         assert [m["event"] for m in receiver.received] == ["stopped"]
@@ -49,7 +58,7 @@ def test_a_budget_stops_a_sweep_resumably_and_a_webhook_hears_how_it_ended(tmp_p
     assert events[:2] == ["stopped", "finished"] and set(events[2:]) <= {"warning"}
     finished = receiver.received[1]
     assert finished["verdict"].startswith("finished: 4/4 trials finished") and "#/experiments/" in finished["mlflow"]
-    status = json.loads(sweeper("status", NAME, *where, "--json", cwd=tmp_path).stdout)
+    status = status_json()
     assert status["state"] == "finished" and status["compute"]["budget"] == 5 and 0 < status["compute"]["left"] < 5
     assert "compute: " in sweeper("status", NAME, *where, cwd=tmp_path).stdout
 
@@ -60,7 +69,7 @@ def test_a_budget_stops_a_sweep_resumably_and_a_webhook_hears_how_it_ended(tmp_p
     assert all(r["chrf_dev"] is not None for r in rows)
     spent = json.loads(table.schema.metadata[COMPUTE_KEY])
     assert spent["device_hours"] == pytest.approx(sum(r["device_s"] for r in rows) / 3600)
-    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient(mlflow_server.uri)
     [parent], children = child_runs(client, NAME)
     by_trial = {c.data.tags["sweeper.trial_id"]: c for c in children}
     for row in rows:
@@ -75,7 +84,7 @@ def test_a_budget_stops_a_sweep_resumably_and_a_webhook_hears_how_it_ended(tmp_p
     assert "## chrF and TER" in summary and "| chrF avg | delta chrF |" in summary and "## Compute" in summary
 
 
-def test_an_optuna_sweep_with_two_objectives_gives_a_pareto_front(tmp_path, worker_ray):
+def test_an_optuna_sweep_with_two_objectives_gives_a_pareto_front(tmp_path, mlflow_server, worker_ray):
     """NSGA-II over the attention temperature, BLEU up and parameters down: Optuna's study holds both directions and
     both values of every trial, and the summary draws the front."""
     import optuna
@@ -89,7 +98,7 @@ def test_an_optuna_sweep_with_two_objectives_gives_a_pareto_front(tmp_path, work
         objective=[{"metric": "bleu_dev", "mode": "max"}, {"metric": "n_params", "mode": "min"}],
         tracking=LEAN_TRACKING,
     )
-    where = ["--storage", str(tmp_path / "sweeps")]
+    where = ["--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri]
     done = sweeper("run", str(space), *where, cwd=tmp_path, ray=worker_ray)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     study = optuna.load_study(study_name="lab-pareto", storage=f"sqlite:///{tmp_path}/sweeps/lab-pareto/optuna.db")

@@ -1,4 +1,5 @@
-"""An Optuna sweep's study end to end: `sweeper run` then `optuna.load_study`, and an interrupted sweep resumed."""
+"""An Optuna sweep's study end to end: `sweeper run` then `optuna.load_study`, on an interrupted sweep resumed and on
+object storage."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import json
 import os
 import re
 import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
 
 import optuna
 import pyarrow.parquet as pq
@@ -24,6 +28,7 @@ PARAMETERS = {
     "attention.lambda": {"uniform": [2, 8], "if": {"attention.temperature": "sact"}},
 }
 POINT = {"train.lr": 2e-3, "attention.temperature": "sact", "attention.lambda": 4.0}
+NAME = "e2e-study-resume"
 
 
 def optuna_space(tmp_path, name: str, epochs: int):
@@ -56,50 +61,66 @@ def assert_study_matches_results(url: str, name: str, results: list[dict]) -> No
     assert first.params == POINT and first.state == TrialState.COMPLETE  # the starting point came first
 
 
-def test_the_study_holds_every_finished_trial_with_its_objective(tmp_path, worker_ray):
-    space = optuna_space(tmp_path, "e2e-study", epochs=1)
-    storage = tmp_path / "sweeps"
-    done = sweeper("run", str(space), "--storage", str(storage), cwd=tmp_path, ray=worker_ray)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    url = f"sqlite:///{storage / 'e2e-study' / 'optuna.db'}"
-    assert (
-        f"Optuna study 'e2e-study', sampler tpe (seed 0), 1 starting point first, in {url}; watch it with "
-        f"`optuna-dashboard {url}`" in done.stdout
+@dataclass
+class ResumedStudy:
+    """An Optuna sweep interrupted (Ctrl+C) after its first finished trial, then resumed to its end."""
+
+    storage: Path
+    url: str  # the study's storage
+    stopped: subprocess.CompletedProcess  # the interrupted `sweeper run`
+    before: dict[str, optuna.trial.FrozenTrial]  # the study's finished trials when it stopped
+    resumed: subprocess.CompletedProcess  # `sweeper resume`
+
+
+@pytest.fixture(scope="module")
+def resumed_study(tmp_path_factory, mlflow_server, worker_ray) -> ResumedStudy:
+    """One sweep for the two tests below: a resumed study must hold every finished trial as one that never stopped
+    must (the object-storage test's study runs uninterrupted), and a sweep of its own would cost a minute."""
+    folder = tmp_path_factory.mktemp("study")
+    space = optuna_space(folder, NAME, epochs=3)
+    where = ["--storage", str(folder / "sweeps")]
+    url = f"sqlite:///{folder / 'sweeps' / NAME / 'optuna.db'}"
+    driver = sweeper(
+        "run", str(space), *where, "--tracking-uri", mlflow_server.uri, cwd=folder, background=True, ray=worker_ray
     )
-    assert json.loads((storage / "e2e-study" / "sweeper.json").read_text())["study"] == {
-        "name": "e2e-study",
-        "storage": url,
-    }
-    results = pq.read_table(storage / "e2e-study" / "results.parquet").to_pylist()
-    assert {r["status"] for r in results} == {"TERMINATED"}
-    assert_study_matches_results(url, "e2e-study", results)
-
-
-def test_a_resumed_sweep_continues_its_study(tmp_path, worker_ray):
-    space = optuna_space(tmp_path, "e2e-study-resume", epochs=3)
-    storage = tmp_path / "sweeps"
-    url = f"sqlite:///{storage / 'e2e-study-resume' / 'optuna.db'}"
-    driver = sweeper("run", str(space), "--storage", str(storage), cwd=tmp_path, background=True, ray=worker_ray)
     # sweeper.json is written once the study is made: reading earlier could race the driver creating its tables
     wait_until(
-        lambda: (storage / "e2e-study-resume" / "sweeper.json").exists() and finished(url, "e2e-study-resume"),
+        lambda: (folder / "sweeps" / NAME / "sweeper.json").exists() and finished(url, NAME),
         "a first finished trial in the study",
         driver,
     )
     os.killpg(driver.pid, signal.SIGINT)  # Ctrl+C on the driver
     output, _ = driver.communicate()
-    assert driver.returncode == 130, output[-3000:]
-    before = finished(url, "e2e-study-resume")
-    assert 1 <= len(before) < 3, "interrupted after the first trial, before the last"
+    stopped = subprocess.CompletedProcess(driver.args, driver.returncode, output)
+    before = finished(url, NAME)
+    resumed = sweeper("resume", NAME, *where, cwd=folder, ray=worker_ray)
+    return ResumedStudy(folder / "sweeps", url, stopped, before, resumed)
 
-    done = sweeper("resume", "e2e-study-resume", "--storage", str(storage), cwd=tmp_path, ray=worker_ray)
+
+def test_the_study_holds_every_finished_trial_with_its_objective(resumed_study):
+    storage, url = resumed_study.storage, resumed_study.url
+    assert (
+        f"Optuna study '{NAME}', sampler tpe (seed 0), 1 starting point first, in {url}; watch it with "
+        f"`optuna-dashboard {url}`" in resumed_study.stopped.stdout
+    )
+    assert json.loads((storage / NAME / "sweeper.json").read_text())["study"] == {"name": NAME, "storage": url}
+    assert resumed_study.resumed.returncode == 0, resumed_study.resumed.stdout[-3000:]
+    results = pq.read_table(storage / NAME / "results.parquet").to_pylist()
+    assert {r["status"] for r in results} == {"TERMINATED"}
+    assert_study_matches_results(url, NAME, results)
+
+
+def test_a_resumed_sweep_continues_its_study(resumed_study):
+    storage, url, done = resumed_study.storage, resumed_study.url, resumed_study.resumed
+    assert resumed_study.stopped.returncode == 130, resumed_study.stopped.stdout[-3000:]
+    assert 1 <= len(resumed_study.before) < 3, "interrupted after the first trial, before the last"
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert f"Optuna study 'e2e-study-resume' in {url} continues" in done.stdout
-    results = pq.read_table(storage / "e2e-study-resume" / "results.parquet").to_pylist()
+    assert f"Optuna study '{NAME}' in {url} continues" in done.stdout
+    results = pq.read_table(storage / NAME / "results.parquet").to_pylist()
     assert len(results) == 3 and {r["status"] for r in results} == {"TERMINATED"}
-    assert_study_matches_results(url, "e2e-study-resume", results)
-    after = finished(url, "e2e-study-resume")
-    for trial_id, trial in before.items():  # what finished before the interruption is kept as it was
+    assert_study_matches_results(url, NAME, results)
+    after = finished(url, NAME)
+    for trial_id, trial in resumed_study.before.items():  # what finished before the interruption is kept as it was
         assert (after[trial_id].number, after[trial_id].value) == (trial.number, trial.value)
 
 

@@ -15,6 +15,8 @@ from tests.servers import RayCluster
 
 pytestmark = pytest.mark.slow
 QUICKSTART = Path(__file__).parents[2] / "search_spaces" / "quickstart.yaml"
+# a quickstart cut to the job's path: tiny data and grid, and none of the heatmaps, models and system metrics that no
+# test here reads (each costs the job's trials CPU; tests/e2e/sweeps.py LEAN_TRACKING)
 SHORT = [
     "--set",
     "data.train_subset=400",
@@ -28,6 +30,12 @@ SHORT = [
     "parameters.attention.lambda={grid: [4]}",
     "--set",
     "search.repeats=1",
+    "--set",
+    "tracking.plots=none",
+    "--set",
+    "tracking.models=none",
+    "--set",
+    "tracking.system_metrics=false",
 ]
 
 

@@ -6,6 +6,7 @@ once; the others run the sweep their case needs.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -21,8 +22,8 @@ import sacrebleu
 from mlflow.entities import LoggedModelStatus
 from mlflow.tracking import MlflowClient
 
-from nmt_core.data.batches import word_tokens
 from nmt_core.data.corpora import load_corpus
+from nmt_core.data.tokens import word_tokens
 from sweeper.tracking.names import model_name
 from tests.e2e.sweeps import LEAN_TRACKING, SPACE, FinishedSweep, child_runs, epoch_steps, sweeper, write_space
 from tests.servers import descendants, wait_until
@@ -135,9 +136,11 @@ def test_each_trial_logs_a_model_that_translates(tracked_sweep):
         assert_trial_model(client, tracked_sweep.tracking_uri, child, by_run[child.info.run_id])
 
 
-def test_the_best_trial_is_registered_and_translates_from_the_registry(tracked_sweep, tmp_path):
+def test_the_best_trial_is_registered_and_translates_from_the_registry(tracked_sweep, tmp_path, capsys, monkeypatch):
     results, client, parent, _, _ = tracked_runs(tracked_sweep)
-    assert_registered_best_model_translates(client, tracked_sweep.tracking_uri, parent, results, tmp_path)
+    assert_registered_best_model_translates(
+        client, tracked_sweep.tracking_uri, parent, results, tmp_path, capsys, monkeypatch
+    )
 
 
 def test_the_summary_and_the_descriptions_sum_the_sweep_up(tracked_sweep, tmp_path):
@@ -186,8 +189,10 @@ def assert_trial_model(client, uri, child, row):
     assert pyfunc.predict(pyfunc.input_example) and len(pyfunc.input_example) == 2  # the trial's first dev sentences
 
 
-def assert_registered_best_model_translates(client, uri, parent, results, tmp_path):
+def assert_registered_best_model_translates(client, uri, parent, results, tmp_path, capsys, monkeypatch):
     """The best trial (by dev BLEU) is registered under the sweep's name and translates from the registry."""
+    from nmt_core import cli as nmt_cli
+
     best = max(results, key=lambda r: r["bleu_dev"])
     version = client.get_model_version_by_alias("e2e-tracking", "best")
     assert version.run_id == best["mlflow_run_id"] and "bleu_dev" in version.description
@@ -197,34 +202,24 @@ def assert_registered_best_model_translates(client, uri, parent, results, tmp_pa
     assert version.source == f"models:/{model.model_id}"  # the registry's version is the trial's LoggedModel
     parent_metrics = client.get_run(parent.info.run_id).data.metrics  # the best trial's numbers on the parent
     assert parent_metrics["sweep/bleu_test_avg"] == pytest.approx(best["bleu_test_avg"])
-    expected = None
-    for model_uri in (
-        "models:/e2e-tracking@best",
-        f"models:/e2e-tracking/{version.version}",
-        f"runs:/{best['mlflow_run_id']}/model",
-    ):
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "nmt_core.cli",
-                "translate",
-                "--model",
-                model_uri,
-                "--tracking-uri",
-                uri,
-                "--beam",
-                "2",
-            ],
-            input="noun3 verb2 noun5\nadj1 noun4\n",
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-        )
-        assert done.returncode == 0, done.stderr
-        assert len(done.stdout.splitlines()) == 2 and done.stdout.split()[-1] == "ga"
-        expected = expected or done.stdout
-        assert done.stdout == expected  # one model, whichever way it is named
+    translate = ["translate", "--tracking-uri", uri, "--beam", "2", "--model"]
+    sentences = "noun3 verb2 noun5\nadj1 noun4\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "nmt_core.cli", *translate, "models:/e2e-tracking@best"],
+        input=sentences,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 2 and done.stdout.split()[-1] == "ga"
+    # the same model by its other names, in this process (nmt_cli.main, what `nmt` calls): a process for each would
+    # cost seconds of imports, and the command's own process is the one above
+    monkeypatch.chdir(tmp_path)
+    for model_uri in (f"models:/e2e-tracking/{version.version}", f"runs:/{best['mlflow_run_id']}/model"):
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(sentences.encode())))
+        assert nmt_cli.main([*translate, model_uri]) == 0
+        assert capsys.readouterr().out == done.stdout  # one model, whichever way it is named
 
 
 def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, mlflow_server, worker_ray):
@@ -234,6 +229,7 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, m
         **{
             "base": {**SPACE["base"], "train": {**SPACE["base"]["train"], "epochs": 3}},
             "tracking.system_metrics": False,
+            "tracking.plots": "none",  # no heatmap is read here; the models are (one per trial across the resume)
         },
     )
     storage = tmp_path / "sweeps"
@@ -291,7 +287,7 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path, m
         assert [m.status for m in models] == [LoggedModelStatus.READY]  # one model per trial across the resume
 
 
-def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlflow_server):
+def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlflow_server, worker_ray):
     space = write_space(
         tmp_path,
         name="e2e-kill",
@@ -301,9 +297,8 @@ def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlfl
         tracking=LEAN_TRACKING,
     )
     storage = tmp_path / "sweeps"
-    driver = sweeper(
-        "run", str(space), "--storage", str(storage), "--tracking-uri", mlflow_server.uri, cwd=tmp_path, background=True
-    )
+    where = ["--storage", str(storage), "--tracking-uri", mlflow_server.uri]
+    driver = sweeper("run", str(space), *where, cwd=tmp_path, background=True, ray=worker_ray)
     client = MlflowClient(mlflow_server.uri)
 
     def second_epoch_logged() -> bool:
@@ -314,7 +309,9 @@ def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlfl
         return bool(children) and len(epoch_steps(client, children[0].info.run_id)) >= 2
 
     wait_until(second_epoch_logged, "a second epoch in MLflow", driver)
-    ours = set(descendants(driver.pid))  # this driver's local Ray: never another test's (or anyone's) trials
+    # the worker's cluster's processes (its raylet starts the trials' workers): its xdist worker runs one test at a
+    # time, so its trials are this sweep's, never another test's (or anyone's)
+    ours = set(descendants(worker_ray.head.process.pid))
     trial_processes = [
         line.split()[0]
         for line in subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
@@ -333,15 +330,16 @@ def test_a_killed_trial_restarts_from_its_checkpoint_and_finishes(tmp_path, mlfl
 
 # how a driver is ended: SIGTERM to its pid (`kill PID`), or to its process group, which reaches its local Ray's GCS,
 # raylet and workers too (a terminal's or a job runner's kill of the group). SIGKILL is left out (each case costs a
-# local Ray started twice, 2-4 min on a loaded 2-core machine): test_distributed.py kills a driver so and resumes it
+# local Ray started, 1-2 min on a loaded 2-core machine): test_distributed.py kills a driver so and resumes it
 DRIVER_ENDINGS = {"sigterm-pid": os.kill, "sigterm-group": os.killpg}
-SIGNAL_EPOCHS = 6  # 2 trials, one at a time: the signal comes in the first, with 11 of 12 epochs to go
+SIGNAL_EPOCHS = 4  # 2 trials, one at a time: the signal comes in the first, with 7 of 8 epochs to go
 
 
 @pytest.mark.parametrize("ending", list(DRIVER_ENDINGS))
-def test_a_driver_ended_by_a_signal_leaves_a_sweep_that_resume_finishes(tmp_path, mlflow_server, ending):
-    """SIGTERM a `sweeper run` on its local Ray after the first trial's first epoch; `sweeper resume` then finishes
-    the sweep: every trial once in MLflow with each epoch once, status.json `finished`, no lock left. SIGTERM to the
+def test_a_driver_ended_by_a_signal_leaves_a_sweep_that_resume_finishes(tmp_path, mlflow_server, worker_ray, ending):
+    """SIGTERM a `sweeper run` on its local Ray after the first trial's first epoch; `sweeper resume` (on the worker's
+    cluster: the local Ray the signal reaches is the run's) then finishes the sweep: every trial once in MLflow with
+    each epoch once, status.json `finished`, no lock left. SIGTERM to the
     driver alone is Ctrl+C's graceful stop (exit 130, lock released, status `stopped`); to its group, Ray's processes
     end with it, and Ray's handler ends the driver (sweeper/running/stop_signals.py)."""
     name = f"e2e-{ending}"
@@ -371,7 +369,7 @@ def test_a_driver_ended_by_a_signal_leaves_a_sweep_that_resume_finishes(tmp_path
         assert json.loads((experiment / "status.json").read_text())["state"] == "stopped"
         assert not (experiment / "driver.lock").exists()
 
-    done = sweeper("resume", name, *where, cwd=tmp_path)
+    done = sweeper("resume", name, *where, cwd=tmp_path, ray=worker_ray)
     assert done.returncode == 0, output[-3000:] + done.stdout[-3000:] + done.stderr[-3000:]
     results = pq.read_table(experiment / "results.parquet").to_pylist()
     assert [r["status"] for r in results] == ["TERMINATED"] * 2
@@ -403,7 +401,7 @@ def test_a_gpu_request_on_a_cluster_without_gpus_is_an_error(tmp_path, worker_ra
     assert "resources.gpu: 0.5 GPU per trial asked for, but the Ray cluster has 0 GPUs" in done.stderr
 
 
-def test_a_diverging_trial_fails_alone_and_the_sweep_goes_on(tmp_path, worker_ray):
+def test_a_diverging_trial_fails_alone_and_the_sweep_goes_on(tmp_path, mlflow_server, worker_ray):
     space = write_space(
         tmp_path,
         name="e2e-diverge",
@@ -411,7 +409,8 @@ def test_a_diverging_trial_fails_alone_and_the_sweep_goes_on(tmp_path, worker_ra
         parameters={"train.lr": {"grid": [5e-3, 1e38]}},  # an infinite lr is refused
         tracking=LEAN_TRACKING,
     )
-    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), cwd=tmp_path, ray=worker_ray)
+    where = ["--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri]
+    done = sweeper("run", str(space), *where, cwd=tmp_path, ray=worker_ray)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "1/2 trials finished, 0 stopped early, 1 failed" in done.stdout
     # the console: one line for the failure, with its cause and where its traceback is; Ray's lines in the log
@@ -429,12 +428,12 @@ def test_a_diverging_trial_fails_alone_and_the_sweep_goes_on(tmp_path, worker_ra
     }
     assert rows[5e-3]["status"] == "TERMINATED" and rows[1e38]["status"] == "ERROR"
     assert "TrainingDiverged: epoch 1: training loss is nan (not retried" in rows[1e38]["error"]
-    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient(mlflow_server.uri)
     _, children = child_runs(client, "e2e-diverge")
     assert sorted(c.info.status for c in children) == ["FAILED", "FINISHED"]
 
 
-def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path, worker_ray):
+def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path, mlflow_server, worker_ray):
     space = write_space(
         tmp_path,
         name="e2e-optuna",
@@ -448,7 +447,8 @@ def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path, work
         scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2},
         tracking=LEAN_TRACKING,
     )
-    done = sweeper("run", str(space), "--storage", str(tmp_path / "sweeps"), cwd=tmp_path, ray=worker_ray)
+    where = ["--storage", str(tmp_path / "sweeps"), "--tracking-uri", mlflow_server.uri]
+    done = sweeper("run", str(space), *where, cwd=tmp_path, ray=worker_ray)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = pq.read_table(tmp_path / "sweeps" / "e2e-optuna" / "results.parquet").to_pylist()
     assert len(rows) == 6 and {r["status"] for r in rows} <= {"TERMINATED", "STOPPED"}
@@ -459,7 +459,7 @@ def test_optuna_with_asha_runs_conditionals_and_stops_weak_trials(tmp_path, work
             "general+none" if r["attention.temperature"] == "none" else f"general+sact{r['attention.lambda']:g}"
         )
         assert (tmp_path / "sweeps" / "e2e-optuna" / f"{r['trial_id']}_{r['variant']}_seed1").is_dir()
-    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient(mlflow_server.uri)
     _, children = child_runs(client, "e2e-optuna")
     status = {c.info.run_id: c.info.status for c in children}
     assert len(children) == 6

@@ -1,6 +1,8 @@
 """A sweep started with `sweeper run` found, watched, stopped and finished by its name, its models by
-`tracking.models: best` (issue #43 items 1 and 3) and its heatmaps by `tracking.plots: best` (the defaults): a local
-Ray, a real MLflow server over HTTP."""
+`tracking.models: best` (issue #43 items 1 and 3) and its heatmaps by `tracking.plots: best` (the defaults): run on
+the local Ray it starts, resumed on the worker's cluster, a real MLflow server over HTTP. `status`, `list`, `logs` and
+`promote` run in this process (sweeper.cli.main): what they do and print is tested here, and the processes of the
+first three in tests/unit/test_light_commands.py."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from mlflow.entities import LoggedModelStatus
 from mlflow.tracking import MlflowClient
 
 from sweeper import api
+from sweeper import cli as sweeper_cli
 from tests.e2e.sweeps import SPACE, check_best_plots, child_runs, epoch_steps, sweeper, write_space
 from tests.servers import wait_until
 
@@ -24,7 +27,10 @@ EPOCHS = 8
 STOP_WAIT_S = 3600.0  # `sweeper stop --wait`: longer than pytest-timeout, which bounds the test instead
 
 
-def test_a_local_sweep_is_stopped_by_name_resumed_and_its_models_and_plots_follow_the_policy(tmp_path, mlflow_server):
+def test_a_local_sweep_is_stopped_by_name_resumed_and_its_models_and_plots_follow_the_policy(
+    tmp_path, mlflow_server, worker_ray, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # the working folder of the commands run in this process, as of their processes
     space = write_space(
         tmp_path,
         name=NAME,
@@ -47,18 +53,17 @@ def test_a_local_sweep_is_stopped_by_name_resumed_and_its_models_and_plots_follo
     assert stop.message.startswith(f"stopping sweep {NAME}: its driver reads the request in {storage}/{NAME}/stop.json")
     assert stop.sweep.state == "stopped", f"{stop}\n{output[-3000:]}"
     assert driver.returncode == 130 and "stopping: asked by " in output, output[-3000:]
-    status = sweeper("status", NAME, *where, "--json", cwd=tmp_path)
-    assert json.loads(status.stdout)["state"] == "stopped", status.stdout + status.stderr
+    assert json.loads(cli(capsys, "status", NAME, *where, "--json"))["state"] == "stopped"
     stopped = pq.read_table(tmp_path / "sweeps" / NAME / "results.parquet").to_pylist()
     assert "UNFINISHED" in {r["status"] for r in stopped} or len(stopped) < 4
     client = MlflowClient(mlflow_server.uri)
     assert client.search_logged_models([client.get_experiment_by_name(NAME).experiment_id]) == []  # not before the end
 
-    done = sweeper("resume", NAME, *where, cwd=tmp_path)
+    done = sweeper("resume", NAME, *where, cwd=tmp_path, ray=worker_ray)  # the local Ray under test is the run's
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "models: 2 logged (" in done.stdout and f"sweeper promote {NAME} TRIAL" in done.stdout
     assert "storage: " in done.stdout and "trial folders" in done.stdout
-    [listed] = json.loads(sweeper("list", *where, "--json", cwd=tmp_path).stdout)
+    [listed] = json.loads(cli(capsys, "list", *where, "--json"))
     assert (listed["name"], listed["state"], listed["done"], listed["trials"]) == (NAME, "finished", 4, 4)
 
     results = pq.read_table(tmp_path / "sweeps" / NAME / "results.parquet").to_pylist()
@@ -77,9 +82,7 @@ def test_a_local_sweep_is_stopped_by_name_resumed_and_its_models_and_plots_follo
     check_best_plots(client, children, (tmp_path / "sweeps" / NAME / "summary" / "summary.md").read_text(), tmp_path)
 
     other = next(r for r in results if r["trial_id"] not in {b["trial_id"] for b in best.values()})
-    promoted = sweeper("promote", NAME, other["trial_id"], *where, "--json", cwd=tmp_path)
-    assert promoted.returncode == 0, promoted.stdout[-3000:] + promoted.stderr[-3000:]
-    answer = json.loads(promoted.stdout)
+    answer = json.loads(cli(capsys, "promote", NAME, other["trial_id"], *where, "--json"))
     [model] = client.search_logged_models([experiment], filter_string=f"source_run_id = '{other['mlflow_run_id']}'")
     assert (answer["run_id"], answer["model_id"]) == (model.source_run_id, model.model_id)
     assert model.status == LoggedModelStatus.READY
@@ -89,9 +92,17 @@ def test_a_local_sweep_is_stopped_by_name_resumed_and_its_models_and_plots_follo
     assert client.get_run(parents[0].info.run_id).data.metrics["storage_mb"] == pytest.approx(
         state["storage"]["bytes"] / 1e6
     )
-    logs = sweeper("logs", NAME, *where, "--tail", "20", cwd=tmp_path)
-    assert logs.returncode == 0 and "resuming sweep by-name" in (tmp_path / "sweeps" / NAME / "sweep.log").read_text()
-    assert len(logs.stdout.splitlines()) == 20
+    logs = cli(capsys, "logs", NAME, *where, "--tail", "20")  # its source line on stderr, the log's tail on stdout
+    assert "resuming sweep by-name" in (tmp_path / "sweeps" / NAME / "sweep.log").read_text()
+    assert len(logs.splitlines()) == 20
+
+
+def cli(capsys, *args: str) -> str:
+    """`sweeper ARGS` run in this process to exit 0: what it printed on stdout."""
+    code = sweeper_cli.main(list(args))
+    out, err = capsys.readouterr()
+    assert code == 0, out[-3000:] + err[-3000:]
+    return out
 
 
 def midway(storage: str) -> bool:

@@ -100,26 +100,20 @@ def test_a_checkpoint_of_an_earlier_format_is_refused_in_one_line(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """`trained(epochs)`: the config and --out folder of `nmt train` of CONFIG for that many epochs, trained once for
-    the module's tests (an `nmt train` is seconds of a process start): a test that changes the folder copies it."""
-    runs: dict[int, tuple[Path, Path]] = {}
-
-    def run(epochs: int = 1) -> tuple[Path, Path]:
-        if epochs not in runs:
-            folder = tmp_path_factory.mktemp(f"trained{epochs}")
-            config = folder / "trial.yaml"
-            config.write_text(yaml.safe_dump(CONFIG))
-            done = nmt("train", str(config), "--out", str(folder / "run"), "--set", f"train.epochs={epochs}")
-            assert done.returncode == 0, done.stderr
-            runs[epochs] = config, folder / "run"
-        return runs[epochs]
-
-    return run
+def trained(tmp_path_factory) -> tuple[Path, Path]:
+    """The config and --out folder of `nmt train` of CONFIG (its 2 epochs), trained once for the module's tests (an
+    `nmt train` is seconds of a process start): a test that changes the folder copies it. One run serves them all:
+    a resume may change the epochs (nmt_core/cli.py RESUMABLE_CHANGES), so a 1-epoch run would refuse nothing more."""
+    folder = tmp_path_factory.mktemp("trained")
+    config = folder / "trial.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    done = nmt("train", str(config), "--out", str(folder / "run"))
+    assert done.returncode == 0, done.stderr
+    return config, folder / "run"
 
 
 def test_a_changed_config_is_refused_on_resume_and_restart_starts_over(tmp_path, trained):
-    config, trained_out = trained()
+    config, trained_out = trained
     out = Path(shutil.copytree(trained_out, tmp_path / "run"))
     final = (out / "final.json").read_text()
     for change, named in (
@@ -142,7 +136,7 @@ def test_a_changed_config_is_refused_on_resume_and_restart_starts_over(tmp_path,
 
 
 def test_a_corrupt_or_truncated_checkpoint_is_one_line_naming_the_file(tmp_path, trained):
-    _, out = trained()
+    _, out = trained
     broken = tmp_path / "broken.pt"
     broken.write_bytes((out / "best.pt").read_bytes()[:2000])
     junk = tmp_path / "junk.pt"
@@ -161,7 +155,7 @@ def test_a_corrupt_or_truncated_checkpoint_is_one_line_naming_the_file(tmp_path,
 def test_a_ray_trial_checkpoint_translates_with_its_best_dev_weights_and_says_so(tmp_path, trained):
     import torch
 
-    _, out = trained(epochs=2)
+    _, out = trained
     ray_checkpoint = tmp_path / "checkpoint_000001"
     ray_checkpoint.mkdir()
     (ray_checkpoint / "last.pt").write_bytes((out / "last.pt").read_bytes())  # what a Tune trial keeps
@@ -209,7 +203,7 @@ def test_the_mlflow_model_loads_with_mlflow_pyfunc_and_translates_like_nmt_trans
 
     from nmt_core.mlflow_model import save_model
 
-    _, out = trained(epochs=2)
+    _, out = trained
     save_model(torch.load(out / "last.pt", weights_only=True), tmp_path / "model", ["noun3 verb2 noun5"])
     model = mlflow.pyfunc.load_model(str(tmp_path / "model"))
     predicted = model.predict(["noun3 verb2 noun5", "adj1 noun4 verb1 noun2"])  # the config's beam, as below
