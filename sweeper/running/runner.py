@@ -42,8 +42,8 @@ from sweeper.running.stop_signals import sigterm_as_ctrl_c
 from sweeper.running.study import describe as describe_study
 from sweeper.running.study import shown, study_url
 from sweeper.running.sweeps import ENDED, FINISHING, clear_stop, job_from_environment, origin, write_status
-from sweeper.running.trial_context import SweepContext
-from sweeper.running.trial_handoff import NoRetryAfterDivergence, run_trial
+from sweeper.running.trial_context import NoRetryAfterDivergence, SweepContext
+from sweeper.running.trial_handoff import run_trial
 from sweeper.running.webhook import EVENTS, FAILED, WARNING, Webhook, message, webhook_url
 from sweeper.space.design import digest as design_digest
 from sweeper.space.spec import (

@@ -29,7 +29,10 @@ from nmt_core.training.train import TrainingDiverged, TrainResult, evaluate_spli
 from sweeper.running.artifacts import write_trial_artifacts
 from sweeper.running.compute import DEVICE_SO_FAR, DEVICE_TOTAL, WALL_TOTAL, TrialClock, device_share, device_unit
 from sweeper.running.progress import TrialProgress
-from sweeper.running.trial_context import SweepContext
+
+# NoRetryAfterDivergence: sweeps started before it moved to trial_context hold it by this module's name in their
+# tuner.pkl, which `sweeper resume` and `extend` unpickle
+from sweeper.running.trial_context import NoRetryAfterDivergence, SweepContext  # noqa: F401
 from sweeper.space.spec import describe_trial
 from sweeper.storage.store import Storage
 from sweeper.tracking.metrics import ARTIFACTS, EPOCH_ENDED, FINAL, MODEL, MODEL_EXAMPLE, PBT_EVENT, SETTING_PREFIX

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from nmt_core.training.progress import ConsoleProgress, eta
 from nmt_core.training.train import TrainingDiverged
 from sweeper.running.progress import SweepProgress, fraction
-from sweeper.running.trial_handoff import NoRetryAfterDivergence
+from sweeper.running.trial_context import NoRetryAfterDivergence
 from sweeper.space.spec import describe_trial
 from sweeper.tracking.names import TrialNames, shared_words
 
@@ -151,3 +151,12 @@ def test_the_sweepers_intervals_from_the_environment_fall_back_to_their_defaults
 
     assert intervals("2", "3.5", "1") == "2.0 3.5 1.0"
     assert intervals("soon", "nan", "-1") == "30.0 15.0 10.0"
+
+
+def test_a_tuner_pickled_before_the_retry_rule_moved_still_unpickles():
+    """Sweeps started before NoRetryAfterDivergence moved to sweeper.running.trial_context hold it by
+    sweeper.running.trainable's name in their tuner.pkl, which `sweeper resume` and `extend` unpickle (look 3 of the
+    designed RNN study was one). A pickle's GLOBAL opcode names it exactly as theirs does."""
+    import pickle
+
+    assert pickle.loads(b"csweeper.running.trainable\nNoRetryAfterDivergence\n.") is NoRetryAfterDivergence
