@@ -102,8 +102,6 @@ def prepare_worker(context: SweepContext) -> None:
 
 
 def train_trial(config: dict[str, Any], context: SweepContext, entered: float) -> None:
-    """One trial: restore, train with a report and a checkpoint every epoch, test. `entered`: when Tune called it
-    (time.perf_counter(), sweeper.running.trial_handoff), where its clock starts."""
     prepare_worker(context)
     cfg, _ = describe_trial(config, context.base)
     trial_id = tune.get_context().get_trial_id()
@@ -111,7 +109,7 @@ def train_trial(config: dict[str, Any], context: SweepContext, entered: float) -
     # what trained this trial, reported with the first result of this process (the driver tags the run)
     unsent = dict(process_provenance(resolve_device(cfg.train.device), ray.get_runtime_context().get_node_id()))
     resume, restores = restore(trial_id, settings, unsent)
-    clock = TrialClock(float((resume or {}).get(WALL_TOTAL, 0.0)), entered)  # a PBT exploit: from its donor's count
+    clock = TrialClock(float((resume or {}).get(WALL_TOTAL, 0.0)), entered)  # PBT exploit: on from its donor's count
     latest = {"state": resume}
     in_force = {f"{SETTING_PREFIX}{k}": v for k, v in settings.items()}
     share = device_share(context.cpus_per_trial, context.gpus_per_trial)
