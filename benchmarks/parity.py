@@ -36,10 +36,7 @@ from benchmarks.throughput import joeynmt_loss, load_joeynmt  # noqa: E402
 from nmt_core.config import TrialConfig, build_config  # noqa: E402
 from nmt_core.data.batches import Batch, TrialData, load_trial_data, make_batches  # noqa: E402
 from nmt_core.models.rnn import BOS, EOS, PAD  # noqa: E402
-from nmt_core.training.evaluate import (
-    bleu_options,  # noqa: E402
-    corpus_bleu,  # noqa: E402
-)
+from nmt_core.training.evaluate import bleu_options, corpus_bleu  # noqa: E402
 from nmt_core.training.train import optimizer_step, scheduled_lr, train  # noqa: E402
 
 JOEYNMT_ATTENTION = {"general": "luong", "concat": "bahdanau"}  # the same formulas under joeynmt's names

@@ -1,9 +1,9 @@
 """Which tracking store a command talks to, and the checks before it talks to it: the flag, the environment, the
 space or the default, in MLflow's own order; the credential gate on the URI; a probe that the store answers in time;
-MLflow's process-wide URIs set for a call and put back. Torch-free, apart from the MLflow flavour
-(nmt_core.mlflow_model, which imports torch), because every command that names a store needs these (a sweep's
-driver, its summary, `sweeper submit`, `nmt translate --model`) and none of them should load the model's code to
-choose a URI. MLflow and requests are imported where they are called."""
+MLflow's process-wide URIs set for a call and put back. Kept out of the MLflow flavour (nmt_core.mlflow_model, which
+imports torch) because every command that names a store needs these (a sweep's driver, its summary, `sweeper
+submit`, `nmt translate --model`) and none of them should load the model's code to choose a URI. MLflow and requests
+are imported where they are called."""
 
 from __future__ import annotations
 

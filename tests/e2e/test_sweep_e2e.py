@@ -339,9 +339,9 @@ SIGNAL_EPOCHS = 4  # 2 trials, one at a time: the signal comes in the first, wit
 def test_a_driver_ended_by_a_signal_leaves_a_sweep_that_resume_finishes(tmp_path, mlflow_server, worker_ray, ending):
     """SIGTERM a `sweeper run` on its local Ray after the first trial's first epoch; `sweeper resume` (on the worker's
     cluster: the local Ray the signal reaches is the run's) then finishes the sweep: every trial once in MLflow with
-    each epoch once, status.json `finished`, no lock left. SIGTERM to the
-    driver alone is Ctrl+C's graceful stop (exit 130, lock released, status `stopped`); to its group, Ray's processes
-    end with it, and Ray's handler ends the driver (sweeper/running/stop_signals.py)."""
+    each epoch once, status.json `finished`, no lock left. SIGTERM to the driver alone is Ctrl+C's graceful stop
+    (exit 130, lock released, status `stopped`); to its group, Ray's processes end with it, and Ray's handler ends
+    the driver (sweeper/running/stop_signals.py)."""
     name = f"e2e-{ending}"
     space = write_space(
         tmp_path,
