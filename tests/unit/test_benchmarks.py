@@ -421,3 +421,42 @@ def test_mt_metrics_benchmark_smoke(capsys):
     assert mt_metrics.main(["--sentences", "20", "--repeat", "1", "--resamples", "100"]) == 0
     printed = capsys.readouterr().out
     assert all(f"| {name} |" in printed for name in ("bleu", "chrf", "ter"))
+
+
+def test_cpu_by_process_counts_a_grandchild_that_outlives_its_parent_and_passes_the_exit_code_on(tmp_path, capsys):
+    """benchmarks/cpu_by_process.py: a process started by a child that has already ended still counts (as Ray's
+    workers outlive the raylet that forked them), and the command's exit code is the benchmark's."""
+    import cpu_by_process
+
+    done = tmp_path / "burnt"
+    burn = "import time\nend = time.process_time() + 0.8\nwhile time.process_time() < end: pass\n"
+    burn += f"open({str(done)!r}, 'w')"
+    # it ends before its child, not waiting for it, but lives long enough to be sampled with it
+    orphaning = f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {burn!r}])\ntime.sleep(0.5)"
+    waits_for_the_orphan = (
+        f"import os, subprocess, sys, time\nsubprocess.run([sys.executable, '-c', {orphaning!r}])\n"
+        f"while not os.path.exists({str(done)!r}): time.sleep(0.05)\nsys.exit(3)"
+    )
+    assert cpu_by_process.main(["--every", "0.05", "--", sys.executable, "-c", waits_for_the_orphan]) == 3
+    printed = capsys.readouterr().err
+    assert "over 3 processes" in printed and "cores busy of" in printed, printed
+    done.unlink()
+    code, _, tree = cpu_by_process.measure([sys.executable, "-c", waits_for_the_orphan], 0.05)
+    assert code == 3 and len(tree.cpu_s) == 3
+    assert max(tree.cpu_s.values()) >= 0.7  # the grandchild's 0.8 s burn, sampled every 0.05 s
+
+
+def test_cpu_by_process_names_rays_actors_xdist_workers_and_commands():
+    import cpu_by_process
+
+    kinds = {
+        "ray::ImplicitFunc.train": "ray::ImplicitFunc",
+        "/v/bin/python -u -c import sys;exec(eval(sys.stdin.readline()))": "pytest-xdist worker",
+        "/v/bin/python -m sweeper.cli run /tmp/pytest-of-root/space.yaml": "sweeper.cli run",
+        "/v/bin/python /v/bin/mlflow server --host 127.0.0.1": "mlflow server",
+        "/v/bin/python -u /v/ray/_private/log_monitor.py --session-dir=/tmp/x": "log_monitor.py",
+        "/v/bin/python -X importtime -c import torch": "python -c",
+        "/v/lib/ray/core/src/ray/raylet/raylet --raylet_socket_name=x": "raylet",
+        "/v/bin/python3.11": "python3.11",
+    }
+    assert {command: cpu_by_process.kind(command) for command in kinds} == kinds
