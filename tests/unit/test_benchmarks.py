@@ -432,7 +432,7 @@ def test_cpu_by_process_counts_a_grandchild_that_outlives_its_parent_and_passes_
     burn = "import time\nend = time.process_time() + 0.8\nwhile time.process_time() < end: pass\n"
     burn += f"open({str(done)!r}, 'w')"
     # it ends before its child, not waiting for it, but lives long enough to be sampled with it
-    orphaning = f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {burn!r}])\ntime.sleep(0.5)"
+    orphaning = f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {burn!r}])\ntime.sleep(1.5)"
     waits_for_the_orphan = (
         f"import os, subprocess, sys, time\nsubprocess.run([sys.executable, '-c', {orphaning!r}])\n"
         f"while not os.path.exists({str(done)!r}): time.sleep(0.05)\nsys.exit(3)"
