@@ -27,13 +27,6 @@ PYTHON_FLAGS_WITH_VALUE = {"-W", "-X", "-Q"}
 
 
 @dataclass
-class ProcessInfo:
-    parent: int
-    cpu_s: float
-    command: str
-
-
-@dataclass
 class Tree:
     """The processes under one root, each with the most CPU seen for it."""
 
@@ -46,20 +39,22 @@ class Tree:
         self.members.add(self.root)
 
     def sample(self) -> None:
-        seen = {pid: info for pid in all_pids() if (info := read_process(pid)) is not None}
+        """Every process's parent and CPU from its stat file; the command line of this tree's only, read again each
+        time: Ray's workers retitle themselves (ray::IDLE, then ray::ImplicitFunc.train), and the last title counts."""
+        seen = {pid: stat for pid in all_pids() if (stat := read_stat(pid)) is not None}
         grew = True
         while grew:  # a child's parent may itself be new in this sample
-            new = {pid for pid, info in seen.items() if pid not in self.members and info.parent in self.members}
+            new = {pid for pid, (parent, _) in seen.items() if pid not in self.members and parent in self.members}
             self.members |= new
             grew = bool(new)
         for pid in self.members & seen.keys():
-            self.cpu_s[pid] = max(self.cpu_s.get(pid, 0.0), seen[pid].cpu_s)
-            self.commands[pid] = seen[pid].command or self.commands.get(pid, "?")
+            self.cpu_s[pid] = max(self.cpu_s.get(pid, 0.0), seen[pid][1])
+            self.commands[pid] = read_command(pid) or self.commands.get(pid, "")  # empty once it is a zombie
 
     def by_kind(self) -> tuple[Counter, Counter]:
         seconds, counts = Counter(), Counter()
         for pid, cpu in self.cpu_s.items():
-            name = kind(self.commands.get(pid, "?"))
+            name = kind(self.commands.get(pid) or "?")
             seconds[name] += cpu
             counts[name] += 1
         return seconds, counts
@@ -69,17 +64,22 @@ def all_pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def read_process(pid: int) -> ProcessInfo | None:
-    """Its parent, CPU seconds (utime + stime: fields 14 and 15 of /proc/PID/stat) and command line; None if gone."""
+def read_stat(pid: int) -> tuple[int, float] | None:
+    """Its parent and CPU seconds (utime + stime: fields 14 and 15 of /proc/PID/stat); None if it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields_after_name = stat.read().rpartition(")")[2].split()
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            command = cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         return None
-    cpu = (int(fields_after_name[11]) + int(fields_after_name[12])) / TICKS
-    return ProcessInfo(int(fields_after_name[1]), cpu, command)
+    return int(fields_after_name[1]), (int(fields_after_name[11]) + int(fields_after_name[12])) / TICKS
+
+
+def read_command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def kind(command: str) -> str:
@@ -98,8 +98,10 @@ def kind(command: str) -> str:
         return program
     rest = iter(words[1:])
     for word in rest:
-        if word in ("-m", "-c"):
-            name = next(rest, "?") if word == "-m" else "python -c"
+        if word == "-c":
+            return "python -c"
+        if word == "-m":
+            name = next(rest, "?")
             break
         if word in PYTHON_FLAGS_WITH_VALUE:
             next(rest, None)
@@ -109,7 +111,7 @@ def kind(command: str) -> str:
     else:
         return program
     subcommand = next(rest, "")
-    return f"{name} {subcommand}" if subcommand.isalpha() and name != "python -c" else name
+    return f"{name} {subcommand}" if subcommand.isalpha() else name
 
 
 def measure(command: list[str], every: float) -> tuple[int, float, Tree]:
