@@ -393,6 +393,34 @@ def extend(
 
 
 @entry_point
+def restore(
+    space: str | Path | Mapping[str, Any],
+    *,
+    from_data: str,
+    storage: str = DEFAULT_STORAGE,
+    tracking_uri: str | None = None,
+    verbose: bool = False,
+) -> SweepResult:
+    """Rebuild a designed sweep from the data its summary wrote (`from_data`: a summary folder or its data/), as
+    `sweeper restore` does: its MLflow runs, sweeper.json and results.parquet, in new storage; `space` is the file it
+    ran with (its design's digest must be the data's). `sweeper extend` then runs its next look."""
+    from sweeper.running.console import sweep_console
+    from sweeper.running.restore import restore_sweep
+    from sweeper.storage.store import open_storage
+
+    configure_driver()
+    with one_error():
+        check_arguments(
+            "sweeper restore", storage=storage, tracking_uri=tracking_uri, verbose=verbose, from_data=from_data
+        )
+        spec = load_space(space)
+        experiment = open_storage(storage, "sweeper restore").below(spec.name)  # the restore takes its lock
+        with sweep_console(experiment, verbose):
+            code = restore_sweep(spec, Path(from_data), storage, tracking_uri)
+        return sweep_result(experiment, spec.name, code)
+
+
+@entry_point
 def submit(
     space: str | Path | Mapping[str, Any],
     *,
@@ -594,12 +622,13 @@ ARGUMENTS: dict[str, Callable[[Any, str], None]] = {
     "wait_s": _check_value("wait_s"),
     "trial": _check_trial,
     "out": _check_path("--out"),
+    "from_data": _check_path("--from-data"),
     "verbose": _check_value("verbose"),
     "wait": _check_value("wait"),
     "ship_code": _check_value("ship_code"),
 }
 # what a command cannot do without: None is refused, not skipped
-REQUIRED = {"sweep": "NAME", "space": "space", "trial": "TRIAL"}
+REQUIRED = {"sweep": "NAME", "space": "space", "trial": "TRIAL", "from_data": "--from-data"}
 # what a command reads from the environment when an argument it takes is not given, checked like that argument
 ENVIRONMENT: dict[str, tuple[str, Callable[[Any, str], None]]] = {
     "address": ("RAY_ADDRESS", _check_uri("ray", "RAY_ADDRESS")),

@@ -1,5 +1,6 @@
 # PYTHON_ARGCOMPLETE_OK
-"""`sweeper validate | run | resume | extend | submit | summarize | schema | list | status | stop | logs | promote`:
+"""`sweeper validate | run | resume | extend | restore | submit | summarize | schema | list | status | stop | logs |
+promote`:
 each subcommand parses its arguments and calls its function in sweeper/api.py (list: sweep_infos, status: sweep_status,
 stop: stop_sweep, logs: sweep_logs; the others by their own name), which checks them (the gate) and does the work.
 
@@ -91,6 +92,13 @@ def cmd_extend(args: argparse.Namespace) -> int:
         args.name, until_decided=args.until_decided, **stored_sweep_arguments(args), job=args.job, wait=args.wait
     )
     return done if isinstance(done, int) else done.exit_code
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    restored = api.restore(
+        args.space, from_data=args.from_data, storage=args.storage, tracking_uri=args.tracking_uri, verbose=args.verbose
+    )
+    return restored.exit_code
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -395,6 +403,34 @@ EXTEND_EXAMPLE = """example:
   sweeper extend sact-designed --until-decided --job --address http://HEAD:8265 --storage s3://bucket/sweeps"""
 
 
+RESTORE_HELP = """rebuild a designed sweep from the data its summary wrote (summary/data/, as committed with a
+study): its MLflow parent and trial runs, sweeper.json and results.parquet, in storage that holds no sweep of its
+name; SPACE is the file it ran with, and its design must be the one the sweep froze (the digests agree). Then
+`sweeper extend` runs its next look. Checkpoints and models are not in the data and are not restored."""
+RESTORE_EXAMPLE = """example:
+  sweeper restore search_spaces/sact_study_tatoeba_cpu_designed.yaml \\
+      --from-data docs/results/sact_study_tatoeba_cpu_designed/data --storage study/sweeps
+  sweeper extend sact-designed --storage study/sweeps --until-decided"""
+
+
+def add_restore(sub) -> None:
+    p = sub.add_parser(
+        "restore",
+        help="a designed sweep rebuilt from its summary's data, to be extended",
+        description=RESTORE_HELP,
+        epilog=RESTORE_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("space", help="the sweep YAML the sweep ran with")
+    p.add_argument("--from-data", required=True, metavar="DIR", help="a summary folder or its data/ folder")
+    p.add_argument("--storage", default=api.DEFAULT_STORAGE, help="where to put the sweep (default %(default)s)")
+    p.add_argument(
+        "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the YAML's, else sqlite)"
+    )
+    p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    p.set_defaults(func=cmd_restore)
+
+
 def add_extend(sub) -> None:
     p = sub.add_parser(
         "extend",
@@ -475,6 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_submit,
         add_resume,
         add_extend,
+        add_restore,
         add_summarize,
         add_schema,
         add_by_name_commands,

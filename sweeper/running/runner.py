@@ -57,7 +57,7 @@ from sweeper.space.spec import (
     trial_config,
 )
 from sweeper.storage.store import Storage, check_writable, first_line, open_storage
-from sweeper.storage.stored import LINK_KEY, STATE_FILE, SweepState, damaged, read_state, state_from
+from sweeper.storage.stored import LINK_KEY, RESTORED, STATE_FILE, SweepState, damaged, read_state, state_from
 from sweeper.tracking.backlog import BACKLOG_FILE
 from sweeper.tracking.metrics import (
     AGGREGATED,
@@ -535,14 +535,16 @@ def print_notes(name: str, folder: str, earlier: SweepState | None, new_store: s
         )
 
 
-def open_sweep(spec: SweepSpec, storage_uri: str, tracking_uri: str | None) -> CheckedSweep:
+def open_sweep(
+    spec: SweepSpec, storage_uri: str, tracking_uri: str | None, command: str = "sweeper run"
+) -> CheckedSweep:
     """Everything checked before anything is written: the storage, the tracking store, the job record a submitted
     sweep's driver gets, an earlier sweep's state under this name, the base trial config."""
-    storage = open_storage(storage_uri, "sweeper run")
-    check_lockable(storage, "sweeper run")
+    storage = open_storage(storage_uri, command)
+    check_lockable(storage, command)
     uri = resolve_uri(choose_tracking_uri(tracking_uri, spec.tracking_uri))
     new_store = check_reachable(uri, create=True)
-    check_writable(storage, "sweeper run")
+    check_writable(storage, command)
     job = job_from_environment()
     experiment = storage.below(spec.name)
     earlier = read_state(experiment) if experiment.exists(STATE_FILE) else None
@@ -658,14 +660,24 @@ def open_resume(
     if not storage.is_local:  # a folder is checked by the lock's write; a store that cannot be used is its one line
         check_writable(storage, command)
     experiment = storage.below(name)
-    if not experiment.exists(STATE_FILE) or not tune.Tuner.can_restore(experiment.root, storage_filesystem=storage.fs):
+    state = read_state(experiment) if experiment.exists(STATE_FILE) else None
+    # a restored sweep's first looks ran elsewhere (sweeper.running.restore): Tune's state is only that of its looks
+    tuned = state is not None and (
+        RESTORED in state.record or tune.Tuner.can_restore(experiment.root, storage_filesystem=storage.fs)
+    )
+    if not tuned:
         raise SpecError(
             "NAME",
             f"no sweep named {name!r} to {command.split()[-1]} under {storage.uri} (pass the --storage the sweep "
             "ran with)",
             command,
         )
-    state = read_state(experiment)
+    if command == "sweeper resume" and RESTORED in state.record and not pending_look(state):
+        raise SpecError(
+            "NAME",
+            f"sweep {name!r} was restored from data and has no look to finish: `sweeper extend {name}` runs its next",
+            command,
+        )
     uri = resolve_uri(choose_tracking_uri(tracking_uri, state.tracking_uri))
     check_reachable(uri)
     if uri != state.tracking_uri:  # the same store at another address, or the wrong store: ask it

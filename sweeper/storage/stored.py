@@ -42,6 +42,7 @@ LINK_KEY = (
 )
 STATE_KEYS = ("name", "tracking_uri", "parent_run_id", "base", "cpu", "gpu", "metric", "mode", "trials")
 RUN_ID_CHARS = 64
+RESTORED = "restored"  # a sweep rebuilt from its data (sweeper.running.restore): the run it came from, its trials
 
 
 def damaged(experiment: Storage, file: str, why: str) -> SpecError:
@@ -255,4 +256,11 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     "space": lambda value: None if isinstance(value, str) and len(value) <= SPACE_CHARS else "must be a space's YAML",
     "design_digest": lambda value: None if isinstance(value, str) and DIGEST.fullmatch(value) else "must be a digest",
     "looks": lambda value: None if isinstance(value, list) and all(map(_look, value)) else "must be a list of looks",
+    RESTORED: lambda value: (
+        None
+        if isinstance(value, dict)
+        and _run_id(value.get("parent_run_id")) is None
+        and _count(value.get("trials"), MAX_TRIALS)
+        else "must be the run a restored sweep came from and its number of trials"
+    ),
 }

@@ -218,6 +218,16 @@ def report_key(name: str) -> str:
     return name
 
 
+def mlflow_name(key: str) -> str:
+    """The grouped MLflow name of Tune's `key` as report_key reads it back: a best epoch's `<key>_best` under its
+    metric's `best` name, a key of the schema under its MLflow name, any other (a system metric) as itself."""
+    for metric in METRICS:
+        if metric.best and key == f"{metric.name}_best":
+            return metric.best
+    metric = metric_of(key)
+    return metric.renamed(key) if metric else key
+
+
 def history_name(key: str, logged: Iterable[str]) -> str | None:
     """Under which name a run logged the per-epoch history of Tune's `key`: the grouped name or the flat one."""
     names = set(logged)
