@@ -1,11 +1,13 @@
 """A designed study end to end (#69): `sweeper run` freezes the design and runs its first look, `sweeper extend`
 adds the next look's seeds to the undecided rows as trials of the same sweep (storage, MLflow experiment and parent
 run), the summary reads the sweep at its looks, and an extension past the design's maximum runs nothing (that one in
-this process: it only reads the verdicts and prints)."""
+this process: it only reads the verdicts and prints). The same sweep restored from its summary's data alone
+(`sweeper restore`, into other storage and another tracking store) summarizes as the original and is extended as it."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pyarrow.parquet as pq
 import pytest
@@ -80,3 +82,27 @@ def test_a_designed_sweep_is_extended_look_by_look_and_read_at_its_looks(
     third = capsys.readouterr()
     assert code == 0, third.out[-3000:] + third.err[-3000:]
     assert "nothing to extend" in third.out and len(pq.read_table(folder / "results.parquet")) == 8
+
+    restored, store = tmp_path / "restored", f"sqlite:///{tmp_path / 'restored.db'}"
+    code = sweeper_cli.main(
+        ["restore", str(space), "--from-data", str(folder / "summary" / "data"), "--storage", str(restored)]
+        + ["--tracking-uri", store]
+    )
+    fourth = capsys.readouterr()
+    assert code == 0 and "8 trials of 2 look(s)" in fourth.out, fourth.out[-3000:] + fourth.err[-3000:]
+    state = json.loads((restored / NAME / "sweeper.json").read_text())
+    assert [(look["look"], look["seeds"]) for look in state["looks"]] == [(2, [3, 4])] and state["trials"] == 8
+    rows = pq.read_table(restored / NAME / "results.parquet").to_pylist()
+    assert sorted((r["trial_id"], r["seed"]) for r in rows) == sorted((r["trial_id"], r["seed"]) for r in results)
+
+    code = sweeper_cli.main(["summarize", NAME, "--storage", str(restored), "--tracking-uri", store, "--out", "again"])
+    assert code == 0, capsys.readouterr().err[-3000:]
+    run_ids = re.compile("[0-9a-f]{32}")
+    again = (tmp_path / "again" / "summary.md").read_text()
+    assert run_ids.sub("RUN", again) == run_ids.sub("RUN", summary)  # every table, test and reading of the design
+
+    code = sweeper_cli.main(["extend", NAME, "--storage", str(restored), "--tracking-uri", store])
+    fifth = capsys.readouterr()
+    assert code == 0 and "nothing to extend" in fifth.out, fifth.out[-3000:] + fifth.err[-3000:]
+    code = sweeper_cli.main(["resume", NAME, "--storage", str(restored), "--tracking-uri", store])
+    assert code == 2 and "restored from data and has no look to finish" in capsys.readouterr().err

@@ -64,11 +64,13 @@ def test_a_summary_and_a_submission_load_no_ray_tune():
 
 def test_a_sweeps_driver_its_summary_and_a_submission_load_no_torch():
     """Only a trial's process trains: the driver of `run`, `resume` and `extend` hands Tune a function by reference
-    (sweeper.running.trial_handoff), and the summary, the tracking store's checks and `submit` read names and
-    numbers. Importing torch and the model cost each such process 2-5 s of CPU, about 45 of them in the suite."""
+    (sweeper.running.trial_handoff), `restore` writes runs from data, and the summary, the tracking store's checks
+    and `submit` read names and numbers. Importing torch and the model cost each such process 2-5 s of CPU, about 45
+    of them in the suite."""
     code = (
         "import json, sys, sweeper.api, sweeper.cli, sweeper.running.runner, sweeper.running.extend,"
-        " sweeper.running.submit, sweeper.summary, sweeper.tracking.runs, sweeper.tracking.store\n"
+        " sweeper.running.restore, sweeper.running.submit, sweeper.summary, sweeper.tracking.runs,"
+        " sweeper.tracking.store\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')))"
     )
     assert json.loads(_run(code)) == []

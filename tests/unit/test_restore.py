@@ -1,0 +1,86 @@
+"""`sweeper restore` before it writes (#69): a space that is not the data's sweep's, or whose design is not the one
+the sweep froze, or storage that holds the sweep already, is one line and exit 2 with nothing written; the pieces
+it rebuilds with read back as the data holds them (MLflow names, the looks). The whole path, restored and extended,
+is tests/e2e/test_designed_study.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sweeper import cli
+from sweeper.running.restore import restored_looks
+from sweeper.space.spec import load_spec
+from sweeper.summary.data import read_data
+from sweeper.tracking.metrics import METRICS, mlflow_name, report_key
+
+ROOT = Path(__file__).resolve().parents[2]
+SPACE = ROOT / "search_spaces" / "sact_study_tatoeba_cpu_designed.yaml"
+DATA = ROOT / "docs" / "results" / "sact_study_tatoeba_cpu_designed" / "data"
+
+
+@pytest.fixture(scope="module")
+def snapshot():
+    return read_data(DATA)
+
+
+def test_every_metric_of_a_committed_trial_reads_back_under_the_name_it_is_logged_as(snapshot):
+    keys = {key for record in snapshot.records for key in (*record.metrics, *record.curves)}
+    keys |= {metric.name for metric in METRICS if not metric.prefix} | {f"{m.name}_best" for m in METRICS if m.best}
+    assert len(keys) > 40
+    assert {key: report_key(mlflow_name(key)) for key in keys} == {key: key for key in keys}
+    assert mlflow_name("bleu_dev") != "bleu_dev"  # grouped, as a sweep logs it (bleu/dev), not flat
+
+
+def test_the_looks_a_restored_sweep_records_are_those_its_seeds_reached(snapshot):
+    looks = restored_looks(load_spec(SPACE), snapshot.records)
+    rows = ["scaled_dot+none", "scaled_dot+sact4", "scaled_dot+tau0.89"]
+    assert [(look["look"], look["seeds"], look["trials"], look["rows"], look["done"]) for look in looks] == [
+        (2, [4, 5, 6], 9, rows, True),
+        (3, [7, 8, 9], 9, rows, True),
+    ]
+
+
+def changed_space(tmp_path: Path, change) -> Path:
+    space = yaml.safe_load(SPACE.read_text())
+    change(space)
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(space))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda s: s.update(name="other"), "name: the data is of sweep 'sact-designed', the space names 'other'"),
+        (lambda s: s.pop("design"), "design: only a designed sweep is restored"),
+        (lambda s: s["design"].update(effect=0.4), "is not the one the sweep froze (cbd05c10dc902937)"),
+    ],
+)
+def test_a_space_that_is_not_the_datas_sweeps_is_one_line_and_nothing_is_written(tmp_path, capsys, change, says):
+    space = changed_space(tmp_path, change)
+    storage, store = tmp_path / "sweeps", tmp_path / "mlflow.db"
+    argv = ["restore", str(space), "--from-data", str(DATA), "--storage", str(storage)]
+    code = cli.main([*argv, "--tracking-uri", f"sqlite:///{store}"])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and err.count("\n") == 1, err
+    assert not storage.exists() and not store.exists()
+
+
+def test_storage_that_holds_the_sweep_is_refused_before_the_tracking_store_is_made(tmp_path, capsys):
+    (tmp_path / "sweeps" / "sact-designed").mkdir(parents=True)
+    (tmp_path / "sweeps" / "sact-designed" / "sweeper.json").write_text("{}")
+    store = tmp_path / "mlflow.db"
+    argv = ["restore", str(SPACE), "--from-data", str(DATA), "--storage", str(tmp_path / "sweeps")]
+    code = cli.main([*argv, "--tracking-uri", f"sqlite:///{store}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "is already stored under" in err and err.count("\n") == 1, err
+    assert not store.exists() and (tmp_path / "sweeps" / "sact-designed" / "sweeper.json").read_text() == "{}"
+
+
+def test_data_that_is_not_there_is_one_line(tmp_path, capsys):
+    code = cli.main(["restore", str(SPACE), "--from-data", str(tmp_path), "--storage", str(tmp_path / "sweeps")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no summary data here" in err and not (tmp_path / "sweeps").exists(), err
