@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 from mlflow.entities import Metric as MlflowMetric
+from mlflow.entities import RunTag
 
 import sweeper.storage.conditional_writes as conditional_writes
 from sweeper.running.driver_lock import sweep_lock
@@ -53,11 +54,11 @@ from sweeper.tracking.metrics import (
 )
 from sweeper.tracking.mlflow_view import share_view
 from sweeper.tracking.names import run_name
-from sweeper.tracking.runs import PARENT, MlflowTrackingCallback
+from sweeper.tracking.runs import MlflowTrackingCallback
 
 RESTORED_FROM = "sweeper.restored_from"  # a restored trial run's tag: the run id it was made from
-NOT_RESTORED_TAGS = ("mlflow.loggedArtifacts", "mlflow.log-model.history")  # artifacts and models the data lacks
-METRICS_PER_CALL = 1000  # MLflow's log_batch takes at most 1,000 metrics
+NOT_RESTORED = ("mlflow.loggedArtifacts", "mlflow.log-model.history")  # tags of artifacts and models the data lacks
+METRICS_PER_CALL, TAGS_PER_CALL = 1000, 100  # the most MLflow's log_batch takes of each
 
 
 def restore_sweep(spec: SweepSpec, data_dir: Path, storage_uri: str, tracking_uri: str | None) -> int:
@@ -161,10 +162,13 @@ def restore_trial(callback: MlflowTrackingCallback, record: TrialRecord, snapsho
     run_id, _ = callback.tracker.trial_run(
         callback.parent_id, record.trial_id, record.variant, params, look_first=False, run_colour=colour, name=name
     )
-    tags = {key: value for key, value in record.tags.items() if key not in NOT_RESTORED_TAGS and key != PARENT}
-    tags |= {PARENT: callback.parent_id, RESTORED_FROM: record.run_id}
-    for key, value in tags.items():
-        client.set_tag(run_id, key, value)
+    # the sweep's own tags (role, parent, trial, variant, name, colour) are never the data's; the trial's provenance
+    # (the code and versions it ran with) is the data's, not this machine's
+    own = set(client.get_run(run_id).data.tags) - set(callback.tracker.source)
+    tags = [RunTag(key, value) for key, value in record.tags.items() if key not in own and key not in NOT_RESTORED]
+    tags.append(RunTag(RESTORED_FROM, record.run_id))
+    for start in range(0, len(tags), TAGS_PER_CALL):
+        client.log_batch(run_id, tags=tags[start : start + TAGS_PER_CALL])
     metrics = trial_metrics(record)
     for start in range(0, len(metrics), METRICS_PER_CALL):
         client.log_batch(run_id, metrics=metrics[start : start + METRICS_PER_CALL])

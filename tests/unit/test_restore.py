@@ -84,3 +84,26 @@ def test_data_that_is_not_there_is_one_line(tmp_path, capsys):
     code = cli.main(["restore", str(SPACE), "--from-data", str(tmp_path), "--storage", str(tmp_path / "sweeps")])
     err = capsys.readouterr().err
     assert code == 2 and "no summary data here" in err and not (tmp_path / "sweeps").exists(), err
+
+
+def test_a_restored_run_keeps_its_provenance_but_never_the_datas_claim_to_another_role(tmp_path, snapshot):
+    """Data is read, never trusted: a trial's tags that claim to be the sweep's parent run, of another parent or
+    another trial are not restored as such; the code it ran with is its own, not the restoring machine's."""
+    from dataclasses import replace
+
+    from mlflow.tracking import MlflowClient
+
+    from sweeper.summary.data import write_data
+
+    first = snapshot.records[-1]  # the oldest trial: seed 1
+    claims = {"sweeper.role": "sweep", "mlflow.parentRunId": "0" * 32, "sweeper.trial_id": "forged"}
+    hostile = replace(first, tags={**first.tags, **claims})
+    write_data(replace(snapshot, records=[hostile]), tmp_path)
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    argv = ["restore", str(SPACE), "--from-data", str(tmp_path / "data"), "--storage", str(tmp_path / "sweeps")]
+    assert cli.main([*argv, "--tracking-uri", store]) == 0
+    [run] = MlflowClient(store).search_runs(["1"], filter_string="tags.`sweeper.role` = 'trial'")
+    tags = run.data.tags
+    assert tags["sweeper.trial_id"] == first.trial_id and tags["mlflow.parentRunId"] != "0" * 32
+    assert tags["sweeper.restored_from"] == first.run_id
+    assert tags["mlflow.source.git.commit"] == first.tags["mlflow.source.git.commit"]
