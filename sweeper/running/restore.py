@@ -31,13 +31,15 @@ from sweeper.running.runner import (
     new_state,
     open_sweep,
     planned_shared_words,
+    resolved_base,
     results_table,
     sweep_view,
     tracking_callback,
+    trial_config,
 )
 from sweeper.space.design import digest as design_digest
 from sweeper.space.spec import SpecError, SweepSpec
-from sweeper.storage.store import open_storage
+from sweeper.storage.store import Storage, open_storage
 from sweeper.storage.stored import LINK_KEY, RESTORED, STATE_FILE
 from sweeper.summary.data import read_data
 from sweeper.summary.records import SweepSnapshot, TrialRecord
@@ -51,6 +53,7 @@ from sweeper.tracking.metrics import (
     final_result,
     is_logged,
     mlflow_name,
+    report_key,
 )
 from sweeper.tracking.mlflow_view import share_view
 from sweeper.tracking.names import run_name
@@ -58,24 +61,21 @@ from sweeper.tracking.runs import MlflowTrackingCallback
 
 RESTORED_FROM = "sweeper.restored_from"  # a restored trial run's tag: the run id it was made from
 NOT_RESTORED = ("mlflow.loggedArtifacts", "mlflow.log-model.history")  # tags of artifacts and models the data lacks
+MACHINE_KEYS = ("data.cache_dir",)  # a trial config's keys that name the machine's folders, not the question
 METRICS_PER_CALL, TAGS_PER_CALL = 1000, 100  # the most MLflow's log_batch takes of each
 
 
 def restore_sweep(spec: SweepSpec, data_dir: Path, storage_uri: str, tracking_uri: str | None) -> int:
     """The sweep of `spec` rebuilt from `data_dir` in new storage and a tracking store; everything checked (the data,
-    the design's digest, that no sweep of this name is stored there) before anything is written."""
+    that its trials are this space's, the design's digest, that no sweep of this name is stored there) before
+    anything is written."""
     snapshot = read_data(data_dir)
-    check_restorable(spec, snapshot, data_dir)
-    if open_storage(storage_uri, "sweeper restore").below(spec.name).exists(STATE_FILE):
-        raise SpecError(
-            "--storage",
-            f"a sweep named {spec.name!r} is already stored under {storage_uri}: restore into another --storage (a "
-            "restore never writes over a sweep)",
-            "sweeper restore",
-        )
-    checked = open_sweep(spec, storage_uri, tracking_uri, "sweeper restore")
+    check_restorable(spec, snapshot, f"{data_dir}: data")
+    check_no_sweep(open_storage(storage_uri, "sweeper restore").below(spec.name), spec.name, storage_uri)
+    checked = open_sweep(spec, storage_uri, tracking_uri, "sweeper restore")  # may create a SQLite store
     experiment = checked.storage.below(spec.name)
     with sweep_lock(experiment, spec.name, "sweeper restore"):
+        check_no_sweep(experiment, spec.name, storage_uri)  # again under the lock: no driver writes it meanwhile
         callback = tracking_callback(
             spec, checked.uri, "", checked.base, experiment.uri, None, planned_shared_words(spec)
         )
@@ -89,19 +89,18 @@ def restore_sweep(spec: SweepSpec, data_dir: Path, storage_uri: str, tracking_ur
             link = share_view(tracker.client, checked.uri, tracker.experiment_id, parent_id, sweep_view(spec))
             # oldest first, as they ran: MLflow lists a sweep's runs newest first, the order the data holds them in
             rows = [restore_trial(callback, record, snapshot) for record in reversed(snapshot.records)][::-1]
-        except BaseException:  # no sweeper.json yet: the storage holds nothing, the half-made parent says FAILED
+            experiment.write_parquet(results_table(rows, spec.significance), RESULTS_FILE)
+            record = new_state(spec, checked.uri, parent_id, tracker.experiment_id, checked.base, len(rows), None, None)
+            record |= {LINK_KEY: link, "looks": restored_looks(spec, snapshot.records)}
+            record[RESTORED] = {"parent_run_id": snapshot.parent_id, "trials": len(rows)}
+            conditional_writes.write_record(experiment, json.dumps(record, indent=2), STATE_FILE)  # the last write
+        except BaseException:  # no sweeper.json: the storage holds no sweep, the half-made parent says FAILED
             tracker.client.set_terminated(parent_id, "FAILED")
             raise
-        record = new_state(spec, checked.uri, parent_id, tracker.experiment_id, checked.base, len(rows), None, None)
-        record |= {LINK_KEY: link, "looks": restored_looks(spec, snapshot.records)}
-        record[RESTORED] = {"parent_run_id": snapshot.parent_id, "trials": len(rows)}
-        conditional_writes.write_record(experiment, json.dumps(record, indent=2), STATE_FILE)
-        experiment.write_parquet(results_table(rows, spec.significance), RESULTS_FILE)
         tracker.client.set_terminated(parent_id, "FINISHED")
-    looks = 1 + len(record["looks"])
     print(
-        f"sweep {spec.name} restored from {data_dir}: {len(rows)} trials of {looks} look(s) (from MLflow run "
-        f"{snapshot.parent_id}); storage {experiment.uri}; tracking {checked.uri}\n"
+        f"sweep {spec.name} restored from {data_dir}: {len(rows)} trials of {1 + len(record['looks'])} look(s) (from "
+        f"MLflow run {snapshot.parent_id}); storage {experiment.uri}; tracking {checked.uri}\n"
         f"MLflow: {link}\nnext look: sweeper extend {spec.name} --storage {checked.storage.uri} --tracking-uri "
         f"{checked.uri}",
         flush=True,
@@ -109,9 +108,20 @@ def restore_sweep(spec: SweepSpec, data_dir: Path, storage_uri: str, tracking_ur
     return 0
 
 
-def check_restorable(spec: SweepSpec, snapshot: SweepSnapshot, data_dir: Path) -> None:
-    """The space must be the data's sweep's, with the design it froze: same name, a design, the same digest."""
-    where = f"{data_dir}: data/sweep.json"
+def check_no_sweep(experiment: Storage, name: str, storage_uri: str) -> None:
+    if experiment.exists(STATE_FILE):
+        raise SpecError(
+            "--storage",
+            f"a sweep named {name!r} is already stored under {storage_uri}: restore into another --storage (a restore "
+            "never writes over a sweep)",
+            "sweeper restore",
+        )
+
+
+def check_restorable(spec: SweepSpec, snapshot: SweepSnapshot, where: str) -> None:
+    """The data must be of this space's sweep: same name, the design it froze (same digest), every trial one of the
+    space's rows with the space's settings (the machine's cache folder aside) at a seed the design allows, and every
+    metric under an MLflow name of its own."""
     if snapshot.name != spec.name:
         raise SpecError("name", f"the data is of sweep {snapshot.name!r}, the space names {spec.name!r}", where)
     if not spec.design.declared or not snapshot.design_digest:
@@ -128,6 +138,31 @@ def check_restorable(spec: SweepSpec, snapshot: SweepSnapshot, data_dir: Path) -
             f"({snapshot.design_digest}): a design is never changed after its first result",
             where,
         )
+    base, rows = resolved_base(spec), {plan.variant: plan.params for plan in spec.plan}
+    first = spec.base_config.train.seed
+    for record in snapshot.records:
+        seed = record.config.train.seed
+        if record.variant not in rows or not first <= seed < first + spec.design.max_seeds:
+            raise SpecError(
+                "trials",
+                f"trial {record.trial_id} ({record.variant}, seed {seed}) is not a trial of this space's design "
+                f"(rows {', '.join(rows)}; seeds {first}-{first + spec.design.max_seeds - 1})",
+                where,
+            )
+        planned = trial_config(base, rows[record.variant], seed).flat()
+        differs = sorted(k for k, v in record.config.flat().items() if k not in MACHINE_KEYS and planned.get(k) != v)
+        if differs:
+            raise SpecError("trials", f"trial {record.trial_id} ran with other settings: {', '.join(differs)}", where)
+        check_metric_names(record, where)
+
+
+def check_metric_names(record: TrialRecord, where: str) -> None:
+    """Each of a trial's metrics under an MLflow name that reads back as itself and as no other of its metrics."""
+    keys = {*record.metrics, *record.curves, *record.settings}
+    names = {key: mlflow_name(key) for key in keys}
+    clash = [key for key in sorted(keys) if report_key(names[key]) != key or list(names.values()).count(names[key]) > 1]
+    if clash:
+        raise SpecError(f"run {record.run_id}", f"metrics {', '.join(clash[:5])} read back as another name", where)
 
 
 def restored_looks(spec: SweepSpec, records: list[TrialRecord]) -> list[dict[str, Any]]:
@@ -227,7 +262,8 @@ def restored_row(record: TrialRecord, run_id: str, shown: str) -> dict[str, Any]
     cfg, curves = record.config, record.curves
     params = cfg.flat()
     dev = curves.get("bleu_dev", [])
-    by = curves.get(cfg.train.early_stopping_metric) or dev  # runner.tested_epoch: the first best, as training keeps
+    by = curves.get(cfg.train.early_stopping_metric, [])  # runner.tested_epoch: the first best, as training keeps it
+    by = by if len(by) == len(dev) else dev
     tested = max(range(len(by)), key=by.__getitem__) if by else None
     row: dict[str, Any] = {
         "trial_id": record.trial_id,

@@ -27,7 +27,7 @@ from nmt_core.config import ConfigError
 from nmt_core.gates.decoders import TEXT_LIMIT, read_json_file, read_parquet_file
 from nmt_core.training.evaluate import ALIGNMENT_STATS
 from sweeper.summary.records import SweepSnapshot, TrialRecord
-from sweeper.summary.stored_data import check_records, check_sweep_name, recorded_space
+from sweeper.summary.stored_data import check_records, check_sweep_name, check_test_sets, recorded_space
 
 DATA_DIR = "data"
 TRIAL_JSON = ("params", "metrics", "curves", "tags", "settings", "pbt_events")  # TrialRecord's fields kept as JSON
@@ -108,7 +108,7 @@ def read_data(folder: Path) -> SweepSnapshot:
         ConfigError
     ) as err:  # a file nmt_core.gates.decoders refused (not Parquet, too many rows, not JSON): it says why
         raise ConfigError("--from-data", f"{folder}: unreadable summary data ({err})") from None
-    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as err:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, pa.ArrowException) as err:
         raise ConfigError("--from-data", f"{folder}: unreadable summary data ({type(err).__name__})") from None
 
 
@@ -125,6 +125,9 @@ def snapshot_of(data: Path) -> SweepSnapshot:
     for row in read_parquet_file(data / "references.parquet", ConfigError, within=data).to_pylist():
         references.setdefault(row["set"], []).append(row["reference"])
     translations, alignment = read_sentences(data / "sentences.parquet")
+    check_test_sets([*references, *(name for sets in translations.values() for name in sets)], "data/*.parquet: set")
+    if any(set(translations.get(record.run_id, {})) != set(references) for record in records):
+        raise ConfigError("sentences.parquet", "every trial must hold a hypothesis per test set of references.parquet")
     traces = {
         (path.stem, path.parent.relative_to(data / "traces").as_posix()): read_parquet_file(
             path, ConfigError, within=data

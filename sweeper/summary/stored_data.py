@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from nmt_core.config import ConfigError
+from nmt_core.config import EPOCHS, ConfigError
 from sweeper.space.spec import NAME_RULE, RecordedSpace, SpecError, read_objectives, read_section
 from sweeper.summary.records import TrialRecord
 from sweeper.tracking.metrics import VARIANT, VARIANT_NAME
@@ -74,6 +74,10 @@ def check_records(records: list[TrialRecord], source: str) -> None:
         where = f"{source}: run {record.run_id[:NAME_CHARS]!r}"
         for key in ("run_id", "trial_id", "variant"):
             check_name(getattr(record, key) or "?", key, source)
+        if not isinstance(record.tags, dict) or not all(
+            isinstance(v, str) for v in (*record.tags, *record.tags.values())
+        ):
+            raise SpecError("tags", "must map names to text, as MLflow holds a run's tags", where)
         for key in NAME_TAGS:
             if key in record.tags:
                 check_name(record.tags[key], f"tags.{key}", where)
@@ -93,8 +97,17 @@ def _check_numbers(record: TrialRecord, where: str) -> None:
         for value in values:
             check_metric(key, value, f"curves.{key}", where)
     for key, by_epoch in record.settings.items():
-        for value in by_epoch.values():
+        for epoch, value in by_epoch.items():
+            if not 0 < epoch <= EPOCHS:
+                raise SpecError(f"settings.{key}", f"epochs must lie in [1, {EPOCHS:,}] (got {epoch})", where)
             check_metric(key, value, f"settings.{key}", where)
+
+
+def check_test_sets(names: list[Any], source: str) -> None:
+    """A test set's name: a file name in a trial's artifacts (translations/<set>.txt) and a column of the tables, so
+    a sweep name's rule (never '..', a '/' or a newline)."""
+    for name in names:
+        check_name(name, "set", source, NAME_RULE)
 
 
 def check_metric(name: str, value: Any, key: str, where: str) -> float:

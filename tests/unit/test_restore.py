@@ -5,6 +5,7 @@ is tests/e2e/test_designed_study.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import yaml
 from sweeper import cli
 from sweeper.running.restore import restored_looks
 from sweeper.space.spec import load_spec
-from sweeper.summary.data import read_data
+from sweeper.summary.data import read_data, write_data
 from sweeper.tracking.metrics import METRICS, mlflow_name, report_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,24 +87,63 @@ def test_data_that_is_not_there_is_one_line(tmp_path, capsys):
     assert code == 2 and "no summary data here" in err and not (tmp_path / "sweeps").exists(), err
 
 
+def one_trial_data(folder: Path, snapshot, **changes) -> list[str]:
+    """The data of the oldest committed trial alone, its record changed by `changes` (the snapshot's references and
+    translations with `sets`); the arguments that restore it into `folder`."""
+    first = snapshot.records[-1]  # the oldest trial: seed 1
+    sets = changes.pop("sets", None)
+    record = replace(first, **changes)
+    data = replace(snapshot, records=[record])
+    if sets:
+        data = replace(data, references=sets, translations={first.run_id: sets})
+    write_data(data, folder)
+    store = f"sqlite:///{folder / 'mlflow.db'}"
+    return ["restore", str(SPACE), "--from-data", str(folder / "data"), "--storage", str(folder / "sweeps")] + [
+        "--tracking-uri",
+        store,
+    ]
+
+
 def test_a_restored_run_keeps_its_provenance_but_never_the_datas_claim_to_another_role(tmp_path, snapshot):
     """Data is read, never trusted: a trial's tags that claim to be the sweep's parent run, of another parent or
     another trial are not restored as such; the code it ran with is its own, not the restoring machine's."""
-    from dataclasses import replace
-
     from mlflow.tracking import MlflowClient
 
-    from sweeper.summary.data import write_data
-
-    first = snapshot.records[-1]  # the oldest trial: seed 1
+    first = snapshot.records[-1]
     claims = {"sweeper.role": "sweep", "mlflow.parentRunId": "0" * 32, "sweeper.trial_id": "forged"}
-    hostile = replace(first, tags={**first.tags, **claims})
-    write_data(replace(snapshot, records=[hostile]), tmp_path)
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    argv = ["restore", str(SPACE), "--from-data", str(tmp_path / "data"), "--storage", str(tmp_path / "sweeps")]
-    assert cli.main([*argv, "--tracking-uri", store]) == 0
+    argv = one_trial_data(tmp_path, snapshot, tags={**first.tags, **claims})
+    store = argv[-1]
+    assert cli.main(argv) == 0
     [run] = MlflowClient(store).search_runs(["1"], filter_string="tags.`sweeper.role` = 'trial'")
     tags = run.data.tags
     assert tags["sweeper.trial_id"] == first.trial_id and tags["mlflow.parentRunId"] != "0" * 32
     assert tags["sweeper.restored_from"] == first.run_id
     assert tags["mlflow.source.git.commit"] == first.tags["mlflow.source.git.commit"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"sets": {"../../escape": ["x"]}}, "set: must match"),  # a file name in the trial's artifacts
+        ({"params": "train.seed=100000"}, "is not a trial of this space's design"),
+        ({"params": "train.epochs=8"}, "ran with other settings: train.epochs"),
+        ({"params": "attention.temperature=learned"}, "is not a trial of this space's design"),
+        ({"metrics": {"result/bleu_test_avg": 99.0}}, "read back as another name"),  # would shadow bleu_test_avg
+    ],
+)
+def test_data_that_is_not_this_spaces_sweep_is_one_line_and_nothing_is_written(
+    tmp_path, snapshot, capsys, changes, says
+):
+    first = snapshot.records[-1]
+    if "params" in changes:
+        key, value = changes.pop("params").split("=")
+        changes["params"] = {**first.params, key: value}
+        changes["variant"] = first.variant if key != "attention.temperature" else "scaled_dot+learned"
+    if "metrics" in changes:
+        changes["metrics"] = {**first.metrics, **changes["metrics"]}
+    argv = one_trial_data(tmp_path, snapshot, **changes)
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and err.count("\n") == 1, err
+    assert not (tmp_path / "sweeps").exists() and not (tmp_path / "mlflow.db").exists()
+    assert not (tmp_path.parent / "escape.txt").exists()
