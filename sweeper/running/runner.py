@@ -966,10 +966,10 @@ def settle(
     experiment, parent_id, significance = storage.below(tracker.experiment), state.parent_run_id, state.significance
     record_finishing(experiment, state)
     names = callback.naming  # results.parquet's and the ranking's names, as MLflow's
+    look = pending_look(state)  # a designed sweep's look: its trials lie in its own folder below the sweep's
     if not callback.flush(TRACKING_WAIT_S):  # results are safe in storage; MLflow gets them on resume
-        rows = with_earlier_looks(
-            experiment, state, result_rows(grid, callback.outcomes, None, parent_id, state.base, names=names)
-        )
+        rows = result_rows(grid, callback.outcomes, None, parent_id, state.base, names=names)
+        rows = with_earlier_looks(experiment, state, below_look(rows, look))
         spent = sweep_spending(rows, state, accountant)
         experiment.write_parquet(results_table(rows, significance, spent), RESULTS_FILE)
         print(
@@ -980,7 +980,7 @@ def settle(
         record_end(experiment, None, state, 3, rows, callback.load(), spent)
         return Ending(3, rows)
     rows = result_rows(grid, callback.outcomes, tracker, parent_id, state.base, callback.run_ids(), names)
-    rows = with_earlier_looks(experiment, state, rows)
+    rows = with_earlier_looks(experiment, state, below_look(rows, look))
     spent = sweep_spending(rows, state, accountant)
     table = results_table(rows, significance, spent)
     experiment.write_parquet(table, RESULTS_FILE)
@@ -1060,6 +1060,16 @@ def print_links(state: SweepState, tracker: SweepTracker) -> None:
         print(f"every trial, a dot per seed and the parallel coordinates: {page(tracker.uri, trials, port)}")
         print(f"translations side by side (the first 10 trials by best dev BLEU): {translations}")
     print(f"MLflow: {link}")  # the sweep's last line: where to compare its trials
+
+
+def below_look(rows: list[dict[str, Any]], look: str | None) -> list[dict[str, Any]]:
+    """A look's rows with their checkpoints named from the sweep's folder (`look-4/<trial>/checkpoint_...`), where
+    the models of `tracking.models` and `sweeper promote` read them (named from the look's folder, look 4's best
+    models were looked for below the sweep's and not found)."""
+    for row in rows if look else []:
+        if row.get("checkpoint"):
+            row["checkpoint"] = posixpath.join(look, row["checkpoint"])
+    return rows
 
 
 def with_earlier_looks(experiment: Storage, state: SweepState, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -385,6 +385,7 @@ def alignment_sets(records: list[TrialRecord]) -> list[str]:
 def read_trials(client: MlflowClient, name: str, run_id: str | None, folder: Path, key: str = "NAME") -> SweepSnapshot:
     """A sweep's space, finished trials and test references, without the trials' artifacts: what joining sweeps
     (combine) and choosing each row's rate (choose) decide on, so that only the trials kept are downloaded."""
+    repository.cache_clear()  # a repository's download budget and deadline (the gate's BoundedCopy) are one read's
     experiment_id, parent_id = find_parent(client, name, run_id, key)
     parent = client.get_run(parent_id)
     try:
@@ -452,8 +453,10 @@ def read_artifacts(client: MlflowClient, snapshot: SweepSnapshot, folder: Path) 
 
 @cache
 def repository(root: str, tracking_uri: str) -> ArtifactRepository:
-    """One artifact repository per store root, shared by every download: a tracking server's is asked what it
-    supports once, before its first download, not once per file."""
+    """One artifact repository per store root, shared by every download of one read (read_trials clears them): a
+    tracking server's is asked what it supports once, before its first download, not once per file. Not longer: a
+    local repository's downloads share one budget and one deadline from its making (DOWNLOAD_S), and a driver that
+    reads its sweep after each look (`sweeper extend --until-decided`) outlived it at look 4's end."""
     return get_artifact_repository(root, tracking_uri)
 
 

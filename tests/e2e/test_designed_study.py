@@ -71,6 +71,7 @@ def test_a_designed_sweep_is_extended_look_by_look_and_read_at_its_looks(
         for variant in {r["variant"] for r in results}
     }
     assert sorted(seeds.values()) == [[1, 2, 3, 4], [1, 2, 3, 4]] and all(r["status"] == "TERMINATED" for r in results)
+    assert all((folder / r["checkpoint"] / "last.pt").is_file() for r in results)  # look 2's below look-2/
     client = MlflowClient(mlflow_server.uri)
     parents, children = child_runs(client, NAME)
     assert len(parents) == 1 and len(children) == 8  # one parent run: every look's trials are its children

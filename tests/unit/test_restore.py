@@ -147,3 +147,20 @@ def test_data_that_is_not_this_spaces_sweep_is_one_line_and_nothing_is_written(
     assert code == 2 and says in err and err.count("\n") == 1, err
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "mlflow.db").exists()
     assert not (tmp_path.parent / "escape.txt").exists()
+
+
+def test_each_summary_of_a_long_lived_driver_reads_within_its_own_download_deadline(tmp_path, snapshot, monkeypatch):
+    """`sweeper extend --until-decided` reads its sweep after every look in one process: a later read must not find
+    the artifact repository an earlier read made, whose deadline (the gate's DOWNLOAD_S) has passed."""
+    import time
+
+    import nmt_core.gates.artifact_locations as artifact_locations
+    from sweeper.summary.report import summarize
+
+    argv = one_trial_data(tmp_path, snapshot)
+    assert cli.main(argv) == 0
+    monkeypatch.setattr(artifact_locations, "DOWNLOAD_S", 3.0)
+    summarize("sact-designed", argv[-1], tmp_path / "first", ["md"])
+    time.sleep(3.5)  # the first read's repository is past its deadline now
+    summary = summarize("sact-designed", argv[-1], tmp_path / "second", ["md"])
+    assert len(summary.rows) == 1
