@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import statistics
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ def restore_sweep(spec: SweepSpec, data_dir: Path, storage_uri: str, tracking_ur
         tracker = callback.tracker
         plan = {"source": spec.source, "trials": len(snapshot.records), "algorithm": spec.search.algorithm}
         plan.update(scheduler=spec.scheduler.type, storage=experiment.uri, models=spec.models)
-        plan.update(design=design_digest(spec.design), restored_from=snapshot.parent_id)
+        plan.update(design=snapshot.design_digest, restored_from=snapshot.parent_id)  # the space's (checked above)
         parent_id = tracker.start_sweep(spec.text, plan)
         callback.parent_id = parent_id
         try:
@@ -131,10 +132,10 @@ def check_restorable(spec: SweepSpec, snapshot: SweepSnapshot, where: str) -> No
             "`sweeper extend` is what needs it",
             where,
         )
-    if design_digest(spec.design) != snapshot.design_digest:
+    if (digest := design_digest(spec.design)) != snapshot.design_digest:
         raise SpecError(
             "design",
-            f"the space's design (digest {design_digest(spec.design)}) is not the one the sweep froze "
+            f"the space's design (digest {digest}) is not the one the sweep froze "
             f"({snapshot.design_digest}): a design is never changed after its first result",
             where,
         )
@@ -160,7 +161,8 @@ def check_metric_names(record: TrialRecord, where: str) -> None:
     """Each of a trial's metrics under an MLflow name that reads back as itself and as no other of its metrics."""
     keys = {*record.metrics, *record.curves, *record.settings}
     names = {key: mlflow_name(key) for key in keys}
-    clash = [key for key in sorted(keys) if report_key(names[key]) != key or list(names.values()).count(names[key]) > 1]
+    uses = Counter(names.values())
+    clash = [key for key in sorted(keys) if report_key(names[key]) != key or uses[names[key]] > 1]
     if clash:
         raise SpecError(f"run {record.run_id}", f"metrics {', '.join(clash[:5])} read back as another name", where)
 

@@ -631,6 +631,12 @@ def resume_sweep(
     """An interrupted sweep: everything checked (open_resume), then its driver's lock taken, then Ray and the
     Tuner: a resume refused by a check or by a live driver has written nothing. `budget` replaces the state's."""
     storage, state, uri, job = open_resume(name, storage_uri, tracking_uri)
+    if RESTORED in state.record and not pending_look(state):  # its earlier looks have no Tune state to resume
+        raise SpecError(
+            "NAME",
+            f"sweep {name!r} was restored from data and has no look to finish: `sweeper extend {name}` runs its next",
+            "sweeper resume",
+        )
     if budget is not None:
         state = state.with_record(state.name, budget=budget)
     hook = webhook_url(state.webhook)
@@ -670,12 +676,6 @@ def open_resume(
             "NAME",
             f"no sweep named {name!r} to {command.split()[-1]} under {storage.uri} (pass the --storage the sweep "
             "ran with)",
-            command,
-        )
-    if command == "sweeper resume" and RESTORED in state.record and not pending_look(state):
-        raise SpecError(
-            "NAME",
-            f"sweep {name!r} was restored from data and has no look to finish: `sweeper extend {name}` runs its next",
             command,
         )
     uri = resolve_uri(choose_tracking_uri(tracking_uri, state.tracking_uri))
