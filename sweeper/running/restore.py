@@ -27,6 +27,7 @@ from mlflow.entities import Metric as MlflowMetric
 from mlflow.entities import RunTag
 
 import sweeper.storage.conditional_writes as conditional_writes
+from nmt_core.gates.gate import clip_path
 from sweeper.running.driver_lock import sweep_lock
 from sweeper.running.runner import (
     new_state,
@@ -71,7 +72,7 @@ def restore_sweep(spec: SweepSpec, data_dir: Path, storage_uri: str, tracking_ur
     that its trials are this space's, the design's digest, that no sweep of this name is stored there) before
     anything is written."""
     snapshot = read_data(data_dir)
-    check_restorable(spec, snapshot, f"{data_dir}: data")
+    check_restorable(spec, snapshot, f"{clip_path(data_dir)}: data")
     check_no_sweep(open_storage(storage_uri, "sweeper restore").below(spec.name), spec.name, storage_uri)
     checked = open_sweep(spec, storage_uri, tracking_uri, "sweeper restore")  # may create a SQLite store
     experiment = checked.storage.below(spec.name)
@@ -100,8 +101,8 @@ def restore_sweep(spec: SweepSpec, data_dir: Path, storage_uri: str, tracking_ur
             raise
         tracker.client.set_terminated(parent_id, "FINISHED")
     print(
-        f"sweep {spec.name} restored from {data_dir}: {len(rows)} trials of {1 + len(record['looks'])} look(s) (from "
-        f"MLflow run {snapshot.parent_id}); storage {experiment.uri}; tracking {checked.uri}\n"
+        f"sweep {spec.name} restored from {clip_path(data_dir)}: {len(rows)} trials of {1 + len(record['looks'])} "
+        f"look(s) (from MLflow run {snapshot.parent_id}); storage {experiment.uri}; tracking {checked.uri}\n"
         f"MLflow: {link}\nnext look: sweeper extend {spec.name} --storage {checked.storage.uri} --tracking-uri "
         f"{checked.uri}",
         flush=True,
@@ -113,8 +114,8 @@ def check_no_sweep(experiment: Storage, name: str, storage_uri: str) -> None:
     if experiment.exists(STATE_FILE):
         raise SpecError(
             "--storage",
-            f"a sweep named {name!r} is already stored under {storage_uri}: restore into another --storage (a restore "
-            "never writes over a sweep)",
+            f"a sweep named {name!r} is already stored under {clip_path(storage_uri)}: restore into another --storage "
+            "(a restore never writes over a sweep)",
             "sweeper restore",
         )
 
