@@ -31,6 +31,7 @@ import pytest
 import torch
 
 from nmt_core.config import TrialConfig, build_config
+from nmt_core.gates.gate import network_environment
 
 TINY = {
     "data": {"corpus": "synthetic"},
@@ -70,11 +71,18 @@ MLFLOW_URI_HOLDERS = {
 }
 
 
+# what a command run in the test's process exports for the rest of its process: the store MLflow's calls go to, and
+# the network settings configure_network sets where unset (a value already set wins, so a later test's shorter
+# NMT_SWEEPER_TIMEOUT would find the first command's 10 s in libpq's and MLflow's timeouts)
+PROCESS_SETTINGS = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", *network_environment())
+
+
 @pytest.fixture(autouse=True)
 def _mlflow_store_put_back():
     """A test that points MLflow's process-wide store somewhere (mlflow.set_tracking_uri also exports
-    $MLFLOW_TRACKING_URI, which every command reads first) must not send the next test's sweeps there."""
-    variables = {name: os.environ.get(name) for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
+    $MLFLOW_TRACKING_URI, which every command reads first) must not send the next test's sweeps there, nor leave it
+    the network settings its commands exported."""
+    variables = {name: os.environ.get(name) for name in PROCESS_SETTINGS}
     saved = {
         module: getattr(sys.modules[module], name, None) if module in sys.modules else None
         for module, name in MLFLOW_URI_HOLDERS.items()
