@@ -207,15 +207,18 @@ def read_record(experiment: Storage, file: str) -> dict[str, Any] | None:
     return record
 
 
-def settled(read: Callable[[], T], attempts: int = 3) -> T:
+def settled(read: Callable[[], T], experiment: Storage, attempts: int = 3) -> T:
     """A record a driver rewrites while it is read: object storage's reader asks an object's size, then its bytes,
     and a rewrite between the two gives a torn read, which reads as damage. Damage stays; a torn read does not.
-    Past the command's deadline (nmt_core/gates/deadline.py) a read is not tried again: it would fail at once."""
-    for attempt in range(attempts):
+    A folder's record is replaced by a rename, whole, so damage read there is read once (not again 0.5 s and 1 s
+    later). Past the command's deadline (nmt_core/gates/deadline.py) a read is not tried again: it would fail at
+    once."""
+    tries = 1 if experiment.is_local else attempts
+    for attempt in range(tries):
         try:
             return read()
         except ConfigError:
-            if attempt == attempts - 1 or command_passed():
+            if attempt == tries - 1 or command_passed():
                 raise
             time.sleep(0.5)
     raise AssertionError("unreachable")
@@ -333,7 +336,7 @@ def from_storage(experiment: Storage, name: str) -> SweepInfo:
     that ended before status.json existed)."""
     from sweeper.storage.stored import LINK_KEY, STATE_FILE, read_state
 
-    state = settled(lambda: read_state(experiment))
+    state = settled(lambda: read_state(experiment), experiment)
     job = check_job(state.job, "job", experiment.display(STATE_FILE)) if state.job else None
     by = state.started_by
     info = SweepInfo(
@@ -349,7 +352,7 @@ def from_storage(experiment: Storage, name: str) -> SweepInfo:
         tracking_uri=redact(state.tracking_uri),
         mlflow_link=state.record.get(LINK_KEY),  # checked by read_state; its password hidden when written
     )
-    status = settled(lambda: read_status(experiment))
+    status = settled(lambda: read_status(experiment), experiment)
     if status is not None:
         info.state, info.detail, info.best, info.board = (
             status["state"],

@@ -92,6 +92,22 @@ def test_status_json_is_rechecked_on_read(tmp_path):
         sweeps.read_status(experiment)
 
 
+@pytest.mark.parametrize("local, reads", [(True, 1), (False, 3)])
+def test_damage_is_read_again_only_where_a_read_can_tear(local, reads, monkeypatch):
+    """Object storage's reader can catch a record between its size and its bytes: damage there is read twice more,
+    0.5 s apart; a folder's record is replaced by a rename, whole, so its damage is final at the first read."""
+    waits, calls = [], []
+    monkeypatch.setattr(sweeps.time, "sleep", waits.append)
+
+    def damaged():
+        calls.append(1)
+        raise ConfigError("(file)", "the sweep's storage is damaged", "status.json")
+
+    with pytest.raises(ConfigError, match="damaged"):
+        sweeps.settled(damaged, SimpleNamespace(is_local=local))
+    assert len(calls) == reads and waits == [0.5] * (reads - 1)
+
+
 def test_a_job_record_is_checked_as_any_input(monkeypatch):
     good = {"id": "sweeper-x-1a2b3c4d", "address": "http://head:8265", "submitted_by": "bob", "mlflow_user": "bob"}
     monkeypatch.setenv(sweeps.JOB_VARIABLE, json.dumps(good))
