@@ -132,8 +132,13 @@ def test_a_lost_worker_node_costs_nothing(tmp_path, s3, cluster, tracking):
     )
 
     def both_training():
-        runs = [r for r in trial_runs(client, "nodeloss") if epoch_steps(client, r.info.run_id)]
-        nodes = {r.data.tags.get("sweeper.node") for r in runs}
+        """Two trials past their first epoch, one on each worker, and none at its last: a trial that finished on the
+        victim before the kill (its neighbour slowed by a loaded machine) would end there, not on the survivor."""
+        runs = {r.info.run_id: r for r in trial_runs(client, "nodeloss")}
+        epochs = {run_id: len(epoch_steps(client, run_id)) for run_id in runs}
+        ended = [run_id for run_id, count in epochs.items() if count >= 3 or runs[run_id].info.status != "RUNNING"]
+        assert not ended, f"trials {ended} reached their last epoch before one trained on each worker: {epochs}"
+        nodes = {runs[run_id].data.tags.get("sweeper.node") for run_id, count in epochs.items() if count}
         return nodes if None not in nodes and len(nodes) == 2 else None
 
     nodes = wait_until(both_training, "trials training on both workers", driver, every=1)
