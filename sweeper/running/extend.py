@@ -38,6 +38,7 @@ from sweeper.running.runner import (
     start_ray,
     tracking_callback,
 )
+from sweeper.running.sweeps import ended_trials, result_statuses
 from sweeper.space.spec import SpecError, SweepSpec, TrialPlan, parse_spec
 from sweeper.storage.store import Storage
 from sweeper.storage.stored import STATE_FILE, SweepState, read_state
@@ -144,6 +145,7 @@ def run_look(
     callback = tracking_callback(spec, uri, state.parent_run_id, state.base, experiment.uri, None, shared)
     board = open_board(spec.name)  # noqa: F841 - held while the look runs
     progress = SweepProgress(spec.name, len(plans), callback.naming, spec.metric, experiment.uri)
+    progress.earlier = ended_trials(result_statuses(experiment) or [])  # kept in Tune's state for a resume
     accountant = ComputeWatch(spec.name, experiment.uri, spec.cpu, spec.gpu, state.budget, state.budget_unit)
     progress.watch(spec.mode, spec.cpu, spec.gpu, accountant)  # a budget counts this look's trials
     tuner = new_tuner(spec, state, (tune_config, space), (folder, experiment), [callback, progress, accountant])

@@ -105,6 +105,9 @@ class SweepProgress(Callback):
     idle_since: float | None = None  # since when no trial has run while some wait
     waiting: str | None = None  # why no trial can start (waiting for resources), or None
     compute: Any = None  # the driver's accountant (sweeper.running.compute.ComputeWatch): status.json's `compute`
+    # a designed sweep's earlier looks, trials done and failed: a look's board and status.json count the sweep's
+    # trials, as sweeper.json does (`sweeper list` said 0/39 done as look 4 began, with 30 done before it)
+    earlier: tuple[int, int] = (0, 0)
 
     def __init__(
         self,
@@ -214,18 +217,21 @@ class SweepProgress(Callback):
         detail = f"{self.waiting}; other sweeps hold the cluster, or it is scaling up" if self.waiting else ""
         values = [v for t in trials if isinstance(v := (t.last_result or {}).get(self.metric), (int, float))]
         best = (max if self.mode == "max" else min)(values) if values else None
-        status = {"state": state, "trials": self.planned, "done": done, "failed": failed, "running": running}
+        planned = self.planned + sum(self.earlier)
+        status = {"state": state, "trials": planned, "done": done, "failed": failed, "running": running}
         spending = self.compute.latest if self.compute is not None else None
         compute = {"compute": spending.record()} if spending is not None else {}
         return {**status, "pending": pending, "best": best, "board": lines, "detail": detail, **compute}
 
     def counts(self, trials) -> tuple[int, int, int, int]:
-        """Trials done, failed, running, and pending (waiting to start, or not created yet)."""
+        """Trials done, failed (with the earlier looks'), running, and pending (waiting to start, or not created
+        yet)."""
         status = [t.status for t in trials]
         done = sum(s == "TERMINATED" for s in status)
         failed = sum(s == "ERROR" for s in status)
         running = sum(s == "RUNNING" for s in status)
-        return done, failed, running, max(self.planned - done - failed - running, 0)
+        pending = max(self.planned - done - failed - running, 0)
+        return done + self.earlier[0], failed + self.earlier[1], running, pending
 
     def room(self) -> str | None:
         """Why no trial can start now, if the cluster lacks the free CPUs (GPUs) one trial needs; else None."""

@@ -386,24 +386,35 @@ def liveness(status: dict[str, Any], info: SweepInfo) -> tuple[str, str]:
 
 
 def with_results(experiment: Storage, info: SweepInfo) -> None:
-    """Counts and state from results.parquet (a sweep that ended before status.json existed): a row per trial, its
-    status a string; anything else is damage."""
+    """Counts and state from results.parquet (a sweep that ended before status.json existed)."""
+    statuses = result_statuses(experiment)
+    if statuses is None:
+        info.detail = "no status recorded: started by an older version, or its driver never reached its trials"
+        return
+    info.done, info.failed = ended_trials(statuses)
+    info.running, info.pending = 0, sum(s == "UNFINISHED" for s in statuses)
+    info.state = STOPPED if info.pending else FINISHED if info.done else FAILED
+
+
+def result_statuses(experiment: Storage) -> list[str] | None:
+    """Each trial's status in results.parquet (TERMINATED, ERROR, ...; a row per trial, its status a string), or
+    None where there is no results.parquet; anything else is damage."""
     from sweeper.space.spec import MAX_TRIALS
     from sweeper.storage.stored import damage_error, damaged
     from sweeper.tracking.metrics import RESULTS_FILE
 
     if not experiment.exists(RESULTS_FILE):
-        info.detail = "no status recorded: started by an older version, or its driver never reached its trials"
-        return
+        return None
     table = experiment.read_parquet(RESULTS_FILE, max_rows=MAX_TRIALS, error=damage_error(experiment, RESULTS_FILE))
     column = table.column("status") if "status" in table.column_names else None
     if column is None or not pa.types.is_string(column.type) or column.null_count:
         raise damaged(experiment, RESULTS_FILE, "no column `status` of strings (each trial's TERMINATED, ERROR, ...)")
-    statuses = column.to_pylist()
-    info.done = sum(s in ("TERMINATED", "STOPPED") for s in statuses)
-    info.failed = sum(s == "ERROR" for s in statuses)
-    info.running, info.pending = 0, sum(s == "UNFINISHED" for s in statuses)
-    info.state = STOPPED if info.pending else FINISHED if info.done else FAILED
+    return column.to_pylist()
+
+
+def ended_trials(statuses: list[str]) -> tuple[int, int]:
+    """Trials done (finished, or stopped early by a scheduler) and failed."""
+    return sum(s in ("TERMINATED", "STOPPED") for s in statuses), sum(s == "ERROR" for s in statuses)
 
 
 def job_state(info: SweepInfo, job) -> None:

@@ -84,6 +84,29 @@ def test_sweep_lines_name_running_trials_their_epoch_and_an_eta():
     assert lines[2] == "    no temperature · seed 2: starting"
 
 
+def test_a_looks_board_and_status_count_the_sweeps_trials_with_the_earlier_looks():
+    """A designed sweep's look 4 (9 trials) after looks that ended 30 trials, one of them failed: the board and
+    status.json say 31 done and 2 failed of 39, as sweeper.json's 39 planned, not 2 and 1 of 9."""
+    trials = [
+        tune_trial("a", "none", 10, last_result={}, status="TERMINATED"),
+        tune_trial("b", "none", 11, last_result={}, status="TERMINATED"),
+        tune_trial("c", "sact", 10, last_result={}, status="ERROR"),
+        tune_trial("d", "sact", 11, last_result={}, status="RUNNING"),
+    ]
+    progress = SweepProgress("designed", planned=9, name_of=names_of(*trials))
+    progress.earlier = (29, 1)
+    line = progress.lines(trials, {})[0].split("] ", 1)[1]
+    assert line.startswith("sweep designed: 31 done, 2 failed, 1 running, 5 pending; elapsed ")
+    status = progress.status(trials, [line])
+    assert {key: status[key] for key in ("trials", "done", "failed", "running", "pending")} == {
+        "trials": 39,
+        "done": 31,
+        "failed": 2,
+        "running": 1,
+        "pending": 5,
+    }
+
+
 def test_fraction_of_training_done():
     assert fraction({"epoch": 3, "epochs": 4, "step": 50, "steps": 100}) == 0.625
     assert fraction(None) is None
