@@ -22,6 +22,7 @@ from nmt_core.gates.network import DOWNLOAD_S
 from nmt_core.gates.yaml_input import shown
 from sweeper.space.spec import SpecError, check_name, variant_label
 from sweeper.storage.store import Storage, open_storage
+from sweeper.storage.stored import LOOK_FOLDER
 from sweeper.tracking.metrics import MODEL, MODEL_EXAMPLE, TRIAL_ID, VARIANT, VARIANT_NAME, is_result
 from sweeper.tracking.names import model_name
 
@@ -158,7 +159,8 @@ def promote(name: str, trial: str, storage_uri: str, tracking_uri: str | None) -
 
 
 def storage_usage(experiment: Storage, trial_dir: re.Pattern) -> dict[str, Any]:
-    """What the sweep's folder in storage holds: in all, and per trial folder (checkpoints, artifacts)."""
+    """What the sweep's folder in storage holds: in all, and per trial folder (checkpoints, artifacts), a designed
+    sweep's look trials included (`look-4/<trial>/...`: the end of look 4 said "0 trial folders")."""
     everything = pafs.FileSelector(experiment.root, allow_not_found=True, recursive=True)
     files = experiment.bounded(experiment.fs.get_file_info, everything, seconds=DOWNLOAD_S)  # a listing in pages
     total, per_trial = 0, {}
@@ -166,9 +168,12 @@ def storage_usage(experiment: Storage, trial_dir: re.Pattern) -> dict[str, Any]:
         if file.type != pafs.FileType.File:
             continue
         total += file.size or 0
-        top = file.path[len(experiment.root) :].lstrip("/").split("/", 1)[0]
-        if trial_dir.match(top) and "/" in file.path[len(experiment.root) :].lstrip("/"):
-            per_trial[top] = per_trial.get(top, 0) + (file.size or 0)
+        folder, _, inside = file.path[len(experiment.root) :].lstrip("/").partition("/")
+        if LOOK_FOLDER.fullmatch(folder):
+            trial, _, inside = inside.partition("/")
+            folder = f"{folder}/{trial}"
+        if trial_dir.match(folder.rpartition("/")[2]) and inside:
+            per_trial[folder] = per_trial.get(folder, 0) + (file.size or 0)
     sizes = sorted(per_trial.values())
     return {
         "bytes": total,

@@ -112,6 +112,12 @@ def test_the_storage_a_sweep_takes_in_all_and_per_trial(tmp_path):
     (tmp_path / "sweeper.json").write_bytes(b"z" * 5)
     usage = storage_usage(open_storage(str(tmp_path), "test"), TRIAL_DIR)
     assert usage == {"bytes": 425, "trials": 2, "trial_bytes_median": 210, "trial_bytes_max": 310}
+    look = tmp_path / "look-2" / "9c4d2_00000_general+none_seed3"  # a designed sweep's look: its own experiment
+    look.mkdir(parents=True)
+    (look / "result.json").write_bytes(b"y" * 1000)
+    (tmp_path / "look-2" / "experiment_state.json").write_bytes(b"s" * 20)
+    usage = storage_usage(open_storage(str(tmp_path), "test"), TRIAL_DIR)
+    assert usage == {"bytes": 1445, "trials": 3, "trial_bytes_median": 310, "trial_bytes_max": 1000}
     assert [human(n) for n in (5, 1234, 98_765_432, 1.5e12)] == ["5 B", "1.2 kB", "98.8 MB", "1.5 TB"]
 
 
