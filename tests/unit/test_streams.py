@@ -18,18 +18,16 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def run(args: list[str], cwd: Path, env: dict[str, str] | None = None, close: int | None = None, **streams):
-    """`python -m MODULE args` with descriptor `close` closed in the child (`<&-`, `2>&-`)."""
+    """`python -m MODULE args` with descriptor `close` closed as a shell closes it (`<&-`, `2>&-`): `sh` closes it
+    and execs the command. A preexec_fn closing it ran Python in a forked copy of this worker, and where an earlier
+    test had loaded Ray, gRPC's fork handlers wrote an error line of their own on the child's stderr (CI, once)."""
     environment = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
     environment.update(PYTHONPATH=str(ROOT), **(env or {}))
     kept = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **streams}
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        cwd=cwd,
-        env=environment,
-        preexec_fn=(lambda: os.close(close)) if close is not None else None,
-        timeout=240,
-        **kept,
-    )
+    command = [sys.executable, "-m", *args]
+    if close is not None:
+        command = ["sh", "-c", f'exec "$@" {close}<&-', "sh", *command]
+    return subprocess.run(command, cwd=cwd, env=environment, timeout=240, **kept)
 
 
 @pytest.fixture
