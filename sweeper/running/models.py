@@ -169,10 +169,11 @@ def storage_usage(experiment: Storage, trial_dir: re.Pattern) -> dict[str, Any]:
             continue
         total += file.size or 0
         folder, _, inside = file.path[len(experiment.root) :].lstrip("/").partition("/")
+        trial = folder
         if LOOK_FOLDER.fullmatch(folder):
             trial, _, inside = inside.partition("/")
             folder = f"{folder}/{trial}"
-        if trial_dir.match(folder.rpartition("/")[2]) and inside:
+        if trial_dir.match(trial) and inside:
             per_trial[folder] = per_trial.get(folder, 0) + (file.size or 0)
     sizes = sorted(per_trial.values())
     return {
