@@ -14,7 +14,7 @@ from urllib.parse import quote
 from mlflow.tracking import MlflowClient
 
 from nmt_core.family.registry import bound_of
-from nmt_core.training.evaluate import bleu_options
+from nmt_core.training.evaluate import PairedBootstrap, bleu_options
 from sweeper.space.design import digest
 from sweeper.space.spec import SignificanceSpec, read_section
 from sweeper.summary.best_heatmaps import log_best_heatmaps
@@ -30,7 +30,7 @@ from sweeper.summary.pareto import pareto_front
 from sweeper.summary.plots import pareto_plot
 from sweeper.summary.records import SummaryError, SweepSnapshot, read_artifacts, read_trials
 from sweeper.summary.sequential import design_lines, read_design, scores_by_row
-from sweeper.summary.statistics import Summary, alignment_table, build_summary
+from sweeper.summary.statistics import Summary, TrialStatistics, alignment_table, build_summary
 from sweeper.summary.tables import (
     marks_line,
     power_lines,
@@ -155,17 +155,19 @@ def significance_of(snapshot: SweepSnapshot, resamples: int | None) -> Significa
 def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
     """The BLEU table with its tests, the findings, and a note on the trials left out."""
     records = snapshot.records
+    bleu = bleu_options(records[0].config)
+    extracted = None  # a designed sweep's trials' statistics, which its looks read again
+    if snapshot.space.design.declared:
+        extracted = TrialStatistics(
+            PairedBootstrap(snapshot.references, significance.resamples, **bleu), snapshot.translations
+        )
     summary = build_summary(
-        records,
-        snapshot.translations,
-        snapshot.references,
-        snapshot.space.baseline,
-        bleu_options(records[0].config),
-        significance,
+        records, snapshot.translations, snapshot.references, snapshot.space.baseline, bleu, significance, extracted
     )
     add_findings(summary)
-    read_designed(snapshot, summary, significance)
-    lowercase = bleu_options(records[0].config)["lowercase"]
+    if extracted:
+        read_designed(snapshot, summary, extracted)
+    lowercase = bleu["lowercase"]
     summary.metric_table = metric_table(summary, snapshot.references, snapshot.translations, significance, lowercase)
     summary.notes += snapshot.choices
     if snapshot.left_out:
@@ -176,19 +178,15 @@ def compute(snapshot: SweepSnapshot, significance: SignificanceSpec) -> Summary:
     return summary
 
 
-def read_designed(snapshot: SweepSnapshot, summary: Summary, significance: SignificanceSpec) -> None:
-    """A designed sweep's primary comparisons, read at its looks; none where the design differs from the one its
-    parent run froze (the space or the tag changed after the first result)."""
+def read_designed(snapshot: SweepSnapshot, summary: Summary, extracted: TrialStatistics) -> None:
+    """A designed sweep's primary comparisons, read at its looks on `extracted`'s resamples; none where the design
+    differs from the one its parent run froze (the space or the tag changed after the first result)."""
     design = snapshot.space.design
-    if not design.declared:
-        return
     summary.design_changed = snapshot.design_digest != digest(design)
     if summary.design_changed:
         return
     objective = snapshot.space.objective
-    bleu = bleu_options(snapshot.records[0].config)
-    scores = scores_by_row(snapshot.references, snapshot.translations, significance.resamples, bleu)
-    summary.design = read_design(summary.rows, design, scores, (objective.metric, objective.mode))
+    summary.design = read_design(summary.rows, design, scores_by_row(extracted), (objective.metric, objective.mode))
 
 
 def write_report(snapshot: SweepSnapshot, out: Path, formats: list[str], resamples: int | None = None) -> Summary:

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nmt_core.training.evaluate import PairedBootstrap, SystemScores, seed_sentence_test
+from nmt_core.training.evaluate import SystemScores, seed_sentence_test
 from sweeper.design.decision import Plan, Reading, boundaries, read_look
 from sweeper.space.design import DesignSpec, Primary, primaries, words
 from sweeper.summary.records import TrialRecord, typed_setting
-from sweeper.summary.statistics import VariantRow, _matches, objective_of
+from sweeper.summary.statistics import TrialStatistics, VariantRow, _matches, objective_of
 from sweeper.summary.tables import interval
 
 INTERIM = "interim, not a verdict"
@@ -174,19 +174,13 @@ def undecided_rows(readings: list[PrimaryReading]) -> set[int]:
     }
 
 
-def scores_by_row(
-    references: dict[str, list[str]], translations: dict[str, dict[str, list[str]]], resamples: int, bleu: dict
-) -> Callable[[VariantRow], SystemScores]:
-    """A row's SystemScores on the summary's paired resamples: each seed's test BLEU as logged (the table's) and its
-    resampled scores; each trial's sentence statistics computed once, however many looks read it."""
-    bootstrap = PairedBootstrap(references, resamples, **bleu)
-    stats: dict[str, dict[str, np.ndarray]] = {}
+def scores_by_row(extracted: TrialStatistics) -> Callable[[VariantRow], SystemScores]:
+    """A row's SystemScores on the summary's paired resamples (`extracted.bootstrap`'s): each seed's test BLEU as
+    logged (the table's) and its resampled scores; each trial's sentence statistics extracted once, however many
+    looks read it and whether or not the BLEU table's tests read it first."""
 
     def scores(row: VariantRow) -> SystemScores:
-        for record in row.records:
-            if record.run_id not in stats:
-                stats[record.run_id] = bootstrap.stats([translations[record.run_id]])[0]
-        resampled = bootstrap.scores_of_stats([stats[r.run_id] for r in row.records]).resampled
+        resampled = extracted.bootstrap.scores_of_stats(extracted.of(row.records)).resampled
         return SystemScores(np.array([r.metrics["bleu_test_avg"] for r in row.records]), resampled)
 
     return scores

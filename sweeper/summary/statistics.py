@@ -553,6 +553,24 @@ def seeds_scaled(test: SeedSentenceTest, factor: float) -> SeedSentenceTest:
     return replace(test, seed_variances=tuple(v * factor for v in test.seed_variances))
 
 
+class TrialStatistics:
+    """Each trial's per-sentence BLEU statistics by test set, extracted once and kept for the whole summary: a
+    designed sweep's looks resample the same trials' statistics as the BLEU table's tests, and sacrebleu's extraction
+    costs far more than the resampling. Kept only where both read them (a designed sweep: its rows times its seeds);
+    the table's tests alone extract each row's once and keep none (compare)."""
+
+    def __init__(self, bootstrap: PairedBootstrap, translations: dict[str, dict[str, list[str]]]):
+        self.bootstrap, self.translations = bootstrap, translations
+        self.extracted: dict[str, dict[str, np.ndarray]] = {}
+
+    def of(self, records: list[TrialRecord]) -> list[dict[str, np.ndarray]]:
+        """The statistics of each record's trial, in the records' order."""
+        for record in records:
+            if record.run_id not in self.extracted:
+                self.extracted[record.run_id] = self.bootstrap.stats([self.translations[record.run_id]])[0]
+        return [self.extracted[record.run_id] for record in records]
+
+
 def test_significance(
     rows: list[VariantRow],
     criteria: dict[str, Any],
@@ -561,8 +579,10 @@ def test_significance(
     significance: SignificanceSpec,
     bleu: dict[str, Any],
     controls: dict[int, SactControls],
+    extracted: TrialStatistics | None = None,
 ) -> list[Comparison]:
-    """Every comparison of the BLEU table, marked; each row's against its baseline also set on the row."""
+    """Every comparison of the BLEU table, marked; each row's against its baseline also set on the row. The rows'
+    sentence statistics come from `extracted` where the summary keeps them."""
     baselines = baselines_of(rows, criteria)
     for row in rows:
         row.is_baseline = baselines.get(id(row)) is row
@@ -575,11 +595,17 @@ def test_significance(
         if randomization
         else None
     )
+
+    def stats_of(row: VariantRow) -> list[dict[str, np.ndarray]]:
+        if extracted:
+            return extracted.of(row.records)
+        return bootstrap.stats([translations[r.run_id] for r in row.records])
+
     compared = compare(
         pairs_of(rows, criteria, controls),
         lambda row: [r.metrics["bleu_test_avg"] for r in row.records],
         bootstrap,
-        lambda row: bootstrap.stats([translations[r.run_id] for r in row.records]),
+        stats_of,
         shuffles,
     )
     mark_and_power(compared, margin=significance.margin)
@@ -655,8 +681,10 @@ def build_summary(
     baseline: dict[str, Any] | None = None,
     bleu: dict[str, Any] | None = None,
     significance: SignificanceSpec | None = None,
+    extracted: TrialStatistics | None = None,
 ) -> Summary:
-    """The BLEU table; `translations[run_id][set]` and `references[set]` feed the paired bootstrap."""
+    """The BLEU table; `translations[run_id][set]` and `references[set]` feed the paired bootstrap (through
+    `extracted` where the summary keeps each trial's sentence statistics)."""
     if not records:
         raise SummaryError("no finished trial with test BLEU in this sweep yet")
     significance = significance or SignificanceSpec()
@@ -701,7 +729,7 @@ def build_summary(
     summary.sentences = sum(len(refs) for refs in references.values())
     summary.controls = sact_controls(rows)
     summary.comparisons = test_significance(
-        rows, criteria, references, translations, significance, bleu or {}, summary.controls
+        rows, criteria, references, translations, significance, bleu or {}, summary.controls, extracted
     )
     summary.method_name = f"{significance.method}: {SIGNIFICANCE_TESTS[significance.method]}"
     if summary.comparisons:

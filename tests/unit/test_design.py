@@ -10,7 +10,7 @@ import pytest
 import yaml
 from scipy.special import ndtr
 
-from nmt_core.training.evaluate import corpus_bleu
+from nmt_core.training.evaluate import PairedBootstrap, corpus_bleu
 from sweeper import api
 from sweeper.design.decision import Plan, Reading, boundaries, read_look
 from sweeper.space.design import DesignSpec, digest, primaries
@@ -183,6 +183,18 @@ def test_the_summary_reads_a_designed_sweep_at_its_looks_and_says_interim_betwee
     text = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
     assert "## Primary comparisons" in text and "## BLEU (secondary comparisons)" in text
     assert summary.design[0].reading.verdict in text
+
+
+def test_a_designed_summary_extracts_each_trials_bleu_statistics_once(monkeypatch):
+    """The BLEU table's tests and the looks resample the same trials: sacrebleu extracts each trial's sentence
+    statistics once for both (it did twice: once for the table, once for the looks)."""
+    extracted, extract = [], PairedBootstrap.stats
+    monkeypatch.setattr(PairedBootstrap, "stats", lambda self, hyps: extracted.extend(hyps) or extract(self, hyps))
+    snapshot = designed_snapshot(4)
+    summary = compute(snapshot, significance_of(snapshot, None))
+    assert summary.design[0].reading is not None and summary.comparisons
+    assert len(extracted) == len(snapshot.records) == 8
+    assert sorted(map(id, extracted)) == sorted(id(snapshot.translations[r.run_id]) for r in snapshot.records)
 
 
 def test_a_design_changed_after_the_first_result_gives_no_verdict_and_says_so_first(tmp_path):
