@@ -683,8 +683,7 @@ def build_summary(
     significance: SignificanceSpec | None = None,
     extracted: TrialStatistics | None = None,
 ) -> Summary:
-    """The BLEU table; `translations[run_id][set]` and `references[set]` feed the paired bootstrap (through
-    `extracted` where the summary keeps each trial's sentence statistics)."""
+    """The BLEU table; `translations[run_id][set]` and `references[set]` (or `extracted`) feed the paired bootstrap."""
     if not records:
         raise SummaryError("no finished trial with test BLEU in this sweep yet")
     significance = significance or SignificanceSpec()
